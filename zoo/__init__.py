@@ -1,0 +1,9 @@
+"""zoo: a configurable Transformer model zoo. `zoo.build(...)` turns one config into an encoder, a
+decoder or an encoder-decoder; presets live in `conf/model/*.yaml`."""
+
+from zoo.config import ModelConfig
+from zoo.models import ModelOutput
+from zoo.presets import build, list_models, register_model, resolve_config
+
+__all__ = ["ModelConfig", "ModelOutput", "build", "list_models", "register_model", "resolve_config"]
+__version__ = "0.1.0"

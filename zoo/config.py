@@ -1,0 +1,194 @@
+"""ModelConfig: the one plain-data description of a model. Every knob lives here; derived sizes are
+properties; `validate()` rejects bad values with the key, the value and what is allowed."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from zoo.registry import unknown_choice_message
+
+
+@dataclass
+class ModelConfig:
+    """Hyper-parameters of one Transformer. Key names are the public config surface (YAML, Hydra, API)."""
+
+    arch: str = "decoder"  # encoder | decoder | encoder_decoder
+    vocab_size: int = 256
+    d_model: int = 128
+    n_layers: int = 2
+    encoder_layers: int | None = None  # encoder_decoder only; default n_layers
+    decoder_layers: int | None = None
+    n_heads: int = 4
+    n_kv_heads: int | None = None  # grouped-query attention; default n_heads (1 = multi-query)
+    ffn: str = "mlp"  # mlp | none
+    ffn_ratio: float = 4.0  # d_ff = ffn_ratio * d_model unless d_ff is given
+    d_ff: int | None = None
+    activation: str = "gelu"  # relu | gelu | gelu_tanh | silu | swiglu | geglu
+    norm: str = "layernorm"  # layernorm | rmsnorm | none
+    norm_eps: float = 1e-5
+    norm_placement: str = "pre"  # pre | post
+    final_norm: bool | None = None  # default: True for pre, False for post
+    embed_norm: bool = False  # a norm right after the embeddings (BERT, BART)
+    embed_scale: bool = False  # multiply token embeddings by sqrt(d_model) (Vaswani, Marian)
+    residual: bool = True  # False drops the residual connections (minimal attention-only models)
+    positional: str = "learned"  # sinusoidal | learned | rope | alibi | none
+    pos_offset: int = 0  # learned table index offset (BART uses 2)
+    sinusoidal_layout: str = "interleaved"  # interleaved (paper: sin, cos, sin, ...) | half (sin..., cos...)
+    rope_base: float = 10000.0
+    rope_layout: str = "half"  # half (rotate-half, GPT-NeoX/Llama) | interleaved (pairs, RoFormer/GPT-J)
+    max_seq_len: int = 256
+    dropout: float = 0.0
+    attn_dropout: float | None = None  # default: dropout
+    bias: bool = True  # biases in linear layers and LayerNorm
+    head_bias: bool = False  # bias on the vocabulary projection (BERT, BART's final_logits_bias)
+    head_transform: bool = False  # dense + activation + norm before the vocabulary projection (BERT MLM)
+    tie_embeddings: bool = True  # output projection shares the (decoder) token embedding
+    share_embeddings: bool = True  # encoder_decoder: one token table for source and target
+    type_vocab_size: int = 0  # token-type (segment) embeddings, BERT; 0 = none
+    head: str = "lm"  # lm | classifier (encoder only)
+    num_labels: int = 0  # classifier head size
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+    decoder_start_id: int | None = None  # encoder_decoder: first decoder token; default bos_id
+    init_std: float = 0.02
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # ----- derived sizes -----
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    @property
+    def ffn_dim(self) -> int:
+        return self.d_ff if self.d_ff is not None else int(round(self.ffn_ratio * self.d_model))
+
+    @property
+    def n_encoder_layers(self) -> int:
+        return self.n_layers if self.encoder_layers is None else self.encoder_layers
+
+    @property
+    def n_decoder_layers(self) -> int:
+        return self.n_layers if self.decoder_layers is None else self.decoder_layers
+
+    @property
+    def use_final_norm(self) -> bool:
+        return (self.norm_placement == "pre") if self.final_norm is None else self.final_norm
+
+    @property
+    def attention_dropout(self) -> float:
+        return self.dropout if self.attn_dropout is None else self.attn_dropout
+
+    @property
+    def start_id(self) -> int:
+        return self.bos_id if self.decoder_start_id is None else self.decoder_start_id
+
+    # ----- conversion -----
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | ModelConfig) -> ModelConfig:
+        """Build from a dict / OmegaConf node / ModelConfig; an unknown key raises with a close match."""
+        if isinstance(data, ModelConfig):
+            return dataclasses.replace(data)
+        data = _to_plain_dict(data)
+        known = [f.name for f in fields(cls)]
+        for key in data:
+            if key not in known:
+                close = difflib.get_close_matches(str(key), known, n=1)
+                hint = f" Did you mean {close[0]!r}?" if close else ""
+                raise ValueError(f"Unknown model config key {key!r}.{hint} Known keys: {', '.join(known)}.")
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (no OmegaConf, no tensors): safe to store in checkpoints and JSON."""
+        return dataclasses.asdict(self)
+
+    # ----- validation -----
+    def validate(self) -> None:
+        """Raise ValueError naming the key, the value and what is allowed, before any module is built."""
+        from zoo.components import choice_registries  # late import: registries live with their modules
+
+        for key, registry in choice_registries().items():
+            value = getattr(self, key)
+            if value not in registry:
+                raise ValueError(f"model.{key}: " + unknown_choice_message(key, value, registry.names()))
+        for key, allowed in _ENUMS.items():
+            value = getattr(self, key)
+            if value not in allowed:
+                raise ValueError(f"model.{key}: " + unknown_choice_message(key, value, list(allowed)))
+        positive = ["vocab_size", "d_model", "n_heads", "max_seq_len"]
+        for key in positive:
+            if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
+                raise ValueError(f"model.{key} must be a positive integer, got {getattr(self, key)!r}.")
+        for key in ["n_layers", "encoder_layers", "decoder_layers", "type_vocab_size", "num_labels", "pos_offset"]:
+            value = getattr(self, key)
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise ValueError(f"model.{key} must be a non-negative integer, got {value!r}.")
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}; "
+                f"choose n_heads among the divisors of d_model."
+            )
+        if self.kv_heads < 1 or self.n_heads % self.kv_heads:
+            raise ValueError(
+                f"model.n_heads={self.n_heads} is not divisible by model.n_kv_heads={self.n_kv_heads}; "
+                f"n_kv_heads must divide n_heads (n_heads = MHA, 1 = MQA)."
+            )
+        if self.positional == "rope" and self.head_dim % 2:
+            raise ValueError(
+                f"model.positional='rope' needs an even head_dim, got d_model/n_heads = {self.head_dim}."
+            )
+        if self.positional == "sinusoidal" and self.d_model % 2:
+            raise ValueError(f"model.positional='sinusoidal' needs an even d_model, got {self.d_model}.")
+        if self.ffn_dim < 1 and self.ffn != "none":
+            raise ValueError(f"model.d_ff/ffn_ratio give a hidden size of {self.ffn_dim}; it must be >= 1.")
+        for key in ["dropout", "attn_dropout"]:
+            value = getattr(self, key)
+            if value is not None and not 0.0 <= value < 1.0:
+                raise ValueError(f"model.{key} must be in [0, 1), got {value!r}.")
+        if self.norm_eps <= 0:
+            raise ValueError(f"model.norm_eps must be > 0, got {self.norm_eps!r}.")
+        for key in ["pad_id", "bos_id", "eos_id", "decoder_start_id"]:
+            value = getattr(self, key)
+            if value is not None and not 0 <= value < self.vocab_size:
+                raise ValueError(f"model.{key}={value} is outside the vocabulary [0, {self.vocab_size}).")
+        if self.head == "classifier":
+            if self.arch != "encoder":
+                raise ValueError(f"model.head='classifier' needs model.arch='encoder', got {self.arch!r}.")
+            if self.num_labels < 1:
+                raise ValueError("model.head='classifier' needs model.num_labels >= 1.")
+        if self.arch == "encoder_decoder" and self.n_layers == 0 and not (self.encoder_layers or self.decoder_layers):
+            raise ValueError("model.arch='encoder_decoder' needs at least one encoder or decoder layer.")
+
+
+_ENUMS: dict[str, tuple[str, ...]] = {
+    "norm_placement": ("pre", "post"),
+    "sinusoidal_layout": ("interleaved", "half"),
+    "rope_layout": ("half", "interleaved"),
+    "ffn": ("mlp", "none"),
+    "head": ("lm", "classifier"),
+}
+
+
+def _to_plain_dict(data: Any) -> dict[str, Any]:
+    try:  # OmegaConf nodes (Hydra) become plain containers
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(data, DictConfig):
+            data = OmegaConf.to_container(data, resolve=True)
+    except ImportError:  # pragma: no cover - omegaconf ships with hydra-core
+        pass
+    if dataclasses.is_dataclass(data) and not isinstance(data, type):
+        data = dataclasses.asdict(data)
+    if not isinstance(data, Mapping):
+        raise TypeError(f"A model config must be a preset name, mapping or ModelConfig, got {type(data).__name__}.")
+    return {k: v for k, v in data.items() if k != "defaults"}

@@ -1,0 +1,98 @@
+"""What every zoo architecture shares: the output record, input checks, position ids and weight init."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from zoo.config import ModelConfig
+from zoo.modules.cache import KVCache
+from zoo.registry import Registry
+
+ARCHS: Registry = Registry("arch")
+
+
+@dataclass
+class ModelOutput:
+    """Hugging Face-style result: `.logits` always, `.loss` only when labels were given."""
+
+    logits: torch.Tensor
+    loss: torch.Tensor | None = None
+    hidden_states: torch.Tensor | None = None  # last layer output (B, T, C)
+    attentions: list = field(default_factory=list)  # self-attention weights per layer (need_weights=True)
+    cross_attentions: list = field(default_factory=list)
+    encoder_hidden_states: torch.Tensor | None = None
+    encoder_attentions: list = field(default_factory=list)
+    cache: KVCache | None = None
+
+
+class ZooModel(nn.Module):
+    """Base class: holds the config, validates inputs before compute, initialises weights GPT-2 style."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+
+    # ----- input checks (clear errors instead of device-side asserts) -----
+    def check_ids(self, ids: torch.Tensor, name: str = "input_ids") -> None:
+        if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype not in (torch.long, torch.int):
+            got = f"{tuple(ids.shape)} {ids.dtype}" if isinstance(ids, torch.Tensor) else type(ids).__name__
+            raise ValueError(f"{name} must be an integer tensor of shape (batch, seq_len), got {got}.")
+        if ids.shape[1] == 0:
+            raise ValueError(f"{name} is empty (seq_len 0); give at least one token.")
+        low, high = torch.aminmax(ids)
+        if low < 0 or high >= self.config.vocab_size:
+            raise ValueError(
+                f"{name} holds token ids in [{int(low)}, {int(high)}] but the vocabulary is "
+                f"[0, {self.config.vocab_size}) (model.vocab_size={self.config.vocab_size})."
+            )
+
+    def position_ids(
+        self, ids: torch.Tensor, start: int, position_ids: torch.Tensor | None, name: str = "input_ids"
+    ) -> torch.Tensor:
+        """Positions start..start+T-1 unless given (left-padded batches pass their own)."""
+        b, t = ids.shape
+        cfg = self.config
+        if position_ids is None:
+            if cfg.positional == "learned" and start + t > cfg.max_seq_len:
+                raise ValueError(
+                    f"{name} reaches position {start + t} but learned positions stop at model.max_seq_len="
+                    f"{cfg.max_seq_len}; shorten the input or raise max_seq_len."
+                )
+            return torch.arange(start, start + t, device=ids.device).expand(b, t)
+        if position_ids.shape != ids.shape:
+            raise ValueError(f"position_ids shape {tuple(position_ids.shape)} != {name} shape {tuple(ids.shape)}.")
+        return position_ids
+
+    @staticmethod
+    def padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+        """None when nothing is masked, so attention can take the fused causal kernel."""
+        if attention_mask is None or bool(attention_mask.all()):
+            return None
+        return attention_mask
+
+    # ----- weights -----
+    def init_weights(self) -> None:
+        """N(0, init_std) for matrices and embeddings, zero biases; residual output projections scaled by
+        1/sqrt(2 * layers) so the residual stream's variance does not grow with depth (GPT-2)."""
+        std = self.config.init_std
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, 0.0, std)
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                nn.init.zeros_(module.bias)
+        n_layers = max(1, self.config.n_encoder_layers + self.config.n_decoder_layers)
+        for name, param in self.named_parameters():
+            if name.endswith(("o.weight", "down.weight")):
+                nn.init.normal_(param, 0.0, std / math.sqrt(2 * n_layers))
+
+    def num_parameters(self) -> int:
+        """Unique trainable parameters (tied tensors counted once)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def new_cache(self) -> KVCache:
+        """An empty KV cache for this model's (decoder) layers."""
+        return KVCache(len(self.decoder_stack.layers))

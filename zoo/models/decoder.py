@@ -1,0 +1,56 @@
+"""Decoder-only causal language model (GPT, Llama): embed -> causal stack -> vocabulary logits."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from zoo.config import ModelConfig
+from zoo.models.base import ARCHS, ModelOutput, ZooModel
+from zoo.modules.block import Stack
+from zoo.modules.cache import KVCache
+from zoo.modules.embedding import Embeddings
+from zoo.modules.heads import LMHead, lm_loss
+from zoo.modules.mask import build_mask
+
+
+@ARCHS.register("decoder")
+class DecoderLM(ZooModel):
+    """`labels=input_ids` trains next-token prediction: the loss shifts internally."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__(config)
+        tokens = nn.Embedding(config.vocab_size, config.d_model)
+        self.embed = Embeddings(config, tokens)
+        self.decoder_stack = Stack(config, config.n_layers)
+        self.head = LMHead(config, tokens)
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        *,
+        position_ids: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+        need_weights: bool = False,
+    ) -> ModelOutput:
+        """input_ids (B, T); attention_mask (B, past + T), 1 = real token; cache continues a sequence."""
+        self.check_ids(input_ids)
+        start = cache.length if cache is not None else 0
+        t = input_ids.shape[1]
+        pos = self.position_ids(input_ids, start, position_ids)
+        x = self.embed(input_ids, pos, token_type_ids)  # (B, T, C)
+        terms = self.embed.positional.terms(pos, start, start + t)
+        mask = build_mask(
+            self.padding_mask(attention_mask), causal=True, q_len=t, k_len=start + t,
+            bias=terms.bias if terms is not None else None,
+        )
+        x, self_w, _ = self.decoder_stack(x, mask, terms, cache=cache, need_weights=need_weights)
+        if cache is not None:
+            cache.length += t
+        logits = self.head(x)  # (B, T, V)
+        loss = lm_loss(logits, labels, shift=True) if labels is not None else None
+        return ModelOutput(logits=logits, loss=loss, hidden_states=x, attentions=self_w, cache=cache)

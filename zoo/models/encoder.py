@@ -1,0 +1,56 @@
+"""Encoder-only bidirectional model (BERT): masked-LM logits or a sequence-classification head."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from zoo.config import ModelConfig
+from zoo.models.base import ARCHS, ModelOutput, ZooModel
+from zoo.modules.block import Stack
+from zoo.modules.embedding import Embeddings
+from zoo.modules.heads import ClassifierHead, LMHead, lm_loss
+from zoo.modules.mask import build_mask
+
+
+@ARCHS.register("encoder")
+class EncoderModel(ZooModel):
+    """Masked-LM labels are -100 except at masked positions; classifier labels are (B,) class ids."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__(config)
+        tokens = nn.Embedding(config.vocab_size, config.d_model)
+        self.embed = Embeddings(config, tokens)
+        self.encoder_stack = Stack(config, config.n_layers)
+        self.head = ClassifierHead(config) if config.head == "classifier" else LMHead(config, tokens)
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        *,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        need_weights: bool = False,
+    ) -> ModelOutput:
+        self.check_ids(input_ids)
+        t = input_ids.shape[1]
+        pos = self.position_ids(input_ids, 0, position_ids)
+        x = self.embed(input_ids, pos, token_type_ids)  # (B, T, C)
+        terms = self.embed.positional.terms(pos, 0, t)
+        mask = build_mask(
+            self.padding_mask(attention_mask), causal=False, q_len=t, k_len=t,
+            bias=terms.bias if terms is not None else None,
+        )
+        x, self_w, _ = self.encoder_stack(x, mask, terms, need_weights=need_weights)
+        logits = self.head(x)  # (B, T, V) or (B, num_labels)
+        loss = None
+        if labels is not None:
+            if self.config.head == "classifier":
+                loss = F.cross_entropy(logits.float(), labels)
+            else:
+                loss = lm_loss(logits, labels, shift=False)
+        return ModelOutput(logits=logits, loss=loss, hidden_states=x, attentions=self_w)

@@ -1,0 +1,111 @@
+"""Encoder-decoder (the original Transformer): every decoder layer cross-attends to the encoder's final
+output. Labels align with decoder positions; without decoder_input_ids they are labels shifted right."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from zoo.config import ModelConfig
+from zoo.models.base import ARCHS, ModelOutput, ZooModel
+from zoo.modules.block import Stack
+from zoo.modules.cache import KVCache
+from zoo.modules.embedding import Embeddings
+from zoo.modules.heads import LMHead, lm_loss
+from zoo.modules.mask import build_mask
+
+
+@ARCHS.register("encoder_decoder")
+class EncoderDecoder(ZooModel):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__(config)
+        src_tokens = nn.Embedding(config.vocab_size, config.d_model)
+        tgt_tokens = src_tokens if config.share_embeddings else nn.Embedding(config.vocab_size, config.d_model)
+        self.src_embed = Embeddings(config, src_tokens)
+        self.tgt_embed = Embeddings(config, tgt_tokens)
+        self.encoder_stack = Stack(config, config.n_encoder_layers)
+        self.decoder_stack = Stack(config, config.n_decoder_layers, cross=True)
+        self.head = LMHead(config, tgt_tokens)
+        self.init_weights()
+
+    def shift_right(self, labels: torch.Tensor) -> torch.Tensor:
+        """[y1, y2, ..., yn] -> [start, y1, ..., y(n-1)] (ignored labels become pads)."""
+        shifted = labels.new_full(labels.shape, self.config.start_id)
+        shifted[:, 1:] = labels[:, :-1].masked_fill(labels[:, :-1] == -100, self.config.pad_id)
+        return shifted
+
+    def encode(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *, need_weights: bool = False
+    ) -> tuple[torch.Tensor, list]:
+        """Source ids (B, S) -> memory (B, S, C) and per-layer encoder self-attention weights."""
+        self.check_ids(input_ids)
+        s = input_ids.shape[1]
+        pos = self.position_ids(input_ids, 0, None)
+        x = self.src_embed(input_ids, pos)
+        terms = self.src_embed.positional.terms(pos, 0, s)
+        mask = build_mask(
+            self.padding_mask(attention_mask), causal=False, q_len=s, k_len=s,
+            bias=terms.bias if terms is not None else None,
+        )
+        memory, self_w, _ = self.encoder_stack(x, mask, terms, need_weights=need_weights)
+        return memory, self_w
+
+    def decode(
+        self,
+        decoder_input_ids: torch.Tensor,
+        memory: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        *,
+        decoder_attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor, list, list]:
+        """Target ids (B, T) attending to memory (B, S, C) -> (logits (B, T, V), hidden, self_w, cross_w).
+        `attention_mask` is the source padding mask; pads in the source are never attended."""
+        self.check_ids(decoder_input_ids, "decoder_input_ids")
+        start = cache.length if cache is not None else 0
+        t = decoder_input_ids.shape[1]
+        pos = self.position_ids(decoder_input_ids, start, position_ids, "decoder_input_ids")
+        x = self.tgt_embed(decoder_input_ids, pos)
+        terms = self.tgt_embed.positional.terms(pos, start, start + t)
+        self_mask = build_mask(
+            self.padding_mask(decoder_attention_mask), causal=True, q_len=t, k_len=start + t,
+            bias=terms.bias if terms is not None else None,
+        )
+        cross_mask = build_mask(self.padding_mask(attention_mask), causal=False, q_len=t, k_len=memory.shape[1])
+        x, self_w, cross_w = self.decoder_stack(
+            x, self_mask, terms, memory=memory, memory_mask=cross_mask, cache=cache, need_weights=need_weights
+        )
+        if cache is not None:
+            cache.length += t
+        return self.head(x), x, self_w, cross_w
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        decoder_input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        *,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+        need_weights: bool = False,
+    ) -> ModelOutput:
+        if decoder_input_ids is None:
+            if labels is None:
+                raise ValueError("encoder_decoder needs decoder_input_ids or labels (to shift right).")
+            decoder_input_ids = self.shift_right(labels)
+        enc_w: list = []
+        if encoder_hidden_states is None:
+            encoder_hidden_states, enc_w = self.encode(input_ids, attention_mask, need_weights=need_weights)
+        logits, x, self_w, cross_w = self.decode(
+            decoder_input_ids, encoder_hidden_states, attention_mask,
+            decoder_attention_mask=decoder_attention_mask, cache=cache, need_weights=need_weights,
+        )
+        loss = lm_loss(logits, labels, shift=False) if labels is not None else None
+        return ModelOutput(
+            logits=logits, loss=loss, hidden_states=x, attentions=self_w, cross_attentions=cross_w,
+            encoder_hidden_states=encoder_hidden_states, encoder_attentions=enc_w, cache=cache,
+        )

@@ -1,0 +1,108 @@
+"""Multi-head attention (MHA / GQA / MQA) for self- and cross-attention.
+
+Shapes: x (B, T, C) -> q (B, H, T, D), k/v (B, KV, S, D) with C = H * D. Scores q.k^T are scaled by
+1/sqrt(D) so their variance stays ~1 whatever the head size (softmax would saturate otherwise). The fast
+path is `scaled_dot_product_attention`; the explicit path (need_weights, or while traced) also returns
+the softmax weights (B, H, T, S)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from zoo.modules.cache import LayerCache
+from zoo.modules.mask import AttentionMask
+from zoo.modules.positional import PositionTerms
+
+
+class Attention(nn.Module):
+    """Self-attention uses one fused [q | k | v] projection; cross-attention projects q from the decoder
+    stream and [k | v] from the encoder output (memory)."""
+
+    tap: Callable[[str, torch.Tensor], None] | None = None  # set only while tracing
+
+    def __init__(self, cfg, *, cross: bool = False) -> None:
+        super().__init__()
+        self.cross = cross
+        self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.kv_heads, cfg.head_dim
+        q_dim, kv_dim = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
+        if cross:
+            self.q = nn.Linear(cfg.d_model, q_dim, bias=cfg.bias)
+            self.kv = nn.Linear(cfg.d_model, 2 * kv_dim, bias=cfg.bias)
+        else:
+            self.qkv = nn.Linear(cfg.d_model, q_dim + 2 * kv_dim, bias=cfg.bias)
+        self.o = nn.Linear(q_dim, cfg.d_model, bias=cfg.bias)  # W_O: mixes the concatenated heads
+        self.scale = self.head_dim**-0.5
+        self.dropout = cfg.attention_dropout
+
+    def _heads(self, t: torch.Tensor, n: int) -> torch.Tensor:
+        b, s, _ = t.shape
+        return t.view(b, s, n, self.head_dim).transpose(1, 2)  # (B, T, n*D) -> (B, n, T, D)
+
+    def _project(self, x, memory, cache: LayerCache | None):
+        q_dim, kv_dim = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
+        if not self.cross:
+            q, k, v = self.qkv(x).split([q_dim, kv_dim, kv_dim], dim=-1)
+            return self._heads(q, self.n_heads), self._heads(k, self.n_kv_heads), self._heads(v, self.n_kv_heads)
+        q = self._heads(self.q(x), self.n_heads)
+        if cache is not None and cache.cross_k is not None:  # encoder K/V: computed once per source
+            return q, cache.cross_k, cache.cross_v
+        k, v = self.kv(memory).split([kv_dim, kv_dim], dim=-1)
+        k, v = self._heads(k, self.n_kv_heads), self._heads(v, self.n_kv_heads)
+        if cache is not None:
+            cache.cross_k, cache.cross_v = k, v
+        return q, k, v
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: AttentionMask,
+        *,
+        memory: torch.Tensor | None = None,
+        positions: PositionTerms | None = None,
+        cache: LayerCache | None = None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """x (B, T, C) -> (out (B, T, C), weights (B, H, T, S) or None)."""
+        b, t, _ = x.shape
+        q, k, v = self._project(x, memory, cache)  # (B, H, T, D), (B, KV, S, D) x2
+        if positions is not None and positions.rotates:
+            q, k = positions.rotate(q), positions.rotate(k)
+        if cache is not None and not self.cross:
+            k, v = cache.append(k, v)  # (B, KV, past + T, D)
+        dropout = self.dropout if self.training else 0.0
+        weights = None
+        if need_weights or self.tap is not None:
+            out, weights = self._explicit(q, k, v, mask, dropout)
+        else:
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask.mask, dropout_p=dropout, is_causal=mask.is_causal,
+                enable_gqa=self.n_kv_heads != self.n_heads,
+            )  # (B, H, T, D)
+        if mask.valid_rows is not None:  # a query with no visible key outputs zeros, never NaN
+            out = out.masked_fill(~mask.valid_rows, 0.0)
+        out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)  # concat heads: (B, T, C)
+        if self.tap is not None:
+            self.tap("heads_concat", out)
+        return self.o(out), weights
+
+    def _explicit(self, q, k, v, mask: AttentionMask, dropout: float):
+        """softmax(q k^T / sqrt(D) + mask) v, keeping the weights; the reference the fast path must match."""
+        if self.tap is not None:
+            for name, value in (("q", q), ("k", k), ("v", v)):  # k, v keep their KV heads (GQA)
+                self.tap(name, value)
+        groups = self.n_heads // self.n_kv_heads
+        if groups > 1:  # each KV head serves `groups` query heads
+            k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+        scores = mask.apply((q @ k.transpose(-2, -1)) * self.scale)  # (B, H, T, S)
+        weights = scores.float().softmax(dim=-1).nan_to_num(0.0).to(q.dtype)  # all-masked rows -> 0
+        if self.tap is not None:
+            self.tap("scores", scores)
+            self.tap("weights", weights)
+        out = F.dropout(weights, dropout, training=dropout > 0) @ v  # (B, H, T, D)
+        if self.tap is not None:
+            self.tap("heads", out)
+        return out, weights

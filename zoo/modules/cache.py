@@ -1,0 +1,54 @@
+"""Key/value cache for incremental decoding: self-attention K/V grow by the new tokens each step;
+cross-attention K/V are computed once per source and reused."""
+
+from __future__ import annotations
+
+import torch
+
+
+class LayerCache:
+    """One layer's cached K/V (B, KV, S, D) in a buffer that doubles when full (amortised O(1) append)."""
+
+    def __init__(self) -> None:
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+        self.length = 0
+        self.cross_k: torch.Tensor | None = None
+        self.cross_v: torch.Tensor | None = None
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store the new positions' k, v (B, KV, t, D); return all cached keys and values so far."""
+        new_len = self.length + k.shape[2]
+        if self.k is None or new_len > self.k.shape[2]:
+            capacity = max(2 * new_len, 64)
+            self.k, self.v = (self._grow(old, fresh, capacity) for old, fresh in ((self.k, k), (self.v, v)))
+        self.k[:, :, self.length : new_len] = k
+        self.v[:, :, self.length : new_len] = v
+        self.length = new_len
+        return self.k[:, :, :new_len], self.v[:, :, :new_len]
+
+    def _grow(self, old: torch.Tensor | None, fresh: torch.Tensor, capacity: int) -> torch.Tensor:
+        b, h, _, d = fresh.shape
+        buf = fresh.new_empty(b, h, capacity, d)
+        if old is not None:
+            buf[:, :, : self.length] = old[:, :, : self.length]
+        return buf
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Select batch rows (beam search: follow each surviving hypothesis's parent)."""
+        for name in ("k", "v", "cross_k", "cross_v"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, value.index_select(0, index))
+
+
+class KVCache:
+    """Per-layer caches of one decoder stack. Pass the same object to successive forward calls."""
+
+    def __init__(self, n_layers: int) -> None:
+        self.layers = [LayerCache() for _ in range(n_layers)]
+        self.length = 0  # positions already seen: the offset of the next token (advanced by the model)
+
+    def reorder(self, index: torch.Tensor) -> None:
+        for layer in self.layers:
+            layer.reorder(index)

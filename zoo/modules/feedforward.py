@@ -1,0 +1,51 @@
+"""Position-wise feed-forward network: Linear -> activation (optionally gated) -> Linear."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from zoo.registry import Registry
+
+
+@dataclass(frozen=True)
+class Activation:
+    fn: Callable[[torch.Tensor], torch.Tensor]
+    gated: bool  # gated variants (GLU family) split the up-projection into act(a) * b
+
+
+ACTIVATIONS: Registry = Registry("activation")
+ACTIVATIONS.register("relu", Activation(F.relu, gated=False))
+ACTIVATIONS.register("gelu", Activation(F.gelu, gated=False))
+ACTIVATIONS.register("gelu_tanh", Activation(lambda x: F.gelu(x, approximate="tanh"), gated=False))
+ACTIVATIONS.register("silu", Activation(F.silu, gated=False))
+ACTIVATIONS.register("swiglu", Activation(F.silu, gated=True))
+ACTIVATIONS.register("geglu", Activation(F.gelu, gated=True))
+
+
+class FeedForward(nn.Module):
+    """`down(act(up(x)))`; gated activations use `up` of width 2*d_ff as [gate | value]."""
+
+    tap: Callable[[str, torch.Tensor], None] | None = None  # set only while tracing
+
+    def __init__(self, cfg) -> None:
+        super().__init__()
+        self.activation = ACTIVATIONS.get(cfg.activation)
+        hidden = cfg.ffn_dim
+        self.up = nn.Linear(cfg.d_model, hidden * (2 if self.activation.gated else 1), bias=cfg.bias)
+        self.down = nn.Linear(hidden, cfg.d_model, bias=cfg.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.up(x)  # (B, T, d_ff) or (B, T, 2*d_ff)
+        if self.activation.gated:
+            gate, value = h.chunk(2, dim=-1)
+            h = self.activation.fn(gate) * value
+        else:
+            h = self.activation.fn(h)
+        if self.tap is not None:
+            self.tap("ffn_hidden", h)
+        return self.down(h)

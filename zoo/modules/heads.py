@@ -1,0 +1,57 @@
+"""Output heads: vocabulary logits (LM / masked-LM) and sequence classification."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from zoo.modules.feedforward import ACTIVATIONS
+from zoo.modules.norm import make_norm
+
+
+class LMHead(nn.Module):
+    """(B, T, C) -> logits (B, T, V); softmax of these is the next-token (or masked-token) distribution.
+    Optional BERT-style transform (dense, activation, norm) first; weight tied to the token table if asked."""
+
+    def __init__(self, cfg, tokens: nn.Embedding) -> None:
+        super().__init__()
+        self.transform = None
+        if cfg.head_transform:
+            self.transform = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
+            self.transform_norm = make_norm(cfg)
+            self.activation = ACTIVATIONS.get(cfg.activation)
+            if self.activation.gated:
+                raise ValueError(f"model.head_transform needs a plain activation, got {cfg.activation!r}.")
+        self.proj = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.head_bias)
+        if cfg.tie_embeddings:
+            self.proj.weight = tokens.weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.transform is not None:
+            x = self.transform_norm(self.activation.fn(self.transform(x)))
+        return self.proj(x)
+
+
+class ClassifierHead(nn.Module):
+    """Pool the first token (BERT's [CLS]; the data puts <bos> there), tanh dense, dropout, linear."""
+
+    def __init__(self, cfg) -> None:
+        super().__init__()
+        self.pool = nn.Linear(cfg.d_model, cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.proj = nn.Linear(cfg.d_model, cfg.num_labels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(self.drop(torch.tanh(self.pool(x[:, 0]))))  # (B, C) -> (B, num_labels)
+
+
+def lm_loss(logits: torch.Tensor, labels: torch.Tensor, *, shift: bool, ignore_index: int = -100) -> torch.Tensor:
+    """Mean cross-entropy over positions whose label is not ignore_index; `shift` predicts token t+1 from
+    position t (causal LM). A batch with no counted label gives 0, not NaN."""
+    if shift:
+        logits, labels = logits[:, :-1], labels[:, 1:]
+    total = F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=ignore_index, reduction="sum"
+    )
+    return total / (labels != ignore_index).sum().clamp(min=1)

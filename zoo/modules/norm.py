@@ -1,0 +1,34 @@
+"""Normalisation layers, chosen by name through NORMS."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from zoo.registry import Registry
+
+NORMS: Registry = Registry("norm")
+
+
+class RMSNorm(nn.Module):
+    """x / rms(x) * weight, computed in float32 (as Llama does) and cast back."""
+
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(x.dtype)
+
+
+NORMS.register("layernorm", lambda dim, eps, bias: nn.LayerNorm(dim, eps=eps, bias=bias))
+NORMS.register("rmsnorm", lambda dim, eps, bias: RMSNorm(dim, eps=eps))
+NORMS.register("none", lambda dim, eps, bias: nn.Identity())
+
+
+def make_norm(cfg, dim: int | None = None) -> nn.Module:
+    """The configured norm over `dim` (default d_model)."""
+    return NORMS.get(cfg.norm)(dim or cfg.d_model, cfg.norm_eps, cfg.bias)

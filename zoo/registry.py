@@ -1,0 +1,50 @@
+"""A name -> object registry with loud errors: unknown names list the known ones, duplicates raise."""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+def unknown_choice_message(kind: str, value: object, allowed: list[str]) -> str:
+    """One sentence naming the bad value, a close match if any, and every allowed value."""
+    close = difflib.get_close_matches(str(value), allowed, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return f"Unknown {kind} {value!r}.{hint} Allowed: {', '.join(sorted(allowed))}."
+
+
+class Registry(Generic[T]):
+    """Maps names to components (classes or factories) for one kind of thing, e.g. 'norm'."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._items: dict[str, T] = {}
+
+    def register(self, name: str, obj: T | None = None) -> Callable[[T], T] | T:
+        """Register `obj` under `name`; usable as a decorator. A duplicate name raises."""
+
+        def add(item: T) -> T:
+            if name in self._items:
+                raise ValueError(f"{self.kind} {name!r} is already registered; pick another name.")
+            self._items[name] = item
+            return item
+
+        return add if obj is None else add(obj)
+
+    def get(self, name: str) -> T:
+        if name not in self._items:
+            raise ValueError(unknown_choice_message(self.kind, name, list(self._items)))
+        return self._items[name]
+
+    def names(self, pattern: str = "*") -> list[str]:
+        return sorted(n for n in self._items if fnmatch.fnmatch(n, pattern))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._items))
