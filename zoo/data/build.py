@@ -1,0 +1,262 @@
+"""``build_data``: config -> (tokenizer, datamodule), with a content-hash cache.
+
+The cache key hashes the corpus content (every split), the tokenizer config (and file bytes for
+``tokenizer=file``) and the format version. A hit reuses the saved tokenizer and the memmapped ids,
+so nothing is retrained or re-encoded; a miss writes the whole entry in a temporary directory and
+publishes it with one rename.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zoo.data.cache import (
+    CACHE_FORMAT_VERSION,
+    RaggedIds,
+    atomic_write_json,
+    hash_texts,
+    id_dtype,
+    new_tmp_dir,
+    publish_dir,
+    stable_hash,
+)
+from zoo.data.datamodules import (
+    ClassificationDataModule,
+    LMDataModule,
+    MLMDataModule,
+    Seq2SeqDataModule,
+    ZooDataModule,
+)
+from zoo.data.sources import LabelledCorpus, PairCorpus, TextCorpus, load_source
+from zoo.data.tokenizer import (
+    ZooTokenizer,
+    build_tokenizer,
+    chunk_text,
+    load_tokenizer,
+    validate_tokenizer_cfg,
+)
+
+ENCODE_BATCH = 4096  # text pieces per encode_batch call
+
+
+def _plain(cfg: Any, what: str) -> dict[str, Any]:
+    """A Hydra/OmegaConf config or a mapping as a plain dict."""
+    try:
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(cfg, DictConfig):
+            cfg = OmegaConf.to_container(cfg, resolve=True)
+    except ImportError:  # pragma: no cover - omegaconf ships with hydra
+        pass
+    if not isinstance(cfg, Mapping):
+        raise ValueError(f"{what} config must be a mapping, got {type(cfg).__name__}")
+    return dict(cfg)
+
+
+# ------------------------------------------------------------------------------------------ encode
+
+
+def encode_documents(tokenizer: ZooTokenizer, docs: list[str], *, append_eos: bool) -> RaggedIds:
+    """Encode ``docs`` (long ones piecewise) into ragged rows, optionally ending each with ``<eos>``."""
+    pieces, owner = [], []
+    for i, doc in enumerate(docs):
+        for piece in chunk_text(doc):
+            pieces.append(piece)
+            owner.append(i)
+    rows: list[list[int]] = [[] for _ in docs]
+    for start in range(0, len(pieces), ENCODE_BATCH):
+        encoded = tokenizer.encode_batch(pieces[start : start + ENCODE_BATCH])
+        for doc_index, ids in zip(owner[start : start + ENCODE_BATCH], encoded, strict=True):
+            rows[doc_index].extend(ids)
+    if append_eos:
+        for row in rows:
+            row.append(tokenizer.eos_id)
+    return RaggedIds.from_rows(rows, id_dtype(tokenizer.vocab_size))
+
+
+def _encode_text(tok: ZooTokenizer, corpus: TextCorpus) -> dict[str, Any]:
+    return {f"{split}.tokens": encode_documents(tok, docs, append_eos=True) for split, docs in
+            (("train", corpus.train), ("val", corpus.val))}
+
+
+def _encode_pairs(tok: ZooTokenizer, corpus: PairCorpus) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for split, rows in (("train", corpus.train), ("val", corpus.val), ("test", corpus.test)):
+        out[f"{split}.src"] = encode_documents(tok, [s for s, _ in rows], append_eos=False)
+        out[f"{split}.tgt"] = encode_documents(tok, [t for _, t in rows], append_eos=False)
+    return out
+
+
+def _encode_labelled(tok: ZooTokenizer, corpus: LabelledCorpus) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for split, rows in (("train", corpus.train), ("val", corpus.val)):
+        out[f"{split}.text"] = encode_documents(tok, [t for t, _ in rows], append_eos=False)
+        out[f"{split}.labels"] = np.array([y for _, y in rows], dtype=np.int64)
+    return out
+
+
+ENCODERS: dict[str, Callable[[ZooTokenizer, Any], dict[str, Any]]] = {
+    "text": _encode_text,
+    "pairs": _encode_pairs,
+    "labelled": _encode_labelled,
+}
+
+
+# ------------------------------------------------------------------------------------------- cache
+
+
+@dataclass
+class CacheEntry:
+    """A published cache directory: tokenizer, token arrays and manifest."""
+
+    path: Path
+    tokenizer: ZooTokenizer
+    arrays: dict[str, Any]
+    manifest: dict[str, Any]
+
+    @classmethod
+    def load(cls, path: Path) -> CacheEntry:
+        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+        dtype = np.dtype(manifest["dtype"])
+        arrays: dict[str, Any] = {}
+        for name, kind in manifest["arrays"].items():
+            if kind == "ragged":
+                arrays[name] = RaggedIds.load(path, name, dtype)
+            else:
+                arrays[name] = np.fromfile(path / f"{name}.bin", dtype=np.int64)
+        return cls(path, load_tokenizer(path / "tokenizer"), arrays, manifest)
+
+
+def _write_entry(path: Path, tokenizer: ZooTokenizer, arrays: dict[str, Any], manifest: dict[str, Any]) -> None:
+    tokenizer.save(path / "tokenizer")
+    kinds = {}
+    for name, value in arrays.items():
+        if isinstance(value, RaggedIds):
+            value.save(path, name)
+            kinds[name] = "ragged"
+        else:
+            (path / f"{name}.bin").write_bytes(np.ascontiguousarray(value, dtype=np.int64).tobytes())
+            kinds[name] = "int64"
+    atomic_write_json(path / "manifest.json", {**manifest, "arrays": kinds})  # written last: marks complete
+
+
+def _tokenizer_fingerprint(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The tokenizer config plus, for ``tokenizer=file``, a hash of the file it points at."""
+    if cfg["name"] != "file":
+        return cfg
+    path = Path(cfg["path"])
+    target = path / "tokenizer.json" if path.is_dir() else path
+    if not target.is_file():
+        raise FileNotFoundError(f"tokenizer.path: tokenizer file not found: {target}")
+    return {**cfg, "sha256": hashlib.sha256(target.read_bytes()).hexdigest()}
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("ZOO_CACHE_DIR", Path.home() / ".cache" / "zoo" / "data"))
+
+
+# ------------------------------------------------------------------------------------------- tasks
+
+
+def _lm(entry: CacheEntry, loader: dict[str, Any], **common: Any) -> ZooDataModule:
+    streams = {s: entry.arrays[f"{s}.tokens"].ids for s in ("train", "val")}
+    return LMDataModule(entry.tokenizer, streams, blocks_per_epoch=loader.get("blocks_per_epoch"), **common)
+
+
+def _mlm(entry: CacheEntry, loader: dict[str, Any], **common: Any) -> ZooDataModule:
+    streams = {s: entry.arrays[f"{s}.tokens"].ids for s in ("train", "val")}
+    return MLMDataModule(
+        entry.tokenizer, streams, mask_prob=loader.get("mask_prob") or 0.15,
+        blocks_per_epoch=loader.get("blocks_per_epoch"), **common,
+    )
+
+
+def _seq2seq(entry: CacheEntry, loader: dict[str, Any], **common: Any) -> ZooDataModule:
+    pairs = {s: (entry.arrays[f"{s}.src"], entry.arrays[f"{s}.tgt"]) for s in ("train", "val", "test")}
+    test_pairs = [tuple(p) for p in entry.manifest.get("test_pairs", [])]
+    return Seq2SeqDataModule(entry.tokenizer, pairs, test_pairs=test_pairs, **common)
+
+
+def _classification(entry: CacheEntry, loader: dict[str, Any], **common: Any) -> ZooDataModule:
+    examples = {s: (entry.arrays[f"{s}.text"], entry.arrays[f"{s}.labels"]) for s in ("train", "val")}
+    return ClassificationDataModule(entry.tokenizer, examples, label_names=entry.tokenizer.label_names, **common)
+
+
+@dataclass(frozen=True)
+class Task:
+    corpus_kind: str
+    make: Callable[..., ZooDataModule]
+
+
+TASKS: dict[str, Task] = {
+    "lm": Task("text", _lm),
+    "mlm": Task("text", _mlm),
+    "seq2seq": Task("pairs", _seq2seq),
+    "classification": Task("labelled", _classification),
+}
+
+
+def build_data(
+    data_cfg: Mapping[str, Any],
+    tokenizer_cfg: Mapping[str, Any],
+    *,
+    task: str,
+    max_seq_len: int,
+    batch_size: int,
+    cache_dir: str | os.PathLike | None = None,
+    seed: int = 0,
+) -> tuple[ZooTokenizer, ZooDataModule]:
+    """Read (or generate) the data, train or reuse the tokenizer, tokenize into the cache and return
+    ``(tokenizer, datamodule)``. Raises ValueError/FileNotFoundError on bad input before training."""
+    if task not in TASKS:
+        raise ValueError(f"task={task!r} is unknown; known: {sorted(TASKS)}")
+    data_cfg, tokenizer_cfg = _plain(data_cfg, "data"), _plain(tokenizer_cfg, "tokenizer")
+    validate_tokenizer_cfg(tokenizer_cfg)
+    corpus = load_source(data_cfg, seed)
+    if corpus.kind != TASKS[task].corpus_kind:
+        fits = sorted(t for t, spec in TASKS.items() if spec.corpus_kind == corpus.kind)
+        raise ValueError(f"data={data_cfg['name']} gives {corpus.kind} examples, which suit task {fits}, not task={task!r}")
+    content = corpus.content()
+    key = stable_hash(
+        CACHE_FORMAT_VERSION, corpus.kind, {split: hash_texts(texts) for split, texts in content.items()},
+        _tokenizer_fingerprint(tokenizer_cfg),
+    )
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    entry_dir = cache_dir / key
+    if not (entry_dir / "manifest.json").is_file():
+        tokenizer = build_tokenizer(tokenizer_cfg, corpus.tokenizer_texts())
+        if isinstance(corpus, LabelledCorpus):
+            tokenizer.label_names = corpus.label_names
+        manifest = {
+            "version": CACHE_FORMAT_VERSION, "key": key, "data": data_cfg, "tokenizer": tokenizer_cfg,
+            "dtype": id_dtype(tokenizer.vocab_size).name,
+            "test_pairs": [list(p) for p in getattr(corpus, "test", [])],
+        }
+        tmp = new_tmp_dir(cache_dir, key)
+        try:
+            _write_entry(tmp, tokenizer, ENCODERS[corpus.kind](tokenizer, corpus), manifest)
+            publish_dir(tmp, entry_dir)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    entry = CacheEntry.load(entry_dir)
+    loader = {k: data_cfg.get(k) for k in ("blocks_per_epoch", "mask_prob")}
+    common = dict(batch_size=batch_size, max_seq_len=max_seq_len, seed=seed, num_workers=data_cfg.get("num_workers", 0))
+    return entry.tokenizer, TASKS[task].make(entry, loader, **common)
+
+
+def model_overrides(tokenizer: ZooTokenizer) -> dict[str, int]:
+    """Model-config fields that come from the tokenizer (``num_labels`` for classification data)."""
+    out = {"vocab_size": tokenizer.vocab_size, "pad_id": tokenizer.pad_id, "bos_id": tokenizer.bos_id,
+           "eos_id": tokenizer.eos_id}
+    if tokenizer.label_names is not None:
+        out["num_labels"] = len(tokenizer.label_names)
+    return out

@@ -1,0 +1,136 @@
+"""Torch datasets over cached token ids, plus the epoch-keyed sampler and MLM masking.
+
+Randomness is keyed, not stateful: sample ``k`` of the training stream uses
+``np.random.default_rng((seed, k))`` for its block offset (and MLM mask), and the sampler hands out
+keys ``epoch * n .. epoch * n + n - 1``. Results therefore do not depend on worker count, and
+resuming at an epoch reproduces it exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset, Sampler
+
+from zoo.data.cache import RaggedIds
+
+IGNORE_INDEX = -100
+Example = dict[str, torch.Tensor]
+
+
+class EpochKeySampler(Sampler[int]):
+    """Yields ``num_samples`` fresh integer keys per epoch; Lightning calls ``set_epoch``."""
+
+    def __init__(self, num_samples: int) -> None:
+        if num_samples < 1:
+            raise ValueError(f"num_samples={num_samples} must be >= 1")
+        self.num_samples = num_samples
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[int]:
+        start = self.epoch * self.num_samples
+        return iter(range(start, start + self.num_samples))
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+def mask_tokens(
+    ids: np.ndarray, rng: np.random.Generator, *, prob: float, mask_id: int, vocab_size: int, n_special: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """BERT masking: pick ``prob`` of non-special positions (at least one); of those 80% -> ``<mask>``,
+    10% -> a random non-special token, 10% unchanged. Returns ``(inputs, labels)``; labels are
+    ``IGNORE_INDEX`` except at picked positions."""
+    ids = ids.astype(np.int64)
+    labels = np.full_like(ids, IGNORE_INDEX)
+    candidates = np.flatnonzero(ids >= n_special)
+    if len(candidates) == 0:
+        return ids, labels
+    picked = candidates[rng.random(len(candidates)) < prob]
+    if len(picked) == 0:
+        picked = candidates[rng.integers(len(candidates))][None]
+    labels[picked] = ids[picked]
+    inputs = ids.copy()
+    roll = rng.random(len(picked))
+    inputs[picked[roll < 0.8]] = mask_id
+    randomised = picked[(roll >= 0.8) & (roll < 0.9)]
+    inputs[randomised] = rng.integers(n_special, vocab_size, size=len(randomised))
+    return inputs, labels
+
+
+class LMBlocks(Dataset):
+    """Contiguous ``block_len`` windows of one token stream.
+
+    ``random=True`` (training): item ``k`` is a window at a random offset drawn from ``(seed, k)``,
+    as in nanoGPT. ``random=False`` (validation): item ``k`` is the ``k``-th non-overlapping window.
+    A stream shorter than a block gives one shorter item (the collator pads it).
+    With ``mask_prob`` set, items are MLM examples instead of causal-LM examples.
+    """
+
+    def __init__(
+        self, stream: np.ndarray, block_len: int, *, random: bool, seed: int,
+        mask_prob: float | None = None, mask_id: int = 4, vocab_size: int = 0, n_special: int = 5,
+    ) -> None:
+        if len(stream) == 0:
+            raise ValueError("token stream is empty")
+        self.stream, self.block_len, self.random, self.seed = stream, block_len, random, seed
+        self.mask = dict(prob=mask_prob, mask_id=mask_id, vocab_size=vocab_size, n_special=n_special)
+        self.n_offsets = max(1, len(stream) - block_len + 1)
+
+    def __len__(self) -> int:
+        return max(1, len(self.stream) // self.block_len)  # windows per pass over the stream
+
+    def __getitem__(self, key: int) -> Example:
+        rng = np.random.default_rng((self.seed, int(key)))
+        if self.random:
+            start = int(rng.integers(self.n_offsets))
+        else:
+            if not 0 <= key < len(self):
+                raise IndexError(key)
+            start = key * self.block_len
+        block = np.asarray(self.stream[start : start + self.block_len])
+        if self.mask["prob"] is None:
+            ids = torch.from_numpy(block.astype(np.int64))
+            return {"input_ids": ids, "labels": ids.clone()}
+        inputs, labels = mask_tokens(block, rng, **self.mask)
+        return {"input_ids": torch.from_numpy(inputs), "labels": torch.from_numpy(labels)}
+
+
+class PairDataset(Dataset):
+    """Seq2seq examples: source ids, ``[bos] + target`` decoder inputs and ``target + [eos]`` labels."""
+
+    def __init__(self, src: RaggedIds, tgt: RaggedIds, *, max_len: int, bos_id: int, eos_id: int) -> None:
+        if len(src) != len(tgt):
+            raise ValueError(f"{len(src)} sources but {len(tgt)} targets")
+        self.src, self.tgt, self.max_len, self.bos_id, self.eos_id = src, tgt, max_len, bos_id, eos_id
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def __getitem__(self, i: int) -> Example:
+        src = torch.from_numpy(self.src[i][: self.max_len].astype(np.int64))
+        tgt = torch.from_numpy(self.tgt[i][: self.max_len - 1].astype(np.int64))
+        return {
+            "input_ids": src,
+            "decoder_input_ids": torch.cat([torch.tensor([self.bos_id]), tgt]),
+            "labels": torch.cat([tgt, torch.tensor([self.eos_id])]),
+        }
+
+
+class LabelledDataset(Dataset):
+    """Classification examples: ``[bos] + text`` (``<bos>`` doubles as a CLS position) and a label."""
+
+    def __init__(self, texts: RaggedIds, labels: np.ndarray, *, max_len: int, bos_id: int) -> None:
+        self.texts, self.labels, self.max_len, self.bos_id = texts, labels, max_len, bos_id
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def __getitem__(self, i: int) -> Example:
+        ids = np.concatenate([[self.bos_id], self.texts[i][: self.max_len - 1]]).astype(np.int64)
+        return {"input_ids": torch.from_numpy(ids), "labels": torch.tensor(int(self.labels[i]))}

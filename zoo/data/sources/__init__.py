@@ -1,0 +1,18 @@
+"""Data sources: a name in ``data.name`` maps to a loader returning a split corpus.
+
+Built-in sources need no download: ``stdlib_text`` (the interpreter's own ``.py`` files) and
+``translation_toy`` (a seeded Korean->English template set). ``text``, ``pairs`` and
+``classification`` read local user files. Importing this package registers all of them.
+"""
+
+from zoo.data.sources import stdlib, translation, user  # noqa: F401  (registers the sources)
+from zoo.data.sources.base import (
+    SOURCES,
+    LabelledCorpus,
+    PairCorpus,
+    TextCorpus,
+    load_source,
+    register_source,
+)
+
+__all__ = ["SOURCES", "LabelledCorpus", "PairCorpus", "TextCorpus", "load_source", "register_source"]

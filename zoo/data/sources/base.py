@@ -1,0 +1,123 @@
+"""Corpus types and the source registry: a name in ``data.name`` maps to a loader returning a split corpus.
+
+``SOURCES[name](**data_cfg_keys, seed=...) -> TextCorpus | PairCorpus | LabelledCorpus``.
+Built-in sources need no download: ``stdlib_text`` (the interpreter's own ``.py`` files) and
+``translation_toy`` (a seeded Korean->English template set). User sources read local files.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TextCorpus:
+    """Documents for LM/MLM; each split is a list of texts."""
+
+    train: list[str]
+    val: list[str]
+    kind = "text"
+
+    def tokenizer_texts(self) -> list[str]:
+        return self.train
+
+    def content(self) -> dict[str, list[str]]:
+        return {"train": self.train, "val": self.val}
+
+
+@dataclass(frozen=True)
+class PairCorpus:
+    """Parallel ``(src, tgt)`` pairs for seq2seq; ``test`` may be empty."""
+
+    train: list[tuple[str, str]]
+    val: list[tuple[str, str]]
+    test: list[tuple[str, str]] = field(default_factory=list)
+    kind = "pairs"
+
+    def tokenizer_texts(self) -> list[str]:
+        return [s for pair in self.train for s in pair]  # one shared vocabulary for both sides
+
+    def content(self) -> dict[str, list[str]]:
+        splits = {"train": self.train, "val": self.val, "test": self.test}
+        return {name: [s for pair in rows for s in pair] for name, rows in splits.items()}
+
+
+@dataclass(frozen=True)
+class LabelledCorpus:
+    """``(text, label_id)`` examples; ``label_names[label_id]`` is the original label."""
+
+    train: list[tuple[str, int]]
+    val: list[tuple[str, int]]
+    label_names: list[str]
+    kind = "labelled"
+
+    def tokenizer_texts(self) -> list[str]:
+        return [text for text, _ in self.train]
+
+    def content(self) -> dict[str, list[str]]:
+        out = {name: [f"{y}\t{t}" for t, y in rows] for name, rows in (("train", self.train), ("val", self.val))}
+        out["labels"] = self.label_names
+        return out
+
+
+Corpus = TextCorpus | PairCorpus | LabelledCorpus
+SourceFn = Callable[..., Corpus]
+SOURCES: dict[str, SourceFn] = {}
+# Keys every data config may carry; consumed by the data module, not by the source loader.
+LOADER_KEYS = {"name", "num_workers", "blocks_per_epoch", "mask_prob"}
+
+
+def register_source(name: str) -> Callable[[SourceFn], SourceFn]:
+    def wrap(fn: SourceFn) -> SourceFn:
+        if name in SOURCES:
+            raise ValueError(f"data source {name!r} is already registered")
+        SOURCES[name] = fn
+        return fn
+
+    return wrap
+
+
+def source_keys(name: str) -> set[str]:
+    """Config keys accepted by source ``name`` (its keyword parameters, minus the injected ``seed``)."""
+    params = inspect.signature(SOURCES[name]).parameters
+    return {p for p in params if p != "seed"}
+
+
+def load_source(cfg: dict[str, Any], seed: int) -> Corpus:
+    """Validate ``cfg`` against the source's parameters and load it."""
+    name = cfg.get("name")
+    if name not in SOURCES:
+        raise ValueError(f"data.name={name!r} is unknown; known: {sorted(SOURCES)}")
+    allowed = source_keys(name)
+    unknown = sorted(set(cfg) - allowed - LOADER_KEYS)
+    if unknown:
+        raise ValueError(f"unknown data key(s) {unknown} for data={name}; allowed: {sorted(allowed | LOADER_KEYS)}")
+    kwargs = {k: v for k, v in cfg.items() if k in allowed}
+    missing = [
+        p.name
+        for p in inspect.signature(SOURCES[name]).parameters.values()
+        if p.default is inspect.Parameter.empty and p.name != "seed" and kwargs.get(p.name) is None
+    ]
+    if missing:
+        raise ValueError(f"data={name} needs data.{missing[0]} (missing: {missing})")
+    if "seed" in inspect.signature(SOURCES[name]).parameters:
+        kwargs["seed"] = seed
+    return SOURCES[name](**kwargs)
+
+
+def split_indices(n: int, val_fraction: float, seed: int, key: str = "data.val_fraction") -> tuple[list[int], list[int]]:
+    """Seeded shuffle of ``range(n)`` into (train, val); both non-empty when ``n >= 2``."""
+    import random
+
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"{key}={val_fraction!r} must be in (0, 1)")
+    if n < 2:
+        raise ValueError(f"need at least 2 examples to make a train/validation split, got {n}")
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    n_val = min(n - 1, max(1, round(n * val_fraction)))
+    return sorted(order[n_val:]), sorted(order[:n_val])
+

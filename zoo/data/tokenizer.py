@@ -1,0 +1,246 @@
+"""Tokenizers: byte-level BPE (default), character-level, or a ``tokenizer.json`` file.
+
+All three are Hugging Face ``tokenizers`` objects wrapped by :class:`ZooTokenizer`, with the
+special tokens ``<pad>=0 <bos>=1 <eos>=2 <unk>=3 <mask>=4`` at fixed ids. ``encode`` adds no
+special tokens; literal text such as ``"<pad>"`` is encoded as ordinary bytes, never as a special id.
+
+Registry: ``TOKENIZERS[name](texts, **cfg) -> ZooTokenizer`` where ``texts`` is the training split.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer as HFTokenizer
+
+from zoo.data.cache import atomic_write_bytes, atomic_write_json
+
+SPECIAL_TOKENS: tuple[str, ...] = ("<pad>", "<bos>", "<eos>", "<unk>", "<mask>")
+PAD_ID, BOS_ID, EOS_ID, UNK_ID, MASK_ID = range(len(SPECIAL_TOKENS))
+BYTE_ALPHABET_SIZE = 256
+CHUNK_CHARS = 1024  # longest piece handed to the BPE trainer/encoder (a huge line must not hang it)
+TOKENIZER_FILE = "tokenizer.json"
+META_FILE = "zoo_tokenizer.json"
+LABELS_FILE = "labels.json"
+
+
+class ZooTokenizer:
+    """A trained tokenizer with fixed special ids; optionally carries classification label names."""
+
+    def __init__(self, hf: HFTokenizer, kind: str, label_names: Sequence[str] | None = None) -> None:
+        check_special_tokens(hf, source=f"{kind} tokenizer")
+        hf.encode_special_tokens = True  # "<pad>" in user text is text, not a special token
+        self.hf = hf
+        self.kind = kind
+        self.label_names = list(label_names) if label_names is not None else None
+
+    pad_id, bos_id, eos_id, unk_id, mask_id = PAD_ID, BOS_ID, EOS_ID, UNK_ID, MASK_ID
+
+    @property
+    def vocab_size(self) -> int:
+        return self.hf.get_vocab_size(with_added_tokens=True)
+
+    @property
+    def special_ids(self) -> tuple[int, ...]:
+        return tuple(range(len(SPECIAL_TOKENS)))
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` without any special tokens added."""
+        return self.hf.encode(text, add_special_tokens=False).ids
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return [e.ids for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
+
+    def encode_long(self, text: str) -> list[int]:
+        """Encode arbitrarily long text piecewise (pieces end at line breaks where possible)."""
+        out: list[int] = []
+        for ids in self.encode_batch(list(chunk_text(text))):
+            out.extend(ids)
+        return out
+
+    def decode(self, ids: Sequence[int] | Any, skip_special_tokens: bool = True) -> str:
+        """Text of ``ids`` (a list or a 1-D tensor/array)."""
+        if hasattr(ids, "tolist"):
+            ids = ids.tolist()
+        return self.hf.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+
+    def save(self, directory: str | os.PathLike) -> Path:
+        """Write ``tokenizer.json``, ``zoo_tokenizer.json`` and (if any) ``labels.json`` atomically."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(directory / TOKENIZER_FILE, self.hf.to_str().encode("utf-8"))
+        meta = {"kind": self.kind, "special_tokens": dict(zip(SPECIAL_TOKENS, range(5), strict=True))}
+        atomic_write_json(directory / META_FILE, meta)
+        if self.label_names is not None:
+            atomic_write_json(directory / LABELS_FILE, self.label_names)
+        return directory
+
+    def __repr__(self) -> str:
+        return f"ZooTokenizer(kind={self.kind!r}, vocab_size={self.vocab_size})"
+
+
+def check_special_tokens(hf: HFTokenizer, source: str) -> None:
+    """Raise ValueError unless every special token sits at its fixed id."""
+    wrong = [
+        f"{tok}: expected id {i}, found {hf.token_to_id(tok)}"
+        for i, tok in enumerate(SPECIAL_TOKENS)
+        if hf.token_to_id(tok) != i
+    ]
+    if wrong:
+        raise ValueError(f"{source}: special tokens must have fixed ids; " + "; ".join(wrong))
+
+
+def read_hf_tokenizer(path: Path) -> HFTokenizer:
+    """Load a ``tokenizer.json``; missing -> FileNotFoundError, corrupt -> ValueError (both name it)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"tokenizer file not found: {path}")
+    try:
+        return HFTokenizer.from_file(str(path))
+    except Exception as e:  # tokenizers raises a bare Exception for malformed JSON
+        raise ValueError(f"corrupt tokenizer file {path}: {e}") from None
+
+
+def load_tokenizer(directory: str | os.PathLike) -> ZooTokenizer:
+    """Load a tokenizer written by :meth:`ZooTokenizer.save` (or a bare ``tokenizer.json`` path)."""
+    directory = Path(directory)
+    if directory.is_file():
+        return ZooTokenizer(read_hf_tokenizer(directory), kind="file")
+    if not directory.is_dir():
+        raise FileNotFoundError(f"tokenizer directory not found: {directory}")
+    hf = read_hf_tokenizer(directory / TOKENIZER_FILE)
+    kind, labels = "file", None
+    if (directory / META_FILE).is_file():
+        kind = _read_json(directory / META_FILE).get("kind", "file")
+    if (directory / LABELS_FILE).is_file():
+        labels = _read_json(directory / LABELS_FILE)
+    return ZooTokenizer(hf, kind=kind, label_names=labels)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"corrupt tokenizer metadata {path}: {e}") from None
+
+
+def chunk_text(text: str, max_chars: int = CHUNK_CHARS) -> Iterator[str]:
+    """Split text into pieces of at most ``max_chars``, cutting after a newline when one is near."""
+    start, n = 0, len(text)
+    while start < n:
+        end = min(start + max_chars, n)
+        if end < n:
+            cut = text.rfind("\n", start, end)
+            if cut >= start + max_chars // 2:
+                end = cut + 1
+        yield text[start:end]
+        start = end
+
+
+def _chunks(texts: Iterable[str]) -> Iterator[str]:
+    for text in texts:
+        yield from chunk_text(text)
+
+
+# ---------------------------------------------------------------------------------------- registry
+
+TokenizerBuilder = Callable[..., ZooTokenizer]
+TOKENIZERS: dict[str, TokenizerBuilder] = {}
+
+
+def register_tokenizer(name: str) -> Callable[[TokenizerBuilder], TokenizerBuilder]:
+    def wrap(fn: TokenizerBuilder) -> TokenizerBuilder:
+        if name in TOKENIZERS:
+            raise ValueError(f"tokenizer {name!r} is already registered")
+        TOKENIZERS[name] = fn
+        return fn
+
+    return wrap
+
+
+def validate_tokenizer_cfg(cfg: dict[str, Any]) -> None:
+    """Check name, keys and values before any data is read (vocab too small, missing path...)."""
+    name = cfg.get("name")
+    if name not in TOKENIZERS:
+        raise ValueError(f"tokenizer.name={name!r} is unknown; known: {sorted(TOKENIZERS)}")
+    allowed = TOKENIZER_KEYS[name]
+    unknown = sorted(set(cfg) - allowed - {"name"})
+    if unknown:
+        raise ValueError(f"unknown tokenizer key(s) {unknown} for tokenizer={name}; allowed: {sorted(allowed)}")
+    vocab_size = cfg.get("vocab_size")
+    if name == "bpe":
+        minimum = BYTE_ALPHABET_SIZE + len(SPECIAL_TOKENS)
+        if not isinstance(vocab_size, int) or vocab_size < minimum:
+            raise ValueError(
+                f"tokenizer.vocab_size={vocab_size!r} is smaller than the byte alphabet "
+                f"({BYTE_ALPHABET_SIZE}) + {len(SPECIAL_TOKENS)} special tokens = {minimum}"
+            )
+    if name == "char" and vocab_size is not None and (not isinstance(vocab_size, int) or vocab_size < 6):
+        raise ValueError(f"tokenizer.vocab_size={vocab_size!r} must be null or an int >= 6 for tokenizer=char")
+    if name == "file" and not cfg.get("path"):
+        raise ValueError("tokenizer=file needs tokenizer.path (a tokenizer.json or a saved tokenizer directory)")
+
+
+TOKENIZER_KEYS: dict[str, set[str]] = {
+    "bpe": {"vocab_size", "min_frequency"},
+    "char": {"vocab_size"},
+    "file": {"path"},
+}
+
+
+def build_tokenizer(cfg: dict[str, Any], texts: Sequence[str]) -> ZooTokenizer:
+    """Validate ``cfg`` and build the tokenizer named by ``cfg['name']`` from training ``texts``."""
+    validate_tokenizer_cfg(cfg)
+    kwargs = {k: v for k, v in cfg.items() if k != "name"}
+    return TOKENIZERS[cfg["name"]](texts, **kwargs)
+
+
+@register_tokenizer("bpe")
+def train_bpe(texts: Sequence[str], *, vocab_size: int = 4096, min_frequency: int = 2) -> ZooTokenizer:
+    """Byte-level BPE (GPT-2 style): lossless for any UTF-8 text; trained on chunked ``texts``."""
+    hf = HFTokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    hf.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    hf.train_from_iterator(_chunks(texts), trainer=trainer)
+    return ZooTokenizer(hf, kind="bpe")
+
+
+@register_tokenizer("char")
+def train_char(texts: Sequence[str], *, vocab_size: int | None = None) -> ZooTokenizer:
+    """One token per Unicode character seen in ``texts``; unseen characters map to ``<unk>``."""
+    counts: dict[str, int] = {}
+    for text in texts:
+        for ch in text:
+            counts[ch] = counts.get(ch, 0) + 1
+    needed = len(counts) + len(SPECIAL_TOKENS)
+    if vocab_size is not None and vocab_size < needed:
+        raise ValueError(
+            f"tokenizer.vocab_size={vocab_size} is smaller than the alphabet ({len(counts)} characters) "
+            f"+ {len(SPECIAL_TOKENS)} special tokens = {needed}; use vocab_size=null or >= {needed}"
+        )
+    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
+    for ch in sorted(counts):
+        vocab.setdefault(ch, len(vocab))
+    hf = HFTokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    hf.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    hf.decoder = decoders.Fuse()
+    hf.add_special_tokens(list(SPECIAL_TOKENS))
+    return ZooTokenizer(hf, kind="char")
+
+
+@register_tokenizer("file")
+def tokenizer_from_file(texts: Sequence[str], *, path: str) -> ZooTokenizer:
+    """A pre-built tokenizer: a ``tokenizer.json`` file or a directory saved by ``ZooTokenizer.save``."""
+    del texts  # nothing to train
+    return load_tokenizer(path)
