@@ -54,11 +54,17 @@ def _plain(cfg: Any, what: str) -> dict[str, Any]:
         from omegaconf import DictConfig, OmegaConf
 
         if isinstance(cfg, DictConfig):
+            missing = sorted(OmegaConf.missing_keys(cfg))
+            if missing:
+                raise ValueError(f"{what}.{missing[0]} is required (missing: {missing})")
             cfg = OmegaConf.to_container(cfg, resolve=True)
     except ImportError:  # pragma: no cover - omegaconf ships with hydra
         pass
     if not isinstance(cfg, Mapping):
         raise ValueError(f"{what} config must be a mapping, got {type(cfg).__name__}")
+    missing = sorted(k for k, v in cfg.items() if v == "???")
+    if missing:
+        raise ValueError(f"{what}.{missing[0]} is required (missing: {missing})")
     return dict(cfg)
 
 

@@ -3,7 +3,7 @@
 Files are taken in sorted relative-path order up to ``max_bytes`` (UTF-8 bytes; ``None`` = all)
 and split into train/validation by a stable hash of the relative path, so a file never straddles
 splits and the split does not depend on the cap. Test suites and third-party packages are excluded;
-the few non-UTF-8 fixture files in the standard library are skipped.
+the few non-UTF-8 fixture files and exact duplicate files are skipped.
 """
 
 from __future__ import annotations
@@ -48,13 +48,15 @@ def load_stdlib_text(*, max_bytes: int | None = 4_000_000, val_fraction: float =
     train: list[tuple[str, str]] = []
     val: list[tuple[str, str]] = []
     total = 0
+    seen: set[str] = set()
     for path in stdlib_files(root):
         try:
             text = path.read_bytes().decode("utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-        if not text.strip():
+        if not text.strip() or text in seen:  # identical copies would leak between splits
             continue
+        seen.add(text)
         rel = path.relative_to(root).as_posix()
         (val if hash_fraction(rel) < val_fraction else train).append((rel, text))
         total += len(text.encode("utf-8"))
