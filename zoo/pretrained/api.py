@@ -1,0 +1,73 @@
+"""`from_pretrained(dir)` builds a zoo model from a Hugging Face checkpoint directory; `save_pretrained`
+writes one that `transformers` loads. The family is chosen by config.json's `model_type`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+import zoo.pretrained.families  # noqa: F401  (registers every family)
+from zoo.config import ModelConfig
+from zoo.models import ARCHS, ZooModel
+from zoo.pretrained.family import FAMILIES, Family, HFTensors
+from zoo.pretrained.io import read_config, read_weights, write_checkpoint
+from zoo.registry import unknown_choice_message
+
+
+def family_for(model_type: str) -> Family:
+    """The registered converter for HF `model_type`; an unknown one lists the supported types."""
+    if model_type not in FAMILIES:
+        raise ValueError(
+            "Unsupported Hugging Face " + unknown_choice_message("model_type", model_type, FAMILIES.names())
+        )
+    return FAMILIES.get(model_type)()
+
+
+def load_config(path: str | Path) -> tuple[Family, ModelConfig]:
+    """The family and zoo config of a checkpoint directory (no weights read)."""
+    hf = read_config(path)
+    if "model_type" not in hf:
+        raise ValueError(f"{Path(path) / 'config.json'} has no 'model_type'; supported: {', '.join(FAMILIES.names())}.")
+    family = family_for(hf["model_type"])
+    return family, family.config_from_hf(hf)
+
+
+def from_pretrained(path: str | Path, **overrides) -> ZooModel:
+    """A zoo model (eval mode, fp32) with the weights of HF checkpoint directory `path`.
+    `overrides` replace config fields that do not change weight shapes (e.g. `dropout=0.0`)."""
+    family, config = load_config(path)
+    if overrides:
+        config = ModelConfig.from_dict({**config.to_dict(), **overrides})
+    tensors, file = read_weights(path)
+    state = family.state_from_hf(HFTensors(tensors, str(file), family.prefixes), config)
+    model = ARCHS.get(config.arch)(config)
+    model.load_state_dict(state, strict=True)
+    model.pretrained_family = family.model_type  # export writes the same family back by default
+    return model.eval()
+
+
+def export_family(model: ZooModel, model_type: str | None = None) -> Family:
+    """The family to export `model` as: given, remembered from import, or the first whose knobs fit."""
+    model_type = model_type or getattr(model, "pretrained_family", None)
+    if model_type is not None:
+        return family_for(model_type)
+    reasons = []
+    for name in FAMILIES.names():
+        family = FAMILIES.get(name)()
+        try:
+            family.config_to_hf(model.config)
+            return family
+        except ValueError as err:
+            reasons.append(str(err))
+    raise ValueError("No Hugging Face family can represent this zoo model:\n  " + "\n  ".join(reasons))
+
+
+def save_pretrained(model: ZooModel, path: str | Path, *, model_type: str | None = None) -> Path:
+    """Write `config.json` + `model.safetensors` into `path` in the layout `transformers` loads."""
+    family = export_family(model, model_type)
+    hf_config = family.config_to_hf(model.config)
+    state = {k: t.detach().float() for k, t in model.state_dict().items()}
+    with torch.no_grad():
+        tensors = family.state_to_hf(state, model.config)
+    return write_checkpoint(path, hf_config, tensors)
