@@ -1,0 +1,62 @@
+"""Attention weights for one input, every layer and head, read from the model's own weights-returning
+path (`need_weights=True`), grouped by kind: encoder self, decoder self, decoder-to-encoder cross."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+
+@dataclass
+class AttentionMaps:
+    """`maps[kind][layer]` is (B, H, Tq, Tk); `tokens[stream]` labels the positions of each stream.
+    Kinds: "encoder" and "decoder" (self-attention), "cross" (decoder queries, encoder keys)."""
+
+    maps: dict[str, list[torch.Tensor]]
+    tokens: dict[str, list[str]] = field(default_factory=dict)
+
+    def axes(self, kind: str) -> tuple[list[str] | None, list[str] | None]:
+        """(query labels, key labels) for a kind."""
+        if kind == "cross":
+            return self.tokens.get("decoder"), self.tokens.get("encoder")
+        return self.tokens.get(kind), self.tokens.get(kind)
+
+    def kinds(self) -> list[str]:
+        return list(self.maps)
+
+
+def _self_kind(model: nn.Module) -> str:
+    return "encoder" if getattr(model.config, "arch", "decoder") == "encoder" else "decoder"
+
+
+def attention_maps(
+    model: nn.Module,
+    input_ids: torch.Tensor,
+    *,
+    tokens: Sequence[str] | None = None,
+    decoder_tokens: Sequence[str] | None = None,
+    **forward_kwargs: Any,
+) -> AttentionMaps:
+    """Run `model(input_ids, need_weights=True, **forward_kwargs)` in eval mode without gradients and
+    collect every layer's weights. `tokens` label input_ids, `decoder_tokens` the decoder input."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = model(input_ids, need_weights=True, **forward_kwargs)
+    finally:
+        model.train(was_training)
+    self_kind = _self_kind(model)
+    fields = {"encoder": out.encoder_attentions, self_kind: out.attentions, "cross": out.cross_attentions}
+    maps = {kind: [w.detach() for w in ws] for kind, ws in fields.items() if ws and all(w is not None for w in ws)}
+    labels: dict[str, list[str]] = {}
+    source_stream = "encoder" if out.encoder_attentions or self_kind == "encoder" else "decoder"
+    if tokens is not None:
+        labels[source_stream] = list(tokens)
+    if decoder_tokens is not None:
+        labels["decoder"] = list(decoder_tokens)
+    return AttentionMaps(maps, labels)

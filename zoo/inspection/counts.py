@@ -1,0 +1,129 @@
+"""Parameter counts by component and FLOPs per token.
+
+FLOPs (one multiply-add = 2 FLOPs, matrix products only; norms, softmax, activations are ignored):
+    forward  per token = 2 * N_matmul + 4 * n_attn * T * d_attn
+    training per token = 3 * forward = 6 * N_matmul + 12 * n_attn * T * d_attn   (backward = 2 x forward)
+N_matmul is the weight count of every Linear a token passes through (the tied output projection counts:
+it is a real matmul; embedding and position lookups do not). The attention term is q.k^T (2*T*d_attn) and
+weights.v (2*T*d_attn) per token per attention sub-layer over a context of T keys (full T x T, as the
+kernels compute it), with d_attn = n_heads * head_dim and n_attn = self-attention layers + cross-attention
+layers. This is Kaplan et al.'s 2N + 2 n_layer n_ctx d_attn with both products counted, i.e. PaLM's
+6N + 12 L H Q T for training. For an encoder-decoder, "per token" means per (source, target) token pair
+with both sequences of length T."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import nn
+
+from zoo.modules.attention import Attention
+from zoo.modules.embedding import Embeddings
+from zoo.modules.feedforward import FeedForward
+from zoo.modules.heads import ClassifierHead, LMHead
+from zoo.modules.norm import NORMS
+
+COMPONENTS = ("embeddings", "attention", "ffn", "norms", "head")
+
+
+def _norm_types() -> tuple[type, ...]:
+    return tuple({type(NORMS.get(n)(2, 1e-5, True)) for n in NORMS.names() if n != "none"})
+
+
+def _component_rules() -> list[tuple[tuple[type, ...], str]]:
+    """Module type -> component; the innermost match wins (a norm inside the head counts as a norm)."""
+    return [
+        (_norm_types(), "norms"),
+        ((Attention,), "attention"),
+        ((FeedForward,), "ffn"),
+        ((nn.Embedding, Embeddings), "embeddings"),
+        ((LMHead, ClassifierHead), "head"),
+    ]
+
+
+def _component_of(model: nn.Module, param_path: str, rules) -> str:
+    parts = param_path.split(".")[:-1]
+    for depth in range(len(parts), -1, -1):  # innermost module first
+        module = model.get_submodule(".".join(parts[:depth]))
+        for types, name in rules:
+            if isinstance(module, types):
+                return name
+    return "other"
+
+
+def parameter_counts(model: nn.Module) -> dict[str, int]:
+    """Unique parameters per component (tied tensors counted once, where first registered) and 'total'."""
+    rules = _component_rules()
+    counts = dict.fromkeys(COMPONENTS, 0)
+    for path, param in model.named_parameters():  # remove_duplicate=True: a tied weight appears once
+        component = _component_of(model, path, rules)
+        counts[component] = counts.get(component, 0) + param.numel()
+    counts["total"] = sum(counts.values())
+    return counts
+
+
+def parameter_table(model: nn.Module, *, title: str = "parameters"):
+    """A rich Table of parameter_counts with each component's share of the total."""
+    from rich.table import Table
+
+    counts = parameter_counts(model)
+    table = Table(title=title)
+    table.add_column("component")
+    table.add_column("parameters", justify="right")
+    table.add_column("share", justify="right")
+    total = max(counts["total"], 1)
+    for name, n in counts.items():
+        table.add_row(name, f"{n:,}", f"{100 * n / total:.1f}%")
+    return table
+
+
+@dataclass(frozen=True)
+class FlopCount:
+    """FLOPs per token for a context of `seq_len` tokens; see the module docstring for the formula."""
+
+    seq_len: int
+    n_matmul: int  # weights of every Linear a token passes through
+    n_attn: int  # attention sub-layers (self + cross)
+    d_attn: int  # n_heads * head_dim
+    formula: str = "forward = 2*N_matmul + 4*n_attn*T*d_attn; training = 3*forward"
+
+    @property
+    def attention(self) -> int:
+        return 4 * self.n_attn * self.seq_len * self.d_attn
+
+    @property
+    def forward(self) -> int:
+        return 2 * self.n_matmul + self.attention
+
+    @property
+    def training(self) -> int:
+        return 3 * self.forward
+
+
+def matmul_parameters(model: nn.Module) -> int:
+    """Sum of weight sizes of every nn.Linear module (a tied head is still its own matmul)."""
+    return sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+
+
+def flops_per_token(model: nn.Module, seq_len: int | None = None) -> FlopCount:
+    """FLOPs per token at context `seq_len` (default: model.config.max_seq_len)."""
+    cfg = model.config
+    t = cfg.max_seq_len if seq_len is None else seq_len
+    if t < 1:
+        raise ValueError(f"flops_per_token: seq_len must be >= 1, got {t}.")
+    n_attn = sum(1 for m in model.modules() if isinstance(m, Attention))
+    return FlopCount(t, matmul_parameters(model), n_attn, cfg.n_heads * cfg.head_dim)
+
+
+def flops_table(model: nn.Module, seq_len: int | None = None):
+    """A rich Table of flops_per_token, with the formula in the caption."""
+    from rich.table import Table
+
+    f = flops_per_token(model, seq_len)
+    table = Table(title=f"FLOPs per token (T = {f.seq_len})", caption=f.formula)
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    for name, value in (("N_matmul", f.n_matmul), ("attention term", f.attention), ("forward", f.forward),
+                        ("training (fwd + bwd)", f.training)):
+        table.add_row(name, f"{value:,}")
+    return table
