@@ -122,7 +122,7 @@ class ALiBi(Positional):
         q_idx = torch.arange(q_start, q_start + position_ids.shape[-1], device=device)
         k_idx = torch.arange(k_len, device=device)
         distance = (q_idx[:, None] - k_idx[None, :]).abs().float()  # (Tq, Tk)
-        return PositionTerms(bias=-self.slopes[:, None, None] * distance[None])  # (1, H, Tq, Tk)
+        return PositionTerms(bias=(-self.slopes[:, None, None] * distance)[None])  # (1, H, Tq, Tk)
 
 
 POSITIONALS.register("none", Positional)

@@ -1,0 +1,62 @@
+"""Positional schemes against their closed forms."""
+
+import math
+
+import pytest
+import torch
+
+from zoo.config import ModelConfig
+from zoo.modules.positional import ALiBi, Rotary, Sinusoidal, alibi_slopes
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_sinusoidal_matches_paper_formula(layout):
+    d, positions = 8, 12
+    pe = Sinusoidal(ModelConfig(d_model=d, n_heads=2, sinusoidal_layout=layout, positional="sinusoidal"))
+    table = pe.encoding(torch.arange(positions)[None])[0]
+    for pos in range(positions):
+        for i in range(d // 2):
+            angle = pos / 10000 ** (2 * i / d)
+            sin_at, cos_at = (2 * i, 2 * i + 1) if layout == "interleaved" else (i, d // 2 + i)
+            assert table[pos, sin_at].item() == pytest.approx(math.sin(angle), abs=1e-5)
+            assert table[pos, cos_at].item() == pytest.approx(math.cos(angle), abs=1e-5)
+
+
+def _rotate(rope: Rotary, x: torch.Tensor, pos: int) -> torch.Tensor:
+    terms = rope.terms(torch.tensor([[pos]]), pos, pos + 1)
+    return terms.rotate(x.view(1, 1, 1, -1)).view(-1)
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_rope_dot_product_depends_only_on_offset(layout):
+    rope = Rotary(ModelConfig(d_model=16, n_heads=2, positional="rope", rope_layout=layout))
+    q, k = torch.randn(8), torch.randn(8)
+    for m, n in [(3, 1), (10, 2), (7, 7)]:
+        base = _rotate(rope, q, m) @ _rotate(rope, k, n)
+        for shift in (1, 5, 40):
+            assert torch.allclose(_rotate(rope, q, m + shift) @ _rotate(rope, k, n + shift), base, atol=1e-4)
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_rope_equals_complex_rotation(layout):
+    """RoPE multiplies each feature pair (a + ib) by e^{i pos theta_j}, theta_j = base^(-2j/D)."""
+    d, pos, base = 8, 5, 10000.0
+    rope = Rotary(ModelConfig(d_model=16, n_heads=2, positional="rope", rope_layout=layout, rope_base=base))
+    x = torch.randn(d)
+    pairs = (torch.arange(d // 2), torch.arange(d // 2) + d // 2) if layout == "half" else (
+        torch.arange(0, d, 2), torch.arange(1, d, 2))
+    z = torch.complex(x[pairs[0]], x[pairs[1]])
+    theta = base ** (-torch.arange(0, d, 2).float() / d)
+    rotated = z * torch.exp(1j * pos * theta)
+    expected = torch.empty(d)
+    expected[pairs[0]], expected[pairs[1]] = rotated.real, rotated.imag
+    assert torch.allclose(_rotate(rope, x, pos), expected, atol=1e-5)
+
+
+def test_alibi_slopes_and_bias():
+    assert torch.allclose(alibi_slopes(8), torch.tensor([2.0 ** -(i + 1) for i in range(8)]))
+    assert torch.allclose(alibi_slopes(4), torch.tensor([2.0 ** (-2 * (i + 1)) for i in range(4)]))
+    alibi = ALiBi(ModelConfig(d_model=16, n_heads=4, positional="alibi"))
+    bias = alibi.terms(torch.zeros(1, 2, dtype=torch.long), 3, 5).bias  # queries at 3, 4; keys 0..4
+    assert bias.shape == (1, 4, 2, 5)
+    assert bias[0, 0, 0].tolist() == pytest.approx([-0.75, -0.5, -0.25, 0.0, -0.25])
