@@ -1,0 +1,156 @@
+"""BERT: encoder, post-LN, learned positions + token types, LayerNorm after the embeddings (eps 1e-12),
+masked-LM head (dense, activation, LayerNorm, tied decoder with bias) or the pooler + classifier head."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from zoo.config import ModelConfig
+from zoo.pretrained.family import (
+    FAMILIES,
+    ZOO_TO_HF_ACTIVATION,
+    Family,
+    HFTensors,
+    hf_activation,
+    require,
+    special_id,
+    unsupported,
+)
+
+# zoo sub-module -> BERT sub-module inside `encoder.layer.{i}.` (q/k/v handled separately)
+_LAYER = {
+    "self_attn.o": "attention.output.dense",
+    "norm_self": "attention.output.LayerNorm",
+    "ffn.up": "intermediate.dense",
+    "ffn.down": "output.dense",
+    "norm_ffn": "output.LayerNorm",
+}
+_UNUSED = {"pooler.": "the masked-LM model has no pooler", "cls.seq_relationship": "next-sentence head is not used"}
+
+
+def _linear(src: HFTensors, name: str, out_dim: int, in_dim: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(weight, bias) of an nn.Linear (in_dim given) or a LayerNorm (in_dim None)."""
+    weight_shape = (out_dim, in_dim) if in_dim is not None else (out_dim,)
+    return src.take(f"{name}.weight", weight_shape), src.take(f"{name}.bias", (out_dim,))
+
+
+@FAMILIES.register("bert")
+class Bert(Family):
+    model_type = "bert"
+    architecture = "BertForMaskedLM"
+    prefixes = ("bert.",)
+
+    def config_from_hf(self, hf: dict[str, Any]) -> ModelConfig:
+        require(hf, "bert", {
+            "position_embedding_type": (hf.get("position_embedding_type", "absolute"), "absolute"),
+            "is_decoder": (hf.get("is_decoder", False), False),
+            "add_cross_attention": (hf.get("add_cross_attention", False), False),
+        })
+        classifier = any(a.endswith("ForSequenceClassification") for a in hf.get("architectures") or [])
+        vocab = hf["vocab_size"]
+        return ModelConfig(
+            arch="encoder", vocab_size=vocab, d_model=hf["hidden_size"], n_layers=hf["num_hidden_layers"],
+            n_heads=hf["num_attention_heads"], d_ff=hf["intermediate_size"],
+            activation=hf_activation(hf.get("hidden_act", "gelu"), "bert"), norm="layernorm",
+            norm_eps=hf.get("layer_norm_eps", 1e-12), norm_placement="post", final_norm=False, embed_norm=True,
+            positional="learned", max_seq_len=hf["max_position_embeddings"],
+            type_vocab_size=hf.get("type_vocab_size", 2), dropout=hf.get("hidden_dropout_prob", 0.1),
+            attn_dropout=hf.get("attention_probs_dropout_prob", 0.1), bias=True,
+            head="classifier" if classifier else "lm", num_labels=len(hf.get("id2label") or {0: 0, 1: 1}) if classifier else 0,
+            head_transform=not classifier, head_bias=not classifier, tie_embeddings=hf.get("tie_word_embeddings", True),
+            pad_id=special_id(hf, "pad_token_id", vocab, 0), bos_id=special_id(hf, "bos_token_id", vocab, 1),
+            eos_id=special_id(hf, "eos_token_id", vocab, 2),
+        )
+
+    def config_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
+        lm = cfg.head == "lm"
+        unsupported(cfg, "bert", {
+            "arch": (cfg.arch, "encoder"), "norm": (cfg.norm, "layernorm"), "norm_placement": (cfg.norm_placement, "post"),
+            "use_final_norm": (cfg.use_final_norm, False), "embed_norm": (cfg.embed_norm, True),
+            "embed_scale": (cfg.embed_scale, False), "positional": (cfg.positional, "learned"),
+            "pos_offset": (cfg.pos_offset, 0), "bias": (cfg.bias, True), "n_kv_heads": (cfg.kv_heads, cfg.n_heads),
+            "activation is plain": (cfg.activation in ZOO_TO_HF_ACTIVATION, True), "residual": (cfg.residual, True),
+            "ffn": (cfg.ffn, "mlp"), "type_vocab_size >= 1": (cfg.type_vocab_size >= 1, True),
+            **({"head_transform": (cfg.head_transform, True), "head_bias": (cfg.head_bias, True),
+                "tie_embeddings": (cfg.tie_embeddings, True)} if lm else {}),
+        })
+        hf = {
+            "model_type": "bert", "architectures": ["BertForMaskedLM" if lm else "BertForSequenceClassification"],
+            "vocab_size": cfg.vocab_size, "hidden_size": cfg.d_model, "num_hidden_layers": cfg.n_layers,
+            "num_attention_heads": cfg.n_heads, "intermediate_size": cfg.ffn_dim,
+            "hidden_act": ZOO_TO_HF_ACTIVATION[cfg.activation], "layer_norm_eps": cfg.norm_eps,
+            "max_position_embeddings": cfg.max_seq_len, "type_vocab_size": cfg.type_vocab_size,
+            "hidden_dropout_prob": cfg.dropout, "attention_probs_dropout_prob": cfg.attention_dropout,
+            "pad_token_id": cfg.pad_id, "tie_word_embeddings": cfg.tie_embeddings,
+        }
+        if not lm:
+            hf["id2label"] = {str(i): f"LABEL_{i}" for i in range(cfg.num_labels)}
+            hf["label2id"] = {f"LABEL_{i}": i for i in range(cfg.num_labels)}
+        return hf
+
+    def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
+        for key in [k for k in src.tensors if k.endswith((".gamma", ".beta"))]:  # TF-era LayerNorm names
+            src.tensors[key.rsplit(".", 1)[0] + (".weight" if key.endswith("gamma") else ".bias")] = src.tensors.pop(key)
+        d, f, v = cfg.d_model, cfg.ffn_dim, cfg.vocab_size
+        out = {
+            "embed.tokens.weight": src.take("embeddings.word_embeddings.weight", (v, d)),
+            "embed.positional.table.weight": src.take("embeddings.position_embeddings.weight", (cfg.max_seq_len, d)),
+            "embed.types.weight": src.take("embeddings.token_type_embeddings.weight", (cfg.type_vocab_size, d)),
+        }
+        out["embed.norm.weight"], out["embed.norm.bias"] = _linear(src, "embeddings.LayerNorm", d)
+        src.discard("embeddings.position_ids")
+        src.discard("embeddings.token_type_ids")
+        dims = {"self_attn.o": (d, d), "ffn.up": (f, d), "ffn.down": (d, f), "norm_self": (d, None), "norm_ffn": (d, None)}
+        for i in range(cfg.n_layers):
+            z, h = f"encoder_stack.layers.{i}", f"encoder.layer.{i}"
+            qkv = [_linear(src, f"{h}.attention.self.{p}", d, d) for p in ("query", "key", "value")]
+            out[f"{z}.self_attn.qkv.weight"] = torch.cat([w for w, _ in qkv])  # rows [q | k | v]
+            out[f"{z}.self_attn.qkv.bias"] = torch.cat([b for _, b in qkv])
+            for zoo_name, hf_name in _LAYER.items():
+                out[f"{z}.{zoo_name}.weight"], out[f"{z}.{zoo_name}.bias"] = _linear(src, f"{h}.{hf_name}", *dims[zoo_name])
+        if cfg.head == "classifier":
+            out["head.pool.weight"], out["head.pool.bias"] = _linear(src, "pooler.dense", d, d)
+            out["head.proj.weight"], out["head.proj.bias"] = _linear(src, "~classifier", cfg.num_labels, d)
+            src.finish()
+            return out
+        out["head.transform.weight"], out["head.transform.bias"] = _linear(src, "~cls.predictions.transform.dense", d, d)
+        out["head.transform_norm.weight"], out["head.transform_norm.bias"] = _linear(
+            src, "~cls.predictions.transform.LayerNorm", d
+        )
+        out["head.proj.bias"] = src.take("~cls.predictions.bias", (v,))
+        src.discard("~cls.predictions.decoder.bias")  # the same tensor as cls.predictions.bias
+        if cfg.tie_embeddings:
+            src.discard("~cls.predictions.decoder.weight")
+            out["head.proj.weight"] = out["embed.tokens.weight"]
+        else:
+            out["head.proj.weight"] = src.take("~cls.predictions.decoder.weight", (v, d))
+        src.finish(_UNUSED)
+        return out
+
+    def state_to_hf(self, state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
+        out = {
+            "bert.embeddings.word_embeddings.weight": state["embed.tokens.weight"],
+            "bert.embeddings.position_embeddings.weight": state["embed.positional.table.weight"],
+            "bert.embeddings.token_type_embeddings.weight": state["embed.types.weight"],
+            "bert.embeddings.LayerNorm.weight": state["embed.norm.weight"],
+            "bert.embeddings.LayerNorm.bias": state["embed.norm.bias"],
+        }
+        for i in range(cfg.n_layers):
+            z, h = f"encoder_stack.layers.{i}", f"bert.encoder.layer.{i}"
+            for part in ("weight", "bias"):
+                for name, chunk in zip(("query", "key", "value"), state[f"{z}.self_attn.qkv.{part}"].chunk(3), strict=True):
+                    out[f"{h}.attention.self.{name}.{part}"] = chunk
+                for zoo_name, hf_name in _LAYER.items():
+                    out[f"{h}.{hf_name}.{part}"] = state[f"{z}.{zoo_name}.{part}"]
+        if cfg.head == "classifier":
+            for part in ("weight", "bias"):
+                out[f"bert.pooler.dense.{part}"] = state[f"head.pool.{part}"]
+                out[f"classifier.{part}"] = state[f"head.proj.{part}"]
+            return out
+        for part in ("weight", "bias"):
+            out[f"cls.predictions.transform.dense.{part}"] = state[f"head.transform.{part}"]
+            out[f"cls.predictions.transform.LayerNorm.{part}"] = state[f"head.transform_norm.{part}"]
+        out["cls.predictions.bias"] = state["head.proj.bias"]
+        return out

@@ -1,0 +1,123 @@
+"""Llama: decoder, RMSNorm pre-norm, RoPE (rotate-half), SwiGLU, grouped-query attention, no biases.
+HF keeps q/k/v and gate/up as separate matrices; zoo fuses them as [q | k | v] and [gate | value]."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from zoo.config import ModelConfig
+from zoo.pretrained.family import FAMILIES, Family, HFTensors, require, special_id, unsupported
+
+_GATED = {"silu": "swiglu", "gelu": "geglu"}  # HF hidden_act -> zoo gated activation
+
+
+def _rope(hf: dict[str, Any]) -> tuple[float, str]:
+    """(theta, rope_type) from transformers 5's `rope_parameters` or 4.x's `rope_theta`/`rope_scaling`."""
+    params = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
+    theta = params.get("rope_theta", hf.get("rope_theta", 10000.0))
+    return float(theta), params.get("rope_type", params.get("type", "default"))
+
+
+@FAMILIES.register("llama")
+class Llama(Family):
+    model_type = "llama"
+    architecture = "LlamaForCausalLM"
+    prefixes = ("model.",)
+
+    def config_from_hf(self, hf: dict[str, Any]) -> ModelConfig:
+        d, heads = hf["hidden_size"], hf["num_attention_heads"]
+        theta, rope_type = _rope(hf)
+        act = hf.get("hidden_act", "silu")
+        require(hf, "llama", {
+            "rope_type": (rope_type, "default"),
+            "head_dim": (hf.get("head_dim") or d // heads, d // heads),
+            "mlp_bias == attention_bias": (hf.get("mlp_bias", False) == hf.get("attention_bias", False), True),
+            "hidden_act in (silu, gelu)": (act in _GATED, True),
+        })
+        vocab = hf["vocab_size"]
+        eos = special_id(hf, "eos_token_id", vocab, 2)
+        return ModelConfig(
+            arch="decoder", vocab_size=vocab, d_model=d, n_layers=hf["num_hidden_layers"], n_heads=heads,
+            n_kv_heads=hf.get("num_key_value_heads") or heads, d_ff=hf["intermediate_size"], activation=_GATED[act],
+            norm="rmsnorm", norm_eps=hf.get("rms_norm_eps", 1e-6), norm_placement="pre", positional="rope",
+            rope_base=theta, rope_layout="half", max_seq_len=hf.get("max_position_embeddings", 2048),
+            dropout=0.0, attn_dropout=hf.get("attention_dropout", 0.0), bias=hf.get("attention_bias", False),
+            tie_embeddings=hf.get("tie_word_embeddings", False),
+            pad_id=special_id(hf, "pad_token_id", vocab, 0), bos_id=special_id(hf, "bos_token_id", vocab, 1), eos_id=eos,
+        )
+
+    def config_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
+        unsupported(cfg, "llama", {
+            "arch": (cfg.arch, "decoder"), "norm": (cfg.norm, "rmsnorm"), "norm_placement": (cfg.norm_placement, "pre"),
+            "positional": (cfg.positional, "rope"), "rope_layout": (cfg.rope_layout, "half"),
+            "activation": (cfg.activation in ("swiglu", "geglu"), True), "use_final_norm": (cfg.use_final_norm, True),
+            "embed_norm": (cfg.embed_norm, False), "embed_scale": (cfg.embed_scale, False),
+            "type_vocab_size": (cfg.type_vocab_size, 0), "head_transform": (cfg.head_transform, False),
+            "head_bias": (cfg.head_bias, False), "residual": (cfg.residual, True), "ffn": (cfg.ffn, "mlp"),
+        })
+        return {
+            "model_type": "llama", "architectures": [self.architecture], "vocab_size": cfg.vocab_size,
+            "hidden_size": cfg.d_model, "num_hidden_layers": cfg.n_layers, "num_attention_heads": cfg.n_heads,
+            "num_key_value_heads": cfg.kv_heads, "head_dim": cfg.head_dim, "intermediate_size": cfg.ffn_dim,
+            "hidden_act": {v: k for k, v in _GATED.items()}[cfg.activation], "rms_norm_eps": cfg.norm_eps,
+            "rope_parameters": {"rope_type": "default", "rope_theta": cfg.rope_base}, "rope_theta": cfg.rope_base,
+            "max_position_embeddings": cfg.max_seq_len, "attention_bias": cfg.bias, "mlp_bias": cfg.bias,
+            "attention_dropout": cfg.attention_dropout, "tie_word_embeddings": cfg.tie_embeddings,
+            "bos_token_id": cfg.bos_id, "eos_token_id": cfg.eos_id, "pad_token_id": cfg.pad_id,
+        }
+
+    def _fuse(self, src: HFTensors, names: list[str], rows: list[int], d_in: int, bias: bool):
+        weight = torch.cat([src.take(f"{n}.weight", (r, d_in)) for n, r in zip(names, rows, strict=True)])
+        return weight, (torch.cat([src.take(f"{n}.bias", (r,)) for n, r in zip(names, rows, strict=True)]) if bias else None)
+
+    def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
+        d, f, v = cfg.d_model, cfg.ffn_dim, cfg.vocab_size
+        q_dim, kv_dim = cfg.n_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+        out = {"embed.tokens.weight": src.take("embed_tokens.weight", (v, d))}
+        for i in range(cfg.n_layers):
+            z, h = f"decoder_stack.layers.{i}", f"layers.{i}"
+            parts = {
+                "self_attn.qkv": self._fuse(src, [f"{h}.self_attn.{p}_proj" for p in "qkv"], [q_dim, kv_dim, kv_dim], d, cfg.bias),
+                "self_attn.o": self._fuse(src, [f"{h}.self_attn.o_proj"], [d], q_dim, cfg.bias),
+                "ffn.up": self._fuse(src, [f"{h}.mlp.gate_proj", f"{h}.mlp.up_proj"], [f, f], d, cfg.bias),
+                "ffn.down": self._fuse(src, [f"{h}.mlp.down_proj"], [d], f, cfg.bias),
+            }
+            for name, (weight, bias) in parts.items():
+                out[f"{z}.{name}.weight"] = weight
+                if bias is not None:
+                    out[f"{z}.{name}.bias"] = bias
+            out[f"{z}.norm_self.weight"] = src.take(f"{h}.input_layernorm.weight", (d,))
+            out[f"{z}.norm_ffn.weight"] = src.take(f"{h}.post_attention_layernorm.weight", (d,))
+            src.discard(f"{h}.self_attn.rotary_emb.inv_freq")  # old checkpoints store the RoPE buffer
+        out["decoder_stack.final_norm.weight"] = src.take("norm.weight", (d,))
+        if cfg.tie_embeddings:
+            src.discard("~lm_head.weight")
+            out["head.proj.weight"] = out["embed.tokens.weight"]
+        else:
+            out["head.proj.weight"] = src.take("~lm_head.weight", (v, d))
+        src.finish()
+        return out
+
+    def state_to_hf(self, state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
+        q_dim, kv_dim = cfg.n_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+        out = {"model.embed_tokens.weight": state["embed.tokens.weight"],
+               "model.norm.weight": state["decoder_stack.final_norm.weight"]}
+        for i in range(cfg.n_layers):
+            z, h = f"decoder_stack.layers.{i}", f"model.layers.{i}"
+            splits = {
+                "self_attn.qkv": ([f"{h}.self_attn.{p}_proj" for p in "qkv"], [q_dim, kv_dim, kv_dim]),
+                "self_attn.o": ([f"{h}.self_attn.o_proj"], [cfg.d_model]),
+                "ffn.up": ([f"{h}.mlp.gate_proj", f"{h}.mlp.up_proj"], [cfg.ffn_dim, cfg.ffn_dim]),
+                "ffn.down": ([f"{h}.mlp.down_proj"], [cfg.d_model]),
+            }
+            for zoo_name, (names, rows) in splits.items():
+                for part in ("weight", "bias") if cfg.bias else ("weight",):
+                    for name, chunk in zip(names, state[f"{z}.{zoo_name}.{part}"].split(rows), strict=True):
+                        out[f"{name}.{part}"] = chunk
+            out[f"{h}.input_layernorm.weight"] = state[f"{z}.norm_self.weight"]
+            out[f"{h}.post_attention_layernorm.weight"] = state[f"{z}.norm_ffn.weight"]
+        if not cfg.tie_embeddings:
+            out["lm_head.weight"] = state["head.proj.weight"]
+        return out
