@@ -18,7 +18,7 @@ def test_cap_deterministic_and_split_by_file():
     b = load_stdlib_text(max_bytes=120_000)
     assert a == b
     size = sum(len(t.encode()) for t in a.train + a.val)
-    assert 120_000 <= size < 120_000 + max(len(t.encode()) for t in a.train + a.val)
+    assert 110_000 < size <= 120_000  # the last file is cut at a line boundary
     assert a.train and a.val
     assert not set(a.train) & set(a.val)
 
@@ -26,8 +26,9 @@ def test_cap_deterministic_and_split_by_file():
 def test_split_does_not_depend_on_cap():
     small = load_stdlib_text(max_bytes=80_000)
     large = load_stdlib_text(max_bytes=200_000)
-    assert set(small.train) <= set(large.train)
-    assert set(small.val) <= set(large.val) | {min(small.val)}  # tiny caps may move one file to val
+    for split in ("train", "val"):
+        for text in getattr(small, split):  # same split in both, possibly cut shorter by the cap
+            assert any(big.startswith(text) for big in getattr(large, split)), split
 
 
 def test_bad_cap():

@@ -1,9 +1,9 @@
 """The built-in LM corpus: the running interpreter's standard-library ``.py`` sources.
 
-Files are taken in sorted relative-path order up to ``max_bytes`` (UTF-8 bytes; ``None`` = all)
-and split into train/validation by a stable hash of the relative path, so a file never straddles
-splits and the split does not depend on the cap. Test suites and third-party packages are excluded;
-the few non-UTF-8 fixture files and exact duplicate files are skipped.
+Files are taken in sorted relative-path order up to ``max_bytes`` UTF-8 bytes (the last file is cut
+at a line boundary; ``None`` = all) and split into train/validation by a stable hash of the relative
+path, so a file never straddles splits and its split does not depend on the cap. Test suites and
+third-party packages are excluded; non-UTF-8 fixture files and exact duplicates are skipped.
 """
 
 from __future__ import annotations
@@ -37,6 +37,13 @@ def hash_fraction(text: str) -> float:
     return int.from_bytes(hashlib.md5(text.encode("utf-8")).digest()[:8], "big") / 2**64
 
 
+def _head(text: str, max_bytes: int) -> str:
+    """The longest prefix of whole lines whose UTF-8 encoding fits in ``max_bytes``."""
+    head = text.encode("utf-8")[:max_bytes].decode("utf-8", errors="ignore")
+    cut = head.rfind("\n")
+    return head[: cut + 1] if cut >= 0 else ""
+
+
 @register_source("stdlib_text")
 def load_stdlib_text(*, max_bytes: int | None = 4_000_000, val_fraction: float = 0.1) -> TextCorpus:
     """Read stdlib sources up to ``max_bytes`` and split them by file."""
@@ -57,10 +64,15 @@ def load_stdlib_text(*, max_bytes: int | None = 4_000_000, val_fraction: float =
         if not text.strip() or text in seen:  # identical copies would leak between splits
             continue
         seen.add(text)
+        size = len(text.encode("utf-8"))
+        full = max_bytes is not None and total + size >= max_bytes
+        if full:  # keep the cap exact: the last file is cut at a line boundary
+            text = _head(text, max_bytes - total)
         rel = path.relative_to(root).as_posix()
-        (val if hash_fraction(rel) < val_fraction else train).append((rel, text))
+        if text:
+            (val if hash_fraction(rel) < val_fraction else train).append((rel, text))
         total += len(text.encode("utf-8"))
-        if max_bytes is not None and total >= max_bytes:
+        if full:
             break
     if not train:
         raise ValueError(f"no standard-library sources found under {root}")

@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from omegaconf import OmegaConf
+
+import zoo.data.tokenizer as tokenizer_module
+from tests.data.conftest import SMALL_BPE, SMALL_STDLIB, SMALL_TOY
+from zoo.data import build_data, load_tokenizer, model_overrides
+
+KW = dict(max_seq_len=16, batch_size=4, seed=0)
+
+
+def entries(cache_dir):
+    return sorted(p for p in cache_dir.iterdir() if not p.name.startswith("."))
+
+
+def test_second_call_hits_cache_without_retraining(cache_dir, monkeypatch):
+    tok1, _ = build_data(SMALL_STDLIB, SMALL_BPE, task="lm", cache_dir=cache_dir, **KW)
+    (entry,) = entries(cache_dir)
+    mtimes = {p.name: p.stat().st_mtime_ns for p in entry.rglob("*")}
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("tokenizer retrained on a cache hit")
+
+    monkeypatch.setitem(tokenizer_module.TOKENIZERS, "bpe", no_training)
+    monkeypatch.setattr("zoo.data.build.encode_documents", no_training)
+    tok2, dm = build_data(SMALL_STDLIB, SMALL_BPE, task="mlm", cache_dir=cache_dir, **KW)  # lm/mlm share ids
+    assert tok2.encode("def f(x): pass") == tok1.encode("def f(x): pass")
+    assert {p.name: p.stat().st_mtime_ns for p in entry.rglob("*")} == mtimes
+    assert entries(cache_dir) == [entry]
+    assert not [p for p in cache_dir.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_key_changes_with_tokenizer_and_data(cache_dir):
+    build_data(SMALL_STDLIB, SMALL_BPE, task="lm", cache_dir=cache_dir, **KW)
+    build_data(SMALL_STDLIB, {**SMALL_BPE, "vocab_size": 330}, task="lm", cache_dir=cache_dir, **KW)
+    build_data({**SMALL_STDLIB, "max_bytes": 30_000}, SMALL_BPE, task="lm", cache_dir=cache_dir, **KW)
+    assert len(entries(cache_dir)) == 3
+
+
+def test_failed_build_leaves_no_cache_entry(cache_dir, monkeypatch):
+    def crash(*args, **kwargs):
+        raise RuntimeError("killed mid-write")
+
+    monkeypatch.setattr("zoo.data.build.encode_documents", crash)
+    with pytest.raises(RuntimeError, match="killed mid-write"):
+        build_data(SMALL_TOY, SMALL_BPE, task="seq2seq", cache_dir=cache_dir, **KW)
+    assert list(cache_dir.iterdir()) == []
+
+
+def test_manifest_and_compact_ids(cache_dir):
+    build_data(SMALL_STDLIB, SMALL_BPE, task="lm", cache_dir=cache_dir, **KW)
+    (entry,) = entries(cache_dir)
+    manifest = json.loads((entry / "manifest.json").read_text())
+    assert manifest["dtype"] == "uint16" and manifest["tokenizer"] == SMALL_BPE
+    n_ids = (entry / "train.tokens.ids.bin").stat().st_size // 2
+    assert n_ids > 10_000
+    assert load_tokenizer(entry / "tokenizer").vocab_size == 320
+
+
+def test_accepts_omegaconf_and_reports_missing(cache_dir, tmp_path):
+    with pytest.raises(ValueError, match=r"data.files is required"):
+        build_data(OmegaConf.create({"name": "text", "files": "???"}), SMALL_BPE, task="lm",
+                   cache_dir=cache_dir, **KW)
+    (tmp_path / "a.txt").write_text("hello zoo\n" * 200)
+    tok, dm = build_data(OmegaConf.create({"name": "text", "files": str(tmp_path / "*.txt")}),
+                         OmegaConf.create({"name": "char"}), task="lm", cache_dir=cache_dir, **KW)
+    assert tok.kind == "char" and tok.vocab_size == 5 + len(set("hello zoo\n"))
+
+
+@pytest.mark.parametrize(
+    ("data", "tok", "task", "error", "match"),
+    [
+        (SMALL_STDLIB, SMALL_BPE, "translate", ValueError, r"task='translate' is unknown; known: \["),
+        (SMALL_STDLIB, SMALL_BPE, "seq2seq", ValueError, r"data=stdlib_text gives text examples, .*\['lm', 'mlm'\]"),
+        (SMALL_TOY, SMALL_BPE, "lm", ValueError, r"suit task \['seq2seq'\]"),
+        (SMALL_STDLIB, {"name": "bpe", "vocab_size": 200}, "lm", ValueError, "vocab_size=200 is smaller"),
+        ({"name": "text", "files": "/nonexistent/*.txt"}, SMALL_BPE, "lm", FileNotFoundError, "matched no files"),
+        ({"name": "text", "files": "/nonexistent/x.txt"}, SMALL_BPE, "lm", FileNotFoundError, "/nonexistent/x.txt"),
+        (SMALL_STDLIB, {"name": "file", "path": "/nonexistent/tok.json"}, "lm", FileNotFoundError, "tok.json"),
+    ],
+)
+def test_bad_input_fails_before_training(cache_dir, monkeypatch, data, tok, task, error, match):
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained despite bad input")
+
+    for name in ("bpe", "char"):
+        monkeypatch.setitem(tokenizer_module.TOKENIZERS, name, no_training)
+    with pytest.raises(error, match=match):
+        build_data(data, tok, task=task, cache_dir=cache_dir, **KW)
+    assert not cache_dir.exists() or entries(cache_dir) == []
+
+
+def test_bad_user_files_fail_before_training(cache_dir, tmp_path, monkeypatch):
+    monkeypatch.setitem(tokenizer_module.TOKENIZERS, "bpe", lambda *a, **k: pytest.fail("trained"))
+    (tmp_path / "ok.txt").write_text("fine text\n")
+    (tmp_path / "bad.txt").write_bytes(b"abc\xff")
+    with pytest.raises(ValueError, match=r"bad.txt: not valid UTF-8 at byte offset 3"):
+        build_data({"name": "text", "files": str(tmp_path / "*.txt")}, SMALL_BPE, task="lm", cache_dir=cache_dir, **KW)
+    (tmp_path / "p.tsv").write_text("a\tb\nc d\n")
+    with pytest.raises(ValueError, match=r"p.tsv:2: expected 'src<TAB>tgt'"):
+        build_data({"name": "pairs", "path": str(tmp_path / "p.tsv")}, SMALL_BPE, task="seq2seq",
+                   cache_dir=cache_dir, **KW)
+    (tmp_path / "e.txt").write_text("   \n")
+    with pytest.raises(ValueError, match="empty or whitespace-only"):
+        build_data({"name": "text", "files": str(tmp_path / "e.txt")}, SMALL_BPE, task="lm", cache_dir=cache_dir, **KW)
+
+
+def test_model_overrides(cache_dir, tmp_path):
+    path = tmp_path / "l.jsonl"
+    path.write_text("".join(json.dumps({"text": f"text {i}", "label": ["neg", "pos"][i % 2]}) + "\n" for i in range(20)))
+    tok, dm = build_data({"name": "classification", "path": str(path)}, SMALL_BPE, task="classification",
+                         cache_dir=cache_dir, **KW)
+    assert model_overrides(tok) == {"vocab_size": tok.vocab_size, "pad_id": 0, "bos_id": 1, "eos_id": 2, "num_labels": 2}
+    tok.save(tmp_path / "run" / "tokenizer")
+    assert load_tokenizer(tmp_path / "run" / "tokenizer").label_names == ["neg", "pos"] == dm.label_names
+
+
+def test_default_cache_dir_env(monkeypatch, tmp_path):
+    from zoo.data.build import default_cache_dir
+
+    monkeypatch.setenv("ZOO_CACHE_DIR", str(tmp_path))
+    assert default_cache_dir() == tmp_path
+    assert os.fspath(default_cache_dir())
