@@ -12,6 +12,8 @@ def perturbed(model: torch.nn.Module, seed: int = 0, scale: float = 0.05) -> tor
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in model.parameters():
+            if not p.requires_grad:  # fixed tables (Marian's sinusoids) are recomputed on load, not stored
+                continue
             p.add_(torch.randn(p.shape, generator=gen) * scale)
     return model.eval()
 

@@ -1,3 +1,3 @@
 """Imports every family module so each registers itself in FAMILIES."""
 
-from zoo.pretrained import bert, gpt2, llama  # noqa: F401
+from zoo.pretrained import bart, bert, gpt2, llama, marian  # noqa: F401

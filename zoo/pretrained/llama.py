@@ -52,7 +52,7 @@ class Llama(Family):
         unsupported(cfg, "llama", {
             "arch": (cfg.arch, "decoder"), "norm": (cfg.norm, "rmsnorm"), "norm_placement": (cfg.norm_placement, "pre"),
             "positional": (cfg.positional, "rope"), "rope_layout": (cfg.rope_layout, "half"),
-            "activation": (cfg.activation in ("swiglu", "geglu"), True), "use_final_norm": (cfg.use_final_norm, True),
+            "activation in (swiglu, geglu)": (cfg.activation in ("swiglu", "geglu"), True), "use_final_norm": (cfg.use_final_norm, True),
             "embed_norm": (cfg.embed_norm, False), "embed_scale": (cfg.embed_scale, False),
             "type_vocab_size": (cfg.type_vocab_size, 0), "head_transform": (cfg.head_transform, False),
             "head_bias": (cfg.head_bias, False), "residual": (cfg.residual, True), "ffn": (cfg.ffn, "mlp"),

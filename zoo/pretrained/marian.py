@@ -1,0 +1,62 @@
+"""Marian (OPUS-MT): BART's layer layout with fixed sinusoidal positions in the sin-half/cos-half layout
+(no table stored), no embedding LayerNorm, sqrt(d_model) embedding scale, swish activation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from zoo.config import ModelConfig
+from zoo.pretrained.bart import Seq2SeqFamily
+from zoo.pretrained.family import FAMILIES, HFTensors, require, unsupported
+
+
+@FAMILIES.register("marian")
+class Marian(Seq2SeqFamily):
+    model_type = "marian"
+    architecture = "MarianMTModel"
+
+    def config_from_hf(self, hf: dict[str, Any]) -> ModelConfig:
+        require(hf, "marian", {"decoder_vocab_size": (hf.get("decoder_vocab_size") or hf["vocab_size"], hf["vocab_size"])})
+        return self.base_config(
+            hf, positional="sinusoidal", sinusoidal_layout="half", embed_norm=False,
+            share_embeddings=hf.get("share_encoder_decoder_embeddings", True),
+        )
+
+    def config_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
+        unsupported(cfg, "marian", {
+            "positional": (cfg.positional, "sinusoidal"), "sinusoidal_layout": (cfg.sinusoidal_layout, "half"),
+            "embed_norm": (cfg.embed_norm, False),
+        })
+        return self.base_hf_config(
+            cfg, share_encoder_decoder_embeddings=cfg.share_embeddings, decoder_vocab_size=cfg.vocab_size
+        )
+
+    def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
+        v, d = cfg.vocab_size, cfg.d_model
+        if cfg.share_embeddings:
+            tokens = src.take("shared.weight", (v, d))
+            out = {"src_embed.tokens.weight": tokens, "tgt_embed.tokens.weight": tokens}
+            for side in ("encoder", "decoder"):
+                src.discard(f"{side}.embed_tokens.weight")  # tied to shared.weight
+        else:
+            out = {"src_embed.tokens.weight": src.take("encoder.embed_tokens.weight", (v, d)),
+                   "tgt_embed.tokens.weight": src.take("decoder.embed_tokens.weight", (v, d))}
+            src.discard("shared.weight")
+        for side in ("encoder", "decoder"):  # older exports store the fixed sinusoid table; zoo computes it
+            src.discard(f"{side}.embed_positions.weight")
+        self.layers_from_hf(src, cfg, out)
+        self.head_from_hf(src, cfg, out)
+        src.finish()
+        return out
+
+    def state_to_hf(self, state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
+        if cfg.share_embeddings:
+            out = {"model.shared.weight": state["src_embed.tokens.weight"]}
+        else:
+            out = {"model.encoder.embed_tokens.weight": state["src_embed.tokens.weight"],
+                   "model.decoder.embed_tokens.weight": state["tgt_embed.tokens.weight"]}
+        self.layers_to_hf(state, cfg, out)
+        self.head_to_hf(state, cfg, out)
+        return out
