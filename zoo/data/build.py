@@ -181,7 +181,7 @@ def _lm(entry: CacheEntry, loader: dict[str, Any], **common: Any) -> ZooDataModu
 def _mlm(entry: CacheEntry, loader: dict[str, Any], **common: Any) -> ZooDataModule:
     streams = {s: entry.arrays[f"{s}.tokens"].ids for s in ("train", "val")}
     return MLMDataModule(
-        entry.tokenizer, streams, mask_prob=loader.get("mask_prob") or 0.15,
+        entry.tokenizer, streams, mask_prob=0.15 if loader.get("mask_prob") is None else loader["mask_prob"],
         blocks_per_epoch=loader.get("blocks_per_epoch"), **common,
     )
 
