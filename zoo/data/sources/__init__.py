@@ -2,10 +2,11 @@
 
 Built-in sources need no download: ``stdlib_text`` (the interpreter's own ``.py`` files) and
 ``translation_toy`` (a seeded Korean->English template set). ``text``, ``pairs`` and
-``classification`` read local user files. Importing this package registers all of them.
+``classification`` read local user files; ``hf_text`` (optional) uses the ``datasets`` package.
+Importing this package registers all of them.
 """
 
-from zoo.data.sources import stdlib, translation, user  # noqa: F401  (registers the sources)
+from zoo.data.sources import hf, stdlib, translation, user  # noqa: F401  (registers the sources)
 from zoo.data.sources.base import (
     SOURCES,
     LabelledCorpus,
