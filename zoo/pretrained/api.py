@@ -19,7 +19,7 @@ def family_for(model_type: str) -> Family:
     """The registered converter for HF `model_type`; an unknown one lists the supported types."""
     if model_type not in FAMILIES:
         raise ValueError(
-            "Unsupported Hugging Face " + unknown_choice_message("model_type", model_type, FAMILIES.names())
+            "Unsupported checkpoint: " + unknown_choice_message("Hugging Face model_type", model_type, FAMILIES.names())
         )
     return FAMILIES.get(model_type)()
 

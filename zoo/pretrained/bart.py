@@ -61,14 +61,15 @@ class Seq2SeqFamily(Family):
             decoder_start_id=special_id(hf, "decoder_start_token_id", vocab, None), **knobs,
         )
 
-    def base_hf_config(self, cfg: ModelConfig, **extra: Any) -> dict[str, Any]:
+    def base_hf_config(self, cfg: ModelConfig, checks: dict[str, tuple[Any, Any]], **extra: Any) -> dict[str, Any]:
+        """The config.json keys BART and Marian share; `checks` adds the family's own export guards."""
         unsupported(cfg, self.model_type, {
             "arch": (cfg.arch, "encoder_decoder"), "norm": (cfg.norm, "layernorm"), "norm_eps": (cfg.norm_eps, 1e-5),
             "norm_placement": (cfg.norm_placement, "post"), "use_final_norm": (cfg.use_final_norm, False),
             "bias": (cfg.bias, True), "n_kv_heads": (cfg.kv_heads, cfg.n_heads),
             "activation is plain": (cfg.activation in ZOO_TO_HF_ACTIVATION, True), "residual": (cfg.residual, True),
             "ffn": (cfg.ffn, "mlp"), "type_vocab_size": (cfg.type_vocab_size, 0),
-            "head_transform": (cfg.head_transform, False),
+            "head_transform": (cfg.head_transform, False), **checks,
         })
         return {
             "model_type": self.model_type, "architectures": [self.architecture], "vocab_size": cfg.vocab_size,
@@ -140,11 +141,10 @@ class Bart(Seq2SeqFamily):
         return self.base_config(hf, positional="learned", pos_offset=2, embed_norm=True, share_embeddings=True)
 
     def config_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
-        unsupported(cfg, "bart", {
+        return self.base_hf_config(cfg, {
             "positional": (cfg.positional, "learned"), "pos_offset": (cfg.pos_offset, 2),
             "embed_norm": (cfg.embed_norm, True), "share_embeddings": (cfg.share_embeddings, True),
         })
-        return self.base_hf_config(cfg)
 
     def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
         v, d = cfg.vocab_size, cfg.d_model

@@ -9,7 +9,7 @@ import torch
 
 from zoo.config import ModelConfig
 from zoo.pretrained.bart import Seq2SeqFamily
-from zoo.pretrained.family import FAMILIES, HFTensors, require, unsupported
+from zoo.pretrained.family import FAMILIES, HFTensors, require
 
 
 @FAMILIES.register("marian")
@@ -25,12 +25,12 @@ class Marian(Seq2SeqFamily):
         )
 
     def config_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
-        unsupported(cfg, "marian", {
+        checks = {
             "positional": (cfg.positional, "sinusoidal"), "sinusoidal_layout": (cfg.sinusoidal_layout, "half"),
             "embed_norm": (cfg.embed_norm, False),
-        })
+        }
         return self.base_hf_config(
-            cfg, share_encoder_decoder_embeddings=cfg.share_embeddings, decoder_vocab_size=cfg.vocab_size
+            cfg, checks, share_encoder_decoder_embeddings=cfg.share_embeddings, decoder_vocab_size=cfg.vocab_size
         )
 
     def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:

@@ -1,0 +1,105 @@
+"""Bad checkpoints fail early with errors that say what is wrong and what is allowed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import GPT2Config, GPT2LMHeadModel
+
+import zoo
+from tests.pretrained.helpers import saved
+
+
+class NotATensor:  # a custom class: unpickling it needs arbitrary code
+    def __init__(self) -> None:
+        self.payload = [1, 2, 3]
+
+
+@pytest.fixture
+def gpt2_dir(tmp_path):
+    cfg = GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=50, n_positions=16, bos_token_id=1, eos_token_id=2)
+    return saved(GPT2LMHeadModel(cfg), tmp_path)
+
+
+def test_directory_without_config(tmp_path):
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    with pytest.raises(FileNotFoundError, match="has no config.json.*model.safetensors"):
+        zoo.from_pretrained(tmp_path)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        zoo.from_pretrained(tmp_path / "nope")
+
+
+def test_unsupported_model_type_lists_supported(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "t5"}))
+    with pytest.raises(ValueError, match=r"Unknown Hugging Face model_type 't5'.*Allowed: bart, bert, gpt2, llama, marian"):
+        zoo.from_pretrained(tmp_path)
+
+
+def test_unsupported_setting_is_named(gpt2_dir):
+    config = json.loads((gpt2_dir / "config.json").read_text())
+    config["scale_attn_by_inverse_layer_idx"] = True
+    (gpt2_dir / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="scale_attn_by_inverse_layer_idx=True"):
+        zoo.from_pretrained(gpt2_dir)
+
+
+def test_mismatched_shape_names_tensor_and_both_shapes(gpt2_dir):
+    file = gpt2_dir / "model.safetensors"
+    tensors = load_file(file)
+    tensors["transformer.h.0.mlp.c_fc.weight"] = torch.zeros(16, 40)
+    save_file(tensors, file, metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=r"'transformer.h.0.mlp.c_fc.weight'.*\(16, 40\).*\(16, 64\)"):
+        zoo.from_pretrained(gpt2_dir)
+
+
+def test_missing_tensors_are_listed(gpt2_dir):
+    file = gpt2_dir / "model.safetensors"
+    tensors = load_file(file)
+    del tensors["transformer.ln_f.bias"], tensors["transformer.h.0.ln_2.weight"]
+    save_file(tensors, file, metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=r"missing 2 tensor.*transformer.h.0.ln_2.weight.*transformer.ln_f.bias"):
+        zoo.from_pretrained(gpt2_dir)
+
+
+def test_unknown_extra_tensor_is_an_error(gpt2_dir):
+    file = gpt2_dir / "model.safetensors"
+    tensors = load_file(file)
+    tensors["transformer.h.0.adapter.weight"] = torch.zeros(3)
+    save_file(tensors, file, metadata={"format": "pt"})
+    with pytest.raises(ValueError, match="does not know how to load: transformer.h.0.adapter.weight"):
+        zoo.from_pretrained(gpt2_dir)
+
+
+def test_pytorch_bin_loads_with_weights_only(gpt2_dir):
+    file = gpt2_dir / "model.safetensors"
+    reference = zoo.from_pretrained(gpt2_dir)
+    torch.save(load_file(file), gpt2_dir / "pytorch_model.bin")
+    file.unlink()
+    model = zoo.from_pretrained(gpt2_dir)
+    ids = torch.randint(0, 50, (1, 6))
+    assert torch.equal(model(ids).logits, reference(ids).logits)
+
+
+def test_pickle_needing_code_is_refused_by_name(gpt2_dir):
+    (gpt2_dir / "model.safetensors").unlink()
+    state = {"transformer.wte.weight": torch.zeros(50, 16), "evil": NotATensor()}
+    torch.save(state, gpt2_dir / "pytorch_model.bin")
+    with pytest.raises(ValueError, match=r"pytorch_model.bin' is a pickle that needs arbitrary code"):
+        zoo.from_pretrained(gpt2_dir)
+
+
+def test_directory_without_weights(gpt2_dir):
+    (gpt2_dir / "model.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match="no weights: expected one of model.safetensors"):
+        zoo.from_pretrained(gpt2_dir)
+
+
+def test_export_of_unrepresentable_model_explains_each_family(tmp_path):
+    model = zoo.build({"arch": "decoder", "positional": "alibi", "vocab_size": 32, "d_model": 16, "n_heads": 2})
+    with pytest.raises(ValueError, match=r"(?s)No Hugging Face family.*'gpt2': model.positional='alibi' \(needs 'learned'\)"):
+        zoo.save_pretrained(model, tmp_path / "out")
+    with pytest.raises(ValueError, match="Unknown Hugging Face model_type 'mistral'"):
+        zoo.save_pretrained(model, tmp_path / "out", model_type="mistral")
