@@ -29,8 +29,12 @@ def bench(texts: list[str], cfg: dict) -> dict[str, float]:
     ids = encode_documents(tok, texts, append_eos=False)
     encode_s = time.perf_counter() - start
     return {
-        "vocab": tok.vocab_size, "mb": n_bytes / 1e6, "train_s": train_s, "train_mbs": n_bytes / 1e6 / train_s,
-        "encode_mbs": n_bytes / 1e6 / encode_s, "bytes_per_token": n_bytes / max(1, len(ids.ids)),
+        "vocab": tok.vocab_size,
+        "mb": n_bytes / 1e6,
+        "train_s": train_s,
+        "train_mbs": n_bytes / 1e6 / train_s,
+        "encode_mbs": n_bytes / 1e6 / encode_s,
+        "bytes_per_token": n_bytes / max(1, len(ids.ids)),
     }
 
 
@@ -40,15 +44,19 @@ def main() -> None:
     parser.add_argument("--vocab-sizes", type=int, nargs="+", default=[1024, 4096, 16384])
     args = parser.parse_args()
     texts = load_stdlib_text(max_bytes=args.max_bytes).train
-    print(f"stdlib corpus, training split; {platform.python_version()}, {os.cpu_count()} CPUs, "
-          f"RAYON_NUM_THREADS={os.environ.get('RAYON_NUM_THREADS', 'unset')}\n")
+    print(
+        f"stdlib corpus, training split; {platform.python_version()}, {os.cpu_count()} CPUs, "
+        f"RAYON_NUM_THREADS={os.environ.get('RAYON_NUM_THREADS', 'unset')}\n"
+    )
     print("| tokenizer | vocab | corpus MB | train s | train MB/s | encode MB/s | bytes/token |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     configs = [{"name": "bpe", "vocab_size": v} for v in args.vocab_sizes] + [{"name": "char"}]
     for cfg in configs:
         r = bench(texts, cfg)
-        print(f"| {cfg['name']} | {r['vocab']} | {r['mb']:.2f} | {r['train_s']:.2f} | {r['train_mbs']:.2f} "
-              f"| {r['encode_mbs']:.2f} | {r['bytes_per_token']:.2f} |")
+        print(
+            f"| {cfg['name']} | {r['vocab']} | {r['mb']:.2f} | {r['train_s']:.2f} | {r['train_mbs']:.2f} "
+            f"| {r['encode_mbs']:.2f} | {r['bytes_per_token']:.2f} |"
+        )
 
 
 if __name__ == "__main__":

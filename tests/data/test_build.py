@@ -63,11 +63,21 @@ def test_manifest_and_compact_ids(cache_dir):
 
 def test_accepts_omegaconf_and_reports_missing(cache_dir, tmp_path):
     with pytest.raises(ValueError, match=r"data.files is required"):
-        build_data(OmegaConf.create({"name": "text", "files": "???"}), SMALL_BPE, task="lm",
-                   cache_dir=cache_dir, **KW)
+        build_data(
+            OmegaConf.create({"name": "text", "files": "???"}),
+            SMALL_BPE,
+            task="lm",
+            cache_dir=cache_dir,
+            **KW,
+        )
     (tmp_path / "a.txt").write_text("hello zoo\n" * 200)
-    tok, dm = build_data(OmegaConf.create({"name": "text", "files": str(tmp_path / "*.txt")}),
-                         OmegaConf.create({"name": "char"}), task="lm", cache_dir=cache_dir, **KW)
+    tok, dm = build_data(
+        OmegaConf.create({"name": "text", "files": str(tmp_path / "*.txt")}),
+        OmegaConf.create({"name": "char"}),
+        task="lm",
+        cache_dir=cache_dir,
+        **KW,
+    )
     assert tok.kind == "char" and tok.vocab_size == 5 + len(set("hello zoo\n"))
 
 
@@ -75,12 +85,36 @@ def test_accepts_omegaconf_and_reports_missing(cache_dir, tmp_path):
     ("data", "tok", "task", "error", "match"),
     [
         (SMALL_STDLIB, SMALL_BPE, "translate", ValueError, r"task='translate' is unknown; known: \["),
-        (SMALL_STDLIB, SMALL_BPE, "seq2seq", ValueError, r"data=stdlib_text gives text examples, .*\['lm', 'mlm'\]"),
+        (
+            SMALL_STDLIB,
+            SMALL_BPE,
+            "seq2seq",
+            ValueError,
+            r"data=stdlib_text gives text examples, .*\['lm', 'mlm'\]",
+        ),
         (SMALL_TOY, SMALL_BPE, "lm", ValueError, r"suit task \['seq2seq'\]"),
         (SMALL_STDLIB, {"name": "bpe", "vocab_size": 200}, "lm", ValueError, "vocab_size=200 is smaller"),
-        ({"name": "text", "files": "/nonexistent/*.txt"}, SMALL_BPE, "lm", FileNotFoundError, "matched no files"),
-        ({"name": "text", "files": "/nonexistent/x.txt"}, SMALL_BPE, "lm", FileNotFoundError, "/nonexistent/x.txt"),
-        (SMALL_STDLIB, {"name": "file", "path": "/nonexistent/tok.json"}, "lm", FileNotFoundError, "tok.json"),
+        (
+            {"name": "text", "files": "/nonexistent/*.txt"},
+            SMALL_BPE,
+            "lm",
+            FileNotFoundError,
+            "matched no files",
+        ),
+        (
+            {"name": "text", "files": "/nonexistent/x.txt"},
+            SMALL_BPE,
+            "lm",
+            FileNotFoundError,
+            "/nonexistent/x.txt",
+        ),
+        (
+            SMALL_STDLIB,
+            {"name": "file", "path": "/nonexistent/tok.json"},
+            "lm",
+            FileNotFoundError,
+            "tok.json",
+        ),
     ],
 )
 def test_bad_input_fails_before_training(cache_dir, monkeypatch, data, tok, task, error, match):
@@ -99,22 +133,52 @@ def test_bad_user_files_fail_before_training(cache_dir, tmp_path, monkeypatch):
     (tmp_path / "ok.txt").write_text("fine text\n")
     (tmp_path / "bad.txt").write_bytes(b"abc\xff")
     with pytest.raises(ValueError, match=r"bad.txt: not valid UTF-8 at byte offset 3"):
-        build_data({"name": "text", "files": str(tmp_path / "*.txt")}, SMALL_BPE, task="lm", cache_dir=cache_dir, **KW)
+        build_data(
+            {"name": "text", "files": str(tmp_path / "*.txt")},
+            SMALL_BPE,
+            task="lm",
+            cache_dir=cache_dir,
+            **KW,
+        )
     (tmp_path / "p.tsv").write_text("a\tb\nc d\n")
     with pytest.raises(ValueError, match=r"p.tsv:2: expected 'src<TAB>tgt'"):
-        build_data({"name": "pairs", "path": str(tmp_path / "p.tsv")}, SMALL_BPE, task="seq2seq",
-                   cache_dir=cache_dir, **KW)
+        build_data(
+            {"name": "pairs", "path": str(tmp_path / "p.tsv")},
+            SMALL_BPE,
+            task="seq2seq",
+            cache_dir=cache_dir,
+            **KW,
+        )
     (tmp_path / "e.txt").write_text("   \n")
     with pytest.raises(ValueError, match="empty or whitespace-only"):
-        build_data({"name": "text", "files": str(tmp_path / "e.txt")}, SMALL_BPE, task="lm", cache_dir=cache_dir, **KW)
+        build_data(
+            {"name": "text", "files": str(tmp_path / "e.txt")},
+            SMALL_BPE,
+            task="lm",
+            cache_dir=cache_dir,
+            **KW,
+        )
 
 
 def test_model_overrides(cache_dir, tmp_path):
     path = tmp_path / "l.jsonl"
-    path.write_text("".join(json.dumps({"text": f"text {i}", "label": ["neg", "pos"][i % 2]}) + "\n" for i in range(20)))
-    tok, dm = build_data({"name": "classification", "path": str(path)}, SMALL_BPE, task="classification",
-                         cache_dir=cache_dir, **KW)
-    assert model_overrides(tok) == {"vocab_size": tok.vocab_size, "pad_id": 0, "bos_id": 1, "eos_id": 2, "num_labels": 2}
+    path.write_text(
+        "".join(json.dumps({"text": f"text {i}", "label": ["neg", "pos"][i % 2]}) + "\n" for i in range(20))
+    )
+    tok, dm = build_data(
+        {"name": "classification", "path": str(path)},
+        SMALL_BPE,
+        task="classification",
+        cache_dir=cache_dir,
+        **KW,
+    )
+    assert model_overrides(tok) == {
+        "vocab_size": tok.vocab_size,
+        "pad_id": 0,
+        "bos_id": 1,
+        "eos_id": 2,
+        "num_labels": 2,
+    }
     tok.save(tmp_path / "run" / "tokenizer")
     assert load_tokenizer(tmp_path / "run" / "tokenizer").label_names == ["neg", "pos"] == dm.label_names
 

@@ -8,10 +8,16 @@ from zoo.data.collate import PadCollator
 def test_pads_dynamically_with_masks():
     batch = PadCollator(pad_id=0)(
         [
-            {"input_ids": torch.tensor([5, 6, 7]), "decoder_input_ids": torch.tensor([1, 9]),
-             "labels": torch.tensor([9, 2])},
-            {"input_ids": torch.tensor([8]), "decoder_input_ids": torch.tensor([1, 9, 9]),
-             "labels": torch.tensor([9, 9, 2])},
+            {
+                "input_ids": torch.tensor([5, 6, 7]),
+                "decoder_input_ids": torch.tensor([1, 9]),
+                "labels": torch.tensor([9, 2]),
+            },
+            {
+                "input_ids": torch.tensor([8]),
+                "decoder_input_ids": torch.tensor([1, 9, 9]),
+                "labels": torch.tensor([9, 9, 2]),
+            },
         ]
     )
     assert batch["input_ids"].tolist() == [[5, 6, 7], [8, 0, 0]]
@@ -23,6 +29,10 @@ def test_pads_dynamically_with_masks():
 
 
 def test_scalar_labels_are_stacked():
-    batch = PadCollator(pad_id=0)([{"input_ids": torch.tensor([5]), "labels": torch.tensor(3)},
-                                   {"input_ids": torch.tensor([5, 6]), "labels": torch.tensor(1)}])
+    batch = PadCollator(pad_id=0)(
+        [
+            {"input_ids": torch.tensor([5]), "labels": torch.tensor(3)},
+            {"input_ids": torch.tensor([5, 6]), "labels": torch.tensor(1)},
+        ]
+    )
     assert batch["labels"].tolist() == [3, 1] and batch["labels"].shape == (2,)

@@ -51,16 +51,23 @@ def test_lm_is_deterministic_and_epochs_differ(shared_cache):
 
 def test_lm_short_val_stream_is_padded(tmp_path, shared_cache):
     (tmp_path / "a.txt").write_text("a long enough training text. " * 40 + "\nshort\n")
-    _, dm = build_data({"name": "text", "files": str(tmp_path / "a.txt"), "val_fraction": 0.01}, {"name": "char"},
-                       task="lm", max_seq_len=64, cache_dir=shared_cache, **KW)
+    _, dm = build_data(
+        {"name": "text", "files": str(tmp_path / "a.txt"), "val_fraction": 0.01},
+        {"name": "char"},
+        task="lm",
+        max_seq_len=64,
+        cache_dir=shared_cache,
+        **KW,
+    )
     batch = first_batch(dm, "val")
     n = len(dm.streams["val"])
     assert n < 64 and batch["input_ids"].shape == (1, n)
 
 
 def test_mlm_batches(shared_cache):
-    tok, dm = build_data(SMALL_STDLIB, SMALL_BPE, task="mlm", max_seq_len=64, cache_dir=shared_cache,
-                         batch_size=16, seed=0)
+    tok, dm = build_data(
+        SMALL_STDLIB, SMALL_BPE, task="mlm", max_seq_len=64, cache_dir=shared_cache, batch_size=16, seed=0
+    )
     batch = first_batch(dm)
     labels, inputs = batch["labels"], batch["input_ids"]
     picked = labels != -100
@@ -68,18 +75,26 @@ def test_mlm_batches(shared_cache):
     assert (inputs[picked] == tok.mask_id).float().mean() > 0.5
     assert (labels[picked] >= 5).all()  # special tokens are never prediction targets
     # unpicked positions keep the original tokens: compare with the LM view of the same windows
-    _, lm = build_data(SMALL_STDLIB, SMALL_BPE, task="lm", max_seq_len=64, cache_dir=shared_cache,
-                       batch_size=16, seed=0)
+    _, lm = build_data(
+        SMALL_STDLIB, SMALL_BPE, task="lm", max_seq_len=64, cache_dir=shared_cache, batch_size=16, seed=0
+    )
     original = first_batch(lm)["input_ids"]
     assert torch.equal(inputs[~picked], original[~picked])
     assert torch.equal(labels[picked], original[picked])
 
 
 def test_seq2seq_batches_are_shifted_and_padded(shared_cache):
-    tok, dm = build_data(SMALL_TOY, SMALL_BPE, task="seq2seq", max_seq_len=64, cache_dir=shared_cache,
-                         batch_size=8, seed=0)
+    tok, dm = build_data(
+        SMALL_TOY, SMALL_BPE, task="seq2seq", max_seq_len=64, cache_dir=shared_cache, batch_size=8, seed=0
+    )
     batch = first_batch(dm)
-    assert set(batch) == {"input_ids", "attention_mask", "decoder_input_ids", "decoder_attention_mask", "labels"}
+    assert set(batch) == {
+        "input_ids",
+        "attention_mask",
+        "decoder_input_ids",
+        "decoder_attention_mask",
+        "labels",
+    }
     dec, labels, dmask = batch["decoder_input_ids"], batch["labels"], batch["decoder_attention_mask"]
     assert dec.shape == labels.shape == dmask.shape
     assert (dec[:, 0] == tok.bos_id).all()
@@ -112,10 +127,19 @@ def test_seq2seq_test_split(shared_cache):
 
 def test_classification_batches(tmp_path, shared_cache):
     path = tmp_path / "l.jsonl"
-    rows = [{"text": ("good " if i % 2 else "bad ") * (1 + i % 5), "label": ["neg", "pos"][i % 2]} for i in range(40)]
+    rows = [
+        {"text": ("good " if i % 2 else "bad ") * (1 + i % 5), "label": ["neg", "pos"][i % 2]}
+        for i in range(40)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    tok, dm = build_data({"name": "classification", "path": str(path)}, SMALL_BPE, task="classification",
-                         max_seq_len=8, cache_dir=shared_cache, **KW)
+    tok, dm = build_data(
+        {"name": "classification", "path": str(path)},
+        SMALL_BPE,
+        task="classification",
+        max_seq_len=8,
+        cache_dir=shared_cache,
+        **KW,
+    )
     batch = first_batch(dm)
     assert batch["labels"].shape == (4,) and batch["labels"].dtype == torch.long
     assert (batch["input_ids"][:, 0] == tok.bos_id).all()
@@ -145,8 +169,24 @@ class TinyLM(L.LightningModule):
 def test_works_with_trainer_fit(shared_cache, tmp_path):
     tok, dm = build_data(SMALL_STDLIB, SMALL_BPE, task="lm", max_seq_len=16, cache_dir=shared_cache, **KW)
     trainer = L.Trainer(
-        max_steps=3, limit_val_batches=2, accelerator="cpu", logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
+        max_steps=3,
+        limit_val_batches=2,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
     )
     trainer.fit(TinyLM(tok.vocab_size), datamodule=dm)
     assert trainer.global_step == 3
+
+
+def test_batches_do_not_depend_on_worker_count(shared_cache):
+    runs = []
+    for workers in (0, 2):
+        data = {**SMALL_STDLIB, "num_workers": workers, "blocks_per_epoch": 12}
+        _, dm = build_data(data, SMALL_BPE, task="mlm", max_seq_len=16, cache_dir=shared_cache, **KW)
+        dm.setup("fit")
+        runs.append(torch.cat([b["input_ids"] for b in dm.train_dataloader()]))
+    assert runs[0].shape == (12, 16) and torch.equal(runs[0], runs[1])

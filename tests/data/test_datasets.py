@@ -19,7 +19,9 @@ def test_mask_tokens_80_10_10():
     ids = np.concatenate([[1], np.arange(5, 100_005) % 1000 + 5, [2]])
     inputs, labels = mask_tokens(ids, rng, prob=0.15, mask_id=4, vocab_size=1005, n_special=5)
     picked = labels != IGNORE_INDEX
-    assert labels[0] == labels[-1] == IGNORE_INDEX and inputs[0] == 1 and inputs[-1] == 2  # specials untouched
+    assert (
+        labels[0] == labels[-1] == IGNORE_INDEX and inputs[0] == 1 and inputs[-1] == 2
+    )  # specials untouched
     assert picked.mean() == pytest.approx(0.15, abs=0.01)
     assert (labels[picked] == ids[picked]).all()
     assert (inputs[~picked] == ids[~picked]).all()
@@ -31,8 +33,9 @@ def test_mask_tokens_80_10_10():
 
 
 def test_mask_tokens_always_masks_one():
-    inputs, labels = mask_tokens(np.array([1, 7, 2]), np.random.default_rng(0), prob=1e-9, mask_id=4,
-                                 vocab_size=10, n_special=5)
+    inputs, labels = mask_tokens(
+        np.array([1, 7, 2]), np.random.default_rng(0), prob=1e-9, mask_id=4, vocab_size=10, n_special=5
+    )
     assert labels.tolist() == [IGNORE_INDEX, 7, IGNORE_INDEX]
 
 

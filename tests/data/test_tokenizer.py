@@ -99,7 +99,10 @@ def test_file_tokenizer_without_fixed_specials(tmp_path):
 @pytest.mark.parametrize(
     ("cfg", "match"),
     [
-        ({"name": "bpe", "vocab_size": 100}, r"vocab_size=100 .*byte alphabet \(256\) \+ 5 special tokens = 261"),
+        (
+            {"name": "bpe", "vocab_size": 100},
+            r"vocab_size=100 .*byte alphabet \(256\) \+ 5 special tokens = 261",
+        ),
         ({"name": "bpe", "vocab_size": 4096, "merges": 3}, r"unknown tokenizer key\(s\) \['merges'\]"),
         ({"name": "wordpiece"}, r"tokenizer.name='wordpiece' is unknown; known: \['bpe', 'char', 'file'\]"),
         ({"name": "file"}, "needs tokenizer.path"),

@@ -90,8 +90,10 @@ def encode_documents(tokenizer: ZooTokenizer, docs: list[str], *, append_eos: bo
 
 
 def _encode_text(tok: ZooTokenizer, corpus: TextCorpus) -> dict[str, Any]:
-    return {f"{split}.tokens": encode_documents(tok, docs, append_eos=True) for split, docs in
-            (("train", corpus.train), ("val", corpus.val))}
+    return {
+        f"{split}.tokens": encode_documents(tok, docs, append_eos=True)
+        for split, docs in (("train", corpus.train), ("val", corpus.val))
+    }
 
 
 def _encode_pairs(tok: ZooTokenizer, corpus: PairCorpus) -> dict[str, Any]:
@@ -142,7 +144,9 @@ class CacheEntry:
         return cls(path, load_tokenizer(path / "tokenizer"), arrays, manifest)
 
 
-def _write_entry(path: Path, tokenizer: ZooTokenizer, arrays: dict[str, Any], manifest: dict[str, Any]) -> None:
+def _write_entry(
+    path: Path, tokenizer: ZooTokenizer, arrays: dict[str, Any], manifest: dict[str, Any]
+) -> None:
     tokenizer.save(path / "tokenizer")
     kinds = {}
     for name, value in arrays.items():
@@ -181,8 +185,11 @@ def _lm(entry: CacheEntry, loader: dict[str, Any], **common: Any) -> ZooDataModu
 def _mlm(entry: CacheEntry, loader: dict[str, Any], **common: Any) -> ZooDataModule:
     streams = {s: entry.arrays[f"{s}.tokens"].ids for s in ("train", "val")}
     return MLMDataModule(
-        entry.tokenizer, streams, mask_prob=0.15 if loader.get("mask_prob") is None else loader["mask_prob"],
-        blocks_per_epoch=loader.get("blocks_per_epoch"), **common,
+        entry.tokenizer,
+        streams,
+        mask_prob=0.15 if loader.get("mask_prob") is None else loader["mask_prob"],
+        blocks_per_epoch=loader.get("blocks_per_epoch"),
+        **common,
     )
 
 
@@ -194,7 +201,9 @@ def _seq2seq(entry: CacheEntry, loader: dict[str, Any], **common: Any) -> ZooDat
 
 def _classification(entry: CacheEntry, loader: dict[str, Any], **common: Any) -> ZooDataModule:
     examples = {s: (entry.arrays[f"{s}.text"], entry.arrays[f"{s}.labels"]) for s in ("train", "val")}
-    return ClassificationDataModule(entry.tokenizer, examples, label_names=entry.tokenizer.label_names, **common)
+    return ClassificationDataModule(
+        entry.tokenizer, examples, label_names=entry.tokenizer.label_names, **common
+    )
 
 
 @dataclass(frozen=True)
@@ -230,10 +239,14 @@ def build_data(
     corpus = load_source(data_cfg, seed)
     if corpus.kind != TASKS[task].corpus_kind:
         fits = sorted(t for t, spec in TASKS.items() if spec.corpus_kind == corpus.kind)
-        raise ValueError(f"data={data_cfg['name']} gives {corpus.kind} examples, which suit task {fits}, not task={task!r}")
+        raise ValueError(
+            f"data={data_cfg['name']} gives {corpus.kind} examples, which suit task {fits}, not task={task!r}"
+        )
     content = corpus.content()
     key = stable_hash(
-        CACHE_FORMAT_VERSION, corpus.kind, {split: hash_texts(texts) for split, texts in content.items()},
+        CACHE_FORMAT_VERSION,
+        corpus.kind,
+        {split: hash_texts(texts) for split, texts in content.items()},
         _tokenizer_fingerprint(tokenizer_cfg),
     )
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -243,7 +256,10 @@ def build_data(
         if isinstance(corpus, LabelledCorpus):
             tokenizer.label_names = corpus.label_names
         manifest = {
-            "version": CACHE_FORMAT_VERSION, "key": key, "data": data_cfg, "tokenizer": tokenizer_cfg,
+            "version": CACHE_FORMAT_VERSION,
+            "key": key,
+            "data": data_cfg,
+            "tokenizer": tokenizer_cfg,
             "dtype": id_dtype(tokenizer.vocab_size).name,
             "test_pairs": [list(p) for p in getattr(corpus, "test", [])],
         }
@@ -255,14 +271,20 @@ def build_data(
             shutil.rmtree(tmp, ignore_errors=True)
     entry = CacheEntry.load(entry_dir)
     loader = {k: data_cfg.get(k) for k in ("blocks_per_epoch", "mask_prob")}
-    common = dict(batch_size=batch_size, max_seq_len=max_seq_len, seed=seed, num_workers=data_cfg.get("num_workers", 0))
+    common = dict(
+        batch_size=batch_size, max_seq_len=max_seq_len, seed=seed, num_workers=data_cfg.get("num_workers", 0)
+    )
     return entry.tokenizer, TASKS[task].make(entry, loader, **common)
 
 
 def model_overrides(tokenizer: ZooTokenizer) -> dict[str, int]:
     """Model-config fields that come from the tokenizer (``num_labels`` for classification data)."""
-    out = {"vocab_size": tokenizer.vocab_size, "pad_id": tokenizer.pad_id, "bos_id": tokenizer.bos_id,
-           "eos_id": tokenizer.eos_id}
+    out = {
+        "vocab_size": tokenizer.vocab_size,
+        "pad_id": tokenizer.pad_id,
+        "bos_id": tokenizer.bos_id,
+        "eos_id": tokenizer.eos_id,
+    }
     if tokenizer.label_names is not None:
         out["num_labels"] = len(tokenizer.label_names)
     return out

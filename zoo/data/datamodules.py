@@ -34,7 +34,12 @@ class ZooDataModule(L.LightningDataModule):
         if not isinstance(num_workers, int) or num_workers < 0:
             raise ValueError(f"data.num_workers={num_workers!r} must be an int >= 0")
         self.tokenizer = tokenizer
-        self.batch_size, self.max_seq_len, self.seed, self.num_workers = batch_size, max_seq_len, seed, num_workers
+        self.batch_size, self.max_seq_len, self.seed, self.num_workers = (
+            batch_size,
+            max_seq_len,
+            seed,
+            num_workers,
+        )
         self.datasets: dict[str, Dataset] = {}
         self.collate = PadCollator(tokenizer.pad_id)
 
@@ -77,8 +82,12 @@ class LMDataModule(ZooDataModule):
     mask_prob: float | None = None
 
     def __init__(
-        self, tokenizer: ZooTokenizer, streams: dict[str, np.ndarray], *,
-        blocks_per_epoch: int | None = None, **kwargs: Any,
+        self,
+        tokenizer: ZooTokenizer,
+        streams: dict[str, np.ndarray],
+        *,
+        blocks_per_epoch: int | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(tokenizer, **kwargs)
         if blocks_per_epoch is not None and (not isinstance(blocks_per_epoch, int) or blocks_per_epoch < 1):
@@ -87,8 +96,13 @@ class LMDataModule(ZooDataModule):
 
     def _blocks(self, split: str, random: bool) -> LMBlocks:
         return LMBlocks(
-            self.streams[split], self.max_seq_len, random=random, seed=self.seed, mask_prob=self.mask_prob,
-            mask_id=self.tokenizer.mask_id, vocab_size=self.tokenizer.vocab_size,
+            self.streams[split],
+            self.max_seq_len,
+            random=random,
+            seed=self.seed,
+            mask_prob=self.mask_prob,
+            mask_id=self.tokenizer.mask_id,
+            vocab_size=self.tokenizer.vocab_size,
             n_special=len(self.tokenizer.special_ids),
         )
 
@@ -105,8 +119,14 @@ class LMDataModule(ZooDataModule):
 class MLMDataModule(LMDataModule):
     """Masked LM over the same windows: 15% of tokens picked, 80/10/10 mask/random/keep."""
 
-    def __init__(self, tokenizer: ZooTokenizer, streams: dict[str, np.ndarray], *, mask_prob: float = 0.15,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        tokenizer: ZooTokenizer,
+        streams: dict[str, np.ndarray],
+        *,
+        mask_prob: float = 0.15,
+        **kwargs: Any,
+    ) -> None:
         if not 0.0 < mask_prob < 1.0:
             raise ValueError(f"data.mask_prob={mask_prob!r} must be in (0, 1)")
         super().__init__(tokenizer, streams, **kwargs)
@@ -117,8 +137,12 @@ class Seq2SeqDataModule(ZooDataModule):
     """Encoder-decoder pairs with right-shifted decoder inputs; ``test_pairs`` keeps raw test strings."""
 
     def __init__(
-        self, tokenizer: ZooTokenizer, pairs: dict[str, tuple[RaggedIds, RaggedIds]], *,
-        test_pairs: list[tuple[str, str]] | None = None, **kwargs: Any,
+        self,
+        tokenizer: ZooTokenizer,
+        pairs: dict[str, tuple[RaggedIds, RaggedIds]],
+        *,
+        test_pairs: list[tuple[str, str]] | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(tokenizer, **kwargs)
         self.pairs, self.test_pairs = pairs, test_pairs or []
@@ -139,8 +163,12 @@ class ClassificationDataModule(ZooDataModule):
     """Labelled text; ``label_names[i]`` is the name of class ``i`` (also saved with the tokenizer)."""
 
     def __init__(
-        self, tokenizer: ZooTokenizer, examples: dict[str, tuple[RaggedIds, np.ndarray]], *,
-        label_names: list[str], **kwargs: Any,
+        self,
+        tokenizer: ZooTokenizer,
+        examples: dict[str, tuple[RaggedIds, np.ndarray]],
+        *,
+        label_names: list[str],
+        **kwargs: Any,
     ) -> None:
         super().__init__(tokenizer, **kwargs)
         self.examples, self.label_names = examples, label_names

@@ -73,8 +73,16 @@ class LMBlocks(Dataset):
     """
 
     def __init__(
-        self, stream: np.ndarray, block_len: int, *, random: bool, seed: int,
-        mask_prob: float | None = None, mask_id: int = 4, vocab_size: int = 0, n_special: int = 5,
+        self,
+        stream: np.ndarray,
+        block_len: int,
+        *,
+        random: bool,
+        seed: int,
+        mask_prob: float | None = None,
+        mask_id: int = 4,
+        vocab_size: int = 0,
+        n_special: int = 5,
     ) -> None:
         if len(stream) == 0:
             raise ValueError("token stream is empty")

@@ -32,7 +32,9 @@ def expand_files(files: PathLike | Sequence[PathLike], key: str = "data.files") 
                 raise FileNotFoundError(f"{key}: glob {pattern!r} matched no files")
             out.extend(Path(m) for m in matches)
         elif os.path.isdir(pattern):
-            raise ValueError(f"{key}: {pattern!r} is a directory; give files or a glob like '{pattern}/*.txt'")
+            raise ValueError(
+                f"{key}: {pattern!r} is a directory; give files or a glob like '{pattern}/*.txt'"
+            )
         elif not os.path.isfile(pattern):
             raise FileNotFoundError(f"{key}: file not found: {pattern}")
         else:
@@ -53,7 +55,7 @@ def read_utf8(path: PathLike) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ValueError(
-            f"{path}: not valid UTF-8 at byte offset {e.start} ({data[e.start:e.start + 4]!r}): {e.reason}"
+            f"{path}: not valid UTF-8 at byte offset {e.start} ({data[e.start : e.start + 4]!r}): {e.reason}"
         ) from None
     return text.removeprefix("\ufeff")
 
@@ -124,13 +126,17 @@ PAIR_FORMATS = {"tsv": read_tsv_pairs, "jsonl": read_jsonl_pairs}
 PAIR_SUFFIXES = {".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
 
 
-def read_pairs(path: PathLike, fmt: str = "auto", src_field: str = "src", tgt_field: str = "tgt") -> list[tuple[str, str]]:
+def read_pairs(
+    path: PathLike, fmt: str = "auto", src_field: str = "src", tgt_field: str = "tgt"
+) -> list[tuple[str, str]]:
     """Read parallel pairs; ``fmt='auto'`` picks the format from the file suffix."""
     path = Path(path)
     if fmt == "auto":
         fmt = PAIR_SUFFIXES.get(path.suffix.lower(), "")
         if not fmt:
-            raise ValueError(f"data.format=auto cannot tell the format of {path}; set data.format to one of {sorted(PAIR_FORMATS)}")
+            raise ValueError(
+                f"data.format=auto cannot tell the format of {path}; set data.format to one of {sorted(PAIR_FORMATS)}"
+            )
     if fmt not in PAIR_FORMATS:
         raise ValueError(f"data.format={fmt!r} is unknown; allowed: {['auto', *sorted(PAIR_FORMATS)]}")
     if fmt == "tsv":
@@ -138,14 +144,18 @@ def read_pairs(path: PathLike, fmt: str = "auto", src_field: str = "src", tgt_fi
     return read_jsonl_pairs(path, src_field, tgt_field)
 
 
-def read_labelled(path: PathLike, text_field: str = "text", label_field: str = "label") -> list[tuple[str, str]]:
+def read_labelled(
+    path: PathLike, text_field: str = "text", label_field: str = "label"
+) -> list[tuple[str, str]]:
     """``{"text": .., "label": ..}`` per line; labels (str/int/bool) are returned as strings."""
     path = Path(path)
     rows = []
     for n, r in _jsonl_records(path, (text_field, label_field)):
         label = r[label_field]
         if not isinstance(label, (str, int)) or (isinstance(label, str) and not label.strip()):
-            raise ValueError(f"{path}:{n}: field {label_field!r} must be a non-empty string or an int, got {label!r}")
+            raise ValueError(
+                f"{path}:{n}: field {label_field!r} must be a non-empty string or an int, got {label!r}"
+            )
         rows.append((_nonempty(path, n, text_field, r[text_field]), str(label)))
     return _require_rows(path, rows)
 

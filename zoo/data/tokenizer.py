@@ -170,7 +170,9 @@ def validate_tokenizer_cfg(cfg: dict[str, Any]) -> None:
     allowed = TOKENIZER_KEYS[name]
     unknown = sorted(set(cfg) - allowed - {"name"})
     if unknown:
-        raise ValueError(f"unknown tokenizer key(s) {unknown} for tokenizer={name}; allowed: {sorted(allowed)}")
+        raise ValueError(
+            f"unknown tokenizer key(s) {unknown} for tokenizer={name}; allowed: {sorted(allowed)}"
+        )
     vocab_size = cfg.get("vocab_size")
     if name == "bpe":
         minimum = BYTE_ALPHABET_SIZE + len(SPECIAL_TOKENS)
@@ -180,9 +182,13 @@ def validate_tokenizer_cfg(cfg: dict[str, Any]) -> None:
                 f"({BYTE_ALPHABET_SIZE}) + {len(SPECIAL_TOKENS)} special tokens = {minimum}"
             )
     if name == "char" and vocab_size is not None and (not isinstance(vocab_size, int) or vocab_size < 6):
-        raise ValueError(f"tokenizer.vocab_size={vocab_size!r} must be null or an int >= 6 for tokenizer=char")
+        raise ValueError(
+            f"tokenizer.vocab_size={vocab_size!r} must be null or an int >= 6 for tokenizer=char"
+        )
     if name == "file" and not cfg.get("path"):
-        raise ValueError("tokenizer=file needs tokenizer.path (a tokenizer.json or a saved tokenizer directory)")
+        raise ValueError(
+            "tokenizer=file needs tokenizer.path (a tokenizer.json or a saved tokenizer directory)"
+        )
 
 
 TOKENIZER_KEYS: dict[str, set[str]] = {

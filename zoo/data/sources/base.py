@@ -58,7 +58,9 @@ class LabelledCorpus:
         return [text for text, _ in self.train]
 
     def content(self) -> dict[str, list[str]]:
-        out = {name: [f"{y}\t{t}" for t, y in rows] for name, rows in (("train", self.train), ("val", self.val))}
+        out = {
+            name: [f"{y}\t{t}" for t, y in rows] for name, rows in (("train", self.train), ("val", self.val))
+        }
         out["labels"] = self.label_names
         return out
 
@@ -94,7 +96,9 @@ def load_source(cfg: dict[str, Any], seed: int) -> Corpus:
     allowed = source_keys(name)
     unknown = sorted(set(cfg) - allowed - LOADER_KEYS)
     if unknown:
-        raise ValueError(f"unknown data key(s) {unknown} for data={name}; allowed: {sorted(allowed | LOADER_KEYS)}")
+        raise ValueError(
+            f"unknown data key(s) {unknown} for data={name}; allowed: {sorted(allowed | LOADER_KEYS)}"
+        )
     kwargs = {k: v for k, v in cfg.items() if k in allowed}
     missing = [
         p.name
@@ -108,7 +112,9 @@ def load_source(cfg: dict[str, Any], seed: int) -> Corpus:
     return SOURCES[name](**kwargs)
 
 
-def split_indices(n: int, val_fraction: float, seed: int, key: str = "data.val_fraction") -> tuple[list[int], list[int]]:
+def split_indices(
+    n: int, val_fraction: float, seed: int, key: str = "data.val_fraction"
+) -> tuple[list[int], list[int]]:
     """Seeded shuffle of ``range(n)`` into (train, val); both non-empty when ``n >= 2``."""
     import random
 
@@ -120,4 +126,3 @@ def split_indices(n: int, val_fraction: float, seed: int, key: str = "data.val_f
     random.Random(seed).shuffle(order)
     n_val = min(n - 1, max(1, round(n * val_fraction)))
     return sorted(order[n_val:]), sorted(order[:n_val])
-

@@ -22,8 +22,12 @@ def _datasets_module():
 
 @register_source("hf_text")
 def load_hf_text(
-    *, dataset: str, config: str | None = None, text_field: str = "text",
-    train_split: str = "train", val_split: str = "validation",
+    *,
+    dataset: str,
+    config: str | None = None,
+    text_field: str = "text",
+    train_split: str = "train",
+    val_split: str = "validation",
 ) -> TextCorpus:
     """Rows of ``text_field`` from two splits of ``datasets.load_dataset(dataset, config)``."""
     datasets = _datasets_module()
@@ -32,7 +36,9 @@ def load_hf_text(
         try:
             rows = datasets.load_dataset(dataset, config, split=split)
         except Exception as e:  # datasets raises many types; name what was asked for
-            raise ValueError(f"data.dataset={dataset!r} (config={config!r}, data.{key}={split!r}): {e}") from None
+            raise ValueError(
+                f"data.dataset={dataset!r} (config={config!r}, data.{key}={split!r}): {e}"
+            ) from None
         if text_field not in rows.column_names:
             raise ValueError(f"data.text_field={text_field!r} not in {dataset} columns {rows.column_names}")
         splits[key] = [t for t in rows[text_field] if isinstance(t, str) and t.strip()]

@@ -37,8 +37,13 @@ def load_text(*, files: str | Sequence[str], val_fraction: float = 0.1) -> TextC
 
 @register_source("pairs")
 def load_pairs(
-    *, path: str, format: str = "auto", src_field: str = "src", tgt_field: str = "tgt",
-    val_fraction: float = 0.1, seed: int = 0,
+    *,
+    path: str,
+    format: str = "auto",
+    src_field: str = "src",
+    tgt_field: str = "tgt",
+    val_fraction: float = 0.1,
+    seed: int = 0,
 ) -> PairCorpus:
     """TSV (``src<TAB>tgt``) or JSONL pairs with a seeded train/validation split."""
     pairs = read_pairs(path, format, src_field, tgt_field)
@@ -48,13 +53,22 @@ def load_pairs(
 
 @register_source("classification")
 def load_classification(
-    *, path: str, text_field: str = "text", label_field: str = "label", val_fraction: float = 0.1, seed: int = 0
+    *,
+    path: str,
+    text_field: str = "text",
+    label_field: str = "label",
+    val_fraction: float = 0.1,
+    seed: int = 0,
 ) -> LabelledCorpus:
     """Labelled JSONL; labels sorted and mapped to ids ``0..K-1``."""
     rows = read_labelled(path, text_field, label_field)
-    label_names = sorted({label for _, label in rows}, key=lambda s: (not s.lstrip("-").isdigit(), _num(s), s))
+    label_names = sorted(
+        {label for _, label in rows}, key=lambda s: (not s.lstrip("-").isdigit(), _num(s), s)
+    )
     if len(label_names) < 2:
-        raise ValueError(f"{path}: field {label_field!r} has a single label {label_names}; need at least 2 classes")
+        raise ValueError(
+            f"{path}: field {label_field!r} has a single label {label_names}; need at least 2 classes"
+        )
     to_id = {name: i for i, name in enumerate(label_names)}
     examples = [(text, to_id[label]) for text, label in rows]
     train_idx, val_idx = split_indices(len(examples), val_fraction, seed)
