@@ -1,0 +1,37 @@
+"""inspect_model.py end to end (Hydra key=value), in a subprocess like a user would run it."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from .test_plots import assert_png
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_inspect_model_cli_prints_tables_and_writes_plots(tmp_path):
+    out = tmp_path / "run"
+    result = subprocess.run(
+        [sys.executable, "inspect_model.py", "model=transformer_tiny", "model.d_model=32", "model.d_ff=64",
+         "text=the cat sat on the mat", "target=le chat", f"hydra.run.dir={out}", "layers=[1]"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "NO tokenizer" in result.stdout  # the fallback id mapping is labelled
+    assert "cross_weights" in result.stdout and "parameters" in result.stdout and "FLOPs per token" in result.stdout
+    names = sorted(p.name for p in out.glob("*.png"))
+    assert names == sorted(
+        [f"attention_{k}_layer{i}.png" for k in ("encoder", "decoder", "cross") for i in (0, 1)]
+        + ["mask_encoder.png", "mask_decoder.png", "positional.png", "dot_vs_distance.png"])
+    for name in names:
+        assert_png(out / name)
+    rows = json.loads((out / "trace.json").read_text())
+    cross = [r for r in rows if r["name"] == "cross_weights"]
+    assert [r["shape"] for r in cross] == [[1, 4, 3, 6]] * 2  # <start> le chat x six source words
+
+
+def test_inspect_model_cli_rejects_unknown_key(tmp_path):
+    result = subprocess.run([sys.executable, "inspect_model.py", "model=gpt_nano", "txt=hi", f"hydra.run.dir={tmp_path}"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0 and "txt" in result.stderr
