@@ -93,6 +93,12 @@ class ZooModel(nn.Module):
         """Unique trainable parameters (tied tensors counted once)."""
         return sum(p.numel() for p in self.parameters())
 
+    def generate(self, input_ids, **kwargs):
+        """Decode from this model: see `zoo.generation.generate` (Hugging Face keyword names)."""
+        from zoo.generation import generate  # late import: generation builds on the models
+
+        return generate(self, input_ids, **kwargs)
+
     def new_cache(self) -> KVCache:
         """An empty KV cache for this model's (decoder) layers."""
         return KVCache(len(self.decoder_stack.layers))

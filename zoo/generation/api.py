@@ -1,0 +1,95 @@
+"""`generate(model, input_ids, ...)`: validate, build the stepper for the model's architecture, run greedy,
+sampling or beam search, and return sequences (or a GenerateOutput with scores and per-step logits)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from zoo.generation.beam import beam_search
+from zoo.generation.config import GenerationConfig
+from zoo.generation.greedy_sample import greedy_or_sample
+from zoo.generation.logits import build_processors
+from zoo.generation.prompts import PromptLike, align, as_batch
+from zoo.generation.stepper import DecoderStepper, EncoderDecoderStepper, Stepper
+from zoo.registry import Registry
+
+STEPPERS: Registry = Registry("generation architecture")
+
+
+@STEPPERS.register("decoder")
+def _decoder_stepper(model, ids: torch.Tensor, mask: torch.Tensor, pad_id: int, use_cache: bool) -> Stepper:
+    ids, mask = align(ids, mask, pad_id, side="left")  # new tokens go right after every prompt
+    return DecoderStepper(model, ids, mask, use_cache)
+
+
+@STEPPERS.register("encoder_decoder")
+def _encoder_decoder_stepper(model, ids: torch.Tensor, mask: torch.Tensor, pad_id: int, use_cache: bool) -> Stepper:
+    ids, mask = align(ids, mask, pad_id, side="right")  # the encoder numbers source positions from 0
+    return EncoderDecoderStepper(model, ids, mask, use_cache)
+
+
+@dataclass
+class GenerateOutput:
+    """`sequences` (N, L): decoder = prompt + new tokens (left-padded prompts), encoder-decoder = start
+    token + target; finished rows padded with pad_id. Beam search fills `scores` (N,), the
+    length-normalised log-probabilities; greedy / sampling fill `logits`, the raw (N, V) logits per step."""
+
+    sequences: torch.Tensor
+    scores: torch.Tensor | None = None
+    logits: list[torch.Tensor] = field(default_factory=list)
+
+
+def generate(
+    model, input_ids: PromptLike, attention_mask: torch.Tensor | None = None, **kwargs: Any
+) -> torch.Tensor | GenerateOutput:
+    """Continue prompts (decoder) or translate sources (encoder-decoder). Options are GenerationConfig's
+    fields (max_new_tokens, do_sample, temperature, top_k, top_p, num_beams, num_return_sequences,
+    length_penalty, early_stopping, eos_token_id, pad_token_id, use_cache, seed, return_dict).
+
+    Example: `model.generate(ids, max_new_tokens=20, do_sample=True, top_p=0.9, seed=0)`."""
+    mcfg = model.config
+    if mcfg.arch not in STEPPERS:
+        raise ValueError(f"generate needs a decoder or encoder_decoder model; model.arch={mcfg.arch!r} cannot generate.")
+    cfg = GenerationConfig.from_kwargs(**kwargs)
+    cfg.validate(mcfg.vocab_size)
+    name = "input_ids" if mcfg.arch == "decoder" else "input_ids (source)"
+    ids, mask = as_batch(input_ids, attention_mask, mcfg.vocab_size, name=name)
+    device = next(model.parameters()).device
+    ids, mask = ids.to(device), mask.to(device)
+    pad_id = mcfg.pad_id if cfg.pad_token_id is None else cfg.pad_token_id
+    eos_ids = cfg.eos_ids(mcfg.eos_id)
+    was_training = model.training
+    model.eval()  # dropout off while decoding; the caller's mode is restored below
+    try:
+        with torch.inference_mode():
+            return _run(model, ids, mask, cfg, pad_id, eos_ids, device)
+    finally:
+        model.train(was_training)
+
+
+def _run(model, ids, mask, cfg: GenerationConfig, pad_id: int, eos_ids: list[int], device) -> Any:
+    stepper = STEPPERS.get(model.config.arch)(model, ids, mask, pad_id, cfg.use_cache)
+    if cfg.num_beams > 1 and cfg.max_new_tokens > 0:
+        result = beam_search(
+            stepper, cfg.num_beams, cfg.max_new_tokens, eos_ids=eos_ids, pad_id=pad_id,
+            length_penalty=cfg.length_penalty, early_stopping=cfg.early_stopping,
+            num_return_sequences=cfg.num_return_sequences,
+        )
+        out = GenerateOutput(result.sequences, result.scores)
+    else:
+        if cfg.num_return_sequences > 1:
+            stepper.expand(cfg.num_return_sequences)
+        greedy = not cfg.do_sample or cfg.temperature == 0
+        generator = None
+        if cfg.seed is not None:
+            generator = torch.Generator(device=device).manual_seed(cfg.seed)
+        sequences, step_logits = greedy_or_sample(
+            stepper, cfg.max_new_tokens, eos_ids=eos_ids, pad_id=pad_id, sample=not greedy,
+            processors=build_processors(cfg.temperature, cfg.top_k, cfg.top_p), generator=generator,
+        )
+        scores = torch.zeros(sequences.shape[0], device=device) if cfg.num_beams > 1 else None
+        out = GenerateOutput(sequences, scores, step_logits)
+    return out if cfg.return_dict else out.sequences

@@ -1,0 +1,103 @@
+"""GenerationConfig: every decoding knob in one validated record (Hugging Face keyword names), so the
+library, the command line and tests share one set of checks and error messages."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass, fields
+from typing import Any
+
+EarlyStopping = bool  # True: stop a beam search once num_beams hypotheses ended; False: HF's heuristic
+
+
+@dataclass
+class GenerationConfig:
+    """Decoding options. `eos_token_id=None` means the model's `config.eos_id`; `[]` never stops early."""
+
+    max_new_tokens: int = 20
+    do_sample: bool = False
+    temperature: float | None = None  # sampling only; 0 means greedy
+    top_k: int | None = None  # sampling only; 0 / None = off
+    top_p: float | None = None  # sampling only; in (0, 1]; 1 / None = off
+    num_beams: int = 1
+    num_return_sequences: int = 1
+    length_penalty: float = 1.0  # beam score = sum log p / (generated length ** length_penalty)
+    early_stopping: EarlyStopping = False
+    eos_token_id: int | list[int] | None = None
+    pad_token_id: int | None = None
+    use_cache: bool = True
+    seed: int | None = None
+    return_dict: bool = False
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: Any) -> GenerationConfig:
+        """Build from keyword arguments; an unknown key raises with a close match and the known keys."""
+        known = [f.name for f in fields(cls)]
+        for key in kwargs:
+            if key not in known:
+                close = difflib.get_close_matches(key, known, n=1)
+                hint = f" Did you mean {close[0]!r}?" if close else ""
+                raise ValueError(f"Unknown generation option {key!r}.{hint} Known options: {', '.join(known)}.")
+        return cls(**kwargs)
+
+    def replace(self, **changes: Any) -> GenerationConfig:
+        return dataclasses.replace(self, **changes)
+
+    def eos_ids(self, default: int) -> list[int]:
+        """The stop tokens as a list (None -> the model's eos id)."""
+        if self.eos_token_id is None:
+            return [default]
+        if isinstance(self.eos_token_id, int):
+            return [self.eos_token_id]
+        return list(self.eos_token_id)
+
+    def validate(self, vocab_size: int) -> None:
+        """Raise ValueError naming the option, the value and what is allowed."""
+        _check_int("max_new_tokens", self.max_new_tokens, low=0)
+        _check_int("num_beams", self.num_beams, low=1)
+        _check_int("num_return_sequences", self.num_return_sequences, low=1)
+        if self.temperature is not None and not (_is_number(self.temperature) and self.temperature >= 0):
+            raise ValueError(f"temperature must be a number >= 0 (0 = greedy), got {self.temperature!r}.")
+        if self.top_k is not None:
+            _check_int("top_k", self.top_k, low=0)
+        if self.top_p is not None and not (_is_number(self.top_p) and 0 < self.top_p <= 1):
+            raise ValueError(f"top_p must be in (0, 1] (1 = off), got {self.top_p!r}.")
+        if not _is_number(self.length_penalty):
+            raise ValueError(f"length_penalty must be a number, got {self.length_penalty!r}.")
+        if not isinstance(self.early_stopping, bool):
+            raise ValueError(f"early_stopping must be True or False, got {self.early_stopping!r}.")
+        if self.seed is not None:
+            _check_int("seed", self.seed, low=0)
+        ids = [] if self.eos_token_id is None else self.eos_ids(0)
+        for name, values in (("eos_token_id", ids), ("pad_token_id", [] if self.pad_token_id is None else [self.pad_token_id])):
+            for value in values:
+                if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < vocab_size:
+                    raise ValueError(f"{name}={value!r} must be a token id in [0, {vocab_size}).")
+        sampling_knobs = {k: getattr(self, k) for k in ("temperature", "top_k", "top_p") if getattr(self, k) is not None}
+        if sampling_knobs and not self.do_sample:
+            raise ValueError(
+                f"{', '.join(f'{k}={v!r}' for k, v in sampling_knobs.items())} only apply when sampling; "
+                "pass do_sample=True (or drop them for greedy / beam search)."
+            )
+        if self.num_beams > 1 and self.do_sample:
+            raise ValueError("do_sample=True with num_beams > 1 (beam sampling) is not supported; choose one.")
+        if self.num_beams > 1 and self.num_return_sequences > self.num_beams:
+            raise ValueError(
+                f"num_return_sequences={self.num_return_sequences} exceeds num_beams={self.num_beams}; "
+                "beam search returns at most num_beams hypotheses per input."
+            )
+        if self.num_beams == 1 and not self.do_sample and self.num_return_sequences > 1:
+            raise ValueError(
+                f"num_return_sequences={self.num_return_sequences} with greedy decoding would repeat one "
+                "sequence; use do_sample=True or num_beams >= num_return_sequences."
+            )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_int(name: str, value: Any, *, low: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}.")

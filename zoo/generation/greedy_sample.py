@@ -1,0 +1,39 @@
+"""Greedy decoding and sampling: one token per row per step; a row that emits an EOS is finished and
+receives pad tokens from then on; the loop ends when every row is finished or the budget is spent."""
+
+from __future__ import annotations
+
+import torch
+
+from zoo.generation.logits import LogitsProcessor, process
+from zoo.generation.stepper import Stepper
+
+
+def greedy_or_sample(
+    stepper: Stepper,
+    max_new_tokens: int,
+    *,
+    eos_ids: list[int],
+    pad_id: int,
+    sample: bool,
+    processors: list[LogitsProcessor],
+    generator: torch.Generator | None,
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Return (sequences (B, L + steps), raw next-token logits (B, V) of every step)."""
+    finished = torch.zeros(stepper.batch, dtype=torch.bool, device=stepper.ids.device)
+    eos = torch.tensor(eos_ids, dtype=torch.long, device=finished.device)
+    step_logits: list[torch.Tensor] = []
+    for _ in range(max_new_tokens):
+        logits = stepper.next_logits()  # (B, V)
+        step_logits.append(logits)
+        if sample:
+            probs = process(logits, processors).softmax(dim=-1)
+            tokens = torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (B,)
+        else:
+            tokens = logits.argmax(dim=-1)
+        tokens = tokens.masked_fill(finished, pad_id)
+        stepper.append(tokens)
+        finished |= torch.isin(tokens, eos)
+        if bool(finished.all()):
+            break
+    return stepper.ids, step_logits

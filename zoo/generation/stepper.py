@@ -1,0 +1,97 @@
+"""Steppers: one object per architecture that owns the growing sequences, their attention mask and the
+KV cache, and answers "next-token logits for every row". Decoding loops (greedy, sampling, beam search)
+only call `next_logits`, `append` and `reorder`, so they never see caches, positions or windows.
+
+Learned absolute positions stop at `max_seq_len`: the prompt is cropped to its last `max_seq_len`
+columns, and once the sequence outgrows that window the cache is dropped and the cropped window is
+re-run each step (nanoGPT). Other schemes (sinusoidal, RoPE, ALiBi, none) keep the cache and continue."""
+
+from __future__ import annotations
+
+import torch
+
+from zoo.generation.prompts import position_ids
+from zoo.modules.cache import KVCache
+
+
+class Stepper:
+    """Shared state and cache bookkeeping; subclasses give `_forward` (ids, mask, positions, cache) -> logits."""
+
+    def __init__(self, model, ids: torch.Tensor, mask: torch.Tensor, use_cache: bool) -> None:
+        self.model = model
+        self.ids, self.mask = ids, mask  # (B, L) full sequences (prompt + generated), 1 = real token
+        self.padded = not bool(mask.all())  # no pads: let attention take its fused causal path
+        cfg = model.config
+        self.window = cfg.max_seq_len if cfg.positional == "learned" else None  # None: unbounded
+        self.cache: KVCache | None = model.new_cache() if use_cache else None
+        self.cache_start = 0  # column of ids where the cache's first position sits
+
+    @property
+    def batch(self) -> int:
+        return self.ids.shape[0]
+
+    def expand(self, n: int) -> None:
+        """Repeat every row n times (beams / several samples per prompt); call before the first step."""
+        self.ids, self.mask = self.ids.repeat_interleave(n, 0), self.mask.repeat_interleave(n, 0)
+
+    def next_logits(self) -> torch.Tensor:
+        """Logits (B, V) float32 for the token after each row's current sequence."""
+        length = self.ids.shape[1]
+        if self.cache is not None and self.window is not None:
+            if self.cache.length == 0:  # prefill: a long prompt starts at its last `window` columns
+                self.cache_start = max(0, length - self.window)
+            elif length - self.cache_start > self.window:  # outgrew learned positions: no cache from here
+                self.cache = None
+        if self.cache is not None:
+            done = self.cache.length
+            ids = self.ids[:, self.cache_start + done :]  # (B, new)
+            mask = self.mask[:, self.cache_start :] if self.padded else None  # (B, past + new)
+            pos = position_ids(mask)[:, done:] if self.padded else None
+        else:
+            start = max(0, length - self.window) if self.window is not None else 0
+            ids = self.ids[:, start:]
+            mask = self.mask[:, start:] if self.padded else None
+            pos = position_ids(mask) if self.padded else None
+        return self._forward(ids, mask, pos, self.cache)[:, -1].float()
+
+    def _forward(self, ids, mask, pos, cache) -> torch.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def append(self, tokens: torch.Tensor) -> None:
+        """Add one token (B,) to every row; new tokens are real (mask 1)."""
+        self.ids = torch.cat([self.ids, tokens[:, None]], dim=1)
+        self.mask = torch.cat([self.mask, self.mask.new_ones(self.batch, 1)], dim=1)
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Rows become rows `index` of the current state (beam search follows each survivor's parent)."""
+        self.ids, self.mask = self.ids.index_select(0, index), self.mask.index_select(0, index)
+        if self.cache is not None:
+            self.cache.reorder(index)
+
+
+class DecoderStepper(Stepper):
+    """Decoder-only LM: rows are left-padded prompts; positions come from the attention mask."""
+
+    def _forward(self, ids, mask, pos, cache) -> torch.Tensor:
+        return self.model(ids, attention_mask=mask, position_ids=pos, cache=cache).logits
+
+
+class EncoderDecoderStepper(Stepper):
+    """Encoder-decoder: the source is encoded once; rows are targets that begin with `config.start_id`.
+    Cross-attention K/V land in the cache on the first step and are reused (and reordered with beams)."""
+
+    def __init__(self, model, src: torch.Tensor, src_mask: torch.Tensor, use_cache: bool) -> None:
+        self.src_mask = src_mask if not bool(src_mask.all()) else None  # (B, S), right-padded
+        self.memory, _ = model.encode(src, self.src_mask)  # (B, S, C)
+        start = torch.full((src.shape[0], 1), model.config.start_id, dtype=torch.long, device=src.device)
+        super().__init__(model, start, torch.ones_like(start), use_cache)
+
+    def expand(self, n: int) -> None:
+        super().expand(n)
+        self.memory = self.memory.repeat_interleave(n, 0)
+        if self.src_mask is not None:
+            self.src_mask = self.src_mask.repeat_interleave(n, 0)
+
+    def _forward(self, ids, mask, pos, cache) -> torch.Tensor:
+        # beams of one source share the same memory rows, so reorder (within a source) never touches it
+        return self.model.decode(ids, self.memory, self.src_mask, decoder_attention_mask=mask, position_ids=pos, cache=cache)[0]
