@@ -33,3 +33,17 @@ def test_tokenizer_yaml_keys_are_accepted(name):
     assert cfg["name"] == name and set(cfg) - {"name"} == TOKENIZER_KEYS[name]
     if name != "file":
         validate_tokenizer_cfg(cfg)
+
+
+def test_groups_compose_with_hydra_overrides(tmp_path):
+    from hydra import compose, initialize_config_dir
+
+    from zoo.data import build_data
+
+    (tmp_path / "a.txt").write_text("hydra composes the text group\n" * 30)
+    overrides = ["+data=text", f"data.files={tmp_path}/*.txt", "+tokenizer=char"]
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name=None, overrides=overrides)
+    assert cfg.data.name == "text" and cfg.tokenizer.name == "char"
+    tok, dm = build_data(cfg.data, cfg.tokenizer, task="mlm", max_seq_len=8, batch_size=2, cache_dir=tmp_path / "c")
+    assert next(iter(dm.train_dataloader()))["input_ids"].shape == (2, 8)
