@@ -45,5 +45,7 @@ def test_groups_compose_with_hydra_overrides(tmp_path):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name=None, overrides=overrides)
     assert cfg.data.name == "text" and cfg.tokenizer.name == "char"
-    tok, dm = build_data(cfg.data, cfg.tokenizer, task="mlm", max_seq_len=8, batch_size=2, cache_dir=tmp_path / "c")
+    tok, dm = build_data(
+        cfg.data, cfg.tokenizer, task="mlm", max_seq_len=8, batch_size=2, cache_dir=tmp_path / "c"
+    )
     assert next(iter(dm.train_dataloader()))["input_ids"].shape == (2, 8)
