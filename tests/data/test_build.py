@@ -7,8 +7,9 @@ import pytest
 from omegaconf import OmegaConf
 
 import zoo.data.tokenizer as tokenizer_module
-from tests.data.conftest import SMALL_BPE, SMALL_STDLIB, SMALL_TOY
 from zoo.data import build_data, load_tokenizer, model_overrides
+
+from .conftest import SMALL_BPE, SMALL_STDLIB, SMALL_TOY
 
 KW = dict(max_seq_len=16, batch_size=4, seed=0)
 

@@ -6,8 +6,9 @@ import lightning as L
 import pytest
 import torch
 
-from tests.data.conftest import SMALL_BPE, SMALL_STDLIB, SMALL_TOY
 from zoo.data import build_data
+
+from .conftest import SMALL_BPE, SMALL_STDLIB, SMALL_TOY
 
 KW = dict(batch_size=4, seed=0)
 
