@@ -42,7 +42,7 @@ class TreeLM(nn.Module):
     def new_cache(self):
         raise AssertionError("the tree tests decode without a cache")
 
-    def forward(self, input_ids, attention_mask=None, position_ids=None, cache=None) -> ModelOutput:
+    def forward(self, input_ids, attention_mask=None, position_ids=None, cache=None, logits_to_keep=0) -> ModelOutput:
         rows = []
         for row in input_ids.tolist():
             probs = torch.zeros(9)

@@ -80,8 +80,6 @@ def _run(model, ids, mask, cfg: GenerationConfig, pad_id: int, eos_ids: list[int
         )
         out = GenerateOutput(result.sequences, result.scores)
     else:
-        if cfg.num_return_sequences > 1:
-            stepper.expand(cfg.num_return_sequences)
         greedy = not cfg.do_sample or cfg.temperature == 0
         generator = None
         if cfg.seed is not None:
@@ -89,6 +87,7 @@ def _run(model, ids, mask, cfg: GenerationConfig, pad_id: int, eos_ids: list[int
         sequences, step_logits = greedy_or_sample(
             stepper, cfg.max_new_tokens, eos_ids=eos_ids, pad_id=pad_id, sample=not greedy,
             processors=build_processors(cfg.temperature, cfg.top_k, cfg.top_p), generator=generator,
+            copies=cfg.num_return_sequences,
         )
         scores = torch.zeros(sequences.shape[0], device=device) if cfg.num_beams > 1 else None
         out = GenerateOutput(sequences, scores, step_logits)

@@ -59,9 +59,8 @@ def beam_search(
     early_stopping: bool,
     num_return_sequences: int,
 ) -> BeamResult:
-    """Run beam search on `stepper` (B rows, one per input; expanded to B*K here); max_new_tokens >= 1."""
+    """Run beam search on `stepper` (B rows, one per input; B*K after the first step); max_new_tokens >= 1."""
     b, k = stepper.batch, num_beams
-    stepper.expand(k)
     device = stepper.ids.device
     pool = HypothesisPool(b, k, stepper.ids.shape[1] + max_new_tokens, pad_id, device)
     beam_scores = torch.zeros(b, k, device=device)
@@ -71,9 +70,11 @@ def beam_search(
     done = torch.zeros(b, dtype=torch.bool, device=device)
     generated = 0
     for step in range(max_new_tokens):
-        logp = stepper.next_logits().log_softmax(dim=-1)  # (B*K, V)
+        logp = stepper.next_logits().log_softmax(dim=-1)  # (B*K, V); step 0: (B, V), the prompt run once
+        if step == 0:
+            stepper.expand(k)
         vocab = logp.shape[-1]
-        cand = (beam_scores[..., None] + logp.view(b, k, vocab)).view(b, k * vocab)  # (B, K*V)
+        cand = (beam_scores[..., None] + logp.view(b, -1, vocab)).view(b, k * vocab)  # (B, K*V)
         # enough candidates that K non-EOS ones survive even if every beam's best few are EOS tokens
         n_cand = min(k * (1 + len(eos_ids)), k * vocab)
         top_scores, top_idx = cand.topk(n_cand, dim=1)  # (B, C), best first

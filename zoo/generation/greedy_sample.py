@@ -18,13 +18,21 @@ def greedy_or_sample(
     sample: bool,
     processors: list[LogitsProcessor],
     generator: torch.Generator | None,
+    copies: int = 1,
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """Return (sequences (B, L + steps), raw next-token logits (B, V) of every step)."""
-    finished = torch.zeros(stepper.batch, dtype=torch.bool, device=stepper.ids.device)
+    """Return (sequences (B * copies, L + steps), raw next-token logits (B * copies, V) of every step).
+    `copies` > 1 draws several samples per prompt; the prompt itself is run once."""
+    rows = stepper.batch * copies
+    finished = torch.zeros(rows, dtype=torch.bool, device=stepper.ids.device)
     eos = torch.tensor(eos_ids, dtype=torch.long, device=finished.device)
     step_logits: list[torch.Tensor] = []
-    for _ in range(max_new_tokens):
+    if max_new_tokens == 0:
+        stepper.expand(copies)
+    for step in range(max_new_tokens):
         logits = stepper.next_logits()  # (B, V)
+        if step == 0 and copies > 1:
+            stepper.expand(copies)
+            logits = logits.repeat_interleave(copies, 0)
         step_logits.append(logits)
         if sample:
             probs = process(logits, processors).softmax(dim=-1)

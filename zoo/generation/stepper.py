@@ -31,7 +31,10 @@ class Stepper:
         return self.ids.shape[0]
 
     def expand(self, n: int) -> None:
-        """Repeat every row n times (beams / several samples per prompt); call before the first step."""
+        """Repeat every row n times (beams / several samples per prompt). After the first step the cache is
+        expanded too, so a shared prompt is run once, not n times."""
+        if self.cache is not None and self.cache.length > 0:
+            self.cache.reorder(torch.arange(self.batch, device=self.ids.device).repeat_interleave(n))
         self.ids, self.mask = self.ids.repeat_interleave(n, 0), self.mask.repeat_interleave(n, 0)
 
     def next_logits(self) -> torch.Tensor:
@@ -73,7 +76,7 @@ class DecoderStepper(Stepper):
     """Decoder-only LM: rows are left-padded prompts; positions come from the attention mask."""
 
     def _forward(self, ids, mask, pos, cache) -> torch.Tensor:
-        return self.model(ids, attention_mask=mask, position_ids=pos, cache=cache).logits
+        return self.model(ids, attention_mask=mask, position_ids=pos, cache=cache, logits_to_keep=1).logits
 
 
 class EncoderDecoderStepper(Stepper):
@@ -94,4 +97,7 @@ class EncoderDecoderStepper(Stepper):
 
     def _forward(self, ids, mask, pos, cache) -> torch.Tensor:
         # beams of one source share the same memory rows, so reorder (within a source) never touches it
-        return self.model.decode(ids, self.memory, self.src_mask, decoder_attention_mask=mask, position_ids=pos, cache=cache)[0]
+        return self.model.decode(
+            ids, self.memory, self.src_mask, decoder_attention_mask=mask, position_ids=pos, cache=cache,
+            logits_to_keep=1,
+        )[0]

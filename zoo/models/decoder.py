@@ -36,8 +36,10 @@ class DecoderLM(ZooModel):
         token_type_ids: torch.Tensor | None = None,
         cache: KVCache | None = None,
         need_weights: bool = False,
+        logits_to_keep: int = 0,
     ) -> ModelOutput:
-        """input_ids (B, T); attention_mask (B, past + T), 1 = real token; cache continues a sequence."""
+        """input_ids (B, T); attention_mask (B, past + T), 1 = real token; cache continues a sequence.
+        `logits_to_keep=n` projects only the last n positions to the vocabulary (decoding needs 1)."""
         self.check_ids(input_ids)
         start = cache.length if cache is not None else 0
         t = input_ids.shape[1]
@@ -51,6 +53,6 @@ class DecoderLM(ZooModel):
         x, self_w, _ = self.decoder_stack(x, mask, terms, cache=cache, need_weights=need_weights)
         if cache is not None:
             cache.length += t
-        logits = self.head(x)  # (B, T, V)
+        logits = self.head(x[:, -logits_to_keep:] if logits_to_keep else x)  # (B, T | n, V)
         loss = lm_loss(logits, labels, shift=True) if labels is not None else None
         return ModelOutput(logits=logits, loss=loss, hidden_states=x, attentions=self_w, cache=cache)

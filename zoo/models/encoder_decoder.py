@@ -60,9 +60,11 @@ class EncoderDecoder(ZooModel):
         position_ids: torch.Tensor | None = None,
         cache: KVCache | None = None,
         need_weights: bool = False,
+        logits_to_keep: int = 0,
     ) -> tuple[torch.Tensor, torch.Tensor, list, list]:
         """Target ids (B, T) attending to memory (B, S, C) -> (logits (B, T, V), hidden, self_w, cross_w).
-        `attention_mask` is the source padding mask; pads in the source are never attended."""
+        `attention_mask` is the source padding mask; pads in the source are never attended.
+        `logits_to_keep=n` projects only the last n positions to the vocabulary (decoding needs 1)."""
         self.check_ids(decoder_input_ids, "decoder_input_ids")
         start = cache.length if cache is not None else 0
         t = decoder_input_ids.shape[1]
@@ -79,7 +81,7 @@ class EncoderDecoder(ZooModel):
         )
         if cache is not None:
             cache.length += t
-        return self.head(x), x, self_w, cross_w
+        return self.head(x[:, -logits_to_keep:] if logits_to_keep else x), x, self_w, cross_w
 
     def forward(
         self,
