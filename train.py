@@ -1,0 +1,29 @@
+"""Train any zoo model: `python train.py model=gpt_small` (see docs/training.md for every option)."""
+
+from __future__ import annotations
+
+import sys
+
+import hydra
+from omegaconf import DictConfig
+
+import zoo.training  # noqa: F401  (registers Hydra configs: model/_schema, data/auto)
+from zoo.training.callbacks import NonFiniteLossError
+from zoo.training.run import ConfigError, train
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+def main(cfg: DictConfig) -> float | None:
+    try:
+        result = train(cfg)
+    except (ConfigError, NonFiniteLossError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    print(f"run folder: {result.output_dir}")
+    for name in sorted(result.metrics):
+        print(f"  {name} = {result.metrics[name]:.4f}")
+    return result.metrics.get("val/loss")  # the value a Hydra sweeper would minimise
+
+
+if __name__ == "__main__":
+    main()

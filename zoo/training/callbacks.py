@@ -1,0 +1,207 @@
+"""Training callbacks, built by name from `conf/callbacks/*.yaml` through the CALLBACKS registry:
+checkpoints (last + best by val loss), tokens/s, a non-finite-loss stop, validation exact-match for
+translation, and generated samples at the end (printed and logged as a table)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint, RichProgressBar
+
+from zoo.registry import Registry
+from zoo.training.samples import make_samples, translate
+
+CALLBACKS: Registry = Registry("callback")
+
+
+@dataclass
+class CallbackContext:
+    """What callback factories may need besides their own options."""
+
+    task: str
+    checkpoint_dir: Path
+    tokenizer: Any
+    datamodule: Any
+
+
+class NonFiniteLossError(RuntimeError):
+    """Raised before backward when the loss is NaN/inf; no checkpoint is written after it."""
+
+
+def batch_tokens(batch: Mapping[str, torch.Tensor]) -> int:
+    """Real (unpadded) tokens in a batch: encoder/decoder inputs, counted by their attention masks."""
+    total = 0
+    for ids_key, mask_key in (("input_ids", "attention_mask"), ("decoder_input_ids", "decoder_attention_mask")):
+        if ids_key in batch:
+            total += int(batch[mask_key].sum()) if mask_key in batch else batch[ids_key].numel()
+    return total
+
+
+class TokensPerSecond(Callback):
+    """Logs `train/tokens_per_s` (all processes together) over the last `window` batches."""
+
+    def __init__(self, window: int = 10) -> None:
+        if window < 1:
+            raise ValueError(f"callbacks.tokens_per_s.window must be >= 1, got {window}")
+        self.window = window
+        self._events: list[tuple[float, int]] = []
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int) -> None:
+        now = time.perf_counter()
+        self._events.append((now, batch_tokens(batch) * trainer.world_size))
+        self._events = self._events[-(self.window + 1):]
+        if len(self._events) > 1:
+            elapsed = now - self._events[0][0]
+            tokens = sum(n for _, n in self._events[1:])
+            pl_module.log("train/tokens_per_s", tokens / max(elapsed, 1e-9), prog_bar=True)
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._events = []  # validation time is not training throughput
+
+
+class NonFiniteLossStop(Callback):
+    """Stops at the first NaN/inf training loss with a message naming the step; because it raises before
+    backward and before any checkpoint, the last good checkpoint on disk stays as it was."""
+
+    def __init__(self, checkpoint_dir: Path) -> None:
+        self.checkpoint_dir = checkpoint_dir
+
+    def on_before_backward(self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor) -> None:
+        if not bool(torch.isfinite(loss.detach())):
+            last = self.checkpoint_dir / "last.ckpt"
+            kept = f"the last good checkpoint is {last}" if last.exists() else "no checkpoint was written yet"
+            raise NonFiniteLossError(
+                f"non-finite training loss ({float(loss)}) at step {trainer.global_step} "
+                f"(batch {trainer.fit_loop.epoch_loop.batch_progress.current.ready}); training stopped, {kept}. "
+                "Try a lower optim.lr, gradient clipping (trainer.gradient_clip_val) or 32-true precision."
+            )
+
+
+class ValExactMatch(Callback):
+    """Translation quality during training: greedy-decode up to `max_examples` validation pairs and log
+    `val/exact_match` (rank zero computes it; all ranks log the same value)."""
+
+    def __init__(self, tokenizer, datamodule, max_examples: int = 200) -> None:
+        self.tokenizer, self.datamodule, self.max_examples = tokenizer, datamodule, max_examples
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        from zoo.data import exact_match
+
+        if trainer.sanity_checking:
+            return
+        dataset = self.datamodule.datasets.get("val")
+        n = min(self.max_examples, len(dataset))
+        sources = [self.tokenizer.decode(dataset.src[i]) for i in range(n)]
+        refs = [self.tokenizer.decode(dataset.tgt[i]) for i in range(n)]
+        hyps = translate(pl_module.model, self.tokenizer, sources, max_new_tokens=pl_module.model.config.max_seq_len)
+        pl_module.log("val/exact_match", exact_match(hyps, refs), prog_bar=True)
+
+
+class SampleGeneration(Callback):
+    """At the end of fit: print samples (and metrics such as test exact-match), log them, and keep them in
+    `self.report` for the caller."""
+
+    def __init__(self, task: str, tokenizer, datamodule, options: Mapping[str, Any]) -> None:
+        self.task, self.tokenizer, self.datamodule, self.options = task, tokenizer, datamodule, dict(options)
+        self.report = None
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.interrupted or not trainer.is_global_zero or trainer.fast_dev_run:
+            return
+        report = make_samples(self.task, pl_module.model, self.tokenizer, self.datamodule, self.options)
+        self.report = report
+        print(f"\n=== samples ({self.task}) ===")
+        for s in report.samples:
+            ref = f"\n   reference: {s.reference!r}" if s.reference else ""
+            print(f"-> input:  {s.input!r}\n   output: {s.output!r}{ref}")
+        for name, value in report.metrics.items():
+            print(f"{name}: {value:.4f}")
+        for logger in trainer.loggers:
+            if report.metrics:
+                logger.log_metrics(report.metrics, step=trainer.global_step)
+            if hasattr(logger, "log_table") and report.samples:
+                rows = [[s.input, s.output, s.reference] for s in report.samples]
+                logger.log_table(key="samples", columns=["input", "output", "reference"], data=rows)
+
+
+class StepProgressBar(RichProgressBar):
+    """Rich bar titled by optimizer step (an LM "epoch" is just one evaluation interval) with short names."""
+
+    SHORT = {"train/loss": "loss", "train/tokens_per_s": "tok/s", "val/loss": "val_loss",
+             "val/exact_match": "exact_match"}
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        return f"step {self.trainer.global_step}/{self.trainer.max_steps}"
+
+    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
+        items = super().get_metrics(trainer, pl_module)
+        return {self.SHORT.get(k, k): (round(v) if k == "train/tokens_per_s" else v)
+                for k, v in items.items() if k != "v_num"}
+
+
+# ------------------------------------------------------------------------------------- registry
+
+
+@CALLBACKS.register("progress_bar")
+def _progress(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
+    return StepProgressBar(**opts)
+
+
+
+@CALLBACKS.register("checkpoint")
+def _checkpoint(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
+    return ModelCheckpoint(
+        dirpath=ctx.checkpoint_dir, filename="best", monitor=opts.get("monitor", "val/loss"),
+        mode=opts.get("mode", "min"), save_top_k=opts.get("save_top_k", 1), save_last=opts.get("save_last", True),
+        auto_insert_metric_name=False, enable_version_counter=False,
+    )
+
+
+@CALLBACKS.register("tokens_per_s")
+def _tokens(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
+    return TokensPerSecond(**opts)
+
+
+@CALLBACKS.register("non_finite")
+def _non_finite(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
+    return NonFiniteLossStop(ctx.checkpoint_dir)
+
+
+@CALLBACKS.register("exact_match")
+def _exact_match(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback | None:
+    if ctx.task != "seq2seq":
+        return None  # a translation metric; other tasks have no references to match
+    return ValExactMatch(ctx.tokenizer, ctx.datamodule, **opts)
+
+
+@CALLBACKS.register("samples")
+def _samples(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
+    return SampleGeneration(ctx.task, ctx.tokenizer, ctx.datamodule, opts)
+
+
+@CALLBACKS.register("attention_maps")
+def _attention_maps(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
+    from zoo.inspection.callback import AttentionMapCallback  # owned by the inspection package
+
+    return AttentionMapCallback(**opts)
+
+
+def build_callbacks(cfg: Mapping[str, Any] | None, ctx: CallbackContext) -> list[Callback]:
+    """`callbacks: {name: options}`; `null` or `enabled: false` switches one off."""
+    out: list[Callback] = []
+    for name, opts in (cfg or {}).items():
+        if opts is None or (isinstance(opts, Mapping) and opts.get("enabled") is False):
+            continue
+        opts = {k: v for k, v in (opts or {}).items() if k != "enabled"}
+        made = CALLBACKS.get(name)(opts, ctx)
+        if made is not None:
+            out.append(made)
+    return out
+
+

@@ -1,0 +1,115 @@
+"""Experiment loggers by name (`logger=wandb|csv|none`). W&B decides online vs offline BEFORE `wandb.init`
+so a run never waits on a network that is not there: WANDB_MODE wins; otherwise online only with an API
+key (env WANDB_API_KEY or a ~/.netrc entry for the W&B host) and a reachable host."""
+
+from __future__ import annotations
+
+import netrc
+import os
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from zoo.registry import Registry
+
+LOGGERS: Registry = Registry("logger")
+WANDB_MODES = ("online", "offline", "disabled", "auto")
+
+
+def wandb_host() -> str:
+    return urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname or "api.wandb.ai"
+
+
+def has_wandb_key() -> bool:
+    """An API key in WANDB_API_KEY or in ~/.netrc (or $NETRC) for the W&B host."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    path = os.environ.get("NETRC", str(Path.home() / ".netrc"))
+    try:
+        return netrc.netrc(path).authenticators(wandb_host()) is not None
+    except (FileNotFoundError, netrc.NetrcParseError, OSError):
+        return False
+
+
+def host_reachable(host: str, timeout: float = 2.0) -> bool:
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def decide_wandb_mode(requested: str = "auto") -> tuple[str, str]:
+    """Return (mode, reason). `requested` is logger.mode; WANDB_MODE in the environment overrides `auto`."""
+    if requested not in WANDB_MODES:
+        raise ValueError(f"logger.mode={requested!r} is unknown; allowed: {', '.join(WANDB_MODES)}")
+    if requested != "auto":
+        return requested, f"logger.mode={requested}"
+    env = os.environ.get("WANDB_MODE")
+    if env:
+        if env in ("dryrun", "offline"):
+            return "offline", f"WANDB_MODE={env}"
+        if env not in ("online", "disabled", "run"):
+            raise ValueError(f"WANDB_MODE={env!r} is unknown; allowed: online, offline, disabled")
+        return ("online" if env == "run" else env), f"WANDB_MODE={env}"
+    if os.environ.get("WANDB_DISABLED", "").lower() in ("1", "true"):
+        return "disabled", "WANDB_DISABLED is set"
+    if not has_wandb_key():
+        return "offline", "no W&B API key (WANDB_API_KEY or ~/.netrc)"
+    if not host_reachable(wandb_host()):
+        return "offline", f"{wandb_host()} is not reachable"
+    return "online", "API key found and host reachable"
+
+
+@LOGGERS.register("wandb")
+def _wandb(opts: Mapping[str, Any], run_dir: Path, run_name: str):
+    from lightning.pytorch.loggers import WandbLogger
+
+    mode, reason = decide_wandb_mode(opts.get("mode", "auto"))
+    if mode == "disabled":
+        print(f"[zoo] W&B disabled ({reason}).")
+        return None
+    os.environ["WANDB_MODE"] = mode  # also seen by DDP child processes and wandb's service
+    if mode == "offline":
+        print(f"[zoo] W&B offline ({reason}). Upload later with: wandb sync {run_dir / 'wandb'}/offline-run-*")
+    return WandbLogger(
+        project=opts.get("project", "zoo"), entity=opts.get("entity"), name=run_name, save_dir=str(run_dir),
+        tags=list(opts.get("tags") or []), group=opts.get("group"), offline=(mode == "offline"),
+        log_model=False, settings=_wandb_settings(),
+    )
+
+
+def _wandb_settings():
+    import wandb
+
+    return wandb.Settings(init_timeout=60, x_disable_stats=True, silent=True)
+
+
+@LOGGERS.register("csv")
+def _csv(opts: Mapping[str, Any], run_dir: Path, run_name: str):
+    from lightning.pytorch.loggers import CSVLogger
+
+    return CSVLogger(save_dir=str(run_dir), name="csv", version="")
+
+
+@LOGGERS.register("none")
+def _none(opts: Mapping[str, Any], run_dir: Path, run_name: str):
+    return None
+
+
+def build_logger(cfg: Mapping[str, Any], run_dir: Path, run_name: str):
+    """`logger: {name: wandb|csv|none, ...}` -> a Lightning logger or None."""
+    opts = dict(cfg)
+    return LOGGERS.get(opts.pop("name"))(opts, run_dir, run_name)
+
+
+def finish_logger(logger, *, failed: bool) -> None:
+    """Close the W&B run even when training raised (exit code 1 marks it failed)."""
+    try:
+        import wandb
+    except ImportError:  # pragma: no cover - wandb is a dependency
+        return
+    if wandb.run is not None:
+        wandb.finish(exit_code=1 if failed else 0)

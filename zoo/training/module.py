@@ -1,0 +1,121 @@
+"""ZooLightningModule: training/validation steps for any `zoo.build` model. Batches are HF-named dicts that
+go straight into `model(**batch)`; the task only changes how the training loss is computed and which
+metrics are logged. Checkpoints get a plain-data `zoo` section (model config, tokenizer, RNG states)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torchmetrics import MeanMetric
+
+from zoo.checkpoint import set_rng_states, zoo_section
+from zoo.training.optim import build_optimizer, build_scheduler
+
+IGNORE_INDEX = -100
+# Tasks whose loss is a per-token cross-entropy over the vocabulary (perplexity is meaningful).
+TOKEN_TASKS = frozenset({"lm", "mlm", "seq2seq"})
+
+
+def counted_labels(batch: Mapping[str, torch.Tensor], task: str) -> torch.Tensor:
+    """Number of positions the loss averages over (the weight of this batch's loss)."""
+    labels = batch["labels"]
+    if task == "classification":  # one label per example, shape (B,)
+        return torch.tensor(labels.shape[0], device=labels.device)
+    if task == "lm":  # the model predicts token t+1 from position t
+        labels = labels[:, 1:]
+    return (labels != IGNORE_INDEX).sum()
+
+
+class ZooLightningModule(L.LightningModule):
+    """Wraps a zoo model; `task` in lm | mlm | seq2seq | classification."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        *,
+        task: str,
+        tokenizer,
+        optim: Mapping[str, Any],
+        scheduler: Mapping[str, Any],
+        label_smoothing: float = 0.0,
+        compile_cfg: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
+        if label_smoothing and task != "seq2seq":
+            raise ValueError(f"label_smoothing={label_smoothing} applies to task=seq2seq only, not task={task}")
+        self.model = model
+        self.task = task
+        self.tokenizer = tokenizer
+        self.optim_cfg, self.scheduler_cfg = dict(optim), dict(scheduler)
+        self.label_smoothing = float(label_smoothing)
+        self.val_loss = MeanMetric()
+        self.val_accuracy = MeanMetric()
+        self._forward = model
+        if compile_cfg and compile_cfg.get("enabled"):
+            compiled = torch.compile(model, backend=compile_cfg.get("backend", "inductor"), mode=compile_cfg.get("mode"))
+            object.__setattr__(self, "_forward", compiled)  # not a submodule: state_dict keys stay `model.*`
+
+    # ------------------------------------------------------------------------------------ steps
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        out = self._forward(**batch)
+        loss = out.loss
+        if self.label_smoothing:
+            logits = out.logits  # (B, T, V), aligned with labels for seq2seq
+            loss = F.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]).float(), batch["labels"].reshape(-1),
+                ignore_index=IGNORE_INDEX, label_smoothing=self.label_smoothing,
+            )
+        self.log("train/loss", loss, prog_bar=True, sync_dist=self.trainer.world_size > 1)
+        if self.task in TOKEN_TASKS and not self.label_smoothing:
+            self.log("train/ppl", torch.exp(loss.detach().clamp(max=50)))
+        self.log("train/lr", self.optimizers().param_groups[0]["lr"])
+        return loss
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        out = self._forward(**batch)
+        self.val_loss.update(out.loss.detach(), weight=counted_labels(batch, self.task))
+        if self.task == "classification":
+            self.val_accuracy.update((out.logits.argmax(-1) == batch["labels"]).float().mean(), len(batch["labels"]))
+
+    def on_validation_epoch_end(self) -> None:
+        loss = self.val_loss.compute()
+        self.log("val/loss", loss, prog_bar=True)
+        if self.task in TOKEN_TASKS:
+            self.log("val/ppl", torch.exp(loss.clamp(max=50)))
+        if self.task == "classification":
+            self.log("val/accuracy", self.val_accuracy.compute())
+            self.val_accuracy.reset()
+        self.val_loss.reset()
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Global L2 norm of the (unscaled, pre-clipping) gradients."""
+        grads = [p.grad.detach().norm(2) for p in self.model.parameters() if p.grad is not None]
+        if grads:
+            self.log("train/grad_norm", torch.stack(grads).norm(2))
+
+    # ------------------------------------------------------------------------------- optimizer
+    def configure_optimizers(self) -> dict[str, Any]:
+        optimizer = build_optimizer(self.model, self.optim_cfg)
+        max_steps = self.trainer.max_steps if self.trainer.max_steps > 0 else self.trainer.estimated_stepping_batches
+        scheduler = build_scheduler(optimizer, self.scheduler_cfg, int(max_steps))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    # ----------------------------------------------------------------------------- checkpoints
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["zoo"] = zoo_section(self.model.config, self.task, self.tokenizer)
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if "zoo" in checkpoint:
+            set_rng_states(checkpoint["zoo"]["rng"])
+
+    @property
+    def perplexity_floor(self) -> float:
+        """ln(vocab): the loss of a uniform guess, the bar a learning model must get under."""
+        return math.log(self.model.config.vocab_size)

@@ -1,0 +1,107 @@
+"""AdamW with weight decay on matrices only, and learning-rate schedules registered by name.
+
+Schedules are multipliers of the peak `optim.lr`, evaluated per optimizer step:
+- `cosine`: linear warmup to 1, then cosine down to `min_lr_ratio` at `max_steps`.
+- `inverse_sqrt` (Vaswani et al. 2017): `min(step / warmup, sqrt(warmup / step))`; with
+  `lr = d_model**-0.5 * warmup**-0.5` this is exactly the paper's `d_model**-0.5 * min(step**-0.5,
+  step * warmup**-1.5)`.
+- `constant`: linear warmup, then 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from zoo.registry import Registry
+
+SCHEDULES: Registry = Registry("scheduler")
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Decay only tensors with >= 2 dims (matrices, embeddings); biases and norm gains are not decayed.
+    Tied tensors appear once (named_parameters removes duplicates)."""
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def build_optimizer(model: nn.Module, cfg: Mapping[str, Any]) -> torch.optim.Optimizer:
+    """`optim: {name: adamw, lr, weight_decay, betas, eps}` -> AdamW over `param_groups`."""
+    if cfg.get("name", "adamw") != "adamw":
+        raise ValueError(f"optim.name={cfg.get('name')!r} is unknown; allowed: adamw")
+    lr = float(cfg["lr"])
+    if lr <= 0:
+        raise ValueError(f"optim.lr must be > 0, got {lr}")
+    betas = tuple(float(b) for b in cfg.get("betas", (0.9, 0.999)))
+    return torch.optim.AdamW(
+        param_groups(model, float(cfg.get("weight_decay", 0.0))), lr=lr, betas=betas, eps=float(cfg.get("eps", 1e-8))
+    )
+
+
+class Warmup:
+    """Base multiplier: `step` counts optimizer steps from 0; warmup ramps linearly from 1/warmup."""
+
+    def __init__(self, warmup_steps: int, max_steps: int) -> None:
+        if warmup_steps < 0:
+            raise ValueError(f"scheduler.warmup_steps must be >= 0, got {warmup_steps}")
+        self.warmup_steps, self.max_steps = int(warmup_steps), int(max_steps)
+
+    def warm(self, step: int) -> float | None:
+        if step < self.warmup_steps:
+            return (step + 1) / self.warmup_steps
+        return None
+
+
+@SCHEDULES.register("constant")
+class Constant(Warmup):
+    def __call__(self, step: int) -> float:
+        return self.warm(step) or 1.0
+
+
+@SCHEDULES.register("cosine")
+class CosineWithWarmup(Warmup):
+    def __init__(self, warmup_steps: int, max_steps: int, min_lr_ratio: float = 0.1) -> None:
+        super().__init__(warmup_steps, max_steps)
+        if max_steps < 1:
+            raise ValueError(f"scheduler=cosine needs trainer.max_steps >= 1, got {max_steps}")
+        if not 0.0 <= min_lr_ratio <= 1.0:
+            raise ValueError(f"scheduler.min_lr_ratio must be in [0, 1], got {min_lr_ratio}")
+        self.min_lr_ratio = float(min_lr_ratio)
+
+    def __call__(self, step: int) -> float:
+        warm = self.warm(step)
+        if warm is not None:
+            return warm
+        span = max(1, self.max_steps - self.warmup_steps)
+        progress = min(1.0, (step - self.warmup_steps) / span)
+        return self.min_lr_ratio + (1 - self.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+@SCHEDULES.register("inverse_sqrt")
+class InverseSqrt(Warmup):
+    def __init__(self, warmup_steps: int, max_steps: int) -> None:
+        super().__init__(warmup_steps, max_steps)
+        if warmup_steps < 1:
+            raise ValueError("scheduler=inverse_sqrt needs scheduler.warmup_steps >= 1")
+
+    def __call__(self, step: int) -> float:
+        s = step + 1  # the paper counts steps from 1
+        return min(s / self.warmup_steps, math.sqrt(self.warmup_steps / s))
+
+
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, cfg: Mapping[str, Any], max_steps: int
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """`scheduler: {name, warmup_steps, ...}` -> a per-step LambdaLR (the multiplier is picklable)."""
+    options = {k: v for k, v in cfg.items() if k != "name"}
+    cls = SCHEDULES.get(cfg.get("name", "cosine"))
+    try:
+        multiplier = cls(max_steps=max_steps, **options)
+    except TypeError as e:
+        raise ValueError(f"scheduler={cfg.get('name')}: bad options {sorted(options)} ({e})") from None
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
