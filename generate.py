@@ -1,0 +1,19 @@
+"""Generate from a checkpoint: `python generate.py ckpt=path prompt="Once upon"` (decoders),
+`python generate.py ckpt=path src="a sentence"` (encoder-decoders); every decoding option is a key=value
+override (max_new_tokens, do_sample, temperature, top_k, top_p, num_beams, ...). See docs/decoding.md."""
+
+from __future__ import annotations
+
+import sys
+
+from zoo.generation.cli import main
+
+if __name__ == "__main__":
+    if any(a in ("-h", "--help") for a in sys.argv[1:]):
+        print(__doc__)
+        sys.exit(0)
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except ValueError as e:  # bad overrides, inputs or checkpoints (CheckpointError is a ValueError)
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)

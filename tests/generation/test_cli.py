@@ -1,0 +1,101 @@
+"""generate.py: overrides parsed against the schema, checkpoints opened with zoo.load, outputs equal
+model.generate on the same ids, clear errors (including a checkpoint without a tokenizer)."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import zoo
+from zoo.checkpoint import atomic_torch_save, zoo_section
+from zoo.data import TOKENIZERS
+from zoo.generation.cli import main, parse_overrides
+
+TEXTS = ["the cat sat on the mat", "a dog ran far away", "hello world"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _checkpoint(tmp_path: Path, arch: str, with_tokenizer: bool = True) -> tuple[Path, object, object]:
+    tok = TOKENIZERS["char"](TEXTS)
+    torch.manual_seed(0)
+    model = zoo.build(dict(arch=arch, vocab_size=tok.vocab_size, d_model=16, n_layers=1, n_heads=2,
+                           positional="rope", max_seq_len=32, dropout=0.0)).eval()
+    section = zoo_section(model.config, "lm" if arch == "decoder" else "seq2seq", tok)
+    if not with_tokenizer:
+        section["tokenizer_files"] = {}
+    path = tmp_path / f"{arch}.ckpt"
+    atomic_torch_save({"state_dict": {f"model.{k}": v for k, v in model.state_dict().items()}, "zoo": section}, path)
+    return path, model, tok
+
+
+def test_decoder_end_to_end_matches_library(tmp_path):
+    path, model, tok = _checkpoint(tmp_path, "decoder")
+    out = io.StringIO()
+    main([f"ckpt={path}", "prompt=the cat", "max_new_tokens=6", "num_beams=2"], stdout=out)
+    ids = tok.encode("the cat")
+    expected = model.generate([ids], max_new_tokens=6, num_beams=2, eos_token_id=tok.eos_id)[0, len(ids):]
+    assert out.getvalue().splitlines() == [">>> the cat", "the cat" + tok.decode(expected)]
+
+
+def test_encoder_decoder_file_and_sampling(tmp_path):
+    path, model, tok = _checkpoint(tmp_path, "encoder_decoder")
+    src_file = tmp_path / "src.txt"
+    src_file.write_text("hello world\n\na dog\n", encoding="utf-8")
+    out = io.StringIO()
+    main([f"ckpt={path}", f"src_file={src_file}", "max_new_tokens=5", "do_sample=true", "top_p=0.9", "seed=3",
+          "num_return_sequences=2"], stdout=out)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == ">>> hello world" and lines[3] == ">>> a dog" and lines[1].startswith("[0] ")
+    expected = model.generate([tok.encode("hello world"), tok.encode("a dog")], max_new_tokens=5, do_sample=True,
+                              top_p=0.9, seed=3, num_return_sequences=2, eos_token_id=tok.eos_id)
+    assert lines[2] == "[1] " + tok.decode(expected[1, 1:])
+
+
+def test_interactive_reads_until_empty_line(tmp_path):
+    path, _, _ = _checkpoint(tmp_path, "decoder")
+    out = io.StringIO()
+    main([f"ckpt={path}", "interactive=true", "max_new_tokens=3"], stdin=io.StringIO("hello\nthe\n\nignored\n"),
+         stdout=out)
+    assert [line for line in out.getvalue().splitlines() if line.startswith(">>>")] == [">>> hello", ">>> the"]
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["prompt=hi"], "ckpt=PATH is required"),
+        (["ckpt=x"], "Give prompt="),
+        (["ckpt=x", "prompt=a", "src=b"], "one input source"),
+        (["ckpt=x", "prompt=a", "max_new_token=3"], "Did you mean 'max_new_tokens'"),
+        (["ckpt=x", "prompt=a", "num_beams=0"], "num_beams must be an integer >= 1"),
+        (["ckpt=x", "prompt=a", "do_sample=true", "top_p=2"], "top_p"),
+        (["ckpt=x", "prompt=a", "max_new_tokens=-1"], "max_new_tokens"),
+        (["ckpt=x", "prompt=a", "num_beams=many"], "Bad override"),
+        (["ckpt=x", "prompt"], "key=value"),
+    ],
+)
+def test_bad_overrides(argv, match):
+    with pytest.raises(ValueError, match=match):
+        parse_overrides(argv)
+
+
+def test_checkpoint_problems_are_clear(tmp_path):
+    path, _, _ = _checkpoint(tmp_path, "decoder", with_tokenizer=False)
+    with pytest.raises(ValueError, match="holds no tokenizer"):
+        main([f"ckpt={path}", "prompt=hi"])
+    good, _, _ = _checkpoint(tmp_path, "decoder")
+    with pytest.raises(ValueError, match="does not fit a model.arch='decoder'"):
+        main([f"ckpt={good}", "src=hi"])
+    with pytest.raises(ValueError, match="not found"):
+        main([f"ckpt={tmp_path / 'missing.ckpt'}", "prompt=hi"])
+
+
+def test_script_exits_with_message(tmp_path):
+    path, _, _ = _checkpoint(tmp_path, "decoder", with_tokenizer=False)
+    run = subprocess.run([sys.executable, str(ROOT / "generate.py"), f"ckpt={path}", "prompt=hi"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "holds no tokenizer" in run.stderr

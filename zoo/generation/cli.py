@@ -1,0 +1,170 @@
+"""The `generate.py` command line: Hydra-style `key=value` overrides checked against a schema (unknown keys
+fail with a close match), a checkpoint with its saved tokenizer, prompts / sources from the command line,
+a file, or an interactive loop."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from zoo.generation.config import GenerationConfig
+
+# decoding options the command line exposes (EOS / pad come from the tokenizer, output shape is fixed)
+DECODING_KEYS = [f.name for f in dataclasses.fields(GenerationConfig) if f.name not in ("return_dict", "eos_token_id", "pad_token_id")]
+
+
+@dataclass
+class GenerateCLIConfig:
+    """Everything `python generate.py key=value ...` accepts; decoding options are GenerationConfig's."""
+
+    ckpt: str | None = None  # a training checkpoint (.ckpt) or an export folder
+    prompt: str | None = None  # decoder: text to continue
+    prompts_file: str | None = None  # decoder: one prompt per line
+    src: str | None = None  # encoder-decoder: a source sentence
+    src_file: str | None = None  # encoder-decoder: one source per line
+    interactive: bool = False  # read prompts / sources from stdin, one per line
+    device: str = "cpu"
+    batch_size: int = 16
+    show_scores: bool = False  # print each beam hypothesis' length-normalised log-probability
+    # decoding (see docs/decoding.md)
+    max_new_tokens: int = 64
+    do_sample: bool = False
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    num_beams: int = 1
+    num_return_sequences: int = 1
+    length_penalty: float = 1.0
+    early_stopping: bool = False
+    use_cache: bool = True
+    seed: int | None = None
+
+    def decoding(self) -> GenerationConfig:
+        return GenerationConfig(**{k: getattr(self, k) for k in DECODING_KEYS})
+
+
+def parse_overrides(argv: Sequence[str]) -> GenerateCLIConfig:
+    """`key=value` strings -> a typed config (values parsed as YAML, as Hydra does)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    known = [f.name for f in dataclasses.fields(GenerateCLIConfig)]
+    for arg in argv:
+        key = arg.split("=", 1)[0].lstrip("+")
+        if "=" not in arg:
+            raise ValueError(f"Arguments are key=value overrides, got {arg!r}. Known keys: {', '.join(known)}.")
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"Unknown option {key!r}.{hint} Known keys: {', '.join(known)}.")
+    schema = OmegaConf.structured(GenerateCLIConfig)
+    try:
+        merged = OmegaConf.merge(schema, OmegaConf.from_dotlist([a.lstrip("+") for a in argv]))
+    except OmegaConfBaseException as e:
+        raise ValueError(f"Bad override: {e.msg if hasattr(e, 'msg') else e}") from None
+    cfg = GenerateCLIConfig(**OmegaConf.to_container(merged))
+    inputs = [k for k in ("prompt", "prompts_file", "src", "src_file") if getattr(cfg, k) is not None]
+    if cfg.ckpt is None:
+        raise ValueError("ckpt=PATH is required (a training checkpoint .ckpt or an export folder).")
+    if len(inputs) > 1:
+        raise ValueError(f"Give one input source, got {', '.join(inputs)}.")
+    if not inputs and not cfg.interactive:
+        raise ValueError("Give prompt=..., prompts_file=..., src=..., src_file=... or interactive=true.")
+    if cfg.batch_size < 1:
+        raise ValueError(f"batch_size must be an integer >= 1, got {cfg.batch_size!r}.")
+    cfg.decoding().validate(vocab_size=sys.maxsize)  # option errors before the checkpoint is opened
+    return cfg
+
+
+def load_model_and_tokenizer(path: str):
+    """`zoo.checkpoint.load` plus a clear error when the checkpoint carries no tokenizer."""
+    from zoo.checkpoint import CheckpointError, load, read_checkpoint
+
+    p = Path(path)
+    if p.is_file() and not read_checkpoint(p)["zoo"].get("tokenizer_files"):
+        raise CheckpointError(
+            f"{path} holds no tokenizer (zoo.tokenizer_files is missing or empty); generate.py needs the "
+            "tokenizer saved at training time to turn text into ids. Re-save it with a tokenizer."
+        )
+    return load(path)
+
+
+def read_inputs(cfg: GenerateCLIConfig, arch: str) -> list[str]:
+    """The texts to continue / translate; checks they match the model's architecture."""
+    want_src = arch == "encoder_decoder"
+    given = next((k for k in ("prompt", "prompts_file", "src", "src_file") if getattr(cfg, k) is not None), None)
+    if given is not None and given.startswith("src") != want_src:
+        wanted = "src=... or src_file=..." if want_src else "prompt=... or prompts_file=..."
+        raise ValueError(f"{given}=... does not fit a model.arch={arch!r} checkpoint; use {wanted}.")
+    if given in ("prompt", "src"):
+        return [getattr(cfg, given)]
+    if given is None:
+        return []
+    path = Path(getattr(cfg, given))
+    if not path.is_file():
+        raise ValueError(f"{given}={str(path)!r}: no such file.")
+    lines = [line.rstrip("\n") for line in path.read_text(encoding="utf-8").splitlines()]
+    texts = [line for line in lines if line.strip()]
+    if not texts:
+        raise ValueError(f"{given}={str(path)!r} holds no non-empty lines.")
+    return texts
+
+
+def run_texts(model, tokenizer, texts: Sequence[str], cfg: GenerateCLIConfig) -> list[list[tuple[str, float | None]]]:
+    """Generate for each text: a list of (output text, score or None) per text."""
+    results: list[list[tuple[str, float | None]]] = []
+    n = cfg.num_return_sequences
+    decoder = model.config.arch == "decoder"
+    options = dataclasses.asdict(cfg.decoding())
+    for start in range(0, len(texts), cfg.batch_size):
+        chunk = texts[start : start + cfg.batch_size]
+        ids = [tokenizer.encode(t) for t in chunk]
+        for i, row in enumerate(ids):
+            if not row:
+                raise ValueError(f"Input {start + i} ({chunk[i]!r}) encodes to no tokens; give some text.")
+        out = model.generate(ids, eos_token_id=tokenizer.eos_id, pad_token_id=tokenizer.pad_id, return_dict=True,
+                             **{k: v for k, v in options.items() if k not in ("eos_token_id", "pad_token_id", "return_dict")})
+        width = max(len(r) for r in ids)
+        for i in range(len(chunk)):
+            texts_i = []
+            for j in range(n):
+                row = out.sequences[i * n + j]
+                new = row[width:] if decoder else row[1:]
+                score = float(out.scores[i * n + j]) if out.scores is not None else None
+                texts_i.append((tokenizer.decode(new.tolist(), skip_special_tokens=True), score))
+            results.append(texts_i)
+    return results
+
+
+def print_results(texts: Iterable[str], results, cfg: GenerateCLIConfig, decoder: bool, out: TextIO) -> None:
+    for text, outputs in zip(texts, results, strict=True):
+        print(f">>> {text}", file=out)
+        for k, (generated, score) in enumerate(outputs):
+            prefix = f"[{k}] " if len(outputs) > 1 else ""
+            suffix = f"  (score {score:.4f})" if cfg.show_scores and score is not None else ""
+            print(f"{prefix}{text + generated if decoder else generated}{suffix}", file=out)
+
+
+def main(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
+    cfg = parse_overrides(argv)
+    model, tokenizer = load_model_and_tokenizer(cfg.ckpt)
+    model = model.to(cfg.device)
+    decoder = model.config.arch == "decoder"
+    texts = read_inputs(cfg, model.config.arch)
+    if texts:
+        print_results(texts, run_texts(model, tokenizer, texts, cfg), cfg, decoder, stdout)
+    if cfg.interactive:
+        kind = "prompt" if decoder else "source sentence"
+        print(f"Type a {kind} per line; an empty line or Ctrl-D quits.", file=stdout, flush=True)
+        for line in stdin:
+            line = line.rstrip("\n")
+            if not line.strip():
+                break
+            print_results([line], run_texts(model, tokenizer, [line], cfg), cfg, decoder, stdout)
+            stdout.flush()
+    return 0
