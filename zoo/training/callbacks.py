@@ -28,6 +28,7 @@ class CallbackContext:
     checkpoint_dir: Path
     tokenizer: Any
     datamodule: Any
+    progress_bar: bool = True  # trainer.enable_progress_bar
 
 
 class NonFiniteLossError(RuntimeError):
@@ -149,8 +150,8 @@ class StepProgressBar(RichProgressBar):
 
 
 @CALLBACKS.register("progress_bar")
-def _progress(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
-    return StepProgressBar(**opts)
+def _progress(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback | None:
+    return StepProgressBar(**opts) if ctx.progress_bar else None
 
 
 

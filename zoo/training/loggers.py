@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import netrc
 import os
-import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -33,11 +32,18 @@ def has_wandb_key() -> bool:
         return False
 
 
-def host_reachable(host: str, timeout: float = 2.0) -> bool:
+def host_reachable(host: str, timeout: float = 3.0) -> bool:
+    """An HTTPS answer (any status) from `host` within `timeout`; a bare TCP connect is not enough
+    (sandboxes and proxies accept connections they cannot complete)."""
+    import urllib.error
+    import urllib.request
+
     try:
-        socket.create_connection((host, 443), timeout=timeout).close()
+        urllib.request.urlopen(f"https://{host}/healthz", timeout=timeout).close()
         return True
-    except OSError:
+    except urllib.error.HTTPError:  # the host answered
+        return True
+    except (OSError, ValueError):  # DNS, refused, TLS failure, timeout
         return False
 
 

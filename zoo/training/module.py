@@ -44,6 +44,7 @@ class ZooLightningModule(L.LightningModule):
         scheduler: Mapping[str, Any],
         label_smoothing: float = 0.0,
         compile_cfg: Mapping[str, Any] | None = None,
+        seed: int = 0,
     ) -> None:
         super().__init__()
         if not 0.0 <= label_smoothing < 1.0:
@@ -55,6 +56,7 @@ class ZooLightningModule(L.LightningModule):
         self.tokenizer = tokenizer
         self.optim_cfg, self.scheduler_cfg = dict(optim), dict(scheduler)
         self.label_smoothing = float(label_smoothing)
+        self.seed = int(seed)
         self.val_loss = MeanMetric()
         self.val_accuracy = MeanMetric()
         self._forward = model
@@ -63,6 +65,12 @@ class ZooLightningModule(L.LightningModule):
             object.__setattr__(self, "_forward", compiled)  # not a submodule: state_dict keys stay `model.*`
 
     # ------------------------------------------------------------------------------------ steps
+    def on_train_epoch_start(self) -> None:
+        """Re-key torch's RNG (dropout) from (seed, epoch): a run resumed from an epoch-end checkpoint
+        draws exactly the numbers the uninterrupted run draws, whatever happened in between (loading,
+        sanity validation, dataloader start-up)."""
+        torch.manual_seed(self.seed * 1_000_003 + self.current_epoch)
+
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         out = self._forward(**batch)
         loss = out.loss

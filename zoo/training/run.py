@@ -219,10 +219,11 @@ def train(cfg: DictConfig) -> TrainResult:
     model = build(model_config)
     module = ZooLightningModule(
         model, task=plan.task, tokenizer=tokenizer, optim=plan.resolved["optim"], scheduler=plan.resolved["scheduler"],
-        label_smoothing=cfg.label_smoothing, compile_cfg=plan.resolved["compile"],
+        label_smoothing=cfg.label_smoothing, compile_cfg=plan.resolved["compile"], seed=cfg.seed,
     )
     ckpt_dir = plan.output_dir / "checkpoints"
-    ctx = CallbackContext(plan.task, ckpt_dir, tokenizer, datamodule)
+    ctx = CallbackContext(plan.task, ckpt_dir, tokenizer, datamodule,
+                          progress_bar=plan.trainer_kwargs.get("enable_progress_bar", True))
     callbacks = build_callbacks(plan.resolved["callbacks"], ctx)
     logger = build_logger(plan.resolved["logger"], plan.output_dir, run_name(cfg))
     trainer = L.Trainer(

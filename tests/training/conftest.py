@@ -1,0 +1,65 @@
+"""Tiny training configs composed the way train.py composes them (hydra.compose, no @hydra.main)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+import zoo.training  # noqa: F401  (registers model/_schema and data/auto)
+
+ROOT = Path(__file__).resolve().parents[2]
+CONF = ROOT / "conf"
+
+# gpt_nano on a 120 KB slice of the stdlib corpus, vocab 300, 32-token windows: a run takes seconds.
+TINY_LM = [
+    "model=gpt_nano", "data=stdlib_text", "data.max_bytes=120000", "tokenizer.vocab_size=300",
+    "model.max_seq_len=32", "batch_size=8", "logger=csv", "trainer.accelerator=cpu", "trainer.max_steps=6",
+    "eval_every=3", "trainer.limit_val_batches=2", "trainer.log_every_n_steps=1", "trainer.num_sanity_val_steps=0",
+    "trainer.enable_progress_bar=false", "callbacks.samples.max_new_tokens=8", "optim.lr=3e-3",
+    "scheduler.warmup_steps=2",
+]
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> Path:
+    """One token cache for the whole session: the tokenizer is trained once."""
+    return tmp_path_factory.mktemp("zoo_cache")
+
+
+@pytest.fixture
+def make_cfg(tmp_path, cache_dir):
+    """make_cfg(overrides, run="run") -> composed config writing to tmp_path/<run>."""
+
+    def make(overrides: list[str], run: str = "run"):
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            return compose("config", overrides=[
+                *overrides, f"paths.output_dir={tmp_path / 'runs' / run}", f"paths.runs_dir={tmp_path / 'runs'}",
+                f"paths.cache_dir={cache_dir}",
+            ])
+
+    return make
+
+
+def read_csv_metrics(run_dir: Path) -> list[dict[str, str]]:
+    with open(run_dir / "csv" / "metrics.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def train_losses(run_dir: Path) -> dict[int, float]:
+    """step -> train/loss from the CSV logger (Lightning writes `step` = global step at logging)."""
+    return {int(r["step"]): float(r["train/loss"]) for r in read_csv_metrics(run_dir) if r.get("train/loss")}
+
+
+def run_cli(args: list[str], tmp_path: Path, timeout: int = 240, **env_extra: str) -> subprocess.CompletedProcess:
+    """python train.py <args> with W&B forced offline-by-default conditions (no key, no netrc)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    env.update({"HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0", **env_extra})
+    (tmp_path / "home").mkdir(exist_ok=True)
+    return subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=timeout)
