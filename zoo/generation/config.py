@@ -8,8 +8,6 @@ import difflib
 from dataclasses import dataclass, fields
 from typing import Any
 
-EarlyStopping = bool  # True: stop a beam search once num_beams hypotheses ended; False: HF's heuristic
-
 
 @dataclass
 class GenerationConfig:
@@ -23,7 +21,7 @@ class GenerationConfig:
     num_beams: int = 1
     num_return_sequences: int = 1
     length_penalty: float = 1.0  # beam score = sum log p / (generated length ** length_penalty)
-    early_stopping: EarlyStopping = False
+    early_stopping: bool = False  # beam search: True stops once num_beams hypotheses ended; False: HF's heuristic
     eos_token_id: int | list[int] | None = None
     pad_token_id: int | None = None
     use_cache: bool = True
