@@ -74,8 +74,8 @@ GPU = """\
 ## GPU
 
 No GPU was lent to this task, so the GPU figures the issue asks for (training tokens/s and MFU of `gpt2`
-(124M) at `bf16-mixed` with flash attention on an H200, with and without `torch.compile`) were **not
-measured**. Nothing on this page is a GPU number."""
+(124M) at `bf16-mixed` with flash attention on an H200, with and without `torch.compile`) were
+**not measured**. Nothing on this page is a GPU number."""
 
 
 def goals_table(sections: list[Section]) -> str:

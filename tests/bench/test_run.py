@@ -1,0 +1,85 @@
+"""The benchmark runner must not rot: its --quick path runs end to end on tiny sizes and writes a document
+with every part. Nothing here asserts on speed (speed lives in the tables, as ratios)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from bench.common import SelfTimed, interleaved
+from bench.external import generation_rows
+from bench.references import hf_like, parameter_count
+from bench.run import main
+from zoo.config import ModelConfig
+
+
+def test_interleaved_rotates_sides_and_uses_self_timed():
+    calls: list[str] = []
+    sides = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b") or SelfTimed(123.0)}
+    timings = interleaved(sides, warmup=1, repeats=3)
+    assert calls == ["a", "b", "a", "b", "b", "a", "a", "b"]  # warm-up, then A B / B A / A B
+    assert timings["b"].seconds == [123.0, 123.0, 123.0]  # a self-timed side reports its own seconds
+    assert len(timings["a"].seconds) == 3 and all(s >= 0 for s in timings["a"].seconds)
+
+
+def test_interleaved_rejects_bad_counts():
+    with pytest.raises(ValueError, match="repeats"):
+        interleaved({"a": lambda: None}, repeats=0)
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        dict(arch="decoder", vocab_size=64, d_model=32, n_layers=1, n_heads=2, max_seq_len=16, activation="gelu"),
+        dict(arch="encoder_decoder", vocab_size=64, d_model=32, n_layers=1, n_heads=2, d_ff=64, max_seq_len=16,
+             activation="relu", norm_placement="post", positional="sinusoidal", embed_scale=True),
+    ],
+)
+def test_hf_reference_has_the_zoo_shape(cfg):
+    import zoo
+
+    model = zoo.build(cfg)
+    hf = hf_like(ModelConfig.from_dict(cfg))
+    assert parameter_count(hf) == parameter_count(model)
+    assert hf.config._attn_implementation == "sdpa"
+
+
+def test_hf_reference_rejects_a_layout_it_cannot_match():
+    with pytest.raises(ValueError, match="pre-LN"):
+        hf_like(ModelConfig(arch="decoder", norm_placement="post"))
+
+
+def test_generation_table_is_parsed():
+    out = "shape: ...\n\n| case | zoo tok/s | HF tok/s | zoo / HF |\n|---|---:|---:|---:|\n" \
+          "| b1 cache | 61.5 | 50.0 | 1.23x |\n| b1 beam 4 | 10.0 | 20.0 | 0.50x |\n\nbatch 1: ..."
+    assert generation_rows(out) == {"b1 cache": (61.5, 50.0), "b1 beam 4": (10.0, 20.0)}
+
+
+def test_lightning_and_bare_sides_train():
+    from bench.bench_training import SHAPES, training_sides
+
+    sides = training_sides(SHAPES[True][0], steps=1)
+    assert list(sides) == ["zoo Lightning", "zoo bare", "HF bare"]
+    timed = sides["zoo Lightning"]()
+    assert isinstance(timed, SelfTimed) and timed.seconds > 0
+    assert math.isfinite(sides["zoo bare"]()) and math.isfinite(sides["HF bare"]())
+
+
+def test_quick_run_writes_document(tmp_path, capsys):
+    torch.manual_seed(0)
+    out = tmp_path / "bench.md"
+    assert main(["--quick", "--sections", "attention", "mfu", "--out", str(out)]) == 0
+    text = out.read_text()
+    for part in ("## Machine", "## Method", "## Goals", "## Attention", "## Model FLOP utilisation", "## GPU",
+                 "not measured", "--quick run"):
+        assert part in text, part
+    assert "| 32 | forward |" in text  # the quick attention size, one row per (T, pass)
+    assert "| MFU |" in text
+    assert "## Attention" in capsys.readouterr().out  # tables are printed as well
+
+
+def test_unknown_section_is_rejected():
+    with pytest.raises(SystemExit):
+        main(["--quick", "--sections", "nope"])
