@@ -56,10 +56,15 @@ def train_losses(run_dir: Path) -> dict[int, float]:
     return {int(r["step"]): float(r["train/loss"]) for r in read_csv_metrics(run_dir) if r.get("train/loss")}
 
 
-def run_cli(args: list[str], tmp_path: Path, timeout: int = 240, **env_extra: str) -> subprocess.CompletedProcess:
-    """python train.py <args> with W&B forced offline-by-default conditions (no key, no netrc)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
-    env.update({"HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0", **env_extra})
-    (tmp_path / "home").mkdir(exist_ok=True)
-    return subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+@pytest.fixture
+def run_cli(tmp_path):
+    """run_cli(args) -> `python train.py <args>` in tmp_path, with no W&B key, no ~/.netrc, no WANDB_* env."""
+
+    def run(args: list[str], timeout: int = 240) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+        env.update({"HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"})
+        (tmp_path / "home").mkdir(exist_ok=True)
+        return subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=timeout)
+
+    return run

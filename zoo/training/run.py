@@ -25,7 +25,7 @@ from zoo.training.precision import resolve_accelerator, resolve_precision
 ARCH_TASKS = {"decoder": "lm", "encoder": "mlm", "encoder_decoder": "seq2seq"}
 TASK_ARCHS = {"lm": ("decoder",), "mlm": ("encoder",), "seq2seq": ("encoder_decoder",), "classification": ("encoder",)}
 # trainer.* keys that zoo resolves itself instead of handing them to lightning.Trainer unchanged.
-TRAINER_PASSTHROUGH_EXCLUDED = {"logger", "callbacks", "plugins", "default_root_dir"}
+TRAINER_PASSTHROUGH_EXCLUDED = {"logger", "callbacks", "plugins", "default_root_dir", "use_distributed_sampler"}
 
 
 class ConfigError(ValueError):
@@ -197,6 +197,7 @@ def train(cfg: DictConfig) -> TrainResult:
     from zoo.presets import build
     from zoo.training.callbacks import CallbackContext, SampleGeneration, build_callbacks
     from zoo.training.checkpoint_io import AtomicCheckpointIO
+    from zoo.training.distributed import shard_datamodule
     from zoo.training.loggers import build_logger, finish_logger
     from zoo.training.module import ZooLightningModule
 
@@ -230,7 +231,9 @@ def train(cfg: DictConfig) -> TrainResult:
         **plan.trainer_kwargs, logger=logger if logger is not None else False, callbacks=callbacks,
         plugins=[AtomicCheckpointIO()], default_root_dir=str(plan.output_dir),
         enable_checkpointing=any(type(c).__name__ == "ModelCheckpoint" for c in callbacks),
+        use_distributed_sampler=False,  # zoo shards the data itself (same global batch as one process)
     )
+    shard_datamodule(datamodule, trainer)
     failed = True
     try:
         if trainer.is_global_zero:
