@@ -93,6 +93,8 @@ def beam_search(
         rows = (row_base + parent.gather(1, pick)).view(-1)  # (B*K,) parent row of each new beam
         stepper.reorder(rows)
         stepper.append(token.gather(1, pick).view(-1))
+        if generated == max_new_tokens:  # last step: live beams still compete with the pool below
+            break
         if early_stopping:
             done |= pool.full
         else:
