@@ -10,6 +10,9 @@ from torch import nn
 
 from zoo.config import ModelConfig
 from zoo.modules.cache import KVCache
+from zoo.modules.embedding import Embeddings
+from zoo.modules.mask import AttentionMask, build_mask
+from zoo.modules.positional import PositionTerms
 from zoo.registry import Registry
 
 ARCHS: Registry = Registry("arch")
@@ -66,6 +69,31 @@ class ZooModel(nn.Module):
         if position_ids.shape != ids.shape:
             raise ValueError(f"position_ids shape {tuple(position_ids.shape)} != {name} shape {tuple(ids.shape)}.")
         return position_ids
+
+    def embed_and_mask(
+        self,
+        embed: Embeddings,
+        ids: torch.Tensor,
+        *,
+        causal: bool,
+        start: int = 0,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        name: str = "input_ids",
+    ) -> tuple[torch.Tensor, AttentionMask, PositionTerms | None]:
+        """The shared front of every stack: check ids, embed them at their positions (B, T, C), and build
+        the self-attention mask and positional terms once for all layers."""
+        self.check_ids(ids, name)
+        t = ids.shape[1]
+        pos = self.position_ids(ids, start, position_ids, name)
+        x = embed(ids, pos, token_type_ids)  # (B, T, C)
+        terms = embed.positional.terms(pos, start, start + t)
+        mask = build_mask(
+            self.padding_mask(attention_mask), causal=causal, q_len=t, k_len=start + t,
+            bias=terms.bias if terms is not None else None,
+        )
+        return x, mask, terms
 
     @staticmethod
     def padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:

@@ -11,7 +11,6 @@ from zoo.modules.block import Stack
 from zoo.modules.cache import KVCache
 from zoo.modules.embedding import Embeddings
 from zoo.modules.heads import LMHead, lm_loss
-from zoo.modules.mask import build_mask
 
 
 @ARCHS.register("decoder")
@@ -40,19 +39,13 @@ class DecoderLM(ZooModel):
     ) -> ModelOutput:
         """input_ids (B, T); attention_mask (B, past + T), 1 = real token; cache continues a sequence.
         `logits_to_keep=n` projects only the last n positions to the vocabulary (decoding needs 1)."""
-        self.check_ids(input_ids)
-        start = cache.length if cache is not None else 0
-        t = input_ids.shape[1]
-        pos = self.position_ids(input_ids, start, position_ids)
-        x = self.embed(input_ids, pos, token_type_ids)  # (B, T, C)
-        terms = self.embed.positional.terms(pos, start, start + t)
-        mask = build_mask(
-            self.padding_mask(attention_mask), causal=True, q_len=t, k_len=start + t,
-            bias=terms.bias if terms is not None else None,
+        x, mask, terms = self.embed_and_mask(
+            self.embed, input_ids, causal=True, start=cache.length if cache is not None else 0,
+            attention_mask=attention_mask, position_ids=position_ids, token_type_ids=token_type_ids,
         )
         x, self_w, _ = self.decoder_stack(x, mask, terms, cache=cache, need_weights=need_weights)
         if cache is not None:
-            cache.length += t
+            cache.length += input_ids.shape[1]
         logits = self.head(x[:, -logits_to_keep:] if logits_to_keep else x)  # (B, T | n, V)
         loss = lm_loss(logits, labels, shift=True) if labels is not None else None
         return ModelOutput(logits=logits, loss=loss, hidden_states=x, attentions=self_w, cache=cache)

@@ -11,7 +11,6 @@ from zoo.models.base import ARCHS, ModelOutput, ZooModel
 from zoo.modules.block import Stack
 from zoo.modules.embedding import Embeddings
 from zoo.modules.heads import ClassifierHead, LMHead, lm_loss
-from zoo.modules.mask import build_mask
 
 
 @ARCHS.register("encoder")
@@ -36,14 +35,9 @@ class EncoderModel(ZooModel):
         position_ids: torch.Tensor | None = None,
         need_weights: bool = False,
     ) -> ModelOutput:
-        self.check_ids(input_ids)
-        t = input_ids.shape[1]
-        pos = self.position_ids(input_ids, 0, position_ids)
-        x = self.embed(input_ids, pos, token_type_ids)  # (B, T, C)
-        terms = self.embed.positional.terms(pos, 0, t)
-        mask = build_mask(
-            self.padding_mask(attention_mask), causal=False, q_len=t, k_len=t,
-            bias=terms.bias if terms is not None else None,
+        x, mask, terms = self.embed_and_mask(
+            self.embed, input_ids, causal=False, attention_mask=attention_mask, position_ids=position_ids,
+            token_type_ids=token_type_ids,
         )
         x, self_w, _ = self.encoder_stack(x, mask, terms, need_weights=need_weights)
         logits = self.head(x)  # (B, T, V) or (B, num_labels)

@@ -38,15 +38,7 @@ class EncoderDecoder(ZooModel):
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *, need_weights: bool = False
     ) -> tuple[torch.Tensor, list]:
         """Source ids (B, S) -> memory (B, S, C) and per-layer encoder self-attention weights."""
-        self.check_ids(input_ids)
-        s = input_ids.shape[1]
-        pos = self.position_ids(input_ids, 0, None)
-        x = self.src_embed(input_ids, pos)
-        terms = self.src_embed.positional.terms(pos, 0, s)
-        mask = build_mask(
-            self.padding_mask(attention_mask), causal=False, q_len=s, k_len=s,
-            bias=terms.bias if terms is not None else None,
-        )
+        x, mask, terms = self.embed_and_mask(self.src_embed, input_ids, causal=False, attention_mask=attention_mask)
         memory, self_w, _ = self.encoder_stack(x, mask, terms, need_weights=need_weights)
         return memory, self_w
 
@@ -65,15 +57,10 @@ class EncoderDecoder(ZooModel):
         """Target ids (B, T) attending to memory (B, S, C) -> (logits (B, T, V), hidden, self_w, cross_w).
         `attention_mask` is the source padding mask; pads in the source are never attended.
         `logits_to_keep=n` projects only the last n positions to the vocabulary (decoding needs 1)."""
-        self.check_ids(decoder_input_ids, "decoder_input_ids")
-        start = cache.length if cache is not None else 0
         t = decoder_input_ids.shape[1]
-        pos = self.position_ids(decoder_input_ids, start, position_ids, "decoder_input_ids")
-        x = self.tgt_embed(decoder_input_ids, pos)
-        terms = self.tgt_embed.positional.terms(pos, start, start + t)
-        self_mask = build_mask(
-            self.padding_mask(decoder_attention_mask), causal=True, q_len=t, k_len=start + t,
-            bias=terms.bias if terms is not None else None,
+        x, self_mask, terms = self.embed_and_mask(
+            self.tgt_embed, decoder_input_ids, causal=True, start=cache.length if cache is not None else 0,
+            attention_mask=decoder_attention_mask, position_ids=position_ids, name="decoder_input_ids",
         )
         cross_mask = build_mask(self.padding_mask(attention_mask), causal=False, q_len=t, k_len=memory.shape[1])
         x, self_w, cross_w = self.decoder_stack(
