@@ -81,7 +81,7 @@ def peak_memory_mb(base: dict, seq_len: int, d_model: int) -> float | None:
 
 def run(quick: bool = False) -> Section:
     base = BASES[quick]
-    warmup, repeats = (1, 2) if quick else (1, 5)
+    warmup, repeats = (1, 2) if quick else (1, 4)
     grid = points(base)
     sides, models = {}, {}
     for _, t, d in grid:

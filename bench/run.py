@@ -128,11 +128,17 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
     info = machine_info()
     start = time.perf_counter()
-    sections = []
+    sections: list[Section] = []
+    failed: list[str] = []
     for name in args.sections:
         began = time.perf_counter()
         print(f"[bench] {name} ...", file=sys.stderr, flush=True)
-        section = SECTIONS[name](args.quick)
+        try:
+            section = SECTIONS[name](args.quick)
+        except Exception as e:  # one broken section must not lose the others; it is shown as FAILED
+            failed.append(name)
+            section = Section(f"{name} (FAILED)", f"**This section failed in this run:** `{type(e).__name__}: "
+                              f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}`")
         sections.append(section)
         print(section.markdown() + "\n", flush=True)
         print(f"[bench] {name} done in {time.perf_counter() - began:.0f}s", file=sys.stderr, flush=True)
@@ -142,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
         print(f"\nwrote {out}", file=sys.stderr)
-    return 0
+    if failed:
+        print(f"failed sections: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
