@@ -138,3 +138,11 @@ def test_bf16_mixed_on_cpu_and_compile_switch_match_fp32(make_cfg):
     assert math.isfinite(bf16) and bf16 == pytest.approx(fp32, abs=0.05)
     assert compiled.metrics["val/loss"] == pytest.approx(fp32, abs=1e-5)
     assert "train/grad_norm" in read_csv_metrics(compiled.output_dir)[0] and "train/lr" in compiled.metrics
+
+
+def test_attention_maps_callback_is_opt_in(make_cfg):
+    assert make_cfg([]).callbacks.attention_maps is None
+    result = train(make_cfg([*TINY_LM, "trainer.max_steps=2", "eval_every=2", "callbacks.samples=null",
+                             "callbacks=with_attention_maps"]))
+    pngs = list(result.output_dir.rglob("*.png"))
+    assert pngs, f"no attention map images under {result.output_dir}"

@@ -188,9 +188,9 @@ def _samples(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
 
 @CALLBACKS.register("attention_maps")
 def _attention_maps(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
-    from zoo.inspection.callback import AttentionMapCallback  # owned by the inspection package
+    from zoo.inspection.callback import AttentionMapLogger  # owned by the inspection package
 
-    return AttentionMapCallback(**opts)
+    return AttentionMapLogger(**opts)
 
 
 def build_callbacks(cfg: Mapping[str, Any] | None, ctx: CallbackContext) -> list[Callback]:
