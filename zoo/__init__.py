@@ -1,11 +1,12 @@
 """zoo: a configurable Transformer model zoo. `zoo.build(...)` turns one config into an encoder, a
 decoder or an encoder-decoder; presets live in `conf/model/*.yaml`."""
 
+from zoo.checkpoint import export, load
 from zoo.config import ModelConfig
 from zoo.inspection import parameter_table, trace
 from zoo.models import ModelOutput
 from zoo.presets import build, list_models, register_model, resolve_config
 from zoo.pretrained import from_pretrained, save_pretrained
 
-__all__ = ["ModelConfig", "ModelOutput", "build", "list_models", "register_model", "resolve_config", "from_pretrained", "save_pretrained", "trace", "parameter_table"]
+__all__ = ["export", "load", "ModelConfig", "ModelOutput", "build", "list_models", "register_model", "resolve_config", "from_pretrained", "save_pretrained", "trace", "parameter_table"]
 __version__ = "0.1.0"
