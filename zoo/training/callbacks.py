@@ -78,7 +78,7 @@ class NonFiniteLossStop(Callback):
             last = self.checkpoint_dir / "last.ckpt"
             kept = f"the last good checkpoint is {last}" if last.exists() else "no checkpoint was written yet"
             raise NonFiniteLossError(
-                f"non-finite training loss ({float(loss)}) at step {trainer.global_step} "
+                f"non-finite training loss ({float(loss.detach())}) at step {trainer.global_step} "
                 f"(batch {trainer.fit_loop.epoch_loop.batch_progress.current.ready}); training stopped, {kept}. "
                 "Try a lower optim.lr, gradient clipping (trainer.gradient_clip_val) or 32-true precision."
             )
