@@ -49,8 +49,8 @@ class ClassifierHead(nn.Module):
 def lm_loss(logits: torch.Tensor, labels: torch.Tensor, *, shift: bool, ignore_index: int = -100) -> torch.Tensor:
     """Mean cross-entropy over positions whose label is not ignore_index; `shift` predicts token t+1 from
     position t (causal LM). A batch with no counted label gives 0, not NaN."""
-    if shift:
-        logits, labels = logits[:, :-1], labels[:, 1:]
+    if shift:  # shift the labels, not the logits: slicing logits would copy (B, T, V)
+        labels = F.pad(labels[:, 1:], (0, 1), value=ignore_index)
     total = F.cross_entropy(
         logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=ignore_index, reduction="sum"
     )
