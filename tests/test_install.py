@@ -14,7 +14,7 @@ def test_presets_ship_with_a_non_editable_install(tmp_path):
          str(ROOT)],
         check=True, capture_output=True,
     )
-    code = "import zoo; assert zoo.__file__.startswith(%r); print(zoo.build('gpt_small').num_parameters())" % str(target)
+    code = f"import zoo; assert zoo.__file__.startswith({str(target)!r}); print(zoo.build('gpt_small').num_parameters())"
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": ""},
         check=True, capture_output=True, text=True,
