@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from zoo.atomic import atomic_file
 from zoo.config import ModelConfig
 
 FORMAT_VERSION = 1
@@ -37,20 +38,9 @@ class CheckpointError(ValueError):
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
-    """torch.save to a temporary file in the same folder, fsync, then rename over `path`: a reader (or a
-    crash) never sees a half-written checkpoint."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """torch.save through `atomic_file`: a reader (or a crash) never sees a half-written checkpoint."""
+    with atomic_file(path) as f:
+        torch.save(obj, f)
 
 
 def tokenizer_files(tokenizer) -> dict[str, str]:

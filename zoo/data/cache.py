@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from zoo.atomic import atomic_file
+
 CACHE_FORMAT_VERSION = 1
 
 
@@ -39,18 +41,8 @@ def hash_texts(texts: Iterable[str]) -> str:
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file in the same directory and ``os.replace``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as f:
+        f.write(data)
 
 
 def atomic_write_json(path: str | os.PathLike, obj: object) -> None:

@@ -103,10 +103,13 @@ class ZooLightningModule(L.LightningModule):
         self.val_loss.reset()
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        """Global L2 norm of the (unscaled, pre-clipping) gradients."""
-        grads = [p.grad.detach().norm(2) for p in self.model.parameters() if p.grad is not None]
+        """Global L2 norm of the (unscaled, pre-clipping) gradients, on logging steps only (one fused
+        norm over all tensors: a per-tensor loop here cost ~5% of a CPU training step)."""
+        if self.trainer.global_step % max(1, self.trainer.log_every_n_steps):
+            return
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
         if grads:
-            self.log("train/grad_norm", torch.stack(grads).norm(2))
+            self.log("train/grad_norm", torch.nn.utils.get_total_norm(grads, 2.0))
 
     # ------------------------------------------------------------------------------- optimizer
     def configure_optimizers(self) -> dict[str, Any]:
