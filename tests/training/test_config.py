@@ -64,6 +64,10 @@ def test_unknown_group_option_and_misspelled_key_fail_at_composition(make_cfg):
         (["trainer.max_steps=0"], "max_steps"),
         (["ckpt_path=/nonexistent/last.ckpt"], "checkpoint not found"),
         (["ckpt_path=last"], "no earlier run"),
+        (["scheduler.name=inverse_sqrt"], r"scheduler.min_lr_ratio is not an option of scheduler 'inverse_sqrt'"),
+        (["scheduler=inverse_sqrt", "+scheduler.min_lr_ratio=0.1"], "use|switch schedules with the config group"),
+        (["scheduler.min_lr_ratio=2"], r"min_lr_ratio must be in \[0, 1\]"),
+        (["scheduler=inverse_sqrt", "scheduler.warmup_steps=0"], "warmup_steps >= 1"),
     ],
 )
 def test_impossible_combinations_raise_one_clear_error(make_cfg, overrides, message):
@@ -79,7 +83,8 @@ def test_not_a_checkpoint(make_cfg, tmp_path):
 
 
 @pytest.mark.parametrize("group", ["trainer=cpu", "trainer=ddp_cpu", "logger=csv", "logger=none", "debug=fdr",
-                                   "debug=overfit", "experiment=translation", "experiment=smoke"])
+                                   "debug=overfit", "experiment=translation", "experiment=smoke",
+                                   "scheduler=inverse_sqrt", "scheduler=constant"])
 def test_every_group_option_composes(make_cfg, group):
     plan = prepare(make_cfg([group]))
     assert plan.trainer_kwargs["max_steps"] >= 1

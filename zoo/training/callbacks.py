@@ -140,6 +140,11 @@ class StepProgressBar(RichProgressBar):
     def _get_train_description(self, current_epoch: int) -> str:
         return f"step {self.trainer.global_step}/{self.trainer.max_steps}"
 
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int) -> None:
+        if self.progress is not None and self.train_progress_bar_id is not None:  # keep "step N" current
+            self.progress.update(self.train_progress_bar_id, description=self._get_train_description(0))
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
         items = super().get_metrics(trainer, pl_module)
         return {self.SHORT.get(k, k): (round(v) if k == "train/tokens_per_s" else v)

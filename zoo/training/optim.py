@@ -10,6 +10,7 @@ Schedules are multipliers of the peak `optim.lr`, evaluated per optimizer step:
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -94,14 +95,24 @@ class InverseSqrt(Warmup):
         return min(s / self.warmup_steps, math.sqrt(self.warmup_steps / s))
 
 
+def lr_multiplier(cfg: Mapping[str, Any], max_steps: int) -> Warmup:
+    """`scheduler: {name, warmup_steps, ...}` -> the per-step multiplier; bad names/options raise
+    ValueError (train.py calls this while validating, before anything runs)."""
+    options = {k: v for k, v in cfg.items() if k != "name"}
+    name = cfg.get("name", "cosine")
+    cls = SCHEDULES.get(name)
+    allowed = sorted(p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "max_steps"))
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ValueError(
+            f"scheduler.{unknown[0]} is not an option of scheduler {name!r} (options: {', '.join(allowed)}); "
+            f"switch schedules with the config group, e.g. scheduler={name}, not scheduler.name={name}."
+        )
+    return cls(max_steps=max_steps, **options)
+
+
 def build_scheduler(
     optimizer: torch.optim.Optimizer, cfg: Mapping[str, Any], max_steps: int
 ) -> torch.optim.lr_scheduler.LambdaLR:
-    """`scheduler: {name, warmup_steps, ...}` -> a per-step LambdaLR (the multiplier is picklable)."""
-    options = {k: v for k, v in cfg.items() if k != "name"}
-    cls = SCHEDULES.get(cfg.get("name", "cosine"))
-    try:
-        multiplier = cls(max_steps=max_steps, **options)
-    except TypeError as e:
-        raise ValueError(f"scheduler={cfg.get('name')}: bad options {sorted(options)} ({e})") from None
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
+    """A per-step LambdaLR over `lr_multiplier` (the multiplier is picklable, so it checkpoints)."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_multiplier(cfg, max_steps))

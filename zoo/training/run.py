@@ -19,6 +19,7 @@ from zoo.checkpoint import CheckpointError, check_compatible, read_checkpoint
 from zoo.config import ModelConfig
 from zoo.presets import config_root
 from zoo.registry import unknown_choice_message
+from zoo.training.optim import lr_multiplier
 from zoo.training.precision import resolve_accelerator, resolve_precision
 
 # The task each architecture trains by default, and the architectures each task can train.
@@ -165,6 +166,10 @@ def prepare(cfg: DictConfig) -> Plan:
     kwargs.setdefault("val_check_interval", resolved["eval_every"] * int(kwargs.get("accumulate_grad_batches", 1)))
     kwargs.setdefault("check_val_every_n_epoch", None)
     kwargs.setdefault("max_epochs", -1)
+    try:
+        lr_multiplier(resolved["scheduler"], int(kwargs.get("max_steps", -1)))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     output_dir = Path(resolved["paths"]["output_dir"])
     ckpt = resolve_ckpt_path(resolved.get("ckpt_path"), Path(resolved["paths"]["runs_dir"]), output_dir)
     if ckpt is not None:
