@@ -84,3 +84,22 @@ def test_scores_are_scaled_by_inverse_sqrt_head_dim():
     assert torch.isneginf(seen["scores"][..., future]).all()
     assert torch.allclose(seen["weights"], raw.masked_fill(future, float("-inf")).softmax(-1), atol=1e-6)
     assert seen["heads_concat"].shape == (1, 5, 8)
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_all_masked_rows_with_a_score_bias_give_finite_gradients(need_weights):
+    """ALiBi's float bias carries -inf for masked keys; left-padding rows that see no key must give zero
+    output and finite gradients on the weights path too (softmax of an all -inf row is NaN, also backward)."""
+    from zoo.modules.positional import alibi_slopes
+
+    cfg = ModelConfig(d_model=16, n_heads=2, vocab_size=8, positional="alibi")
+    attn = Attention(cfg)
+    distance = (torch.arange(4)[:, None] - torch.arange(4)[None]).abs().float()
+    bias = (-alibi_slopes(2)[:, None, None] * distance)[None]  # (1, H, 4, 4)
+    mask = build_mask(torch.tensor([[0, 0, 1, 1]]), causal=True, q_len=4, k_len=4, bias=bias)
+    x = torch.randn(1, 4, 16, requires_grad=True)
+    out, _ = attn(x, mask, need_weights=need_weights)
+    assert torch.equal(out[0, :2], attn.o.bias.expand(2, 16))  # rows 0, 1 see only pads: zero heads
+    out.sum().backward()
+    assert torch.isfinite(x.grad).all()
+    assert all(torch.isfinite(p.grad).all() for p in attn.parameters())

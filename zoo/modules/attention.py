@@ -98,7 +98,13 @@ class Attention(nn.Module):
         if groups > 1:  # each KV head serves `groups` query heads
             k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
         scores = mask.apply((q @ k.transpose(-2, -1)) * self.scale)  # (B, H, T, S)
-        weights = scores.float().softmax(dim=-1).nan_to_num(0.0).to(q.dtype)  # all-masked rows -> 0
+        safe = scores
+        if mask.valid_rows is not None:  # all-masked rows: softmax over zeros, not -inf (NaN, also in backward)
+            safe = scores.masked_fill(~mask.valid_rows, 0.0)
+        weights = safe.float().softmax(dim=-1)
+        if mask.valid_rows is not None:
+            weights = weights.masked_fill(~mask.valid_rows, 0.0)  # all-masked rows -> 0
+        weights = weights.to(q.dtype)
         if self.tap is not None:
             self.tap("scores", scores)
             self.tap("weights", weights)
