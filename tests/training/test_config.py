@@ -42,6 +42,11 @@ def test_classifier_head_trains_classification(make_cfg):
     assert plan.task == "classification"
 
 
+def test_classifier_num_labels_may_come_from_the_data(make_cfg):
+    plan = prepare(make_cfg(["model=bert_small", "model.head=classifier", "data=classification", "data.path=x.jsonl"]))
+    assert plan.task == "classification" and plan.model_cfg["num_labels"] == 0  # filled in from the data
+
+
 def test_unknown_group_option_and_misspelled_key_fail_at_composition(make_cfg):
     with pytest.raises(MissingConfigException, match="gpt_smal"):
         make_cfg(["model=gpt_smal"])
@@ -57,6 +62,7 @@ def test_unknown_group_option_and_misspelled_key_fail_at_composition(make_cfg):
         (["model.n_heads=5"], "not divisible"),
         (["task=seq2seq"], "task=seq2seq needs model.arch"),
         (["task=classification", "model=bert_small"], "model.head=classifier"),
+        (["task=mlm", "model=bert_small", "model.head=classifier", "model.num_labels=2"], "task=mlm needs model.head=lm"),
         (["trainer.precision=16-mixed"], "16-mixed needs a GPU"),
         (["trainer=gpu"], "needs a CUDA GPU"),
         (["trainer=ddp"], "needs a CUDA GPU"),

@@ -3,6 +3,7 @@ non-finite stop, MLM / seq2seq tasks, bf16-mixed and torch.compile wiring."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -128,6 +129,22 @@ def test_translation_without_naming_data_reports_exact_match(make_cfg):
     assert 0.0 <= result.metrics["test/exact_match"] <= 1.0
     assert result.samples.samples[0].reference  # references shown next to translations
     assert result.metrics["val/loss"] < math.log(300)
+
+
+def test_classification_takes_num_labels_from_the_data(make_cfg, tmp_path):
+    data = tmp_path / "labelled.jsonl"
+    words = {"pos": "good great fine", "neg": "bad awful poor", "mix": "so so okay"}
+    data.write_text("".join(json.dumps({"text": f"{words[y]} {i}", "label": y}) + "\n"
+                            for i in range(60) for y in words), encoding="utf-8")
+    common = ["model=bert_small", "model.head=classifier", "model.n_layers=1", "model.d_ff=64", *TINY_NETS,
+              "data=classification", f"data.path={data}", "tokenizer.vocab_size=300", "trainer.max_steps=2",
+              "eval_every=2"]
+    result = train(make_cfg(common))
+    model, tok = zoo.load(result.last_checkpoint)
+    assert model.config.num_labels == 3 and sorted(tok.label_names) == ["mix", "neg", "pos"]
+    assert 0.0 <= result.metrics["val/accuracy"] <= 1.0
+    with pytest.raises(ConfigError, match="model.num_labels=2 but the data has 3 labels"):
+        train(make_cfg([*common, "model.num_labels=2"], run="mismatch"))
 
 
 def test_bf16_mixed_on_cpu_and_compile_switch_match_fp32(make_cfg):

@@ -70,6 +70,8 @@ def resolve_task(task: str, model_cfg: dict[str, Any]) -> str:
         raise ConfigError(f"task={task} needs model.arch in {list(TASK_ARCHS[task])}, but model.arch={arch}")
     if task == "classification" and model_cfg.get("head") != "classifier":
         raise ConfigError("task=classification needs model.head=classifier (num_labels comes from the data)")
+    if task != "classification" and model_cfg.get("head") == "classifier":
+        raise ConfigError(f"task={task} needs model.head=lm, but model.head=classifier (that trains task=classification)")
     return task
 
 
@@ -138,6 +140,25 @@ def resolve_ckpt_path(value: str | None, runs_dir: Path, output_dir: Path) -> Pa
     return path
 
 
+def validated_model(model: dict[str, Any]) -> dict[str, Any]:
+    """ModelConfig.from_dict(model).to_dict(); a classifier may leave num_labels at 0: the data gives it."""
+    from_data = model.get("head") == "classifier" and not model.get("num_labels")
+    try:
+        plain = ModelConfig.from_dict({**model, "num_labels": 1} if from_data else model).to_dict()
+    except (ValueError, TypeError) as e:
+        raise ConfigError(str(e)) from None
+    return {**plain, "num_labels": 0} if from_data else plain
+
+
+def data_model_overrides(model_cfg: dict[str, Any], overrides: dict[str, int]) -> dict[str, int]:
+    """The tokenizer/data fields for the model config; a num_labels the user set must match the data's."""
+    given, found = model_cfg.get("num_labels"), overrides.get("num_labels")
+    if given and found is not None and given != found:
+        raise ConfigError(f"model.num_labels={given} but the data has {found} labels; "
+                          "leave model.num_labels unset (the data sets it)")
+    return overrides
+
+
 def _plain(cfg: DictConfig) -> dict[str, Any]:
     try:
         return OmegaConf.to_container(cfg, resolve=True)
@@ -148,10 +169,7 @@ def _plain(cfg: DictConfig) -> dict[str, Any]:
 def prepare(cfg: DictConfig) -> Plan:
     """Validate the composed config; raise ConfigError before anything is trained or written."""
     resolved = _plain(cfg)
-    try:
-        model_cfg = ModelConfig.from_dict(resolved["model"]).to_dict()
-    except (ValueError, TypeError) as e:
-        raise ConfigError(str(e)) from None
+    model_cfg = validated_model(resolved["model"])
     task = resolve_task(resolved["task"], model_cfg)
     data_cfg = resolve_data(resolved["data"], task, resolved["auto_data"])
     kwargs = trainer_kwargs(resolved["trainer"])
@@ -213,7 +231,7 @@ def train(cfg: DictConfig) -> TrainResult:
             plan.data_cfg, plan.tokenizer_cfg, task=plan.task, max_seq_len=plan.model_cfg["max_seq_len"],
             batch_size=cfg.batch_size, cache_dir=cfg.paths.cache_dir, seed=cfg.seed,
         )
-        model_config = ModelConfig.from_dict({**plan.model_cfg, **model_overrides(tokenizer)})
+        model_config = ModelConfig.from_dict({**plan.model_cfg, **data_model_overrides(plan.model_cfg, model_overrides(tokenizer))})
     except (ValueError, FileNotFoundError) as e:
         raise ConfigError(str(e)) from None
     if plan.ckpt_path is not None:
