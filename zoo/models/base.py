@@ -53,6 +53,28 @@ class ZooModel(nn.Module):
                 f"[0, {self.config.vocab_size}) (model.vocab_size={self.config.vocab_size})."
             )
 
+    def check_labels(self, labels: torch.Tensor, shape: tuple[int, ...], n_classes: int, ignore_index: int = -100) -> None:
+        """Labels are integer class ids in [0, n_classes) or ignore_index; anything else would be a deep
+        IndexError on CPU and a device-side assert on GPU."""
+        if not isinstance(labels, torch.Tensor) or labels.is_floating_point() or tuple(labels.shape) != tuple(shape):
+            got = f"{tuple(labels.shape)} {labels.dtype}" if isinstance(labels, torch.Tensor) else type(labels).__name__
+            raise ValueError(f"labels must be an integer tensor of shape {tuple(shape)}, got {got}.")
+        if bool((((labels < 0) & (labels != ignore_index)) | (labels >= n_classes)).any()):
+            counted = labels[labels != ignore_index]
+            raise ValueError(
+                f"labels hold values in [{int(counted.min())}, {int(counted.max())}]; allowed are [0, {n_classes}) "
+                f"and {ignore_index} (ignored)."
+            )
+
+    @staticmethod
+    def check_mask(attention_mask: torch.Tensor | None, batch: int, length: int, name: str = "attention_mask") -> None:
+        """A padding mask is (batch, keys): one entry per visible position (past + new with a cache)."""
+        if attention_mask is not None and tuple(attention_mask.shape) != (batch, length):
+            raise ValueError(
+                f"{name} has shape {tuple(attention_mask.shape)} but must be ({batch}, {length}): "
+                f"(batch, positions so far incl. any cached ones), 1 = real token, 0 = padding."
+            )
+
     def position_ids(
         self, ids: torch.Tensor, start: int, position_ids: torch.Tensor | None, name: str = "input_ids"
     ) -> torch.Tensor:
@@ -68,6 +90,13 @@ class ZooModel(nn.Module):
             return torch.arange(start, start + t, device=ids.device).expand(b, t)
         if position_ids.shape != ids.shape:
             raise ValueError(f"position_ids shape {tuple(position_ids.shape)} != {name} shape {tuple(ids.shape)}.")
+        if cfg.positional == "learned":
+            low, high = torch.aminmax(position_ids)
+            if low < 0 or high >= cfg.max_seq_len:
+                raise ValueError(
+                    f"position_ids hold positions in [{int(low)}, {int(high)}] but learned positions cover "
+                    f"[0, {cfg.max_seq_len}) (model.max_seq_len={cfg.max_seq_len})."
+                )
         return position_ids
 
     def embed_and_mask(
@@ -85,7 +114,18 @@ class ZooModel(nn.Module):
         """The shared front of every stack: check ids, embed them at their positions (B, T, C), and build
         the self-attention mask and positional terms once for all layers."""
         self.check_ids(ids, name)
-        t = ids.shape[1]
+        b, t = ids.shape
+        mask_name = "decoder_attention_mask" if name == "decoder_input_ids" else "attention_mask"
+        self.check_mask(attention_mask, b, start + t, mask_name)
+        if token_type_ids is not None and embed.types is not None:
+            if token_type_ids.shape != ids.shape:
+                raise ValueError(f"token_type_ids shape {tuple(token_type_ids.shape)} != {name} shape {tuple(ids.shape)}.")
+            low, high = torch.aminmax(token_type_ids)
+            if low < 0 or high >= self.config.type_vocab_size:
+                raise ValueError(
+                    f"token_type_ids hold types in [{int(low)}, {int(high)}] but model.type_vocab_size="
+                    f"{self.config.type_vocab_size}."
+                )
         pos = self.position_ids(ids, start, position_ids, name)
         x = embed(ids, pos, token_type_ids)  # (B, T, C)
         terms = embed.positional.terms(pos, start, start + t)

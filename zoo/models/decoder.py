@@ -47,5 +47,8 @@ class DecoderLM(ZooModel):
         if cache is not None:
             cache.length += input_ids.shape[1]
         logits = self.head(x[:, -logits_to_keep:] if logits_to_keep else x)  # (B, T | n, V)
-        loss = lm_loss(logits, labels, shift=True) if labels is not None else None
+        loss = None
+        if labels is not None:
+            self.check_labels(labels, input_ids.shape, self.config.vocab_size)
+            loss = lm_loss(logits, labels, shift=True)
         return ModelOutput(logits=logits, loss=loss, hidden_states=x, attentions=self_w, cache=cache)

@@ -62,6 +62,7 @@ class EncoderDecoder(ZooModel):
             self.tgt_embed, decoder_input_ids, causal=True, start=cache.length if cache is not None else 0,
             attention_mask=decoder_attention_mask, position_ids=position_ids, name="decoder_input_ids",
         )
+        self.check_mask(attention_mask, memory.shape[0], memory.shape[1])  # source padding (B, S)
         cross_mask = build_mask(self.padding_mask(attention_mask), causal=False, q_len=t, k_len=memory.shape[1])
         x, self_w, cross_w = self.decoder_stack(
             x, self_mask, terms, memory=memory, memory_mask=cross_mask, cache=cache, need_weights=need_weights
@@ -93,7 +94,10 @@ class EncoderDecoder(ZooModel):
             decoder_input_ids, encoder_hidden_states, attention_mask,
             decoder_attention_mask=decoder_attention_mask, cache=cache, need_weights=need_weights,
         )
-        loss = lm_loss(logits, labels, shift=False) if labels is not None else None
+        loss = None
+        if labels is not None:
+            self.check_labels(labels, decoder_input_ids.shape, self.config.vocab_size)
+            loss = lm_loss(logits, labels, shift=False)
         return ModelOutput(
             logits=logits, loss=loss, hidden_states=x, attentions=self_w, cross_attentions=cross_w,
             encoder_hidden_states=encoder_hidden_states, encoder_attentions=enc_w, cache=cache,
