@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -133,6 +134,19 @@ class ModelConfig:
             value = getattr(self, key)
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise ValueError(f"model.{key} must be a non-negative integer, got {value!r}.")
+        for f in fields(self):  # true/false knobs: a string like "no" would silently count as True
+            value = getattr(self, f.name)
+            if f.type in ("bool", "bool | None") and value is not None and not isinstance(value, bool):
+                raise ValueError(f"model.{f.name} must be true or false, got {value!r}.")
+        for key in ["ffn_ratio", "norm_eps", "rope_base", "init_std", "dropout", "attn_dropout"]:
+            value = getattr(self, key)
+            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
+                                      or not math.isfinite(value)):
+                raise ValueError(f"model.{key} must be a finite number, got {value!r}.")
+        if self.rope_base <= 0:
+            raise ValueError(f"model.rope_base must be > 0 (10000 in most models), got {self.rope_base!r}.")
+        if self.init_std < 0:
+            raise ValueError(f"model.init_std must be >= 0, got {self.init_std!r}.")
         if self.d_model % self.n_heads:
             raise ValueError(
                 f"model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}; "
@@ -166,7 +180,7 @@ class ModelConfig:
                 raise ValueError(f"model.head='classifier' needs model.arch='encoder', got {self.arch!r}.")
             if self.num_labels < 1:
                 raise ValueError("model.head='classifier' needs model.num_labels >= 1.")
-        if self.arch == "encoder_decoder" and self.n_layers == 0 and not (self.encoder_layers or self.decoder_layers):
+        if self.arch == "encoder_decoder" and self.n_encoder_layers + self.n_decoder_layers == 0:
             raise ValueError("model.arch='encoder_decoder' needs at least one encoder or decoder layer.")
 
 

@@ -22,6 +22,13 @@ import zoo
         ("gpt_nano", {"dropout": 1.5}, r"model.dropout must be in \[0, 1\)"),
         ("gpt_nano", {"pad_id": 9999}, r"model.pad_id=9999 is outside the vocabulary"),
         ("gpt_nano", {"head": "classifier", "num_labels": 2}, r"needs model.arch='encoder'"),
+        ("gpt_nano", {"positional": "rope", "rope_base": 0}, r"model.rope_base must be > 0"),  # was NaN gradients
+        ("gpt_nano", {"init_std": -0.02}, r"model.init_std must be >= 0"),
+        ("gpt_nano", {"bias": "no"}, r"model.bias must be true or false, got 'no'"),  # was silently True
+        ("gpt_nano", {"final_norm": 1}, r"model.final_norm must be true or false"),
+        ("gpt_nano", {"norm_eps": "1e-5"}, r"model.norm_eps must be a finite number, got '1e-5'"),
+        ("gpt_nano", {"dropout": float("nan")}, r"model.dropout must be a finite number"),
+        ("transformer_tiny", {"encoder_layers": 0, "decoder_layers": 0}, r"needs at least one encoder or decoder"),
     ],
 )
 def test_bad_config(spec, overrides, message):
@@ -50,3 +57,46 @@ def test_wrong_input_types():
         model(torch.zeros(1, 4))
     with pytest.raises(ValueError, match="empty"):
         model(torch.zeros(1, 0, dtype=torch.long))
+
+
+def test_explicit_positions_outside_the_learned_table():
+    model = zoo.build("gpt_nano", max_seq_len=16)
+    ids = torch.tensor([[1, 2]])
+    for pos in ([[15, 16]], [[-1, 0]]):
+        with pytest.raises(ValueError, match=r"position_ids hold positions in .* learned positions cover \[0, 16\)"):
+            model(ids, position_ids=torch.tensor(pos))
+    zoo.build("gpt_nano", positional="rope", max_seq_len=16)(ids, position_ids=torch.tensor([[40, 41]]))
+
+
+def test_attention_mask_of_the_wrong_shape():
+    model = zoo.build("gpt_nano")
+    ids = torch.tensor([[1, 2], [3, 4]])
+    for mask in (torch.ones(2, 5), torch.ones(3, 2), torch.tensor([[0, 1, 1], [1, 1, 1]])):  # all-ones too
+        with pytest.raises(ValueError, match=r"attention_mask has shape .* must be \(2, 2\)"):
+            model(ids, attention_mask=mask)
+    seq2seq = zoo.build("transformer_tiny")
+    with pytest.raises(ValueError, match=r"attention_mask has shape \(2, 3\) but must be \(2, 4\)"):
+        seq2seq(torch.ones(2, 4, dtype=torch.long), ids, attention_mask=torch.ones(2, 3))
+    with pytest.raises(ValueError, match=r"decoder_attention_mask has shape \(2, 3\) but must be \(2, 2\)"):
+        seq2seq(torch.ones(2, 4, dtype=torch.long), ids, decoder_attention_mask=torch.ones(2, 3))
+
+
+def test_token_types_and_labels_outside_their_range():
+    bert = zoo.build("bert_small", type_vocab_size=2, vocab_size=500)
+    ids = torch.tensor([[1, 2, 3]])
+    with pytest.raises(ValueError, match=r"token_type_ids hold types in \[0, 2\] but model.type_vocab_size=2"):
+        bert(ids, token_type_ids=torch.tensor([[0, 1, 2]]))
+    with pytest.raises(ValueError, match=r"labels hold values in \[3, 500\]; allowed are \[0, 500\) and -100"):
+        bert(ids, labels=torch.tensor([[-100, 3, 500]]))
+    classifier = zoo.build("bert_small", head="classifier", num_labels=2, vocab_size=500)
+    with pytest.raises(ValueError, match=r"labels hold values in \[2, 2\]; allowed are \[0, 2\)"):
+        classifier(ids, labels=torch.tensor([2]))
+    with pytest.raises(ValueError, match=r"labels must be an integer tensor of shape \(1,\)"):
+        classifier(ids, labels=torch.tensor([[0, 1]]))
+    gpt = zoo.build("gpt_nano")
+    with pytest.raises(ValueError, match=r"labels must be an integer tensor of shape \(1, 3\)"):
+        gpt(ids, labels=torch.tensor([[1, 2]]))
+    with pytest.raises(ValueError, match=r"labels hold values in \[-5, 2\]"):
+        gpt(ids, labels=torch.tensor([[1, 2, -5]]))
+    with pytest.raises(ValueError, match=r"labels hold values in \[512, 512\]"):
+        zoo.build("transformer_tiny", vocab_size=512)(ids, labels=torch.tensor([[512]]))
