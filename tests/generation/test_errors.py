@@ -34,6 +34,7 @@ OK = torch.tensor([[3, 4, 5]])
         (OK, dict(num_return_sequences=2), "greedy"),
         (OK, dict(num_beams=2, do_sample=True), "beam sampling"),
         (OK, dict(eos_token_id=VOCAB), "eos_token_id"),
+        (OK, dict(num_beams=2, length_penalty=float("nan")), "length_penalty must be a finite number"),
         (OK, dict(max_new_token=3), "Did you mean 'max_new_tokens'"),
     ],
 )

@@ -3,6 +3,7 @@ scheme, greedy and beam search, decoder and encoder-decoder); padding side and c
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -36,6 +37,9 @@ def test_right_padded_input_is_realigned():
     ids, mask = pad_prompts(PROMPTS, 0, side="right")
     assert torch.equal(model.generate(ids, attention_mask=mask, max_new_tokens=4, eos_token_id=[]), left)
     assert torch.equal(model.generate(PROMPTS, max_new_tokens=4, eos_token_id=[]), left)  # lists work too
+    one = model.generate(torch.tensor(PROMPTS[1]), max_new_tokens=4, eos_token_id=[])
+    assert torch.equal(model.generate(list(np.array(PROMPTS[1])), max_new_tokens=4, eos_token_id=[]), one)
+    assert torch.equal(model.generate(np.array(PROMPTS[1]), max_new_tokens=4, eos_token_id=[]), one)
 
 
 @pytest.mark.parametrize("positional", ["learned", "sinusoidal", "rope", "alibi"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -61,8 +62,8 @@ class GenerationConfig:
             _check_int("top_k", self.top_k, low=0)
         if self.top_p is not None and not (_is_number(self.top_p) and 0 < self.top_p <= 1):
             raise ValueError(f"top_p must be in (0, 1] (1 = off), got {self.top_p!r}.")
-        if not _is_number(self.length_penalty):
-            raise ValueError(f"length_penalty must be a number, got {self.length_penalty!r}.")
+        if not (_is_number(self.length_penalty) and math.isfinite(self.length_penalty)):
+            raise ValueError(f"length_penalty must be a finite number, got {self.length_penalty!r}.")
         if not isinstance(self.early_stopping, bool):
             raise ValueError(f"early_stopping must be True or False, got {self.early_stopping!r}.")
         if self.seed is not None:

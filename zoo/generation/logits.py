@@ -14,7 +14,8 @@ def temperature(t: float) -> LogitsProcessor:
     """Divide by t: t < 1 sharpens, t > 1 flattens (t = 0 is greedy and handled by the caller)."""
 
     def apply(logits: torch.Tensor) -> torch.Tensor:
-        return logits / t
+        # shift by the row max first (softmax is unchanged): a tiny t then cannot overflow to inf - inf = NaN
+        return (logits - logits.amax(dim=-1, keepdim=True)) / t
 
     return apply
 

@@ -3,6 +3,7 @@ position ids from the mask, and cropping to a learned-position context."""
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 
 import torch
@@ -34,7 +35,7 @@ def as_batch(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Validate a prompt batch and return (ids (B, T) long, mask (B, T) long). A 1-D input is one prompt."""
     if not isinstance(input_ids, torch.Tensor):
-        if len(input_ids) > 0 and not isinstance(input_ids[0], int):  # a list of prompts
+        if len(input_ids) > 0 and not isinstance(input_ids[0], numbers.Integral):  # a list of prompts
             if attention_mask is not None:
                 raise ValueError(f"attention_mask goes with a tensor {name}; lists of prompts are padded for you.")
             ids, mask = pad_prompts(input_ids, 0)
