@@ -59,3 +59,26 @@ def test_cross_attention_kv_computed_once():
         layer.cross_attn.kv.register_forward_hook(lambda *a: calls.append(1))
     model.generate(torch.tensor([[4, 5, 6]]), max_new_tokens=5, eos_token_id=[], num_beams=2)
     assert len(calls) == len(model.decoder_stack.layers)  # once per layer, not once per step
+
+
+def test_beam_reorder_keeps_cross_attention_kv_and_matches_no_cache():
+    """Beams of one source share its cross K/V: a beam step reorders the self-attention cache only, and
+    the result equals beam search without any cache."""
+    from zoo.generation.stepper import EncoderDecoderStepper
+
+    model = tiny_seq2seq("rope", n_kv_heads=2)
+    src, src_mask = pad_prompts([[4, 5, 6, 7, 8], [9, 10]], pad_id=0, side="right")
+    with torch.no_grad():
+        stepper = EncoderDecoderStepper(model, src, src_mask, use_cache=True)
+        stepper.next_logits()
+        stepper.expand(3)
+        layer = stepper.cache.layers[0]
+        cross_k, self_k = layer.cross_k, layer.k
+        stepper.reorder(torch.tensor([2, 2, 0, 4, 3, 3]))  # within each source's 3 rows
+    assert layer.cross_k is cross_k  # not copied
+    assert layer.k is not self_k
+    kw = dict(max_new_tokens=7, eos_token_id=[3], num_beams=3, num_return_sequences=2, return_dict=True)
+    cached = model.generate(src, attention_mask=src_mask, use_cache=True, **kw)
+    plain = model.generate(src, attention_mask=src_mask, use_cache=False, **kw)
+    assert torch.equal(cached.sequences, plain.sequences)
+    torch.testing.assert_close(cached.scores, plain.scores, atol=1e-5, rtol=0)

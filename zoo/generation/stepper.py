@@ -66,10 +66,11 @@ class Stepper:
         self.mask = torch.cat([self.mask, self.mask.new_ones(self.batch, 1)], dim=1)
 
     def reorder(self, index: torch.Tensor) -> None:
-        """Rows become rows `index` of the current state (beam search follows each survivor's parent)."""
+        """Rows become rows `index` of the current state (beam search follows each survivor's parent). The
+        index stays within each input's rows, so per-input state (encoder memory, cross K/V) is not copied."""
         self.ids, self.mask = self.ids.index_select(0, index), self.mask.index_select(0, index)
         if self.cache is not None:
-            self.cache.reorder(index)
+            self.cache.reorder(index, cross=False)
 
 
 class DecoderStepper(Stepper):

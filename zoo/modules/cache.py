@@ -34,9 +34,11 @@ class LayerCache:
             buf[:, :, : self.length] = old[:, :, : self.length]
         return buf
 
-    def reorder(self, index: torch.Tensor) -> None:
-        """Select batch rows (beam search: follow each surviving hypothesis's parent)."""
-        for name in ("k", "v", "cross_k", "cross_v"):
+    def reorder(self, index: torch.Tensor, *, cross: bool = True) -> None:
+        """Select batch rows (beam search: follow each surviving hypothesis's parent). `cross=False` keeps
+        the cross-attention K/V: beams of one source share them, so a reorder within each source is a copy
+        of identical rows."""
+        for name in ("k", "v", "cross_k", "cross_v") if cross else ("k", "v"):
             value = getattr(self, name)
             if value is not None:
                 setattr(self, name, value.index_select(0, index))
@@ -49,6 +51,6 @@ class KVCache:
         self.layers = [LayerCache() for _ in range(n_layers)]
         self.length = 0  # positions already seen: the offset of the next token (advanced by the model)
 
-    def reorder(self, index: torch.Tensor) -> None:
+    def reorder(self, index: torch.Tensor, *, cross: bool = True) -> None:
         for layer in self.layers:
-            layer.reorder(index)
+            layer.reorder(index, cross=cross)
