@@ -89,3 +89,17 @@ def test_transformer_base_preset_exports_as_marian_when_half_sinusoid(tmp_path):
     with torch.no_grad():
         diff = (hf(input_ids=src, decoder_input_ids=tgt).logits - model(src, tgt).logits).abs().max()
     assert diff < 1e-4
+
+
+@pytest.mark.parametrize("make", [tiny_bart, tiny_marian], ids=["bart", "marian"])
+def test_untied_token_tables_are_read_from_the_encoder_and_decoder(make, tmp_path):
+    """transformers 5 unties encoder/decoder embed_tokens from `shared` when tie_word_embeddings=false; the
+    forward pass reads those tables, so zoo must too (and refuse when they differ from each other)."""
+    hf = make(tie_word_embeddings=False)
+    assert hf.model.encoder.embed_tokens.weight is not hf.model.shared.weight  # the case under test exists
+    with pytest.raises(ValueError, match="encoder.embed_tokens and decoder.embed_tokens hold different weights"):
+        zoo.from_pretrained(saved(hf, tmp_path, "different"))
+    with torch.no_grad():
+        hf.model.decoder.embed_tokens.weight.copy_(hf.model.encoder.embed_tokens.weight)  # equal, but not `shared`
+    assert not torch.equal(hf.model.shared.weight, hf.model.encoder.embed_tokens.weight)
+    assert compare(hf, zoo.from_pretrained(saved(hf, tmp_path, "equal"))) < 1e-4

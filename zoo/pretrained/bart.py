@@ -116,6 +116,21 @@ class Seq2SeqFamily(Family):
                     for zoo_name, hf_name in mapping.items():
                         out[f"{h}.{hf_name}.{part}"] = state[f"{z}.{zoo_name}.{part}"]
 
+    def shared_tokens(self, src: HFTensors, v: int, d: int) -> torch.Tensor:
+        """The one token table of a shared-embedding model. The forward pass reads `encoder.embed_tokens` and
+        `decoder.embed_tokens` (copies of `shared` when tied); transformers 5 unties them from `shared` when
+        tie_word_embeddings=false, and then they must still be equal for zoo to hold one table."""
+        shared = src.take("shared.weight", (v, d))
+        enc, dec = (src.take_optional(f"{side}.embed_tokens.weight", (v, d)) for side in ("encoder", "decoder"))
+        enc, dec = shared if enc is None else enc, shared if dec is None else dec
+        if not torch.equal(enc, dec):
+            raise ValueError(
+                f"{src.source}: encoder.embed_tokens and decoder.embed_tokens hold different weights (untied "
+                f"embeddings, e.g. tie_word_embeddings=false), but {self.model_type} in zoo shares one token table "
+                f"(share_embeddings=true); untied encoder/decoder token tables are not supported."
+            )
+        return enc
+
     def head_from_hf(self, src: HFTensors, cfg: ModelConfig, out: dict[str, torch.Tensor]) -> None:
         v, d = cfg.vocab_size, cfg.d_model
         out["head.proj.bias"] = src.take("~final_logits_bias", (1, v))[0]
@@ -148,10 +163,9 @@ class Bart(Seq2SeqFamily):
 
     def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
         v, d = cfg.vocab_size, cfg.d_model
-        tokens = src.take("shared.weight", (v, d))
+        tokens = self.shared_tokens(src, v, d)
         out = {"src_embed.tokens.weight": tokens, "tgt_embed.tokens.weight": tokens}
         for side, zoo_side in (("encoder", "src_embed"), ("decoder", "tgt_embed")):
-            src.discard(f"{side}.embed_tokens.weight")  # tied to shared.weight
             out[f"{zoo_side}.positional.table.weight"] = src.take(
                 f"{side}.embed_positions.weight", (cfg.max_seq_len + 2, d)
             )

@@ -36,10 +36,8 @@ class Marian(Seq2SeqFamily):
     def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
         v, d = cfg.vocab_size, cfg.d_model
         if cfg.share_embeddings:
-            tokens = src.take("shared.weight", (v, d))
+            tokens = self.shared_tokens(src, v, d)
             out = {"src_embed.tokens.weight": tokens, "tgt_embed.tokens.weight": tokens}
-            for side in ("encoder", "decoder"):
-                src.discard(f"{side}.embed_tokens.weight")  # tied to shared.weight
         else:
             out = {"src_embed.tokens.weight": src.take("encoder.embed_tokens.weight", (v, d)),
                    "tgt_embed.tokens.weight": src.take("decoder.embed_tokens.weight", (v, d))}
