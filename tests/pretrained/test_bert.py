@@ -26,6 +26,21 @@ def test_mlm_logits_match_with_padding_and_token_types(tmp_path):
     assert (got - ref).abs().max() < 1e-4
 
 
+def test_untied_mlm_head_uses_the_decoder_weight_and_bias(tmp_path):
+    """transformers 5 unties decoder.weight and decoder.bias (the ones the forward pass uses) from the word
+    embeddings and cls.predictions.bias when tie_word_embeddings=false."""
+    hf = perturbed(BertForMaskedLM(BertConfig(**TINY, tie_word_embeddings=False)))
+    head = hf.cls.predictions
+    assert head.decoder.bias is not head.bias and not torch.equal(head.decoder.bias, head.bias)  # the case exists
+    model = zoo.from_pretrained(saved(hf, tmp_path))
+    assert not model.config.tie_embeddings
+    ids, mask = right_padded(2, 9, 99, [9, 6])
+    with torch.no_grad():
+        ref = hf(input_ids=ids, attention_mask=mask).logits
+        got = model(ids, attention_mask=mask).logits
+    assert (got - ref).abs().max() < 1e-4
+
+
 def test_classifier_logits_match(tmp_path):
     hf = perturbed(BertForSequenceClassification(BertConfig(**TINY, num_labels=3)))
     model = zoo.from_pretrained(saved(hf, tmp_path))

@@ -119,8 +119,11 @@ class Bert(Family):
         out["head.transform_norm.weight"], out["head.transform_norm.bias"] = _linear(
             src, "~cls.predictions.transform.LayerNorm", d
         )
-        out["head.proj.bias"] = src.take("~cls.predictions.bias", (v,))
-        src.discard("~cls.predictions.decoder.bias")  # the same tensor as cls.predictions.bias
+        bias = src.take("~cls.predictions.bias", (v,))
+        # The forward pass adds decoder.bias: an alias of cls.predictions.bias, except that transformers 5
+        # unties the two when tie_word_embeddings=false.
+        decoder_bias = src.take_optional("~cls.predictions.decoder.bias", (v,))
+        out["head.proj.bias"] = bias if decoder_bias is None else decoder_bias
         if cfg.tie_embeddings:
             src.discard("~cls.predictions.decoder.weight")
             out["head.proj.weight"] = out["embed.tokens.weight"]
