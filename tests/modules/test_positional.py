@@ -60,3 +60,21 @@ def test_alibi_slopes_and_bias():
     bias = alibi.terms(torch.zeros(1, 2, dtype=torch.long), 3, 5).bias  # queries at 3, 4; keys 0..4
     assert bias.shape == (1, 4, 2, 5)
     assert bias[0, 0, 0].tolist() == pytest.approx([-0.75, -0.5, -0.25, 0.0, -0.25])
+
+
+def _press_slopes(n: int) -> list[float]:
+    """get_slopes from the ALiBi authors' reference code (ofirpress/attention_with_linear_biases)."""
+
+    def power_of_2(n):
+        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+        return [start * start**i for i in range(n)]
+
+    if math.log2(n).is_integer():
+        return power_of_2(n)
+    closest = 2 ** math.floor(math.log2(n))
+    return power_of_2(closest) + _press_slopes(2 * closest)[0::2][: n - closest]
+
+
+@pytest.mark.parametrize("n_heads", [1, 2, 3, 5, 6, 8, 12, 16])
+def test_alibi_slopes_match_reference_code_for_any_head_count(n_heads):
+    assert alibi_slopes(n_heads).tolist() == pytest.approx(_press_slopes(n_heads), rel=1e-6)
