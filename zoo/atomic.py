@@ -11,6 +11,12 @@ from pathlib import Path
 from typing import BinaryIO
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextmanager
 def atomic_file(path: str | os.PathLike) -> Iterator[BinaryIO]:
     """`with atomic_file(p) as f: f.write(...)`: `p` appears only if the block finishes without error."""
@@ -18,6 +24,7 @@ def atomic_file(path: str | os.PathLike) -> Iterator[BinaryIO]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give what a plain open() would (shared runs/caches)
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()

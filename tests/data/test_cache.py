@@ -15,6 +15,13 @@ def test_atomic_write_replaces_and_leaves_no_temp(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["x.bin"]
 
 
+def test_atomic_write_gives_the_permissions_of_a_plain_write(tmp_path):
+    """mkstemp creates 0600 files: checkpoints and cache entries would be unreadable to the rest of a team."""
+    atomic_write_bytes(tmp_path / "atomic.bin", b"x")
+    (tmp_path / "plain.bin").write_bytes(b"x")
+    assert (tmp_path / "atomic.bin").stat().st_mode & 0o777 == (tmp_path / "plain.bin").stat().st_mode & 0o777
+
+
 def test_atomic_write_failure_keeps_old_file(tmp_path, monkeypatch):
     path = tmp_path / "x.bin"
     atomic_write_bytes(path, b"old")
