@@ -190,3 +190,17 @@ def test_default_cache_dir_env(monkeypatch, tmp_path):
     monkeypatch.setenv("ZOO_CACHE_DIR", str(tmp_path))
     assert default_cache_dir() == tmp_path
     assert os.fspath(default_cache_dir())
+
+
+def test_labels_do_not_leak_through_a_tokenizer_file(cache_dir, tmp_path):
+    """A tokenizer saved by a classification run, reused for LM data, brings no label names along."""
+    path = tmp_path / "l.jsonl"
+    path.write_text("".join(json.dumps({"text": f"text {i}", "label": "ab"[i % 2]}) + "\n" for i in range(20)))
+    tok, _ = build_data({"name": "classification", "path": str(path)}, SMALL_BPE, task="classification",
+                        cache_dir=cache_dir, **KW)
+    tok.save(tmp_path / "tok")
+    assert load_tokenizer(tmp_path / "tok").label_names == ["a", "b"]
+    lm_tok, _ = build_data(SMALL_STDLIB, {"name": "file", "path": str(tmp_path / "tok")}, task="lm",
+                           cache_dir=cache_dir, **KW)
+    assert lm_tok.label_names is None
+    assert "num_labels" not in model_overrides(lm_tok)

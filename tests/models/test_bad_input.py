@@ -100,3 +100,8 @@ def test_token_types_and_labels_outside_their_range():
         gpt(ids, labels=torch.tensor([[1, 2, -5]]))
     with pytest.raises(ValueError, match=r"labels hold values in \[512, 512\]"):
         zoo.build("transformer_tiny", vocab_size=512)(ids, labels=torch.tensor([[512]]))
+
+
+def test_encoder_has_no_cache():
+    with pytest.raises(ValueError, match="arch='encoder' has no decoder"):
+        zoo.build("bert_small").new_cache()

@@ -36,7 +36,7 @@ def test_default_logger_is_wandb_offline_with_metrics_on_disk(tmp_path, run_cli,
         assert key in logged, f"{key} not in the offline run's history: {sorted(logged)}"
     [table] = [r for r in rows if "samples/_type" in r]  # the table of generated samples
     assert table["samples/_type"] == "table-file" and table["samples/nrows"] == 3
-    assert {"model", "optim", "trainer", "parameters", "model_final"} <= config_keys(Path(run_file))
+    assert {"model", "optim", "trainer", "parameters", "parameter_counts", "flops_per_token", "model_final"} <= config_keys(Path(run_file))
     assert [r["val/loss"] for r in rows if "val/loss" in r][-1] < 5.7  # below ln(300)
 
 

@@ -253,8 +253,9 @@ def build_data(
     entry_dir = cache_dir / key
     if not (entry_dir / "manifest.json").is_file():
         tokenizer = build_tokenizer(tokenizer_cfg, corpus.tokenizer_texts())
-        if isinstance(corpus, LabelledCorpus):
-            tokenizer.label_names = corpus.label_names
+        # labels belong to the data: a tokenizer file saved by a classification run must not carry its
+        # label names into an LM run
+        tokenizer.label_names = corpus.label_names if isinstance(corpus, LabelledCorpus) else None
         manifest = {
             "version": CACHE_FORMAT_VERSION,
             "key": key,

@@ -169,4 +169,7 @@ class ZooModel(nn.Module):
 
     def new_cache(self) -> KVCache:
         """An empty KV cache for this model's (decoder) layers."""
+        if not hasattr(self, "decoder_stack"):
+            raise ValueError(f"model.arch={self.config.arch!r} has no decoder: a KV cache serves decoding "
+                             "(arch decoder or encoder_decoder).")
         return KVCache(len(self.decoder_stack.layers))

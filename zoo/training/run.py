@@ -280,7 +280,7 @@ def _announce(trainer: L.Trainer, module, plan: Plan, logger) -> None:
     """Print the model's parameter / FLOP tables, save the tokenizer and log the resolved config."""
     from rich.console import Console
 
-    from zoo.inspection import flops_table, parameter_table
+    from zoo.inspection import flops_per_token, flops_table, parameter_counts, parameter_table
 
     console = Console()
     console.print(parameter_table(module.model, title=f"parameters ({plan.model_cfg['arch']}, task {plan.task})"))
@@ -290,5 +290,12 @@ def _announce(trainer: L.Trainer, module, plan: Plan, logger) -> None:
     if logger is not None:
         hparams = {**plan.resolved, "resolved_task": plan.task, "resolved_data": plan.data_cfg,
                    "model_final": module.model.config.to_dict(), "parameters": module.model.num_parameters(),
+                   "parameter_counts": parameter_counts(module.model),
+                   "flops_per_token": _flops(flops_per_token(module.model, plan.model_cfg["max_seq_len"])),
                    "world_size": trainer.world_size, "pid": os.getpid()}
         logger.log_hyperparams(hparams)
+
+
+def _flops(f) -> dict[str, int]:
+    """FlopCount as plain numbers for the logger's config."""
+    return {"seq_len": f.seq_len, "forward": f.forward, "training": f.training}
