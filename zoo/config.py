@@ -180,6 +180,13 @@ class ModelConfig:
                 raise ValueError(f"model.head='classifier' needs model.arch='encoder', got {self.arch!r}.")
             if self.num_labels < 1:
                 raise ValueError("model.head='classifier' needs model.num_labels >= 1.")
+        if self.arch != "encoder_decoder":
+            for key in ("encoder_layers", "decoder_layers"):
+                if getattr(self, key) is not None:
+                    raise ValueError(
+                        f"model.{key}={getattr(self, key)} applies to arch 'encoder_decoder' only; "
+                        f"arch {self.arch!r} takes its depth from model.n_layers."
+                    )
         if self.arch == "encoder_decoder" and self.n_encoder_layers + self.n_decoder_layers == 0:
             raise ValueError("model.arch='encoder_decoder' needs at least one encoder or decoder layer.")
 

@@ -22,6 +22,7 @@ import zoo
         ("gpt_nano", {"dropout": 1.5}, r"model.dropout must be in \[0, 1\)"),
         ("gpt_nano", {"pad_id": 9999}, r"model.pad_id=9999 is outside the vocabulary"),
         ("gpt_nano", {"head": "classifier", "num_labels": 2}, r"needs model.arch='encoder'"),
+        ("gpt_nano", {"encoder_layers": 3}, r"model.encoder_layers=3 applies to arch 'encoder_decoder' only"),
         ("gpt_nano", {"positional": "rope", "rope_base": 0}, r"model.rope_base must be > 0"),  # was NaN gradients
         ("gpt_nano", {"init_std": -0.02}, r"model.init_std must be >= 0"),
         ("gpt_nano", {"bias": "no"}, r"model.bias must be true or false, got 'no'"),  # was silently True
