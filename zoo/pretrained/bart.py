@@ -132,13 +132,9 @@ class Seq2SeqFamily(Family):
         return enc
 
     def head_from_hf(self, src: HFTensors, cfg: ModelConfig, out: dict[str, torch.Tensor]) -> None:
-        v, d = cfg.vocab_size, cfg.d_model
+        v = cfg.vocab_size
         out["head.proj.bias"] = src.take("~final_logits_bias", (1, v))[0]
-        if cfg.tie_embeddings:
-            src.discard("~lm_head.weight")
-            out["head.proj.weight"] = out["tgt_embed.tokens.weight"]
-        else:
-            out["head.proj.weight"] = src.take("~lm_head.weight", (v, d))
+        out["head.proj.weight"] = src.take_lm_head(cfg, out["tgt_embed.tokens.weight"])
 
     def head_to_hf(self, state: dict[str, torch.Tensor], cfg: ModelConfig, out: dict[str, torch.Tensor]) -> None:
         bias = state.get("head.proj.bias")  # a zoo model without head bias exports an all-zero one

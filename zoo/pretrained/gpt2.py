@@ -94,11 +94,7 @@ class GPT2(Family):
             src.discard(f"h.{i}.attn.masked_bias")
         out["decoder_stack.final_norm.weight"] = src.take("ln_f.weight", (d,))
         out["decoder_stack.final_norm.bias"] = src.take("ln_f.bias", (d,))
-        if cfg.tie_embeddings:
-            src.discard("~lm_head.weight")
-            out["head.proj.weight"] = out["embed.tokens.weight"]
-        else:
-            out["head.proj.weight"] = src.take("~lm_head.weight", (v, d))
+        out["head.proj.weight"] = src.take_lm_head(cfg, out["embed.tokens.weight"])
         src.finish()
         return out
 

@@ -92,11 +92,7 @@ class Llama(Family):
             out[f"{z}.norm_ffn.weight"] = src.take(f"{h}.post_attention_layernorm.weight", (d,))
             src.discard(f"{h}.self_attn.rotary_emb.inv_freq")  # old checkpoints store the RoPE buffer
         out["decoder_stack.final_norm.weight"] = src.take("norm.weight", (d,))
-        if cfg.tie_embeddings:
-            src.discard("~lm_head.weight")
-            out["head.proj.weight"] = out["embed.tokens.weight"]
-        else:
-            out["head.proj.weight"] = src.take("~lm_head.weight", (v, d))
+        out["head.proj.weight"] = src.take_lm_head(cfg, out["embed.tokens.weight"])
         src.finish()
         return out
 
