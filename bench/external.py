@@ -19,7 +19,7 @@ from bench.common import Section, goal, markdown_table
 ROOT = Path(__file__).resolve().parent.parent
 
 GENERATION_ARGS = {
-    False: ["--repeats", "1", "--batches", "1"],
+    False: ["--repeats", "1", "--batches", "1", "8"],
     True: ["--d-model", "32", "--layers", "1", "--heads", "2", "--vocab", "128", "--prompt", "8", "--new", "8",
            "--batches", "1", "--beams", "2"],
 }
