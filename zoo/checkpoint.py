@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -157,14 +158,33 @@ def export(ckpt_path: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
     """Write `model.safetensors` (tied weights stored once), `config.json` and `tokenizer/` to `out_dir`."""
     from safetensors.torch import save_model
 
-    model, tokenizer = load(ckpt_path)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    save_model(model, str(out / EXPORT_WEIGHTS))
-    meta = {"format_version": FORMAT_VERSION, "model_config": model.config.to_dict()}
-    (out / EXPORT_CONFIG).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    tokenizer.save(out / EXPORT_TOKENIZER)
+    if out.exists() and any(out.iterdir()) and not _is_export(out):
+        raise CheckpointError(f"export folder {out} exists and is not a zoo export; give an empty or new folder.")
+    model, tokenizer = load(ckpt_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:  # build the whole export beside the target, then swap it in: no stale or half-written files
+        save_model(model, str(staging / EXPORT_WEIGHTS))
+        meta = {"format_version": FORMAT_VERSION, "model_config": model.config.to_dict()}
+        (staging / EXPORT_CONFIG).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        tokenizer.save(staging / EXPORT_TOKENIZER)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return out
+
+
+def _is_export(folder: Path) -> bool:
+    """A folder an earlier `export` wrote (safe to replace as a whole)."""
+    try:
+        meta = json.loads((folder / EXPORT_CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and "format_version" in meta and "model_config" in meta
 
 
 def _load_export(folder: Path):

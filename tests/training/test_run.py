@@ -57,6 +57,17 @@ def test_lm_learns_checkpoints_and_loads(make_cfg, tmp_path):
     torch.testing.assert_close(model2(ids).logits, model(ids).logits, rtol=0, atol=0)
     assert tok2.encode("import os") == tok.encode("import os")
 
+    (exported / "tokenizer" / "labels.json").write_text("[]")  # a stale file from an older export
+    assert zoo.export(last, exported) == exported  # re-exporting replaces the folder as a whole
+    assert not (exported / "tokenizer" / "labels.json").exists()
+    assert not list(exported.parent.glob(".export.*"))  # no staging folder left behind
+    foreign = tmp_path / "not_an_export"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    with pytest.raises(CheckpointError, match="exists and is not a zoo export"):
+        zoo.export(last, foreign)
+    assert (foreign / "notes.txt").read_text() == "keep me"
+
 
 def test_interrupted_then_resumed_run_matches_uninterrupted(make_cfg, monkeypatch):
     common = [*TINY_LM, "trainer.max_steps=8", "eval_every=4", "model.dropout=0.1"]
