@@ -199,3 +199,15 @@ def test_trace_table_and_lookup_errors():
     with pytest.raises(ValueError, match="give layer/stream"):
         tr.get("q")  # one per layer
     assert tr.get("q", layer=1).layer == 1
+
+
+def test_trace_runs_in_eval_mode_and_restores_the_mode():
+    model = zoo.build("gpt_nano", dropout=0.5).train()  # heavy dropout: train-mode traces would differ
+    ids = torch.randint(5, 512, (1, 12))
+    first, second = zoo.trace(model, ids), zoo.trace(model, ids)
+    assert model.training  # restored
+    assert torch.equal(first.get("logits").tensor, second.get("logits").tensor)
+    model.eval()
+    assert torch.allclose(first.get("logits").tensor, model(ids).logits, atol=1e-6)  # traced = explicit path
+    noisy = [zoo.trace(model, ids, train_mode=True).get("logits").tensor for _ in range(2)]
+    assert not model.training and not torch.equal(noisy[0], noisy[1])

@@ -265,11 +265,20 @@ class Tracer:
         self._seen.clear()
 
 
-def trace(model: nn.Module, input_ids: torch.Tensor, *, keep_tensors: bool = True, **forward_kwargs: Any) -> Trace:
+def trace(
+    model: nn.Module, input_ids: torch.Tensor, *, keep_tensors: bool = True, train_mode: bool = False,
+    **forward_kwargs: Any,
+) -> Trace:
     """Run `model(input_ids, **forward_kwargs)` once without gradients and return its shape trace; the loss
-    (when labels are given) is the last record."""
-    with torch.no_grad(), Tracer(model, keep_tensors=keep_tensors) as tracer:
-        output = model(input_ids, **forward_kwargs)
+    (when labels are given) is the last record. The pass runs in eval mode (no dropout: the recorded numbers
+    are reproducible) unless `train_mode=True`; the model's mode is restored afterwards."""
+    was_training = model.training
+    model.train(train_mode)
+    try:
+        with torch.no_grad(), Tracer(model, keep_tensors=keep_tensors) as tracer:
+            output = model(input_ids, **forward_kwargs)
+    finally:
+        model.train(was_training)
     result = tracer.trace
     result.output = output
     loss = getattr(output, "loss", None)
