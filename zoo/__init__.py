@@ -1,6 +1,7 @@
 """zoo: a configurable Transformer model zoo. `zoo.build(...)` turns one config into an encoder, a
 decoder or an encoder-decoder; presets live in `conf/model/*.yaml`."""
 
+import zoo.hydra_schema  # noqa: F401  (Hydra sees ModelConfig as model/_schema, which every preset lists)
 from zoo.checkpoint import export, load
 from zoo.config import ModelConfig
 from zoo.inspection import parameter_table, trace
