@@ -18,6 +18,14 @@ from zoo.registry import Registry
 ARCHS: Registry = Registry("arch")
 
 
+def _check_range(values: torch.Tensor, limit: int, message) -> None:
+    """Raise ValueError(message(min, max)) unless every value is in [0, limit): one host sync, and a clear
+    error instead of an IndexError on CPU or a device-side assert on GPU."""
+    low, high = torch.aminmax(values)
+    if low < 0 or high >= limit:
+        raise ValueError(message(int(low), int(high)))
+
+
 @dataclass
 class ModelOutput:
     """Hugging Face-style result: `.logits` always, `.loss` only when labels were given."""
@@ -46,12 +54,9 @@ class ZooModel(nn.Module):
             raise ValueError(f"{name} must be an integer tensor of shape (batch, seq_len), got {got}.")
         if ids.shape[1] == 0:
             raise ValueError(f"{name} is empty (seq_len 0); give at least one token.")
-        low, high = torch.aminmax(ids)
-        if low < 0 or high >= self.config.vocab_size:
-            raise ValueError(
-                f"{name} holds token ids in [{int(low)}, {int(high)}] but the vocabulary is "
-                f"[0, {self.config.vocab_size}) (model.vocab_size={self.config.vocab_size})."
-            )
+        v = self.config.vocab_size
+        _check_range(ids, v, lambda lo, hi: f"{name} holds token ids in [{lo}, {hi}] but the vocabulary is "
+                                            f"[0, {v}) (model.vocab_size={v}).")
 
     def check_labels(self, labels: torch.Tensor, shape: tuple[int, ...], n_classes: int, ignore_index: int = -100) -> None:
         """Labels are integer class ids in [0, n_classes) or ignore_index; anything else would be a deep
@@ -91,12 +96,9 @@ class ZooModel(nn.Module):
         if position_ids.shape != ids.shape:
             raise ValueError(f"position_ids shape {tuple(position_ids.shape)} != {name} shape {tuple(ids.shape)}.")
         if cfg.positional == "learned":
-            low, high = torch.aminmax(position_ids)
-            if low < 0 or high >= cfg.max_seq_len:
-                raise ValueError(
-                    f"position_ids hold positions in [{int(low)}, {int(high)}] but learned positions cover "
-                    f"[0, {cfg.max_seq_len}) (model.max_seq_len={cfg.max_seq_len})."
-                )
+            n = cfg.max_seq_len
+            _check_range(position_ids, n, lambda lo, hi: f"position_ids hold positions in [{lo}, {hi}] but learned "
+                                                         f"positions cover [0, {n}) (model.max_seq_len={n}).")
         return position_ids
 
     def embed_and_mask(
@@ -120,12 +122,9 @@ class ZooModel(nn.Module):
         if token_type_ids is not None and embed.types is not None:
             if token_type_ids.shape != ids.shape:
                 raise ValueError(f"token_type_ids shape {tuple(token_type_ids.shape)} != {name} shape {tuple(ids.shape)}.")
-            low, high = torch.aminmax(token_type_ids)
-            if low < 0 or high >= self.config.type_vocab_size:
-                raise ValueError(
-                    f"token_type_ids hold types in [{int(low)}, {int(high)}] but model.type_vocab_size="
-                    f"{self.config.type_vocab_size}."
-                )
+            n = self.config.type_vocab_size
+            _check_range(token_type_ids, n, lambda lo, hi: f"token_type_ids hold types in [{lo}, {hi}] but "
+                                                           f"model.type_vocab_size={n}.")
         pos = self.position_ids(ids, start, position_ids, name)
         x = embed(ids, pos, token_type_ids)  # (B, T, C)
         terms = embed.positional.terms(pos, start, start + t)
