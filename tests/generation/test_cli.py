@@ -99,3 +99,18 @@ def test_script_exits_with_message(tmp_path):
     run = subprocess.run([sys.executable, str(ROOT / "generate.py"), f"ckpt={path}", "prompt=hi"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "holds no tokenizer" in run.stderr
+
+
+def test_prompts_file_that_is_not_utf8_is_named(tmp_path):
+    path, _, _ = _checkpoint(tmp_path, "decoder")
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_bytes("caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=rf"prompts_file='{prompts}' is not UTF-8 text .* at byte 3"):
+        main([f"ckpt={path}", f"prompts_file={prompts}"])
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", "gpu"])
+def test_unavailable_device_is_named_before_loading(monkeypatch, device):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match=rf"device='{device}' is not available on this machine; available: cpu"):
+        parse_overrides(["ckpt=missing.ckpt", "prompt=a", f"device={device}"])

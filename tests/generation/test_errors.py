@@ -54,3 +54,10 @@ def test_zero_new_tokens_returns_prompt_and_training_mode_is_restored():
     assert torch.equal(model.generate(OK, max_new_tokens=0), OK)
     assert torch.equal(model.generate(OK, max_new_tokens=0, num_beams=2), OK)
     assert model.training
+
+
+@pytest.mark.parametrize("key", ["do_sample", "use_cache", "early_stopping", "return_dict"])
+@pytest.mark.parametrize("value", ["no", "yes", 1])
+def test_true_false_options_reject_strings_and_numbers(key, value):
+    with pytest.raises(ValueError, match=rf"{key} must be True or False, got {value!r}"):
+        tiny_decoder().generate(OK, **{key: value})

@@ -77,8 +77,34 @@ def parse_overrides(argv: Sequence[str]) -> GenerateCLIConfig:
         raise ValueError("Give prompt=..., prompts_file=..., src=..., src_file=... or interactive=true.")
     if cfg.batch_size < 1:
         raise ValueError(f"batch_size must be an integer >= 1, got {cfg.batch_size!r}.")
+    check_device(cfg.device)
     cfg.decoding().validate(vocab_size=sys.maxsize)  # option errors before the checkpoint is opened
     return cfg
+
+
+def available_devices() -> list[str]:
+    """The devices torch can use on this machine: cpu, then cuda / cuda:i and mps where present."""
+    import torch
+
+    found = ["cpu"]
+    if torch.cuda.is_available():
+        found += ["cuda"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if torch.backends.mps.is_available():
+        found.append("mps")
+    return found
+
+
+def check_device(name: str) -> None:
+    """Raise naming `device` when torch cannot use it here (e.g. device=cuda on a CPU-only install)."""
+    import torch
+
+    available = available_devices()
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        device = None
+    if device is None or (device.type != "cpu" and str(device) not in available):
+        raise ValueError(f"device={name!r} is not available on this machine; available: {', '.join(available)}.")
 
 
 def load_model_and_tokenizer(path: str):
@@ -108,7 +134,12 @@ def read_inputs(cfg: GenerateCLIConfig, arch: str) -> list[str]:
     path = Path(getattr(cfg, given))
     if not path.is_file():
         raise ValueError(f"{given}={str(path)!r}: no such file.")
-    lines = [line.rstrip("\n") for line in path.read_text(encoding="utf-8").splitlines()]
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{given}={str(path)!r} is not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8.") from None
+    except OSError as e:
+        raise ValueError(f"{given}={str(path)!r} cannot be read: {e.strerror or e}.") from None
     texts = [line for line in lines if line.strip()]
     if not texts:
         raise ValueError(f"{given}={str(path)!r} holds no non-empty lines.")

@@ -64,8 +64,9 @@ class GenerationConfig:
             raise ValueError(f"top_p must be in (0, 1] (1 = off), got {self.top_p!r}.")
         if not (_is_number(self.length_penalty) and math.isfinite(self.length_penalty)):
             raise ValueError(f"length_penalty must be a finite number, got {self.length_penalty!r}.")
-        if not isinstance(self.early_stopping, bool):
-            raise ValueError(f"early_stopping must be True or False, got {self.early_stopping!r}.")
+        for f in fields(self):  # true/false options: a string like "no" would silently count as True
+            if f.type == "bool" and not isinstance(getattr(self, f.name), bool):
+                raise ValueError(f"{f.name} must be True or False, got {getattr(self, f.name)!r}.")
         if self.seed is not None:
             _check_int("seed", self.seed, low=0)
         ids = [] if self.eos_token_id is None else self.eos_ids(0)
