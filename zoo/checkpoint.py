@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -101,8 +102,8 @@ def zoo_section(config: ModelConfig, task: str, tokenizer) -> dict[str, Any]:
 
 
 def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """torch.load(weights_only=True) with one clear error for a missing file, a file that is not a
-    PyTorch checkpoint, or one without the zoo section."""
+    """torch.load(weights_only=True) with one clear error, naming the file, for a missing file, a file that
+    is not a PyTorch checkpoint, one without a valid zoo section, or weights that do not fit its config."""
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"checkpoint not found: {path}")
@@ -111,14 +112,79 @@ def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # pickle, zip and torch errors alike mean "not a checkpoint"
-        raise CheckpointError(f"{path} is not a readable checkpoint: {type(e).__name__}: {e}") from None
-    if not isinstance(ckpt, dict) or "zoo" not in ckpt or "state_dict" not in ckpt:
+        raise CheckpointError(torch_load_failure(path, e)) from None
+    if not isinstance(ckpt, dict) or not isinstance(ckpt.get("zoo"), dict) or not isinstance(ckpt.get("state_dict"), dict):
         raise CheckpointError(f"{path} is a PyTorch file but not a zoo training checkpoint (no 'zoo' section)")
     if ckpt["zoo"].get("format_version") != FORMAT_VERSION:
         raise CheckpointError(
             f"{path}: zoo checkpoint format {ckpt['zoo'].get('format_version')!r}, expected {FORMAT_VERSION}"
         )
+    check_state_shapes(ckpt, path)
     return ckpt
+
+
+def torch_load_failure(file: str | os.PathLike, err: BaseException, advice: str = "") -> str:
+    """One line on why torch.load(weights_only=True) failed on `file` (`advice` is added to a refused pickle).
+    torch's hint that weights_only=False "will likely succeed" is left out: that runs the file's code."""
+    text = str(err)
+    if "WeightsUnpickler" not in text and "weights_only" not in text:
+        first = text.strip().splitlines()[0] if text.strip() else ""
+        return f"{file} is not a readable PyTorch file (truncated, corrupt or another format): {type(err).__name__}: {first}"
+    detail = re.search(r"WeightsUnpickler error: (.*?)(?= Please use|\n|$)", text)
+    why = f" ({detail.group(1).strip()})" if detail else ""
+    return (f"{file} is a pickle that needs arbitrary code to load{why}; zoo opens files with "
+            f"torch.load(weights_only=True) and never unpickles untrusted code{advice}")
+
+
+def saved_model_config(saved: Any, where: str) -> ModelConfig:
+    """The ModelConfig stored in a checkpoint or export; `where` names the file and key in the error."""
+    if not isinstance(saved, Mapping):
+        raise CheckpointError(f"{where} is missing or not a mapping (got {type(saved).__name__}); it should hold the model config")
+    try:
+        return ModelConfig.from_dict(dict(saved))
+    except (ValueError, TypeError) as e:
+        raise CheckpointError(f"{where} is not a valid model config: {e}") from None
+
+
+def check_state_shapes(ckpt: Mapping[str, Any], path: str | os.PathLike) -> None:
+    """Raise CheckpointError naming every tensor of the checkpoint that is missing, unknown or wrong-shaped for
+    the model its saved config builds (built on the meta device: no memory, no initialisation)."""
+    from zoo.presets import build
+
+    config = saved_model_config(ckpt["zoo"].get("model_config"), f"{path}: zoo.model_config")
+    with torch.device("meta"):
+        model = build(config)
+    state = _model_state(ckpt["state_dict"])
+    shapes = {k: tuple(v.shape) if isinstance(v, torch.Tensor) else None for k, v in state.items()}
+    problems = state_problems(shapes, model, tied_stored_once=False)
+    if problems:
+        raise CheckpointError(f"{path}: the weights do not fit the model config saved with them: {problems}")
+
+
+def state_problems(shapes: Mapping[str, tuple[int, ...] | None], model: torch.nn.Module, *, tied_stored_once: bool) -> str:
+    """Wrong shapes, missing and unknown names of `shapes` (None = not a tensor) against `model`'s state dict,
+    as one line ("" when they fit). `tied_stored_once`: a tied tensor may be stored under one of its names."""
+    expected = model.state_dict(keep_vars=True)
+    aliases: dict[int, list[str]] = {}
+    for name, tensor in expected.items():
+        aliases.setdefault(id(tensor), []).append(name)
+    wrong = [
+        f"{k} is not a tensor" if shape is None else f"{k} has shape {shape}, the model needs {tuple(expected[k].shape)}"
+        for k, shape in shapes.items() if k in expected and shape != tuple(expected[k].shape)
+    ]
+    missing = [k for k in expected if k not in shapes
+               and not (tied_stored_once and any(a in shapes for a in aliases[id(expected[k])]))]
+    unknown = [k for k in shapes if k not in expected]
+    parts = [_listed("wrong tensor", wrong), _listed("missing tensor", missing), _listed("unknown tensor", unknown)]
+    return "; ".join(p for p in parts if p)
+
+
+def _listed(what: str, items: list[str], limit: int = 5) -> str:
+    """'2 wrong tensors: a, b' (at most `limit` shown); '' for none."""
+    if not items:
+        return ""
+    more = f" and {len(items) - limit} more" if len(items) > limit else ""
+    return f"{len(items)} {what}{'s' if len(items) > 1 else ''}: {', '.join(items[:limit])}{more}"
 
 
 def check_compatible(ckpt: Mapping[str, Any], config: ModelConfig, task: str, path: str | os.PathLike) -> None:
@@ -148,7 +214,7 @@ def load(path: str | os.PathLike):
     path = Path(path)
     if path.is_dir():
         return _load_export(path)
-    ckpt = read_checkpoint(path)
+    ckpt = read_checkpoint(path)  # checks the state dict's names and shapes against the saved config
     model = build(ModelConfig.from_dict(ckpt["zoo"]["model_config"]))
     model.load_state_dict(_model_state(ckpt["state_dict"]))
     return model.eval(), tokenizer_from_files(ckpt["zoo"]["tokenizer_files"])
@@ -188,15 +254,44 @@ def _is_export(folder: Path) -> bool:
 
 
 def _load_export(folder: Path):
-    from safetensors.torch import load_model
-
+    """`(model, tokenizer)` from an export folder; config.json and model.safetensors are checked first."""
     from zoo.data import load_tokenizer
     from zoo.presets import build
 
     missing = [n for n in (EXPORT_WEIGHTS, EXPORT_CONFIG, EXPORT_TOKENIZER) if not (folder / n).exists()]
     if missing:
         raise CheckpointError(f"{folder} is not a zoo export: missing {missing}")
-    meta = json.loads((folder / EXPORT_CONFIG).read_text(encoding="utf-8"))
-    model = build(ModelConfig.from_dict(meta["model_config"]))
-    load_model(model, str(folder / EXPORT_WEIGHTS))
+    model = build(_export_config(folder / EXPORT_CONFIG))
+    _load_export_weights(model, folder / EXPORT_WEIGHTS)
     return model.eval(), load_tokenizer(folder / EXPORT_TOKENIZER)
+
+
+def _export_config(file: Path) -> ModelConfig:
+    """The ModelConfig of an export's config.json, with an error naming the file for bad JSON or keys."""
+    try:
+        meta = json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{file} is not valid JSON ({e}); an export's config.json holds format_version and model_config") from None
+    if not isinstance(meta, dict) or "model_config" not in meta:
+        hf = isinstance(meta, dict) and "model_type" in meta
+        hint = "; it looks like a Hugging Face config: load that folder with zoo.from_pretrained" if hf else ""
+        raise CheckpointError(f"{file} has no 'model_config', so {file.parent} is not a zoo export{hint}")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(f"{file}: zoo export format {meta.get('format_version')!r}, expected {FORMAT_VERSION}")
+    return saved_model_config(meta["model_config"], f"{file}: model_config")
+
+
+def _load_export_weights(model: torch.nn.Module, file: Path) -> None:
+    """Check the names and shapes in `file`'s header against `model`, then load it (tied tensors stored once)."""
+    from safetensors import SafetensorError, safe_open
+    from safetensors.torch import load_model
+
+    try:
+        with safe_open(str(file), framework="pt") as f:
+            shapes = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
+    except (SafetensorError, OSError) as e:
+        raise CheckpointError(f"{file} is not a readable safetensors file (truncated or corrupt?): {e}") from None
+    problems = state_problems(shapes, model, tied_stored_once=True)
+    if problems:
+        raise CheckpointError(f"{file} does not fit the model its config.json describes: {problems}")
+    load_model(model, str(file))

@@ -103,3 +103,54 @@ def test_export_of_unrepresentable_model_explains_each_family(tmp_path):
         zoo.save_pretrained(model, tmp_path / "out")
     with pytest.raises(ValueError, match="Unknown Hugging Face model_type 'mistral'"):
         zoo.save_pretrained(model, tmp_path / "out", model_type="mistral")
+
+
+def test_missing_config_key_names_file_and_key(gpt2_dir):
+    config = json.loads((gpt2_dir / "config.json").read_text())
+    del config["n_embd"]
+    (gpt2_dir / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=rf"{gpt2_dir / 'config.json'} has no 'n_embd', which a gpt2 checkpoint needs"):
+        zoo.from_pretrained(gpt2_dir)
+
+
+@pytest.mark.parametrize("model_type", sorted(zoo.pretrained.FAMILIES.names()))
+def test_every_family_names_a_missing_key(tmp_path, model_type):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type}))
+    with pytest.raises(ValueError, match=rf"config.json has no '\w+', which a {model_type} checkpoint needs"):
+        zoo.from_pretrained(tmp_path)
+
+
+def test_config_that_is_not_utf8_names_the_file(tmp_path):
+    (tmp_path / "config.json").write_bytes(b'{"model_type": "gpt2\xff"}')
+    with pytest.raises(ValueError, match=r"config.json is not valid UTF-8 JSON"):
+        zoo.from_pretrained(tmp_path)
+
+
+def test_truncated_weights_name_the_file(gpt2_dir):
+    file = gpt2_dir / "model.safetensors"
+    file.write_bytes(file.read_bytes()[:-100])
+    with pytest.raises(ValueError, match=rf"{file}' is not a readable safetensors file"):
+        zoo.from_pretrained(gpt2_dir)
+    torch.save({"x": torch.zeros(100, 100)}, gpt2_dir / "pytorch_model.bin")
+    file.unlink()
+    bin_file = gpt2_dir / "pytorch_model.bin"
+    bin_file.write_bytes(bin_file.read_bytes()[:2000])
+    with pytest.raises(ValueError, match=rf"{bin_file}' is not a readable PyTorch file \(truncated"):
+        zoo.from_pretrained(gpt2_dir)
+
+
+def test_bad_shard_index_names_the_file(gpt2_dir):
+    (gpt2_dir / "model.safetensors").unlink()
+    (gpt2_dir / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}}))
+    with pytest.raises(ValueError, match=r"model.safetensors.index.json has no 'weight_map'"):
+        zoo.from_pretrained(gpt2_dir)
+
+
+def test_refused_pickle_drops_torchs_weights_only_false_advice(gpt2_dir):
+    (gpt2_dir / "model.safetensors").unlink()
+    torch.save({"evil": NotATensor()}, gpt2_dir / "pytorch_model.bin")
+    with pytest.raises(ValueError) as info:
+        zoo.from_pretrained(gpt2_dir)
+    message = str(info.value)
+    assert "NotATensor" in message and "never unpickles untrusted code" in message
+    assert "weights_only=False" not in message and "likely succeed" not in message

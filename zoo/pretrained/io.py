@@ -5,7 +5,6 @@ never run code on load."""
 from __future__ import annotations
 
 import json
-import pickle
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,30 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 
 
-def read_config(path: str | Path) -> dict[str, Any]:
+class MissingConfigKey(KeyError, ValueError):
+    """A key a family needs is absent from config.json (a KeyError for lookups, a ValueError for callers)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class HFConfig(dict):
+    """A parsed config.json that remembers its file: `hf["n_embd"]` on a missing key raises an error naming
+    the file, the key and the model_type, so no family needs its own try/except."""
+
+    def __init__(self, data: dict[str, Any], file: Path) -> None:
+        super().__init__(data)
+        self.file = file
+
+    def __missing__(self, key: str) -> Any:
+        kind = self.get("model_type", "this")
+        raise MissingConfigKey(
+            f"{self.file} has no {key!r}, which a {kind} checkpoint needs; add it (transformers writes it) "
+            f"or re-save the checkpoint with save_pretrained."
+        )
+
+
+def read_config(path: str | Path) -> HFConfig:
     """The parsed `config.json` of checkpoint directory `path`; a clear error if it is not one."""
     folder = Path(path)
     if not folder.is_dir():
@@ -27,13 +49,18 @@ def read_config(path: str | Path) -> dict[str, Any]:
             f"{str(folder)!r} has no config.json, so it is not a Hugging Face checkpoint directory "
             f"(found: {', '.join(present) or 'nothing'})."
         )
-    try:
-        config = json.loads(file.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{file} is not valid JSON: {err}.") from err
+    config = _read_json(file)
     if not isinstance(config, dict):
         raise ValueError(f"{file} must hold a JSON object, got {type(config).__name__}.")
-    return config
+    return HFConfig(config, file)
+
+
+def _read_json(file: Path) -> Any:
+    """Parsed JSON of `file`; an error naming the file for bad encoding or syntax."""
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{file} is not valid UTF-8 JSON: {err}.") from None
 
 
 def read_weights(path: str | Path) -> tuple[dict[str, torch.Tensor], Path]:
@@ -42,9 +69,8 @@ def read_weights(path: str | Path) -> tuple[dict[str, torch.Tensor], Path]:
     for index_name in INDEX_FILES:
         index = folder / index_name
         if index.is_file():
-            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
             tensors: dict[str, torch.Tensor] = {}
-            for shard in shards:
+            for shard in _shards(index):
                 tensors.update(_read_file(folder / shard))
             return tensors, index
     for name in WEIGHT_FILES:
@@ -56,21 +82,34 @@ def read_weights(path: str | Path) -> tuple[dict[str, torch.Tensor], Path]:
     )
 
 
+def _shards(index: Path) -> list[str]:
+    """The shard file names a `*.index.json` maps tensors to."""
+    data = _read_json(index)
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise ValueError(f"{index} has no 'weight_map' of tensor name -> shard file name.")
+    return sorted(set(weight_map.values()))
+
+
 def _read_file(file: Path) -> dict[str, torch.Tensor]:
+    """The tensors of one safetensors or pickle file; errors name the file."""
+    from zoo.checkpoint import torch_load_failure
+
     if not file.is_file():
         raise FileNotFoundError(f"Weight file {str(file)!r} (named in the shard index) does not exist.")
     if file.suffix == ".safetensors":
+        from safetensors import SafetensorError
         from safetensors.torch import load_file
 
-        return load_file(str(file))
+        try:
+            return load_file(str(file))
+        except (SafetensorError, OSError) as err:
+            raise ValueError(f"{str(file)!r} is not a readable safetensors file (truncated or corrupt?): {err}.") from None
     try:
         data = torch.load(file, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as err:  # weights_only refuses globals outside torch's allow-list
-        raise ValueError(
-            f"{str(file)!r} is a pickle that needs arbitrary code to load (weights_only=True refused it: "
-            f"{str(err).splitlines()[0]}). zoo never unpickles untrusted code; convert the checkpoint to "
-            f"model.safetensors with trusted tools first."
-        ) from err
+    except Exception as err:  # weights_only refusals, truncated zips and foreign formats alike
+        advice = "; convert it to model.safetensors with trusted tools first"
+        raise ValueError(torch_load_failure(repr(str(file)), err, advice=advice) + ".") from None
     if not isinstance(data, dict) or not all(isinstance(v, torch.Tensor) for v in data.values()):
         raise ValueError(f"{str(file)!r} does not hold a flat state dict of tensors (got {type(data).__name__}).")
     return data
