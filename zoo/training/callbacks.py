@@ -1,6 +1,6 @@
 """Training callbacks, built by name from `conf/callbacks/*.yaml` through the CALLBACKS registry:
-checkpoints (last + best by val loss), tokens/s, a non-finite-loss stop, validation exact-match for
-translation, and generated samples at the end (printed and logged as a table)."""
+checkpoints (last = latest, best = lowest finite val loss), tokens/s, a non-finite-loss stop, validation
+exact-match for translation, and generated samples at the end (printed and logged as a table)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, RichProgressBar
+from lightning.pytorch.utilities import rank_zero_warn
 
 from zoo.registry import Registry
 from zoo.training.samples import make_samples, translate
@@ -67,21 +68,35 @@ class TokensPerSecond(Callback):
 
 
 class NonFiniteLossStop(Callback):
-    """Stops at the first NaN/inf training loss with a message naming the step; because it raises before
-    backward and before any checkpoint, the last good checkpoint on disk stays as it was."""
+    """Stops at the first NaN/inf training loss (before backward) or validation loss (before that
+    validation's checkpoints), with a message naming the step; `last.ckpt` on disk stays the last good one."""
 
     def __init__(self, checkpoint_dir: Path) -> None:
         self.checkpoint_dir = checkpoint_dir
 
+    def _kept(self) -> str:
+        last = self.checkpoint_dir / "last.ckpt"
+        return f"the last good checkpoint is {last}" if last.exists() else "no checkpoint was written yet"
+
     def on_before_backward(self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor) -> None:
         if not bool(torch.isfinite(loss.detach())):
-            last = self.checkpoint_dir / "last.ckpt"
-            kept = f"the last good checkpoint is {last}" if last.exists() else "no checkpoint was written yet"
             raise NonFiniteLossError(
                 f"non-finite training loss ({float(loss.detach())}) at step {trainer.global_step} "
-                f"(batch {trainer.fit_loop.epoch_loop.batch_progress.current.ready}); training stopped, {kept}. "
+                f"(batch {trainer.fit_loop.epoch_loop.batch_progress.current.ready}); training stopped, "
+                f"{self._kept()}. "
                 "Try a lower optim.lr, gradient clipping (trainer.gradient_clip_val) or 32-true precision."
             )
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        loss = trainer.callback_metrics.get("val/loss")
+        if loss is None or bool(torch.isfinite(loss)):
+            return
+        bad, counted = getattr(pl_module, "val_non_finite", (0, 0))
+        raise NonFiniteLossError(
+            f"non-finite validation loss (val/loss={float(loss)}) at step {trainer.global_step}: {bad} of {counted} "
+            f"validation batches gave NaN/inf; training stopped, {self._kept()}. Try a lower optim.lr, gradient "
+            "clipping (trainer.gradient_clip_val) or 32-true precision; callbacks.non_finite=null only warns."
+        )
 
 
 class ValExactMatch(Callback):
@@ -131,6 +146,30 @@ class SampleGeneration(Callback):
                 logger.log_table(key="samples", columns=["input", "output", "reference"], data=rows)
 
 
+class ZooCheckpoint(ModelCheckpoint):
+    """`best.ckpt`: the lowest finite `val/loss` (a NaN/inf validation is reported and never becomes best).
+    `last.ckpt`: written at every validation, improved or not, and at the end of fit when steps ran after the
+    last validation, so `ckpt_path=last` after a finished run trains nothing. (Lightning's own save_last
+    follows a top-k save, i.e. it rewrites last.ckpt only when val/loss improves.)"""
+
+    def check_monitor_top_k(self, trainer: L.Trainer, current: torch.Tensor | None = None) -> bool:
+        if current is not None and not bool(torch.isfinite(current)):
+            rank_zero_warn(f"{self.monitor}={float(current)} at step {trainer.global_step}: "
+                           f"{self.filename}.ckpt is not updated (a non-finite validation is never the best)")
+            return False
+        return super().check_monitor_top_k(trainer, current)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not self._should_skip_saving_checkpoint(trainer):
+            candidates = self._monitor_candidates(trainer)
+            self._save_topk_checkpoint(trainer, candidates)
+            self._save_last_checkpoint(trainer, candidates)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not self._should_skip_saving_checkpoint(trainer):  # skipped when the final step was just saved
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+
+
 class StepProgressBar(RichProgressBar):
     """Rich bar titled by optimizer step (an LM "epoch" is just one evaluation interval) with short names."""
 
@@ -162,7 +201,7 @@ def _progress(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback | None:
 
 @CALLBACKS.register("checkpoint")
 def _checkpoint(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
-    return ModelCheckpoint(
+    return ZooCheckpoint(
         dirpath=ctx.checkpoint_dir, filename="best", monitor=opts.get("monitor", "val/loss"),
         mode=opts.get("mode", "min"), save_top_k=opts.get("save_top_k", 1), save_last=opts.get("save_last", True),
         auto_insert_metric_name=False, enable_version_counter=False,

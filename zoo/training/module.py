@@ -11,7 +11,7 @@ from typing import Any
 import lightning as L
 import torch
 import torch.nn.functional as F
-from torchmetrics import MeanMetric
+from torchmetrics import MeanMetric, Metric
 
 from zoo.checkpoint import set_rng_states, zoo_section
 from zoo.training.optim import build_optimizer, build_scheduler
@@ -29,6 +29,31 @@ def counted_labels(batch: Mapping[str, torch.Tensor], task: str) -> torch.Tensor
     if task == "lm":  # the model predicts token t+1 from position t
         labels = labels[:, 1:]
     return (labels != IGNORE_INDEX).sum()
+
+
+class ValidationLoss(Metric):
+    """Label-weighted mean of batch losses that keeps a NaN/inf batch in the average (torchmetrics'
+    MeanMetric drops NaN batches, and its nan_strategy="disable" drops the weights) and counts such batches.
+    A batch with nothing to count (weight 0, loss 0/0) adds nothing."""
+
+    full_state_update = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        for name in ("total", "weight", "batches", "non_finite"):
+            self.add_state(name, default=torch.tensor(0.0), dist_reduce_fx="sum")
+
+    def update(self, loss: torch.Tensor, weight: torch.Tensor) -> None:
+        counted = weight > 0
+        loss = torch.where(counted, loss.float(), 0.0)  # no host sync: a 0-weight batch's NaN is not a real one
+        self.total += loss * weight
+        self.weight += weight
+        self.batches += counted.float()
+        self.non_finite += (~torch.isfinite(loss)).float()
+
+    def compute(self) -> dict[str, torch.Tensor]:
+        """{"loss": weighted mean, "batches": batches counted, "non_finite": batches whose loss was NaN/inf}."""
+        return {"loss": self.total / self.weight, "batches": self.batches, "non_finite": self.non_finite}
 
 
 class ZooLightningModule(L.LightningModule):
@@ -57,7 +82,8 @@ class ZooLightningModule(L.LightningModule):
         self.optim_cfg, self.scheduler_cfg = dict(optim), dict(scheduler)
         self.label_smoothing = float(label_smoothing)
         self.seed = int(seed)
-        self.val_loss = MeanMetric()
+        self.val_loss = ValidationLoss()
+        self.val_non_finite: tuple[int, int] = (0, 0)  # (non-finite, counted) batches of the latest validation
         self.val_accuracy = MeanMetric()
         self._forward = model
         if compile_cfg and compile_cfg.get("enabled"):
@@ -88,13 +114,15 @@ class ZooLightningModule(L.LightningModule):
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         out = self._forward(**batch)
-        self.val_loss.update(out.loss.detach(), weight=counted_labels(batch, self.task))
+        self.val_loss.update(out.loss.detach(), counted_labels(batch, self.task))
         if self.task == "classification":
             self.val_accuracy.update((out.logits.argmax(-1) == batch["labels"]).float().mean(), len(batch["labels"]))
 
     def on_validation_epoch_end(self) -> None:
-        loss = self.val_loss.compute()
-        self.log("val/loss", loss, prog_bar=True)
+        summary = self.val_loss.compute()
+        loss = summary["loss"]
+        self.val_non_finite = (int(summary["non_finite"]), int(summary["batches"]))
+        self.log("val/loss", loss, prog_bar=True)  # NaN/inf when any batch was: reported, never best
         if self.task in TOKEN_TASKS:
             self.log("val/ppl", torch.exp(loss.clamp(max=50)))
         if self.task == "classification":

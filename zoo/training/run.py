@@ -216,6 +216,8 @@ def run_name(cfg: DictConfig) -> str:
 def train(cfg: DictConfig) -> TrainResult:
     """Train as configured. Raises ConfigError for bad input (before training), NonFiniteLossError if the
     loss diverges; the logger is finished in every case."""
+    from lightning.pytorch.callbacks import Checkpoint
+
     from zoo.data import build_data, model_overrides
     from zoo.presets import build
     from zoo.training.callbacks import CallbackContext, SampleGeneration, build_callbacks
@@ -236,7 +238,8 @@ def train(cfg: DictConfig) -> TrainResult:
         raise ConfigError(str(e)) from None
     if plan.ckpt_path is not None:
         try:
-            check_compatible(read_checkpoint(plan.ckpt_path), model_config, plan.task, plan.ckpt_path)
+            check_compatible(read_checkpoint(plan.ckpt_path), model_config, plan.task, plan.ckpt_path,
+                             tokenizer=tokenizer)
         except CheckpointError as e:
             raise ConfigError(f"ckpt_path={cfg.ckpt_path}: {e}") from None
 
@@ -253,7 +256,7 @@ def train(cfg: DictConfig) -> TrainResult:
     trainer = L.Trainer(
         **plan.trainer_kwargs, logger=logger if logger is not None else False, callbacks=callbacks,
         plugins=[AtomicCheckpointIO()], default_root_dir=str(plan.output_dir),
-        enable_checkpointing=any(type(c).__name__ == "ModelCheckpoint" for c in callbacks),
+        enable_checkpointing=any(isinstance(c, Checkpoint) for c in callbacks),
         use_distributed_sampler=False,  # zoo shards the data itself (same global batch as one process)
     )
     shard_datamodule(datamodule, trainer)

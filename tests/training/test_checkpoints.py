@@ -1,0 +1,102 @@
+"""Which step `last.ckpt` and `best.ckpt` hold: last = the latest validation or the end of fit, best = the lowest
+finite val/loss; a NaN/inf validation is reported (stop, or a warning) and never becomes best."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from zoo.checkpoint import read_checkpoint
+from zoo.training.callbacks import NonFiniteLossError
+from zoo.training.module import ValidationLoss, ZooLightningModule
+from zoo.training.run import train
+
+from .conftest import TINY_LM, train_losses
+
+
+def patch_val_loss(monkeypatch, change) -> None:
+    """Validation batches see `change(module, batch_idx, loss) -> loss` applied to the model's loss."""
+    original = ZooLightningModule.validation_step
+
+    def patched(self, batch, batch_idx):
+        real = self._forward
+
+        def forward(**kwargs):
+            out = real(**kwargs)
+            out.loss = change(self, batch_idx, out.loss)
+            return out
+
+        object.__setattr__(self, "_forward", forward)
+        try:
+            return original(self, batch, batch_idx)
+        finally:
+            object.__setattr__(self, "_forward", real)
+
+    monkeypatch.setattr(ZooLightningModule, "validation_step", patched)
+
+
+def worsening(module, batch_idx, loss):
+    """val/loss grows with the step: no validation after the first improves on it."""
+    return loss + module.global_step
+
+
+def saved_step(path) -> int:
+    return read_checkpoint(path)["global_step"]
+
+
+def test_last_is_the_final_step_and_a_finished_run_resumes_to_nothing(make_cfg, monkeypatch):
+    patch_val_loss(monkeypatch, worsening)
+    common = [*TINY_LM, "trainer.max_steps=7", "eval_every=3"]  # validations at 3 and 6, fit ends at 7
+    first = train(make_cfg(common, run="first"))
+    assert saved_step(first.best_checkpoint) == 3  # the best val/loss
+    assert saved_step(first.last_checkpoint) == 7  # the latest state, though val/loss never improved
+    again = train(make_cfg([*common, "ckpt_path=last"], run="again"))
+    logged = again.output_dir / "csv" / "metrics.csv"
+    assert not logged.exists() or not train_losses(again.output_dir)  # nothing retrained
+
+
+def test_non_finite_training_stop_keeps_the_latest_validation(make_cfg, monkeypatch):
+    patch_val_loss(monkeypatch, worsening)
+    original = ZooLightningModule.training_step
+
+    def poisoned(self, batch, batch_idx):
+        loss = original(self, batch, batch_idx)
+        return loss * float("nan") if self.global_step == 7 else loss
+
+    monkeypatch.setattr(ZooLightningModule, "training_step", poisoned)
+    cfg = make_cfg([*TINY_LM, "trainer.max_steps=9", "eval_every=3"])
+    with pytest.raises(NonFiniteLossError, match="at step 7"):
+        train(cfg)
+    assert saved_step(f"{cfg.paths.output_dir}/checkpoints/last.ckpt") == 6  # not the best (3): the latest
+
+
+def test_nan_validation_stops_before_its_checkpoints(make_cfg, monkeypatch):
+    patch_val_loss(monkeypatch, lambda m, i, loss: loss * float("nan") if m.global_step == 6 and i == 1 else loss)
+    cfg = make_cfg([*TINY_LM, "trainer.max_steps=9", "eval_every=3"])
+    with pytest.raises(NonFiniteLossError, match=r"non-finite validation loss \(val/loss=nan\) at step 6: 1 of 2"):
+        train(cfg)
+    checkpoints = f"{cfg.paths.output_dir}/checkpoints"
+    assert saved_step(f"{checkpoints}/last.ckpt") == 3 and saved_step(f"{checkpoints}/best.ckpt") == 3
+
+
+def test_nan_validation_without_the_stop_warns_and_is_never_best(make_cfg, monkeypatch):
+    patch_val_loss(monkeypatch, lambda m, i, loss: loss * float("nan"))  # every batch, every validation
+    cfg = make_cfg([*TINY_LM, "trainer.max_steps=3", "eval_every=3", "callbacks.non_finite=null"])
+    with pytest.warns(UserWarning, match=r"val/loss=nan at step 3: best.ckpt is not updated"):
+        result = train(cfg)
+    assert math.isnan(result.metrics["val/loss"])  # reported as NaN, not averaged over the finite batches
+    assert result.best_checkpoint is None and saved_step(result.last_checkpoint) == 3
+
+
+def test_validation_loss_keeps_nan_batches_and_skips_empty_ones():
+    metric = ValidationLoss()
+    metric.update(torch.tensor(float("nan")), torch.tensor(0))  # an MLM batch with no masked token: 0/0
+    metric.update(torch.tensor(2.0), torch.tensor(1))
+    metric.update(torch.tensor(1.0), torch.tensor(3))
+    summary = metric.compute()
+    assert summary["loss"] == pytest.approx(1.25) and summary["batches"] == 2 and summary["non_finite"] == 0
+    metric.update(torch.tensor(float("inf")), torch.tensor(2))
+    summary = metric.compute()
+    assert math.isinf(summary["loss"]) and summary["batches"] == 3 and summary["non_finite"] == 1
