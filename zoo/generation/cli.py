@@ -137,7 +137,8 @@ def read_inputs(cfg: GenerateCLIConfig, arch: str) -> list[str]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as e:
-        raise ValueError(f"{given}={str(path)!r} is not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8.") from None
+        where = f"{e.reason} at byte {e.start}"
+        raise ValueError(f"{given}={str(path)!r} is not UTF-8 text ({where}); save it as UTF-8.") from None
     except OSError as e:
         raise ValueError(f"{given}={str(path)!r} cannot be read: {e.strerror or e}.") from None
     texts = [line for line in lines if line.strip()]
