@@ -192,8 +192,12 @@ def _listed(what: str, items: list[str], limit: int = 5) -> str:
     return f"{len(items)} {what}{'s' if len(items) > 1 else ''}: {', '.join(items[:limit])}{more}"
 
 
-def check_compatible(ckpt: Mapping[str, Any], config: ModelConfig, task: str, path: str | os.PathLike) -> None:
-    """Raise CheckpointError naming every model key (and the task) where the checkpoint differs."""
+def check_compatible(
+    ckpt: Mapping[str, Any], config: ModelConfig, task: str, path: str | os.PathLike, tokenizer=None
+) -> None:
+    """Raise CheckpointError naming every model key, the task and (given `tokenizer`) every tokenizer part
+    where the checkpoint differs from this run: same-size but different tokenizers make embedding rows mean
+    other tokens."""
     saved = ckpt["zoo"]["model_config"]
     current = config.to_dict()
     diffs = [
@@ -203,8 +207,64 @@ def check_compatible(ckpt: Mapping[str, Any], config: ModelConfig, task: str, pa
     ]
     if ckpt["zoo"].get("task") != task:
         diffs.append(f"task: checkpoint {ckpt['zoo'].get('task')!r}, this run {task!r}")
+    hint = ""
+    if tokenizer is not None:
+        changed = tokenizer_differences(ckpt["zoo"].get("tokenizer_files") or {}, tokenizer_files(tokenizer))
+        diffs += [f"tokenizer {d}" for d in changed]
+        own = Path(path).parent.parent / EXPORT_TOKENIZER  # the run folder's tokenizer/ (written at its start)
+        if changed and (own / "tokenizer.json").is_file():
+            hint = f". To resume with the checkpoint's tokenizer: tokenizer=file tokenizer.path={own}"
     if diffs:
-        raise CheckpointError(f"checkpoint {path} does not match this run's model: " + "; ".join(diffs))
+        raise CheckpointError(f"checkpoint {path} does not match this run: " + "; ".join(diffs) + hint)
+
+
+def tokenizer_differences(saved: Mapping[str, str], current: Mapping[str, str]) -> list[str]:
+    """Where two `tokenizer_files` dicts differ in what text becomes which id: vocabulary, BPE merges,
+    special tokens, the text pipeline, classification labels. Empty when they are the same tokenizer."""
+    if "tokenizer.json" not in saved:
+        return ["files: the checkpoint holds no tokenizer.json to compare with"]
+    old, new = json.loads(saved["tokenizer.json"]), json.loads(current["tokenizer.json"])
+    diffs = _vocabulary_difference(saved["tokenizer.json"], current["tokenizer.json"])
+    old_merges, new_merges = (_merges(t) for t in (old, new))
+    if old_merges != new_merges:
+        k = _first_difference(old_merges, new_merges)
+        first = [m[k] if k < len(m) else None for m in (old_merges, new_merges)]
+        diffs.append(f"merges: the BPE merge rules differ from #{k} on "
+                     f"(checkpoint {first[0]!r}, this run {first[1]!r})")
+    specials = [[t.get("content") for t in j.get("added_tokens") or []] for j in (old, new)]
+    if specials[0] != specials[1]:
+        diffs.append(f"special tokens: checkpoint {specials[0]}, this run {specials[1]}")
+    for part in ("normalizer", "pre_tokenizer", "post_processor", "decoder"):
+        if old.get(part) != new.get(part):
+            diffs.append(f"{part}: checkpoint {old.get(part)}, this run {new.get(part)}")
+    labels = [json.loads(files.get("labels.json", "null")) for files in (saved, current)]
+    if labels[0] != labels[1]:
+        diffs.append(f"labels: checkpoint {labels[0]}, this run {labels[1]}")
+    return diffs
+
+
+def _vocabulary_difference(old_json: str, new_json: str) -> list[str]:
+    """One line naming how many ids changed token and the first of them ([] when none did)."""
+    from tokenizers import Tokenizer
+
+    old, new = ({i: t for t, i in Tokenizer.from_str(j).get_vocab(with_added_tokens=True).items()}
+                for j in (old_json, new_json))
+    changed = sorted(i for i in old.keys() | new.keys() if old.get(i) != new.get(i))
+    if not changed:
+        return []
+    i = changed[0]
+    return [f"vocabulary: {len(changed)} of {max(len(old), len(new))} ids stand for other tokens, e.g. id {i} "
+            f"is {old.get(i)!r} in the checkpoint, {new.get(i)!r} in this run"]
+
+
+def _first_difference(old: list[str], new: list[str]) -> int:
+    """Index of the first entry where two lists differ (the shorter length when one extends the other)."""
+    return next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), min(len(old), len(new)))
+
+
+def _merges(tokenizer_json: Mapping[str, Any]) -> list[str]:
+    """BPE merges as "a b" strings (tokenizers writes them as pairs or, in older files, as strings)."""
+    return [m if isinstance(m, str) else " ".join(m) for m in tokenizer_json.get("model", {}).get("merges") or []]
 
 
 def _model_state(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
