@@ -61,13 +61,7 @@ def word_ids(text: str, vocab_size: int) -> tuple[list[int], list[str]]:
 def load_model(cfg: DictConfig):
     """(model, encode) where encode(text) -> (ids, labels); from a checkpoint or a fresh preset."""
     if cfg.ckpt:
-        load = getattr(zoo, "load", None)
-        if load is None:
-            try:
-                from zoo.checkpoint import load
-            except ImportError as err:
-                raise ValueError(f"ckpt={cfg.ckpt!r} needs zoo.load (zoo/checkpoint.py), not present here.") from err
-        model, tokenizer = load(cfg.ckpt)
+        model, tokenizer = zoo.load(cfg.ckpt)
 
         def encode(text: str) -> tuple[list[int], list[str]]:
             ids = tokenizer.encode(text)
@@ -90,7 +84,7 @@ def inspect(cfg: DictConfig, out_dir: Path, console: Console) -> list[Path]:
     ids_t = torch.tensor([ids])
     kwargs: dict[str, Any] = {}
     dec_labels = None
-    if mcfg.arch == "encoder_decoder":
+    if model.is_encoder_decoder:
         dec_ids, dec_labels = encode(cfg.target or cfg.text)
         kwargs["decoder_input_ids"] = torch.tensor([[mcfg.start_id] + dec_ids])
         dec_labels = ["<start>"] + dec_labels
@@ -108,12 +102,9 @@ def inspect(cfg: DictConfig, out_dir: Path, console: Console) -> list[Path]:
         q_labels = dec_labels if mask.stream == "decoder" and dec_labels else labels
         files.append(plots.plot_mask(mask.tensor[0, 0], out_dir / f"mask_{mask.stream}.png", labels=q_labels,
                                      title=f"{mask.stream} mask"))
-    if mcfg.positional != "none":
-        embed = getattr(model, "embed", None) or model.src_embed
-        files.append(plots.plot_positional_pattern(
-            mcfg, out_dir / "positional.png", n_positions=min(cfg.n_positions, mcfg.max_seq_len),
-            module=embed.positional if mcfg.positional == "learned" else None,
-        ))
+    drawn = plots.plot_positional_pattern(mcfg, out_dir / "positional.png", n_positions=cfg.n_positions,
+                                          module=model.positions)  # the model's own scheme (trained tables)
+    files += [drawn] if drawn is not None else []
     files.append(plots.plot_dot_vs_distance(out_dir / "dot_vs_distance.png", dim=mcfg.head_dim))
     console.print(f"wrote {len(files)} PNG files and trace.json to {out_dir}")
     return files

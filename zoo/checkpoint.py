@@ -198,7 +198,8 @@ def check_compatible(
     """Raise CheckpointError naming every model key, the task and (given `tokenizer`) every tokenizer part
     where the checkpoint differs from this run: same-size but different tokenizers make embedding rows mean
     other tokens."""
-    saved = ckpt["zoo"]["model_config"]
+    # a key an older checkpoint lacks is a knob added since, whose default keeps the old behaviour
+    saved = {**ModelConfig().to_dict(), **ckpt["zoo"]["model_config"]}
     current = config.to_dict()
     diffs = [
         f"model.{key}: checkpoint {saved.get(key)!r}, this run {value!r}"

@@ -1,5 +1,9 @@
 """ModelConfig: the one plain-data description of a model. Every knob lives here; derived sizes are
-properties; `validate()` rejects bad values with the key, the value and what is allowed."""
+properties; `validate()` rejects bad values of its own fields with the key, the value and what is allowed.
+
+Config is data: it imports no module it configures. Named choices (arch, activation, norm, positional,
+norm_placement) are resolved, and checked against what each chosen component needs, where their registries
+live, when the model is built (`zoo.models.check_config`)."""
 
 from __future__ import annotations
 
@@ -29,18 +33,21 @@ class ModelConfig:
     ffn_ratio: float = 4.0  # d_ff = ffn_ratio * d_model unless d_ff is given
     d_ff: int | None = None
     activation: str = "gelu"  # relu | gelu | gelu_tanh | silu | swiglu | geglu
+    head_activation: str | None = None  # LM head transform; default: the ungated form of `activation`
     norm: str = "layernorm"  # layernorm | rmsnorm | none
     norm_eps: float = 1e-5
-    norm_placement: str = "pre"  # pre | post
-    final_norm: bool | None = None  # default: True for pre, False for post
+    norm_placement: str = "pre"  # residual wiring: pre | post | sandwich | parallel
+    final_norm: bool | None = None  # default: the wiring's (True for pre/sandwich/parallel, False for post)
     embed_norm: bool = False  # a norm right after the embeddings (BERT, BART)
     embed_scale: bool = False  # multiply token embeddings by sqrt(d_model) (Vaswani, Marian)
     residual: bool = True  # False drops the residual connections (minimal attention-only models)
-    positional: str = "learned"  # sinusoidal | learned | rope | alibi | none
+    positional: str = "learned"  # sinusoidal | learned | rope | alibi | t5_relative | none
     pos_offset: int = 0  # learned table index offset (BART uses 2)
     sinusoidal_layout: str = "interleaved"  # interleaved (paper: sin, cos, sin, ...) | half (sin..., cos...)
     rope_base: float = 10000.0
     rope_layout: str = "half"  # half (rotate-half, GPT-NeoX/Llama) | interleaved (pairs, RoFormer/GPT-J)
+    rel_buckets: int = 32  # t5_relative: distance buckets (half per direction in a bidirectional stack)
+    rel_max_distance: int = 128  # t5_relative: distances beyond this share the last bucket
     max_seq_len: int = 256
     dropout: float = 0.0
     attn_dropout: float | None = None  # default: dropout
@@ -83,10 +90,6 @@ class ModelConfig:
         return self.n_layers if self.decoder_layers is None else self.decoder_layers
 
     @property
-    def use_final_norm(self) -> bool:
-        return (self.norm_placement == "pre") if self.final_norm is None else self.final_norm
-
-    @property
     def attention_dropout(self) -> float:
         return self.dropout if self.attn_dropout is None else self.attn_dropout
 
@@ -116,12 +119,10 @@ class ModelConfig:
     # ----- validation -----
     def validate(self) -> None:
         """Raise ValueError naming the key, the value and what is allowed, before any module is built."""
-        from zoo.components import choice_registries  # late import: registries live with their modules
-
-        for key, registry in choice_registries().items():
+        for key in _NAMED_CHOICES:  # resolved at build time; here only "is it a name"
             value = getattr(self, key)
-            if value not in registry:
-                raise ValueError(f"model.{key}: " + unknown_choice_message(key, value, registry.names()))
+            if not (isinstance(value, str) and value) and not (value is None and key in _OPTIONAL_CHOICES):
+                raise ValueError(f"model.{key} must be a name (a string), got {value!r}.")
         for key, allowed in _ENUMS.items():
             value = getattr(self, key)
             if value not in allowed:
@@ -130,7 +131,8 @@ class ModelConfig:
         for key in positive:
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
                 raise ValueError(f"model.{key} must be a positive integer, got {getattr(self, key)!r}.")
-        for key in ["n_layers", "encoder_layers", "decoder_layers", "type_vocab_size", "num_labels", "pos_offset"]:
+        for key in ["n_layers", "encoder_layers", "decoder_layers", "type_vocab_size", "num_labels", "pos_offset",
+                    "rel_buckets", "rel_max_distance"]:
             value = getattr(self, key)
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise ValueError(f"model.{key} must be a non-negative integer, got {value!r}.")
@@ -157,12 +159,6 @@ class ModelConfig:
                 f"model.n_heads={self.n_heads} is not divisible by model.n_kv_heads={self.n_kv_heads}; "
                 f"n_kv_heads must divide n_heads (n_heads = MHA, 1 = MQA)."
             )
-        if self.positional == "rope" and self.head_dim % 2:
-            raise ValueError(
-                f"model.positional='rope' needs an even head_dim, got d_model/n_heads = {self.head_dim}."
-            )
-        if self.positional == "sinusoidal" and self.d_model % 2:
-            raise ValueError(f"model.positional='sinusoidal' needs an even d_model, got {self.d_model}.")
         if self.ffn_dim < 1 and self.ffn != "none":
             raise ValueError(f"model.d_ff/ffn_ratio give a hidden size of {self.ffn_dim}; it must be >= 1.")
         for key in ["dropout", "attn_dropout"]:
@@ -175,24 +171,11 @@ class ModelConfig:
             value = getattr(self, key)
             if value is not None and not 0 <= value < self.vocab_size:
                 raise ValueError(f"model.{key}={value} is outside the vocabulary [0, {self.vocab_size}).")
-        if self.head == "classifier":
-            if self.arch != "encoder":
-                raise ValueError(f"model.head='classifier' needs model.arch='encoder', got {self.arch!r}.")
-            if self.num_labels < 1:
-                raise ValueError("model.head='classifier' needs model.num_labels >= 1.")
-        if self.arch != "encoder_decoder":
-            for key in ("encoder_layers", "decoder_layers"):
-                if getattr(self, key) is not None:
-                    raise ValueError(
-                        f"model.{key}={getattr(self, key)} applies to arch 'encoder_decoder' only; "
-                        f"arch {self.arch!r} takes its depth from model.n_layers."
-                    )
-        if self.arch == "encoder_decoder" and self.n_encoder_layers + self.n_decoder_layers == 0:
-            raise ValueError("model.arch='encoder_decoder' needs at least one encoder or decoder layer.")
 
 
+_NAMED_CHOICES = ("arch", "activation", "head_activation", "norm", "norm_placement", "positional")
+_OPTIONAL_CHOICES = ("head_activation",)
 _ENUMS: dict[str, tuple[str, ...]] = {
-    "norm_placement": ("pre", "post"),
     "sinusoidal_layout": ("interleaved", "half"),
     "rope_layout": ("half", "interleaved"),
     "ffn": ("mlp", "none"),

@@ -76,7 +76,6 @@ def resolve_config(spec: str | Mapping[str, Any] | ModelConfig, **overrides: Any
 
 def build(spec: str | Mapping[str, Any] | ModelConfig, **overrides: Any):
     """Build a model: `build("gpt_small")`, `build("gpt_small", n_heads=8)`, `build(cfg.model)`."""
-    from zoo.models import ARCHS
+    from zoo.models import build_model
 
-    config = resolve_config(spec, **overrides)
-    return ARCHS.get(config.arch)(config)
+    return build_model(resolve_config(spec, **overrides))

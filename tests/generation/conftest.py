@@ -7,8 +7,12 @@ import torch
 
 import zoo
 from zoo.generation.prompts import position_ids
+from zoo.modules.positional import POSITIONALS as _REGISTRY
+from zoo.modules.positional import Positional
 
-POSITIONALS = ["learned", "sinusoidal", "rope", "alibi", "none"]
+POSITIONED = [n for n in _REGISTRY.names() if _REGISTRY.get(n) is not Positional]  # all but "none"
+
+POSITIONALS = _REGISTRY.names()  # every registered scheme
 VOCAB = 50
 
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.generation.conftest import POSITIONALS, reference_next_logits, tiny_decoder, tiny_seq2seq
+from tests.generation.conftest import (
+    POSITIONALS,
+    POSITIONED,
+    reference_next_logits,
+    tiny_decoder,
+    tiny_seq2seq,
+)
 from zoo.generation import pad_prompts
 
 
@@ -32,7 +38,7 @@ def test_step_logits_match_full_forward(positional, kv_heads, use_cache):
     _check_steps_against_reference(model, out, mask)
 
 
-@pytest.mark.parametrize("positional", ["learned", "sinusoidal", "rope", "alibi"])
+@pytest.mark.parametrize("positional", POSITIONED)
 @pytest.mark.parametrize("kv_heads", [4, 2], ids=["mha", "gqa"])
 def test_encoder_decoder_cache_matches_full_forward(positional, kv_heads):
     model = tiny_seq2seq(positional, n_kv_heads=kv_heads)

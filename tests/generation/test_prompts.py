@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.generation.conftest import POSITIONALS, tiny_decoder, tiny_seq2seq
+from tests.generation.conftest import POSITIONALS, POSITIONED, tiny_decoder, tiny_seq2seq
 from zoo.generation import pad_prompts
 from zoo.generation.prompts import align, position_ids
 
@@ -42,7 +42,7 @@ def test_right_padded_input_is_realigned():
     assert torch.equal(model.generate(np.array(PROMPTS[1]), max_new_tokens=4, eos_token_id=[]), one)
 
 
-@pytest.mark.parametrize("positional", ["learned", "sinusoidal", "rope", "alibi"])
+@pytest.mark.parametrize("positional", POSITIONED)
 def test_mixed_source_lengths_equal_each_alone(positional):
     model = tiny_seq2seq(positional)
     sources = [[4, 5, 6, 7, 8, 9, 10], [11, 12], [13, 14, 15, 16]]

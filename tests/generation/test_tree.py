@@ -12,6 +12,7 @@ from torch import nn
 
 from zoo import ModelConfig, ModelOutput
 from zoo.generation import generate
+from zoo.modules.positional import Positional
 
 PAD, BOS, EOS, A, B, C, D, E, EOS2 = range(9)
 TREE = {  # prefix after BOS -> next-token probabilities
@@ -37,6 +38,7 @@ class TreeLM(nn.Module):
         self.config = ModelConfig(arch="decoder", vocab_size=9, d_model=4, n_layers=0, n_heads=1,
                                   positional="none", norm="none")
         self.tree = tree
+        self.positions = Positional(self.config)  # no positions: the stepper's window is unbounded
         self.anchor = nn.Parameter(torch.zeros(()))  # gives generate a device
 
     def new_cache(self):

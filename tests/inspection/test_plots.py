@@ -9,6 +9,7 @@ import torch
 
 import zoo
 from zoo.inspection import attention_maps, plots, trace
+from zoo.modules.positional import POSITIONALS
 
 from .configs import VOCAB, config
 
@@ -60,12 +61,25 @@ def test_decoder_attention_is_causal_and_the_mask_picture(tmp_path):
         plots.plot_attention_grid(w[0], tmp_path / "bad.png")
 
 
-@pytest.mark.parametrize("positional", ["sinusoidal", "learned", "rope", "alibi"])
+@pytest.mark.parametrize("positional", POSITIONALS.names())
 def test_positional_pattern_pictures(tmp_path, positional):
+    """Every registered scheme draws itself (32 position rows) or says it has nothing to draw."""
     cfg = config("gpt", positional=positional, max_seq_len=32)
-    matrix, _ = plots.positional_pattern(cfg, 32)
-    assert matrix.shape[0] == 32
-    assert_png(plots.plot_positional_pattern(cfg, tmp_path / f"{positional}.png", n_positions=32))
+    drawn = plots.positional_pattern(cfg, 32)
+    path = plots.plot_positional_pattern(cfg, tmp_path / f"{positional}.png", n_positions=32)
+    if drawn is None:
+        assert path is None and not (tmp_path / f"{positional}.png").exists()
+        return
+    assert drawn[0].shape[0] == 32 and torch.isfinite(drawn[0]).all()
+    assert_png(path)
+
+
+def test_learned_pattern_reads_the_models_trained_table():
+    model = zoo.build(config("gpt", positional="learned", max_seq_len=32))
+    with torch.no_grad():
+        model.positions.table.weight[3, 1] = 7.5
+    matrix, _ = plots.positional_pattern(model.config, 32, module=model.positions)
+    assert matrix[3, 1].item() == 7.5
 
 
 def test_sinusoidal_pattern_is_the_paper_formula():
@@ -89,5 +103,6 @@ def test_dot_product_vs_distance_closed_forms(tmp_path):
     assert dist.tolist() == list(range(k_max + 1))
     assert sin_dots[0].item() == pytest.approx(dim / 2) and rope_dots[0].item() == pytest.approx(dim)
     assert_png(plots.plot_dot_vs_distance(tmp_path / "dot.png", dim=dim, max_distance=k_max))
+    assert plots.similarity_schemes(dim) == ["rope", "sinusoidal"]
     with pytest.raises(ValueError, match="Allowed: rope, sinusoidal"):
         plots.dot_vs_distance("alibi", dim, k_max)

@@ -5,12 +5,10 @@ import torch
 
 import zoo
 
-from .tiny import tiny
-
-POSITIONALS = ["learned", "sinusoidal", "rope", "alibi", "none"]
+from .tiny import POSITIONED, SCHEMES, tiny
 
 
-@pytest.mark.parametrize("positional", POSITIONALS)
+@pytest.mark.parametrize("positional", SCHEMES)
 def test_decoder_future_tokens_never_change_earlier_logits(positional):
     model = tiny("gpt_nano", positional=positional).eval()
     ids = torch.randint(5, 97, (2, 12))
@@ -21,7 +19,7 @@ def test_decoder_future_tokens_never_change_earlier_logits(positional):
     assert not torch.allclose(a[:, 7:], b[:, 7:], atol=1e-3)
 
 
-@pytest.mark.parametrize("positional", ["sinusoidal", "rope", "learned"])
+@pytest.mark.parametrize("positional", POSITIONED)
 def test_encoder_decoder_decoder_side_is_causal(positional):
     model = tiny("transformer_tiny", positional=positional, dropout=0.0).eval()
     src = torch.randint(5, 97, (2, 9))
@@ -45,7 +43,7 @@ def test_encoder_without_positions_is_permutation_equivariant():
     assert torch.allclose(model(ids[:, perm]).logits, out[:, perm], atol=1e-5)
 
 
-@pytest.mark.parametrize("positional", ["learned", "sinusoidal", "rope", "alibi"])
+@pytest.mark.parametrize("positional", POSITIONED)
 def test_encoder_with_positions_is_not_permutation_equivariant(positional):
     model = tiny("bert_small", positional=positional, dropout=0.0, init_std=0.2).eval()
     ids = torch.randint(5, 97, (1, 10))
@@ -53,7 +51,7 @@ def test_encoder_with_positions_is_not_permutation_equivariant(positional):
     assert (model(ids[:, perm]).logits - model(ids).logits[:, perm]).abs().max() > 1e-3
 
 
-@pytest.mark.parametrize("positional", POSITIONALS)
+@pytest.mark.parametrize("positional", SCHEMES)
 def test_encoder_appended_pads_change_nothing(positional):
     model = tiny("bert_small", positional=positional, dropout=0.0).eval()
     ids = torch.randint(5, 97, (1, 8))
@@ -70,7 +68,7 @@ def test_encoder_decoder_source_pads_change_nothing():
     assert torch.allclose(model(padded, tgt, attention_mask=mask).logits, model(src, tgt).logits, atol=1e-5)
 
 
-@pytest.mark.parametrize("positional", POSITIONALS)
+@pytest.mark.parametrize("positional", SCHEMES)
 def test_decoder_left_padding_with_position_ids(positional):
     model = tiny("gpt_nano", positional=positional).eval()
     ids = torch.randint(5, 97, (1, 6))

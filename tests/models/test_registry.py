@@ -7,6 +7,8 @@ import torch
 
 import zoo
 from zoo.config import ModelConfig
+from zoo.modules.positional import POSITIONALS
+from zoo.modules.residual import WIRINGS
 
 from .tiny import tiny
 
@@ -37,14 +39,14 @@ def test_every_preset_trains_a_step(name):
 
 def _random_config(rng: random.Random) -> dict:
     n_heads = rng.choice([1, 2, 4])
-    positional = rng.choice(["sinusoidal", "learned", "rope", "alibi", "none"])
+    positional = rng.choice(POSITIONALS.names())
     return dict(
         arch=rng.choice(["encoder", "decoder", "encoder_decoder"]),
         vocab_size=53, d_model=16, n_layers=rng.choice([1, 2]), n_heads=n_heads,
         n_kv_heads=rng.choice([None, 1, n_heads]), ffn=rng.choice(["mlp", "mlp", "none"]),
         ffn_ratio=rng.choice([1.0, 2.0, 4.0]),
         activation=rng.choice(["relu", "gelu", "gelu_tanh", "silu", "swiglu", "geglu"]),
-        norm=rng.choice(["layernorm", "rmsnorm", "none"]), norm_placement=rng.choice(["pre", "post"]),
+        norm=rng.choice(["layernorm", "rmsnorm", "none"]), norm_placement=rng.choice(WIRINGS.names()),
         residual=rng.choice([True, True, False]), positional=positional,
         sinusoidal_layout=rng.choice(["interleaved", "half"]), rope_layout=rng.choice(["half", "interleaved"]),
         max_seq_len=16, dropout=rng.choice([0.0, 0.1]), bias=rng.choice([True, False]),

@@ -1,6 +1,10 @@
 """Tiny versions of every preset, for fast CPU tests."""
 
 import zoo
+from zoo.modules.positional import POSITIONALS, Positional
+
+SCHEMES = POSITIONALS.names()  # every registered positional scheme: a new one is tested without edits here
+POSITIONED = [n for n in SCHEMES if POSITIONALS.get(n) is not Positional]  # all but "none"
 
 TINY = dict(d_model=32, n_heads=4, vocab_size=97, max_seq_len=32, d_ff=None, ffn_ratio=2.0)
 

@@ -23,7 +23,7 @@ def test_sinusoidal_matches_paper_formula(layout):
 
 
 def _rotate(rope: Rotary, x: torch.Tensor, pos: int) -> torch.Tensor:
-    terms = rope.terms(torch.tensor([[pos]]), pos, pos + 1)
+    terms = rope.terms(torch.tensor([[pos]]), pos, pos + 1, causal=False)
     return terms.rotate(x.view(1, 1, 1, -1)).view(-1)
 
 
@@ -57,7 +57,7 @@ def test_alibi_slopes_and_bias():
     assert torch.allclose(alibi_slopes(8), torch.tensor([2.0 ** -(i + 1) for i in range(8)]))
     assert torch.allclose(alibi_slopes(4), torch.tensor([2.0 ** (-2 * (i + 1)) for i in range(4)]))
     alibi = ALiBi(ModelConfig(d_model=16, n_heads=4, positional="alibi"))
-    bias = alibi.terms(torch.zeros(1, 2, dtype=torch.long), 3, 5).bias  # queries at 3, 4; keys 0..4
+    bias = alibi.terms(torch.zeros(1, 2, dtype=torch.long), 3, 5, causal=True).bias  # queries at 3, 4; keys 0..4
     assert bias.shape == (1, 4, 2, 5)
     assert bias[0, 0, 0].tolist() == pytest.approx([-0.75, -0.5, -0.25, 0.0, -0.25])
 

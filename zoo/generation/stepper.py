@@ -2,9 +2,10 @@
 KV cache, and answers "next-token logits for every row". Decoding loops (greedy, sampling, beam search)
 only call `next_logits`, `append` and `reorder`, so they never see caches, positions or windows.
 
-Learned absolute positions stop at `max_seq_len`: the prompt is cropped to its last `max_seq_len`
-columns, and once the sequence outgrows that window the cache is dropped and the cropped window is
-re-run each step (nanoGPT). Other schemes (sinusoidal, RoPE, ALiBi, none) keep the cache and continue."""
+A positional scheme with a fixed reach (`max_positions`, e.g. learned positions stop at `max_seq_len`)
+bounds the window: the prompt is cropped to its last `max_positions` columns, and once the sequence
+outgrows that window the cache is dropped and the cropped window is re-run each step (nanoGPT). Schemes
+that reach any length (sinusoidal, RoPE, ALiBi, none) keep the cache and continue."""
 
 from __future__ import annotations
 
@@ -21,8 +22,7 @@ class Stepper:
         self.model = model
         self.ids, self.mask = ids, mask  # (B, L) full sequences (prompt + generated), 1 = real token
         self.padded = not bool(mask.all())  # no pads: let attention take its fused causal path
-        cfg = model.config
-        self.window = cfg.max_seq_len if cfg.positional == "learned" else None  # None: unbounded
+        self.window = model.positions.max_positions  # None: unbounded
         self.cache: KVCache | None = model.new_cache() if use_cache else None
         self.cache_start = 0  # column of ids where the cache's first position sits
 

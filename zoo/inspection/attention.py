@@ -29,10 +29,6 @@ class AttentionMaps:
         return list(self.maps)
 
 
-def _self_kind(model: nn.Module) -> str:
-    return "encoder" if getattr(model.config, "arch", "decoder") == "encoder" else "decoder"
-
-
 def attention_maps(
     model: nn.Module,
     input_ids: torch.Tensor,
@@ -50,7 +46,7 @@ def attention_maps(
             out = model(input_ids, need_weights=True, **forward_kwargs)
     finally:
         model.train(was_training)
-    self_kind = _self_kind(model)
+    self_kind = getattr(model, "self_stream", "decoder")  # what out.attentions belong to
     fields = {"encoder": out.encoder_attentions, self_kind: out.attentions, "cross": out.cross_attentions}
     maps = {kind: [w.detach() for w in ws] for kind, ws in fields.items() if ws and all(w is not None for w in ws)}
     labels: dict[str, list[str]] = {}

@@ -21,19 +21,16 @@ from zoo.modules.attention import Attention
 from zoo.modules.embedding import Embeddings
 from zoo.modules.feedforward import FeedForward
 from zoo.modules.heads import ClassifierHead, LMHead
-from zoo.modules.norm import NORMS
+from zoo.modules.norm import norm_module_types
 
 COMPONENTS = ("embeddings", "attention", "ffn", "norms", "head")
 
-
-def _norm_types() -> tuple[type, ...]:
-    return tuple({type(NORMS.get(n)(2, 1e-5, True)) for n in NORMS.names() if n != "none"})
 
 
 def _component_rules() -> list[tuple[tuple[type, ...], str]]:
     """Module type -> component; the innermost match wins (a norm inside the head counts as a norm)."""
     return [
-        (_norm_types(), "norms"),
+        (norm_module_types(), "norms"),
         ((Attention,), "attention"),
         ((FeedForward,), "ffn"),
         ((nn.Embedding, Embeddings), "embeddings"),

@@ -4,7 +4,7 @@ cross-attention, the positional-encoding pattern and the dot-product-vs-distance
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib
@@ -15,8 +15,7 @@ import torch  # noqa: E402
 
 from zoo.config import ModelConfig  # noqa: E402
 from zoo.inspection.attention import AttentionMaps  # noqa: E402
-from zoo.modules.positional import POSITIONALS, PositionTerms, alibi_slopes  # noqa: E402
-from zoo.registry import Registry  # noqa: E402
+from zoo.modules.positional import POSITIONALS, Positional  # noqa: E402
 
 DPI = 80  # small files: the docs keep every picture under 100 KB
 
@@ -103,43 +102,22 @@ def plot_mask(mask: torch.Tensor, path: str | Path, *, labels: Sequence[str] | N
     return _save(fig, path)
 
 
-# ----- positional encodings -----
-PATTERNS: Registry = Registry("positional pattern")
+# ----- positional encodings (each scheme draws itself: Positional.pattern / .similarity) -----
+def positional_pattern(cfg: ModelConfig, n_positions: int = 64, module: Positional | None = None
+                       ) -> tuple[torch.Tensor, str] | None:
+    """(positions, features) picture of the configured scheme and its feature-axis label, or None when the
+    scheme has nothing to draw; `module` is a model's own scheme (a learned table reads its trained values)."""
+    scheme = module if module is not None else POSITIONALS.get(cfg.positional)(cfg)
+    return scheme.pattern(n_positions)
 
 
-@PATTERNS.register("sinusoidal")
-def _sinusoidal_pattern(cfg: ModelConfig, n: int) -> tuple[torch.Tensor, str]:
-    module = POSITIONALS.get("sinusoidal")(cfg)
-    return module.encoding(torch.arange(n)[None])[0], "dimension"  # (n, d_model)
-
-
-@PATTERNS.register("learned")
-def _learned_pattern(cfg: ModelConfig, n: int, module=None) -> tuple[torch.Tensor, str]:
-    table = module if module is not None else POSITIONALS.get("learned")(cfg)
-    return table.table.weight.detach()[cfg.pos_offset: cfg.pos_offset + n], "dimension"
-
-
-@PATTERNS.register("rope")
-def _rope_pattern(cfg: ModelConfig, n: int) -> tuple[torch.Tensor, str]:
-    terms = POSITIONALS.get("rope")(cfg).terms(torch.arange(n)[None], 0, n)
-    return terms.cos[0, 0], "rotation pair (cos of angle)"  # (n, head_dim / 2)
-
-
-@PATTERNS.register("alibi")
-def _alibi_pattern(cfg: ModelConfig, n: int) -> tuple[torch.Tensor, str]:
-    bias = POSITIONALS.get("alibi")(cfg).terms(torch.arange(n)[None], 0, n).bias  # (1, H, n, n)
-    return bias[0, 0], "key position (head 0 bias)"
-
-
-def positional_pattern(cfg: ModelConfig, n_positions: int = 64, module=None) -> tuple[torch.Tensor, str]:
-    """(positions, dims) matrix of the configured scheme and the x-axis label; `module` (learned only)
-    reads a trained table instead of a fresh one."""
-    fn: Callable = PATTERNS.get(cfg.positional)
-    return fn(cfg, n_positions, module) if module is not None else fn(cfg, n_positions)
-
-
-def plot_positional_pattern(cfg: ModelConfig, path: str | Path, *, n_positions: int = 64, module=None) -> Path:
-    matrix, xlabel = positional_pattern(cfg, n_positions, module)
+def plot_positional_pattern(cfg: ModelConfig, path: str | Path, *, n_positions: int = 64,
+                            module: Positional | None = None) -> Path | None:
+    """The pattern as a heatmap; None (no file) for a scheme with nothing to draw, e.g. positional=none."""
+    drawn = positional_pattern(cfg, n_positions, module)
+    if drawn is None:
+        return None
+    matrix, xlabel = drawn
     fig, ax = plt.subplots(figsize=(6, 3.5))
     im = ax.imshow(matrix.float().cpu().numpy(), aspect="auto", cmap="RdBu", interpolation="nearest")
     ax.set_xlabel(xlabel, fontsize=8)
@@ -149,49 +127,37 @@ def plot_positional_pattern(cfg: ModelConfig, path: str | Path, *, n_positions: 
     return _save(fig, path)
 
 
-def _sinusoidal_dots(cfg: ModelConfig, positions: torch.Tensor) -> torch.Tensor:
-    pe = POSITIONALS.get("sinusoidal")(cfg).encoding(positions)[0]  # (K+1, dim)
-    return pe @ pe[0]
+def _similarity_scheme(scheme: str, dim: int, max_distance: int, base: float) -> Positional:
+    cfg = ModelConfig(d_model=dim, n_heads=1, positional=scheme, rope_base=base, max_seq_len=max_distance + 1)
+    return POSITIONALS.get(scheme)(cfg)
 
 
-def _rope_dots(cfg: ModelConfig, positions: torch.Tensor) -> torch.Tensor:
-    terms: PositionTerms = POSITIONALS.get("rope")(cfg).terms(positions, 0, positions.shape[-1])
-    rotated = terms.rotate(torch.ones(1, 1, positions.shape[-1], cfg.d_model))[0, 0]  # (K+1, dim)
-    return rotated @ rotated[0]
-
-
-DOT_CURVES: Registry = Registry("dot-product curve")
-DOT_CURVES.register("sinusoidal", _sinusoidal_dots)
-DOT_CURVES.register("rope", _rope_dots)
+def similarity_schemes(dim: int = 64) -> list[str]:
+    """The registered schemes with a position-similarity curve (a closed form of position alone)."""
+    probe = torch.arange(2)[None]
+    return [n for n in POSITIONALS.names() if _similarity_scheme(n, dim, 1, 10000.0).similarity(probe) is not None]
 
 
 def dot_vs_distance(scheme: str, dim: int, max_distance: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """(distances 0..max_distance, dot products) using the library's own positional code.
+    """(distances 0..max_distance, dot products) from the scheme's own code (`Positional.similarity`).
     sinusoidal: PE(0) . PE(k) (= sum_i cos(w_i k)); rope: rotate(q, 0) . rotate(k, k) with q = k = ones,
     the long-range decay curve of RoFormer (= 2 sum_i cos(theta_i k)). rope uses one head of size dim."""
-    curve = DOT_CURVES.get(scheme)
     positions = torch.arange(max_distance + 1)[None]  # (1, K+1)
-    cfg = ModelConfig(d_model=dim, n_heads=1, positional=scheme, rope_base=base, max_seq_len=max_distance + 1)
-    return positions[0], curve(cfg, positions)
+    dots = _similarity_scheme(scheme, dim, max_distance, base).similarity(positions)
+    if dots is None:
+        allowed = similarity_schemes(dim)
+        raise ValueError(f"positional {scheme!r} has no dot-product-vs-distance curve. Allowed: {', '.join(allowed)}.")
+    return positions[0], dots
 
 
 def plot_dot_vs_distance(path: str | Path, *, dim: int = 64, max_distance: int = 128, base: float = 10000.0) -> Path:
-    """Both curves on one plot: how similar two positions' encodings are as their distance grows."""
+    """Every scheme's curve on one plot: how similar two positions' encodings are as their distance grows."""
     fig, ax = plt.subplots(figsize=(6, 3))
-    for scheme in ("sinusoidal", "rope"):
+    for scheme in similarity_schemes(dim):
         dist, dots = dot_vs_distance(scheme, dim, max_distance, base)
         ax.plot(dist.numpy(), dots.numpy(), label=scheme)
     ax.set_xlabel("distance |m - n|", fontsize=8)
     ax.set_ylabel("dot product", fontsize=8)
     ax.set_title(f"position similarity vs distance (dim {dim})", fontsize=9)
     ax.legend(fontsize=8)
-    return _save(fig, path)
-
-
-def plot_alibi_slopes(n_heads: int, path: str | Path) -> Path:
-    """ALiBi's per-head slopes (the penalty per token of distance)."""
-    fig, ax = plt.subplots(figsize=(4, 2.5))
-    ax.bar(range(n_heads), alibi_slopes(n_heads).numpy())
-    ax.set_xlabel("head", fontsize=8)
-    ax.set_ylabel("slope", fontsize=8)
     return _save(fig, path)

@@ -17,7 +17,7 @@ from zoo.modules.block import Block, Stack
 from zoo.modules.embedding import Embeddings
 from zoo.modules.feedforward import FeedForward
 from zoo.modules.heads import ClassifierHead, LMHead
-from zoo.modules.norm import NORMS
+from zoo.modules.norm import norm_module_types
 from zoo.modules.positional import Positional
 
 _LAYER = re.compile(r"\blayers\.(\d+)\b")
@@ -109,10 +109,6 @@ def _stream_of(path: str, default: str) -> str:
     return _SCOPES.get(top, default)
 
 
-def _norm_types() -> tuple[type, ...]:
-    """Classes the norm registry can build (probe them once with a tiny dim)."""
-    return tuple({type(NORMS.get(n)(2, 1e-5, True)) for n in NORMS.names() if n != "none"})
-
 
 def _materialise_mask(mask, q_len: int, k_len: int) -> torch.Tensor:
     """What the explicit attention path adds to the scores: 0 (visible), -inf (masked) or a bias."""
@@ -129,8 +125,7 @@ class Tracer:
         self.trace = Trace()
         self._handles: list[Any] = []
         self._tapped: list[nn.Module] = []
-        arch = getattr(getattr(model, "config", None), "arch", "decoder")
-        self._default_stream = "encoder" if arch == "encoder" else "decoder"
+        self._default_stream = getattr(model, "self_stream", "decoder")
         self._stream = self._default_stream  # set by Embeddings/Stack pre-hooks (shared token tables)
         self._embed: tuple[str, Embeddings, torch.Tensor] | None = None  # the Embeddings now running
         self._seen: set[int] = set()
@@ -231,7 +226,7 @@ class Tracer:
             ((Block,), self._probe_block),
             ((Attention,), self._probe_attention),
             ((FeedForward,), self._probe_ffn),
-            (_norm_types(), self._probe_norm),
+            (norm_module_types(), self._probe_norm),
             ((LMHead, ClassifierHead), self._probe_head),
         ]
 

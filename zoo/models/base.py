@@ -11,11 +11,38 @@ from torch import nn
 from zoo.config import ModelConfig
 from zoo.modules.cache import KVCache
 from zoo.modules.embedding import Embeddings
+from zoo.modules.feedforward import ACTIVATIONS
 from zoo.modules.mask import AttentionMask, build_mask
-from zoo.modules.positional import PositionTerms
-from zoo.registry import Registry
+from zoo.modules.norm import NORMS
+from zoo.modules.positional import POSITIONALS, Positional, PositionTerms
+from zoo.modules.residual import WIRINGS
+from zoo.registry import Registry, unknown_choice_message
 
 ARCHS: Registry = Registry("arch")
+
+
+def named_choices() -> dict[str, Registry]:
+    """Config key -> the registry its name is resolved in."""
+    return {"arch": ARCHS, "activation": ACTIVATIONS, "head_activation": ACTIVATIONS, "norm": NORMS,
+            "norm_placement": WIRINGS, "positional": POSITIONALS}
+
+
+def check_config(cfg: ModelConfig) -> None:
+    """Resolve every named choice of `cfg` and let each chosen component check what it needs of the config
+    (e.g. RoPE an even head size); one ValueError naming the key before any module is built."""
+    for key, registry in named_choices().items():
+        value = getattr(cfg, key)
+        if value is None:  # optional choice left to its default
+            continue
+        if value not in registry:
+            raise ValueError(f"model.{key}: " + unknown_choice_message(key, value, registry.names()))
+        check = getattr(registry.get(value), "check_config", None)
+        if check is not None:
+            check(cfg)
+    if cfg.head_activation is not None and ACTIVATIONS.get(cfg.head_activation).gated:
+        plain = [n for n in ACTIVATIONS.names() if not ACTIVATIONS.get(n).gated]
+        raise ValueError(f"model.head_activation={cfg.head_activation!r} is gated; the head transform takes an "
+                         f"ungated one: {', '.join(plain)} (default: the ungated form of model.activation).")
 
 
 def _check_range(values: torch.Tensor, limit: int, message) -> None:
@@ -43,9 +70,38 @@ class ModelOutput:
 class ZooModel(nn.Module):
     """Base class: holds the config, validates inputs before compute, initialises weights GPT-2 style."""
 
+    self_stream = "decoder"  # the stack whose self-attention `ModelOutput.attentions` reports
+    is_encoder_decoder = False  # takes a source (input_ids) and a target (decoder_input_ids)
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
+        check_config(config)
         self.config = config
+
+    @classmethod
+    def check_config(cls, cfg: ModelConfig) -> None:
+        """What this architecture needs of the config (called by `check_config` through ARCHS)."""
+        cls.check_depth(cfg)
+        cls.check_head(cfg)
+
+    @classmethod
+    def check_depth(cls, cfg: ModelConfig) -> None:
+        """One stack: its depth is model.n_layers."""
+        for key in ("encoder_layers", "decoder_layers"):
+            if getattr(cfg, key) is not None:
+                raise ValueError(f"model.{key}={getattr(cfg, key)} applies to arch 'encoder_decoder' only; "
+                                 f"arch {cfg.arch!r} takes its depth from model.n_layers.")
+
+    @classmethod
+    def check_head(cls, cfg: ModelConfig) -> None:
+        """Vocabulary logits only (sequence classification is an encoder's)."""
+        if cfg.head == "classifier":
+            raise ValueError(f"model.head='classifier' needs model.arch='encoder', got {cfg.arch!r}.")
+
+    @property
+    def positions(self) -> Positional:
+        """The positional scheme of the stream this model outputs (the decoder's for encoder-decoder)."""
+        return self.embed.positional
 
     # ----- input checks (clear errors instead of device-side asserts) -----
     def check_ids(self, ids: torch.Tensor, name: str = "input_ids") -> None:
@@ -81,24 +137,18 @@ class ZooModel(nn.Module):
             )
 
     def position_ids(
-        self, ids: torch.Tensor, start: int, position_ids: torch.Tensor | None, name: str = "input_ids"
+        self, embed: Embeddings, ids: torch.Tensor, start: int, position_ids: torch.Tensor | None,
+        name: str = "input_ids",
     ) -> torch.Tensor:
-        """Positions start..start+T-1 unless given (left-padded batches pass their own)."""
+        """Positions start..start+T-1 unless given (left-padded batches pass their own); the scheme checks them."""
         b, t = ids.shape
-        cfg = self.config
+        scheme = embed.positional
         if position_ids is None:
-            if cfg.positional == "learned" and start + t > cfg.max_seq_len:
-                raise ValueError(
-                    f"{name} reaches position {start + t} but learned positions stop at model.max_seq_len="
-                    f"{cfg.max_seq_len}; shorten the input or raise max_seq_len."
-                )
+            scheme.check_span(start, t, name)
             return torch.arange(start, start + t, device=ids.device).expand(b, t)
         if position_ids.shape != ids.shape:
             raise ValueError(f"position_ids shape {tuple(position_ids.shape)} != {name} shape {tuple(ids.shape)}.")
-        if cfg.positional == "learned":
-            n = cfg.max_seq_len
-            _check_range(position_ids, n, lambda lo, hi: f"position_ids hold positions in [{lo}, {hi}] but learned "
-                                                         f"positions cover [0, {n}) (model.max_seq_len={n}).")
+        scheme.check_position_ids(position_ids)
         return position_ids
 
     def embed_and_mask(
@@ -125,9 +175,9 @@ class ZooModel(nn.Module):
             n = self.config.type_vocab_size
             _check_range(token_type_ids, n, lambda lo, hi: f"token_type_ids hold types in [{lo}, {hi}] but "
                                                            f"model.type_vocab_size={n}.")
-        pos = self.position_ids(ids, start, position_ids, name)
+        pos = self.position_ids(embed, ids, start, position_ids, name)
         x = embed(ids, pos, token_type_ids)  # (B, T, C)
-        terms = embed.positional.terms(pos, start, start + t)
+        terms = embed.positional.terms(pos, start, start + t, causal=causal)
         mask = build_mask(
             self.padding_mask(attention_mask), causal=causal, q_len=t, k_len=start + t,
             bias=terms.bias if terms is not None else None,
@@ -172,3 +222,9 @@ class ZooModel(nn.Module):
             raise ValueError(f"model.arch={self.config.arch!r} has no decoder: a KV cache serves decoding "
                              "(arch decoder or encoder_decoder).")
         return KVCache(len(self.decoder_stack.layers))
+
+
+def build_model(cfg: ModelConfig) -> ZooModel:
+    """The architecture `cfg.arch` built from `cfg`, after every named choice has been checked."""
+    check_config(cfg)
+    return ARCHS.get(cfg.arch)(cfg)

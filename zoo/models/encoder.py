@@ -17,6 +17,14 @@ from zoo.modules.heads import ClassifierHead, LMHead, lm_loss
 class EncoderModel(ZooModel):
     """Masked-LM labels are -100 except at masked positions; classifier labels are (B,) class ids."""
 
+    self_stream = "encoder"
+
+    @classmethod
+    def check_head(cls, cfg: ModelConfig) -> None:
+        """An encoder may carry a classifier head, which needs its label count (the data gives it in training)."""
+        if cfg.head == "classifier" and cfg.num_labels < 1:
+            raise ValueError("model.head='classifier' needs model.num_labels >= 1.")
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__(config)
         tokens = nn.Embedding(config.vocab_size, config.d_model)

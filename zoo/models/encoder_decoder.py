@@ -17,6 +17,21 @@ from zoo.modules.mask import build_mask
 
 @ARCHS.register("encoder_decoder")
 class EncoderDecoder(ZooModel):
+    """Source -> encoder stack; target -> decoder stack that cross-attends to the encoder's top layer."""
+
+    is_encoder_decoder = True
+
+    @classmethod
+    def check_depth(cls, cfg: ModelConfig) -> None:
+        """Two stacks: encoder_layers and decoder_layers (each defaults to n_layers)."""
+        if cfg.n_encoder_layers + cfg.n_decoder_layers == 0:
+            raise ValueError("model.arch='encoder_decoder' needs at least one encoder or decoder layer.")
+
+    @property
+    def positions(self):
+        """The decoder's positional scheme (what generation extends)."""
+        return self.tgt_embed.positional
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__(config)
         src_tokens = nn.Embedding(config.vocab_size, config.d_model)

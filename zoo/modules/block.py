@@ -1,7 +1,7 @@
 """One Transformer layer and the stack of them, shared by encoder, decoder and encoder-decoder.
 
-A layer is self-attention, then (decoder of an encoder-decoder) cross-attention, then the FFN. Each
-sub-layer is wrapped by the norm placement: pre-LN `x + f(norm(x))` or post-LN `norm(x + f(x))`."""
+A layer is self-attention, then (decoder of an encoder-decoder) cross-attention, then the FFN. The residual
+wiring chosen by `norm_placement` (zoo.modules.residual) wraps them with norms, dropout and the residual add."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from zoo.modules.feedforward import FeedForward
 from zoo.modules.mask import AttentionMask
 from zoo.modules.norm import make_norm
 from zoo.modules.positional import PositionTerms
+from zoo.modules.residual import WIRINGS, uses_final_norm
 
 
 class Block(nn.Module):
@@ -21,22 +22,17 @@ class Block(nn.Module):
 
     def __init__(self, cfg, *, cross: bool = False) -> None:
         super().__init__()
-        self.pre_norm, self.residual = cfg.norm_placement == "pre", cfg.residual
+        self.wiring, self.residual = WIRINGS.get(cfg.norm_placement)(), cfg.residual
         self.self_attn = Attention(cfg)
-        self.norm_self = make_norm(cfg)
         self.cross_attn = Attention(cfg, cross=True) if cross else None
-        self.norm_cross = make_norm(cfg) if cross else None
         self.ffn = FeedForward(cfg) if cfg.ffn == "mlp" else None
-        self.norm_ffn = make_norm(cfg) if self.ffn is not None else None
+        for name in self.sublayer_names():
+            self.wiring.add_norms(self, name, cfg)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def _enter(self, x: torch.Tensor, norm: nn.Module) -> torch.Tensor:
-        return norm(x) if self.pre_norm else x
-
-    def _leave(self, x: torch.Tensor, h: torch.Tensor, norm: nn.Module) -> torch.Tensor:
-        h = self.drop(h)
-        out = x + h if self.residual else h
-        return out if self.pre_norm else norm(out)
+    def sublayer_names(self) -> list[str]:
+        """The sub-layers this block runs, in order: self [, cross] [, ffn]."""
+        return ["self"] + (["cross"] if self.cross_attn is not None else []) + (["ffn"] if self.ffn is not None else [])
 
     def forward(
         self,
@@ -50,28 +46,28 @@ class Block(nn.Module):
         need_weights: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """x (B, T, C) -> (x, self-attention weights, cross-attention weights)."""
-        h, self_w = self.self_attn(
-            self._enter(x, self.norm_self), mask, positions=positions, cache=cache, need_weights=need_weights
-        )
-        x = self._leave(x, h, self.norm_self)
-        cross_w = None
-        if self.cross_attn is not None:
-            h, cross_w = self.cross_attn(
-                self._enter(x, self.norm_cross), memory_mask, memory=memory, cache=cache, need_weights=need_weights
-            )
-            x = self._leave(x, h, self.norm_cross)
-        if self.ffn is not None:
-            x = self._leave(x, self.ffn(self._enter(x, self.norm_ffn)), self.norm_ffn)
-        return x, self_w, cross_w
+        weights: dict[str, torch.Tensor | None] = {"self": None, "cross": None}
+
+        def self_attn(h: torch.Tensor) -> torch.Tensor:
+            h, weights["self"] = self.self_attn(h, mask, positions=positions, cache=cache, need_weights=need_weights)
+            return h
+
+        def cross_attn(h: torch.Tensor) -> torch.Tensor:
+            h, weights["cross"] = self.cross_attn(h, memory_mask, memory=memory, cache=cache, need_weights=need_weights)
+            return h
+
+        run = {"self": self_attn, "cross": cross_attn, "ffn": self.ffn}
+        x = self.wiring.run(self, x, [(name, run[name]) for name in self.sublayer_names()])
+        return x, weights["self"], weights["cross"]
 
 
 class Stack(nn.Module):
-    """n_layers Blocks plus the final norm that pre-LN needs (post-LN's last sub-layer already ends in one)."""
+    """n_layers Blocks plus the final norm (by default when the wiring leaves the residual stream unnormalised)."""
 
     def __init__(self, cfg, n_layers: int, *, cross: bool = False) -> None:
         super().__init__()
         self.layers = nn.ModuleList(Block(cfg, cross=cross) for _ in range(n_layers))
-        self.final_norm = make_norm(cfg) if cfg.use_final_norm else nn.Identity()
+        self.final_norm = make_norm(cfg) if uses_final_norm(cfg) else nn.Identity()
 
     def forward(
         self,

@@ -16,6 +16,7 @@ from zoo.registry import Registry
 class Activation:
     fn: Callable[[torch.Tensor], torch.Tensor]
     gated: bool  # gated variants (GLU family) split the up-projection into act(a) * b
+    plain: str = ""  # gated only: the name of the ungated activation (what a non-FFN layer such as a head uses)
 
 
 ACTIVATIONS: Registry = Registry("activation")
@@ -23,8 +24,14 @@ ACTIVATIONS.register("relu", Activation(F.relu, gated=False))
 ACTIVATIONS.register("gelu", Activation(F.gelu, gated=False))
 ACTIVATIONS.register("gelu_tanh", Activation(lambda x: F.gelu(x, approximate="tanh"), gated=False))
 ACTIVATIONS.register("silu", Activation(F.silu, gated=False))
-ACTIVATIONS.register("swiglu", Activation(F.silu, gated=True))
-ACTIVATIONS.register("geglu", Activation(F.gelu, gated=True))
+ACTIVATIONS.register("swiglu", Activation(F.silu, gated=True, plain="silu"))
+ACTIVATIONS.register("geglu", Activation(F.gelu, gated=True, plain="gelu"))
+
+
+def plain_activation(name: str) -> Activation:
+    """The ungated form of activation `name` (swiglu -> silu); plain activations are themselves."""
+    act = ACTIVATIONS.get(name)
+    return ACTIVATIONS.get(act.plain) if act.gated else act
 
 
 class FeedForward(nn.Module):

@@ -6,13 +6,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from zoo.modules.feedforward import ACTIVATIONS
+from zoo.modules.feedforward import plain_activation
 from zoo.modules.norm import make_norm
 
 
 class LMHead(nn.Module):
     """(B, T, C) -> logits (B, T, V); softmax of these is the next-token (or masked-token) distribution.
-    Optional BERT-style transform (dense, activation, norm) first; weight tied to the token table if asked."""
+    Optional BERT-style transform (dense, activation, norm) first; its activation is model.head_activation, by
+    default the plain form of the FFN's (a SwiGLU FFN gives a SiLU transform); weight tied to the token table if asked."""
 
     def __init__(self, cfg, tokens: nn.Embedding) -> None:
         super().__init__()
@@ -20,9 +21,7 @@ class LMHead(nn.Module):
         if cfg.head_transform:
             self.transform = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
             self.transform_norm = make_norm(cfg)
-            self.activation = ACTIVATIONS.get(cfg.activation)
-            if self.activation.gated:
-                raise ValueError(f"model.head_transform needs a plain activation, got {cfg.activation!r}.")
+            self.activation = plain_activation(cfg.head_activation or cfg.activation)
         self.proj = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.head_bias)
         if cfg.tie_embeddings:
             self.proj.weight = tokens.weight

@@ -29,6 +29,13 @@ NORMS.register("rmsnorm", lambda dim, eps, bias: RMSNorm(dim, eps=eps))
 NORMS.register("none", lambda dim, eps, bias: nn.Identity())
 
 
+def norm_module_types() -> tuple[type, ...]:
+    """The module classes the registry builds that normalise (Identity excluded): what tracing and the
+    parameter counts recognise as a norm."""
+    built = {type(NORMS.get(n)(2, 1e-5, True)) for n in NORMS.names()}
+    return tuple(sorted(built - {nn.Identity}, key=lambda t: t.__name__))
+
+
 def make_norm(cfg, dim: int | None = None) -> nn.Module:
     """The configured norm over `dim` (default d_model)."""
     return NORMS.get(cfg.norm)(dim or cfg.d_model, cfg.norm_eps, cfg.bias)

@@ -1,8 +1,10 @@
 """Positional schemes, chosen by name through POSITIONALS.
 
-A scheme acts in one or two places: `add` puts an absolute term on the token embeddings (sinusoidal,
-learned), `terms` gives attention a per-forward rotation of q/k (RoPE) or a score bias (ALiBi). Both are
-computed once per forward and shared by every layer."""
+A scheme owns every question about itself: which config it needs (`check_config`), how far its positions
+reach (`max_positions`) and how explicit position ids are checked, whether it adds an absolute term to the
+token embeddings (`add`), rotates q/k or biases attention scores (`terms`, computed once per forward and
+shared by every layer), and how it is drawn (`pattern`, `similarity`). Nothing outside this file compares
+a scheme's name; a new scheme is one class here plus its registry entry."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ class PositionTerms:
 
     def __init__(self, cos=None, sin=None, layout: str = "half", bias: torch.Tensor | None = None) -> None:
         self.cos, self.sin, self.layout = cos, sin, layout  # (B, 1, T, D/2)
-        self.bias = bias  # (1, H, Tq, Tk) additive score bias or None
+        self.bias = bias  # (1 | B, H, Tq, Tk) additive score bias or None
 
     @property
     def rotates(self) -> bool:
@@ -43,16 +45,46 @@ class PositionTerms:
         return torch.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).flatten(-2)
 
 
+def _range_error(position_ids: torch.Tensor, limit: int) -> tuple[int, int] | None:
+    """(min, max) of position_ids if any falls outside [0, limit), else None (one host sync)."""
+    low, high = torch.aminmax(position_ids)
+    return (int(low), int(high)) if low < 0 or high >= limit else None
+
+
 class Positional(nn.Module):
-    """No positional information (the base for every scheme)."""
+    """No positional information: the base every scheme overrides where it acts."""
+
+    adds_to_embeddings = False  # puts an absolute vector on each token embedding
+    rotates = False  # rotates q and k per position
+    biases = False  # adds a (head, query, key) bias to attention scores
 
     def __init__(self, cfg) -> None:
         super().__init__()
+        self.max_positions: int | None = None  # None: any length
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        """Raise ValueError naming the model key if `cfg` cannot carry this scheme."""
+
+    def check_span(self, start: int, length: int, name: str) -> None:
+        """Positions start .. start+length-1 are implied for `name` (no explicit position_ids)."""
+
+    def check_position_ids(self, position_ids: torch.Tensor) -> None:
+        """Explicit position ids (left-padded batches) are within what the scheme covers."""
 
     def add(self, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
         return x
 
-    def terms(self, position_ids: torch.Tensor, q_start: int, k_len: int) -> PositionTerms | None:
+    def terms(self, position_ids: torch.Tensor, q_start: int, k_len: int, *, causal: bool) -> PositionTerms | None:
+        """Rotation / score bias for queries at q_start.. and keys 0..k_len-1; `causal` for directional biases."""
+        return None
+
+    def pattern(self, n: int) -> tuple[torch.Tensor, str] | None:
+        """(n positions, features) picture of the scheme and the feature axis label, or None (nothing to draw)."""
+        return None
+
+    def similarity(self, positions: torch.Tensor) -> torch.Tensor | None:
+        """Dot product of position 0's encoding with each of `positions` (1, K), or None if undefined."""
         return None
 
 
@@ -60,9 +92,16 @@ class Positional(nn.Module):
 class Sinusoidal(Positional):
     """Fixed sin/cos of geometric frequencies (Vaswani et al.); any length, no parameters."""
 
+    adds_to_embeddings = True
+
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
         self.dim, self.layout = cfg.d_model, cfg.sinusoidal_layout
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        if cfg.d_model % 2:
+            raise ValueError(f"model.positional='sinusoidal' needs an even d_model, got {cfg.d_model}.")
 
     def encoding(self, position_ids: torch.Tensor) -> torch.Tensor:
         """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...) in the interleaved layout."""
@@ -74,31 +113,74 @@ class Sinusoidal(Positional):
     def add(self, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
         return x + self.encoding(position_ids).to(x.dtype)
 
+    def pattern(self, n: int) -> tuple[torch.Tensor, str]:
+        return self.encoding(torch.arange(n)[None])[0], "dimension"  # (n, d_model)
+
+    def similarity(self, positions: torch.Tensor) -> torch.Tensor:
+        pe = self.encoding(positions)[0]  # (K, d_model)
+        return pe @ pe[0]
+
 
 @POSITIONALS.register("learned")
 class Learned(Positional):
     """A trained table of max_seq_len vectors (GPT-2, BERT); `pos_offset` shifts the index (BART)."""
 
+    adds_to_embeddings = True
+
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
         self.offset = cfg.pos_offset
+        self.max_positions = cfg.max_seq_len
         self.table = nn.Embedding(cfg.max_seq_len + cfg.pos_offset, cfg.d_model)
+
+    def check_span(self, start: int, length: int, name: str) -> None:
+        if start + length > self.max_positions:
+            raise ValueError(
+                f"{name} reaches position {start + length} but learned positions stop at model.max_seq_len="
+                f"{self.max_positions}; shorten the input or raise max_seq_len."
+            )
+
+    def check_position_ids(self, position_ids: torch.Tensor) -> None:
+        bad, n = _range_error(position_ids, self.max_positions), self.max_positions
+        if bad is not None:
+            raise ValueError(f"position_ids hold positions in [{bad[0]}, {bad[1]}] but learned "
+                             f"positions cover [0, {n}) (model.max_seq_len={n}).")
 
     def add(self, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
         return x + self.table(position_ids + self.offset)
+
+    def pattern(self, n: int) -> tuple[torch.Tensor, str]:
+        return self.table.weight.detach()[self.offset: self.offset + min(n, self.max_positions)], "dimension"
 
 
 @POSITIONALS.register("rope")
 class Rotary(Positional):
     """Rotary embeddings: q and k rotated by position, so q.k depends only on the offset."""
 
+    rotates = True
+
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
         self.head_dim, self.base, self.layout = cfg.head_dim, cfg.rope_base, cfg.rope_layout
 
-    def terms(self, position_ids: torch.Tensor, q_start: int, k_len: int) -> PositionTerms:
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        if cfg.head_dim % 2:
+            raise ValueError(f"model.positional='rope' needs an even head_dim, got d_model/n_heads = {cfg.head_dim}.")
+
+    def terms(self, position_ids: torch.Tensor, q_start: int, k_len: int, *, causal: bool) -> PositionTerms:
         angles = sinusoid_angles(position_ids, self.head_dim, self.base)[:, None]  # (B, 1, T, D/2)
         return PositionTerms(angles.cos(), angles.sin(), self.layout)
+
+    def pattern(self, n: int) -> tuple[torch.Tensor, str]:
+        terms = self.terms(torch.arange(n)[None], 0, n, causal=False)
+        return terms.cos[0, 0], "rotation pair (cos of angle)"  # (n, head_dim / 2)
+
+    def similarity(self, positions: torch.Tensor) -> torch.Tensor:
+        """rotate(q, 0) . rotate(k, k) with q = k = ones: RoFormer's long-range decay."""
+        terms = self.terms(positions, 0, positions.shape[-1], causal=False)
+        rotated = terms.rotate(torch.ones(1, 1, positions.shape[-1], self.head_dim))[0, 0]  # (K, D)
+        return rotated @ rotated[0]
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -109,20 +191,29 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
     return torch.tensor(slopes + extra)
 
 
+def query_key_distance(q_start: int, q_len: int, k_len: int, device) -> torch.Tensor:
+    """(Tq, Tk) signed distance key - query for queries at q_start.. and keys 0..k_len-1."""
+    q_idx = torch.arange(q_start, q_start + q_len, device=device)
+    return torch.arange(k_len, device=device)[None, :] - q_idx[:, None]
+
+
 @POSITIONALS.register("alibi")
 class ALiBi(Positional):
     """A linear distance penalty on attention scores, one slope per head; no embedding term."""
+
+    biases = True
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
         self.register_buffer("slopes", alibi_slopes(cfg.n_heads), persistent=False)
 
-    def terms(self, position_ids: torch.Tensor, q_start: int, k_len: int) -> PositionTerms:
-        device = self.slopes.device
-        q_idx = torch.arange(q_start, q_start + position_ids.shape[-1], device=device)
-        k_idx = torch.arange(k_len, device=device)
-        distance = (q_idx[:, None] - k_idx[None, :]).abs().float()  # (Tq, Tk)
+    def terms(self, position_ids: torch.Tensor, q_start: int, k_len: int, *, causal: bool) -> PositionTerms:
+        distance = query_key_distance(q_start, position_ids.shape[-1], k_len, self.slopes.device).abs().float()
         return PositionTerms(bias=(-self.slopes[:, None, None] * distance)[None])  # (1, H, Tq, Tk)
+
+    def pattern(self, n: int) -> tuple[torch.Tensor, str]:
+        bias = self.terms(torch.arange(n)[None], 0, n, causal=False).bias  # (1, H, n, n)
+        return bias[0, 0], "key position (head 0 bias)"
 
 
 POSITIONALS.register("none", Positional)

@@ -9,7 +9,7 @@ import torch
 
 import zoo.pretrained.families  # noqa: F401  (registers every family)
 from zoo.config import ModelConfig
-from zoo.models import ARCHS, ZooModel
+from zoo.models import ZooModel, build_model
 from zoo.pretrained.family import FAMILIES, Family, HFTensors
 from zoo.pretrained.io import read_config, read_weights, write_checkpoint
 from zoo.registry import unknown_choice_message
@@ -41,7 +41,7 @@ def from_pretrained(path: str | Path, **overrides) -> ZooModel:
         config = ModelConfig.from_dict({**config.to_dict(), **overrides})
     tensors, file = read_weights(path)
     state = family.state_from_hf(HFTensors(tensors, str(file), family.prefixes), config)
-    model = ARCHS.get(config.arch)(config)
+    model = build_model(config)
     model.load_state_dict(state, strict=True)
     model.pretrained_family = family.model_type  # export writes the same family back by default
     return model.eval()

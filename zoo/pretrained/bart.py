@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from zoo.config import ModelConfig
+from zoo.modules.residual import uses_final_norm
 from zoo.pretrained.family import (
     FAMILIES,
     ZOO_TO_HF_ACTIVATION,
@@ -65,7 +66,7 @@ class Seq2SeqFamily(Family):
         """The config.json keys BART and Marian share; `checks` adds the family's own export guards."""
         unsupported(cfg, self.model_type, {
             "arch": (cfg.arch, "encoder_decoder"), "norm": (cfg.norm, "layernorm"), "norm_eps": (cfg.norm_eps, 1e-5),
-            "norm_placement": (cfg.norm_placement, "post"), "use_final_norm": (cfg.use_final_norm, False),
+            "norm_placement": (cfg.norm_placement, "post"), "use_final_norm": (uses_final_norm(cfg), False),
             "bias": (cfg.bias, True), "n_kv_heads": (cfg.kv_heads, cfg.n_heads),
             "activation is plain": (cfg.activation in ZOO_TO_HF_ACTIVATION, True), "residual": (cfg.residual, True),
             "ffn": (cfg.ffn, "mlp"), "type_vocab_size": (cfg.type_vocab_size, 0),

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from zoo.config import ModelConfig
+from zoo.modules.residual import uses_final_norm
 from zoo.pretrained.family import (
     FAMILIES,
     ZOO_TO_HF_ACTIVATION,
@@ -68,7 +69,7 @@ class Bert(Family):
         lm = cfg.head == "lm"
         unsupported(cfg, "bert", {
             "arch": (cfg.arch, "encoder"), "norm": (cfg.norm, "layernorm"), "norm_placement": (cfg.norm_placement, "post"),
-            "use_final_norm": (cfg.use_final_norm, False), "embed_norm": (cfg.embed_norm, True),
+            "use_final_norm": (uses_final_norm(cfg), False), "embed_norm": (cfg.embed_norm, True),
             "embed_scale": (cfg.embed_scale, False), "positional": (cfg.positional, "learned"),
             "pos_offset": (cfg.pos_offset, 0), "bias": (cfg.bias, True), "n_kv_heads": (cfg.kv_heads, cfg.n_heads),
             "activation is plain": (cfg.activation in ZOO_TO_HF_ACTIVATION, True), "residual": (cfg.residual, True),

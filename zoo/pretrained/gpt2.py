@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from zoo.config import ModelConfig
+from zoo.modules.residual import uses_final_norm
 from zoo.pretrained.family import (
     FAMILIES,
     ZOO_TO_HF_ACTIVATION,
@@ -62,7 +63,7 @@ class GPT2(Family):
             "arch": (cfg.arch, "decoder"), "norm": (cfg.norm, "layernorm"), "norm_placement": (cfg.norm_placement, "pre"),
             "positional": (cfg.positional, "learned"), "pos_offset": (cfg.pos_offset, 0), "bias": (cfg.bias, True),
             "activation is plain": (cfg.activation in ZOO_TO_HF_ACTIVATION, True), "n_kv_heads": (cfg.kv_heads, cfg.n_heads),
-            "use_final_norm": (cfg.use_final_norm, True), "embed_norm": (cfg.embed_norm, False),
+            "use_final_norm": (uses_final_norm(cfg), True), "embed_norm": (cfg.embed_norm, False),
             "embed_scale": (cfg.embed_scale, False), "type_vocab_size": (cfg.type_vocab_size, 0),
             "head_transform": (cfg.head_transform, False), "head_bias": (cfg.head_bias, False),
             "residual": (cfg.residual, True), "ffn": (cfg.ffn, "mlp"),

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from zoo.config import ModelConfig
+from zoo.modules.residual import uses_final_norm
 from zoo.pretrained.family import FAMILIES, Family, HFTensors, require, special_id, unsupported
 
 _GATED = {"silu": "swiglu", "gelu": "geglu"}  # HF hidden_act -> zoo gated activation
@@ -52,7 +53,7 @@ class Llama(Family):
         unsupported(cfg, "llama", {
             "arch": (cfg.arch, "decoder"), "norm": (cfg.norm, "rmsnorm"), "norm_placement": (cfg.norm_placement, "pre"),
             "positional": (cfg.positional, "rope"), "rope_layout": (cfg.rope_layout, "half"),
-            "activation in (swiglu, geglu)": (cfg.activation in ("swiglu", "geglu"), True), "use_final_norm": (cfg.use_final_norm, True),
+            "activation in (swiglu, geglu)": (cfg.activation in ("swiglu", "geglu"), True), "use_final_norm": (uses_final_norm(cfg), True),
             "embed_norm": (cfg.embed_norm, False), "embed_scale": (cfg.embed_scale, False),
             "type_vocab_size": (cfg.type_vocab_size, 0), "head_transform": (cfg.head_transform, False),
             "head_bias": (cfg.head_bias, False), "residual": (cfg.residual, True), "ffn": (cfg.ffn, "mlp"),

@@ -1,0 +1,91 @@
+"""Residual wiring, chosen by `norm_placement` through WIRINGS: how a block wraps each of its sub-layers
+f (self-attention, cross-attention, FFN) with norms, dropout and the residual add.
+
+- pre (GPT-2, Llama):      x = x + f(norm(x))
+- post (Vaswani, BERT):    x = norm(x + f(x))
+- sandwich (Gemma 2):      x = x + post_norm(f(norm(x)))
+- parallel (GPT-NeoX, Phi): x = x + f1(norm1(x)) + f2(norm2(x)) + ...   (every sub-layer reads the same x)
+
+A wiring creates the norms it needs on the block (`norm_<sub>`, and `post_norm_<sub>` for sandwich, so
+state-dict and trace names stay stable) and says whether the stack ends in a final norm by default."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import nn
+
+from zoo.modules.norm import make_norm
+from zoo.registry import Registry
+
+WIRINGS: Registry = Registry("norm_placement")
+SubLayer = tuple[str, Callable[[torch.Tensor], torch.Tensor]]  # (name, f: (B, T, C) -> (B, T, C))
+
+
+class Wiring:
+    """Base: one norm per sub-layer on its input (pre-norm), applied in sequence."""
+
+    final_norm = True  # default of model.final_norm: a stack whose output is not normalised needs one
+
+    def add_norms(self, block: nn.Module, name: str, cfg) -> None:
+        """Create the norms sub-layer `name` needs as attributes of `block`."""
+        setattr(block, f"norm_{name}", make_norm(cfg))
+
+    def norm(self, block: nn.Module, name: str) -> nn.Module:
+        return getattr(block, f"norm_{name}")
+
+    def run(self, block: nn.Module, x: torch.Tensor, sublayers: Sequence[SubLayer]) -> torch.Tensor:
+        for name, f in sublayers:
+            x = self.step(block, x, name, f)
+        return x
+
+    def step(self, block: nn.Module, x: torch.Tensor, name: str, f) -> torch.Tensor:
+        return residual_add(block, x, block.drop(f(self.norm(block, name)(x))))
+
+
+def residual_add(block: nn.Module, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """x + h, or h alone for a block built with model.residual=false."""
+    return x + h if block.residual else h
+
+
+@WIRINGS.register("pre")
+class PreNorm(Wiring):
+    """x + f(norm(x)): the residual stream is never normalised, so the stack ends with a final norm."""
+
+
+@WIRINGS.register("post")
+class PostNorm(Wiring):
+    """norm(x + f(x)): every sub-layer already ends in a norm, so no final norm by default."""
+
+    final_norm = False
+
+    def step(self, block: nn.Module, x: torch.Tensor, name: str, f) -> torch.Tensor:
+        return self.norm(block, name)(residual_add(block, x, block.drop(f(x))))
+
+
+@WIRINGS.register("sandwich")
+class SandwichNorm(Wiring):
+    """x + post_norm(f(norm(x))): a second norm on each sub-layer's output before the add (Gemma 2)."""
+
+    def add_norms(self, block: nn.Module, name: str, cfg) -> None:
+        super().add_norms(block, name, cfg)
+        setattr(block, f"post_norm_{name}", make_norm(cfg))
+
+    def step(self, block: nn.Module, x: torch.Tensor, name: str, f) -> torch.Tensor:
+        h = getattr(block, f"post_norm_{name}")(f(self.norm(block, name)(x)))
+        return residual_add(block, x, block.drop(h))
+
+
+@WIRINGS.register("parallel")
+class ParallelNorm(Wiring):
+    """x + sum_i f_i(norm_i(x)): sub-layers read the same input and their outputs are summed (GPT-NeoX)."""
+
+    def run(self, block: nn.Module, x: torch.Tensor, sublayers: Sequence[SubLayer]) -> torch.Tensor:
+        total = sum(block.drop(f(self.norm(block, name)(x))) for name, f in sublayers)
+        return residual_add(block, x, total)
+
+
+def uses_final_norm(cfg) -> bool:
+    """model.final_norm if given, else the wiring's default."""
+    return WIRINGS.get(cfg.norm_placement).final_norm if cfg.final_norm is None else cfg.final_norm
