@@ -4,6 +4,7 @@ and one clear error for each kind of bad input."""
 from __future__ import annotations
 
 import pytest
+import torch
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf.errors import ConfigKeyError
 
@@ -56,41 +57,31 @@ def test_unknown_group_option_and_misspelled_key_fail_at_composition(make_cfg):
         make_cfg(["trainer.max_stepz=5"])
 
 
-@pytest.mark.parametrize(
-    ("overrides", "message"),
-    [
-        (["model.n_heads=5"], "not divisible"),
-        (["task=seq2seq"], "task=seq2seq needs model.arch"),
-        (["task=classification", "model=bert_small"], "model.head=classifier"),
-        (["task=mlm", "model=bert_small", "model.head=classifier", "model.num_labels=2"], "task=mlm needs model.head=lm"),
-        (["trainer.precision=16-mixed"], "16-mixed needs a GPU"),
-        (["trainer=gpu"], "needs a CUDA GPU"),
-        (["trainer=ddp"], "needs a CUDA GPU"),
-        (["+trainer.max_stepz=5"], "Did you mean 'max_steps'"),
-        (["trainer.max_steps=0"], "max_steps"),
-        (["ckpt_path=/nonexistent/last.ckpt"], "checkpoint not found"),
-        (["ckpt_path=last"], "no earlier run"),
-        (["scheduler.name=inverse_sqrt"], r"scheduler.min_lr_ratio is not an option of scheduler 'inverse_sqrt'"),
-        (["scheduler=inverse_sqrt", "+scheduler.min_lr_ratio=0.1"], "use|switch schedules with the config group"),
-        (["scheduler.min_lr_ratio=2"], r"min_lr_ratio must be in \[0, 1\]"),
-        (["scheduler=inverse_sqrt", "scheduler.warmup_steps=0"], "warmup_steps >= 1"),
-    ],
-)
-def test_impossible_combinations_raise_one_clear_error(make_cfg, overrides, message):
-    with pytest.raises(ConfigError, match=message):
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
+@pytest.mark.parametrize("overrides", [["trainer=gpu"], ["trainer=ddp"], ["trainer.precision=16-mixed"]])
+def test_gpu_settings_without_a_gpu_raise_one_clear_error(make_cfg, overrides):
+    """Hardware-dependent refusals; every other bad input is a row of bad_inputs.py (the docs table)."""
+    with pytest.raises(ConfigError, match="needs a CUDA GPU|needs a GPU"):
         prepare(make_cfg(overrides))
 
 
 def test_not_a_checkpoint(make_cfg, tmp_path):
     junk = tmp_path / "junk.ckpt"
     junk.write_bytes(b"this is not a checkpoint")
-    with pytest.raises(ConfigError, match="not a readable checkpoint"):
+    with pytest.raises(ConfigError, match="is not a readable"):
         prepare(make_cfg([f"ckpt_path={junk}"]))
 
 
-@pytest.mark.parametrize("group", ["trainer=cpu", "trainer=ddp_cpu", "logger=csv", "logger=none", "debug=fdr",
-                                   "debug=overfit", "experiment=translation", "experiment=smoke",
-                                   "scheduler=inverse_sqrt", "scheduler=constant"])
+@pytest.mark.parametrize("group", [
+    "trainer=cpu", "trainer=ddp_cpu", "logger=csv", "logger=none", "debug=fdr", "debug=overfit",
+    "experiment=translation", "experiment=smoke", "scheduler=inverse_sqrt", "scheduler=constant",
+    "callbacks=with_attention_maps", "tokenizer=char", "tokenizer=file tokenizer.path=tok.json",
+    "data=text data.files=a.txt", "data=text data.files=[a.txt,b.txt]", "data=hf_text data.dataset=wikitext",
+    "model=transformer_tiny data=pairs data.path=p.tsv", "compile.enabled=true compile.mode=max-autotune",
+    "callbacks.samples.top_k=null callbacks.checkpoint.mode=max", "trainer.devices=auto",
+    "+data.max_bytes=null", "optim.lr=1", "seed=4294967295",
+])
 def test_every_group_option_composes(make_cfg, group):
-    plan = prepare(make_cfg([group]))
+    """The YAML in conf/ and ordinary values pass every key and value check (no false refusals)."""
+    plan = prepare(make_cfg(group.split()))
     assert plan.trainer_kwargs["max_steps"] >= 1

@@ -8,13 +8,16 @@ import netrc
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlparse
 
+from zoo.options import TEXT, Options, check_entry
 from zoo.registry import Registry
 
+# name -> factory(run_dir, run_name, **options); the factory's keyword parameters are its logger.* keys.
 LOGGERS: Registry = Registry("logger")
 WANDB_MODES = ("online", "offline", "disabled", "auto")
+WandbMode = Literal["auto", "online", "offline", "disabled"]
 
 
 def wandb_host() -> str:
@@ -70,10 +73,11 @@ def decide_wandb_mode(requested: str = "auto") -> tuple[str, str]:
 
 
 @LOGGERS.register("wandb")
-def _wandb(opts: Mapping[str, Any], run_dir: Path, run_name: str):
+def _wandb(run_dir: Path, run_name: str, *, mode: WandbMode = "auto", project: str = "zoo",
+           entity: str | None = None, group: str | None = None, tags: list[str] | None = None):
     from lightning.pytorch.loggers import WandbLogger
 
-    mode, reason = decide_wandb_mode(opts.get("mode", "auto"))
+    mode, reason = decide_wandb_mode(mode)
     if mode == "disabled":
         print(f"[zoo] W&B disabled ({reason}).")
         return None
@@ -81,8 +85,8 @@ def _wandb(opts: Mapping[str, Any], run_dir: Path, run_name: str):
     if mode == "offline":
         print(f"[zoo] W&B offline ({reason}). Upload later with: wandb sync {run_dir / 'wandb'}/offline-run-*")
     return WandbLogger(
-        project=opts.get("project", "zoo"), entity=opts.get("entity"), name=run_name, save_dir=str(run_dir),
-        tags=list(opts.get("tags") or []), group=opts.get("group"), offline=(mode == "offline"),
+        project=project, entity=entity, name=run_name, save_dir=str(run_dir),
+        tags=list(tags or []), group=group, offline=(mode == "offline"),
         log_model=False, settings=_wandb_settings(),
     )
 
@@ -94,21 +98,28 @@ def _wandb_settings():
 
 
 @LOGGERS.register("csv")
-def _csv(opts: Mapping[str, Any], run_dir: Path, run_name: str):
+def _csv(run_dir: Path, run_name: str):
     from lightning.pytorch.loggers import CSVLogger
 
     return CSVLogger(save_dir=str(run_dir), name="csv", version="")
 
 
 @LOGGERS.register("none")
-def _none(opts: Mapping[str, Any], run_dir: Path, run_name: str):
+def _none(run_dir: Path, run_name: str):
     return None
+
+
+def logger_options(name: str) -> Options:
+    """logger.* keys of logger `name`: its factory's keyword parameters, plus `name`."""
+    return Options.of(LOGGERS.get(name), skip=("run_dir", "run_name")).extended({"name": TEXT})
 
 
 def build_logger(cfg: Mapping[str, Any], run_dir: Path, run_name: str):
     """`logger: {name: wandb|csv|none, ...}` -> a Lightning logger or None."""
     opts = dict(cfg)
-    return LOGGERS.get(opts.pop("name"))(opts, run_dir, run_name)
+    name = opts.pop("name")
+    check_entry("logger", name, cfg, logger_options, LOGGERS)
+    return LOGGERS.get(name)(run_dir, run_name, **opts)
 
 
 def finish_logger(logger, *, failed: bool) -> None:

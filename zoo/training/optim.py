@@ -10,7 +10,6 @@ Schedules are multipliers of the peak `optim.lr`, evaluated per optimizer step:
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -18,9 +17,18 @@ from typing import Any
 import torch
 from torch import nn
 
+from zoo.options import TEXT, Options, check_entry, list_of, number, one_of
 from zoo.registry import Registry
 
 SCHEDULES: Registry = Registry("scheduler")
+# optim.* keys: what build_optimizer reads, and the values it accepts.
+OPTIM_OPTIONS = Options({
+    "name": one_of("adamw"),
+    "lr": number(0, low_open=True),
+    "weight_decay": number(0),
+    "betas": list_of(number(0, 1, high_open=True), length=2),
+    "eps": number(0, low_open=True),
+})
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
@@ -33,11 +41,8 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
 
 def build_optimizer(model: nn.Module, cfg: Mapping[str, Any]) -> torch.optim.Optimizer:
     """`optim: {name: adamw, lr, weight_decay, betas, eps}` -> AdamW over `param_groups`."""
-    if cfg.get("name", "adamw") != "adamw":
-        raise ValueError(f"optim.name={cfg.get('name')!r} is unknown; allowed: adamw")
+    OPTIM_OPTIONS.check("optim", cfg)
     lr = float(cfg["lr"])
-    if lr <= 0:
-        raise ValueError(f"optim.lr must be > 0, got {lr}")
     betas = tuple(float(b) for b in cfg.get("betas", (0.9, 0.999)))
     return torch.optim.AdamW(
         param_groups(model, float(cfg.get("weight_decay", 0.0))), lr=lr, betas=betas, eps=float(cfg.get("eps", 1e-8))
@@ -95,20 +100,18 @@ class InverseSqrt(Warmup):
         return min(s / self.warmup_steps, math.sqrt(self.warmup_steps / s))
 
 
+def schedule_options(name: str) -> Options:
+    """scheduler.* keys of schedule `name`: its constructor's keyword parameters (max_steps comes from
+    trainer.max_steps) plus `name`."""
+    return Options.of(SCHEDULES.get(name).__init__, skip=("max_steps",)).extended({"name": TEXT})
+
+
 def lr_multiplier(cfg: Mapping[str, Any], max_steps: int) -> Warmup:
     """`scheduler: {name, warmup_steps, ...}` -> the per-step multiplier; bad names/options raise
     ValueError (train.py calls this while validating, before anything runs)."""
-    options = {k: v for k, v in cfg.items() if k != "name"}
     name = cfg.get("name", "cosine")
-    cls = SCHEDULES.get(name)
-    allowed = sorted(p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "max_steps"))
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        raise ValueError(
-            f"scheduler.{unknown[0]} is not an option of scheduler {name!r} (options: {', '.join(allowed)}); "
-            f"switch schedules with the config group, e.g. scheduler={name}, not scheduler.name={name}."
-        )
-    return cls(max_steps=max_steps, **options)
+    check_entry("scheduler", name, cfg, schedule_options, SCHEDULES)
+    return SCHEDULES.get(name)(max_steps=max_steps, **{k: v for k, v in cfg.items() if k != "name"})
 
 
 def build_scheduler(

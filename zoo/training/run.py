@@ -4,8 +4,8 @@ model, callbacks, logger and Trainer, fits, and returns metrics and checkpoint p
 
 from __future__ import annotations
 
-import inspect
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -17,9 +17,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from zoo.checkpoint import CheckpointError, check_compatible, read_checkpoint
 from zoo.config import ModelConfig
+from zoo.data.sources.base import check_data_cfg
+from zoo.options import ANY, Options, Rule, any_of, integer, list_of, one_of
 from zoo.presets import config_root
 from zoo.registry import unknown_choice_message
 from zoo.training.optim import lr_multiplier
+from zoo.training.options import check_config
 from zoo.training.precision import resolve_accelerator, resolve_precision
 
 # The task each architecture trains by default, and the architectures each task can train.
@@ -27,6 +30,7 @@ ARCH_TASKS = {"decoder": "lm", "encoder": "mlm", "encoder_decoder": "seq2seq"}
 TASK_ARCHS = {"lm": ("decoder",), "mlm": ("encoder",), "seq2seq": ("encoder_decoder",), "classification": ("encoder",)}
 # trainer.* keys that zoo resolves itself instead of handing them to lightning.Trainer unchanged.
 TRAINER_PASSTHROUGH_EXCLUDED = {"logger", "callbacks", "plugins", "default_root_dir", "use_distributed_sampler"}
+LABEL_SMOOTHING_TASKS = ("seq2seq",)
 
 
 class ConfigError(ValueError):
@@ -96,12 +100,32 @@ def world_size(trainer_cfg: dict[str, Any]) -> int:
     return per_node * int(trainer_cfg.get("num_nodes", 1))
 
 
+def trainer_options() -> Options:
+    """trainer.*: lightning.Trainer's keyword parameters typed by its hints, stricter where zoo reads the
+    value itself (devices, num_nodes, max_steps, accumulate_grad_batches), accelerator and strategy by
+    Lightning's registries; precision is checked by resolve_precision (it also takes `auto`)."""
+    from lightning.pytorch.accelerators import AcceleratorRegistry
+    from lightning.pytorch.strategies import StrategyRegistry
+
+    device_list = list_of(integer(0))
+    return Options.of(L.Trainer.__init__, skip=TRAINER_PASSTHROUGH_EXCLUDED).extended({
+        "accelerator": one_of("auto", "gpu", *sorted(AcceleratorRegistry.available_accelerators())),
+        "strategy": one_of("auto", *StrategyRegistry.available_strategies()),
+        "devices": any_of(integer(1), Rule(lambda v: bool(v) and device_list.test(v), "a non-empty list of "
+                                           "device indices"), one_of("auto")),
+        "num_nodes": integer(1),
+        "max_steps": integer(1),
+        "accumulate_grad_batches": integer(1),
+        "precision": ANY,
+    })
+
+
 def trainer_kwargs(trainer_cfg: dict[str, Any]) -> dict[str, Any]:
     """Check trainer.* against lightning.Trainer's parameters and the hardware."""
-    allowed = set(inspect.signature(L.Trainer.__init__).parameters) - {"self"} - TRAINER_PASSTHROUGH_EXCLUDED
-    unknown = sorted(set(trainer_cfg) - allowed)
-    if unknown:
-        raise ConfigError("trainer: " + unknown_choice_message("trainer key", unknown[0], sorted(allowed)))
+    try:
+        trainer_options().check("trainer", trainer_cfg)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     kwargs = dict(trainer_cfg)
     accelerator = resolve_accelerator(str(kwargs.get("accelerator", "auto")))
     if accelerator == "gpu" and not torch.cuda.is_available():
@@ -116,8 +140,8 @@ def trainer_kwargs(trainer_cfg: dict[str, Any]) -> dict[str, Any]:
         kwargs["precision"] = resolve_precision(kwargs.get("precision", "auto"), accelerator)
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    if not isinstance(kwargs.get("max_steps"), int) or kwargs["max_steps"] < 1:
-        raise ConfigError(f"trainer.max_steps must be a positive integer, got {kwargs.get('max_steps')!r}")
+    if "max_steps" not in kwargs:
+        raise ConfigError("trainer.max_steps is required: a positive integer (runs are counted in steps)")
     return kwargs
 
 
@@ -166,28 +190,40 @@ def _plain(cfg: DictConfig) -> dict[str, Any]:
         raise ConfigError(f"config does not resolve: {e}") from None
 
 
+def checked(check: Callable[..., Any], *args: Any) -> Any:
+    """Run one validation step; its ValueError becomes a ConfigError (one `error:` line from train.py)."""
+    try:
+        return check(*args)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def check_label_smoothing(value: float, task: str) -> None:
+    """Label smoothing is implemented for the seq2seq loss only (ZooLightningModule)."""
+    if value and task not in LABEL_SMOOTHING_TASKS:
+        raise ConfigError(f"label_smoothing={value} applies to task={'|'.join(LABEL_SMOOTHING_TASKS)} only, "
+                          f"not task={task}; leave label_smoothing=0.0")
+
+
 def prepare(cfg: DictConfig) -> Plan:
     """Validate the composed config; raise ConfigError before anything is trained or written."""
     resolved = _plain(cfg)
+    checked(check_config, resolved)  # every key known, every value allowed (groups that stand alone)
     model_cfg = validated_model(resolved["model"])
     task = resolve_task(resolved["task"], model_cfg)
+    check_label_smoothing(resolved["label_smoothing"], task)
     data_cfg = resolve_data(resolved["data"], task, resolved["auto_data"])
+    checked(check_data_cfg, data_cfg)
     kwargs = trainer_kwargs(resolved["trainer"])
-    for key in ("batch_size", "eval_every"):
-        if not isinstance(resolved[key], int) or resolved[key] < 1:
-            raise ConfigError(f"{key} must be a positive integer, got {resolved[key]!r}")
     if task in ("lm", "mlm") and data_cfg.get("blocks_per_epoch") is None:
         # One LM "epoch" = one evaluation interval: validation and checkpoints land on epoch ends, so a
         # resumed run restarts exactly where the checkpoint was taken.
-        accumulate = int(kwargs.get("accumulate_grad_batches", 1))
+        accumulate = kwargs.get("accumulate_grad_batches", 1)
         data_cfg["blocks_per_epoch"] = resolved["eval_every"] * resolved["batch_size"] * accumulate * world_size(kwargs)
-    kwargs.setdefault("val_check_interval", resolved["eval_every"] * int(kwargs.get("accumulate_grad_batches", 1)))
+    kwargs.setdefault("val_check_interval", resolved["eval_every"] * kwargs.get("accumulate_grad_batches", 1))
     kwargs.setdefault("check_val_every_n_epoch", None)
     kwargs.setdefault("max_epochs", -1)
-    try:
-        lr_multiplier(resolved["scheduler"], int(kwargs.get("max_steps", -1)))
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+    checked(lr_multiplier, resolved["scheduler"], kwargs["max_steps"])
     output_dir = Path(resolved["paths"]["output_dir"])
     ckpt = resolve_ckpt_path(resolved.get("ckpt_path"), Path(resolved["paths"]["runs_dir"]), output_dir)
     if ckpt is not None:

@@ -44,9 +44,9 @@ def test_single_class_rejected(tmp_path):
 
 
 def test_source_config_validation():
-    with pytest.raises(ValueError, match=r"data.name='wiki' is unknown; known: \["):
+    with pytest.raises(ValueError, match=r"data.name: Unknown data source 'wiki'. Allowed: "):
         load_source({"name": "wiki"}, seed=0)
-    with pytest.raises(ValueError, match=r"unknown data key\(s\) \['max_byte'\] for data=stdlib_text"):
+    with pytest.raises(ValueError, match=r"Unknown key 'data.max_byte' \(data=stdlib_text\). Did you mean 'data.max_bytes'"):
         load_source({"name": "stdlib_text", "max_byte": 10}, seed=0)
     with pytest.raises(ValueError, match=r"data=text needs data.files"):
         load_source({"name": "text"}, seed=0)

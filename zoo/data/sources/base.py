@@ -12,6 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from zoo.options import TEXT, Options, check_entry, integer, number, optional
+from zoo.registry import unknown_choice_message
+
 
 @dataclass(frozen=True)
 class TextCorpus:
@@ -69,7 +72,13 @@ Corpus = TextCorpus | PairCorpus | LabelledCorpus
 SourceFn = Callable[..., Corpus]
 SOURCES: dict[str, SourceFn] = {}
 # Keys every data config may carry; consumed by the data module, not by the source loader.
-LOADER_KEYS = {"name", "num_workers", "blocks_per_epoch", "mask_prob"}
+LOADER_OPTIONS = Options({
+    "name": TEXT,
+    "num_workers": integer(0),
+    "blocks_per_epoch": optional(integer(1)),  # LM/MLM windows per epoch
+    "mask_prob": number(0, 1, low_open=True, high_open=True),  # MLM: fraction of tokens picked
+})
+LOADER_KEYS = set(LOADER_OPTIONS.rules)
 
 
 def register_source(name: str) -> Callable[[SourceFn], SourceFn]:
@@ -88,25 +97,23 @@ def source_keys(name: str) -> set[str]:
     return {p for p in params if p != "seed"}
 
 
+def data_options(name: str) -> Options:
+    """data.* keys of source ``name``: its keyword parameters (typed by their hints) and the loader keys."""
+    if name not in SOURCES:
+        raise ValueError("data.name: " + unknown_choice_message("data source", name, list(SOURCES)))
+    return Options.of(SOURCES[name], skip=("seed",)).extended(LOADER_OPTIONS.rules)
+
+
+def check_data_cfg(cfg: dict[str, Any]) -> None:
+    """Every key known to the source, required ones set, every value allowed; raises ValueError."""
+    check_entry("data", cfg.get("name"), cfg, data_options, SOURCES)
+
+
 def load_source(cfg: dict[str, Any], seed: int) -> Corpus:
     """Validate ``cfg`` against the source's parameters and load it."""
-    name = cfg.get("name")
-    if name not in SOURCES:
-        raise ValueError(f"data.name={name!r} is unknown; known: {sorted(SOURCES)}")
-    allowed = source_keys(name)
-    unknown = sorted(set(cfg) - allowed - LOADER_KEYS)
-    if unknown:
-        raise ValueError(
-            f"unknown data key(s) {unknown} for data={name}; allowed: {sorted(allowed | LOADER_KEYS)}"
-        )
-    kwargs = {k: v for k, v in cfg.items() if k in allowed}
-    missing = [
-        p.name
-        for p in inspect.signature(SOURCES[name]).parameters.values()
-        if p.default is inspect.Parameter.empty and p.name != "seed" and kwargs.get(p.name) is None
-    ]
-    if missing:
-        raise ValueError(f"data={name} needs data.{missing[0]} (missing: {missing})")
+    check_data_cfg(cfg)
+    name = cfg["name"]
+    kwargs = {k: v for k, v in cfg.items() if k in source_keys(name)}
     if "seed" in inspect.signature(SOURCES[name]).parameters:
         kwargs["seed"] = seed
     return SOURCES[name](**kwargs)

@@ -1,0 +1,151 @@
+"""Bad inputs and the one error each gives. The "Bad input" table of docs/training.md is rendered from
+these lists: `python -m tests.training.bad_inputs` rewrites it, test_bad_inputs.py checks it is current.
+
+OVERRIDES: `python train.py <overrides>` -> a fragment of the `error:` line; test_bad_inputs.py runs every
+row through `prepare` (ConfigError, nothing written). CHECKED_ELSEWHERE: errors that need a run, a
+checkpoint or a model first; each row names the test that raises it (file::function), and
+test_bad_inputs.py checks that test exists and contains the fragment. Add rows to either list."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "training.md"
+START, END = "<!-- bad-inputs:start -->", "<!-- bad-inputs:end -->"
+PREPARE_TEST = "tests/training/test_bad_inputs.py::test_rejected_by_prepare"
+
+
+@dataclass(frozen=True)
+class BadInput:
+    """What the user gave, a fragment of the one error it must raise, and the test that checks it."""
+
+    given: str
+    message: str
+    checked_by: str = PREPARE_TEST
+
+    @property
+    def overrides(self) -> list[str]:
+        return self.given.split()
+
+
+OVERRIDES = [BadInput(given, message) for given, message in [
+    # misspelled or unknown keys, with or without `+`: every group declares its keys
+    ("+batchsize=4", "Unknown key 'batchsize'. Did you mean 'batch_size'?"),
+    ("+foo=1", "Unknown key 'foo'. Allowed top-level keys: auto_data, batch_size,"),
+    ("+optim.lrr=0.1", "Unknown key 'optim.lrr'. Did you mean 'optim.lr'?"),
+    ("+compile.enabeld=true", "Unknown key 'compile.enabeld'. Did you mean 'compile.enabled'?"),
+    ("+paths.log=x", "Unknown key 'paths.log'. Did you mean 'paths.log_dir'?"),
+    ("+trainer.max_stepz=5", "Unknown key 'trainer.max_stepz'. Did you mean 'trainer.max_steps'?"),
+    ("+model.n_head=8", "Unknown model config key 'n_head'. Did you mean 'n_heads'?"),
+    ("+data.max_byte=1000", "Unknown key 'data.max_byte' (data=stdlib_text). Did you mean 'data.max_bytes'?"),
+    ("data=translation_toy +data.max_bytes=1000",
+     "Unknown key 'data.max_bytes' (data=translation_toy). Allowed data keys:"),
+    ("+tokenizer.vocab=300", "Unknown key 'tokenizer.vocab' (tokenizer=bpe). Did you mean 'tokenizer.vocab_size'?"),
+    ("tokenizer=char +tokenizer.min_frequency=2", "Unknown key 'tokenizer.min_frequency' (tokenizer=char)."),
+    ("+logger.projct=zoo", "Unknown key 'logger.projct' (logger=wandb). Did you mean 'logger.project'?"),
+    ("logger=csv +logger.project=zoo", "Unknown key 'logger.project' (logger=csv)."),
+    ("+scheduler.warmup=10", "Unknown key 'scheduler.warmup' (scheduler=cosine). Did you mean 'scheduler.warmup_steps'?"),
+    ("scheduler.name=inverse_sqrt",
+     "Switch with the config group, e.g. scheduler=inverse_sqrt, not scheduler.name=inverse_sqrt."),
+    ("logger.name=csv", "Unknown key 'logger.mode' (logger=csv). Allowed logger keys: name. Switch with the "
+                        "config group, e.g. logger=csv, not logger.name=csv."),
+    ("+callbacks.checkpoint.monitr=x",
+     "Unknown key 'callbacks.checkpoint.monitr'. Did you mean 'callbacks.checkpoint.monitor'?"),
+    ("+callbacks.samples.max_new_token=5",
+     "Unknown key 'callbacks.samples.max_new_token'. Did you mean 'callbacks.samples.max_new_tokens'?"),
+    ("+callbacks.checkpoints.monitor=x", "Unknown callback 'checkpoints'. Did you mean 'checkpoint'?"),
+    # unknown names inside a group
+    ("task=lmm", "Unknown task 'lmm'. Did you mean 'lm'?"),
+    ("data=stdlib_text data.name=stdlib", "Unknown data source 'stdlib'. Did you mean 'stdlib_text'?"),
+    ("tokenizer.name=bp", "Unknown tokenizer 'bp'. Did you mean 'bpe'?"),
+    ("logger.name=wand", "Unknown logger 'wand'. Did you mean 'wandb'?"),
+    ("scheduler.name=cosinus", "Unknown scheduler 'cosinus'. Did you mean 'cosine'?"),
+    # values out of range or of the wrong type
+    ("seed=abc", "seed must be an integer >= 0 and <= 4294967295, got 'abc'"),
+    ("batch_size=0", "batch_size must be an integer >= 1, got 0"),
+    ("eval_every=abc", "eval_every must be an integer >= 1, got 'abc'"),
+    ("label_smoothing=2.0", "label_smoothing must be a finite number in [0, 1), got 2.0"),
+    ("label_smoothing=0.1", "label_smoothing=0.1 applies to task=seq2seq only, not task=lm"),
+    ("optim.lr=-1", "optim.lr must be a finite number > 0, got -1"),
+    ("optim.lr=abc", "optim.lr must be a finite number > 0, got 'abc'"),
+    ("optim.lr=nan", "optim.lr must be a finite number > 0, got nan"),
+    ("optim.name=sgd", "optim.name must be one of 'adamw', got 'sgd'"),
+    ("optim.betas=[0.9]", "optim.betas must be a list of 2, each a finite number in [0, 1), got [0.9]"),
+    ("optim.weight_decay=-0.1", "optim.weight_decay must be a finite number >= 0, got -0.1"),
+    ("compile.enabled=yes", "compile.enabled must be true or false, got 'yes'"),
+    ("compile.backend=inductr", "compile.backend must be one of"),
+    ("trainer.devices=0", "trainer.devices must be an integer >= 1 or a non-empty list of device indices or one "
+                          "of 'auto', got 0"),
+    ("trainer.max_steps=0", "trainer.max_steps must be an integer >= 1, got 0"),
+    ("trainer.accumulate_grad_batches=abc", "trainer.accumulate_grad_batches must be an integer >= 1, got 'abc'"),
+    ("trainer.gradient_clip_val=abc", "trainer.gradient_clip_val must be null or a finite number, got 'abc'"),
+    ("trainer.accelerator=cpuu", "trainer.accelerator must be one of 'auto', 'gpu', "),
+    ("trainer.strategy=dpp", "trainer.strategy must be one of 'auto', 'ddp', "),
+    ("trainer.accelerator=cpu trainer.precision=16-mixed", "trainer.precision=16-mixed needs a GPU"),
+    ("trainer.precision=fp8", "trainer.precision='fp8' is unknown; allowed: auto, 32-true"),
+    ("scheduler.warmup_steps=abc", "scheduler.warmup_steps must be an integer, got 'abc'"),
+    ("scheduler.warmup_steps=-1", "scheduler.warmup_steps must be >= 0, got -1"),
+    ("scheduler.min_lr_ratio=2", "scheduler.min_lr_ratio must be in [0, 1], got 2"),
+    ("scheduler=inverse_sqrt scheduler.warmup_steps=0", "scheduler=inverse_sqrt needs scheduler.warmup_steps >= 1"),
+    ("data=stdlib_text data.mask_prob=2", "data.mask_prob must be a finite number in (0, 1), got 2"),
+    ("+data.mask_prob=0", "data.mask_prob must be a finite number in (0, 1), got 0"),
+    ("data=stdlib_text data.max_bytes=abc", "data.max_bytes must be null or an integer, got 'abc'"),
+    ("data=stdlib_text data.num_workers=-1", "data.num_workers must be an integer >= 0, got -1"),
+    ("data=text", "data=text needs data.files"),
+    ("tokenizer=file", "tokenizer=file needs tokenizer.path"),
+    ("tokenizer.vocab_size=10", "tokenizer.vocab_size=10 is smaller than the byte alphabet (256) + 5 special tokens"),
+    ("logger.mode=onlin", "logger.mode must be one of 'auto', 'online', 'offline', 'disabled', got 'onlin'"),
+    ("logger.tags=x", "logger.tags must be null or a list, each a string, got 'x'"),
+    ("paths.log_dir=1", "paths.log_dir must be a string, got 1"),
+    ("callbacks.checkpoint.mode=lowest", "callbacks.checkpoint.mode must be one of 'min', 'max', got 'lowest'"),
+    ("callbacks.tokens_per_s.window=0", "callbacks.tokens_per_s.window must be an integer >= 1, got 0"),
+    ("callbacks.samples.top_k=-1", "callbacks.samples.top_k must be null or an integer >= 0, got -1"),
+    ("callbacks.samples.prompts=def", "callbacks.samples.prompts must be a list, each a string, got 'def'"),
+    ("+callbacks.samples.enabled=no", "callbacks.samples.enabled must be true or false, got 'no'"),
+    # combinations that cannot train
+    ("model.n_heads=5", "not divisible"),
+    ("task=seq2seq", "task=seq2seq needs model.arch in ['encoder_decoder'], but model.arch=decoder"),
+    ("task=classification model=bert_small", "task=classification needs model.head=classifier"),
+    ("task=mlm model=bert_small model.head=classifier model.num_labels=2", "task=mlm needs model.head=lm"),
+    ("ckpt_path=/nonexistent/last.ckpt", "checkpoint not found"),
+    ("ckpt_path=last", "ckpt_path=last: no earlier run with checkpoints/last.ckpt"),
+]]
+
+CHECKED_ELSEWHERE = [
+    BadInput("ckpt_path=<a gpt_nano run's last.ckpt> model.n_heads=4", "model.n_heads: checkpoint 2, this run 4",
+             "tests/training/test_run.py::test_resume_from_other_architecture_is_refused_before_training"),
+]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render() -> str:
+    """The markdown table, markers included."""
+    lines = [START, "| `python train.py ...` | error (fragment) | checked by |", "|---|---|---|"]
+    for row in [*OVERRIDES, *CHECKED_ELSEWHERE]:
+        test_file, test = row.checked_by.split("::")
+        by = "`prepare`" if row.checked_by == PREPARE_TEST else f"`{Path(test_file).name}::{test}`"
+        lines.append(f"| `{_cell(row.given)}` | {_cell(row.message)} | {by} |")
+    return "\n".join([*lines, END])
+
+
+def replace_table(text: str) -> str:
+    """`text` with everything from START to END replaced by the rendered table."""
+    head, rest = text.split(START, 1)
+    return head + render() + rest.split(END, 1)[1]
+
+
+def main() -> int:
+    """Rewrite the table in docs/training.md (`python -m tests.training.bad_inputs`)."""
+    DOC.write_text(replace_table(DOC.read_text(encoding="utf-8")), encoding="utf-8")
+    print(f"{DOC}: {len(OVERRIDES) + len(CHECKED_ELSEWHERE)} rows")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

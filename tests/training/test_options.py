@@ -1,0 +1,44 @@
+"""zoo.training.options: the callback option declarations stay in step with the callbacks they configure."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
+
+from zoo.inspection.callback import AttentionMapLogger
+from zoo.options import Options
+from zoo.training import samples
+from zoo.training.callbacks import CALLBACKS, TokensPerSecond, ValExactMatch
+from zoo.training.options import CALLBACK_OPTIONS, compile_options
+
+
+def _keys(name: str) -> set[str]:
+    return set(CALLBACK_OPTIONS[name].rules)
+
+
+def test_every_registered_callback_declares_its_options():
+    assert set(CALLBACK_OPTIONS) == set(CALLBACKS)
+
+
+def test_declared_options_are_the_constructor_arguments():
+    assert _keys("tokens_per_s") == set(Options.of(TokensPerSecond.__init__).rules)
+    assert _keys("exact_match") == set(Options.of(ValExactMatch.__init__, skip=("tokenizer", "datamodule")).rules)
+    assert _keys("attention_maps") == set(Options.of(AttentionMapLogger.__init__).rules)
+    assert _keys("checkpoint") <= set(inspect.signature(ModelCheckpoint).parameters)
+    assert _keys("progress_bar") <= set(inspect.signature(RichProgressBar).parameters)
+
+
+def test_samples_options_are_the_keys_the_samplers_read():
+    read = set(re.findall(r'cfg\["(\w+)"\]', Path(samples.__file__).read_text(encoding="utf-8")))
+    assert _keys("samples") == read
+
+
+def test_compile_options_follow_this_torch():
+    import torch._dynamo
+
+    options = compile_options()
+    assert options.rules["backend"].test("inductor") and not options.rules["backend"].test("inductr")
+    assert all(options.rules["backend"].test(name) for name in torch._dynamo.list_backends())

@@ -1,0 +1,188 @@
+"""Which keys a config group accepts and which values each key takes, checked with one clear message.
+
+An `Options` is a mapping key -> `Rule`. Registry entries whose options are keyword parameters (data
+sources, tokenizers, schedules, loggers) declare them by their signature: `Options.of(fn)` reads the names
+and type hints, so the key list lives in one place, the code that consumes it. Errors are ValueError and
+name the key, the value and what is allowed; an unknown key suggests the closest known one.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import difflib
+import inspect
+import math
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+MISSING = "???"  # OmegaConf's mandatory value, still a plain string after to_container
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The values one key accepts: `test(value)` says yes or no, `allowed` says which in words."""
+
+    test: Callable[[Any], bool]
+    allowed: str
+
+    def check(self, key: str, value: Any) -> None:
+        if not self.test(value):
+            raise ValueError(f"{key} must be {self.allowed}, got {value!r}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def integer(low: int | None = None, high: int | None = None) -> Rule:
+    """An int (not a bool) in [low, high]."""
+    bounds = [f">= {low}"] * (low is not None) + [f"<= {high}"] * (high is not None)
+    return Rule(lambda v: _is_int(v) and (low is None or v >= low) and (high is None or v <= high),
+                "an integer" + (" " + " and ".join(bounds) if bounds else ""))
+
+
+def number(low: float | None = None, high: float | None = None, *, low_open: bool = False,
+           high_open: bool = False) -> Rule:
+    """A finite int or float in the interval; `*_open` excludes that end."""
+
+    def test(v: Any) -> bool:
+        if not _is_number(v) or not math.isfinite(v):
+            return False
+        above = low is None or (v > low if low_open else v >= low)
+        return above and (high is None or (v < high if high_open else v <= high))
+
+    if low is not None and high is not None:
+        where = f" in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+    elif low is not None:
+        where = f" {'>' if low_open else '>='} {low:g}"
+    else:
+        where = f" {'<' if high_open else '<='} {high:g}" if high is not None else ""
+    return Rule(test, "a finite number" + where)
+
+
+def one_of(*choices: Any) -> Rule:
+    return Rule(lambda v: any(v == c and type(v) is type(c) for c in choices),
+                "one of " + ", ".join(repr(c) for c in choices))
+
+
+def optional(rule: Rule) -> Rule:
+    return Rule(lambda v: v is None or rule.test(v), f"null or {rule.allowed}")
+
+
+def list_of(rule: Rule, length: int | None = None) -> Rule:
+    size = f" of {length}" if length is not None else ""
+    return Rule(lambda v: isinstance(v, (list, tuple)) and (length is None or len(v) == length)
+                and all(rule.test(x) for x in v), f"a list{size}, each {rule.allowed}")
+
+
+def any_of(*rules: Rule) -> Rule:
+    return Rule(lambda v: any(r.test(v) for r in rules), " or ".join(r.allowed for r in rules))
+
+
+TEXT = Rule(lambda v: isinstance(v, str), "a string")
+BOOL = Rule(lambda v: isinstance(v, bool), "true or false")
+MAPPING = Rule(lambda v: isinstance(v, Mapping), "a mapping")
+ANY = Rule(lambda v: True, "anything")
+
+
+def hint_rule(hint: Any) -> Rule:
+    """The Rule for a type hint: int, float, str, bool, None, unions, Literal, lists, dicts, classes."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if int in args and float in args:  # "an integer or a finite number" says the same twice
+            args = tuple(a for a in args if a is not int)
+        rules = [hint_rule(a) for a in args if a is not type(None)]
+        rule = rules[0] if len(rules) == 1 else any_of(*rules)
+        return optional(rule) if type(None) in args else rule
+    if origin is typing.Literal:
+        return one_of(*args)
+    if origin is tuple and args and args[-1] is not Ellipsis:  # fixed length; zoo's tuples are homogeneous
+        return list_of(hint_rule(args[0]), length=len(args))
+    if origin in (list, tuple, collections.abc.Sequence, collections.abc.Iterable):
+        return list_of(hint_rule(args[0]) if args else ANY)
+    if origin in (dict, collections.abc.Mapping):
+        return MAPPING
+    return _SIMPLE.get(hint) or (Rule(lambda v: isinstance(v, hint), hint.__name__)
+                                 if isinstance(hint, type) else ANY)
+
+
+_SIMPLE: dict[Any, Rule] = {int: integer(), float: number(), str: TEXT, bool: BOOL, Any: ANY,
+                            type(None): Rule(lambda v: v is None, "null")}
+
+
+def unknown_key_message(group: str, key: str, allowed: Iterable[str], where: str = "") -> str:
+    """'Unknown key 'optim.lrr'. Did you mean 'optim.lr'? Allowed optim keys: ...' (the path as typed)."""
+    allowed = sorted(allowed)
+    path = _path(group, key)
+    close = difflib.get_close_matches(key, allowed, n=1)
+    hint = f" Did you mean {_path(group, close[0])!r}?" if close else ""
+    context = f" ({where})" if where else ""
+    return f"Unknown key {path!r}{context}.{hint} Allowed {group or 'top-level'} keys: {', '.join(allowed)}."
+
+
+def _path(group: str, key: str) -> str:
+    return f"{group}.{key}" if group else key
+
+
+@dataclass(frozen=True)
+class Options:
+    """The keys one config group accepts, a Rule for each, and which of them must be set."""
+
+    rules: Mapping[str, Rule]
+    required: frozenset[str] = field(default_factory=frozenset)
+
+    @classmethod
+    def of(cls, fn: Callable[..., Any], skip: Iterable[str] = ()) -> Options:
+        """The keyword parameters of `fn` (minus `skip`, `self`, *args/**kwargs), typed by their hints."""
+        params = [p for p in _parameters(fn) if p.name not in {"self", *skip}]
+        try:
+            hints = typing.get_type_hints(fn)
+        except (NameError, TypeError):  # a hint that does not resolve: check names only
+            hints = {}
+        rules = {p.name: hint_rule(hints[p.name]) if p.name in hints else ANY for p in params}
+        required = frozenset(p.name for p in params if p.default is p.empty)
+        return cls(rules, required)
+
+    def extended(self, rules: Mapping[str, Rule], required: Iterable[str] = ()) -> Options:
+        """These options with `rules` added (a key given in both takes the rule from `rules`)."""
+        return Options({**self.rules, **rules}, self.required | frozenset(required))
+
+    def check(self, group: str, given: Mapping[str, Any], where: str = "") -> None:
+        """Raise ValueError for the first unknown key, missing required key or disallowed value."""
+        for key in given:
+            if key not in self.rules:
+                raise ValueError(unknown_key_message(group, key, self.rules, where))
+        for key in sorted(self.required):
+            if given.get(key) in (None, MISSING):
+                raise ValueError(f"{where or group or 'the config'} needs {_path(group, key)}")
+        for key, value in given.items():
+            if value == MISSING:
+                raise ValueError(f"{_path(group, key)} is required (set {_path(group, key)}=...)")
+            self.rules[key].check(_path(group, key), value)
+
+
+def _parameters(fn: Callable[..., Any]) -> list[inspect.Parameter]:
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [p for p in inspect.signature(fn).parameters.values() if p.kind in kinds]
+
+
+def check_entry(group: str, name: str, given: Mapping[str, Any], options_of: Callable[[str], Options],
+                names: Iterable[str]) -> None:
+    """Check `given` against the options of entry `name` of a registry (`logger=csv`, `scheduler=cosine`).
+    A key that another entry has was most likely left behind by `group.name=...`: say to switch with the
+    config group instead, which replaces the whole group."""
+    options = options_of(name)
+    where = f"{group}={name}"
+    unknown = [key for key in given if key not in options.rules]
+    if unknown and any(unknown[0] in options_of(other).rules for other in names if other != name):
+        raise ValueError(unknown_key_message(group, unknown[0], options.rules, where)
+                         + f" Switch with the config group, e.g. {group}={name}, not {group}.name={name}.")
+    options.check(group, given, where)
+

@@ -1,0 +1,126 @@
+"""The keys of `conf/config.yaml` outside model/data/trainer/scheduler, and the values each accepts:
+top-level keys, optim (declared in optim.py), compile, paths, logger (each logger's keyword parameters),
+tokenizer (each tokenizer's keyword parameters) and callbacks (declared here per callback name).
+`run.prepare` calls `check_config` before anything is built; errors are ValueError naming key and value."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from zoo.options import (
+    BOOL,
+    MAPPING,
+    TEXT,
+    Options,
+    Rule,
+    check_entry,
+    integer,
+    list_of,
+    number,
+    one_of,
+    optional,
+)
+from zoo.registry import unknown_choice_message
+
+GROUPS = ("model", "data", "tokenizer", "scheduler", "trainer", "logger", "paths", "optim", "compile")
+TOP_LEVEL = Options({
+    "task": TEXT,  # the choice is checked by run.resolve_task
+    "auto_data": Rule(lambda v: isinstance(v, Mapping) and all(isinstance(x, str) for x in v.values()),
+                      "a mapping task -> data config name"),
+    "seed": integer(0, 2**32 - 1),
+    "batch_size": integer(1),
+    "eval_every": integer(1),
+    "ckpt_path": optional(TEXT),
+    "label_smoothing": number(0, 1, high_open=True),
+    "name": TEXT,
+    "callbacks": optional(MAPPING),
+    **{group: MAPPING for group in GROUPS},
+}, required=frozenset(GROUPS))
+PATHS_OPTIONS = Options({"log_dir": TEXT, "runs_dir": TEXT, "output_dir": TEXT, "cache_dir": optional(TEXT)})
+ENABLED = {"enabled": BOOL}  # every callback may be switched off with enabled: false
+# callbacks.<name>.* keys per registered callback (zoo.training.callbacks.CALLBACKS); tests keep the names in
+# step with the callbacks' constructors.
+CALLBACK_OPTIONS: dict[str, Options] = {
+    "progress_bar": Options({"refresh_rate": integer(0), "leave": BOOL}),
+    "checkpoint": Options({"monitor": TEXT, "mode": one_of("min", "max"), "save_top_k": integer(-1),
+                           "save_last": BOOL}),
+    "tokens_per_s": Options({"window": integer(1)}),
+    "non_finite": Options({}),
+    "exact_match": Options({"max_examples": integer(1)}),
+    "samples": Options({"prompts": list_of(TEXT), "max_new_tokens": integer(0), "temperature": number(0),
+                        "top_k": optional(integer(0)), "seed": integer(0), "num_shown": integer(0),
+                        "max_examples": integer(1)}),
+    "attention_maps": Options({"every_n_epochs": integer(1), "max_tokens": integer(1),
+                               "max_heads": optional(integer(1)), "layers": optional(list_of(integer(0))),
+                               "model_attr": TEXT, "dirname": TEXT}),
+}
+
+
+@functools.cache
+def compile_options() -> Options:
+    """compile.*: the backends and modes this torch build knows (listed on first use: imports dynamo)."""
+    import torch._dynamo
+    import torch._inductor
+
+    return Options({"enabled": BOOL, "backend": one_of(*sorted(torch._dynamo.list_backends())),
+                    "mode": optional(one_of(*torch._inductor.list_mode_options()))})
+
+
+def check_callbacks(cfg: Mapping[str, Any] | None) -> None:
+    """Every callback name registered, its options declared and allowed; `null` switches one off."""
+    for name, opts in (cfg or {}).items():
+        if name not in CALLBACK_OPTIONS:
+            raise ValueError("callbacks: " + unknown_choice_message("callback", name, list(CALLBACK_OPTIONS)))
+        if opts is not None:
+            MAPPING.check(f"callbacks.{name}", opts)
+            CALLBACK_OPTIONS[name].extended(ENABLED).check(f"callbacks.{name}", opts)
+
+
+def check_logger(cfg: Mapping[str, Any]) -> None:
+    from zoo.training.loggers import LOGGERS, logger_options
+
+    check_entry("logger", cfg.get("name"), cfg, logger_options, LOGGERS)
+
+
+def tokenizer_options(name: str) -> Options:
+    """tokenizer.* keys of tokenizer `name`: its builder's keyword parameters, plus `name`."""
+    from zoo.data.tokenizer import TOKENIZERS
+
+    if name not in TOKENIZERS:
+        raise ValueError("tokenizer.name: " + unknown_choice_message("tokenizer", name, list(TOKENIZERS)))
+    return Options.of(TOKENIZERS[name], skip=("texts",)).extended({"name": TEXT})
+
+
+def check_tokenizer(cfg: Mapping[str, Any]) -> None:
+    """Keys from the tokenizer's keyword parameters (did-you-mean), then its own value checks."""
+    from zoo.data.tokenizer import TOKENIZERS, validate_tokenizer_cfg
+
+    check_entry("tokenizer", cfg.get("name"), cfg, tokenizer_options, TOKENIZERS)
+    validate_tokenizer_cfg(dict(cfg))
+
+
+def check_optim(cfg: Mapping[str, Any]) -> None:
+    from zoo.training.optim import OPTIM_OPTIONS
+
+    OPTIM_OPTIONS.check("optim", cfg)
+
+
+# top-level group -> its check; model, data, trainer and scheduler are checked by run.prepare (they depend
+# on each other: the task follows the model, the data follows the task, the schedule needs max_steps).
+GROUP_CHECKS: dict[str, Callable[[Any], None]] = {
+    "optim": check_optim,
+    "compile": lambda cfg: compile_options().check("compile", cfg),
+    "paths": lambda cfg: PATHS_OPTIONS.check("paths", cfg),
+    "logger": check_logger,
+    "tokenizer": check_tokenizer,
+    "callbacks": check_callbacks,
+}
+
+
+def check_config(resolved: Mapping[str, Any]) -> None:
+    """Top-level keys and values, then every group in GROUP_CHECKS; raises ValueError."""
+    TOP_LEVEL.check("", resolved)
+    for group, check in GROUP_CHECKS.items():
+        check(resolved.get(group))
