@@ -128,7 +128,7 @@ def torch_load_failure(file: str | os.PathLike, err: BaseException, advice: str 
     torch's hint that weights_only=False "will likely succeed" is left out: that runs the file's code."""
     text = str(err)
     if "WeightsUnpickler" not in text and "weights_only" not in text:
-        first = text.strip().splitlines()[0] if text.strip() else ""
+        first = text.strip().splitlines()[0].split(". ")[0] if text.strip() else ""  # torch adds paragraphs
         kind = "truncated, corrupt or another format"
         return f"{file} is not a readable PyTorch file ({kind}): {type(err).__name__}: {first}"
     detail = re.search(r"WeightsUnpickler error: (.*?)(?= Please use|\n|$)", text)
