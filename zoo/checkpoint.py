@@ -12,7 +12,6 @@ import json
 import os
 import random
 import re
-import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,13 +20,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from zoo.atomic import atomic_file
+from zoo.atomic import atomic_file, default_mode, recover_folder, remove_tree, staging_folder, swap_folder
 from zoo.config import ModelConfig
 
 FORMAT_VERSION = 1
 EXPORT_WEIGHTS = "model.safetensors"
 EXPORT_CONFIG = "config.json"
 EXPORT_TOKENIZER = "tokenizer"
+EXPORT_FILES = (EXPORT_WEIGHTS, EXPORT_CONFIG, EXPORT_TOKENIZER)  # all an export folder may hold
 # Keys that may differ between a checkpoint and the run resuming it (they change no tensor shape).
 RESUMABLE_KEYS = frozenset({"dropout", "attn_dropout"})
 
@@ -287,27 +287,57 @@ def load(path: str | os.PathLike):
 
 
 def export(ckpt_path: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
-    """Write `model.safetensors` (tied weights stored once), `config.json` and `tokenizer/` to `out_dir`."""
-    from safetensors.torch import save_model
-
+    """Write `model.safetensors` (tied weights stored once), `config.json` and `tokenizer/` to `out_dir`.
+    The export is built beside the folder and swapped in whole, so the folder holds the complete old export
+    or the complete new one at every moment. A folder with files zoo did not write is refused, not emptied."""
     out = Path(out_dir)
-    if out.exists() and any(out.iterdir()) and not _is_export(out):
-        raise CheckpointError(f"export folder {out} exists and is not a zoo export; give an empty or new folder.")
+    target = out.resolve()  # swap the real folder, never a link to it
+    recover_folder(target, EXPORT_FILES)
+    _check_export_target(target, Path(ckpt_path))
     model, tokenizer = load(ckpt_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:  # build the whole export beside the target, then swap it in: no stale or half-written files
-        save_model(model, str(staging / EXPORT_WEIGHTS))
-        meta = {"format_version": FORMAT_VERSION, "model_config": model.config.to_dict()}
-        (staging / EXPORT_CONFIG).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        tokenizer.save(staging / EXPORT_TOKENIZER)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(staging, out)
+    staging = staging_folder(target)
+    try:
+        _write_export(staging, model, tokenizer)
+        swap_folder(staging, target)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        remove_tree(staging)  # nothing there once the swap has renamed it in
         raise
     return out
+
+
+def _check_export_target(target: Path, ckpt_path: Path) -> None:
+    """Refuse an export folder that re-exporting would lose files from: a file, a folder that is not a zoo
+    export, one holding the checkpoint being exported, or one holding files zoo did not write."""
+    if not target.exists():
+        return
+    if not target.is_dir():
+        raise CheckpointError(f"export folder {target} is a file; give a new folder or an earlier export.")
+    names = sorted(p.name for p in target.iterdir())
+    if names and not _is_export(target):
+        raise CheckpointError(f"export folder {target} exists and is not a zoo export; give an empty or new folder.")
+    if target in ckpt_path.resolve().parents:
+        raise CheckpointError(
+            f"checkpoint {ckpt_path} is inside the export folder {target}, which re-exporting replaces as a "
+            f"whole; move the checkpoint out of it or export to another folder."
+        )
+    foreign = [n for n in names if n not in EXPORT_FILES]
+    if foreign:
+        raise CheckpointError(
+            f"export folder {target} holds files zoo did not write: {', '.join(foreign)}; re-exporting "
+            f"replaces the folder as a whole (allowed: {', '.join(EXPORT_FILES)}), so move them out or export "
+            f"to another folder."
+        )
+
+
+def _write_export(folder: Path, model: torch.nn.Module, tokenizer) -> None:
+    """The three parts of an export, written into an empty `folder`."""
+    from safetensors.torch import save_model
+
+    save_model(model, str(folder / EXPORT_WEIGHTS))
+    default_mode(folder / EXPORT_WEIGHTS)  # safetensors writes 0600; checkpoints are 0666 less the umask
+    meta = {"format_version": FORMAT_VERSION, "model_config": model.config.to_dict()}
+    (folder / EXPORT_CONFIG).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    tokenizer.save(folder / EXPORT_TOKENIZER)
 
 
 def _is_export(folder: Path) -> bool:
