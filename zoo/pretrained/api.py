@@ -64,7 +64,9 @@ def export_family(model: ZooModel, model_type: str | None = None) -> Family:
 
 
 def save_pretrained(model: ZooModel, path: str | Path, *, model_type: str | None = None) -> Path:
-    """Write `config.json` + `model.safetensors` into `path` in the layout `transformers` loads."""
+    """Write `config.json` + `model.safetensors` into `path` in the layout `transformers` loads. Other files
+    in the folder stay; weight files of an older checkpoint there go; a save stopped at any point leaves the
+    old model or the new one."""
     family = export_family(model, model_type)
     hf_config = family.config_to_hf(model.config)
     state = {k: t.detach().float() for k, t in model.state_dict().items()}

@@ -1,17 +1,25 @@
 """Reading and writing Hugging Face checkpoint directories: `config.json` plus `model.safetensors` or
 `pytorch_model.bin`. Pickles are opened with `torch.load(weights_only=True)` only, so a checkpoint can
-never run code on load."""
+never run code on load. A save into a folder that holds a checkpoint leaves the old one or the new one at
+every moment (see `write_checkpoint`)."""
 
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from zoo.atomic import default_mode, fsync_path
+
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+SAFE_WEIGHTS, CONFIG = "model.safetensors", "config.json"
+SAVE_ID = "zoo_save_id"  # in config.json and in model.safetensors' metadata: the save that wrote them
+PENDING = ".zoo-save-"  # a save's files before they are renamed into place: `.zoo-save-<id>.<name>`
 
 
 class MissingConfigKey(KeyError, ValueError):
@@ -42,7 +50,8 @@ def read_config(path: str | Path) -> HFConfig:
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"Checkpoint directory {str(folder)!r} does not exist (or is not a directory).")
-    file = folder / "config.json"
+    weights_id = weights_save_id(folder)
+    file = _config_file(folder, weights_id)
     if not file.is_file():
         present = sorted(p.name for p in folder.iterdir())[:10]
         raise FileNotFoundError(
@@ -52,7 +61,39 @@ def read_config(path: str | Path) -> HFConfig:
     config = _read_json(file)
     if not isinstance(config, dict):
         raise ValueError(f"{file} must hold a JSON object, got {type(config).__name__}.")
+    _check_same_save(folder, config, weights_id)
     return HFConfig(config, file)
+
+
+def weights_save_id(folder: Path) -> str | None:
+    """The `zoo_save_id` in `model.safetensors`' metadata; None if there is none (a bad file is reported
+    when the weights are read)."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(folder / SAFE_WEIGHTS), framework="pt") as f:
+            return (f.metadata() or {}).get(SAVE_ID)
+    except Exception:  # missing, truncated or not safetensors: read_weights says which
+        return None
+
+
+def _config_file(folder: Path, weights_id: str | None) -> Path:
+    """config.json, or the pending config of a save killed after renaming its weights in but before its
+    config (`weights_id`, the save id in `model.safetensors`, names that save)."""
+    pending = _pending(folder, weights_id, CONFIG) if weights_id else None
+    return pending if pending is not None and pending.is_file() else folder / CONFIG
+
+
+def _check_same_save(folder: Path, config: dict[str, Any], weights_id: str | None) -> None:
+    """Refuse config.json and model.safetensors that two different zoo saves wrote: the config may not
+    describe the weights (same shapes, other settings would load silently wrong)."""
+    config_id = config.get(SAVE_ID)
+    if config_id and weights_id and config_id != weights_id:
+        raise ValueError(
+            f"{str(folder)!r}: config.json (zoo_save_id {config_id!r}) and model.safetensors (zoo_save_id "
+            f"{weights_id!r}) were written by different saves, so the config may not describe the weights. "
+            f"Save the model again, or delete 'zoo_save_id' from config.json if this pair is meant."
+        )
 
 
 def _read_json(file: Path) -> Any:
@@ -66,6 +107,9 @@ def _read_json(file: Path) -> Any:
 def read_weights(path: str | Path) -> tuple[dict[str, torch.Tensor], Path]:
     """All tensors of the checkpoint in `path` (single file or sharded with an index) and the file read."""
     folder = Path(path)
+    single = folder / SAFE_WEIGHTS
+    if single.is_file():  # transformers reads it before any index, so zoo loads what transformers loads
+        return _read_file(single), single
     for index_name in INDEX_FILES:
         index = folder / index_name
         if index.is_file():
@@ -116,12 +160,90 @@ def _read_file(file: Path) -> dict[str, torch.Tensor]:
 
 
 def write_checkpoint(path: str | Path, config: dict[str, Any], tensors: dict[str, torch.Tensor]) -> Path:
-    """Write `config.json` and `model.safetensors` (contiguous copies; no shared storage) into `path`."""
+    """Write `config.json` and `model.safetensors` into `path` so that every moment leaves the old checkpoint
+    or the new one. Both carry one `zoo_save_id`; the weights are renamed in first, and until config.json
+    follows, zoo reads the save's pending config. Stale weights of the old checkpoint go; other files stay."""
+    folder = _save_folder(path)
+    _finish_interrupted_save(folder)
+    save_id = uuid.uuid4().hex[:16]
+    weights, config_file = _pending(folder, save_id, SAFE_WEIGHTS), _pending(folder, save_id, CONFIG)
+    try:
+        _write_weights(weights, tensors, save_id)
+        _write_config(config_file, {**config, SAVE_ID: save_id})
+        fsync_path(folder)
+        os.replace(weights, folder / SAFE_WEIGHTS)  # zoo reads the new model from here on
+    except BaseException:
+        if weights.exists():  # not renamed in: the old checkpoint stands, the new one goes
+            weights.unlink()
+            config_file.unlink(missing_ok=True)
+        raise
+    os.replace(config_file, folder / CONFIG)  # transformers reads the new model from here on
+    fsync_path(folder)
+    _remove_stale_weights(folder)
+    return folder
+
+
+def _save_folder(path: str | Path) -> Path:
+    """`path` as a directory to save into (created if missing); a clear error if it is a file."""
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"save_pretrained needs a directory, but {str(folder)!r} is a file.")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _pending(folder: Path, save_id: str, name: str) -> Path:
+    """Where save `save_id` writes `name` before renaming it into place (hidden; no reader lists it)."""
+    return folder / f"{PENDING}{save_id}.{name}"
+
+
+def _write_weights(file: Path, tensors: dict[str, torch.Tensor], save_id: str) -> None:
+    """safetensors of contiguous copies (no shared storage), tagged with the save id, mode 0666-umask, synced."""
     from safetensors.torch import save_file
 
-    folder = Path(path)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     plain = {name: t.detach().to("cpu").contiguous().clone() for name, t in tensors.items()}
-    save_file(plain, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    return folder
+    save_file(plain, str(file), metadata={"format": "pt", SAVE_ID: save_id})
+    default_mode(file)
+    fsync_path(file)
+
+
+def _write_config(file: Path, config: dict[str, Any]) -> None:
+    """config.json text (sorted keys), synced to disk before it is renamed into place."""
+    with open(file, "w", encoding="utf-8") as f:
+        f.write(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _finish_interrupted_save(folder: Path) -> None:
+    """Complete a save killed between its two renames, then delete what saves killed earlier left."""
+    config_file = _config_file(folder, weights_save_id(folder))
+    if config_file.name != CONFIG:
+        os.replace(config_file, folder / CONFIG)
+    for leftover in folder.glob(f"{PENDING}*"):
+        if leftover.is_file():
+            leftover.unlink()
+
+
+def _remove_stale_weights(folder: Path) -> None:
+    """Delete the weight files an older checkpoint left beside the new `model.safetensors`: the index files
+    and the shards they name (plain weight-file names in this folder only), and `pytorch_model.bin`."""
+    for index_name in INDEX_FILES:
+        index = folder / index_name
+        if index.is_file():
+            for shard in _stale_shards(index):
+                (folder / shard).unlink(missing_ok=True)
+            index.unlink()
+    (folder / "pytorch_model.bin").unlink(missing_ok=True)
+
+
+def _stale_shards(index: Path) -> set[str]:
+    """Shard names in `index` that are safe to delete (plain weight-file names); none if it does not parse."""
+    try:
+        names = _shards(index)
+    except (OSError, ValueError):
+        return set()
+    return {
+        n for n in names
+        if n == Path(n).name and not n.startswith(".") and n.endswith((".safetensors", ".bin")) and n != SAFE_WEIGHTS
+    }
