@@ -113,6 +113,19 @@ def test_a_re_export_whose_clean_up_fails_half_way_keeps_a_loadable_export(tmp_p
     assert which(out) == "new" and not hidden(tmp_path)
 
 
+def test_staging_leftovers_are_removed_but_look_alike_user_folders_kept(tmp_path, ckpts):
+    old, new = ckpts
+    out = zoo.export(old, tmp_path / "export")
+    leftover = tmp_path / ".export.k3x_9q2a"  # the staging name older zoo versions left behind after a kill
+    (leftover / "tokenizer").mkdir(parents=True)
+    (leftover / "model.safetensors").write_bytes(b"partial")
+    mine = tmp_path / ".export.backup12"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    zoo.export(new, out)
+    assert not leftover.exists() and (mine / "notes.txt").read_text() == "mine"
+
+
 def test_export_permissions_follow_the_umask(tmp_path, ckpts):
     out = zoo.export(ckpts[0], tmp_path / "export")
     assert os.stat(out).st_mode & 0o777 == 0o777 & ~_umask()
