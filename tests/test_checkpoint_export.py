@@ -178,3 +178,13 @@ def test_an_export_stopped_at_any_step_leaves_the_old_or_the_new_export(tmp_path
             zoo.export(new, target)  # the next export recovers and cleans up
             assert which(target) == "new" and not hidden(folder), (how, k, os.listdir(folder))
         shutil.rmtree(image)
+
+
+def test_load_puts_back_an_export_a_killed_swap_left_aside(tmp_path, ckpts):
+    """Without an atomic exchange (non-Linux), a kill between 'old aside' and 'new in' leaves only
+    .<name>.old-*; zoo.load of the folder puts it back instead of failing."""
+    old, _ = ckpts
+    target = zoo.export(old, tmp_path / "exp")
+    os.rename(target, tmp_path / ".exp.old-killed")
+    zoo.load(target)
+    assert which(target) == "old" and not (tmp_path / ".exp.old-killed").exists()

@@ -278,6 +278,8 @@ def load(path: str | os.PathLike):
     from zoo.presets import build
 
     path = Path(path)
+    if not os.path.lexists(path):  # an export swap killed half way (non-Linux) left the old folder aside
+        recover_folder(path, EXPORT_FILES)
     if path.is_dir():
         return _load_export(path)
     ckpt = read_checkpoint(path)  # checks the state dict's names and shapes against the saved config

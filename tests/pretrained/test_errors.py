@@ -154,3 +154,26 @@ def test_refused_pickle_drops_torchs_weights_only_false_advice(gpt2_dir):
     message = str(info.value)
     assert "NotATensor" in message and "never unpickles untrusted code" in message
     assert "weights_only=False" not in message and "likely succeed" not in message
+
+
+def test_shard_names_must_stay_in_the_folder(gpt2_dir, tmp_path):
+    """A shard index pointing outside its folder is refused (it could read another model's weights)."""
+    (gpt2_dir / "model.safetensors").rename(tmp_path / "elsewhere.safetensors")
+    index = {"metadata": {}, "weight_map": {"transformer.wte.weight": "../elsewhere.safetensors"}}
+    (gpt2_dir / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(ValueError, match=r"names shard files outside its folder: \['../elsewhere.safetensors'\]"):
+        zoo.from_pretrained(gpt2_dir)
+
+
+def test_pytorch_bin_is_read_before_its_index_like_transformers(gpt2_dir):
+    """transformers reads pytorch_model.bin before pytorch_model.bin.index.json; zoo loads the same file."""
+    reference = zoo.from_pretrained(gpt2_dir)
+    state = load_file(gpt2_dir / "model.safetensors")
+    torch.save(state, gpt2_dir / "pytorch_model.bin")
+    stale = {k: torch.zeros_like(v) for k, v in state.items()}
+    torch.save(stale, gpt2_dir / "old-00001.bin")
+    index = {"metadata": {}, "weight_map": {k: "old-00001.bin" for k in stale}}
+    (gpt2_dir / "pytorch_model.bin.index.json").write_text(json.dumps(index))
+    (gpt2_dir / "model.safetensors").unlink()
+    ids = torch.randint(0, 50, (1, 6))
+    assert torch.equal(zoo.from_pretrained(gpt2_dir)(ids).logits, reference(ids).logits)

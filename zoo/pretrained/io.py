@@ -107,20 +107,16 @@ def _read_json(file: Path) -> Any:
 def read_weights(path: str | Path) -> tuple[dict[str, torch.Tensor], Path]:
     """All tensors of the checkpoint in `path` (single file or sharded with an index) and the file read."""
     folder = Path(path)
-    single = folder / SAFE_WEIGHTS
-    if single.is_file():  # transformers reads it before any index, so zoo loads what transformers loads
-        return _read_file(single), single
-    for index_name in INDEX_FILES:
+    # transformers' order: each format's single file before its index, safetensors before pickles
+    for single, index_name in zip(WEIGHT_FILES, INDEX_FILES, strict=True):
+        if (folder / single).is_file():
+            return _read_file(folder / single), folder / single
         index = folder / index_name
         if index.is_file():
             tensors: dict[str, torch.Tensor] = {}
             for shard in _shards(index):
                 tensors.update(_read_file(folder / shard))
             return tensors, index
-    for name in WEIGHT_FILES:
-        file = folder / name
-        if file.is_file():
-            return _read_file(file), file
     raise FileNotFoundError(
         f"{str(folder)!r} has a config.json but no weights: expected one of {', '.join(WEIGHT_FILES + INDEX_FILES)}."
     )
@@ -132,6 +128,10 @@ def _shards(index: Path) -> list[str]:
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise ValueError(f"{index} has no 'weight_map' of tensor name -> shard file name.")
+    outside = sorted({v for v in weight_map.values() if Path(v).name != v or v in ("", ".", "..")})
+    if outside:  # shards live beside their index; a path could read (or, on save, delete) other files
+        raise ValueError(f"{index} names shard files outside its folder: {outside[:3]}; shard names must be "
+                         "plain file names.")
     return sorted(set(weight_map.values()))
 
 
