@@ -1,5 +1,13 @@
 from __future__ import annotations
 
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -62,3 +70,84 @@ def test_ragged_load_detects_truncation(tmp_path):
 def test_hashes():
     assert stable_hash({"a": 1, "b": 2}) == stable_hash({"b": 2, "a": 1})
     assert hash_texts(["ab", "c"]) != hash_texts(["a", "bc"])
+
+
+# ------------------------------------------------------------------------------ leftovers and wedges
+
+
+def _build(cache_dir, **kw):
+    from zoo.data import build_data
+
+    from .conftest import SMALL_BPE, SMALL_TOY
+
+    return build_data(SMALL_TOY, SMALL_BPE, task="seq2seq", max_seq_len=16, batch_size=4, cache_dir=cache_dir, **kw)
+
+
+def _entry(cache_dir):
+    (entry,) = [p for p in cache_dir.iterdir() if not p.name.startswith(".")]
+    return entry
+
+
+def test_entry_folder_without_its_manifest_is_rebuilt(cache_dir):
+    """An interrupted copy of an entry used to wedge every later run with `OSError: Directory not empty`."""
+    tok, _ = _build(cache_dir)
+    entry = _entry(cache_dir)
+    (entry / "manifest.json").unlink()
+    tok2, _ = _build(cache_dir)
+    assert (entry / "manifest.json").is_file() and tok2.encode("a b c") == tok.encode("a b c")
+    assert [p.name for p in cache_dir.iterdir()] == [entry.name]  # nothing left beside it
+
+
+def test_entry_with_a_file_cut_short_is_rebuilt(cache_dir):
+    _build(cache_dir)
+    offsets = _entry(cache_dir) / "train.src.offsets.bin"
+    offsets.write_bytes(offsets.read_bytes()[:-8])  # a copy interrupted after the manifest
+    _, dm = _build(cache_dir)
+    dm.setup("fit")
+    assert len(dm.datasets["train"]) > 0 and offsets.stat().st_size % 8 == 0
+    assert [p.name for p in cache_dir.iterdir()] == [_entry(cache_dir).name]
+
+
+def _temp(cache_dir, name, age_s):
+    path = cache_dir / name
+    (path / "tokenizer").mkdir(parents=True)
+    (path / "tokenizer" / "tokenizer.json").write_text("{}")
+    old = time.time() - age_s
+    for p in (path / "tokenizer" / "tokenizer.json", path / "tokenizer", path):
+        os.utime(p, (old, old))
+    return path
+
+
+def test_stale_temps_of_killed_builds_are_removed_live_ones_kept(cache_dir):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())  # temp names: .<key16>.<host>-<pid>.<random>.tmp
+    key, me, there = "0123456789abcdef", f"{host}-{os.getpid()}", "otherhost-7"
+    kept = [_temp(cache_dir, f".{key}.{me}.abcd1234.tmp", age_s=86400),  # this live process: never stale
+            _temp(cache_dir, f".{key}.{host}-{dead.pid}.abcd1234.tmp", age_s=5),  # dead, but just now
+            _temp(cache_dir, f".{key}.{there}.abcd1234.tmp", age_s=600),  # another machine, 10 min ago
+            _temp(cache_dir, f".{key}.k2j_x9ab.tmp", age_s=600),  # an older zoo's name, 10 min ago
+            _temp(cache_dir, ".notes.tmp", age_s=86400)]  # not a zoo name
+    gone = [_temp(cache_dir, f".{key}.{host}-{dead.pid}.efgh5678.tmp", age_s=120),
+            _temp(cache_dir, f".{key}.{there}.efgh5678.tmp", age_s=7200),
+            _temp(cache_dir, f".{key}.k2j_x9cd.tmp", age_s=7200)]
+    _build(cache_dir)
+    assert all(p.exists() for p in kept) and not any(p.exists() for p in gone)
+
+
+@pytest.mark.parametrize("bad", ["file", "read_only", "under_a_file"])
+def test_unusable_cache_dir_env_is_one_error_naming_it_before_any_work(tmp_path, monkeypatch, bad):
+    target = {"file": tmp_path / "f", "read_only": tmp_path / "ro", "under_a_file": tmp_path / "f" / "cache"}[bad]
+    (tmp_path / "f").write_text("not a folder")
+    (tmp_path / "ro").mkdir(mode=0o555)
+    if os.geteuid() == 0:  # root writes anywhere; let os.access answer as it does for everyone else
+        real = os.access
+        monkeypatch.setattr(cache.os, "access", lambda p, mode: real(p, mode) and Path(p) != tmp_path / "ro")
+    monkeypatch.setenv("ZOO_CACHE_DIR", str(target))
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("data read before the cache folder was checked")
+
+    monkeypatch.setattr("zoo.data.build.load_source", no_work)
+    with pytest.raises(ValueError, match=rf"^ZOO_CACHE_DIR={re.escape(str(target))}: .*(not a folder|not writable|cannot create)"):
+        _build(None)

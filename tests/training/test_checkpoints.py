@@ -4,6 +4,8 @@ finite val/loss; a NaN/inf validation is reported (stop, or a warning) and never
 from __future__ import annotations
 
 import math
+import os
+import time
 
 import pytest
 import torch
@@ -100,3 +102,18 @@ def test_validation_loss_keeps_nan_batches_and_skips_empty_ones():
     metric.update(torch.tensor(float("inf")), torch.tensor(2))
     summary = metric.compute()
     assert math.isinf(summary["loss"]) and summary["batches"] == 3 and summary["non_finite"] == 1
+
+
+def test_temp_files_of_killed_checkpoint_saves_are_removed_on_the_next_run(make_cfg, tmp_path):
+    old_run = tmp_path / "runs" / "runs" / "2024-01-01_00-00-00" / "checkpoints"  # the real layout's depth
+    old_run.mkdir(parents=True)
+    hour_ago = time.time() - 3700
+    stale, fresh = old_run / ".last.ckpt.k2j_x9ab.tmp", old_run / ".best.ckpt.q8w3e4rt.tmp"
+    notes, last = old_run / ".notes.tmp", old_run / "last.ckpt"
+    for path in (stale, fresh, notes, last):
+        path.write_bytes(b"x" * 1000)
+    for path in (stale, notes, last):
+        os.utime(path, (hour_ago, hour_ago))
+    train(make_cfg([*TINY_LM, "trainer.max_steps=1", "eval_every=1", "callbacks.samples=null"]))
+    assert not stale.exists()  # untouched for an hour: its save was killed
+    assert fresh.exists() and notes.exists() and last.exists()  # maybe a live save; not zoo temps

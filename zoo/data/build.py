@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 from collections.abc import Callable, Mapping
@@ -23,10 +24,14 @@ from zoo.data.cache import (
     CACHE_FORMAT_VERSION,
     RaggedIds,
     atomic_write_json,
+    default_cache_dir,  # noqa: F401  (re-exported: zoo.data.build.default_cache_dir)
+    discard,
     hash_texts,
     id_dtype,
     new_tmp_dir,
+    open_cache_dir,
     publish_dir,
+    remove_stale_temps,
     stable_hash,
 )
 from zoo.data.datamodules import (
@@ -46,6 +51,7 @@ from zoo.data.tokenizer import (
 )
 
 ENCODE_BATCH = 4096  # text pieces per encode_batch call
+log = logging.getLogger(__name__)
 
 
 def _plain(cfg: Any, what: str) -> dict[str, Any]:
@@ -143,6 +149,19 @@ class CacheEntry:
                 arrays[name] = np.fromfile(path / f"{name}.bin", dtype=np.int64)
         return cls(path, load_tokenizer(path / "tokenizer"), arrays, manifest)
 
+    @classmethod
+    def find(cls, path: Path) -> CacheEntry | None:
+        """The published entry at `path`; None on a miss. An entry that does not load (files missing or cut
+        short, e.g. an interrupted copy) is discarded and counts as a miss: the caller rebuilds it."""
+        if not (path / "manifest.json").is_file():
+            return None  # nothing there, or a folder without its manifest (publish_dir replaces it)
+        try:
+            return cls.load(path)
+        except (FileNotFoundError, ValueError, KeyError) as e:  # not PermissionError: someone else's entry
+            log.warning("cache entry %s is incomplete (%s: %s); rebuilding it", path, type(e).__name__, e)
+            discard(path)
+            return None
+
 
 def _write_entry(
     path: Path, tokenizer: ZooTokenizer, arrays: dict[str, Any], manifest: dict[str, Any]
@@ -168,10 +187,6 @@ def _tokenizer_fingerprint(cfg: dict[str, Any]) -> dict[str, Any]:
     if not target.is_file():
         raise FileNotFoundError(f"tokenizer.path: tokenizer file not found: {target}")
     return {**cfg, "sha256": hashlib.sha256(target.read_bytes()).hexdigest()}
-
-
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("ZOO_CACHE_DIR", Path.home() / ".cache" / "zoo" / "data"))
 
 
 # ------------------------------------------------------------------------------------------- tasks
@@ -234,6 +249,9 @@ def build_data(
     ``(tokenizer, datamodule)``. Raises ValueError/FileNotFoundError on bad input before training."""
     if task not in TASKS:
         raise ValueError(f"task={task!r} is unknown; known: {sorted(TASKS)}")
+    cache_dir = open_cache_dir(cache_dir)
+    for leftover in remove_stale_temps(cache_dir):
+        log.info("removed %s, left by an interrupted cache build", leftover)
     data_cfg, tokenizer_cfg = _plain(data_cfg, "data"), _plain(tokenizer_cfg, "tokenizer")
     validate_tokenizer_cfg(tokenizer_cfg)
     corpus = load_source(data_cfg, seed)
@@ -249,9 +267,9 @@ def build_data(
         {split: hash_texts(texts) for split, texts in content.items()},
         _tokenizer_fingerprint(tokenizer_cfg),
     )
-    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     entry_dir = cache_dir / key
-    if not (entry_dir / "manifest.json").is_file():
+    entry = CacheEntry.find(entry_dir)
+    if entry is None:
         tokenizer = build_tokenizer(tokenizer_cfg, corpus.tokenizer_texts())
         # labels belong to the data: a tokenizer file saved by a classification run must not carry its
         # label names into an LM run
@@ -264,13 +282,14 @@ def build_data(
             "dtype": id_dtype(tokenizer.vocab_size).name,
             "test_pairs": [list(p) for p in getattr(corpus, "test", [])],
         }
+        arrays = ENCODERS[corpus.kind](tokenizer, corpus)  # before the temp folder: it only sees writes
         tmp = new_tmp_dir(cache_dir, key)
         try:
-            _write_entry(tmp, tokenizer, ENCODERS[corpus.kind](tokenizer, corpus), manifest)
+            _write_entry(tmp, tokenizer, arrays, manifest)
             publish_dir(tmp, entry_dir)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    entry = CacheEntry.load(entry_dir)
+        entry = CacheEntry.load(entry_dir)
     loader = {k: data_cfg.get(k) for k in ("blocks_per_epoch", "mask_prob")}
     common = dict(
         batch_size=batch_size, max_seq_len=max_seq_len, seed=seed, num_workers=data_cfg.get("num_workers", 0)

@@ -296,6 +296,8 @@ def train(cfg: DictConfig) -> TrainResult:
         use_distributed_sampler=False,  # zoo shards the data itself (same global batch as one process)
     )
     shard_datamodule(datamodule, trainer)
+    if trainer.is_global_zero:
+        _remove_leftovers(Path(plan.resolved["paths"]["runs_dir"]), plan.output_dir)
     failed = True
     try:
         if trainer.is_global_zero:
@@ -313,6 +315,15 @@ def train(cfg: DictConfig) -> TrainResult:
     last = ckpt_dir / "last.ckpt"
     return TrainResult(metrics, plan.output_dir, Path(best) if best else None, last if last.exists() else None,
                        sampler.report if sampler else None)
+
+
+def _remove_leftovers(runs_dir: Path, output_dir: Path) -> None:
+    """Delete (and name) the temp files that killed checkpoint saves of this run family left behind."""
+    from zoo.training.checkpoint_io import remove_stale_checkpoint_temps
+
+    removed = remove_stale_checkpoint_temps(runs_dir, output_dir)
+    if removed:
+        print(f"removed {len(removed)} temp file(s) of interrupted checkpoint saves, e.g. {removed[0]}")
 
 
 def _announce(trainer: L.Trainer, module, plan: Plan, logger) -> None:
