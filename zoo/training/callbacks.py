@@ -159,6 +159,8 @@ class ZooCheckpoint(ModelCheckpoint):
             return False
         return super().check_monitor_top_k(trainer, current)
 
+    # The save helpers below are ModelCheckpoint's own (underscored, stable since Lightning 2.0); the
+    # steps they leave on disk are pinned by tests/training/test_checkpoints.py.
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not self._should_skip_saving_checkpoint(trainer):
             candidates = self._monitor_candidates(trainer)
