@@ -64,7 +64,8 @@ def compile_options() -> Options:
     import torch._dynamo
     import torch._inductor
 
-    return Options({"enabled": BOOL, "backend": one_of(*sorted(torch._dynamo.list_backends())),
+    backends = torch._dynamo.list_backends(exclude_tags=())  # debug backends too: eager, aot_eager
+    return Options({"enabled": BOOL, "backend": one_of(*sorted(backends)),
                     "mode": optional(one_of(*torch._inductor.list_mode_options()))})
 
 
