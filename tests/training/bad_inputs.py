@@ -117,6 +117,54 @@ OVERRIDES = [BadInput(given, message) for given, message in [
 CHECKED_ELSEWHERE = [
     BadInput("ckpt_path=<a gpt_nano run's last.ckpt> model.n_heads=4", "model.n_heads: checkpoint 2, this run 4",
              "tests/training/test_run.py::test_resume_from_other_architecture_is_refused_before_training"),
+    # resume, validation, cache
+    BadInput("ckpt_path=<run> with a same-size tokenizer trained on other text",
+             "ids stand for other tokens",
+             "tests/training/test_resume.py::test_resume_with_a_same_size_tokenizer_of_other_text_is_refused"),
+    BadInput("a NaN validation batch", "non-finite validation loss",
+             "tests/training/test_checkpoints.py::test_nan_validation_stops_before_its_checkpoints"),
+    BadInput("a NaN validation batch with callbacks.non_finite=null (a warning)",
+             "val/loss=nan at step 3: best.ckpt is not updated",
+             "tests/training/test_checkpoints.py::test_nan_validation_without_the_stop_warns_and_is_never_best"),
+    BadInput("ZOO_CACHE_DIR=<a file, a read-only folder, a path under a file>",
+             "ZOO_CACHE_DIR=",
+             "tests/data/test_cache.py::test_unusable_cache_dir_env_is_one_error_naming_it_before_any_work"),
+    # checkpoints and weights (zoo.load, generate.py, train.py ckpt_path=)
+    BadInput("a .ckpt with a wrong-shaped tensor", "the weights do not fit",
+             "tests/test_checkpoint_errors.py::test_wrong_shaped_tensor_is_named_by_every_reader"),
+    BadInput("a .ckpt with missing / unknown tensors", "1 missing tensor: decoder_stack.final_norm.weight; 1 unknown tensor",
+             "tests/test_checkpoint_errors.py::test_missing_and_unknown_tensors_are_listed"),
+    BadInput("a .ckpt without zoo.model_config", "zoo.model_config is missing or not a mapping",
+             "tests/test_checkpoint_errors.py::test_missing_or_invalid_model_config_is_named"),
+    BadInput("a truncated .ckpt", "is not a readable PyTorch file",
+             "tests/test_checkpoint_errors.py::test_truncated_checkpoint_names_the_file"),
+    BadInput("a .ckpt pickle that needs code to load", "never unpickles untrusted code",
+             "tests/test_checkpoint_errors.py::test_pickle_needing_code_is_refused_without_torchs_retry_advice"),
+    BadInput("an export whose config.json is not JSON / has no model_config", "config.json is not valid JSON",
+             "tests/test_checkpoint_errors.py::test_bad_export_config_names_the_file"),
+    BadInput("an export with a wrong-shaped tensor", "model.safetensors does not fit",
+             "tests/test_checkpoint_errors.py::test_wrong_shaped_export_tensor_is_named"),
+    BadInput("zoo.from_pretrained: config.json without n_embd", "has no 'n_embd', which a gpt2 checkpoint needs",
+             "tests/pretrained/test_errors.py::test_missing_config_key_names_file_and_key"),
+    BadInput("zoo.from_pretrained: a truncated model.safetensors", "is not a readable safetensors file",
+             "tests/pretrained/test_errors.py::test_truncated_weights_name_the_file"),
+    BadInput("zoo.from_pretrained: a shard index pointing outside its folder", "names shard files outside its folder",
+             "tests/pretrained/test_errors.py::test_shard_names_must_stay_in_the_folder"),
+    BadInput("zoo.from_pretrained: config.json and weights from different saves",
+             "zoo_save_id",
+             "tests/pretrained/test_save_atomic.py::test_config_and_weights_of_different_saves_are_refused"),
+    # exports
+    BadInput("zoo.export into a folder holding the user's files", "holds files zoo did not write",
+             "tests/test_checkpoint_export.py::test_user_files_in_an_export_folder_are_kept_and_the_export_refused"),
+    BadInput("zoo.export of a checkpoint inside the export folder", "is inside the export folder",
+             "tests/test_checkpoint_export.py::test_exporting_a_checkpoint_that_lives_in_the_export_folder_is_refused"),
+    # generation
+    BadInput("generate(..., use_cache=\"no\") / do_sample=\"yes\"", "must be True or False, got",
+             "tests/generation/test_errors.py::test_true_false_options_reject_strings_and_numbers"),
+    BadInput("generate.py prompts_file=<not UTF-8>", "is not UTF-8 text",
+             "tests/generation/test_cli.py::test_prompts_file_that_is_not_utf8_is_named"),
+    BadInput("generate.py device=cuda (no GPU)", "is not available on this machine; available: cpu",
+             "tests/generation/test_cli.py::test_unavailable_device_is_named_before_loading"),
 ]
 
 
@@ -126,7 +174,7 @@ def _cell(text: str) -> str:
 
 def render() -> str:
     """The markdown table, markers included."""
-    lines = [START, "| `python train.py ...` | error (fragment) | checked by |", "|---|---|---|"]
+    lines = [START, "| bad input (`python train.py ...` unless said) | error (fragment) | checked by |", "|---|---|---|"]
     for row in [*OVERRIDES, *CHECKED_ELSEWHERE]:
         test_file, test = row.checked_by.split("::")
         by = "`prepare`" if row.checked_by == PREPARE_TEST else f"`{Path(test_file).name}::{test}`"
