@@ -8,13 +8,13 @@ live, when the model is built (`zoo.models.check_config`)."""
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
 from zoo.registry import unknown_choice_message
+from zoo.utils import did_you_mean, plain_dict
 
 
 @dataclass
@@ -103,12 +103,12 @@ class ModelConfig:
         """Build from a dict / OmegaConf node / ModelConfig; an unknown key raises with a close match."""
         if isinstance(data, ModelConfig):
             return dataclasses.replace(data)
-        data = _to_plain_dict(data)
+        data = plain_dict(data, "model", expected=MODEL_SPEC)
+        data.pop("defaults", None)  # a Hydra group file's defaults list is not a model field
         known = [f.name for f in fields(cls)]
         for key in data:
             if key not in known:
-                close = difflib.get_close_matches(str(key), known, n=1)
-                hint = f" Did you mean {close[0]!r}?" if close else ""
+                hint = did_you_mean(key, known)
                 raise ValueError(f"Unknown model config key {key!r}.{hint} Known keys: {', '.join(known)}.")
         return cls(**data)
 
@@ -173,6 +173,7 @@ class ModelConfig:
                 raise ValueError(f"model.{key}={value} is outside the vocabulary [0, {self.vocab_size}).")
 
 
+MODEL_SPEC = "a preset name, mapping or ModelConfig"  # what `model` may be, in error messages
 _NAMED_CHOICES = ("arch", "activation", "head_activation", "norm", "norm_placement", "positional")
 _OPTIONAL_CHOICES = ("head_activation",)
 _ENUMS: dict[str, tuple[str, ...]] = {
@@ -182,17 +183,3 @@ _ENUMS: dict[str, tuple[str, ...]] = {
     "head": ("lm", "classifier"),
 }
 
-
-def _to_plain_dict(data: Any) -> dict[str, Any]:
-    try:  # OmegaConf nodes (Hydra) become plain containers
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(data, DictConfig):
-            data = OmegaConf.to_container(data, resolve=True)
-    except ImportError:  # pragma: no cover - omegaconf ships with hydra-core
-        pass
-    if dataclasses.is_dataclass(data) and not isinstance(data, type):
-        data = dataclasses.asdict(data)
-    if not isinstance(data, Mapping):
-        raise TypeError(f"A model config must be a preset name, mapping or ModelConfig, got {type(data).__name__}.")
-    return {k: v for k, v in data.items() if k != "defaults"}

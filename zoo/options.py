@@ -9,7 +9,6 @@ name the key, the value and what is allowed; an unknown key suggests the closest
 from __future__ import annotations
 
 import collections.abc
-import difflib
 import inspect
 import math
 import types
@@ -18,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-MISSING = "???"  # OmegaConf's mandatory value, still a plain string after to_container
+from zoo.utils import MISSING, closest
 
 
 @dataclass(frozen=True)
@@ -121,8 +120,8 @@ def unknown_key_message(group: str, key: str, allowed: Iterable[str], where: str
     """'Unknown key 'optim.lrr'. Did you mean 'optim.lr'? Allowed optim keys: ...' (the path as typed)."""
     allowed = sorted(allowed)
     path = _path(group, key)
-    close = difflib.get_close_matches(key, allowed, n=1)
-    hint = f" Did you mean {_path(group, close[0])!r}?" if close else ""
+    match = closest(key, allowed)
+    hint = f" Did you mean {_path(group, match)!r}?" if match is not None else ""
     context = f" ({where})" if where else ""
     return f"Unknown key {path!r}{context}.{hint} Allowed {group or 'top-level'} keys: {', '.join(allowed)}."
 

@@ -10,8 +10,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from zoo.config import ModelConfig
+from zoo.config import MODEL_SPEC, ModelConfig
 from zoo.registry import Registry, unknown_choice_message
+from zoo.utils import plain_dict
 
 _USER_PRESETS: Registry = Registry("model preset")
 
@@ -68,9 +69,7 @@ def resolve_config(spec: str | Mapping[str, Any] | ModelConfig, **overrides: Any
     elif isinstance(spec, ModelConfig):
         base = spec.to_dict()
     else:
-        from zoo.config import _to_plain_dict
-
-        base = _to_plain_dict(spec)
+        base = plain_dict(spec, "model", expected=MODEL_SPEC)
     return ModelConfig.from_dict({**base, **overrides})
 
 

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
+
+from zoo.utils import did_you_mean
 
 T = TypeVar("T")
 
 
 def unknown_choice_message(kind: str, value: object, allowed: list[str]) -> str:
     """One sentence naming the bad value, a close match if any, and every allowed value."""
-    close = difflib.get_close_matches(str(value), allowed, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    return f"Unknown {kind} {value!r}.{hint} Allowed: {', '.join(sorted(allowed))}."
+    return f"Unknown {kind} {value!r}.{did_you_mean(value, allowed)} Allowed: {', '.join(sorted(allowed))}."
 
 
 class Registry(Generic[T]):

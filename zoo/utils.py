@@ -29,7 +29,7 @@ def plain_dict(data: Any, what: str, *, expected: str = "a mapping") -> dict[str
     """An OmegaConf DictConfig (resolved), a dataclass instance or a mapping as a plain dict.
 
     A missing (``???``) value raises ValueError naming ``what.key``; anything that is not a mapping
-    raises TypeError "``what`` must be ``expected``, got <type>"."""
+    raises TypeError "``what`` config must be ``expected``, got <type>"."""
     try:  # OmegaConf nodes (Hydra) become plain containers
         from omegaconf import DictConfig, OmegaConf
 
@@ -41,7 +41,7 @@ def plain_dict(data: Any, what: str, *, expected: str = "a mapping") -> dict[str
     if dataclasses.is_dataclass(data) and not isinstance(data, type):
         data = dataclasses.asdict(data)
     if not isinstance(data, Mapping):
-        raise TypeError(f"{what} must be {expected}, got {type(data).__name__}.")
+        raise TypeError(f"{what} config must be {expected}, got {type(data).__name__}.")
     _raise_missing(what, sorted(str(k) for k, v in data.items() if isinstance(v, str) and v == MISSING))
     return dict(data)
 
@@ -51,12 +51,17 @@ def _raise_missing(what: str, missing: list[str]) -> None:
         raise ValueError(f"{what}.{missing[0]} is required (missing: {missing})")
 
 
+def eval_mode(model: Any) -> contextlib.AbstractContextManager[Any]:
+    """`with eval_mode(model):` runs the block with dropout off and puts every submodule back in its
+    previous mode afterwards, also when the block raises."""
+    return module_mode(model, training=False)
+
+
 @contextlib.contextmanager
-def eval_mode(model: Any) -> Iterator[Any]:
-    """Put `model` (an nn.Module) in eval mode for the block and restore every submodule's previous
-    mode on exit, also when the block raises."""
+def module_mode(model: Any, *, training: bool) -> Iterator[Any]:
+    """`model.train(training)` for the block; every submodule's previous mode is restored on exit."""
     modes = [(module, module.training) for module in model.modules()]
-    model.eval()
+    model.train(training)
     try:
         yield model
     finally:

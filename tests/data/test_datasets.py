@@ -5,13 +5,13 @@ import pytest
 
 from zoo.data.cache import RaggedIds
 from zoo.data.datasets import (
-    IGNORE_INDEX,
     EpochKeySampler,
     LabelledDataset,
     LMBlocks,
     PairDataset,
     mask_tokens,
 )
+from zoo.utils import IGNORE_INDEX
 
 
 def test_mask_tokens_80_10_10():

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 import torch
 
-from zoo.data.datasets import IGNORE_INDEX, Example
+from zoo.data.datasets import Example
+from zoo.utils import IGNORE_INDEX
 
 # key -> (value used for padding, name of the attention mask it drives or None)
 PAD_RULES: dict[str, tuple[str, str | None]] = {

@@ -15,8 +15,8 @@ import torch
 from torch.utils.data import Dataset, Sampler
 
 from zoo.data.cache import RaggedIds
+from zoo.utils import IGNORE_INDEX
 
-IGNORE_INDEX = -100
 Example = dict[str, torch.Tensor]
 
 

@@ -15,6 +15,7 @@ from zoo.generation.logits import build_processors
 from zoo.generation.prompts import PromptLike, align, as_batch
 from zoo.generation.stepper import DecoderStepper, EncoderDecoderStepper, Stepper
 from zoo.registry import Registry
+from zoo.utils import eval_mode
 
 STEPPERS: Registry = Registry("generation architecture")
 
@@ -61,13 +62,8 @@ def generate(
     ids, mask = ids.to(device), mask.to(device)
     pad_id = mcfg.pad_id if cfg.pad_token_id is None else cfg.pad_token_id
     eos_ids = cfg.eos_ids(mcfg.eos_id)
-    was_training = model.training
-    model.eval()  # dropout off while decoding; the caller's mode is restored below
-    try:
-        with torch.inference_mode():
-            return _run(model, ids, mask, cfg, pad_id, eos_ids, device)
-    finally:
-        model.train(was_training)
+    with eval_mode(model), torch.inference_mode():  # dropout off while decoding; the caller's mode comes back
+        return _run(model, ids, mask, cfg, pad_id, eos_ids, device)
 
 
 def _run(model, ids, mask, cfg: GenerationConfig, pad_id: int, eos_ids: list[int], device) -> Any:

@@ -5,7 +5,6 @@ a file, or an interactive loop."""
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import TextIO
 
 from zoo.generation.config import GenerationConfig
+from zoo.utils import did_you_mean
 
 # decoding options the command line exposes (EOS / pad come from the tokenizer, output shape is fixed)
 DECODING_KEYS = [f.name for f in dataclasses.fields(GenerationConfig) if f.name not in ("return_dict", "eos_token_id", "pad_token_id")]
@@ -59,8 +59,7 @@ def parse_overrides(argv: Sequence[str]) -> GenerateCLIConfig:
         if "=" not in arg:
             raise ValueError(f"Arguments are key=value overrides, got {arg!r}. Known keys: {', '.join(known)}.")
         if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
+            hint = did_you_mean(key, known)
             raise ValueError(f"Unknown option {key!r}.{hint} Known keys: {', '.join(known)}.")
     schema = OmegaConf.structured(GenerateCLIConfig)
     try:

@@ -4,10 +4,11 @@ library, the command line and tests share one set of checks and error messages."
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from dataclasses import dataclass, fields
 from typing import Any
+
+from zoo.utils import did_you_mean
 
 
 @dataclass
@@ -35,8 +36,7 @@ class GenerationConfig:
         known = [f.name for f in fields(cls)]
         for key in kwargs:
             if key not in known:
-                close = difflib.get_close_matches(key, known, n=1)
-                hint = f" Did you mean {close[0]!r}?" if close else ""
+                hint = did_you_mean(key, known)
                 raise ValueError(f"Unknown generation option {key!r}.{hint} Known options: {', '.join(known)}.")
         return cls(**kwargs)
 

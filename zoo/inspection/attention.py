@@ -10,6 +10,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from zoo.utils import eval_mode
+
 
 @dataclass
 class AttentionMaps:
@@ -39,13 +41,8 @@ def attention_maps(
 ) -> AttentionMaps:
     """Run `model(input_ids, need_weights=True, **forward_kwargs)` in eval mode without gradients and
     collect every layer's weights. `tokens` label input_ids, `decoder_tokens` the decoder input."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            out = model(input_ids, need_weights=True, **forward_kwargs)
-    finally:
-        model.train(was_training)
+    with eval_mode(model), torch.no_grad():
+        out = model(input_ids, need_weights=True, **forward_kwargs)
     self_kind = getattr(model, "self_stream", "decoder")  # what out.attentions belong to
     fields = {"encoder": out.encoder_attentions, self_kind: out.attentions, "cross": out.cross_attentions}
     maps = {kind: [w.detach() for w in ws] for kind, ws in fields.items() if ws and all(w is not None for w in ws)}

@@ -19,6 +19,7 @@ from zoo.modules.feedforward import FeedForward
 from zoo.modules.heads import ClassifierHead, LMHead
 from zoo.modules.norm import norm_module_types
 from zoo.modules.positional import Positional
+from zoo.utils import module_mode
 
 _LAYER = re.compile(r"\blayers\.(\d+)\b")
 # Top-level attribute -> which stream (encoder / decoder) its records belong to; `embed` depends on arch.
@@ -267,13 +268,9 @@ def trace(
     """Run `model(input_ids, **forward_kwargs)` once without gradients and return its shape trace; the loss
     (when labels are given) is the last record. The pass runs in eval mode (no dropout: the recorded numbers
     are reproducible) unless `train_mode=True`; the model's mode is restored afterwards."""
-    was_training = model.training
-    model.train(train_mode)
-    try:
-        with torch.no_grad(), Tracer(model, keep_tensors=keep_tensors) as tracer:
-            output = model(input_ids, **forward_kwargs)
-    finally:
-        model.train(was_training)
+    tracer = Tracer(model, keep_tensors=keep_tensors)
+    with module_mode(model, training=train_mode), torch.no_grad(), tracer:
+        output = model(input_ids, **forward_kwargs)
     result = tracer.trace
     result.output = output
     loss = getattr(output, "loss", None)

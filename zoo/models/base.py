@@ -17,6 +17,7 @@ from zoo.modules.norm import NORMS
 from zoo.modules.positional import POSITIONALS, Positional, PositionTerms
 from zoo.modules.residual import WIRINGS
 from zoo.registry import Registry, unknown_choice_message
+from zoo.utils import IGNORE_INDEX
 
 ARCHS: Registry = Registry("arch")
 
@@ -114,7 +115,7 @@ class ZooModel(nn.Module):
         _check_range(ids, v, lambda lo, hi: f"{name} holds token ids in [{lo}, {hi}] but the vocabulary is "
                                             f"[0, {v}) (model.vocab_size={v}).")
 
-    def check_labels(self, labels: torch.Tensor, shape: tuple[int, ...], n_classes: int, ignore_index: int = -100) -> None:
+    def check_labels(self, labels: torch.Tensor, shape: tuple[int, ...], n_classes: int, ignore_index: int = IGNORE_INDEX) -> None:
         """Labels are integer class ids in [0, n_classes) or ignore_index; anything else would be a deep
         IndexError on CPU and a device-side assert on GPU."""
         if not isinstance(labels, torch.Tensor) or labels.is_floating_point() or tuple(labels.shape) != tuple(shape):

@@ -13,6 +13,7 @@ from zoo.modules.cache import KVCache
 from zoo.modules.embedding import Embeddings
 from zoo.modules.heads import LMHead, lm_loss
 from zoo.modules.mask import build_mask
+from zoo.utils import IGNORE_INDEX
 
 
 @ARCHS.register("encoder_decoder")
@@ -46,7 +47,7 @@ class EncoderDecoder(ZooModel):
     def shift_right(self, labels: torch.Tensor) -> torch.Tensor:
         """[y1, y2, ..., yn] -> [start, y1, ..., y(n-1)] (ignored labels become pads)."""
         shifted = labels.new_full(labels.shape, self.config.start_id)
-        shifted[:, 1:] = labels[:, :-1].masked_fill(labels[:, :-1] == -100, self.config.pad_id)
+        shifted[:, 1:] = labels[:, :-1].masked_fill(labels[:, :-1] == IGNORE_INDEX, self.config.pad_id)
         return shifted
 
     def encode(

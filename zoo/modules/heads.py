@@ -8,6 +8,7 @@ from torch import nn
 
 from zoo.modules.feedforward import plain_activation
 from zoo.modules.norm import make_norm
+from zoo.utils import IGNORE_INDEX
 
 
 class LMHead(nn.Module):
@@ -45,7 +46,7 @@ class ClassifierHead(nn.Module):
         return self.proj(self.drop(torch.tanh(self.pool(x[:, 0]))))  # (B, C) -> (B, num_labels)
 
 
-def lm_loss(logits: torch.Tensor, labels: torch.Tensor, *, shift: bool, ignore_index: int = -100) -> torch.Tensor:
+def lm_loss(logits: torch.Tensor, labels: torch.Tensor, *, shift: bool, ignore_index: int = IGNORE_INDEX) -> torch.Tensor:
     """Mean cross-entropy over positions whose label is not ignore_index; `shift` predicts token t+1 from
     position t (causal LM). A batch with no counted label gives 0, not NaN."""
     if shift:  # shift the labels, not the logits: slicing logits would copy (B, T, V)
