@@ -22,14 +22,17 @@ from zoo.utils import MISSING, closest
 
 @dataclass(frozen=True)
 class Rule:
-    """The values one key accepts: `test(value)` says yes or no, `allowed` says which in words."""
+    """The values one key accepts: `test(value)` says yes or no, `allowed` says which in words.
+    `explain(key, value)`, when given, words the error itself (e.g. why the bound is what it is)."""
 
     test: Callable[[Any], bool]
     allowed: str
+    explain: Callable[[str, Any], str] | None = None
 
     def check(self, key: str, value: Any) -> None:
         if not self.test(value):
-            raise ValueError(f"{key} must be {self.allowed}, got {value!r}")
+            explained = self.explain(key, value) if self.explain else None
+            raise ValueError(explained or f"{key} must be {self.allowed}, got {value!r}")
 
 
 def _is_int(value: Any) -> bool:
@@ -92,8 +95,11 @@ ANY = Rule(lambda v: True, "anything")
 
 
 def hint_rule(hint: Any) -> Rule:
-    """The Rule for a type hint: int, float, str, bool, None, unions, Literal, lists, dicts, classes."""
+    """The Rule for a type hint: int, float, str, bool, None, unions, Literal, lists, dicts, classes;
+    `Annotated[int, rule]` takes the Rule it carries (a parameter states its own bounds)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Annotated:
+        return next((m for m in hint.__metadata__ if isinstance(m, Rule)), None) or hint_rule(args[0])
     if origin in (typing.Union, types.UnionType):
         if int in args and float in args:  # "an integer or a finite number" says the same twice
             args = tuple(a for a in args if a is not int)
@@ -142,7 +148,7 @@ class Options:
         """The keyword parameters of `fn` (minus `skip`, `self`, *args/**kwargs), typed by their hints."""
         params = [p for p in _parameters(fn) if p.name not in {"self", *skip}]
         try:
-            hints = typing.get_type_hints(fn)
+            hints = typing.get_type_hints(fn, include_extras=True)
         except (NameError, TypeError):  # a hint that does not resolve: check names only
             hints = {}
         rules = {p.name: hint_rule(hints[p.name]) if p.name in hints else ANY for p in params}

@@ -17,10 +17,12 @@ def unknown_choice_message(kind: str, value: object, allowed: list[str]) -> str:
 
 
 class Registry(Generic[T]):
-    """Maps names to components (classes or factories) for one kind of thing, e.g. 'norm'."""
+    """Maps names to components (classes or factories) for one kind of thing, e.g. 'norm'. `key`, when
+    given, is the config key that picks an entry (`data.name`); an unknown-name error starts with it."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, key: str | None = None) -> None:
         self.kind = kind
+        self.key = key
         self._items: dict[str, T] = {}
 
     def register(self, name: str, obj: T | None = None) -> Callable[[T], T] | T:
@@ -36,8 +38,16 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         if name not in self._items:
-            raise ValueError(unknown_choice_message(self.kind, name, list(self._items)))
+            where = f"{self.key}: " if self.key else ""
+            raise ValueError(where + unknown_choice_message(self.kind, name, list(self._items)))
         return self._items[name]
+
+    def __getitem__(self, name: str) -> T:
+        """`registry[name]` is `registry.get(name)`: an unknown name raises ValueError listing the known."""
+        return self.get(name)
+
+    def __len__(self) -> int:
+        return len(self._items)
 
     def names(self, pattern: str = "*") -> list[str]:
         return sorted(n for n in self._items if fnmatch.fnmatch(n, pattern))

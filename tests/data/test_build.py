@@ -6,7 +6,6 @@ import os
 import pytest
 from omegaconf import OmegaConf
 
-import zoo.data.tokenizer as tokenizer_module
 from zoo.data import build_data, load_tokenizer, model_overrides
 
 from .conftest import SMALL_BPE, SMALL_STDLIB, SMALL_TOY
@@ -26,7 +25,7 @@ def test_second_call_hits_cache_without_retraining(cache_dir, monkeypatch):
     def no_training(*args, **kwargs):
         raise AssertionError("tokenizer retrained on a cache hit")
 
-    monkeypatch.setitem(tokenizer_module.TOKENIZERS, "bpe", no_training)
+    monkeypatch.setattr("zoo.data.build.build_tokenizer", no_training)
     monkeypatch.setattr("zoo.data.build.encode_documents", no_training)
     tok2, dm = build_data(SMALL_STDLIB, SMALL_BPE, task="mlm", cache_dir=cache_dir, **KW)  # lm/mlm share ids
     assert tok2.encode("def f(x): pass") == tok1.encode("def f(x): pass")
@@ -122,15 +121,14 @@ def test_bad_input_fails_before_training(cache_dir, monkeypatch, data, tok, task
     def no_training(*args, **kwargs):
         raise AssertionError("trained despite bad input")
 
-    for name in ("bpe", "char"):
-        monkeypatch.setitem(tokenizer_module.TOKENIZERS, name, no_training)
+    monkeypatch.setattr("zoo.data.build.build_tokenizer", no_training)
     with pytest.raises(error, match=match):
         build_data(data, tok, task=task, cache_dir=cache_dir, **KW)
     assert not cache_dir.exists() or entries(cache_dir) == []
 
 
 def test_bad_user_files_fail_before_training(cache_dir, tmp_path, monkeypatch):
-    monkeypatch.setitem(tokenizer_module.TOKENIZERS, "bpe", lambda *a, **k: pytest.fail("trained"))
+    monkeypatch.setattr("zoo.data.build.build_tokenizer", lambda *a, **k: pytest.fail("trained"))
     (tmp_path / "ok.txt").write_text("fine text\n")
     (tmp_path / "bad.txt").write_bytes(b"abc\xff")
     with pytest.raises(ValueError, match=r"bad.txt: not valid UTF-8 at byte offset 3"):

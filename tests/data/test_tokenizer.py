@@ -13,6 +13,7 @@ from zoo.data.tokenizer import (
     build_tokenizer,
     chunk_text,
     load_tokenizer,
+    register_tokenizer,
     validate_tokenizer_cfg,
 )
 
@@ -103,9 +104,13 @@ def test_file_tokenizer_without_fixed_specials(tmp_path):
             {"name": "bpe", "vocab_size": 100},
             r"vocab_size=100 .*byte alphabet \(256\) \+ 5 special tokens = 261",
         ),
-        ({"name": "bpe", "vocab_size": 4096, "merges": 3}, r"unknown tokenizer key\(s\) \['merges'\]"),
-        ({"name": "wordpiece"}, r"tokenizer.name='wordpiece' is unknown; known: \['bpe', 'char', 'file'\]"),
-        ({"name": "file"}, "needs tokenizer.path"),
+        ({"name": "bpe", "vocab_size": 4096, "merges": 3},
+         r"Unknown key 'tokenizer.merges' \(tokenizer=bpe\). Allowed tokenizer keys: min_frequency, name, vocab_size"),
+        ({"name": "bpe", "vocab_size": "4k"}, r"tokenizer.vocab_size must be an integer >= 261, got '4k'"),
+        ({"name": "char", "vocab_size": 5}, r"tokenizer.vocab_size must be null or an integer >= 6, got 5"),
+        ({"name": "wordpiece"}, r"tokenizer.name: Unknown tokenizer 'wordpiece'. Allowed: bpe, char, file."),
+        ({"name": "chars"}, r"tokenizer.name: Unknown tokenizer 'chars'. Did you mean 'char'\?"),
+        ({"name": "file"}, "tokenizer=file needs tokenizer.path"),
     ],
 )
 def test_bad_tokenizer_cfg(cfg, match):
@@ -136,6 +141,12 @@ def test_enormous_line_does_not_hang():
 
 def test_registry_names():
     assert sorted(TOKENIZERS) == ["bpe", "char", "file"]
+
+
+def test_registering_a_taken_name_raises():
+    with pytest.raises(ValueError, match="tokenizer 'char' is already registered"):
+        register_tokenizer("char")(lambda texts: None)
+    assert TOKENIZERS.get("char").__name__ == "train_char"
 
 
 def test_saved_metadata(bpe, tmp_path):

@@ -4,21 +4,25 @@ All three are Hugging Face ``tokenizers`` objects wrapped by :class:`ZooTokenize
 special tokens ``<pad>=0 <bos>=1 <eos>=2 <unk>=3 <mask>=4`` at fixed ids. ``encode`` adds no
 special tokens; literal text such as ``"<pad>"`` is encoded as ordinary bytes, never as a special id.
 
-Registry: ``TOKENIZERS[name](texts, **cfg) -> ZooTokenizer`` where ``texts`` is the training split.
+Registry: ``TOKENIZERS.get(name)(texts, **cfg) -> ZooTokenizer`` where ``texts`` is the training split;
+each builder's keyword parameters are the ``tokenizer.*`` keys and their hints the values allowed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HFTokenizer
 
 from zoo.data.cache import atomic_write_bytes, atomic_write_json
+from zoo.options import TEXT, Options, check_entry, integer, optional
+from zoo.registry import Registry
 
 SPECIAL_TOKENS: tuple[str, ...] = ("<pad>", "<bos>", "<eos>", "<unk>", "<mask>")
 PAD_ID, BOS_ID, EOS_ID, UNK_ID, MASK_ID = range(len(SPECIAL_TOKENS))
@@ -149,64 +153,50 @@ def _chunks(texts: Iterable[str]) -> Iterator[str]:
 # ---------------------------------------------------------------------------------------- registry
 
 TokenizerBuilder = Callable[..., ZooTokenizer]
-TOKENIZERS: dict[str, TokenizerBuilder] = {}
+TOKENIZERS: Registry[TokenizerBuilder] = Registry("tokenizer", key="tokenizer.name")
+BPE_MIN_VOCAB = BYTE_ALPHABET_SIZE + len(SPECIAL_TOKENS)
+CHAR_MIN_VOCAB = 6  # the special tokens and one character
 
 
 def register_tokenizer(name: str) -> Callable[[TokenizerBuilder], TokenizerBuilder]:
-    def wrap(fn: TokenizerBuilder) -> TokenizerBuilder:
-        if name in TOKENIZERS:
-            raise ValueError(f"tokenizer {name!r} is already registered")
-        TOKENIZERS[name] = fn
-        return fn
-
-    return wrap
+    """Decorator: `@register_tokenizer("bpe")` makes ``builder(texts, **options)`` available as
+    `tokenizer=bpe`; its keyword parameters are the `tokenizer.*` keys, their hints the allowed values."""
+    return TOKENIZERS.register(name)
 
 
-def validate_tokenizer_cfg(cfg: dict[str, Any]) -> None:
+def tokenizer_options(name: str) -> Options:
+    """tokenizer.* keys of tokenizer `name`: its builder's keyword parameters, plus `name`."""
+    return Options.of(TOKENIZERS.get(name), skip=("texts",)).extended({"name": TEXT})
+
+
+def validate_tokenizer_cfg(cfg: Mapping[str, Any]) -> None:
     """Check name, keys and values before any data is read (vocab too small, missing path...)."""
-    name = cfg.get("name")
-    if name not in TOKENIZERS:
-        raise ValueError(f"tokenizer.name={name!r} is unknown; known: {sorted(TOKENIZERS)}")
-    allowed = TOKENIZER_KEYS[name]
-    unknown = sorted(set(cfg) - allowed - {"name"})
-    if unknown:
-        raise ValueError(
-            f"unknown tokenizer key(s) {unknown} for tokenizer={name}; allowed: {sorted(allowed)}"
-        )
-    vocab_size = cfg.get("vocab_size")
-    if name == "bpe":
-        minimum = BYTE_ALPHABET_SIZE + len(SPECIAL_TOKENS)
-        if not isinstance(vocab_size, int) or vocab_size < minimum:
-            raise ValueError(
-                f"tokenizer.vocab_size={vocab_size!r} is smaller than the byte alphabet "
-                f"({BYTE_ALPHABET_SIZE}) + {len(SPECIAL_TOKENS)} special tokens = {minimum}"
-            )
-    if name == "char" and vocab_size is not None and (not isinstance(vocab_size, int) or vocab_size < 6):
-        raise ValueError(
-            f"tokenizer.vocab_size={vocab_size!r} must be null or an int >= 6 for tokenizer=char"
-        )
-    if name == "file" and not cfg.get("path"):
-        raise ValueError(
-            "tokenizer=file needs tokenizer.path (a tokenizer.json or a saved tokenizer directory)"
-        )
-
-
-TOKENIZER_KEYS: dict[str, set[str]] = {
-    "bpe": {"vocab_size", "min_frequency"},
-    "char": {"vocab_size"},
-    "file": {"path"},
-}
+    check_entry("tokenizer", cfg.get("name"), cfg, tokenizer_options, TOKENIZERS)
 
 
 def build_tokenizer(cfg: dict[str, Any], texts: Sequence[str]) -> ZooTokenizer:
     """Validate ``cfg`` and build the tokenizer named by ``cfg['name']`` from training ``texts``."""
     validate_tokenizer_cfg(cfg)
     kwargs = {k: v for k, v in cfg.items() if k != "name"}
-    return TOKENIZERS[cfg["name"]](texts, **kwargs)
+    return TOKENIZERS.get(cfg["name"])(texts, **kwargs)
+
+
+def _below_bpe_minimum(key: str, value: Any) -> str | None:
+    """Why a BPE vocabulary needs BPE_MIN_VOCAB ids (None: not an integer, the plain message says so)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    return (f"{key}={value!r} is smaller than the byte alphabet ({BYTE_ALPHABET_SIZE}) + "
+            f"{len(SPECIAL_TOKENS)} special tokens = {BPE_MIN_VOCAB}")
+
+
+_BPE_VOCAB = dataclasses.replace(integer(BPE_MIN_VOCAB), explain=_below_bpe_minimum)
+_CHAR_VOCAB = optional(integer(CHAR_MIN_VOCAB))
 
 
 @register_tokenizer("bpe")
-def train_bpe(texts: Sequence[str], *, vocab_size: int = 4096, min_frequency: int = 2) -> ZooTokenizer:
+def train_bpe(
+    texts: Sequence[str], *, vocab_size: Annotated[int, _BPE_VOCAB] = 4096, min_frequency: int = 2
+) -> ZooTokenizer:
     """Byte-level BPE (GPT-2 style): lossless for any UTF-8 text; trained on chunked ``texts``."""
     hf = HFTokenizer(models.BPE())
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
@@ -223,7 +213,7 @@ def train_bpe(texts: Sequence[str], *, vocab_size: int = 4096, min_frequency: in
 
 
 @register_tokenizer("char")
-def train_char(texts: Sequence[str], *, vocab_size: int | None = None) -> ZooTokenizer:
+def train_char(texts: Sequence[str], *, vocab_size: Annotated[int | None, _CHAR_VOCAB] = None) -> ZooTokenizer:
     """One token per Unicode character seen in ``texts``; unseen characters map to ``<unk>``."""
     counts: dict[str, int] = {}
     for text in texts:

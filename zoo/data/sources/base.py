@@ -1,6 +1,6 @@
 """Corpus types and the source registry: a name in ``data.name`` maps to a loader returning a split corpus.
 
-``SOURCES[name](**data_cfg_keys, seed=...) -> TextCorpus | PairCorpus | LabelledCorpus``.
+``SOURCES.get(name)(**data_cfg_keys, seed=...) -> TextCorpus | PairCorpus | LabelledCorpus``.
 Built-in sources need no download: ``stdlib_text`` (the interpreter's own ``.py`` files) and
 ``translation_toy`` (a seeded Korean->English template set). User sources read local files.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zoo.options import TEXT, Options, check_entry, integer, number, optional
-from zoo.registry import unknown_choice_message
+from zoo.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class LabelledCorpus:
 
 Corpus = TextCorpus | PairCorpus | LabelledCorpus
 SourceFn = Callable[..., Corpus]
-SOURCES: dict[str, SourceFn] = {}
+SOURCES: Registry[SourceFn] = Registry("data source", key="data.name")
 # Keys every data config may carry; consumed by the data module, not by the source loader.
 LOADER_OPTIONS = Options({
     "name": TEXT,
@@ -82,26 +82,19 @@ LOADER_KEYS = set(LOADER_OPTIONS.rules)
 
 
 def register_source(name: str) -> Callable[[SourceFn], SourceFn]:
-    def wrap(fn: SourceFn) -> SourceFn:
-        if name in SOURCES:
-            raise ValueError(f"data source {name!r} is already registered")
-        SOURCES[name] = fn
-        return fn
-
-    return wrap
+    """Decorator: `@register_source("text")` makes a loader available as `data.name=text`."""
+    return SOURCES.register(name)
 
 
 def source_keys(name: str) -> set[str]:
     """Config keys accepted by source ``name`` (its keyword parameters, minus the injected ``seed``)."""
-    params = inspect.signature(SOURCES[name]).parameters
+    params = inspect.signature(SOURCES.get(name)).parameters
     return {p for p in params if p != "seed"}
 
 
 def data_options(name: str) -> Options:
     """data.* keys of source ``name``: its keyword parameters (typed by their hints) and the loader keys."""
-    if name not in SOURCES:
-        raise ValueError("data.name: " + unknown_choice_message("data source", name, list(SOURCES)))
-    return Options.of(SOURCES[name], skip=("seed",)).extended(LOADER_OPTIONS.rules)
+    return Options.of(SOURCES.get(name), skip=("seed",)).extended(LOADER_OPTIONS.rules)
 
 
 def check_data_cfg(cfg: dict[str, Any]) -> None:
@@ -112,11 +105,11 @@ def check_data_cfg(cfg: dict[str, Any]) -> None:
 def load_source(cfg: dict[str, Any], seed: int) -> Corpus:
     """Validate ``cfg`` against the source's parameters and load it."""
     check_data_cfg(cfg)
-    name = cfg["name"]
-    kwargs = {k: v for k, v in cfg.items() if k in source_keys(name)}
-    if "seed" in inspect.signature(SOURCES[name]).parameters:
+    source = SOURCES.get(cfg["name"])
+    kwargs = {k: v for k, v in cfg.items() if k in source_keys(cfg["name"])}
+    if "seed" in inspect.signature(source).parameters:
         kwargs["seed"] = seed
-    return SOURCES[name](**kwargs)
+    return source(**kwargs)
 
 
 def split_indices(
