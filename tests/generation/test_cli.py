@@ -3,6 +3,7 @@ model.generate on the same ids, clear errors (including a checkpoint without a t
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import subprocess
 import sys
@@ -14,7 +15,8 @@ import torch
 import zoo
 from zoo.checkpoint import atomic_torch_save, zoo_section
 from zoo.data import TOKENIZERS
-from zoo.generation.cli import main, parse_overrides
+from zoo.generation.cli import CLI_DEFAULTS, GenerateCLIConfig, main, parse_overrides
+from zoo.generation.config import GenerationConfig
 
 TEXTS = ["the cat sat on the mat", "a dog ran far away", "hello world"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +64,18 @@ def test_interactive_reads_until_empty_line(tmp_path):
     main([f"ckpt={path}", "interactive=true", "max_new_tokens=3"], stdin=io.StringIO("hello\nthe\n\nignored\n"),
          stdout=out)
     assert [line for line in out.getvalue().splitlines() if line.startswith(">>>")] == [">>> hello", ">>> the"]
+
+
+def test_decoding_keys_are_generation_config_fields_with_one_stated_default():
+    parsed = parse_overrides(["ckpt=x", "prompt=a"]).decoding()
+    assert parsed == dataclasses.replace(GenerationConfig(), max_new_tokens=64)
+    assert CLI_DEFAULTS == {"max_new_tokens": 64}
+    cli = {f.name: (f.type, f.default) for f in dataclasses.fields(GenerateCLIConfig)}
+    for f in dataclasses.fields(GenerationConfig):
+        if f.name not in ("eos_token_id", "pad_token_id", "return_dict"):
+            assert cli[f.name] == (f.type, CLI_DEFAULTS.get(f.name, f.default)), f.name
+    assert parse_overrides(["ckpt=x", "prompt=a", "max_new_tokens=7", "top_k=3", "do_sample=true"]).decoding() == \
+        GenerationConfig(max_new_tokens=7, top_k=3, do_sample=True)
 
 
 @pytest.mark.parametrize(

@@ -14,13 +14,17 @@ from typing import TextIO
 from zoo.generation.config import GenerationConfig
 from zoo.utils import did_you_mean
 
-# decoding options the command line exposes (EOS / pad come from the tokenizer, output shape is fixed)
-DECODING_KEYS = [f.name for f in dataclasses.fields(GenerationConfig) if f.name not in ("return_dict", "eos_token_id", "pad_token_id")]
+# GenerationConfig options the command line does not expose: EOS / pad come from the tokenizer, and the
+# output shape is fixed
+NOT_ON_CLI = ("return_dict", "eos_token_id", "pad_token_id")
+DECODING_KEYS = [f.name for f in dataclasses.fields(GenerationConfig) if f.name not in NOT_ON_CLI]
+# The one decoding default the script changes: a reader at the terminal wants more than the library's 20
+CLI_DEFAULTS = {"max_new_tokens": 64}
 
 
 @dataclass
-class GenerateCLIConfig:
-    """Everything `python generate.py key=value ...` accepts; decoding options are GenerationConfig's."""
+class _ScriptOptions:
+    """The keys only `generate.py` has: what to load, what to read, where to run, what to print."""
 
     ckpt: str | None = None  # a training checkpoint (.ckpt) or an export folder
     prompt: str | None = None  # decoder: text to continue
@@ -31,21 +35,26 @@ class GenerateCLIConfig:
     device: str = "cpu"
     batch_size: int = 16
     show_scores: bool = False  # print each beam hypothesis' length-normalised log-probability
-    # decoding (see docs/decoding.md)
-    max_new_tokens: int = 64
-    do_sample: bool = False
-    temperature: float | None = None
-    top_k: int | None = None
-    top_p: float | None = None
-    num_beams: int = 1
-    num_return_sequences: int = 1
-    length_penalty: float = 1.0
-    early_stopping: bool = False
-    use_cache: bool = True
-    seed: int | None = None
 
     def decoding(self) -> GenerationConfig:
+        """The decoding options given on the command line, as the library's validated record."""
         return GenerationConfig(**{k: getattr(self, k) for k in DECODING_KEYS})
+
+
+def _decoding_field(f: dataclasses.Field) -> tuple[str, object, dataclasses.Field]:
+    if f.name in CLI_DEFAULTS:
+        return f.name, f.type, dataclasses.field(default=CLI_DEFAULTS[f.name])
+    return f.name, f.type, dataclasses.field(default=f.default, default_factory=f.default_factory)
+
+
+# Everything `python generate.py key=value ...` accepts: the script's own keys, then GenerationConfig's
+# decoding fields (same names, types and defaults, except CLI_DEFAULTS), derived so they cannot drift.
+GenerateCLIConfig = dataclasses.make_dataclass(
+    "GenerateCLIConfig",
+    [_decoding_field(f) for f in dataclasses.fields(GenerationConfig) if f.name in DECODING_KEYS],
+    bases=(_ScriptOptions,),
+    namespace={"__module__": __name__, "__doc__": "Everything `python generate.py key=value ...` accepts."},
+)
 
 
 def parse_overrides(argv: Sequence[str]) -> GenerateCLIConfig:

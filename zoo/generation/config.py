@@ -3,7 +3,6 @@ library, the command line and tests share one set of checks and error messages."
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, fields
 from typing import Any
@@ -39,9 +38,6 @@ class GenerationConfig:
                 hint = did_you_mean(key, known)
                 raise ValueError(f"Unknown generation option {key!r}.{hint} Known options: {', '.join(known)}.")
         return cls(**kwargs)
-
-    def replace(self, **changes: Any) -> GenerationConfig:
-        return dataclasses.replace(self, **changes)
 
     def eos_ids(self, default: int) -> list[int]:
         """The stop tokens as a list (None -> the model's eos id)."""

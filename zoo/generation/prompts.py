@@ -1,5 +1,5 @@
 """Prompt batches: turning lists or tensors into (ids, attention_mask), moving padding to one side,
-position ids from the mask, and cropping to a learned-position context."""
+and position ids from the mask (the stepper crops a long prompt to a learned-position context)."""
 
 from __future__ import annotations
 
@@ -83,8 +83,3 @@ def align(ids: torch.Tensor, mask: torch.Tensor, pad_id: int, *, side: str) -> t
 def position_ids(mask: torch.Tensor) -> torch.Tensor:
     """Position of each token among its row's real tokens (pads get 0): left padding keeps positions 0.."""
     return (mask.cumsum(-1) - 1).clamp(min=0)
-
-
-def crop_left(ids: torch.Tensor, mask: torch.Tensor, max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Keep the last max_len columns (left-padded rows keep their most recent tokens)."""
-    return ids[:, -max_len:], mask[:, -max_len:]
