@@ -9,10 +9,8 @@ publishes it with one rename.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
-import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,14 +21,10 @@ import numpy as np
 from zoo.data.cache import (
     CACHE_FORMAT_VERSION,
     RaggedIds,
-    atomic_write_json,
     default_cache_dir,  # noqa: F401  (re-exported: zoo.data.build.default_cache_dir)
-    discard,
     hash_texts,
     id_dtype,
-    new_tmp_dir,
     open_cache_dir,
-    publish_dir,
     remove_stale_temps,
     stable_hash,
 )
@@ -41,37 +35,18 @@ from zoo.data.datamodules import (
     Seq2SeqDataModule,
     ZooDataModule,
 )
+from zoo.data.entry import CacheEntry
 from zoo.data.sources import LabelledCorpus, PairCorpus, TextCorpus, load_source
 from zoo.data.tokenizer import (
     ZooTokenizer,
     build_tokenizer,
     chunk_text,
-    load_tokenizer,
     validate_tokenizer_cfg,
 )
+from zoo.utils import plain_dict
 
 ENCODE_BATCH = 4096  # text pieces per encode_batch call
 log = logging.getLogger(__name__)
-
-
-def _plain(cfg: Any, what: str) -> dict[str, Any]:
-    """A Hydra/OmegaConf config or a mapping as a plain dict."""
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(cfg, DictConfig):
-            missing = sorted(OmegaConf.missing_keys(cfg))
-            if missing:
-                raise ValueError(f"{what}.{missing[0]} is required (missing: {missing})")
-            cfg = OmegaConf.to_container(cfg, resolve=True)
-    except ImportError:  # pragma: no cover - omegaconf ships with hydra
-        pass
-    if not isinstance(cfg, Mapping):
-        raise ValueError(f"{what} config must be a mapping, got {type(cfg).__name__}")
-    missing = sorted(k for k, v in cfg.items() if v == "???")
-    if missing:
-        raise ValueError(f"{what}.{missing[0]} is required (missing: {missing})")
-    return dict(cfg)
 
 
 # ------------------------------------------------------------------------------------------ encode
@@ -126,56 +101,6 @@ ENCODERS: dict[str, Callable[[ZooTokenizer, Any], dict[str, Any]]] = {
 
 
 # ------------------------------------------------------------------------------------------- cache
-
-
-@dataclass
-class CacheEntry:
-    """A published cache directory: tokenizer, token arrays and manifest."""
-
-    path: Path
-    tokenizer: ZooTokenizer
-    arrays: dict[str, Any]
-    manifest: dict[str, Any]
-
-    @classmethod
-    def load(cls, path: Path) -> CacheEntry:
-        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
-        dtype = np.dtype(manifest["dtype"])
-        arrays: dict[str, Any] = {}
-        for name, kind in manifest["arrays"].items():
-            if kind == "ragged":
-                arrays[name] = RaggedIds.load(path, name, dtype)
-            else:
-                arrays[name] = np.fromfile(path / f"{name}.bin", dtype=np.int64)
-        return cls(path, load_tokenizer(path / "tokenizer"), arrays, manifest)
-
-    @classmethod
-    def find(cls, path: Path) -> CacheEntry | None:
-        """The published entry at `path`; None on a miss. An entry that does not load (files missing or cut
-        short, e.g. an interrupted copy) is discarded and counts as a miss: the caller rebuilds it."""
-        if not (path / "manifest.json").is_file():
-            return None  # nothing there, or a folder without its manifest (publish_dir replaces it)
-        try:
-            return cls.load(path)
-        except (FileNotFoundError, ValueError, KeyError) as e:  # not PermissionError: someone else's entry
-            log.warning("cache entry %s is incomplete (%s: %s); rebuilding it", path, type(e).__name__, e)
-            discard(path)
-            return None
-
-
-def _write_entry(
-    path: Path, tokenizer: ZooTokenizer, arrays: dict[str, Any], manifest: dict[str, Any]
-) -> None:
-    tokenizer.save(path / "tokenizer")
-    kinds = {}
-    for name, value in arrays.items():
-        if isinstance(value, RaggedIds):
-            value.save(path, name)
-            kinds[name] = "ragged"
-        else:
-            (path / f"{name}.bin").write_bytes(np.ascontiguousarray(value, dtype=np.int64).tobytes())
-            kinds[name] = "int64"
-    atomic_write_json(path / "manifest.json", {**manifest, "arrays": kinds})  # written last: marks complete
 
 
 def _tokenizer_fingerprint(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -252,7 +177,7 @@ def build_data(
     cache_dir = open_cache_dir(cache_dir)
     for leftover in remove_stale_temps(cache_dir):
         log.info("removed %s, left by an interrupted cache build", leftover)
-    data_cfg, tokenizer_cfg = _plain(data_cfg, "data"), _plain(tokenizer_cfg, "tokenizer")
+    data_cfg, tokenizer_cfg = plain_dict(data_cfg, "data"), plain_dict(tokenizer_cfg, "tokenizer")
     validate_tokenizer_cfg(tokenizer_cfg)
     corpus = load_source(data_cfg, seed)
     if corpus.kind != TASKS[task].corpus_kind:
@@ -267,8 +192,7 @@ def build_data(
         {split: hash_texts(texts) for split, texts in content.items()},
         _tokenizer_fingerprint(tokenizer_cfg),
     )
-    entry_dir = cache_dir / key
-    entry = CacheEntry.find(entry_dir)
+    entry = CacheEntry.find(cache_dir / key)
     if entry is None:
         tokenizer = build_tokenizer(tokenizer_cfg, corpus.tokenizer_texts())
         # labels belong to the data: a tokenizer file saved by a classification run must not carry its
@@ -283,13 +207,7 @@ def build_data(
             "test_pairs": [list(p) for p in getattr(corpus, "test", [])],
         }
         arrays = ENCODERS[corpus.kind](tokenizer, corpus)  # before the temp folder: it only sees writes
-        tmp = new_tmp_dir(cache_dir, key)
-        try:
-            _write_entry(tmp, tokenizer, arrays, manifest)
-            publish_dir(tmp, entry_dir)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        entry = CacheEntry.load(entry_dir)
+        entry = CacheEntry.publish(cache_dir, key, tokenizer, arrays, manifest)
     loader = {k: data_cfg.get(k) for k in ("blocks_per_epoch", "mask_prob")}
     common = dict(
         batch_size=batch_size, max_seq_len=max_seq_len, seed=seed, num_workers=data_cfg.get("num_workers", 0)

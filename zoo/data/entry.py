@@ -1,0 +1,86 @@
+"""One cache entry: ``<cache_dir>/<key>/`` holding the tokenizer, the token arrays and ``manifest.json``.
+
+``CacheEntry.find`` reads a published entry (a broken one counts as a miss and is removed);
+``CacheEntry.publish`` writes a new one in a temporary sibling folder and moves it into place at once, so
+a reader sees a whole entry or none. The manifest is written last: its presence marks the entry complete.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zoo.data.cache import RaggedIds, atomic_write_json, discard, new_tmp_dir, publish_dir
+from zoo.data.tokenizer import ZooTokenizer, load_tokenizer
+
+MANIFEST = "manifest.json"
+TOKENIZER_DIR = "tokenizer"
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CacheEntry:
+    """A published cache directory: tokenizer, token arrays (name -> RaggedIds or int64 array) and manifest."""
+
+    path: Path
+    tokenizer: ZooTokenizer
+    arrays: dict[str, Any]
+    manifest: dict[str, Any]
+
+    @classmethod
+    def load(cls, path: Path) -> CacheEntry:
+        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+        dtype = np.dtype(manifest["dtype"])
+        arrays: dict[str, Any] = {}
+        for name, kind in manifest["arrays"].items():
+            if kind == "ragged":
+                arrays[name] = RaggedIds.load(path, name, dtype)
+            else:
+                arrays[name] = np.fromfile(path / f"{name}.bin", dtype=np.int64)
+        return cls(path, load_tokenizer(path / TOKENIZER_DIR), arrays, manifest)
+
+    @classmethod
+    def find(cls, path: Path) -> CacheEntry | None:
+        """The published entry at `path`; None on a miss. An entry that does not load (files missing or cut
+        short, e.g. an interrupted copy) is discarded and counts as a miss: the caller rebuilds it."""
+        if not (path / MANIFEST).is_file():
+            return None  # nothing there, or a folder without its manifest (publish_dir replaces it)
+        try:
+            return cls.load(path)
+        except (FileNotFoundError, ValueError, KeyError) as e:  # not PermissionError: someone else's entry
+            log.warning("cache entry %s is incomplete (%s: %s); rebuilding it", path, type(e).__name__, e)
+            discard(path)
+            return None
+
+    @classmethod
+    def publish(
+        cls, cache_dir: Path, key: str, tokenizer: ZooTokenizer, arrays: dict[str, Any], manifest: dict[str, Any]
+    ) -> CacheEntry:
+        """Write the entry in a temporary folder of `cache_dir`, move it to `cache_dir/key` and load it back."""
+        tmp = new_tmp_dir(cache_dir, key)
+        try:
+            write_entry(tmp, tokenizer, arrays, manifest)
+            publish_dir(tmp, cache_dir / key)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return cls.load(cache_dir / key)
+
+
+def write_entry(path: Path, tokenizer: ZooTokenizer, arrays: dict[str, Any], manifest: dict[str, Any]) -> None:
+    """The entry's files in `path`: tokenizer, one file (set) per array, then the manifest naming each kind."""
+    tokenizer.save(path / TOKENIZER_DIR)
+    kinds = {}
+    for name, value in arrays.items():
+        if isinstance(value, RaggedIds):
+            value.save(path, name)
+            kinds[name] = "ragged"
+        else:
+            (path / f"{name}.bin").write_bytes(np.ascontiguousarray(value, dtype=np.int64).tobytes())
+            kinds[name] = "int64"
+    atomic_write_json(path / MANIFEST, {**manifest, "arrays": kinds})  # written last: marks complete
