@@ -8,6 +8,7 @@ import torch
 import zoo
 from zoo.models import ARCHS
 from zoo.modules.feedforward import ACTIVATIONS
+from zoo.modules.norm import NORMS
 from zoo.modules.positional import POSITIONALS
 from zoo.modules.residual import WIRINGS
 
@@ -41,6 +42,15 @@ def test_knob_combination_trains_and_decodes(positional, wiring, arch):
     prompt = torch.randint(5, V, (2, 5))
     cached, uncached = (model.generate(prompt, max_new_tokens=4, eos_token_id=[], use_cache=c) for c in (True, False))
     assert torch.equal(cached, uncached)
+
+
+@pytest.mark.parametrize("arch", ARCHS.names())
+@pytest.mark.parametrize("norm", NORMS.names())
+@pytest.mark.parametrize("activation", ACTIVATIONS.names())
+def test_activation_and_norm_combination_trains(activation, norm, arch):
+    torch.manual_seed(0)
+    _train_step(zoo.build(dict(arch=arch, vocab_size=V, d_model=16, n_heads=2, n_layers=1, activation=activation,
+                               norm=norm, head_transform=arch == "encoder", max_seq_len=24)))
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS.names())
