@@ -109,10 +109,12 @@ def test_checkpoint_problems_are_clear(tmp_path):
 
 
 def test_script_exits_with_message(tmp_path):
+    """generate.py turns any ValueError (bad overrides, inputs, checkpoints) into one `error:` line, exit 2."""
     path, _, _ = _checkpoint(tmp_path, "decoder", with_tokenizer=False)
     run = subprocess.run([sys.executable, str(ROOT / "generate.py"), f"ckpt={path}", "prompt=hi"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
-    assert run.returncode == 2 and "holds no tokenizer" in run.stderr
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.startswith("error: ") and run.stderr.count("\n") == 1 and "holds no tokenizer" in run.stderr
 
 
 def test_prompts_file_that_is_not_utf8_is_named(tmp_path):
