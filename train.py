@@ -9,7 +9,8 @@ from omegaconf import DictConfig
 
 import zoo.training  # noqa: F401  (registers Hydra configs: model/_schema, data/auto)
 from zoo.training.callbacks import NonFiniteLossError
-from zoo.training.run import ConfigError, train
+from zoo.training.plan import ConfigError
+from zoo.training.run import train
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")

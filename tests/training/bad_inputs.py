@@ -34,7 +34,7 @@ class BadInput:
 OVERRIDES = [BadInput(given, message) for given, message in [
     # misspelled or unknown keys, with or without `+`: every group declares its keys
     ("+batchsize=4", "Unknown key 'batchsize'. Did you mean 'batch_size'?"),
-    ("+foo=1", "Unknown key 'foo'. Allowed top-level keys: auto_data, batch_size,"),
+    ("+foo=1", "Unknown key 'foo'. Allowed top-level keys: batch_size, callbacks,"),
     ("+optim.lrr=0.1", "Unknown key 'optim.lrr'. Did you mean 'optim.lr'?"),
     ("+compile.enabeld=true", "Unknown key 'compile.enabeld'. Did you mean 'compile.enabled'?"),
     ("+paths.log=x", "Unknown key 'paths.log'. Did you mean 'paths.log_dir'?"),
@@ -59,6 +59,8 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("+callbacks.checkpoints.monitor=x", "Unknown callback 'checkpoints'. Did you mean 'checkpoint'?"),
     # unknown names inside a group
     ("task=lmm", "Unknown task 'lmm'. Did you mean 'lm'?"),
+    ("model.arch=decoderr", "model.arch: Unknown arch 'decoderr'. Did you mean 'decoder'?"),
+    ("model.positional=ropee", "model.positional: Unknown positional 'ropee'. Did you mean 'rope'?"),
     ("data=stdlib_text data.name=stdlib", "Unknown data source 'stdlib'. Did you mean 'stdlib_text'?"),
     ("tokenizer.name=bp", "Unknown tokenizer 'bp'. Did you mean 'bpe'?"),
     ("logger.name=wand", "Unknown logger 'wand'. Did you mean 'wandb'?"),
@@ -110,6 +112,7 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("task=seq2seq", "task=seq2seq needs model.arch in ['encoder_decoder'], but model.arch=decoder"),
     ("task=classification model=bert_small", "task=classification needs model.head=classifier"),
     ("task=mlm model=bert_small model.head=classifier model.num_labels=2", "task=mlm needs model.head=lm"),
+    ("model.head=classifier", "model.head='classifier' needs model.arch='encoder', got 'decoder'"),
     ("ckpt_path=/nonexistent/last.ckpt", "checkpoint not found"),
     ("ckpt_path=last", "ckpt_path=last: no earlier run with checkpoints/last.ckpt"),
 ]]

@@ -18,7 +18,7 @@ from zoo.training.run import ConfigError, prepare
 )
 def test_data_follows_the_architecture(make_cfg, model, task, data):
     plan = prepare(make_cfg([f"model={model}"]))
-    assert plan.task == task and plan.data_cfg["name"] == data
+    assert plan.task.name == task and plan.data_cfg["name"] == data
     assert plan.trainer_kwargs["precision"] == "32-true"  # CPU default
 
 
@@ -26,7 +26,7 @@ def test_defaults_and_overrides(make_cfg):
     cfg = make_cfg([])
     assert cfg.model.arch == "decoder" and cfg.logger.name == "wandb" and cfg.tokenizer.name == "bpe"
     plan = prepare(make_cfg(["model.n_heads=8", "model.norm_placement=post", "trainer.max_steps=500"]))
-    assert plan.model_cfg["n_heads"] == 8 and plan.model_cfg["norm_placement"] == "post"
+    assert plan.model.n_heads == 8 and plan.model.norm_placement == "post"
     assert plan.trainer_kwargs["max_steps"] == 500
     # an LM "epoch" is one evaluation interval, so checkpoints fall on epoch ends (exact resume)
     assert plan.data_cfg["blocks_per_epoch"] == cfg.eval_every * cfg.batch_size
@@ -40,12 +40,12 @@ def test_auto_data_takes_extra_keys(make_cfg):
 def test_classifier_head_trains_classification(make_cfg):
     plan = prepare(make_cfg(["model=bert_small", "model.head=classifier", "model.num_labels=2",
                              "data=classification", "data.path=x.jsonl"]))
-    assert plan.task == "classification"
+    assert plan.task.name == "classification"
 
 
 def test_classifier_num_labels_may_come_from_the_data(make_cfg):
     plan = prepare(make_cfg(["model=bert_small", "model.head=classifier", "data=classification", "data.path=x.jsonl"]))
-    assert plan.task == "classification" and plan.model_cfg["num_labels"] == 0  # filled in from the data
+    assert plan.task.name == "classification" and plan.model.num_labels == 0  # filled in from the data
 
 
 def test_unknown_group_option_and_misspelled_key_fail_at_composition(make_cfg):

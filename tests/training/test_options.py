@@ -10,7 +10,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
 
 from zoo.inspection.callback import AttentionMapLogger
 from zoo.options import Options
-from zoo.training import samples
+from zoo.tasks import TASKS
 from zoo.training.callbacks import CALLBACKS, TokensPerSecond, ValExactMatch
 from zoo.training.options import CALLBACK_OPTIONS, compile_options
 
@@ -25,14 +25,16 @@ def test_every_registered_callback_declares_its_options():
 
 def test_declared_options_are_the_constructor_arguments():
     assert _keys("tokens_per_s") == set(Options.of(TokensPerSecond.__init__).rules)
-    assert _keys("exact_match") == set(Options.of(ValExactMatch.__init__, skip=("tokenizer", "datamodule")).rules)
+    assert _keys("exact_match") == set(Options.of(ValExactMatch.__init__, skip=("task", "tokenizer", "datamodule")).rules)
     assert _keys("attention_maps") == set(Options.of(AttentionMapLogger.__init__).rules)
     assert _keys("checkpoint") <= set(inspect.signature(ModelCheckpoint).parameters)
     assert _keys("progress_bar") <= set(inspect.signature(RichProgressBar).parameters)
 
 
 def test_samples_options_are_the_keys_the_samplers_read():
-    read = set(re.findall(r'cfg\["(\w+)"\]', Path(samples.__file__).read_text(encoding="utf-8")))
+    """callbacks.samples.* are the keys the tasks' `samples` methods read (every registered task)."""
+    sources = {inspect.getsourcefile(type(TASKS.get(name))) for name in TASKS.names()}
+    read = {key for path in sources for key in re.findall(r'cfg\["(\w+)"\]', Path(path).read_text(encoding="utf-8"))}
     assert _keys("samples") == read
 
 

@@ -1,5 +1,5 @@
 """In-process training runs on tiny seeded CPU models: learning, checkpoints + zoo.load, exact resume,
-non-finite stop, MLM / seq2seq tasks, bf16-mixed and torch.compile wiring."""
+non-finite stop, MLM / seq2seq / classification metrics recounted from the final checkpoint, bf16-mixed and torch.compile wiring."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from zoo.checkpoint import CheckpointError, read_checkpoint
 from zoo.data import build_data
 from zoo.training.callbacks import NonFiniteLossError
 from zoo.training.module import ZooLightningModule
-from zoo.training.run import ConfigError, train
+from zoo.training.run import ConfigError, prepare, train
+from zoo.training.samples import translate
 
 from .conftest import TINY_LM, read_csv_metrics, train_losses
 
@@ -127,8 +128,17 @@ def test_mlm_without_naming_data(make_cfg):
                     "tokenizer.vocab_size=300", "callbacks.samples.num_shown=2"])
     result = train(cfg)
     assert result.metrics["val/loss"] < math.log(300)
-    assert 0.0 <= result.metrics["sample/masked_token_accuracy"] <= 1.0
     assert len(result.samples.samples) == 2
+    # the samples' accuracy: the final model's top guesses at the masked positions of the first 2 windows
+    model, _ = zoo.load(result.last_checkpoint)
+    _, dm = build_data(prepare(cfg).data_cfg, cfg.tokenizer, task="mlm", max_seq_len=32, batch_size=16,
+                       cache_dir=cfg.paths.cache_dir, seed=0)
+    batch = next(iter(dm.val_dataloader()))
+    with torch.no_grad():
+        guesses = model.eval()(batch["input_ids"][:2], attention_mask=batch["attention_mask"][:2]).logits.argmax(-1)
+    picked = batch["labels"][:2] != -100
+    right, total = int((guesses[picked] == batch["labels"][:2][picked]).sum()), int(picked.sum())
+    assert total > 0 and result.metrics["sample/masked_token_accuracy"] == pytest.approx(right / total)
 
 
 def test_translation_without_naming_data_reports_exact_match(make_cfg):
@@ -136,10 +146,20 @@ def test_translation_without_naming_data_reports_exact_match(make_cfg):
                     *TINY_NETS, "+data.n_pairs=400", "+data.n_test=20", "tokenizer.vocab_size=300",
                     "callbacks.exact_match.max_examples=10", "label_smoothing=0.1"])
     result = train(cfg)
-    assert 0.0 <= result.metrics["val/exact_match"] <= 1.0
-    assert 0.0 <= result.metrics["test/exact_match"] <= 1.0
     assert result.samples.samples[0].reference  # references shown next to translations
     assert result.metrics["val/loss"] < math.log(300)
+    # both exact matches, recounted: the final model's greedy translations equal to their references
+    model, tok = zoo.load(result.last_checkpoint)
+    model.eval()
+    _, dm = build_data(prepare(cfg).data_cfg, cfg.tokenizer, task="seq2seq", max_seq_len=32, batch_size=16,
+                       cache_dir=cfg.paths.cache_dir, seed=0)
+    dm.setup("fit")
+    val = dm.datasets["val"]
+    val_pairs = [(tok.decode(val.src[i]), tok.decode(val.tgt[i])) for i in range(10)]
+    for metric, pairs in (("val/exact_match", val_pairs), ("test/exact_match", dm.test_pairs)):
+        hyps = translate(model, tok, [s for s, _ in pairs], max_new_tokens=32)
+        right = sum(h.split() == r.split() for h, (_, r) in zip(hyps, pairs, strict=True))
+        assert result.metrics[metric] == pytest.approx(right / len(pairs)), metric
 
 
 def test_classification_takes_num_labels_from_the_data(make_cfg, tmp_path):
@@ -153,7 +173,14 @@ def test_classification_takes_num_labels_from_the_data(make_cfg, tmp_path):
     result = train(make_cfg(common))
     model, tok = zoo.load(result.last_checkpoint)
     assert model.config.num_labels == 3 and sorted(tok.label_names) == ["mix", "neg", "pos"]
-    assert 0.0 <= result.metrics["val/accuracy"] <= 1.0
+    _, dm = build_data(prepare(make_cfg(common)).data_cfg, {"name": "bpe", "vocab_size": 300}, task="classification",
+                       max_seq_len=32, batch_size=16, cache_dir=make_cfg(common).paths.cache_dir, seed=0)
+    right = total = 0
+    with torch.no_grad():  # val/accuracy over the 2 validation batches, recounted with the final model
+        for batch in list(dm.val_dataloader())[:2]:
+            guesses = model.eval()(batch["input_ids"], attention_mask=batch["attention_mask"]).logits.argmax(-1)
+            right, total = right + int((guesses == batch["labels"]).sum()), total + len(batch["labels"])
+    assert result.metrics["val/accuracy"] == pytest.approx(right / total)
     with pytest.raises(ConfigError, match="model.num_labels=2 but the data has 3 labels"):
         train(make_cfg([*common, "model.num_labels=2"], run="mismatch"))
 

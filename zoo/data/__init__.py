@@ -6,8 +6,8 @@ Entry point::
     build_data(data_cfg, tokenizer_cfg, *, task, max_seq_len, batch_size, cache_dir=None, seed=0)
         -> (ZooTokenizer, ZooDataModule)
 
-``task`` is one of ``lm``, ``mlm`` (text data), ``seq2seq`` (pair data) or ``classification``
-(labelled data). ``data_cfg``/``tokenizer_cfg`` are mappings or OmegaConf configs shaped like
+``task`` is a ``zoo.tasks`` task or its name: ``lm``, ``mlm`` (text data), ``seq2seq`` (pair data) or
+``classification`` (labelled data); the task builds the datamodule. ``data_cfg``/``tokenizer_cfg`` are mappings or OmegaConf configs shaped like
 ``conf/data/*.yaml`` and ``conf/tokenizer/*.yaml``. Example::
 
     tok, dm = build_data({"name": "stdlib_text", "max_bytes": 2_000_000}, {"name": "bpe", "vocab_size": 4096},
@@ -16,7 +16,7 @@ Entry point::
     trainer.fit(model, datamodule=dm); tok.save(run_dir / "tokenizer")
 """
 
-from zoo.data.build import TASKS, build_data, model_overrides
+from zoo.data.build import build_data, model_overrides
 from zoo.data.datamodules import (
     ClassificationDataModule,
     LMDataModule,
@@ -31,7 +31,6 @@ from zoo.data.tokenizer import SPECIAL_TOKENS, TOKENIZERS, ZooTokenizer, load_to
 __all__ = [
     "SOURCES",
     "SPECIAL_TOKENS",
-    "TASKS",
     "TOKENIZERS",
     "ClassificationDataModule",
     "LMDataModule",

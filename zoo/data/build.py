@@ -12,9 +12,8 @@ import hashlib
 import logging
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,13 +27,7 @@ from zoo.data.cache import (
     remove_stale_temps,
     stable_hash,
 )
-from zoo.data.datamodules import (
-    ClassificationDataModule,
-    LMDataModule,
-    MLMDataModule,
-    Seq2SeqDataModule,
-    ZooDataModule,
-)
+from zoo.data.datamodules import ZooDataModule
 from zoo.data.entry import CacheEntry
 from zoo.data.sources import LabelledCorpus, PairCorpus, TextCorpus, load_source
 from zoo.data.tokenizer import (
@@ -44,6 +37,9 @@ from zoo.data.tokenizer import (
     validate_tokenizer_cfg,
 )
 from zoo.utils import plain_dict
+
+if TYPE_CHECKING:
+    from zoo.tasks import Task
 
 ENCODE_BATCH = 4096  # text pieces per encode_batch call
 log = logging.getLogger(__name__)
@@ -114,76 +110,35 @@ def _tokenizer_fingerprint(cfg: dict[str, Any]) -> dict[str, Any]:
     return {**cfg, "sha256": hashlib.sha256(target.read_bytes()).hexdigest()}
 
 
-# ------------------------------------------------------------------------------------------- tasks
-
-
-def _lm(entry: CacheEntry, loader: dict[str, Any], **common: Any) -> ZooDataModule:
-    streams = {s: entry.arrays[f"{s}.tokens"].ids for s in ("train", "val")}
-    return LMDataModule(entry.tokenizer, streams, blocks_per_epoch=loader.get("blocks_per_epoch"), **common)
-
-
-def _mlm(entry: CacheEntry, loader: dict[str, Any], **common: Any) -> ZooDataModule:
-    streams = {s: entry.arrays[f"{s}.tokens"].ids for s in ("train", "val")}
-    return MLMDataModule(
-        entry.tokenizer,
-        streams,
-        mask_prob=0.15 if loader.get("mask_prob") is None else loader["mask_prob"],
-        blocks_per_epoch=loader.get("blocks_per_epoch"),
-        **common,
-    )
-
-
-def _seq2seq(entry: CacheEntry, loader: dict[str, Any], **common: Any) -> ZooDataModule:
-    pairs = {s: (entry.arrays[f"{s}.src"], entry.arrays[f"{s}.tgt"]) for s in ("train", "val", "test")}
-    test_pairs = [tuple(p) for p in entry.manifest.get("test_pairs", [])]
-    return Seq2SeqDataModule(entry.tokenizer, pairs, test_pairs=test_pairs, **common)
-
-
-def _classification(entry: CacheEntry, loader: dict[str, Any], **common: Any) -> ZooDataModule:
-    examples = {s: (entry.arrays[f"{s}.text"], entry.arrays[f"{s}.labels"]) for s in ("train", "val")}
-    return ClassificationDataModule(
-        entry.tokenizer, examples, label_names=entry.tokenizer.label_names, **common
-    )
-
-
-@dataclass(frozen=True)
-class Task:
-    corpus_kind: str
-    make: Callable[..., ZooDataModule]
-
-
-TASKS: dict[str, Task] = {
-    "lm": Task("text", _lm),
-    "mlm": Task("text", _mlm),
-    "seq2seq": Task("pairs", _seq2seq),
-    "classification": Task("labelled", _classification),
-}
-
-
 def build_data(
     data_cfg: Mapping[str, Any],
     tokenizer_cfg: Mapping[str, Any],
     *,
-    task: str,
+    task: Task | str,
     max_seq_len: int,
     batch_size: int,
     cache_dir: str | os.PathLike | None = None,
     seed: int = 0,
 ) -> tuple[ZooTokenizer, ZooDataModule]:
     """Read (or generate) the data, train or reuse the tokenizer, tokenize into the cache and return
-    ``(tokenizer, datamodule)``. Raises ValueError/FileNotFoundError on bad input before training."""
-    if task not in TASKS:
-        raise ValueError(f"task={task!r} is unknown; known: {sorted(TASKS)}")
+    ``(tokenizer, datamodule)``; ``task`` (a ``zoo.tasks`` Task or its name) builds the datamodule.
+    Raises ValueError/FileNotFoundError on bad input before training."""
+    from zoo.tasks import TASKS  # not at the top: the tasks import this package's data modules
+
+    if isinstance(task, str):
+        if task not in TASKS:
+            raise ValueError(f"task={task!r} is unknown; known: {TASKS.names()}")
+        task = TASKS.get(task)
     cache_dir = open_cache_dir(cache_dir)
     for leftover in remove_stale_temps(cache_dir):
         log.info("removed %s, left by an interrupted cache build", leftover)
     data_cfg, tokenizer_cfg = plain_dict(data_cfg, "data"), plain_dict(tokenizer_cfg, "tokenizer")
     validate_tokenizer_cfg(tokenizer_cfg)
     corpus = load_source(data_cfg, seed)
-    if corpus.kind != TASKS[task].corpus_kind:
-        fits = sorted(t for t, spec in TASKS.items() if spec.corpus_kind == corpus.kind)
+    if corpus.kind != task.corpus_kind:
+        fits = [name for name in TASKS.names() if TASKS.get(name).corpus_kind == corpus.kind]
         raise ValueError(
-            f"data={data_cfg['name']} gives {corpus.kind} examples, which suit task {fits}, not task={task!r}"
+            f"data={data_cfg['name']} gives {corpus.kind} examples, which suit task {fits}, not task={task.name!r}"
         )
     content = corpus.content()
     key = stable_hash(
@@ -212,7 +167,7 @@ def build_data(
     common = dict(
         batch_size=batch_size, max_seq_len=max_seq_len, seed=seed, num_workers=data_cfg.get("num_workers", 0)
     )
-    return entry.tokenizer, TASKS[task].make(entry, loader, **common)
+    return entry.tokenizer, task.datamodule(entry, loader, **common)
 
 
 def model_overrides(tokenizer: ZooTokenizer) -> dict[str, int]:

@@ -8,7 +8,7 @@ import zoo.hydra_schema  # noqa: F401  (registers model/_schema, which every pre
 
 
 def register_configs() -> None:
-    """`data=auto` (the default): the built-in data for the model's task, chosen in run.resolve_data."""
+    """`data=auto` (the default): the built-in data for the model's task, chosen in plan.resolve_data."""
     ConfigStore.instance().store(group="data", name="auto", node={"name": "auto"})
 
 

@@ -1,6 +1,6 @@
 """Training callbacks, built by name from `conf/callbacks/*.yaml` through the CALLBACKS registry:
 checkpoints (last = latest, best = lowest finite val loss), tokens/s, a non-finite-loss stop, validation
-exact-match for translation, and generated samples at the end (printed and logged as a table)."""
+exact-match for tasks with reference texts, and generated samples at the end (printed and logged as a table)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, RichProgressBar
 from lightning.pytorch.utilities import rank_zero_warn
 
+from zoo.data import exact_match
 from zoo.registry import Registry
-from zoo.training.samples import make_samples, translate
+from zoo.tasks import Task, get_task
+from zoo.training.samples import make_samples
 
 CALLBACKS: Registry = Registry("callback")
 
@@ -25,11 +27,14 @@ CALLBACKS: Registry = Registry("callback")
 class CallbackContext:
     """What callback factories may need besides their own options."""
 
-    task: str
+    task: Task  # or its registered name
     checkpoint_dir: Path
     tokenizer: Any
     datamodule: Any
     progress_bar: bool = True  # trainer.enable_progress_bar
+
+    def __post_init__(self) -> None:
+        self.task = get_task(self.task)
 
 
 class NonFiniteLossError(RuntimeError):
@@ -100,22 +105,17 @@ class NonFiniteLossStop(Callback):
 
 
 class ValExactMatch(Callback):
-    """Translation quality during training: greedy-decode up to `max_examples` validation pairs and log
-    `val/exact_match` (rank zero computes it; all ranks log the same value)."""
+    """Output quality during training, for tasks with reference texts: the model's outputs for up to
+    `max_examples` validation examples (`task.references`) against their references, logged as
+    `val/exact_match` (every rank computes the same value)."""
 
-    def __init__(self, tokenizer, datamodule, max_examples: int = 200) -> None:
-        self.tokenizer, self.datamodule, self.max_examples = tokenizer, datamodule, max_examples
+    def __init__(self, task: Task, tokenizer, datamodule, max_examples: int = 200) -> None:
+        self.task, self.tokenizer, self.datamodule, self.max_examples = task, tokenizer, datamodule, max_examples
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        from zoo.data import exact_match
-
         if trainer.sanity_checking:
             return
-        dataset = self.datamodule.datasets.get("val")
-        n = min(self.max_examples, len(dataset))
-        sources = [self.tokenizer.decode(dataset.src[i]) for i in range(n)]
-        refs = [self.tokenizer.decode(dataset.tgt[i]) for i in range(n)]
-        hyps = translate(pl_module.model, self.tokenizer, sources, max_new_tokens=pl_module.model.config.max_seq_len)
+        hyps, refs = self.task.references(pl_module.model, self.tokenizer, self.datamodule, self.max_examples)
         pl_module.log("val/exact_match", exact_match(hyps, refs), prog_bar=True)
 
 
@@ -123,7 +123,7 @@ class SampleGeneration(Callback):
     """At the end of fit: print samples (and metrics such as test exact-match), log them, and keep them in
     `self.report` for the caller."""
 
-    def __init__(self, task: str, tokenizer, datamodule, options: Mapping[str, Any]) -> None:
+    def __init__(self, task: Task, tokenizer, datamodule, options: Mapping[str, Any]) -> None:
         self.task, self.tokenizer, self.datamodule, self.options = task, tokenizer, datamodule, dict(options)
         self.report = None
 
@@ -132,7 +132,7 @@ class SampleGeneration(Callback):
             return
         report = make_samples(self.task, pl_module.model, self.tokenizer, self.datamodule, self.options)
         self.report = report
-        print(f"\n=== samples ({self.task}) ===")
+        print(f"\n=== samples ({self.task.name}) ===")
         for s in report.samples:
             ref = f"\n   reference: {s.reference!r}" if s.reference else ""
             print(f"-> input:  {s.input!r}\n   output: {s.output!r}{ref}")
@@ -222,9 +222,9 @@ def _non_finite(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
 
 @CALLBACKS.register("exact_match")
 def _exact_match(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback | None:
-    if ctx.task != "seq2seq":
-        return None  # a translation metric; other tasks have no references to match
-    return ValExactMatch(ctx.tokenizer, ctx.datamodule, **opts)
+    if not ctx.task.has_references:
+        return None  # nothing to match the model's outputs against
+    return ValExactMatch(ctx.task, ctx.tokenizer, ctx.datamodule, **opts)
 
 
 @CALLBACKS.register("samples")

@@ -1,34 +1,22 @@
 """ZooLightningModule: training/validation steps for any `zoo.build` model. Batches are HF-named dicts that
-go straight into `model(**batch)`; the task only changes how the training loss is computed and which
-metrics are logged. Checkpoints get a plain-data `zoo` section (model config, tokenizer, RNG states)."""
+go straight into `model(**batch)`; the task (zoo/tasks/) says how a batch's loss is weighed, which loss is
+trained and which metrics are logged. Checkpoints get a plain-data `zoo` section (model config, task name,
+tokenizer, RNG states)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 import lightning as L
 import torch
-import torch.nn.functional as F
-from torchmetrics import MeanMetric, Metric
+from torchmetrics import Metric
 
 from zoo.checkpoint import set_rng_states, zoo_section
+from zoo.tasks import Task, get_task
 from zoo.training.optim import build_optimizer, build_scheduler
 
-IGNORE_INDEX = -100
-# Tasks whose loss is a per-token cross-entropy over the vocabulary (perplexity is meaningful).
-TOKEN_TASKS = frozenset({"lm", "mlm", "seq2seq"})
-
-
-def counted_labels(batch: Mapping[str, torch.Tensor], task: str) -> torch.Tensor:
-    """Number of positions the loss averages over (the weight of this batch's loss)."""
-    labels = batch["labels"]
-    if task == "classification":  # one label per example, shape (B,)
-        return torch.tensor(labels.shape[0], device=labels.device)
-    if task == "lm":  # the model predicts token t+1 from position t
-        labels = labels[:, 1:]
-    return (labels != IGNORE_INDEX).sum()
+MAX_LOG_PPL = 50  # perplexity is logged as exp(min(loss, this)): a diverging loss gives a large, finite number
 
 
 class ValidationLoss(Metric):
@@ -57,13 +45,13 @@ class ValidationLoss(Metric):
 
 
 class ZooLightningModule(L.LightningModule):
-    """Wraps a zoo model; `task` in lm | mlm | seq2seq | classification."""
+    """Wraps a zoo model for one task (a registered Task or its name: lm | mlm | seq2seq | classification)."""
 
     def __init__(
         self,
         model: torch.nn.Module,
         *,
-        task: str,
+        task: Task | str,
         tokenizer,
         optim: Mapping[str, Any],
         scheduler: Mapping[str, Any],
@@ -74,17 +62,16 @@ class ZooLightningModule(L.LightningModule):
         super().__init__()
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
-        if label_smoothing and task != "seq2seq":
-            raise ValueError(f"label_smoothing={label_smoothing} applies to task=seq2seq only, not task={task}")
+        self.task = get_task(task)
+        self.task.check_label_smoothing(label_smoothing)
         self.model = model
-        self.task = task
         self.tokenizer = tokenizer
         self.optim_cfg, self.scheduler_cfg = dict(optim), dict(scheduler)
         self.label_smoothing = float(label_smoothing)
         self.seed = int(seed)
         self.val_loss = ValidationLoss()
         self.val_non_finite: tuple[int, int] = (0, 0)  # (non-finite, counted) batches of the latest validation
-        self.val_accuracy = MeanMetric()
+        self.val_metrics = torch.nn.ModuleDict(self.task.val_metrics())  # name -> Metric, logged as val/<name>
         self._forward = model
         if compile_cfg and compile_cfg.get("enabled"):
             compiled = torch.compile(model, backend=compile_cfg.get("backend", "inductor"), mode=compile_cfg.get("mode"))
@@ -99,35 +86,29 @@ class ZooLightningModule(L.LightningModule):
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         out = self._forward(**batch)
-        loss = out.loss
-        if self.label_smoothing:
-            logits = out.logits  # (B, T, V), aligned with labels for seq2seq
-            loss = F.cross_entropy(
-                logits.reshape(-1, logits.shape[-1]).float(), batch["labels"].reshape(-1),
-                ignore_index=IGNORE_INDEX, label_smoothing=self.label_smoothing,
-            )
+        loss = self.task.training_loss(out, batch, self.label_smoothing)
         self.log("train/loss", loss, prog_bar=True, sync_dist=self.trainer.world_size > 1)
-        if self.task in TOKEN_TASKS and not self.label_smoothing:
-            self.log("train/ppl", torch.exp(loss.detach().clamp(max=50)))
+        if self.task.perplexity and not self.label_smoothing:  # a smoothed loss is no log-perplexity
+            self.log("train/ppl", torch.exp(loss.detach().clamp(max=MAX_LOG_PPL)))
         self.log("train/lr", self.optimizers().param_groups[0]["lr"])
         return loss
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         out = self._forward(**batch)
-        self.val_loss.update(out.loss.detach(), counted_labels(batch, self.task))
-        if self.task == "classification":
-            self.val_accuracy.update((out.logits.argmax(-1) == batch["labels"]).float().mean(), len(batch["labels"]))
+        self.val_loss.update(out.loss.detach(), self.task.counted_labels(batch))
+        for metric in self.val_metrics.values():
+            metric.update(out, batch)
 
     def on_validation_epoch_end(self) -> None:
         summary = self.val_loss.compute()
         loss = summary["loss"]
         self.val_non_finite = (int(summary["non_finite"]), int(summary["batches"]))
         self.log("val/loss", loss, prog_bar=True)  # NaN/inf when any batch was: reported, never best
-        if self.task in TOKEN_TASKS:
-            self.log("val/ppl", torch.exp(loss.clamp(max=50)))
-        if self.task == "classification":
-            self.log("val/accuracy", self.val_accuracy.compute())
-            self.val_accuracy.reset()
+        if self.task.perplexity:
+            self.log("val/ppl", torch.exp(loss.clamp(max=MAX_LOG_PPL)))
+        for name, metric in self.val_metrics.items():
+            self.log(f"val/{name}", metric.compute())
+            metric.reset()
         self.val_loss.reset()
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
@@ -148,13 +129,8 @@ class ZooLightningModule(L.LightningModule):
 
     # ----------------------------------------------------------------------------- checkpoints
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["zoo"] = zoo_section(self.model.config, self.task, self.tokenizer)
+        checkpoint["zoo"] = zoo_section(self.model.config, self.task.name, self.tokenizer)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if "zoo" in checkpoint:
             set_rng_states(checkpoint["zoo"]["rng"])
-
-    @property
-    def perplexity_floor(self) -> float:
-        """ln(vocab): the loss of a uniform guess, the bar a learning model must get under."""
-        return math.log(self.model.config.vocab_size)

@@ -1,7 +1,7 @@
 """The keys of `conf/config.yaml` outside model/data/trainer/scheduler, and the values each accepts:
 top-level keys, optim (declared in optim.py), compile, paths, logger (each logger's keyword parameters),
 tokenizer (each tokenizer's keyword parameters) and callbacks (declared here per callback name).
-`run.prepare` calls `check_config` before anything is built; errors are ValueError naming key and value."""
+`plan.prepare` calls `check_config` before anything is built; errors are ValueError naming key and value."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from zoo.options import (
     MAPPING,
     TEXT,
     Options,
-    Rule,
     check_entry,
     integer,
     list_of,
@@ -26,9 +25,7 @@ from zoo.registry import unknown_choice_message
 
 GROUPS = ("model", "data", "tokenizer", "scheduler", "trainer", "logger", "paths", "optim", "compile")
 TOP_LEVEL = Options({
-    "task": TEXT,  # the choice is checked by run.resolve_task
-    "auto_data": Rule(lambda v: isinstance(v, Mapping) and all(isinstance(x, str) for x in v.values()),
-                      "a mapping task -> data config name"),
+    "task": TEXT,  # the choice is checked by plan.resolve_task
     "seed": integer(0, 2**32 - 1),
     "batch_size": integer(1),
     "eval_every": integer(1),
@@ -108,7 +105,7 @@ def check_optim(cfg: Mapping[str, Any]) -> None:
     OPTIM_OPTIONS.check("optim", cfg)
 
 
-# top-level group -> its check; model, data, trainer and scheduler are checked by run.prepare (they depend
+# top-level group -> its check; model, data, trainer and scheduler are checked by plan.prepare (they depend
 # on each other: the task follows the model, the data follows the task, the schedule needs max_steps).
 GROUP_CHECKS: dict[str, Callable[[Any], None]] = {
     "optim": check_optim,

@@ -1,0 +1,180 @@
+"""Every registered task, end to end on tiny CPU configs: the config resolves to it, it builds its data
+module, a training step and a validation run through ZooLightningModule with finite losses and the
+logged validation loss equal to a recomputation, the loss weight (counted_labels) makes batch losses
+average like one big batch, and the trained model produces samples. A new task in TASKS is picked up here."""
+
+from __future__ import annotations
+
+import math
+
+import lightning as L
+import pytest
+import torch
+
+from zoo.config import ModelConfig
+from zoo.data import build_data
+from zoo.models import ARCHS
+from zoo.presets import build
+from zoo.tasks import TASKS, default_task
+from zoo.training.module import ZooLightningModule
+from zoo.training.plan import ConfigError, prepare
+from zoo.training.samples import SampleReport, make_samples
+from zoo.utils import IGNORE_INDEX
+
+from .conftest import TINY_MODEL, compose_cfg, tiny_data
+
+NAMES = TASKS.names()
+HEADS = ("lm", "classifier")
+VAL_BATCHES = 2
+
+
+def own_model(task) -> list[str]:
+    """Overrides giving the tiny model the task's first architecture and its head."""
+    return [*TINY_MODEL, f"model.arch={task.archs[0]}", f"model.head={task.head}"]
+
+
+# ------------------------------------------------------------------------------------------ task=auto
+
+
+@pytest.mark.parametrize(("arch", "head", "expected"), [
+    ("decoder", "lm", "lm"), ("encoder", "lm", "mlm"), ("encoder", "classifier", "classification"),
+    ("encoder_decoder", "lm", "seq2seq"),
+])
+def test_auto_follows_the_documented_rules(arch, head, expected):
+    assert default_task(ModelConfig(arch=arch, head=head, num_labels=2)).name == expected
+
+
+@pytest.mark.parametrize("arch", ARCHS.names())
+@pytest.mark.parametrize("head", HEADS)
+def test_at_most_one_task_is_the_default_for_a_model(arch, head):
+    claims = [name for name in NAMES if TASKS.get(name).is_default_for(ModelConfig(arch=arch, head=head))]
+    assert len(claims) <= 1, claims
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_task_resolves_from_its_name_and_from_auto(make_cfg, name, labelled_file):
+    task = TASKS.get(name)
+    assert set(task.archs) <= set(ARCHS.names()) and task.head in HEADS
+    data = tiny_data(task.corpus_kind, labelled_file)
+    plan = prepare(make_cfg([*own_model(task), f"task={name}", *data]))
+    assert plan.task is task and plan.model.arch == task.archs[0] and isinstance(plan.model, ModelConfig)
+    if task.auto:
+        assert prepare(make_cfg([*own_model(task), *data])).task is task
+    for other in NAMES:  # every other task refuses this model, naming what it needs
+        if task.archs[0] not in TASKS.get(other).archs or TASKS.get(other).head != task.head:
+            with pytest.raises(ConfigError, match=f"task={other} needs model"):
+                prepare(make_cfg([*own_model(task), f"task={other}", *data]))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_data_auto_is_the_builtin_data(make_cfg, name):
+    task = TASKS.get(name)
+    if task.builtin_data is None:
+        with pytest.raises(ConfigError, match=f"task={name} has no built-in data; name one, e.g. data="):
+            prepare(make_cfg([*own_model(task), f"task={name}"]))
+    else:
+        assert prepare(make_cfg([*own_model(task), f"task={name}"])).data_cfg["name"] == task.builtin_data
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_label_smoothing_is_refused_unless_the_task_implements_it(make_cfg, name, labelled_file):
+    task = TASKS.get(name)
+    cfg = make_cfg([*own_model(task), f"task={name}", *tiny_data(task.corpus_kind, labelled_file),
+                    "label_smoothing=0.1"])
+    if task.label_smoothing:
+        assert prepare(cfg).task is task
+    else:
+        with pytest.raises(ConfigError, match=f"label_smoothing=0.1 applies to task=.* only, not task={name}"):
+            prepare(cfg)
+
+
+# ------------------------------------------------------------------------------- data, steps, samples
+
+
+@pytest.fixture(scope="module", params=NAMES)
+def trained(request, tmp_path_factory, cache_dir, labelled_file):
+    """(task, plan, tokenizer, datamodule, module, trainer) after one training step and one validation."""
+    name = request.param
+    task = TASKS.get(name)
+    overrides = [*own_model(task), f"task={name}", *tiny_data(task.corpus_kind, labelled_file)]
+    plan = prepare(compose_cfg(overrides, tmp_path_factory.mktemp(name), cache_dir))
+    tokenizer, datamodule = build_data(plan.data_cfg, plan.tokenizer_cfg, task=plan.task,
+                                       max_seq_len=plan.model.max_seq_len, batch_size=4,
+                                       cache_dir=plan.resolved["paths"]["cache_dir"], seed=0)
+    model = build(plan.task.model_config(plan.model, tokenizer))
+    module = ZooLightningModule(model, task=name, tokenizer=tokenizer, optim=plan.resolved["optim"],
+                                scheduler=plan.resolved["scheduler"])
+    trainer = L.Trainer(accelerator="cpu", max_steps=1, val_check_interval=1, check_val_every_n_epoch=None,
+                        limit_val_batches=VAL_BATCHES, num_sanity_val_steps=0, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(module, datamodule=datamodule)
+    return task, plan, tokenizer, datamodule, module, trainer
+
+
+def test_one_step_and_validation(trained):
+    task, plan, tokenizer, datamodule, module, trainer = trained
+    assert module.task is task and trainer.global_step == 1
+    metrics = trainer.callback_metrics
+    assert math.isfinite(float(metrics["train/loss"]))
+    expected = {"val/loss", *(["val/ppl"] if task.perplexity else []), *(f"val/{n}" for n in task.val_metrics())}
+    assert {k for k in metrics if k.startswith("val/")} == expected
+    total, weight = 0.0, 0
+    module.model.eval()
+    with torch.no_grad():  # the logged loss is the label-weighted mean over the validation batches
+        for i, batch in enumerate(datamodule.val_dataloader()):
+            if i == VAL_BATCHES:
+                break
+            n = int(task.counted_labels(batch))
+            total, weight = total + float(module.model(**batch).loss) * n, weight + n
+    assert float(metrics["val/loss"]) == pytest.approx(total / weight, rel=1e-5)
+    if task.perplexity:
+        assert float(metrics["val/ppl"]) == pytest.approx(math.exp(total / weight), rel=1e-4)
+
+
+def test_loss_weight_averages_batches_like_one_batch(trained):
+    """Split a batch 1 + 3 rows with random labels, row 0 keeping only its first two labels and the others
+    all but their first: the batch losses weighted by counted_labels average to the loss of the whole
+    batch (a wrong count, e.g. one that forgets the LM shift or counts a classification batch as one
+    example, does not)."""
+    task, plan, tokenizer, datamodule, module, trainer = trained
+    batch = dict(next(iter(datamodule.train_dataloader())))
+    shape = batch["labels"].shape
+    classes = module.model.config.num_labels if len(shape) == 1 else module.model.config.vocab_size
+    labels = torch.randint(0, classes, shape, generator=torch.Generator().manual_seed(0))
+    if len(shape) == 2:  # (B, T): where the conventions differ (a shift, a start token) is the first positions
+        labels[0, 2:] = IGNORE_INDEX
+        labels[1:, 0] = IGNORE_INDEX
+    batch["labels"] = labels
+    parts = [{k: v[rows] for k, v in batch.items()} for rows in (slice(0, 1), slice(1, None))]
+    module.model.eval()
+    with torch.no_grad():
+        losses = [float(module.model(**part).loss) for part in parts]
+        counts = [int(task.counted_labels(part)) for part in parts]
+        whole = float(module.model(**batch).loss)
+    assert all(c > 0 for c in counts)
+    assert sum(loss * c for loss, c in zip(losses, counts, strict=True)) / sum(counts) == pytest.approx(whole, rel=1e-5)
+
+
+def test_samples_and_references(trained):
+    task, plan, tokenizer, datamodule, module, trainer = trained
+    options = {**plan.resolved["callbacks"]["samples"], "num_shown": 2, "max_new_tokens": 4, "max_examples": 5}
+    module.model.train()
+    report = make_samples(task, module.model, tokenizer, datamodule, options)
+    assert module.model.training  # the mode is put back
+    assert isinstance(report, SampleReport) and report.samples
+    assert all(isinstance(s.input, str) and isinstance(s.output, str) for s in report.samples)
+    assert all(math.isfinite(v) for v in report.metrics.values())
+    if task.has_references:
+        hyps, refs = task.references(module.model, tokenizer, datamodule, 3)
+        assert len(hyps) == len(refs) == 3 and all(isinstance(r, str) and r for r in refs)
+
+
+def test_training_loss_with_and_without_smoothing(trained):
+    task, plan, tokenizer, datamodule, module, trainer = trained
+    batch = next(iter(datamodule.train_dataloader()))
+    with torch.no_grad():
+        out = module.model(**batch)
+    assert task.training_loss(out, batch, 0.0) is out.loss
+    if task.label_smoothing:
+        smoothed = task.training_loss(out, batch, 0.1)
+        assert torch.isfinite(smoothed) and not torch.equal(smoothed, out.loss)

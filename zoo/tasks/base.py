@@ -1,0 +1,154 @@
+"""What a training task is: a registered object that knows which models it trains, its data, how the loss
+of a batch is weighed and scored, and what the trained model shows at the end. The training app and the
+data code ask the task; nothing outside a task's own file compares task names.
+
+A new task is one file in `zoo/tasks/` with a `Task` subclass decorated by `@register` (and its import in
+`zoo/tasks/__init__.py`); tests/tasks/ loops over `TASKS` and picks it up."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from zoo.config import ModelConfig
+from zoo.data import model_overrides
+from zoo.models import check_config
+from zoo.registry import Registry
+from zoo.utils import IGNORE_INDEX
+
+if TYPE_CHECKING:
+    from torchmetrics import Metric
+
+    from zoo.data.datamodules import ZooDataModule
+    from zoo.models.base import ModelOutput
+    from zoo.training.samples import SampleReport
+
+TASKS: Registry[Task] = Registry("task")
+
+
+class Task:
+    """One training task. Class attributes describe it; methods answer for it. Override what differs."""
+
+    name: str = ""
+    archs: tuple[str, ...] = ()  # model.arch values it trains
+    head: str = "lm"  # the model.head it needs
+    auto: bool = True  # task=auto picks it for its archs with its head (at most one task per arch and head)
+    builtin_data: str | None = None  # conf/data/<name>.yaml that data=auto reads; None: the user names data
+    user_data: str = ""  # how to name one's own data, for messages: "data=text data.files=..."
+    corpus_kind: str = "text"  # the corpus its data source must give: text | pairs | labelled
+    perplexity: bool = True  # the loss is a per-token cross-entropy over the vocabulary: exp(loss) means something
+    label_smoothing: bool = False  # training_loss implements label smoothing
+    has_references: bool = False  # validation examples carry reference texts (the exact_match callback)
+
+    def __repr__(self) -> str:
+        return f"<task {self.name}>"
+
+    # ------------------------------------------------------------------------------- config
+    def is_default_for(self, cfg: ModelConfig) -> bool:
+        """Whether task=auto trains this task for `cfg`."""
+        return self.auto and cfg.arch in self.archs and cfg.head == self.head
+
+    def check_model(self, cfg: ModelConfig) -> None:
+        """Raise ValueError unless this task trains `cfg`'s architecture and head, then check the model as
+        it will be built (names resolved, each component's needs: `zoo.models.check_config`)."""
+        if cfg.arch not in self.archs:
+            raise ValueError(f"task={self.name} needs model.arch in {list(self.archs)}, but model.arch={cfg.arch}")
+        if cfg.head != self.head:
+            other = [t.name for t in all_tasks() if t.is_default_for(cfg)]
+            hint = f" (that trains task={other[0]})" if other else ""
+            raise ValueError(f"task={self.name} needs model.head={self.head}, but model.head={cfg.head}{hint}")
+        check_config(cfg)
+
+    def check_label_smoothing(self, value: float) -> None:
+        """Raise ValueError for a nonzero label_smoothing this task's training_loss does not implement."""
+        if value and not self.label_smoothing:
+            able = "|".join(t.name for t in all_tasks() if t.label_smoothing)
+            raise ValueError(f"label_smoothing={value} applies to task={able} only, not task={self.name}; "
+                             "leave label_smoothing=0.0")
+
+    def with_epoch(self, data_cfg: dict[str, Any], examples_per_eval: int) -> dict[str, Any]:
+        """`data_cfg` with the epoch length the data module needs; a finite data set's epoch is one pass."""
+        return data_cfg
+
+    def model_config(self, cfg: ModelConfig, tokenizer) -> ModelConfig:
+        """`cfg` completed by the data: vocabulary size and special token ids from the tokenizer."""
+        return dataclasses.replace(cfg, **model_overrides(tokenizer))
+
+    # --------------------------------------------------------------------------------- data
+    def datamodule(self, entry, loader: Mapping[str, Any], **common: Any) -> ZooDataModule:
+        """The data module over a cache entry (`entry.tokenizer`, `.arrays`, `.manifest`); `loader` holds
+        data.blocks_per_epoch / data.mask_prob, `common` batch_size, max_seq_len, seed, num_workers."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------------------ training
+    def counted_labels(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Number of positions the model's loss averages over (the weight of this batch's loss)."""
+        return (batch["labels"] != IGNORE_INDEX).sum()
+
+    def training_loss(self, out: ModelOutput, batch: Mapping[str, torch.Tensor], label_smoothing: float) -> torch.Tensor:
+        """The loss to minimise (the model's own; check_label_smoothing refuses smoothing where unsupported)."""
+        return out.loss
+
+    def val_metrics(self) -> dict[str, Metric]:
+        """Validation metrics besides the loss, logged as val/<name>; each takes update(out, batch)."""
+        return {}
+
+    # ------------------------------------------------------------------------------- outputs
+    def references(self, model, tokenizer, datamodule, n: int) -> tuple[list[str], list[str]]:
+        """The model's outputs and the reference texts for the first `n` validation examples
+        (tasks with `has_references`)."""
+        raise NotImplementedError(f"task {self.name} has no reference texts")
+
+    def samples(self, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:
+        """What the trained model produces (cfg: callbacks.samples options); called in eval mode."""
+        raise NotImplementedError
+
+
+def register(cls: type[Task]) -> type[Task]:
+    """Class decorator: register one instance of `cls` in TASKS under `cls.name`."""
+    TASKS.register(cls.name, cls())
+    return cls
+
+
+def all_tasks() -> list[Task]:
+    return [TASKS.get(name) for name in TASKS.names()]
+
+
+def get_task(task: Task | str) -> Task:
+    """A Task, given one or its registered name (unknown names raise with the known ones)."""
+    return task if isinstance(task, Task) else TASKS.get(task)
+
+
+def default_task(cfg: ModelConfig) -> Task:
+    """The task task=auto trains for `cfg`; ValueError when none does."""
+    found = [t for t in all_tasks() if t.is_default_for(cfg)]
+    if len(found) == 1:
+        return found[0]
+    if found:  # a registry mistake, not a user's
+        raise ValueError(f"tasks {[t.name for t in found]} all claim model.arch={cfg.arch} with "
+                         f"model.head={cfg.head} for task=auto; set auto = False on all but one")
+    check_config(cfg)  # an unknown arch or a head the arch cannot carry says so itself
+    raise ValueError(f"task=auto: no task trains model.arch={cfg.arch} with model.head={cfg.head} by default; "
+                     f"name one: task={'|'.join(TASKS.names())}")
+
+
+class StreamTask(Task):
+    """A task over one token stream cut into windows (lm, mlm): text data and no natural epoch."""
+
+    corpus_kind = "text"
+    user_data = "data=text data.files=..."
+
+    def with_epoch(self, data_cfg: dict[str, Any], examples_per_eval: int) -> dict[str, Any]:
+        """One epoch = one evaluation interval (unless data.blocks_per_epoch is given): validation and
+        checkpoints land on epoch ends, so a resumed run restarts exactly where the checkpoint was taken."""
+        if data_cfg.get("blocks_per_epoch") is not None:
+            return data_cfg
+        return {**data_cfg, "blocks_per_epoch": examples_per_eval}
+
+    @staticmethod
+    def streams(entry) -> dict[str, Any]:
+        """split -> the cache entry's flat token ids of that split."""
+        return {split: entry.arrays[f"{split}.tokens"].ids for split in ("train", "val")}

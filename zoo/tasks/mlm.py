@@ -1,0 +1,49 @@
+"""Masked language modelling: an encoder restores the picked tokens of text windows (BERT's 80/10/10);
+samples show validation windows with the model's guesses filled in."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from zoo.data.datamodules import MLMDataModule
+from zoo.tasks.base import StreamTask, register
+from zoo.training.samples import Sample, SampleReport
+from zoo.utils import IGNORE_INDEX
+
+SHOWN_TOKENS = 48  # tokens of each sample window printed
+
+
+@register
+class MaskedLanguageModelling(StreamTask):
+    name = "mlm"
+    archs = ("encoder",)
+    builtin_data = "stdlib_text"
+
+    def datamodule(self, entry, loader: Mapping[str, Any], **common: Any) -> MLMDataModule:
+        mask_prob = loader.get("mask_prob")
+        return MLMDataModule(entry.tokenizer, self.streams(entry), mask_prob=0.15 if mask_prob is None else mask_prob,
+                             blocks_per_epoch=loader.get("blocks_per_epoch"), **common)
+
+    def samples(self, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:
+        """Fill the masked positions of a few validation windows with the model's top guess; report the
+        fraction guessed right."""
+        batch = next(iter(datamodule.val_dataloader()))
+        device = next(model.parameters()).device
+        with torch.inference_mode():
+            ids = batch["input_ids"][: cfg["num_shown"]].to(device)
+            logits = model(ids, attention_mask=batch["attention_mask"][: len(ids)].to(device)).logits  # (B, T, V)
+            labels = batch["labels"][: len(ids)].to(device)
+            picked = labels != IGNORE_INDEX
+            filled = torch.where(picked, logits.argmax(-1), ids)
+            truth = torch.where(picked, labels, ids)
+        accuracy = float((filled[picked] == labels[picked]).float().mean()) if picked.any() else 0.0
+        window = slice(0, min(SHOWN_TOKENS, ids.shape[1]))
+        samples = [
+            Sample(tokenizer.decode(ids[row, window], skip_special_tokens=False),
+                   tokenizer.decode(filled[row, window]), tokenizer.decode(truth[row, window]))
+            for row in range(len(ids))
+        ]
+        return SampleReport(samples, {"sample/masked_token_accuracy": accuracy})

@@ -1,0 +1,57 @@
+"""Sequence to sequence (translation): an encoder-decoder maps a source text to a target text. Supports
+label smoothing; validation and test outputs are compared with their references (exact match)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from zoo.data import exact_match
+from zoo.data.datamodules import Seq2SeqDataModule
+from zoo.tasks.base import Task, register
+from zoo.training.samples import Sample, SampleReport, translate
+from zoo.utils import IGNORE_INDEX
+
+
+@register
+class SequenceToSequence(Task):
+    name = "seq2seq"
+    archs = ("encoder_decoder",)
+    builtin_data = "translation_toy"
+    user_data = "data=pairs data.path=..."
+    corpus_kind = "pairs"
+    label_smoothing = True
+    has_references = True
+
+    def datamodule(self, entry, loader: Mapping[str, Any], **common: Any) -> Seq2SeqDataModule:
+        pairs = {s: (entry.arrays[f"{s}.src"], entry.arrays[f"{s}.tgt"]) for s in ("train", "val", "test")}
+        test_pairs = [tuple(p) for p in entry.manifest.get("test_pairs", [])]
+        return Seq2SeqDataModule(entry.tokenizer, pairs, test_pairs=test_pairs, **common)
+
+    def training_loss(self, out, batch: Mapping[str, torch.Tensor], label_smoothing: float) -> torch.Tensor:
+        if not label_smoothing:
+            return out.loss
+        logits = out.logits  # (B, T, V), aligned with the labels (the decoder inputs are shifted)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), batch["labels"].reshape(-1),
+                               ignore_index=IGNORE_INDEX, label_smoothing=label_smoothing)
+
+    def references(self, model, tokenizer, datamodule, n: int) -> tuple[list[str], list[str]]:
+        """Greedy translations of the first `n` validation sources, and their targets."""
+        dataset = datamodule.datasets.get("val")
+        n = min(n, len(dataset))
+        sources = [tokenizer.decode(dataset.src[i]) for i in range(n)]
+        refs = [tokenizer.decode(dataset.tgt[i]) for i in range(n)]
+        return translate(model, tokenizer, sources, max_new_tokens=model.config.max_seq_len), refs
+
+    def samples(self, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:
+        """Translate the held-out test pairs (unseen combinations) and report their exact match."""
+        pairs = list(getattr(datamodule, "test_pairs", []))[: cfg["max_examples"]]
+        if not pairs:
+            return SampleReport([], {})
+        sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+        hyps = translate(model, tokenizer, sources, max_new_tokens=model.config.max_seq_len)
+        shown = [Sample(s, h, r) for s, h, r in zip(sources, hyps, refs, strict=True)][: cfg["num_shown"]]
+        return SampleReport(shown, {"test/exact_match": exact_match(hyps, refs)})

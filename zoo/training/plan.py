@@ -1,0 +1,213 @@
+"""Config resolution for a training run: `prepare(cfg)` turns the composed Hydra config into a Plan (the
+task object, the model config, the data, tokenizer and trainer settings, the checkpoint to resume) and
+checks everything that can be checked before any data is read or model built, raising ConfigError."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from zoo.checkpoint import CheckpointError, read_checkpoint
+from zoo.config import ModelConfig
+from zoo.data.sources.base import check_data_cfg
+from zoo.options import ANY, Options, Rule, any_of, integer, list_of, one_of
+from zoo.presets import config_root
+from zoo.registry import unknown_choice_message
+from zoo.tasks import TASKS, Task, default_task
+from zoo.training.optim import lr_multiplier
+from zoo.training.options import check_config
+from zoo.training.precision import resolve_accelerator, resolve_precision
+
+# trainer.* keys that zoo resolves itself instead of handing them to lightning.Trainer unchanged.
+TRAINER_PASSTHROUGH_EXCLUDED = {"logger", "callbacks", "plugins", "default_root_dir", "use_distributed_sampler"}
+
+
+class ConfigError(ValueError):
+    """Bad configuration found before training starts (one clear message, exit code 1)."""
+
+
+@dataclass
+class Plan:
+    """Everything `prepare` decided: the run is fully determined by this and the data. Fields the data
+    decides (vocabulary, special ids, a classifier's num_labels) are filled in by `task.model_config`."""
+
+    task: Task
+    model: ModelConfig
+    data_cfg: dict[str, Any]
+    tokenizer_cfg: dict[str, Any]
+    trainer_kwargs: dict[str, Any]
+    output_dir: Path
+    ckpt_path: Path | None = None
+    resolved: dict[str, Any] = field(default_factory=dict)
+
+
+def checked(check: Callable[..., Any], *args: Any) -> Any:
+    """Run one validation step; its ValueError becomes a ConfigError (one `error:` line from train.py)."""
+    try:
+        return check(*args)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+# ------------------------------------------------------------------------------------ model, task, data
+
+
+def resolve_model(model: dict[str, Any]) -> ModelConfig:
+    """The model group as a ModelConfig (its own fields checked; names are resolved with the task)."""
+    try:
+        return ModelConfig.from_dict(model)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(str(e)) from None
+
+
+def resolve_task(name: str, model: ModelConfig) -> Task:
+    """`auto` asks every task whether it trains `model` by default (decoder -> lm, encoder -> mlm, encoder
+    with a classifier head -> classification, encoder_decoder -> seq2seq); the task then checks the model."""
+    if name == "auto":
+        task = checked(default_task, model)
+    elif name in TASKS:
+        task = TASKS.get(name)
+    else:
+        raise ConfigError("task: " + unknown_choice_message("task", name, ["auto", *TASKS.names()]))
+    checked(task.check_model, model)
+    return task
+
+
+def resolve_data(data_cfg: dict[str, Any], task: Task) -> dict[str, Any]:
+    """`data=auto` (the default) becomes the task's built-in data, conf/data/<task.builtin_data>.yaml, with
+    any extra keys given on the command line (`+data.max_bytes=...`) laid on top."""
+    if data_cfg.get("name") != "auto":
+        return data_cfg
+    if task.builtin_data is None:
+        raise ConfigError(f"task={task.name} has no built-in data; name one, e.g. {task.user_data}")
+    path = config_root() / "data" / f"{task.builtin_data}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"task {task.name}'s built-in data {task.builtin_data!r}: no such data config {path}")
+    base = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    return {**base, **{k: v for k, v in data_cfg.items() if k != "name"}}
+
+
+# ------------------------------------------------------------------------------------------- trainer
+
+
+def world_size(trainer_cfg: dict[str, Any]) -> int:
+    devices = trainer_cfg.get("devices", 1)
+    per_node = devices if isinstance(devices, int) and devices > 0 else len(devices) if isinstance(devices, list) else 1
+    return per_node * int(trainer_cfg.get("num_nodes", 1))
+
+
+def trainer_options() -> Options:
+    """trainer.*: lightning.Trainer's keyword parameters typed by its hints, stricter where zoo reads the
+    value itself (devices, num_nodes, max_steps, accumulate_grad_batches), accelerator and strategy by
+    Lightning's registries; precision is checked by resolve_precision (it also takes `auto`)."""
+    from lightning.pytorch.accelerators import AcceleratorRegistry
+    from lightning.pytorch.strategies import StrategyRegistry
+
+    device_list = list_of(integer(0))
+    return Options.of(L.Trainer.__init__, skip=TRAINER_PASSTHROUGH_EXCLUDED).extended({
+        "accelerator": one_of("auto", "gpu", *sorted(AcceleratorRegistry.available_accelerators())),
+        "strategy": one_of("auto", *StrategyRegistry.available_strategies()),
+        "devices": any_of(integer(1), Rule(lambda v: bool(v) and device_list.test(v), "a non-empty list of "
+                                           "device indices"), one_of("auto")),
+        "num_nodes": integer(1),
+        "max_steps": integer(1),
+        "accumulate_grad_batches": integer(1),
+        "precision": ANY,
+    })
+
+
+def trainer_kwargs(trainer_cfg: dict[str, Any]) -> dict[str, Any]:
+    """Check trainer.* against lightning.Trainer's parameters and the hardware."""
+    try:
+        trainer_options().check("trainer", trainer_cfg)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    kwargs = dict(trainer_cfg)
+    accelerator = resolve_accelerator(str(kwargs.get("accelerator", "auto")))
+    if accelerator == "gpu" and not torch.cuda.is_available():
+        raise ConfigError(
+            f"trainer.accelerator={kwargs.get('accelerator')} needs a CUDA GPU and none is visible; "
+            "use trainer=cpu (or trainer=ddp_cpu for several CPU processes)"
+        )
+    devices = kwargs.get("devices", 1)
+    if accelerator == "gpu" and isinstance(devices, int) and devices > torch.cuda.device_count():
+        raise ConfigError(f"trainer.devices={devices} but only {torch.cuda.device_count()} GPU(s) are visible")
+    try:
+        kwargs["precision"] = resolve_precision(kwargs.get("precision", "auto"), accelerator)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if "max_steps" not in kwargs:
+        raise ConfigError("trainer.max_steps is required: a positive integer (runs are counted in steps)")
+    return kwargs
+
+
+# ---------------------------------------------------------------------------------------- checkpoint
+
+
+def find_last_checkpoint(runs_dir: Path, exclude: Path) -> Path:
+    """`ckpt_path=last`: the newest `checkpoints/last.ckpt` of an earlier run under `runs_dir`."""
+    found = [p for p in runs_dir.glob("**/checkpoints/last.ckpt") if exclude not in p.parents]
+    if not found:
+        raise ConfigError(f"ckpt_path=last: no earlier run with checkpoints/last.ckpt under {runs_dir}")
+    return max(found, key=lambda p: p.stat().st_mtime)
+
+
+def resolve_ckpt_path(value: str | None, runs_dir: Path, output_dir: Path) -> Path | None:
+    if value in (None, ""):
+        return None
+    path = find_last_checkpoint(runs_dir, output_dir) if value == "last" else Path(value)
+    try:
+        read_checkpoint(path)
+    except CheckpointError as e:
+        raise ConfigError(f"ckpt_path={value}: {e}") from None
+    return path
+
+
+def check_resumable(ckpt: Path, given: str, model: ModelConfig, task: Task) -> None:
+    """The checkpoint holds the same architecture trained on the same task (the rest is compared once the
+    data has given the model its final config)."""
+    saved = read_checkpoint(ckpt)["zoo"]
+    saved_arch, saved_task = saved["model_config"]["arch"], saved["task"]
+    if (saved_arch, saved_task) != (model.arch, task.name):
+        raise ConfigError(f"ckpt_path={given}: checkpoint {ckpt} is a {saved_arch} model trained on task "
+                          f"{saved_task}, this run is {model.arch} / {task.name}")
+
+
+# ------------------------------------------------------------------------------------------- prepare
+
+
+def _plain(cfg: DictConfig) -> dict[str, Any]:
+    try:
+        return OmegaConf.to_container(cfg, resolve=True)
+    except Exception as e:  # interpolation errors name the key
+        raise ConfigError(f"config does not resolve: {e}") from None
+
+
+def prepare(cfg: DictConfig) -> Plan:
+    """Validate the composed config; raise ConfigError before anything is trained or written."""
+    resolved = _plain(cfg)
+    checked(check_config, resolved)  # every key known, every value allowed (groups that stand alone)
+    model = resolve_model(resolved["model"])
+    task = resolve_task(resolved["task"], model)
+    checked(task.check_label_smoothing, resolved["label_smoothing"])
+    data_cfg = resolve_data(resolved["data"], task)
+    checked(check_data_cfg, data_cfg)
+    kwargs = trainer_kwargs(resolved["trainer"])
+    accumulate = kwargs.get("accumulate_grad_batches", 1)
+    per_eval = resolved["eval_every"] * resolved["batch_size"] * accumulate * world_size(kwargs)
+    data_cfg = task.with_epoch(data_cfg, per_eval)  # examples (all processes) between two validations
+    kwargs.setdefault("val_check_interval", resolved["eval_every"] * accumulate)
+    kwargs.setdefault("check_val_every_n_epoch", None)
+    kwargs.setdefault("max_epochs", -1)
+    checked(lr_multiplier, resolved["scheduler"], kwargs["max_steps"])
+    output_dir = Path(resolved["paths"]["output_dir"])
+    ckpt = resolve_ckpt_path(resolved.get("ckpt_path"), Path(resolved["paths"]["runs_dir"]), output_dir)
+    if ckpt is not None:
+        check_resumable(ckpt, resolved["ckpt_path"], model, task)
+    return Plan(task, model, data_cfg, dict(resolved["tokenizer"]), kwargs, output_dir, ckpt, resolved)
