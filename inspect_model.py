@@ -105,7 +105,7 @@ def inspect(cfg: DictConfig, out_dir: Path, console: Console) -> list[Path]:
     drawn = plots.plot_positional_pattern(mcfg, out_dir / "positional.png", n_positions=cfg.n_positions,
                                           module=model.positions)  # the model's own scheme (trained tables)
     files += [drawn] if drawn is not None else []
-    files.append(plots.plot_dot_vs_distance(out_dir / "dot_vs_distance.png", dim=mcfg.head_dim))
+    files.append(plots.plot_dot_vs_distance(out_dir / "dot_vs_distance.png", dim=mcfg.head_size))
     console.print(f"wrote {len(files)} PNG files and trace.json to {out_dir}")
     return files
 

@@ -51,7 +51,7 @@ def run(quick: bool = False) -> Section:
     headers = ["T", "pass", "fused SDPA ms", "weights path ms", "weights / fused"]
     notes = [
         f"One `zoo.modules.attention.Attention` layer: B={size['batch']}, d_model={cfg.d_model}, "
-        f"{cfg.n_heads} heads (head_dim {cfg.head_dim}), causal (`is_causal` fast path), fp32, dropout 0; "
+        f"{cfg.n_heads} heads (head_dim {cfg.head_size}), causal (`is_causal` fast path), fp32, dropout 0; "
         "time includes the qkv and output projections.",
         "The weights path materialises (B, H, T, T) scores and weights; the fused path never does, so the "
         "gap (and memory) grows with T.",

@@ -41,7 +41,7 @@ def main() -> None:
         opt.step()
     model.eval()
     tr = trace(model, ids, labels=ids)
-    cfg, T, H, D, C = model.config, ids.shape[1], model.config.n_heads, model.config.head_dim, model.config.d_model
+    cfg, T, H, D, C = model.config, ids.shape[1], model.config.n_heads, model.config.head_size, model.config.d_model
     r = lambda name, layer=None: tr.get(name, layer=layer)  # noqa: E731
     IMG.mkdir(parents=True, exist_ok=True)
     maps = attention_maps(model, ids, tokens=words)

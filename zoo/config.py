@@ -29,6 +29,12 @@ class ModelConfig:
     decoder_layers: int | None = None
     n_heads: int = 4
     n_kv_heads: int | None = None  # grouped-query attention; default n_heads (1 = multi-query)
+    head_dim: int | None = None  # per-head size; default d_model // n_heads (Gemma, Qwen3 set it apart)
+    qkv_bias: bool | None = None  # bias on the q/k/v projections only; default `bias` (Qwen2: true, bias false)
+    qk_norm: bool = False  # norm (model.norm) of each head's q and k before RoPE (Qwen3)
+    attn_scale: float | None = None  # score multiplier; default 1/sqrt(head size) (T5: 1.0)
+    attn_softcap: float | None = None  # scores -> c * tanh(scores / c) before the mask (Gemma 2)
+    final_softcap: float | None = None  # logits -> c * tanh(logits / c) (Gemma 2)
     ffn: str = "mlp"  # mlp | none
     ffn_ratio: float = 4.0  # d_ff = ffn_ratio * d_model unless d_ff is given
     d_ff: int | None = None
@@ -70,8 +76,12 @@ class ModelConfig:
 
     # ----- derived sizes -----
     @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+    def head_size(self) -> int:
+        return self.d_model // self.n_heads if self.head_dim is None else self.head_dim
+
+    @property
+    def use_qkv_bias(self) -> bool:
+        return self.bias if self.qkv_bias is None else self.qkv_bias
 
     @property
     def kv_heads(self) -> int:
@@ -131,6 +141,9 @@ class ModelConfig:
         for key in positive:
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
                 raise ValueError(f"model.{key} must be a positive integer, got {getattr(self, key)!r}.")
+        if self.head_dim is not None and (not isinstance(self.head_dim, int) or self.head_dim < 1):
+            raise ValueError(f"model.head_dim must be a positive integer (or null for d_model // n_heads), "
+                             f"got {self.head_dim!r}.")
         for key in ["n_layers", "encoder_layers", "decoder_layers", "type_vocab_size", "num_labels", "pos_offset",
                     "rel_buckets", "rel_max_distance"]:
             value = getattr(self, key)
@@ -140,19 +153,24 @@ class ModelConfig:
             value = getattr(self, f.name)
             if f.type in ("bool", "bool | None") and value is not None and not isinstance(value, bool):
                 raise ValueError(f"model.{f.name} must be true or false, got {value!r}.")
-        for key in ["ffn_ratio", "norm_eps", "rope_base", "init_std", "dropout", "attn_dropout"]:
+        for key in ["ffn_ratio", "norm_eps", "rope_base", "init_std", "dropout", "attn_dropout", "attn_scale",
+                    "attn_softcap", "final_softcap"]:
             value = getattr(self, key)
             if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
                                       or not math.isfinite(value)):
                 raise ValueError(f"model.{key} must be a finite number, got {value!r}.")
         if self.rope_base <= 0:
             raise ValueError(f"model.rope_base must be > 0 (10000 in most models), got {self.rope_base!r}.")
+        for key in ["attn_scale", "attn_softcap", "final_softcap"]:
+            value = getattr(self, key)
+            if value is not None and value <= 0:
+                raise ValueError(f"model.{key} must be > 0 (or null for the default), got {value!r}.")
         if self.init_std < 0:
             raise ValueError(f"model.init_std must be >= 0, got {self.init_std!r}.")
-        if self.d_model % self.n_heads:
+        if self.head_dim is None and self.d_model % self.n_heads:
             raise ValueError(
                 f"model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}; "
-                f"choose n_heads among the divisors of d_model."
+                f"choose n_heads among the divisors of d_model, or set model.head_dim."
             )
         if self.kv_heads < 1 or self.n_heads % self.kv_heads:
             raise ValueError(
@@ -171,7 +189,6 @@ class ModelConfig:
             value = getattr(self, key)
             if value is not None and not 0 <= value < self.vocab_size:
                 raise ValueError(f"model.{key}={value} is outside the vocabulary [0, {self.vocab_size}).")
-
 
 MODEL_SPEC = "a preset name, mapping or ModelConfig"  # what `model` may be, in error messages
 _NAMED_CHOICES = ("arch", "activation", "head_activation", "norm", "norm_placement", "positional")

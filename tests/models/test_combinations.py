@@ -44,6 +44,31 @@ def test_knob_combination_trains_and_decodes(positional, wiring, arch):
     assert torch.equal(cached, uncached)
 
 
+ATTENTION_KNOBS = {  # issue 12's attention knobs, alone and together
+    "head_dim": dict(head_dim=12),
+    "qkv_bias": dict(qkv_bias=True, bias=False),
+    "qk_norm": dict(qk_norm=True, norm="rmsnorm"),
+    "attn_scale": dict(attn_scale=1.0),
+    "softcaps": dict(attn_softcap=2.0, final_softcap=3.0),
+    "all": dict(head_dim=12, qkv_bias=True, bias=False, qk_norm=True, attn_scale=0.5, attn_softcap=2.0,
+                final_softcap=3.0, n_kv_heads=1),
+}
+
+
+@pytest.mark.parametrize("arch", ARCHS.names())
+@pytest.mark.parametrize("knobs", ATTENTION_KNOBS, ids=str)
+def test_attention_knobs_train_and_decode(knobs, arch):
+    torch.manual_seed(0)
+    model = zoo.build(dict(arch=arch, vocab_size=V, d_model=16, n_heads=2, n_layers=1, positional="rope",
+                           max_seq_len=24, **ATTENTION_KNOBS[knobs]))
+    _train_step(model)
+    if model.is_encoder_decoder or arch == "decoder":
+        prompt = torch.randint(5, V, (2, 5))
+        cached, uncached = (model.eval().generate(prompt, max_new_tokens=4, eos_token_id=[], use_cache=c, num_beams=2)
+                            for c in (True, False))
+        assert torch.equal(cached, uncached)
+
+
 @pytest.mark.parametrize("arch", ARCHS.names())
 @pytest.mark.parametrize("norm", NORMS.names())
 @pytest.mark.parametrize("activation", ACTIVATIONS.names())

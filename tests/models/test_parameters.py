@@ -61,5 +61,5 @@ def test_grouped_query_attention_shrinks_kv_projections():
     full = zoo.build("llama_small", n_kv_heads=8).num_parameters()
     for kv in (4, 2, 1):
         c = zoo.build("llama_small", n_kv_heads=kv).config
-        saved = c.n_layers * 2 * c.d_model * (8 - kv) * c.head_dim  # k and v projections, no bias
+        saved = c.n_layers * 2 * c.d_model * (8 - kv) * c.head_size  # k and v projections, no bias
         assert zoo.build("llama_small", n_kv_heads=kv).num_parameters() == full - saved

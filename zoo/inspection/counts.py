@@ -109,7 +109,7 @@ def flops_per_token(model: nn.Module, seq_len: int | None = None) -> FlopCount:
     if t < 1:
         raise ValueError(f"flops_per_token: seq_len must be >= 1, got {t}.")
     n_attn = sum(1 for m in model.modules() if isinstance(m, Attention))
-    return FlopCount(t, matmul_parameters(model), n_attn, cfg.n_heads * cfg.head_dim)
+    return FlopCount(t, matmul_parameters(model), n_attn, cfg.n_heads * cfg.head_size)
 
 
 def flops_table(model: nn.Module, seq_len: int | None = None):

@@ -1,9 +1,10 @@
 """Multi-head attention (MHA / GQA / MQA) for self- and cross-attention.
 
-Shapes: x (B, T, C) -> q (B, H, T, D), k/v (B, KV, S, D) with C = H * D. Scores q.k^T are scaled by
-1/sqrt(D) so their variance stays ~1 whatever the head size (softmax would saturate otherwise). The fast
-path is `scaled_dot_product_attention`; the explicit path (need_weights, or while traced) also returns
-the softmax weights (B, H, T, S)."""
+Shapes: x (B, T, C) -> q (B, H, T, D), k/v (B, KV, S, D), usually with C = H * D (`model.head_dim` may set D
+apart). Scores q.k^T are scaled by 1/sqrt(D) so their variance stays ~1 whatever the head size (softmax would
+saturate otherwise; `model.attn_scale` overrides it). Optional: q/k norm per head before RoPE (Qwen3) and a
+tanh soft cap on the scores (Gemma 2). The fast path is `scaled_dot_product_attention`; the explicit path
+(need_weights, a soft cap, or while traced) also returns the softmax weights (B, H, T, S)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from torch import nn
 
 from zoo.modules.cache import LayerCache
 from zoo.modules.mask import AttentionMask
+from zoo.modules.norm import make_norm
 from zoo.modules.positional import PositionTerms
 
 
@@ -27,31 +29,43 @@ class Attention(nn.Module):
     def __init__(self, cfg, *, cross: bool = False) -> None:
         super().__init__()
         self.cross = cross
-        self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.kv_heads, cfg.head_dim
+        self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.kv_heads, cfg.head_size
         q_dim, kv_dim = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
         if cross:
-            self.q = nn.Linear(cfg.d_model, q_dim, bias=cfg.bias)
-            self.kv = nn.Linear(cfg.d_model, 2 * kv_dim, bias=cfg.bias)
+            self.q = nn.Linear(cfg.d_model, q_dim, bias=cfg.use_qkv_bias)
+            self.kv = nn.Linear(cfg.d_model, 2 * kv_dim, bias=cfg.use_qkv_bias)
         else:
-            self.qkv = nn.Linear(cfg.d_model, q_dim + 2 * kv_dim, bias=cfg.bias)
+            self.qkv = nn.Linear(cfg.d_model, q_dim + 2 * kv_dim, bias=cfg.use_qkv_bias)
         self.o = nn.Linear(q_dim, cfg.d_model, bias=cfg.bias)  # W_O: mixes the concatenated heads
-        self.scale = self.head_dim**-0.5
+        if cfg.qk_norm:  # over each head's D features, shared by the heads
+            self.q_norm, self.k_norm = make_norm(cfg, self.head_dim), make_norm(cfg, self.head_dim)
+        self.qk_norm = cfg.qk_norm
+        self.scale = self.head_dim**-0.5 if cfg.attn_scale is None else cfg.attn_scale
+        self.softcap = cfg.attn_softcap
         self.dropout = cfg.attention_dropout
 
     def _heads(self, t: torch.Tensor, n: int) -> torch.Tensor:
         b, s, _ = t.shape
         return t.view(b, s, n, self.head_dim).transpose(1, 2)  # (B, T, n*D) -> (B, n, T, D)
 
+    def _q_heads(self, q: torch.Tensor) -> torch.Tensor:
+        q = self._heads(q, self.n_heads)  # (B, H, T, D)
+        return self.q_norm(q) if self.qk_norm else q
+
+    def _k_norm(self, k: torch.Tensor) -> torch.Tensor:
+        return self.k_norm(k) if self.qk_norm else k
+
     def _project(self, x, memory, cache: LayerCache | None):
         q_dim, kv_dim = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
         if not self.cross:
             q, k, v = self.qkv(x).split([q_dim, kv_dim, kv_dim], dim=-1)
-            return self._heads(q, self.n_heads), self._heads(k, self.n_kv_heads), self._heads(v, self.n_kv_heads)
-        q = self._heads(self.q(x), self.n_heads)
+            k, v = self._heads(k, self.n_kv_heads), self._heads(v, self.n_kv_heads)
+            return self._q_heads(q), self._k_norm(k), v
+        q = self._q_heads(self.q(x))
         if cache is not None and cache.cross_k is not None:  # encoder K/V: computed once per source
             return q, cache.cross_k, cache.cross_v
         k, v = self.kv(memory).split([kv_dim, kv_dim], dim=-1)
-        k, v = self._heads(k, self.n_kv_heads), self._heads(v, self.n_kv_heads)
+        k, v = self._k_norm(self._heads(k, self.n_kv_heads)), self._heads(v, self.n_kv_heads)
         if cache is not None:
             cache.cross_k, cache.cross_v = k, v
         return q, k, v
@@ -75,11 +89,11 @@ class Attention(nn.Module):
             k, v = cache.append(k, v)  # (B, KV, past + T, D)
         dropout = self.dropout if self.training else 0.0
         weights = None
-        if need_weights or self.tap is not None:
+        if need_weights or self.tap is not None or self.softcap is not None:
             out, weights = self._explicit(q, k, v, mask, dropout)
         else:
             out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask.mask, dropout_p=dropout, is_causal=mask.is_causal,
+                q, k, v, attn_mask=mask.mask, dropout_p=dropout, is_causal=mask.is_causal, scale=self.scale,
                 enable_gqa=self.n_kv_heads != self.n_heads,
             )  # (B, H, T, D)
         if mask.valid_rows is not None:  # a query with no visible key outputs zeros, never NaN
@@ -90,14 +104,17 @@ class Attention(nn.Module):
         return self.o(out), weights
 
     def _explicit(self, q, k, v, mask: AttentionMask, dropout: float):
-        """softmax(q k^T / sqrt(D) + mask) v, keeping the weights; the reference the fast path must match."""
+        """softmax(cap(q k^T * scale) + mask) v, keeping the weights; the reference the fast path must match."""
         if self.tap is not None:
             for name, value in (("q", q), ("k", k), ("v", v)):  # k, v keep their KV heads (GQA)
                 self.tap(name, value)
         groups = self.n_heads // self.n_kv_heads
         if groups > 1:  # each KV head serves `groups` query heads
             k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
-        scores = mask.apply((q @ k.transpose(-2, -1)) * self.scale)  # (B, H, T, S)
+        scores = (q @ k.transpose(-2, -1)) * self.scale  # (B, H, T, S)
+        if self.softcap is not None:  # squash into (-c, c) before masking (Gemma 2)
+            scores = self.softcap * torch.tanh(scores / self.softcap)
+        scores = mask.apply(scores)
         safe = scores
         if mask.valid_rows is not None:  # all-masked rows: softmax over zeros, not -inf (NaN, also in backward)
             safe = scores.masked_fill(~mask.valid_rows, 0.0)

@@ -14,7 +14,8 @@ from zoo.utils import IGNORE_INDEX
 class LMHead(nn.Module):
     """(B, T, C) -> logits (B, T, V); softmax of these is the next-token (or masked-token) distribution.
     Optional BERT-style transform (dense, activation, norm) first; its activation is model.head_activation, by
-    default the plain form of the FFN's (a SwiGLU FFN gives a SiLU transform); weight tied to the token table if asked."""
+    default the plain form of the FFN's (a SwiGLU FFN gives a SiLU transform); weight tied to the token table if
+    asked; `model.final_softcap` squashes the logits into (-c, c) with c * tanh(logits / c) (Gemma 2)."""
 
     def __init__(self, cfg, tokens: nn.Embedding) -> None:
         super().__init__()
@@ -26,11 +27,13 @@ class LMHead(nn.Module):
         self.proj = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.head_bias)
         if cfg.tie_embeddings:
             self.proj.weight = tokens.weight
+        self.softcap = cfg.final_softcap
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.transform is not None:
             x = self.transform_norm(self.activation.fn(self.transform(x)))
-        return self.proj(x)
+        logits = self.proj(x)  # (B, T, V)
+        return logits if self.softcap is None else self.softcap * torch.tanh(logits / self.softcap)
 
 
 class ClassifierHead(nn.Module):

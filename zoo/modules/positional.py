@@ -161,12 +161,12 @@ class Rotary(Positional):
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
-        self.head_dim, self.base, self.layout = cfg.head_dim, cfg.rope_base, cfg.rope_layout
+        self.head_dim, self.base, self.layout = cfg.head_size, cfg.rope_base, cfg.rope_layout
 
     @classmethod
     def check_config(cls, cfg) -> None:
-        if cfg.head_dim % 2:
-            raise ValueError(f"model.positional='rope' needs an even head_dim, got d_model/n_heads = {cfg.head_dim}.")
+        if cfg.head_size % 2:
+            raise ValueError(f"model.positional='rope' needs an even head size, got {cfg.head_size} (model.head_dim or d_model // n_heads).")
 
     def terms(self, position_ids: torch.Tensor, q_start: int, k_len: int, *, causal: bool) -> PositionTerms:
         angles = sinusoid_angles(position_ids, self.head_dim, self.base)[:, None]  # (B, 1, T, D/2)

@@ -61,7 +61,7 @@ class Llama(Family):
         return {
             "model_type": "llama", "architectures": [self.architecture], "vocab_size": cfg.vocab_size,
             "hidden_size": cfg.d_model, "num_hidden_layers": cfg.n_layers, "num_attention_heads": cfg.n_heads,
-            "num_key_value_heads": cfg.kv_heads, "head_dim": cfg.head_dim, "intermediate_size": cfg.ffn_dim,
+            "num_key_value_heads": cfg.kv_heads, "head_dim": cfg.head_size, "intermediate_size": cfg.ffn_dim,
             "hidden_act": {v: k for k, v in _GATED.items()}[cfg.activation], "rms_norm_eps": cfg.norm_eps,
             "rope_parameters": {"rope_type": "default", "rope_theta": cfg.rope_base}, "rope_theta": cfg.rope_base,
             "max_position_embeddings": cfg.max_seq_len, "attention_bias": cfg.bias, "mlp_bias": cfg.bias,
@@ -75,7 +75,7 @@ class Llama(Family):
 
     def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
         d, f, v = cfg.d_model, cfg.ffn_dim, cfg.vocab_size
-        q_dim, kv_dim = cfg.n_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+        q_dim, kv_dim = cfg.n_heads * cfg.head_size, cfg.kv_heads * cfg.head_size
         out = {"embed.tokens.weight": src.take("embed_tokens.weight", (v, d))}
         for i in range(cfg.n_layers):
             z, h = f"decoder_stack.layers.{i}", f"layers.{i}"
@@ -98,7 +98,7 @@ class Llama(Family):
         return out
 
     def state_to_hf(self, state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
-        q_dim, kv_dim = cfg.n_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+        q_dim, kv_dim = cfg.n_heads * cfg.head_size, cfg.kv_heads * cfg.head_size
         out = {"model.embed_tokens.weight": state["embed.tokens.weight"],
                "model.norm.weight": state["decoder_stack.final_norm.weight"]}
         for i in range(cfg.n_layers):
