@@ -4,10 +4,13 @@ with every part. Nothing here asserts on speed (speed lives in the tables, as ra
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
 
+import bench.common
+import bench.lightning_path
 from bench.common import SelfTimed, interleaved
 from bench.external import generation_rows
 from bench.references import hf_like, parameter_count
@@ -15,13 +18,20 @@ from bench.run import main
 from zoo.config import ModelConfig
 
 
-def test_interleaved_rotates_sides_and_uses_self_timed():
+def test_interleaved_rotates_sides_and_uses_self_timed(monkeypatch):
+    clock = [0.0]  # a fake perf_counter: only side "a" moves it, by 0.25 s more on each call
+    monkeypatch.setattr(bench.common, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
     calls: list[str] = []
-    sides = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b") or SelfTimed(123.0)}
+
+    def side_a():
+        calls.append("a")
+        clock[0] += 0.25 * calls.count("a")
+
+    sides = {"a": side_a, "b": lambda: calls.append("b") or SelfTimed(123.0)}
     timings = interleaved(sides, warmup=1, repeats=3)
     assert calls == ["a", "b", "a", "b", "b", "a", "a", "b"]  # warm-up, then A B / B A / A B
     assert timings["b"].seconds == [123.0, 123.0, 123.0]  # a self-timed side reports its own seconds
-    assert len(timings["a"].seconds) == 3 and all(s >= 0 for s in timings["a"].seconds)
+    assert timings["a"].seconds == [0.5, 0.75, 1.0]  # calls 2-4 (the warm-up call is not timed)
 
 
 def test_interleaved_rejects_bad_counts():
@@ -57,13 +67,22 @@ def test_generation_table_is_parsed():
     assert generation_rows(out) == {"b1 cache": (61.5, 50.0), "b1 beam 4": (10.0, 20.0)}
 
 
-def test_lightning_and_bare_sides_train():
+def test_lightning_and_bare_sides_train(monkeypatch):
     from bench.bench_training import SHAPES, training_sides
 
-    sides = training_sides(SHAPES[True][0], steps=1)
+    sides = training_sides(SHAPES[True][0], steps=2)
     assert list(sides) == ["zoo Lightning", "zoo bare", "HF bare"]
+    reads: list[str] = []  # the step clock's own reads of a fake perf_counter, which ticks 1 s per read
+
+    def fake_perf_counter() -> float:
+        reads.append("read")
+        return float(len(reads))
+
+    monkeypatch.setattr(bench.lightning_path, "time", SimpleNamespace(perf_counter=fake_perf_counter))
     timed = sides["zoo Lightning"]()
-    assert isinstance(timed, SelfTimed) and timed.seconds > 0
+    # 3 batches (1 untimed + 2): end of batch 0 (read 1), start of batch 1 (read 2: the window opens), end of
+    # batch 1 (read 3), end of batch 2 (read 4: it closes) -> 4 - 2 seconds
+    assert isinstance(timed, SelfTimed) and len(reads) == 4 and timed.seconds == 2.0
     assert math.isfinite(sides["zoo bare"]()) and math.isfinite(sides["HF bare"]())
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import zoo.data.cache as cache
 from zoo.data.cache import RaggedIds, atomic_write_bytes, hash_texts, id_dtype, stable_hash
@@ -99,12 +100,22 @@ def test_entry_folder_without_its_manifest_is_rebuilt(cache_dir):
 
 
 def test_entry_with_a_file_cut_short_is_rebuilt(cache_dir):
-    _build(cache_dir)
+    _, before = _build(cache_dir)
+    before.setup("fit")
+    train = before.datasets["train"]
+    reference = [{k: v.clone() for k, v in train[i].items()} for i in (0, len(train) - 1)]  # copied: no memmap
+    n_examples = len(train)
+    del before, train
     offsets = _entry(cache_dir) / "train.src.offsets.bin"
-    offsets.write_bytes(offsets.read_bytes()[:-8])  # a copy interrupted after the manifest
+    complete = offsets.read_bytes()
+    offsets.write_bytes(complete[:-8])  # a copy interrupted after the manifest
     _, dm = _build(cache_dir)
     dm.setup("fit")
-    assert len(dm.datasets["train"]) > 0 and offsets.stat().st_size % 8 == 0
+    assert offsets.read_bytes() == complete  # rebuilt byte for byte
+    train = dm.datasets["train"]
+    assert len(train) == n_examples
+    for i, expected in zip((0, n_examples - 1), reference, strict=True):
+        assert all(torch.equal(train[i][k], v) for k, v in expected.items())
     assert [p.name for p in cache_dir.iterdir()] == [_entry(cache_dir).name]
 
 

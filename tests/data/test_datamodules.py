@@ -155,8 +155,10 @@ class TinyLM(L.LightningModule):
         super().__init__()
         self.emb = torch.nn.Embedding(vocab_size, 8)
         self.head = torch.nn.Linear(8, vocab_size)
+        self.seen: dict[str, list[torch.Tensor]] = {"train": [], "val": []}
 
     def training_step(self, batch, _):
+        self.seen["train" if self.training else "val"].append(batch["input_ids"].clone())
         logits = self.head(self.emb(batch["input_ids"]))[:, :-1]  # (B, T-1, V)
         return torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch["labels"][:, 1:].flatten())
 
@@ -179,8 +181,14 @@ def test_works_with_trainer_fit(shared_cache, tmp_path):
         enable_model_summary=False,
         default_root_dir=tmp_path,
     )
-    trainer.fit(TinyLM(tok.vocab_size), datamodule=dm)
-    assert trainer.global_step == 3
+    model = TinyLM(tok.vocab_size)
+    trainer.fit(model, datamodule=dm)
+    # the reference: the datamodule's own loaders, read directly (same seed, so the same shuffled order)
+    dm.setup("fit")
+    train_ref = [b["input_ids"] for b, _ in zip(dm.train_dataloader(), range(3), strict=False)]
+    val_ref = [b["input_ids"] for b, _ in zip(dm.val_dataloader(), range(2), strict=False)]
+    assert len(model.seen["train"]) == 3 and all(map(torch.equal, model.seen["train"], train_ref))
+    assert len(model.seen["val"]) == 2 and all(map(torch.equal, model.seen["val"], val_ref))
 
 
 def test_batches_do_not_depend_on_worker_count(shared_cache):

@@ -57,7 +57,9 @@ def test_every_traced_shape_matches_the_config(name):
     model = zoo.build(cfg).eval()
     ids, kwargs = _inputs(cfg)
     tr = trace(model, ids, **kwargs)
-    assert len(tr) > 0
+    assert tr[0].name == "input_ids" and [r.name for r in tr][-2:] == ["logits", "loss"]
+    assert torch.equal(tr[0].tensor, ids)  # the records are the forward's own tensors: the output is the reference
+    assert torch.equal(tr.get("logits").tensor, tr.output.logits) and torch.equal(tr[-1].tensor, tr.output.loss)
     for r in tr:
         expected = _expected_shapes(cfg, r.stream)
         assert r.name in expected, f"unexpected stage {r.name}"
