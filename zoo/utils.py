@@ -60,10 +60,10 @@ def eval_mode(model: Any) -> contextlib.AbstractContextManager[Any]:
 @contextlib.contextmanager
 def module_mode(model: Any, *, training: bool) -> Iterator[Any]:
     """`model.train(training)` for the block; every submodule's previous mode is restored on exit."""
-    modes = [(module, module.training) for module in model.modules()]
+    before = [(module, module.training) for module in model.modules()]
     model.train(training)
     try:
         yield model
     finally:
-        for module, training in modes:
-            module.training = training
+        for module, was_training in before:
+            module.training = was_training
