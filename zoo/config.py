@@ -52,6 +52,12 @@ class ModelConfig:
     sinusoidal_layout: str = "interleaved"  # interleaved (paper: sin, cos, sin, ...) | half (sin..., cos...)
     rope_base: float = 10000.0
     rope_layout: str = "half"  # half (rotate-half, GPT-NeoX/Llama) | interleaved (pairs, RoFormer/GPT-J)
+    rope_fraction: float = 1.0  # share of each head's features that rotate (GPT-NeoX 0.25, Phi-2 0.4); rest pass
+    rope_scaling: str = "none"  # frequency scaling for longer context: none | linear | llama3 | yarn
+    rope_factor: float = 1.0  # rope_scaling linear / llama3 / yarn: how far the context is stretched
+    rope_low_freq_factor: float = 1.0  # llama3: wavelengths > rope_original_max_len / this are divided by rope_factor
+    rope_high_freq_factor: float = 4.0  # llama3: wavelengths < rope_original_max_len / this are kept
+    rope_original_max_len: int | None = None  # llama3 / yarn: the context length the model was pretrained at
     rel_buckets: int = 32  # t5_relative: distance buckets (half per direction in a bidirectional stack)
     rel_max_distance: int = 128  # t5_relative: distances beyond this share the last bucket
     max_seq_len: int = 256
@@ -161,6 +167,7 @@ class ModelConfig:
                 raise ValueError(f"model.{key} must be a finite number, got {value!r}.")
         if self.rope_base <= 0:
             raise ValueError(f"model.rope_base must be > 0 (10000 in most models), got {self.rope_base!r}.")
+        self._validate_rope_keys()
         for key in ["attn_scale", "attn_softcap", "final_softcap"]:
             value = getattr(self, key)
             if value is not None and value <= 0:
@@ -189,6 +196,23 @@ class ModelConfig:
             value = getattr(self, key)
             if value is not None and not 0 <= value < self.vocab_size:
                 raise ValueError(f"model.{key}={value} is outside the vocabulary [0, {self.vocab_size}).")
+
+    def _validate_rope_keys(self) -> None:
+        """Types and ranges of the RoPE fraction and scaling keys; which keys a scaling needs is checked by
+        its ROPE_SCALINGS entry."""
+        if not (isinstance(self.rope_scaling, str) and self.rope_scaling):
+            raise ValueError(f"model.rope_scaling must be a name (a string), got {self.rope_scaling!r}.")
+        for key in ["rope_fraction", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor"]:
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ValueError(f"model.{key} must be a finite number > 0, got {value!r}.")
+        if self.rope_fraction > 1:
+            raise ValueError(f"model.rope_fraction is the share of each head's features that rotate, in (0, 1]; "
+                             f"got {self.rope_fraction!r}.")
+        value = self.rope_original_max_len
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"model.rope_original_max_len must be a positive integer (or null), got {value!r}.")
+
 
 MODEL_SPEC = "a preset name, mapping or ModelConfig"  # what `model` may be, in error messages
 _NAMED_CHOICES = ("arch", "activation", "head_activation", "norm", "norm_placement", "positional")

@@ -11,6 +11,7 @@ from zoo.modules.feedforward import ACTIVATIONS
 from zoo.modules.norm import NORMS
 from zoo.modules.positional import POSITIONALS
 from zoo.modules.residual import WIRINGS
+from zoo.modules.rope_scaling import ROPE_SCALINGS
 
 from .tiny import tiny
 
@@ -67,6 +68,29 @@ def test_attention_knobs_train_and_decode(knobs, arch):
         cached, uncached = (model.eval().generate(prompt, max_new_tokens=4, eos_token_id=[], use_cache=c, num_beams=2)
                             for c in (True, False))
         assert torch.equal(cached, uncached)
+
+
+ROPE_KEY_VALUES = dict(rope_factor=4.0, rope_low_freq_factor=1.0, rope_high_freq_factor=4.0, rope_original_max_len=8)
+
+
+@pytest.mark.parametrize("arch", ARCHS.names())
+@pytest.mark.parametrize("wiring", WIRINGS.names())
+@pytest.mark.parametrize("rope_scaling", ROPE_SCALINGS.names())
+def test_partial_scaled_rope_trains_and_decodes(rope_scaling, wiring, arch):
+    """Half of each head rotates (rope_fraction 0.5) with every frequency scaling, in every wiring and
+    architecture; cached decoding (positions past rope_original_max_len) equals uncached."""
+    keys = {k: v for k, v in ROPE_KEY_VALUES.items() if k in ROPE_SCALINGS.get(rope_scaling).keys}
+    torch.manual_seed(0)
+    model = zoo.build(dict(arch=arch, vocab_size=V, d_model=16, n_heads=2, n_layers=1, positional="rope",
+                           rope_fraction=0.5, rope_scaling=rope_scaling, **keys, norm_placement=wiring,
+                           max_seq_len=24, dropout=0.1))
+    _train_step(model)
+    if arch == "encoder":
+        return
+    model.eval()
+    prompt = torch.randint(5, V, (2, 5))
+    cached, uncached = (model.generate(prompt, max_new_tokens=6, eos_token_id=[], use_cache=c) for c in (True, False))
+    assert torch.equal(cached, uncached)
 
 
 @pytest.mark.parametrize("arch", ARCHS.names())

@@ -19,13 +19,19 @@ class Activation:
     plain: str = ""  # gated only: the name of the ungated activation (what a non-FFN layer such as a head uses)
 
 
+def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    """GELU's tanh approximation (GPT-2's gelu_new, Gemma's gelu_pytorch_tanh)."""
+    return F.gelu(x, approximate="tanh")
+
+
 ACTIVATIONS: Registry = Registry("activation")
 ACTIVATIONS.register("relu", Activation(F.relu, gated=False))
 ACTIVATIONS.register("gelu", Activation(F.gelu, gated=False))
-ACTIVATIONS.register("gelu_tanh", Activation(lambda x: F.gelu(x, approximate="tanh"), gated=False))
+ACTIVATIONS.register("gelu_tanh", Activation(_gelu_tanh, gated=False))
 ACTIVATIONS.register("silu", Activation(F.silu, gated=False))
 ACTIVATIONS.register("swiglu", Activation(F.silu, gated=True, plain="silu"))
 ACTIVATIONS.register("geglu", Activation(F.gelu, gated=True, plain="gelu"))
+ACTIVATIONS.register("geglu_tanh", Activation(_gelu_tanh, gated=True, plain="gelu_tanh"))  # Gemma
 
 
 def plain_activation(name: str) -> Activation:

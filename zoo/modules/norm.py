@@ -24,8 +24,24 @@ class RMSNorm(nn.Module):
         return self.weight * h.to(x.dtype)
 
 
+class OnePlusRMSNorm(nn.Module):
+    """x / rms(x) * (1 + weight) with the weight starting at zero (Gemma): the gain is 1 at init, weight
+    decay pulls it towards 1 rather than 0. Unlike RMSNorm the gain is applied in float32, then cast back."""
+
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (h * (1.0 + self.weight.float())).to(x.dtype)
+
+
 NORMS.register("layernorm", lambda dim, eps, bias: nn.LayerNorm(dim, eps=eps, bias=bias))
 NORMS.register("rmsnorm", lambda dim, eps, bias: RMSNorm(dim, eps=eps))
+NORMS.register("rmsnorm_1p", lambda dim, eps, bias: OnePlusRMSNorm(dim, eps=eps))
 NORMS.register("none", lambda dim, eps, bias: nn.Identity())
 
 

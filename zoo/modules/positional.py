@@ -13,6 +13,7 @@ import math
 import torch
 from torch import nn
 
+from zoo.modules.rope_scaling import ROPE_SCALINGS
 from zoo.registry import Registry
 
 POSITIONALS: Registry = Registry("positional")
@@ -28,7 +29,7 @@ class PositionTerms:
     """What attention needs from the positional scheme for one forward pass."""
 
     def __init__(self, cos=None, sin=None, layout: str = "half", bias: torch.Tensor | None = None) -> None:
-        self.cos, self.sin, self.layout = cos, sin, layout  # (B, 1, T, D/2)
+        self.cos, self.sin, self.layout = cos, sin, layout  # (B, 1, T, R/2): R rotated features of each head
         self.bias = bias  # (1 | B, H, Tq, Tk) additive score bias or None
 
     @property
@@ -36,9 +37,13 @@ class PositionTerms:
         return self.cos is not None
 
     def rotate(self, x: torch.Tensor) -> torch.Tensor:
-        """Rotate feature pairs of q or k (B, H, T, D) by their position's angles."""
+        """Rotate feature pairs of the first R features of q or k (B, H, T, D) by their position's angles;
+        features R.. pass unchanged (partial rotary, GPT-NeoX)."""
         cos, sin = self.cos.to(x.dtype), self.sin.to(x.dtype)
-        if self.layout == "half":  # pairs (i, i + D/2)
+        rotated = 2 * cos.shape[-1]
+        if rotated < x.shape[-1]:
+            return torch.cat([self.rotate(x[..., :rotated]), x[..., rotated:]], dim=-1)
+        if self.layout == "half":  # pairs (i, i + R/2)
             x1, x2 = x.chunk(2, dim=-1)
             return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
         x1, x2 = x[..., 0::2], x[..., 1::2]  # pairs (2i, 2i+1)
@@ -123,7 +128,8 @@ class Sinusoidal(Positional):
 
 @POSITIONALS.register("learned")
 class Learned(Positional):
-    """A trained table of max_seq_len vectors (GPT-2, BERT); `pos_offset` shifts the index (BART)."""
+    """A trained table of max_seq_len vectors (GPT-2, BERT); `pos_offset` shifts the index (BART 2; RoBERTa
+    pad_id + 1, the rows it reads at real tokens)."""
 
     adds_to_embeddings = True
 
@@ -153,28 +159,51 @@ class Learned(Positional):
         return self.table.weight.detach()[self.offset: self.offset + min(n, self.max_positions)], "dimension"
 
 
+def rotary_dims(cfg) -> int:
+    """R, the features of each head that rotate: int(head size * rope_fraction), as transformers counts."""
+    return int(cfg.head_size * cfg.rope_fraction)
+
+
 @POSITIONALS.register("rope")
 class Rotary(Positional):
-    """Rotary embeddings: q and k rotated by position, so q.k depends only on the offset."""
+    """Rotary embeddings: q and k rotated by position, so q.k depends only on the offset. Only the first
+    `rope_fraction` of each head's features rotate (GPT-NeoX 0.25, Phi-2 0.4); `rope_scaling` stretches the
+    frequencies for a longer context (zoo/modules/rope_scaling.py)."""
 
     rotates = True
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
-        self.head_dim, self.base, self.layout = cfg.head_size, cfg.rope_base, cfg.rope_layout
+        self.head_dim, self.rotary_dim = cfg.head_size, rotary_dims(cfg)
+        self.base, self.layout = cfg.rope_base, cfg.rope_layout
+        self.scaling = ROPE_SCALINGS.get(cfg.rope_scaling)(cfg)
 
     @classmethod
     def check_config(cls, cfg) -> None:
-        if cfg.head_size % 2:
-            raise ValueError(f"model.positional='rope' needs an even head size, got {cfg.head_size} (model.head_dim or d_model // n_heads).")
+        rotated = rotary_dims(cfg)
+        if rotated < 2 or rotated % 2:
+            raise ValueError(
+                f"model.positional='rope' rotates int(head size * model.rope_fraction) = int({cfg.head_size} * "
+                f"{cfg.rope_fraction}) = {rotated} features per head; that must be even and >= 2 (head size: "
+                f"model.head_dim or d_model // n_heads).")
+        ROPE_SCALINGS.get(cfg.rope_scaling).check_config(cfg)
+
+    def inv_freq(self, device=None) -> torch.Tensor:
+        """(R/2,) angle per position of each rotated pair: 1 / base^(2i/R), then the scaling (float32)."""
+        exponents = torch.arange(0, self.rotary_dim, 2, device=device, dtype=torch.float32) / self.rotary_dim
+        return self.scaling.inv_freq(1.0 / self.base**exponents)
 
     def terms(self, position_ids: torch.Tensor, q_start: int, k_len: int, *, causal: bool) -> PositionTerms:
-        angles = sinusoid_angles(position_ids, self.head_dim, self.base)[:, None]  # (B, 1, T, D/2)
-        return PositionTerms(angles.cos(), angles.sin(), self.layout)
+        angles = position_ids.to(torch.float32)[:, None, :, None] * self.inv_freq(position_ids.device)  # (B, 1, T, R/2)
+        cos, sin = angles.cos(), angles.sin()
+        factor = self.scaling.attention_factor
+        if factor != 1.0:
+            cos, sin = cos * factor, sin * factor
+        return PositionTerms(cos, sin, self.layout)
 
     def pattern(self, n: int) -> tuple[torch.Tensor, str]:
         terms = self.terms(torch.arange(n)[None], 0, n, causal=False)
-        return terms.cos[0, 0], "rotation pair (cos of angle)"  # (n, head_dim / 2)
+        return terms.cos[0, 0], "rotation pair (cos of angle)"  # (n, R / 2)
 
     def similarity(self, positions: torch.Tensor) -> torch.Tensor:
         """rotate(q, 0) . rotate(k, k) with q = k = ones: RoFormer's long-range decay."""

@@ -1,0 +1,109 @@
+"""RoPE frequency scalings (zoo/modules/rope_scaling.py) against transformers' ROPE_INIT_FUNCTIONS, built
+from a LlamaConfig with the matching `rope_parameters` (no download), and their config checks."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from transformers import LlamaConfig
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+import zoo
+from zoo.config import ModelConfig
+from zoo.modules.positional import Rotary
+from zoo.modules.rope_scaling import ROPE_SCALINGS
+
+HEAD, HEADS, THETA, ORIGINAL = 32, 2, 10000.0, 64
+
+# zoo keys -> transformers rope_parameters, per scaling
+CASES = {
+    "linear": (dict(rope_factor=4.0), dict(factor=4.0)),
+    "llama3": (dict(rope_factor=8.0, rope_low_freq_factor=1.0, rope_high_freq_factor=4.0, rope_original_max_len=ORIGINAL),
+               dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=ORIGINAL)),
+    "yarn": (dict(rope_factor=4.0, rope_original_max_len=ORIGINAL), dict(factor=4.0, original_max_position_embeddings=ORIGINAL)),
+}
+
+
+def zoo_rotary(scaling: str, fraction: float, **keys) -> Rotary:
+    cfg = ModelConfig(d_model=HEAD * HEADS, n_heads=HEADS, positional="rope", rope_base=THETA, max_seq_len=4 * ORIGINAL,
+                      rope_fraction=fraction, rope_scaling=scaling, **keys)
+    zoo.models.check_config(cfg)
+    return Rotary(cfg)
+
+
+def hf_frequencies(rope_type: str, fraction: float, **params) -> tuple[torch.Tensor, float]:
+    hf = LlamaConfig(hidden_size=HEAD * HEADS, num_attention_heads=HEADS, max_position_embeddings=4 * ORIGINAL,
+                     rope_parameters=dict(rope_type=rope_type, rope_theta=THETA, partial_rotary_factor=fraction, **params))
+    return ROPE_INIT_FUNCTIONS[rope_type](hf, "cpu")
+
+
+@pytest.mark.parametrize("fraction", [1.0, 0.5])
+@pytest.mark.parametrize("scaling", sorted(CASES))
+def test_inverse_frequencies_match_transformers(scaling, fraction):
+    zoo_keys, hf_params = CASES[scaling]
+    rope = zoo_rotary(scaling, fraction, **zoo_keys)
+    expected, attention_factor = hf_frequencies(scaling, fraction, **hf_params)
+    got = rope.inv_freq()
+    assert got.shape == expected.shape == (int(HEAD * fraction) // 2,)
+    assert torch.allclose(got, expected, rtol=1e-6, atol=0)
+    assert rope.scaling.attention_factor == pytest.approx(attention_factor, rel=1e-12)
+
+
+def test_scalings_change_what_they_should():
+    """The cases above are not vacuous: llama3 keeps short wavelengths, divides long ones by the factor and
+    blends at least one in between; linear divides all; yarn sharpens attention (factor > 1)."""
+    plain = zoo_rotary("none", 1.0).inv_freq()
+    llama3 = zoo_rotary("llama3", 1.0, **CASES["llama3"][0]).inv_freq()
+    ratio = plain / llama3
+    kept, divided = torch.isclose(ratio, torch.tensor(1.0)), torch.isclose(ratio, torch.tensor(8.0))
+    assert kept.any() and divided.any() and (~kept & ~divided).any()
+    wavelen = 2 * math.pi / plain
+    assert torch.equal(kept, wavelen < ORIGINAL / 4) and torch.equal(divided, wavelen > ORIGINAL / 1)
+    assert torch.allclose(zoo_rotary("linear", 1.0, rope_factor=4.0).inv_freq(), plain / 4)
+    assert zoo_rotary("yarn", 1.0, **CASES["yarn"][0]).scaling.attention_factor == pytest.approx(0.1 * math.log(4) + 1)
+
+
+def test_yarn_attention_factor_scales_cos_and_sin():
+    rope = zoo_rotary("yarn", 1.0, **CASES["yarn"][0])
+    terms = rope.terms(torch.arange(6)[None], 0, 6, causal=False)
+    angles = torch.arange(6.0)[:, None] * rope.inv_freq()
+    factor = 0.1 * math.log(4) + 1
+    assert torch.allclose(terms.cos[0, 0], angles.cos() * factor) and torch.allclose(terms.sin[0, 0], angles.sin() * factor)
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (dict(rope_scaling="ntk"), r"model.rope_scaling: Unknown rope_scaling 'ntk'.*Allowed: linear, llama3, none, yarn"),
+    (dict(rope_factor=8.0), r"model.rope_factor=8.0 has no effect with model.rope_scaling='none'"),
+    (dict(rope_scaling="linear", rope_original_max_len=64), r"model.rope_original_max_len=64 has no effect"),
+    (dict(rope_scaling="linear", rope_factor=0.5), r"model.rope_factor .* must be >= 1"),
+    (dict(rope_scaling="llama3", rope_factor=8.0), r"needs model.rope_original_max_len"),
+    (dict(rope_scaling="llama3", rope_factor=8.0, rope_original_max_len=64, rope_high_freq_factor=1.0),
+     r"model.rope_high_freq_factor=1.0 must be > model.rope_low_freq_factor=1.0"),
+    (dict(rope_fraction=0.1), r"= int\(16 \* 0.1\) = 1 features per head; that must be even and >= 2"),
+])
+def test_rope_keys_are_checked_when_the_model_is_built(overrides, message):
+    cfg = ModelConfig(d_model=32, n_heads=2, positional="rope", **overrides)
+    with pytest.raises(ValueError, match=message):
+        zoo.models.check_config(cfg)
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (dict(rope_fraction=1.5), r"model.rope_fraction is the share .* in \(0, 1\]; got 1.5"),
+    (dict(rope_fraction=0.0), r"model.rope_fraction must be a finite number > 0, got 0.0"),
+    (dict(rope_factor="8"), r"model.rope_factor must be a finite number > 0, got '8'"),
+    (dict(rope_low_freq_factor=float("nan")), r"model.rope_low_freq_factor must be a finite number > 0"),
+    (dict(rope_original_max_len=0), r"model.rope_original_max_len must be a positive integer \(or null\), got 0"),
+    (dict(rope_original_max_len=True), r"model.rope_original_max_len must be a positive integer"),
+    (dict(rope_scaling=None), r"model.rope_scaling must be a name \(a string\), got None"),
+])
+def test_rope_key_types_are_checked_by_the_config(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        ModelConfig(positional="rope", **overrides)
+
+
+def test_registry_lists_every_entry_with_its_keys():
+    assert ROPE_SCALINGS.names() == ["linear", "llama3", "none", "yarn"]
+    assert all(set(ROPE_SCALINGS.get(n).keys) <= {"rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
+                                                   "rope_original_max_len"} for n in ROPE_SCALINGS.names())

@@ -1,0 +1,122 @@
+"""RoPE frequency scalings, chosen by `rope_scaling` through ROPE_SCALINGS: how a model pretrained at one
+context length (`rope_original_max_len`) stretches its rotary frequencies to reach a longer one.
+
+An entry maps the plain inverse frequencies base^(-2i/R) of the R rotated features, shape (R/2,), to the
+scaled ones (`inv_freq`), says by how much cos and sin are multiplied (`attention_factor`: YaRN sharpens
+attention), names the config keys it reads (`keys`) and checks them (`check_config`). Formulas follow
+transformers' `modeling_rope_utils` (tested against `ROPE_INIT_FUNCTIONS`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+
+import torch
+
+from zoo.registry import Registry
+
+ROPE_SCALINGS: Registry = Registry("rope_scaling", key="model.rope_scaling")
+
+SCALING_KEYS = ("rope_factor", "rope_low_freq_factor", "rope_high_freq_factor", "rope_original_max_len")
+
+
+class RopeScaling:
+    """No scaling: the frequencies the model was trained with."""
+
+    keys: tuple[str, ...] = ()  # the SCALING_KEYS this entry reads
+    attention_factor: float = 1.0  # multiplies cos and sin (so q.k by its square)
+
+    def __init__(self, cfg) -> None:
+        self.factor = cfg.rope_factor
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        """A scaling key set away from its default but not read by this entry is a mistake: say so."""
+        defaults = {f.name: f.default for f in fields(cfg)}
+        for key in SCALING_KEYS:
+            if key not in cls.keys and getattr(cfg, key) != defaults[key]:
+                reads = ", ".join(f"model.{k}" for k in cls.keys) or "no scaling key"
+                raise ValueError(f"model.{key}={getattr(cfg, key)!r} has no effect with model.rope_scaling="
+                                 f"{cfg.rope_scaling!r} (it reads {reads}); remove it or pick a scaling that uses it.")
+        if "rope_factor" in cls.keys and cfg.rope_factor < 1:
+            raise ValueError(f"model.rope_factor is how far the context is stretched and must be >= 1, "
+                             f"got {cfg.rope_factor!r}.")
+        if "rope_original_max_len" in cls.keys and cfg.rope_original_max_len is None:
+            raise ValueError(f"model.rope_scaling={cfg.rope_scaling!r} needs model.rope_original_max_len, the "
+                             f"context length the model was pretrained at (Llama 3.1: 8192).")
+
+    def inv_freq(self, inv_freq: torch.Tensor) -> torch.Tensor:
+        """(R/2,) plain inverse frequencies -> the ones to rotate by."""
+        return inv_freq
+
+
+ROPE_SCALINGS.register("none", RopeScaling)
+
+
+@ROPE_SCALINGS.register("linear")
+class LinearScaling(RopeScaling):
+    """Position interpolation (Chen et al. 2023): every frequency divided by `rope_factor`, i.e. positions
+    squeezed into the trained range."""
+
+    keys = ("rope_factor",)
+
+    def inv_freq(self, inv_freq: torch.Tensor) -> torch.Tensor:
+        return inv_freq / self.factor
+
+
+@ROPE_SCALINGS.register("llama3")
+class Llama3Scaling(RopeScaling):
+    """Llama 3.1: wavelengths shorter than original/high_freq_factor are kept, longer than
+    original/low_freq_factor divided by `rope_factor`, and those between blended smoothly."""
+
+    keys = SCALING_KEYS
+
+    def __init__(self, cfg) -> None:
+        super().__init__(cfg)
+        self.low, self.high = cfg.rope_low_freq_factor, cfg.rope_high_freq_factor
+        self.original = cfg.rope_original_max_len
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        super().check_config(cfg)
+        if cfg.rope_high_freq_factor <= cfg.rope_low_freq_factor:
+            raise ValueError(f"model.rope_high_freq_factor={cfg.rope_high_freq_factor} must be > "
+                             f"model.rope_low_freq_factor={cfg.rope_low_freq_factor} (Llama 3.1: 4 and 1).")
+
+    def inv_freq(self, inv_freq: torch.Tensor) -> torch.Tensor:
+        wavelen = 2 * math.pi / inv_freq
+        low_freq_wavelen, high_freq_wavelen = self.original / self.low, self.original / self.high
+        scaled = torch.where(wavelen > low_freq_wavelen, inv_freq / self.factor, inv_freq)
+        smooth = (self.original / wavelen - self.low) / (self.high - self.low)  # 0 at low_freq_wavelen, 1 at high
+        smoothed = (1 - smooth) * scaled / self.factor + smooth * scaled
+        medium = (wavelen >= high_freq_wavelen) & (wavelen <= low_freq_wavelen)
+        return torch.where(medium, smoothed, scaled)
+
+
+@ROPE_SCALINGS.register("yarn")
+class YarnScaling(RopeScaling):
+    """YaRN (Peng et al. 2023): pairs turning fewer than beta_slow = 1 times over the original context are
+    interpolated (divided by `rope_factor`), more than beta_fast = 32 times kept, a linear ramp between;
+    cos and sin are multiplied by 0.1 ln(factor) + 1."""
+
+    keys = ("rope_factor", "rope_original_max_len")
+    beta_fast, beta_slow = 32.0, 1.0  # transformers' defaults; not config keys
+
+    def __init__(self, cfg) -> None:
+        super().__init__(cfg)
+        self.original, self.base = cfg.rope_original_max_len, cfg.rope_base
+        self.attention_factor = 0.1 * math.log(self.factor) + 1.0 if self.factor > 1 else 1.0
+
+    def _pair_index(self, rotations: float, dim: int) -> float:
+        """The (fractional) feature index whose pair turns `rotations` times over the original context."""
+        return dim * math.log(self.original / (rotations * 2 * math.pi)) / (2 * math.log(self.base))
+
+    def inv_freq(self, inv_freq: torch.Tensor) -> torch.Tensor:
+        dim = 2 * inv_freq.numel()
+        low = max(math.floor(self._pair_index(self.beta_fast, dim)), 0)
+        high = min(math.ceil(self._pair_index(self.beta_slow, dim)), dim - 1)
+        if low == high:
+            high += 0.001  # transformers' guard against a zero-width ramp
+        ramp = ((torch.arange(dim // 2, dtype=torch.float32, device=inv_freq.device) - low) / (high - low)).clamp(0, 1)
+        keep = 1 - ramp  # 1: extrapolate (keep the frequency), 0: interpolate (divide by factor)
+        return inv_freq / self.factor * (1 - keep) + inv_freq * keep
