@@ -35,6 +35,8 @@ class ModelConfig:
     attn_scale: float | None = None  # score multiplier; default 1/sqrt(head size) (T5: 1.0)
     attn_softcap: float | None = None  # scores -> c * tanh(scores / c) before the mask (Gemma 2)
     final_softcap: float | None = None  # logits -> c * tanh(logits / c) (Gemma 2)
+    sliding_window: int | None = None  # local layers: causal, self + W-1 keys before; bidirectional, |i-j| <= W
+    global_every: int = 0  # with sliding_window: every k-th layer (k, 2k, ...) attends globally; 0 = none does
     ffn: str = "mlp"  # mlp | none
     ffn_ratio: float = 4.0  # d_ff = ffn_ratio * d_model unless d_ff is given
     d_ff: int | None = None
@@ -84,6 +86,13 @@ class ModelConfig:
     @property
     def head_size(self) -> int:
         return self.d_model // self.n_heads if self.head_dim is None else self.head_dim
+
+    def layer_is_local(self, index: int) -> bool:
+        """Whether layer `index` (0-based, within its stack) uses the sliding window (Mistral: all; Gemma 2,
+        global_every=2: layers 0, 2, 4, ...)."""
+        if self.sliding_window is None:
+            return False
+        return not (self.global_every and (index + 1) % self.global_every == 0)
 
     @property
     def use_qkv_bias(self) -> bool:
@@ -147,11 +156,14 @@ class ModelConfig:
         for key in positive:
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
                 raise ValueError(f"model.{key} must be a positive integer, got {getattr(self, key)!r}.")
+        if self.sliding_window is not None and (not isinstance(self.sliding_window, int) or self.sliding_window < 1):
+            raise ValueError(f"model.sliding_window must be a positive integer (or null: every layer global), "
+                             f"got {self.sliding_window!r}.")
         if self.head_dim is not None and (not isinstance(self.head_dim, int) or self.head_dim < 1):
             raise ValueError(f"model.head_dim must be a positive integer (or null for d_model // n_heads), "
                              f"got {self.head_dim!r}.")
         for key in ["n_layers", "encoder_layers", "decoder_layers", "type_vocab_size", "num_labels", "pos_offset",
-                    "rel_buckets", "rel_max_distance"]:
+                    "rel_buckets", "rel_max_distance", "global_every"]:
             value = getattr(self, key)
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise ValueError(f"model.{key} must be a non-negative integer, got {value!r}.")

@@ -18,7 +18,7 @@ import zoo
         ("gpt_nano", {"norm_placement": "middle"}, r"model.norm_placement: .*Allowed: parallel, post, pre, sandwich"),
         ("gpt_nano", {"d_model": 30, "n_heads": 4}, r"d_model=30 is not divisible by model.n_heads=4"),
         ("gpt_nano", {"n_heads": 4, "n_kv_heads": 3}, r"n_heads=4 is not divisible by model.n_kv_heads=3"),
-        ("gpt_nano", {"d_model": 24, "n_heads": 8, "positional": "rope"}, r"rope.*even head size, got 3"),
+        ("gpt_nano", {"d_model": 24, "n_heads": 8, "positional": "rope"}, r"rope.*= 3 features per head; that must be even"),
         ("gpt_nano", {"dropout": 1.5}, r"model.dropout must be in \[0, 1\)"),
         ("gpt_nano", {"pad_id": 9999}, r"model.pad_id=9999 is outside the vocabulary"),
         ("gpt_nano", {"head": "classifier", "num_labels": 2}, r"needs model.arch='encoder'"),

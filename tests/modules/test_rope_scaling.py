@@ -107,3 +107,13 @@ def test_registry_lists_every_entry_with_its_keys():
     assert ROPE_SCALINGS.names() == ["linear", "llama3", "none", "yarn"]
     assert all(set(ROPE_SCALINGS.get(n).keys) <= {"rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
                                                    "rope_original_max_len"} for n in ROPE_SCALINGS.names())
+
+
+def test_scaling_on_a_scheme_that_does_not_rotate_is_refused():
+    import zoo
+
+    with pytest.raises(ValueError, match="model.rope_scaling='linear' scales rotary frequencies, but "
+                                         "model.positional='learned' does not rotate"):
+        zoo.build("gpt_nano", rope_scaling="linear", rope_factor=2.0)
+    with pytest.raises(ValueError, match="model.rope_scaling: Unknown rope_scaling 'llama4'. Did you mean 'llama3'"):
+        zoo.build("gpt_nano", positional="alibi", rope_scaling="llama4")

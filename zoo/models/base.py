@@ -16,6 +16,7 @@ from zoo.modules.mask import AttentionMask, build_mask
 from zoo.modules.norm import NORMS
 from zoo.modules.positional import POSITIONALS, Positional, PositionTerms
 from zoo.modules.residual import WIRINGS
+from zoo.modules.rope_scaling import ROPE_SCALINGS
 from zoo.registry import Registry, unknown_choice_message
 from zoo.utils import IGNORE_INDEX
 
@@ -25,7 +26,7 @@ ARCHS: Registry = Registry("arch")
 def named_choices() -> dict[str, Registry]:
     """Config key -> the registry its name is resolved in."""
     return {"arch": ARCHS, "activation": ACTIVATIONS, "head_activation": ACTIVATIONS, "norm": NORMS,
-            "norm_placement": WIRINGS, "positional": POSITIONALS}
+            "norm_placement": WIRINGS, "positional": POSITIONALS, "rope_scaling": ROPE_SCALINGS}
 
 
 def check_config(cfg: ModelConfig) -> None:
@@ -181,7 +182,7 @@ class ZooModel(nn.Module):
         terms = embed.positional.terms(pos, start, start + t, causal=causal)
         mask = build_mask(
             self.padding_mask(attention_mask), causal=causal, q_len=t, k_len=start + t,
-            bias=terms.bias if terms is not None else None,
+            bias=terms.bias if terms is not None else None, window=self.config.sliding_window,
         )
         return x, mask, terms
 

@@ -67,6 +67,7 @@ class Stack(nn.Module):
     def __init__(self, cfg, n_layers: int, *, cross: bool = False) -> None:
         super().__init__()
         self.layers = nn.ModuleList(Block(cfg, cross=cross) for _ in range(n_layers))
+        self.local = [cfg.layer_is_local(i) for i in range(n_layers)]  # sliding-window self-attention
         self.final_norm = make_norm(cfg) if uses_final_norm(cfg) else nn.Identity()
 
     def forward(
@@ -83,7 +84,7 @@ class Stack(nn.Module):
         self_weights, cross_weights = [], []
         for i, layer in enumerate(self.layers):
             x, sw, cw = layer(
-                x, mask, positions, memory=memory, memory_mask=memory_mask,
+                x, mask.for_layer(self.local[i]), positions, memory=memory, memory_mask=memory_mask,
                 cache=cache.layers[i] if cache is not None else None, need_weights=need_weights,
             )
             self_weights.append(sw)

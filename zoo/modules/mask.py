@@ -1,4 +1,5 @@
-"""Attention masks: causal structure, key padding and positional score bias combined once per forward."""
+"""Attention masks: causal structure, key padding, positional score bias and (sliding-window layers) a band of
+nearby keys, combined once per forward and shared by the layers that use them."""
 
 from __future__ import annotations
 
@@ -14,6 +15,11 @@ class AttentionMask:
     mask: torch.Tensor | None = None  # bool (B|1, 1, Tq, Tk), True = may attend; or float additive bias
     is_causal: bool = False  # plain causal square mask: lets SDPA pick its fastest kernel
     valid_rows: torch.Tensor | None = None  # (B|1, 1, Tq|1, 1): rows with at least one visible key
+    local: AttentionMask | None = None  # the same mask limited to a window of nearby keys (sliding layers)
+
+    def for_layer(self, is_local: bool) -> AttentionMask:
+        """What one layer attends with: the windowed variant for a sliding-window layer."""
+        return self.local if is_local and self.local is not None else self
 
     def apply(self, scores: torch.Tensor) -> torch.Tensor:
         """Explicit path: add the bias and put -inf on every masked score (B, H, Tq, Tk)."""
@@ -35,20 +41,47 @@ def build_mask(
     q_len: int,
     k_len: int,
     bias: torch.Tensor | None = None,
+    window: int | None = None,
 ) -> AttentionMask:
     """Combine key padding (B, Tk) (1 = real token), causality (the last q_len of k_len positions) and an
-    additive bias (1, H, Tq, Tk) into one mask. Queries only ever see keys at or before their own index."""
+    additive bias (1, H, Tq, Tk) into one mask. Queries only ever see keys at or before their own index.
+    With `window` W, `.local` also limits each query to nearby keys, as transformers does: causal, query i
+    sees key j iff i - W < j <= i (itself and the W - 1 keys before it, Mistral); bidirectional, iff
+    |i - j| <= W (W keys on either side)."""
+    full = _combine(key_mask, causal=causal, q_len=q_len, k_len=k_len, bias=bias)
+    if window is not None:
+        band = _band(q_len, k_len, window, causal, _device(key_mask, bias))  # (Tq, Tk)
+        full.local = _combine(key_mask, causal=causal, q_len=q_len, k_len=k_len, bias=bias, band=band)
+    return full
+
+
+def _device(key_mask: torch.Tensor | None, bias: torch.Tensor | None):
+    return key_mask.device if key_mask is not None else (bias.device if bias is not None else None)
+
+
+def _band(q_len: int, k_len: int, window: int, causal: bool, device) -> torch.Tensor:
+    """(Tq, Tk) True where key j is within `window` of query i (queries are the last q_len of k_len keys)."""
+    q_idx = torch.arange(k_len - q_len, k_len, device=device)[:, None]
+    distance = q_idx - torch.arange(k_len, device=device)[None, :]  # i - j
+    return distance < window if causal else distance.abs() <= window
+
+
+def _combine(
+    key_mask: torch.Tensor | None, *, causal: bool, q_len: int, k_len: int, bias: torch.Tensor | None,
+    band: torch.Tensor | None = None,
+) -> AttentionMask:
     allowed = None
     if key_mask is not None:
         if key_mask.shape[-1] != k_len:
             raise ValueError(f"attention_mask covers {key_mask.shape[-1]} positions but there are {k_len} keys.")
         allowed = key_mask.bool()[:, None, None, :]  # (B, 1, 1, Tk)
     if causal and q_len > 1:  # one new query after a cache sees every cached key: no causal mask needed
-        if allowed is None and bias is None and q_len == k_len:
+        if allowed is None and bias is None and band is None and q_len == k_len:
             return AttentionMask(is_causal=True)
-        device = key_mask.device if key_mask is not None else (bias.device if bias is not None else None)
-        tri = torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(k_len - q_len)  # (Tq, Tk)
-        allowed = tri if allowed is None else allowed & tri
+        tri = torch.ones(q_len, k_len, dtype=torch.bool, device=_device(key_mask, bias)).tril(k_len - q_len)
+        allowed = tri if allowed is None else allowed & tri  # (Tq, Tk) or (B, 1, Tq, Tk)
+    if band is not None:
+        allowed = band if allowed is None else allowed & band
     valid = allowed.any(-1, keepdim=True) if key_mask is not None else None
     if bias is None:
         return AttentionMask(allowed, valid_rows=valid)
