@@ -12,6 +12,7 @@ from zoo.config import ModelConfig
 from zoo.models import ZooModel, build_model
 from zoo.pretrained.family import FAMILIES, Family, HFTensors
 from zoo.pretrained.io import read_config, read_weights, write_checkpoint
+from zoo.pretrained.roundtrip import check_roundtrip
 from zoo.registry import unknown_choice_message
 
 
@@ -56,7 +57,7 @@ def export_family(model: ZooModel, model_type: str | None = None) -> Family:
     for name in FAMILIES.names():
         family = FAMILIES.get(name)()
         try:
-            family.config_to_hf(model.config)
+            hf_config(family, model.config)
             return family
         except ValueError as err:
             reasons.append(str(err))
@@ -68,8 +69,15 @@ def save_pretrained(model: ZooModel, path: str | Path, *, model_type: str | None
     in the folder stay; weight files of an older checkpoint there go; a save stopped at any point leaves the
     old model or the new one."""
     family = export_family(model, model_type)
-    hf_config = family.config_to_hf(model.config)
+    config = hf_config(family, model.config)
     state = {k: t.detach().float() for k, t in model.state_dict().items()}
     with torch.no_grad():
         tensors = family.state_to_hf(state, model.config)
-    return write_checkpoint(path, hf_config, tensors)
+    return write_checkpoint(path, config, tensors)
+
+
+def hf_config(family: Family, cfg: ModelConfig) -> dict:
+    """The family's config.json for `cfg`, checked to read back as the same model (no knob silently lost)."""
+    out = family.config_to_hf(cfg)
+    check_roundtrip(cfg, family.config_from_hf(out), family.model_type, family.same_model)
+    return out

@@ -39,6 +39,7 @@ def _pair(src: HFTensors, name: str, shape: tuple[int, ...]) -> tuple[torch.Tens
 class Seq2SeqFamily(Family):
     """BART-layout encoder-decoder; subclasses say how embeddings and positions are stored."""
 
+    same_model = frozenset({"head_bias"})  # no head bias is written as a zero final_logits_bias
     prefixes = ("model.",)
 
     def base_config(self, hf: dict[str, Any], **knobs: Any) -> ModelConfig:

@@ -21,6 +21,7 @@ class Family:
     model_type: str = ""
     architecture: str = ""  # the transformers class an export is written for
     prefixes: tuple[str, ...] = ()  # base-model prefix of the task model (absent in bare-model checkpoints)
+    same_model: frozenset[str] = frozenset()  # config keys written in an equivalent form (see roundtrip.py)
 
     def config_from_hf(self, hf: dict[str, Any]) -> ModelConfig:
         raise NotImplementedError

@@ -1,0 +1,39 @@
+"""The guard every Hugging Face export passes: the config.json a family writes must read back as the same
+model. A knob the family cannot express (a new one it does not know of, say) is then one clear error
+instead of a folder that `transformers` and zoo load as a different model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zoo.config import ModelConfig
+from zoo.modules.feedforward import plain_activation
+from zoo.modules.residual import uses_final_norm
+
+# Keys that do not change what the saved weights compute (training-only settings).
+NOT_IN_THE_MODEL = frozenset({"init_std", "dropout", "attn_dropout"})
+
+
+def effective(cfg: ModelConfig) -> dict[str, Any]:
+    """The config with every default resolved (d_ff=None and d_ff=ffn_ratio*d_model build the same model)."""
+    out = cfg.to_dict()
+    out.update(d_ff=cfg.ffn_dim, n_kv_heads=cfg.kv_heads, head_dim=cfg.head_size, qkv_bias=cfg.use_qkv_bias,
+               decoder_start_id=cfg.start_id, final_norm=uses_final_norm(cfg),
+               head_activation=plain_activation(cfg.head_activation or cfg.activation).fn if cfg.head_transform else None,
+               encoder_layers=cfg.n_encoder_layers if cfg.arch == "encoder_decoder" else None,
+               decoder_layers=cfg.n_decoder_layers if cfg.arch == "encoder_decoder" else None)
+    for key in ("ffn_ratio", *NOT_IN_THE_MODEL, *(("n_layers",) if cfg.arch == "encoder_decoder" else ())):
+        out.pop(key)
+    return out
+
+
+def check_roundtrip(cfg: ModelConfig, read_back: ModelConfig, model_type: str,
+                    same_model: frozenset[str] = frozenset()) -> None:
+    """Raise ValueError naming every key whose value the `model_type` config.json would not keep; `same_model`
+    are keys the family writes in an equivalent form (e.g. no head bias saved as a zero bias)."""
+    mine, theirs = effective(cfg), effective(read_back)
+    lost = [f"model.{k}={mine[k]!r} (would load as {theirs[k]!r})" for k in mine
+            if mine[k] != theirs[k] and k not in same_model]
+    if lost:
+        raise ValueError(f"This zoo model cannot be exported as {model_type!r}: its config.json cannot express "
+                         + "; ".join(lost) + ".")
