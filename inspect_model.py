@@ -23,7 +23,7 @@ from rich.console import Console
 import zoo
 import zoo.hydra_schema  # noqa: F401  (registers model/_schema for the presets)
 from zoo.inspection import attention_maps, flops_table, parameter_table, plots, trace
-from zoo.inspection.callback import token_labels
+from zoo.inspection.attention import token_labels
 
 FIRST_WORD_ID = 5  # ids 0-4 are the special tokens <pad> <bos> <eos> <unk> <mask>
 

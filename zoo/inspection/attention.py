@@ -31,6 +31,14 @@ class AttentionMaps:
         return list(self.maps)
 
 
+def token_labels(ids: list[int], tokenizer: Any = None) -> list[str]:
+    """Readable labels for a plot axis: the tokenizer's token strings when it has them, else the ids."""
+    hf = getattr(tokenizer, "hf", tokenizer)
+    if hf is not None and hasattr(hf, "id_to_token"):
+        return [(hf.id_to_token(i) or str(i)).replace("Ġ", "·").replace("Ċ", "\\n") for i in ids]
+    return [str(i) for i in ids]
+
+
 def attention_maps(
     model: nn.Module,
     input_ids: torch.Tensor,

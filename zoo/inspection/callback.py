@@ -11,7 +11,7 @@ import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.loggers import WandbLogger
 
-from zoo.inspection.attention import attention_maps
+from zoo.inspection.attention import attention_maps, token_labels
 from zoo.inspection.plots import save_attention_maps
 from zoo.models.base import ZooModel
 
@@ -28,14 +28,6 @@ def find_zoo_model(pl_module: LightningModule, attr: str = "model") -> ZooModel:
         if isinstance(module, ZooModel):
             return module
     raise ValueError(f"AttentionMapLogger: no zoo model at pl_module.{attr} or anywhere inside {type(pl_module).__name__}.")
-
-
-def token_labels(ids: list[int], tokenizer: Any = None) -> list[str]:
-    """Readable labels for a plot axis: the tokenizer's token strings when it has them, else the ids."""
-    hf = getattr(tokenizer, "hf", tokenizer)
-    if hf is not None and hasattr(hf, "id_to_token"):
-        return [(hf.id_to_token(i) or str(i)).replace("Ġ", "·").replace("Ċ", "\\n") for i in ids]
-    return [str(i) for i in ids]
 
 
 class AttentionMapLogger(Callback):
