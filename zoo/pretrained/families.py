@@ -1,3 +1,4 @@
 """Imports every family module so each registers itself in FAMILIES."""
 
 from zoo.pretrained import bart, bert, gpt2, llama, marian  # noqa: F401
+from zoo.pretrained import gpt_neox, opt  # noqa: F401
