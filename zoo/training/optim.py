@@ -1,4 +1,5 @@
-"""AdamW with weight decay on matrices only, and learning-rate schedules registered by name.
+"""Optimizers and learning-rate schedules, each registered by name: `optim.name` adamw (weight decay on
+matrices only) or muon (Muon for hidden matrices + AdamW for the rest); `scheduler.name` below.
 
 Schedules are multipliers of the peak `optim.lr`, evaluated per optimizer step:
 - `cosine`: linear warmup to 1, then cosine down to `min_lr_ratio` at `max_steps`.
@@ -12,41 +13,72 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 from torch import nn
 
-from zoo.options import TEXT, Options, check_entry, list_of, number, one_of
+from zoo.options import TEXT, Options, check_entry, integer, number
 from zoo.registry import Registry
+from zoo.training.muon import MuonWithAdamW, muon_parameters
 
+OPTIMIZERS: Registry = Registry("optimizer", key="optim.name")
 SCHEDULES: Registry = Registry("scheduler")
-# optim.* keys: what build_optimizer reads, and the values it accepts.
-OPTIM_OPTIONS = Options({
-    "name": one_of("adamw"),
-    "lr": number(0, low_open=True),
-    "weight_decay": number(0),
-    "betas": list_of(number(0, 1, high_open=True), length=2),
-    "eps": number(0, low_open=True),
-})
+Positive = Annotated[float, number(0, low_open=True)]
+NonNegative = Annotated[float, number(0)]
+Beta = Annotated[float, number(0, 1, high_open=True)]
 
 
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+def param_groups(model: nn.Module, weight_decay: float, params: list[nn.Parameter] | None = None) -> list[dict[str, Any]]:
     """Decay only tensors with >= 2 dims (matrices, embeddings); biases and norm gains are not decayed.
-    Tied tensors appear once (named_parameters removes duplicates)."""
-    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    Tied tensors appear once (parameters() removes duplicates). `params` limits the groups to a subset."""
+    chosen = [p for p in (params if params is not None else model.parameters()) if p.requires_grad]
+    decay = [p for p in chosen if p.dim() >= 2]
+    no_decay = [p for p in chosen if p.dim() < 2]
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
+@OPTIMIZERS.register("adamw")
+def adamw(model: nn.Module, *, lr: Positive, weight_decay: NonNegative = 0.0, betas: tuple[Beta, Beta] = (0.9, 0.999),
+          eps: Positive = 1e-8) -> torch.optim.Optimizer:
+    """AdamW over `param_groups` (decay on matrices only)."""
+    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=tuple(betas), eps=eps)
+
+
+@OPTIMIZERS.register("muon")
+def muon(model: nn.Module, *, lr: Positive, weight_decay: NonNegative = 0.0, momentum: Beta = 0.95,
+         ns_steps: Annotated[int, integer(1)] = 5, betas: tuple[Beta, Beta] = (0.9, 0.95),
+         eps: Positive = 1e-8) -> torch.optim.Optimizer:
+    """Muon (momentum orthogonalised by Newton-Schulz, torch.optim.Muon) for the hidden weight matrices, AdamW
+    for the rest (embeddings, the output head, norms, biases). Muon's step is rescaled to AdamW's RMS
+    (`adjust_lr_fn="match_rms_adamw"`), so one optim.lr serves both."""
+    hidden = muon_parameters(model)
+    chosen = {id(p) for p in hidden}
+    rest = [p for p in model.parameters() if p.requires_grad and id(p) not in chosen]
+    inner_muon = torch.optim.Muon(hidden, lr=lr, weight_decay=weight_decay, momentum=momentum, ns_steps=ns_steps,
+                                  adjust_lr_fn="match_rms_adamw")
+    inner_adamw = torch.optim.AdamW(param_groups(model, weight_decay, rest), lr=lr, betas=tuple(betas), eps=eps)
+    return MuonWithAdamW(inner_muon, inner_adamw)
+
+
+def optimizer_options(name: str) -> Options:
+    """optim.* keys of optimizer `name`: its builder's keyword parameters plus `name`."""
+    return Options.of(OPTIMIZERS.get(name), skip=("model",)).extended({"name": TEXT})
+
+
+def check_optim(cfg: Mapping[str, Any]) -> None:
+    """optim.name and the keys and values that optimizer takes (ValueError naming key and value)."""
+    name = cfg.get("name", "adamw")
+    if name not in OPTIMIZERS:
+        OPTIMIZERS.get(name)  # raises with the known names
+    check_entry("optim", name, cfg, optimizer_options, OPTIMIZERS.names())
+
+
 def build_optimizer(model: nn.Module, cfg: Mapping[str, Any]) -> torch.optim.Optimizer:
-    """`optim: {name: adamw, lr, weight_decay, betas, eps}` -> AdamW over `param_groups`."""
-    OPTIM_OPTIONS.check("optim", cfg)
-    lr = float(cfg["lr"])
-    betas = tuple(float(b) for b in cfg.get("betas", (0.9, 0.999)))
-    return torch.optim.AdamW(
-        param_groups(model, float(cfg.get("weight_decay", 0.0))), lr=lr, betas=betas, eps=float(cfg.get("eps", 1e-8))
-    )
+    """`optim: {name: adamw | muon, lr, weight_decay, ...}` -> the optimizer, after check_optim."""
+    check_optim(cfg)
+    options = {k: (tuple(v) if isinstance(v, list) else v) for k, v in cfg.items() if k != "name"}
+    return OPTIMIZERS.get(cfg.get("name", "adamw"))(model, **options)
 
 
 class Warmup:
