@@ -35,6 +35,7 @@ class ModelConfig:
     attn_scale: float | None = None  # score multiplier; default 1/sqrt(head size) (T5: 1.0)
     attn_softcap: float | None = None  # scores -> c * tanh(scores / c) before the mask (Gemma 2)
     final_softcap: float | None = None  # logits -> c * tanh(logits / c) (Gemma 2)
+    head_scale: float | None = None  # LM head input multiplier (T5 with a tied head: d_model ** -0.5)
     sliding_window: int | None = None  # local layers: causal, self + W-1 keys before; bidirectional, |i-j| <= W
     global_every: int = 0  # with sliding_window: every k-th layer (k, 2k, ...) attends globally; 0 = none does
     ffn: str = "mlp"  # mlp | none
@@ -172,7 +173,7 @@ class ModelConfig:
             if f.type in ("bool", "bool | None") and value is not None and not isinstance(value, bool):
                 raise ValueError(f"model.{f.name} must be true or false, got {value!r}.")
         for key in ["ffn_ratio", "norm_eps", "rope_base", "init_std", "dropout", "attn_dropout", "attn_scale",
-                    "attn_softcap", "final_softcap"]:
+                    "attn_softcap", "final_softcap", "head_scale"]:
             value = getattr(self, key)
             if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
                                       or not math.isfinite(value)):
@@ -180,7 +181,7 @@ class ModelConfig:
         if self.rope_base <= 0:
             raise ValueError(f"model.rope_base must be > 0 (10000 in most models), got {self.rope_base!r}.")
         self._validate_rope_keys()
-        for key in ["attn_scale", "attn_softcap", "final_softcap"]:
+        for key in ["attn_scale", "attn_softcap", "final_softcap", "head_scale"]:
             value = getattr(self, key)
             if value is not None and value <= 0:
                 raise ValueError(f"model.{key} must be > 0 (or null for the default), got {value!r}.")

@@ -1,6 +1,7 @@
 """Parameter counts against a closed form written out here, independently of the modules."""
 
 import pytest
+import torch
 
 import zoo
 from zoo.config import ModelConfig
@@ -10,40 +11,58 @@ def _linear(n_in: int, n_out: int, bias: bool) -> int:
     return n_in * n_out + (n_out if bias else 0)
 
 
-def _norm(c: ModelConfig) -> int:
-    return {"layernorm": c.d_model * (2 if c.bias else 1), "rmsnorm": c.d_model, "none": 0}[c.norm]
+def _norm(c: ModelConfig, dim: int | None = None) -> int:
+    dim = dim or c.d_model
+    return {"layernorm": dim * (2 if c.bias else 1), "rmsnorm": dim, "rmsnorm_1p": dim, "none": 0}[c.norm]
+
+
+GATED = ("swiglu", "geglu", "geglu_tanh")  # up projection holds [gate | value]
 
 
 def closed_form(c: ModelConfig) -> int:
     d, v, b = c.d_model, c.vocab_size, c.bias
-    q, kv = d, (d // c.n_heads) * (c.n_kv_heads or c.n_heads)
-    self_attn = _linear(d, q + 2 * kv, b) + _linear(q, d, b) + _norm(c)
-    cross_attn = _linear(d, q, b) + _linear(d, 2 * kv, b) + _linear(q, d, b) + _norm(c)
+    head = c.head_dim or d // c.n_heads
+    q, kv = c.n_heads * head, (c.n_kv_heads or c.n_heads) * head
+    wrap = _norm(c) * (2 if c.norm_placement == "sandwich" else 1)  # the norms around one sub-layer
+    qk = 2 * _norm(c, head) if c.qk_norm else 0
+    self_attn = _linear(d, q + 2 * kv, c.use_qkv_bias) + _linear(q, d, b) + qk + wrap  # Qwen2: q/k/v bias only
+    cross_attn = _linear(d, q, c.use_qkv_bias) + _linear(d, 2 * kv, c.use_qkv_bias) + _linear(q, d, b) + qk + wrap
     hidden = c.d_ff or round(c.ffn_ratio * d)
-    gated = c.activation in ("swiglu", "geglu")
-    ffn = 0 if c.ffn == "none" else _linear(d, hidden * (2 if gated else 1), b) + _linear(hidden, d, b) + _norm(c)
-    final = _norm(c) if (c.final_norm if c.final_norm is not None else c.norm_placement == "pre") else 0
+    gated = c.activation in GATED
+    ffn = 0 if c.ffn == "none" else _linear(d, hidden * (2 if gated else 1), b) + _linear(hidden, d, b) + wrap
+    final = _norm(c) if (c.final_norm if c.final_norm is not None else c.norm_placement != "post") else 0
 
     def side() -> int:  # positions, token types and embedding norm of one input side
         pos = (c.max_seq_len + c.pos_offset) * d if c.positional == "learned" else 0
+        pos += c.rel_buckets * c.n_heads if c.positional == "t5_relative" else 0  # one bias table per stack
         return pos + c.type_vocab_size * d + (_norm(c) if c.embed_norm else 0)
 
     tokens = v * d
-    head = (0 if c.tie_embeddings else v * d) + (v if c.head_bias else 0)
+    out = (0 if c.tie_embeddings else v * d) + (v if c.head_bias else 0)
     if c.head_transform:
-        head += _linear(d, d, b) + _norm(c)
+        out += _linear(d, d, b) + _norm(c)
     if c.arch == "encoder_decoder":
         enc, dec = c.encoder_layers or c.n_layers, c.decoder_layers or c.n_layers
         tokens *= 1 if c.share_embeddings else 2
-        return tokens + 2 * side() + enc * (self_attn + ffn) + dec * (self_attn + cross_attn + ffn) + 2 * final + head
+        return tokens + 2 * side() + enc * (self_attn + ffn) + dec * (self_attn + cross_attn + ffn) + 2 * final + out
     if c.head == "classifier":
-        head = _linear(d, d, True) + _linear(d, c.num_labels, True)
-    return tokens + side() + c.n_layers * (self_attn + ffn) + final + head
+        out = _linear(d, d, True) + _linear(d, c.num_labels, True)
+    return tokens + side() + c.n_layers * (self_attn + ffn) + final + out
 
 
 @pytest.mark.parametrize("name", zoo.list_models())
 def test_every_preset_matches_closed_form(name):
-    model = zoo.build(name, vocab_size=1000)
+    with torch.device("meta"):  # shapes only: a 2B preset costs nothing
+        model = zoo.build(name, vocab_size=1000)
+    assert model.num_parameters() == closed_form(model.config)
+
+
+@pytest.mark.parametrize("knobs", [dict(head_dim=12, qk_norm=True, norm="rmsnorm"), dict(norm_placement="sandwich"),
+                                   dict(activation="geglu_tanh", norm="rmsnorm_1p"), dict(qkv_bias=True, bias=False),
+                                   dict(norm_placement="parallel", final_norm=False)])
+@pytest.mark.parametrize("arch", ["decoder", "encoder", "encoder_decoder"])
+def test_new_knobs_match_closed_form(arch, knobs):
+    model = zoo.build(dict(arch=arch, d_model=32, n_heads=4, n_layers=2, vocab_size=50, **knobs))
     assert model.num_parameters() == closed_form(model.config)
 
 

@@ -15,7 +15,8 @@ class LMHead(nn.Module):
     """(B, T, C) -> logits (B, T, V); softmax of these is the next-token (or masked-token) distribution.
     Optional BERT-style transform (dense, activation, norm) first; its activation is model.head_activation, by
     default the plain form of the FFN's (a SwiGLU FFN gives a SiLU transform); weight tied to the token table if
-    asked; `model.final_softcap` squashes the logits into (-c, c) with c * tanh(logits / c) (Gemma 2)."""
+    asked; `model.head_scale` multiplies the projection's input (T5's tied head: d_model ** -0.5);
+    `model.final_softcap` squashes the logits into (-c, c) with c * tanh(logits / c) (Gemma 2)."""
 
     def __init__(self, cfg, tokens: nn.Embedding) -> None:
         super().__init__()
@@ -27,11 +28,14 @@ class LMHead(nn.Module):
         self.proj = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.head_bias)
         if cfg.tie_embeddings:
             self.proj.weight = tokens.weight
+        self.scale = cfg.head_scale
         self.softcap = cfg.final_softcap
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.transform is not None:
             x = self.transform_norm(self.activation.fn(self.transform(x)))
+        if self.scale is not None:
+            x = x * self.scale
         logits = self.proj(x)  # (B, T, V)
         return logits if self.softcap is None else self.softcap * torch.tanh(logits / self.softcap)
 

@@ -3,3 +3,4 @@
 from zoo.pretrained import bart, bert, gpt2, llama, marian  # noqa: F401
 from zoo.pretrained import gpt_neox, opt  # noqa: F401
 from zoo.pretrained import gemma, gemma2  # noqa: F401
+from zoo.pretrained import t5  # noqa: F401
