@@ -146,4 +146,4 @@ def test_llama3_scaled_export_round_trips_through_transformers(tmp_path):
 def test_partial_rotary_does_not_export_as_llama(tmp_path):
     model = zoo.build("llama_small", vocab_size=64, d_model=32, n_layers=1, n_heads=4, d_ff=24, rope_fraction=0.5)
     with pytest.raises(ValueError, match=r"'llama': model.rope_fraction=0.5 \(needs 1.0\)"):
-        zoo.save_pretrained(model, tmp_path / "x")
+        zoo.save_pretrained(model, tmp_path / "x", model_type="llama")  # chosen by its knobs, it is a phi3
