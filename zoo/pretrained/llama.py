@@ -7,6 +7,7 @@ types they know (`rope_types`, `partial_rotary`) and the per-layer tensor names 
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -37,7 +38,9 @@ class Llama(Family):
 
     # ----- config.json -> ModelConfig -----
     def config_from_hf(self, hf: dict[str, Any]) -> ModelConfig:
-        hf = {**self.hf_defaults, **hf}
+        hf = copy.copy(hf)  # keeps its type: io.HFConfig names the file and key a checkpoint lacks
+        for key, value in self.hf_defaults.items():
+            hf.setdefault(key, value)
         settings, checks = self.from_hf(hf)
         require(hf, self.model_type, checks)
         return ModelConfig(**settings)
