@@ -52,6 +52,7 @@ class ModelConfig:
     residual: bool = True  # False drops the residual connections (minimal attention-only models)
     positional: str = "learned"  # sinusoidal | learned | rope | alibi | t5_relative | none
     pos_offset: int = 0  # learned table index offset (BART uses 2)
+    pos_skip_pads: bool = False  # learned: positions count real tokens only (the mask); pads read row pad_id (RoBERTa)
     sinusoidal_layout: str = "interleaved"  # interleaved (paper: sin, cos, sin, ...) | half (sin..., cos...)
     rope_base: float = 10000.0
     rope_layout: str = "half"  # half (rotate-half, GPT-NeoX/Llama) | interleaved (pairs, RoFormer/GPT-J)

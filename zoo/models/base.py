@@ -140,14 +140,15 @@ class ZooModel(nn.Module):
 
     def position_ids(
         self, embed: Embeddings, ids: torch.Tensor, start: int, position_ids: torch.Tensor | None,
-        name: str = "input_ids",
+        name: str = "input_ids", attention_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Positions start..start+T-1 unless given (left-padded batches pass their own); the scheme checks them."""
-        b, t = ids.shape
+        """The scheme's default positions (start..start+T-1) unless given (left-padded batches pass their own);
+        the scheme checks them."""
+        t = ids.shape[1]
         scheme = embed.positional
         if position_ids is None:
             scheme.check_span(start, t, name)
-            return torch.arange(start, start + t, device=ids.device).expand(b, t)
+            return scheme.default_position_ids(ids, start, attention_mask)
         if position_ids.shape != ids.shape:
             raise ValueError(f"position_ids shape {tuple(position_ids.shape)} != {name} shape {tuple(ids.shape)}.")
         scheme.check_position_ids(position_ids)
@@ -177,7 +178,7 @@ class ZooModel(nn.Module):
             n = self.config.type_vocab_size
             _check_range(token_type_ids, n, lambda lo, hi: f"token_type_ids hold types in [{lo}, {hi}] but "
                                                            f"model.type_vocab_size={n}.")
-        pos = self.position_ids(embed, ids, start, position_ids, name)
+        pos = self.position_ids(embed, ids, start, position_ids, name, attention_mask)
         x = embed(ids, pos, token_type_ids)  # (B, T, C)
         terms = embed.positional.terms(pos, start, start + t, causal=causal)
         mask = build_mask(

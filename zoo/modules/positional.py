@@ -77,6 +77,11 @@ class Positional(nn.Module):
     def check_position_ids(self, position_ids: torch.Tensor) -> None:
         """Explicit position ids (left-padded batches) are within what the scheme covers."""
 
+    def default_position_ids(self, ids: torch.Tensor, start: int, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """Positions of `ids` (B, T) when the caller gives none: start..start+T-1 in every row."""
+        b, t = ids.shape
+        return torch.arange(start, start + t, device=ids.device).expand(b, t)
+
     def add(self, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
         return x
 
@@ -129,7 +134,7 @@ class Sinusoidal(Positional):
 @POSITIONALS.register("learned")
 class Learned(Positional):
     """A trained table of max_seq_len vectors (GPT-2, BERT); `pos_offset` shifts the index (BART 2; RoBERTa
-    pad_id + 1, the rows it reads at real tokens)."""
+    pad_id + 1). With `pos_skip_pads` (RoBERTa) positions count only the real tokens and pads read row pad_id."""
 
     adds_to_embeddings = True
 
@@ -138,6 +143,23 @@ class Learned(Positional):
         self.offset = cfg.pos_offset
         self.max_positions = cfg.max_seq_len
         self.table = nn.Embedding(cfg.max_seq_len + cfg.pos_offset, cfg.d_model)
+        self.skip_pads, self.pad_row = cfg.pos_skip_pads, cfg.pad_id
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        rows = cfg.max_seq_len + cfg.pos_offset
+        if cfg.pos_skip_pads and cfg.pad_id >= rows:
+            raise ValueError(f"model.pos_skip_pads=true gives pads table row model.pad_id={cfg.pad_id}, but the table "
+                             f"has model.max_seq_len + model.pos_offset = {rows} rows.")
+
+    def default_position_ids(self, ids: torch.Tensor, start: int, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """With pos_skip_pads, a token's position is the number of real tokens (attention_mask, past + new) before
+        it, and a pad's is the one that reads row pad_id: RoBERTa's ids for a tokenizer's mask (ids != pad_id)."""
+        if not self.skip_pads or attention_mask is None:
+            return super().default_position_ids(ids, start, attention_mask)
+        real = attention_mask.bool()  # (B, past + T)
+        counted = real.long().cumsum(-1) - 1
+        return counted.masked_fill(~real, self.pad_row - self.offset)[:, start:]  # (B, T)
 
     def check_span(self, start: int, length: int, name: str) -> None:
         if start + length > self.max_positions:

@@ -5,3 +5,4 @@ from zoo.pretrained import mistral, phi3, qwen2, qwen3  # noqa: F401
 from zoo.pretrained import gpt_neox, opt  # noqa: F401
 from zoo.pretrained import gemma, gemma2  # noqa: F401
 from zoo.pretrained import t5  # noqa: F401
+from zoo.pretrained import distilbert, roberta  # noqa: F401
