@@ -1,8 +1,20 @@
 """Imports every family module so each registers itself in FAMILIES."""
 
-from zoo.pretrained import bart, bert, gpt2, llama, marian  # noqa: F401
-from zoo.pretrained import mistral, phi3, qwen2, qwen3  # noqa: F401
-from zoo.pretrained import gpt_neox, opt  # noqa: F401
-from zoo.pretrained import gemma, gemma2  # noqa: F401
-from zoo.pretrained import t5  # noqa: F401
-from zoo.pretrained import distilbert, roberta  # noqa: F401
+from zoo.pretrained import (  # noqa: F401
+    bart,
+    bert,
+    distilbert,
+    gemma,
+    gemma2,
+    gpt2,
+    gpt_neox,
+    llama,
+    marian,
+    mistral,
+    opt,
+    phi3,
+    qwen2,
+    qwen3,
+    roberta,
+    t5,
+)
