@@ -82,20 +82,10 @@ def check_logger(cfg: Mapping[str, Any]) -> None:
     check_entry("logger", cfg.get("name"), cfg, logger_options, LOGGERS)
 
 
-def tokenizer_options(name: str) -> Options:
-    """tokenizer.* keys of tokenizer `name`: its builder's keyword parameters, plus `name`."""
-    from zoo.data.tokenizer import TOKENIZERS
-
-    if name not in TOKENIZERS:
-        raise ValueError("tokenizer.name: " + unknown_choice_message("tokenizer", name, list(TOKENIZERS)))
-    return Options.of(TOKENIZERS[name], skip=("texts",)).extended({"name": TEXT})
-
-
 def check_tokenizer(cfg: Mapping[str, Any]) -> None:
-    """Keys from the tokenizer's keyword parameters (did-you-mean), then its own value checks."""
-    from zoo.data.tokenizer import TOKENIZERS, validate_tokenizer_cfg
+    """The tokenizer's keys (its builder's keyword parameters, did-you-mean) and its own value checks."""
+    from zoo.data.tokenizer import validate_tokenizer_cfg
 
-    check_entry("tokenizer", cfg.get("name"), cfg, tokenizer_options, TOKENIZERS)
     validate_tokenizer_cfg(dict(cfg))
 
 
