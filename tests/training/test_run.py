@@ -37,7 +37,7 @@ def test_lm_learns_checkpoints_and_loads(make_cfg, tmp_path):
     cfg = make_cfg([*TINY_LM, "trainer.max_steps=40", "eval_every=20"])
     result = train(cfg)
     assert result.metrics["val/loss"] < math.log(300) - 1.0  # far below a uniform guess over the vocab
-    assert result.metrics["train/tokens_per_s"] > 0
+    assert "train/tokens_per_s" in result.metrics  # its value: tests/training/test_callbacks.py (fake clock)
     best, last = result.best_checkpoint, result.last_checkpoint
     assert best.name == "best.ckpt" and last.name == "last.ckpt"
     ckpt = torch.load(last, weights_only=True)  # plain data only
