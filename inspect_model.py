@@ -98,10 +98,11 @@ def inspect(cfg: DictConfig, out_dir: Path, console: Console) -> list[Path]:
     (out_dir / "trace.json").write_text(json.dumps(tr.to_rows(), indent=1))
     maps = attention_maps(model, ids_t, tokens=labels, decoder_tokens=dec_labels, **kwargs)
     files = plots.save_attention_maps(maps, out_dir, max_heads=cfg.max_heads)
-    for mask in tr.select("mask"):
+    for mask in [*tr.select("mask"), *tr.select("local_mask")]:  # local: the sliding-window layers' band
         q_labels = dec_labels if mask.stream == "decoder" and dec_labels else labels
-        files.append(plots.plot_mask(mask.tensor[0, 0], out_dir / f"mask_{mask.stream}.png", labels=q_labels,
-                                     title=f"{mask.stream} mask"))
+        kind = "local_mask" if mask.name == "local_mask" else "mask"
+        files.append(plots.plot_mask(mask.tensor[0, 0], out_dir / f"{kind}_{mask.stream}.png", labels=q_labels,
+                                     title=f"{mask.stream} {kind.replace('_', ' ')}"))
     drawn = plots.plot_positional_pattern(mcfg, out_dir / "positional.png", n_positions=cfg.n_positions,
                                           module=model.positions)  # the model's own scheme (trained tables)
     files += [drawn] if drawn is not None else []

@@ -46,3 +46,24 @@ def test_inspect_model_cli_rejects_unknown_key():
         with pytest.raises(ConfigCompositionException, match="Could not override 'txt'") as caught:
             compose("inspect_model", overrides=["model=gpt_nano", "txt=hi"])
     assert "Key 'txt' not in 'InspectConfig'" in str(caught.value.__cause__)
+
+
+def test_inspect_model_draws_the_new_schemes(tmp_path):
+    """Issue 12's schemes in inspect_model: the sliding-window band as its own mask picture (and trace
+    record), T5's relative bias as the positional picture, soft-capped scores in the trace."""
+    from hydra import compose, initialize_config_dir
+    from rich.console import Console
+
+    import inspect_model
+
+    overrides = ["model=gpt_nano", "text=a b c d e f g h", "model.sliding_window=3", "model.global_every=2",
+                 "model.positional=t5_relative", "model.attn_softcap=2.0"]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("inspect_model", overrides=overrides)
+    files = inspect_model.inspect(cfg, tmp_path, Console(width=140, file=open(tmp_path / "out.txt", "w")))
+    names = {p.name for p in files}
+    assert {"mask_decoder.png", "local_mask_decoder.png", "positional.png"} <= names
+    rows = {r["name"]: r for r in json.loads((tmp_path / "trace.json").read_text())}
+    assert rows["local_mask"]["shape"] == [1, 2, 8, 8]  # the relative bias is folded into both masks
+    for name in ("local_mask_decoder.png", "positional.png"):
+        assert_png(tmp_path / name)

@@ -184,6 +184,8 @@ class Tracer:
             if cache is not None:
                 k_len = cache.length + q_len
             self._add("mask", _materialise_mask(mask, q_len, k_len), path, "derived")
+            if mask.local is not None:  # what the sliding-window layers of this stack attend with
+                self._add("local_mask", _materialise_mask(mask.local, q_len, k_len), path, "derived")
             memory, memory_mask = kwargs.get("memory"), kwargs.get("memory_mask")
             if memory is not None and memory_mask is not None:
                 self._add("cross_mask", _materialise_mask(memory_mask, q_len, memory.shape[1]), path, "derived")
