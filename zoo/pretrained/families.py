@@ -1,20 +1,18 @@
 """Imports every family module so each registers itself in FAMILIES."""
 
-from zoo.pretrained import (  # noqa: F401
-    bart,
-    bert,
-    distilbert,
-    gemma,
-    gemma2,
-    gpt2,
-    gpt_neox,
-    llama,
-    marian,
-    mistral,
-    opt,
-    phi3,
-    qwen2,
-    qwen3,
-    roberta,
-    t5,
-)
+import zoo.pretrained.bart  # noqa: F401
+import zoo.pretrained.bert  # noqa: F401
+import zoo.pretrained.distilbert  # noqa: F401
+import zoo.pretrained.gemma  # noqa: F401
+import zoo.pretrained.gemma2  # noqa: F401
+import zoo.pretrained.gpt2  # noqa: F401
+import zoo.pretrained.gpt_neox  # noqa: F401
+import zoo.pretrained.llama  # noqa: F401
+import zoo.pretrained.marian  # noqa: F401
+import zoo.pretrained.mistral  # noqa: F401
+import zoo.pretrained.opt  # noqa: F401
+import zoo.pretrained.phi3  # noqa: F401
+import zoo.pretrained.qwen2  # noqa: F401
+import zoo.pretrained.qwen3  # noqa: F401
+import zoo.pretrained.roberta  # noqa: F401
+import zoo.pretrained.t5  # noqa: F401
