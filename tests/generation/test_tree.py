@@ -33,6 +33,8 @@ TREE2 = {  # two stop tokens: hypotheses end at different steps
 class TreeLM(nn.Module):
     """Next-token distribution looked up from the tokens after BOS; prefixes outside the tree emit EOS."""
 
+    is_encoder_decoder = False
+
     def __init__(self, tree) -> None:
         super().__init__()
         self.config = ModelConfig(arch="decoder", vocab_size=9, d_model=4, n_layers=0, n_heads=1,

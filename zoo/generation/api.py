@@ -56,7 +56,7 @@ def generate(
         raise ValueError(f"generate needs a decoder or encoder_decoder model; model.arch={mcfg.arch!r} cannot generate.")
     cfg = GenerationConfig.from_kwargs(**kwargs)
     cfg.validate(mcfg.vocab_size)
-    name = "input_ids" if mcfg.arch == "decoder" else "input_ids (source)"
+    name = "input_ids (source)" if model.is_encoder_decoder else "input_ids"
     ids, mask = as_batch(input_ids, attention_mask, mcfg.vocab_size, name=name)
     device = next(model.parameters()).device
     ids, mask = ids.to(device), mask.to(device)

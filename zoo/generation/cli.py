@@ -128,9 +128,9 @@ def load_model_and_tokenizer(path: str):
     return load(path)
 
 
-def read_inputs(cfg: GenerateCLIConfig, arch: str) -> list[str]:
+def read_inputs(cfg: GenerateCLIConfig, model) -> list[str]:
     """The texts to continue / translate; checks they match the model's architecture."""
-    want_src = arch == "encoder_decoder"
+    want_src, arch = model.is_encoder_decoder, model.config.arch
     given = next((k for k in ("prompt", "prompts_file", "src", "src_file") if getattr(cfg, k) is not None), None)
     if given is not None and given.startswith("src") != want_src:
         wanted = "src=... or src_file=..." if want_src else "prompt=... or prompts_file=..."
@@ -159,7 +159,7 @@ def run_texts(model, tokenizer, texts: Sequence[str], cfg: GenerateCLIConfig) ->
     """Generate for each text: a list of (output text, score or None) per text."""
     results: list[list[tuple[str, float | None]]] = []
     n = cfg.num_return_sequences
-    decoder = model.config.arch == "decoder"
+    decoder = not model.is_encoder_decoder  # continuations repeat the prompt; translations do not
     options = dataclasses.asdict(cfg.decoding())
     for start in range(0, len(texts), cfg.batch_size):
         chunk = texts[start : start + cfg.batch_size]
@@ -194,8 +194,8 @@ def main(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.st
     cfg = parse_overrides(argv)
     model, tokenizer = load_model_and_tokenizer(cfg.ckpt)
     model = model.to(cfg.device)
-    decoder = model.config.arch == "decoder"
-    texts = read_inputs(cfg, model.config.arch)
+    decoder = not model.is_encoder_decoder
+    texts = read_inputs(cfg, model)
     if texts:
         print_results(texts, run_texts(model, tokenizer, texts, cfg), cfg, decoder, stdout)
     if cfg.interactive:

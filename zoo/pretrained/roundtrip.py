@@ -20,9 +20,8 @@ def effective(cfg: ModelConfig) -> dict[str, Any]:
     out.update(d_ff=cfg.ffn_dim, n_kv_heads=cfg.kv_heads, head_dim=cfg.head_size, qkv_bias=cfg.use_qkv_bias,
                decoder_start_id=cfg.start_id, final_norm=uses_final_norm(cfg),
                head_activation=plain_activation(cfg.head_activation or cfg.activation).fn if cfg.head_transform else None,
-               encoder_layers=cfg.n_encoder_layers if cfg.arch == "encoder_decoder" else None,
-               decoder_layers=cfg.n_decoder_layers if cfg.arch == "encoder_decoder" else None)
-    for key in ("ffn_ratio", *NOT_IN_THE_MODEL, *(("n_layers",) if cfg.arch == "encoder_decoder" else ())):
+               encoder_layers=cfg.n_encoder_layers, decoder_layers=cfg.n_decoder_layers)
+    for key in ("ffn_ratio", "n_layers", *NOT_IN_THE_MODEL):  # n_layers: in the resolved encoder/decoder_layers
         out.pop(key)
     return out
 
