@@ -24,8 +24,10 @@ def closed_form(c: ModelConfig) -> int:
     head = c.head_dim or d // c.n_heads
     q, kv = c.n_heads * head, (c.n_kv_heads or c.n_heads) * head
     wrap = _norm(c) * (2 if c.norm_placement == "sandwich" else 1)  # the norms around one sub-layer
+    shared = c.norm_placement == "parallel_shared"  # one norm per block, counted with self-attention
     qk = 2 * _norm(c, head) if c.qk_norm else 0
     self_attn = _linear(d, q + 2 * kv, c.use_qkv_bias) + _linear(q, d, b) + qk + wrap  # Qwen2: q/k/v bias only
+    wrap = 0 if shared else wrap
     cross_attn = _linear(d, q, c.use_qkv_bias) + _linear(d, 2 * kv, c.use_qkv_bias) + _linear(q, d, b) + qk + wrap
     hidden = c.d_ff or round(c.ffn_ratio * d)
     gated = c.activation in GATED
@@ -59,7 +61,8 @@ def test_every_preset_matches_closed_form(name):
 
 @pytest.mark.parametrize("knobs", [dict(head_dim=12, qk_norm=True, norm="rmsnorm"), dict(norm_placement="sandwich"),
                                    dict(activation="geglu_tanh", norm="rmsnorm_1p"), dict(qkv_bias=True, bias=False),
-                                   dict(norm_placement="parallel", final_norm=False)])
+                                   dict(norm_placement="parallel", final_norm=False),
+                                   dict(norm_placement="parallel_shared")])
 @pytest.mark.parametrize("arch", ["decoder", "encoder", "encoder_decoder"])
 def test_new_knobs_match_closed_form(arch, knobs):
     model = zoo.build(dict(arch=arch, d_model=32, n_heads=4, n_layers=2, vocab_size=50, **knobs))

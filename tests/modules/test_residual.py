@@ -1,5 +1,6 @@
 """Every residual wiring against a hand-written reference layer (plain functional code, same weights):
-pre, post, sandwich (Gemma 2) and parallel (GPT-NeoX), with and without cross-attention."""
+pre, post, sandwich (Gemma 2), parallel (GPT-NeoX) and parallel_shared (GPT-J, Phi-2), with and without
+cross-attention."""
 
 import math
 
@@ -46,6 +47,8 @@ def _reference(block, wiring, x, memory):
     norm = lambda name, h: _ln(getattr(block, f"norm_{name}"), h)  # noqa: E731
     if wiring == "parallel":  # x + sum_i f_i(norm_i(x))
         return x + sum(f(norm(name, x)) for name, f in subs)
+    if wiring == "parallel_shared":  # x + sum_i f_i(norm(x)), one norm
+        return x + sum(f(norm("self", x)) for _, f in subs)
     for name, f in subs:
         if wiring == "pre":  # x + f(norm(x))
             x = x + f(norm(name, x))
@@ -81,6 +84,7 @@ def test_sandwich_and_parallel_norm_names():
     assert names("pre") == names("post") == names("parallel") == {"norm_self", "norm_cross", "norm_ffn"}
     assert names("sandwich") == {"norm_self", "norm_cross", "norm_ffn",
                                  "post_norm_self", "post_norm_cross", "post_norm_ffn"}
+    assert names("parallel_shared") == {"norm_self"}
 
 
 @pytest.mark.parametrize("wiring", WIRINGS.names())

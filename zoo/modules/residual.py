@@ -4,7 +4,8 @@ f (self-attention, cross-attention, FFN) with norms, dropout and the residual ad
 - pre (GPT-2, Llama):      x = x + f(norm(x))
 - post (Vaswani, BERT):    x = norm(x + f(x))
 - sandwich (Gemma 2):      x = x + post_norm(f(norm(x)))
-- parallel (GPT-NeoX, Phi): x = x + f1(norm1(x)) + f2(norm2(x)) + ...   (every sub-layer reads the same x)
+- parallel (GPT-NeoX):      x = x + f1(norm1(x)) + f2(norm2(x)) + ...   (every sub-layer reads the same x)
+- parallel_shared (GPT-J, Phi-2): x = x + f1(norm(x)) + f2(norm(x)) + ...   (one norm for all sub-layers)
 
 A wiring creates the norms it needs on the block (`norm_<sub>`, and `post_norm_<sub>` for sandwich, so
 state-dict and trace names stay stable) and says whether the stack ends in a final norm by default."""
@@ -84,6 +85,19 @@ class ParallelNorm(Wiring):
     def run(self, block: nn.Module, x: torch.Tensor, sublayers: Sequence[SubLayer]) -> torch.Tensor:
         total = sum(block.drop(f(self.norm(block, name)(x))) for name, f in sublayers)
         return residual_add(block, x, total)
+
+
+@WIRINGS.register("parallel_shared")
+class SharedParallelNorm(Wiring):
+    """x + sum_i f_i(norm(x)): parallel sub-layers behind one norm (`norm_self`), as GPT-J and Phi-2 have."""
+
+    def add_norms(self, block: nn.Module, name: str, cfg) -> None:
+        if name == "self":  # the first sub-layer's norm serves them all
+            super().add_norms(block, name, cfg)
+
+    def run(self, block: nn.Module, x: torch.Tensor, sublayers: Sequence[SubLayer]) -> torch.Tensor:
+        h = block.norm_self(x)
+        return residual_add(block, x, sum(block.drop(f(h)) for _, f in sublayers))
 
 
 def uses_final_norm(cfg) -> bool:
