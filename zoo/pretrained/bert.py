@@ -37,6 +37,68 @@ def _linear(src: HFTensors, name: str, out_dim: int, in_dim: int | None = None) 
     return src.take(f"{name}.weight", weight_shape), src.take(f"{name}.bias", (out_dim,))
 
 
+def encoder_from_hf(src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
+    """Embeddings (tokens, positions incl. any offset rows, token types, LayerNorm) and every layer of a
+    BERT-layout encoder (BERT, RoBERTa), q/k/v fused as zoo's [q | k | v] rows."""
+    d, f, v = cfg.d_model, cfg.ffn_dim, cfg.vocab_size
+    out = {
+        "embed.tokens.weight": src.take("embeddings.word_embeddings.weight", (v, d)),
+        "embed.positional.table.weight": src.take(
+            "embeddings.position_embeddings.weight", (cfg.max_seq_len + cfg.pos_offset, d)
+        ),
+        "embed.types.weight": src.take("embeddings.token_type_embeddings.weight", (cfg.type_vocab_size, d)),
+    }
+    out["embed.norm.weight"], out["embed.norm.bias"] = _linear(src, "embeddings.LayerNorm", d)
+    src.discard("embeddings.position_ids")
+    src.discard("embeddings.token_type_ids")
+    dims = {"self_attn.o": (d, d), "ffn.up": (f, d), "ffn.down": (d, f), "norm_self": (d, None), "norm_ffn": (d, None)}
+    for i in range(cfg.n_layers):
+        z, h = f"encoder_stack.layers.{i}", f"encoder.layer.{i}"
+        qkv = [_linear(src, f"{h}.attention.self.{p}", d, d) for p in ("query", "key", "value")]
+        out[f"{z}.self_attn.qkv.weight"] = torch.cat([w for w, _ in qkv])  # rows [q | k | v]
+        out[f"{z}.self_attn.qkv.bias"] = torch.cat([b for _, b in qkv])
+        for zoo_name, hf_name in _LAYER.items():
+            out[f"{z}.{zoo_name}.weight"], out[f"{z}.{zoo_name}.bias"] = _linear(src, f"{h}.{hf_name}", *dims[zoo_name])
+    return out
+
+
+def encoder_to_hf(state: dict[str, torch.Tensor], cfg: ModelConfig, prefix: str) -> dict[str, torch.Tensor]:
+    """Inverse of `encoder_from_hf`, names under `prefix` ("bert.", "roberta.")."""
+    base = f"{prefix}embeddings"
+    out = {
+        f"{base}.word_embeddings.weight": state["embed.tokens.weight"],
+        f"{base}.position_embeddings.weight": state["embed.positional.table.weight"],
+        f"{base}.token_type_embeddings.weight": state["embed.types.weight"],
+        f"{base}.LayerNorm.weight": state["embed.norm.weight"],
+        f"{base}.LayerNorm.bias": state["embed.norm.bias"],
+    }
+    for i in range(cfg.n_layers):
+        z, h = f"encoder_stack.layers.{i}", f"{prefix}encoder.layer.{i}"
+        for part in ("weight", "bias"):
+            for name, chunk in zip(("query", "key", "value"), state[f"{z}.self_attn.qkv.{part}"].chunk(3), strict=True):
+                out[f"{h}.attention.self.{name}.{part}"] = chunk
+            for zoo_name, hf_name in _LAYER.items():
+                out[f"{h}.{hf_name}.{part}"] = state[f"{z}.{zoo_name}.{part}"]
+    return out
+
+
+def mlm_head_from_hf(src: HFTensors, cfg: ModelConfig, out: dict[str, torch.Tensor], dense: str, norm: str,
+                     bias: str, decoder: str) -> None:
+    """The masked-LM head (dense, norm, vocabulary projection + bias, tied or not) into `out`. The forward pass
+    adds `decoder`.bias: an alias of `bias` unless transformers 5 untied them (tie_word_embeddings=false)."""
+    d, v = cfg.d_model, cfg.vocab_size
+    out["head.transform.weight"], out["head.transform.bias"] = _linear(src, dense, d, d)
+    out["head.transform_norm.weight"], out["head.transform_norm.bias"] = _linear(src, norm, d)
+    shared_bias = src.take(bias, (v,))
+    decoder_bias = src.take_optional(f"{decoder}.bias", (v,))
+    out["head.proj.bias"] = shared_bias if decoder_bias is None else decoder_bias
+    if cfg.tie_embeddings:
+        src.discard(f"{decoder}.weight")
+        out["head.proj.weight"] = out["embed.tokens.weight"]
+    else:
+        out["head.proj.weight"] = src.take(f"{decoder}.weight", (v, d))
+
+
 @FAMILIES.register("bert")
 class Bert(Family):
     model_type = "bert"
@@ -94,60 +156,20 @@ class Bert(Family):
     def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
         for key in [k for k in src.tensors if k.endswith((".gamma", ".beta"))]:  # TF-era LayerNorm names
             src.tensors[key.rsplit(".", 1)[0] + (".weight" if key.endswith("gamma") else ".bias")] = src.tensors.pop(key)
-        d, f, v = cfg.d_model, cfg.ffn_dim, cfg.vocab_size
-        out = {
-            "embed.tokens.weight": src.take("embeddings.word_embeddings.weight", (v, d)),
-            "embed.positional.table.weight": src.take("embeddings.position_embeddings.weight", (cfg.max_seq_len, d)),
-            "embed.types.weight": src.take("embeddings.token_type_embeddings.weight", (cfg.type_vocab_size, d)),
-        }
-        out["embed.norm.weight"], out["embed.norm.bias"] = _linear(src, "embeddings.LayerNorm", d)
-        src.discard("embeddings.position_ids")
-        src.discard("embeddings.token_type_ids")
-        dims = {"self_attn.o": (d, d), "ffn.up": (f, d), "ffn.down": (d, f), "norm_self": (d, None), "norm_ffn": (d, None)}
-        for i in range(cfg.n_layers):
-            z, h = f"encoder_stack.layers.{i}", f"encoder.layer.{i}"
-            qkv = [_linear(src, f"{h}.attention.self.{p}", d, d) for p in ("query", "key", "value")]
-            out[f"{z}.self_attn.qkv.weight"] = torch.cat([w for w, _ in qkv])  # rows [q | k | v]
-            out[f"{z}.self_attn.qkv.bias"] = torch.cat([b for _, b in qkv])
-            for zoo_name, hf_name in _LAYER.items():
-                out[f"{z}.{zoo_name}.weight"], out[f"{z}.{zoo_name}.bias"] = _linear(src, f"{h}.{hf_name}", *dims[zoo_name])
+        d = cfg.d_model
+        out = encoder_from_hf(src, cfg)
         if cfg.head == "classifier":
             out["head.pool.weight"], out["head.pool.bias"] = _linear(src, "pooler.dense", d, d)
             out["head.proj.weight"], out["head.proj.bias"] = _linear(src, "~classifier", cfg.num_labels, d)
             src.finish()
             return out
-        out["head.transform.weight"], out["head.transform.bias"] = _linear(src, "~cls.predictions.transform.dense", d, d)
-        out["head.transform_norm.weight"], out["head.transform_norm.bias"] = _linear(
-            src, "~cls.predictions.transform.LayerNorm", d
-        )
-        bias = src.take("~cls.predictions.bias", (v,))
-        # The forward pass adds decoder.bias: an alias of cls.predictions.bias, except that transformers 5
-        # unties the two when tie_word_embeddings=false.
-        decoder_bias = src.take_optional("~cls.predictions.decoder.bias", (v,))
-        out["head.proj.bias"] = bias if decoder_bias is None else decoder_bias
-        if cfg.tie_embeddings:
-            src.discard("~cls.predictions.decoder.weight")
-            out["head.proj.weight"] = out["embed.tokens.weight"]
-        else:
-            out["head.proj.weight"] = src.take("~cls.predictions.decoder.weight", (v, d))
+        mlm_head_from_hf(src, cfg, out, "~cls.predictions.transform.dense", "~cls.predictions.transform.LayerNorm",
+                         "~cls.predictions.bias", "~cls.predictions.decoder")
         src.finish(_UNUSED)
         return out
 
     def state_to_hf(self, state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
-        out = {
-            "bert.embeddings.word_embeddings.weight": state["embed.tokens.weight"],
-            "bert.embeddings.position_embeddings.weight": state["embed.positional.table.weight"],
-            "bert.embeddings.token_type_embeddings.weight": state["embed.types.weight"],
-            "bert.embeddings.LayerNorm.weight": state["embed.norm.weight"],
-            "bert.embeddings.LayerNorm.bias": state["embed.norm.bias"],
-        }
-        for i in range(cfg.n_layers):
-            z, h = f"encoder_stack.layers.{i}", f"bert.encoder.layer.{i}"
-            for part in ("weight", "bias"):
-                for name, chunk in zip(("query", "key", "value"), state[f"{z}.self_attn.qkv.{part}"].chunk(3), strict=True):
-                    out[f"{h}.attention.self.{name}.{part}"] = chunk
-                for zoo_name, hf_name in _LAYER.items():
-                    out[f"{h}.{hf_name}.{part}"] = state[f"{z}.{zoo_name}.{part}"]
+        out = encoder_to_hf(state, cfg, "bert.")
         if cfg.head == "classifier":
             for part in ("weight", "bias"):
                 out[f"bert.pooler.dense.{part}"] = state[f"head.pool.{part}"]

@@ -11,7 +11,7 @@ import torch
 from zoo.config import ModelConfig
 from zoo.modules.feedforward import plain_activation
 from zoo.modules.residual import uses_final_norm
-from zoo.pretrained.bert import _LAYER, _linear
+from zoo.pretrained.bert import _linear, encoder_from_hf, encoder_to_hf, mlm_head_from_hf
 from zoo.pretrained.family import (
     FAMILIES,
     ZOO_TO_HF_ACTIVATION,
@@ -93,60 +93,19 @@ class Roberta(Family):
         return hf
 
     def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
-        d, f, v = cfg.d_model, cfg.ffn_dim, cfg.vocab_size
-        out = {
-            "embed.tokens.weight": src.take("embeddings.word_embeddings.weight", (v, d)),
-            "embed.positional.table.weight": src.take(
-                "embeddings.position_embeddings.weight", (cfg.max_seq_len + cfg.pos_offset, d)
-            ),
-            "embed.types.weight": src.take("embeddings.token_type_embeddings.weight", (cfg.type_vocab_size, d)),
-        }
-        out["embed.norm.weight"], out["embed.norm.bias"] = _linear(src, "embeddings.LayerNorm", d)
-        src.discard("embeddings.position_ids")
-        src.discard("embeddings.token_type_ids")
-        dims = {"self_attn.o": (d, d), "ffn.up": (f, d), "ffn.down": (d, f), "norm_self": (d, None), "norm_ffn": (d, None)}
-        for i in range(cfg.n_layers):
-            z, h = f"encoder_stack.layers.{i}", f"encoder.layer.{i}"
-            qkv = [_linear(src, f"{h}.attention.self.{p}", d, d) for p in ("query", "key", "value")]
-            out[f"{z}.self_attn.qkv.weight"] = torch.cat([w for w, _ in qkv])  # rows [q | k | v]
-            out[f"{z}.self_attn.qkv.bias"] = torch.cat([b for _, b in qkv])
-            for zoo_name, hf_name in _LAYER.items():
-                out[f"{z}.{zoo_name}.weight"], out[f"{z}.{zoo_name}.bias"] = _linear(src, f"{h}.{hf_name}", *dims[zoo_name])
+        d = cfg.d_model
+        out = encoder_from_hf(src, cfg)
         if cfg.head == "classifier":
             out["head.pool.weight"], out["head.pool.bias"] = _linear(src, "~classifier.dense", d, d)
             out["head.proj.weight"], out["head.proj.bias"] = _linear(src, "~classifier.out_proj", cfg.num_labels, d)
             src.finish(_UNUSED)
             return out
-        out["head.transform.weight"], out["head.transform.bias"] = _linear(src, "~lm_head.dense", d, d)
-        out["head.transform_norm.weight"], out["head.transform_norm.bias"] = _linear(src, "~lm_head.layer_norm", d)
-        bias = src.take("~lm_head.bias", (v,))
-        # The forward pass adds decoder.bias: an alias of lm_head.bias unless tie_word_embeddings=false.
-        decoder_bias = src.take_optional("~lm_head.decoder.bias", (v,))
-        out["head.proj.bias"] = bias if decoder_bias is None else decoder_bias
-        if cfg.tie_embeddings:
-            src.discard("~lm_head.decoder.weight")
-            out["head.proj.weight"] = out["embed.tokens.weight"]
-        else:
-            out["head.proj.weight"] = src.take("~lm_head.decoder.weight", (v, d))
+        mlm_head_from_hf(src, cfg, out, "~lm_head.dense", "~lm_head.layer_norm", "~lm_head.bias", "~lm_head.decoder")
         src.finish(_UNUSED)
         return out
 
     def state_to_hf(self, state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
-        base = f"{self.prefixes[0]}embeddings"
-        out = {
-            f"{base}.word_embeddings.weight": state["embed.tokens.weight"],
-            f"{base}.position_embeddings.weight": state["embed.positional.table.weight"],
-            f"{base}.token_type_embeddings.weight": state["embed.types.weight"],
-            f"{base}.LayerNorm.weight": state["embed.norm.weight"],
-            f"{base}.LayerNorm.bias": state["embed.norm.bias"],
-        }
-        for i in range(cfg.n_layers):
-            z, h = f"encoder_stack.layers.{i}", f"{self.prefixes[0]}encoder.layer.{i}"
-            for part in ("weight", "bias"):
-                for name, chunk in zip(("query", "key", "value"), state[f"{z}.self_attn.qkv.{part}"].chunk(3), strict=True):
-                    out[f"{h}.attention.self.{name}.{part}"] = chunk
-                for zoo_name, hf_name in _LAYER.items():
-                    out[f"{h}.{hf_name}.{part}"] = state[f"{z}.{zoo_name}.{part}"]
+        out = encoder_to_hf(state, cfg, self.prefixes[0])
         if cfg.head == "classifier":
             for part in ("weight", "bias"):
                 out[f"classifier.dense.{part}"] = state[f"head.pool.{part}"]
