@@ -21,6 +21,7 @@ from zoo.presets import config_root
 from zoo.training.callbacks import CallbackContext, build_callbacks
 from zoo.training.module import ZooLightningModule
 from zoo.training.run import trainer_kwargs
+from zoo.utils import IGNORE_INDEX
 
 PER_STEP_CALLBACKS = ("progress_bar", "tokens_per_s", "non_finite")
 
@@ -72,6 +73,10 @@ def lightning_step(
     """A closure running `steps` + 1 training steps through `Trainer.fit`; it reports the seconds of the
     last `steps`, so the caller divides by `steps` like the bare loop's calls."""
     task = task_of(model)
+    if task == "lm":  # the lm task trains on `targets` (the next tokens); the same loss as `labels=input_ids`
+        labels = batch["labels"]
+        targets = torch.nn.functional.pad(labels[:, 1:], (0, 1), value=IGNORE_INDEX)
+        batch = {**{k: v for k, v in batch.items() if k != "labels"}, "targets": targets}
     module = ZooLightningModule(model, task=task, tokenizer=None, optim=cfg["optim"], scheduler=cfg["scheduler"])
     kwargs = trainer_kwargs(cfg["trainer"])
     kwargs.update(max_steps=steps + 1, limit_val_batches=0, num_sanity_val_steps=0)

@@ -26,16 +26,18 @@ def shared_cache(tmp_path_factory):
 def test_lm_batches(shared_cache):
     tok, dm = build_data(SMALL_STDLIB, SMALL_BPE, task="lm", max_seq_len=32, cache_dir=shared_cache, **KW)
     batch = first_batch(dm)
-    assert set(batch) == {"input_ids", "attention_mask", "labels"}
-    assert batch["input_ids"].shape == (4, 32) and batch["input_ids"].dtype == torch.long
-    assert torch.equal(batch["labels"], batch["input_ids"])  # the model shifts internally
+    assert set(batch) == {"input_ids", "attention_mask", "targets"}
+    assert batch["input_ids"].shape == batch["targets"].shape == (4, 32) and batch["input_ids"].dtype == torch.long
+    assert torch.equal(batch["targets"][:, :-1], batch["input_ids"][:, 1:])  # windows of 33: targets = next tokens
     assert batch["attention_mask"].all()
     assert batch["input_ids"].max() < tok.vocab_size
     text = tok.decode(batch["input_ids"][0])
     stream = tok.decode(dm.streams["train"])
     assert text in stream  # a contiguous window of the training stream
     val = first_batch(dm, "val")
-    assert torch.equal(val["input_ids"][0], torch.as_tensor(dm.streams["val"][:32].astype("int64")))
+    stream = torch.as_tensor(dm.streams["val"][:65].astype("int64"))
+    assert torch.equal(val["input_ids"][0], stream[:32]) and torch.equal(val["targets"][0], stream[1:33])
+    assert torch.equal(val["input_ids"][1], stream[32:64]) and torch.equal(val["targets"][1], stream[33:65])
 
 
 def test_lm_is_deterministic_and_epochs_differ(shared_cache):
@@ -62,7 +64,7 @@ def test_lm_short_val_stream_is_padded(tmp_path, shared_cache):
     )
     batch = first_batch(dm, "val")
     n = len(dm.streams["val"])
-    assert n < 64 and batch["input_ids"].shape == (1, n)
+    assert n < 64 and batch["input_ids"].shape == batch["targets"].shape == (1, n - 1)
 
 
 def test_mlm_batches(shared_cache):
@@ -75,13 +77,13 @@ def test_mlm_batches(shared_cache):
     assert 0.05 < picked.float().mean() < 0.3
     assert (inputs[picked] == tok.mask_id).float().mean() > 0.5
     assert (labels[picked] >= 5).all()  # special tokens are never prediction targets
-    # unpicked positions keep the original tokens: compare with the LM view of the same windows
-    _, lm = build_data(
-        SMALL_STDLIB, SMALL_BPE, task="lm", max_seq_len=64, cache_dir=shared_cache, batch_size=16, seed=0
-    )
-    original = first_batch(lm)["input_ids"]
-    assert torch.equal(inputs[~picked], original[~picked])
-    assert torch.equal(labels[picked], original[picked])
+    assert inputs.shape == (16, 64)  # MLM windows are max_seq_len tokens (no shift)
+    # each row is a window of the stream: unpicked positions keep its tokens, picked ones are its labels
+    windows = torch.as_tensor(dm.streams["train"].astype("int64")).unfold(0, 64, 1)  # (N, 64)
+    for row in range(len(inputs)):
+        kept = ~picked[row]
+        start = int((windows[:, kept] == inputs[row, kept]).all(1).nonzero()[0])
+        assert torch.equal(labels[row, picked[row]], windows[start, picked[row]])
 
 
 def test_seq2seq_batches_are_shifted_and_padded(shared_cache):
@@ -159,8 +161,8 @@ class TinyLM(L.LightningModule):
 
     def training_step(self, batch, _):
         self.seen["train" if self.training else "val"].append(batch["input_ids"].clone())
-        logits = self.head(self.emb(batch["input_ids"]))[:, :-1]  # (B, T-1, V)
-        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch["labels"][:, 1:].flatten())
+        logits = self.head(self.emb(batch["input_ids"]))  # (B, T, V)
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch["targets"].flatten())
 
     def validation_step(self, batch, _):
         self.log("val_loss", self.training_step(batch, _))

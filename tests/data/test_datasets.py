@@ -40,18 +40,34 @@ def test_mask_tokens_always_masks_one():
 
 
 def test_lm_blocks_random_and_sequential():
+    """Causal windows are 9 tokens for 8 positions: input_ids the first 8, targets the last 8."""
     stream = np.arange(100, dtype=np.uint16)
     train = LMBlocks(stream, 8, random=True, seed=0)
     a, b = train[3], LMBlocks(stream, 8, random=True, seed=0)[3]
-    assert a["input_ids"].tolist() == b["input_ids"].tolist()
+    assert a["input_ids"].tolist() == b["input_ids"].tolist() and set(a) == {"input_ids", "targets"}
     start = a["input_ids"][0].item()
-    assert a["input_ids"].tolist() == list(range(start, start + 8)) == a["labels"].tolist()
+    assert a["input_ids"].tolist() == list(range(start, start + 8))
+    assert a["targets"].tolist() == list(range(start + 1, start + 9))
     starts = {train[k]["input_ids"][0].item() for k in range(200)}
-    assert len(starts) > 50 and max(starts) <= 92
+    assert len(starts) > 50 and max(starts) <= 91  # 92 offsets: the last window ends at token 99
     val = LMBlocks(stream, 8, random=False, seed=0)
     assert len(val) == 12 and val[2]["input_ids"].tolist() == list(range(16, 24))
+    assert val[2]["targets"].tolist() == list(range(17, 25))
+    assert [int(t) for k in range(len(val)) for t in val[k]["targets"]] == list(range(1, 97))  # each once
     short = LMBlocks(stream[:5], 8, random=True, seed=0)
-    assert short[0]["input_ids"].tolist() == [0, 1, 2, 3, 4]
+    assert short[0]["input_ids"].tolist() == [0, 1, 2, 3] and short[0]["targets"].tolist() == [1, 2, 3, 4]
+    with pytest.raises(ValueError, match="causal LM needs at least 2"):
+        LMBlocks(stream[:1], 8, random=True, seed=0)
+
+
+def test_mlm_blocks_stay_block_len():
+    """MLM windows are not shifted: block_len tokens, masked in place."""
+    stream = np.arange(5, 105, dtype=np.uint16)
+    train = LMBlocks(stream, 8, random=True, seed=0, mask_prob=0.15, vocab_size=200)
+    item = train[3]
+    assert set(item) == {"input_ids", "labels"} and item["input_ids"].shape == item["labels"].shape == (8,)
+    val = LMBlocks(stream, 8, random=False, seed=0, mask_prob=0.15, vocab_size=200)
+    assert len(val) == 12
 
 
 def test_epoch_sampler_gives_fresh_keys_each_epoch():

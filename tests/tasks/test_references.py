@@ -21,13 +21,35 @@ LABELS = torch.tensor([[5, 6, X, 7],
 
 
 @pytest.mark.parametrize(("name", "batch", "expected"), [
-    ("lm", {"labels": LABELS}, 4),  # position t predicts t+1: column 0 is never a target -> [6, 7] + [8, 9]
+    ("lm", {"targets": LABELS}, 5),  # targets are the next tokens already: every one that is not padding
     ("mlm", {"labels": LABELS}, 5),  # every label that is not ignored
     ("seq2seq", {"labels": LABELS}, 5),  # labels align with decoder positions
     ("classification", {"labels": torch.tensor([2, 0, 1])}, 3),  # one per example
 ])
 def test_counted_labels_by_hand(name, batch, expected):
     assert int(TASKS.get(name).counted_labels(batch)) == expected
+
+
+def test_lm_loss_on_targets_is_the_models_shifted_loss_on_the_whole_window():
+    """The lm task on a window of T + 1 tokens (inputs the first T, targets the last T) is the model's own
+    `labels=` loss (HF semantics: it shifts) on the whole window: the same T predictions, none lost."""
+    from zoo.presets import build
+    model = build("gpt_nano", vocab_size=50, max_seq_len=16).eval()
+    window = torch.randint(5, 50, (3, 9), generator=torch.Generator().manual_seed(0))
+    window[2, 6:] = 0  # a padded row: its pad targets are ignored
+    targets = window[:, 1:].clone()
+    targets[2, 5:] = X
+    labels = window.clone()
+    labels[2, 6:] = X
+    task = TASKS.get("lm")
+    batch = {"input_ids": window[:, :-1], "targets": targets}
+    with torch.no_grad():
+        ours = task.loss(model(**task.model_inputs(batch)), batch)
+        reference = model(window, labels=labels).loss
+    assert int(task.counted_labels(batch)) == 3 * 8 - 3
+    torch.testing.assert_close(ours, reference)
+    with pytest.raises(TypeError, match="targets"):  # a causal batch cannot go into the model whole
+        model(**batch)
 
 
 def test_accuracy_counts_examples_not_batches():

@@ -27,8 +27,10 @@ def _val_loss(model, datamodule, limit: int) -> float:
         for i, batch in enumerate(datamodule.val_dataloader()):
             if i == limit:
                 break
-            n = int((batch["labels"][:, 1:] != -100).sum())
-            total += float(model(**batch).loss) * n
+            n = int((batch["targets"] != -100).sum())  # every position has a target (windows of T + 1)
+            logits = model(batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch["targets"].flatten(), ignore_index=-100)
+            total += float(loss) * n
             count += n
     return total / count
 

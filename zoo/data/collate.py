@@ -14,6 +14,7 @@ PAD_RULES: dict[str, tuple[str, str | None]] = {
     "input_ids": ("pad", "attention_mask"),
     "decoder_input_ids": ("pad", "decoder_attention_mask"),
     "labels": ("ignore", None),
+    "targets": ("ignore", None),  # causal LM: the next token of each input position
 }
 
 

@@ -2,7 +2,9 @@
 
 Batches follow Hugging Face names: ``input_ids``/``attention_mask``/``labels`` (B, T) with
 ``labels=-100`` where ignored; seq2seq adds ``decoder_input_ids``/``decoder_attention_mask``;
-classification ``labels`` are (B,). Usable with ``Trainer.fit`` or by hand:
+classification ``labels`` are (B,). Causal LM batches carry ``targets`` (B, T) instead of ``labels``: the
+next token of each position, already shifted (so ``model(**batch)`` refuses them rather than shift twice).
+Usable with ``Trainer.fit`` or by hand:
 ``dm.setup("fit"); next(iter(dm.train_dataloader()))``.
 """
 
@@ -76,8 +78,10 @@ class ZooDataModule(L.LightningDataModule):
 
 
 class LMDataModule(ZooDataModule):
-    """Causal LM: random contiguous ``max_seq_len`` windows of the training stream (nanoGPT style);
-    validation uses fixed non-overlapping windows. ``labels == input_ids`` (the model shifts)."""
+    """Causal LM: random contiguous windows of the training stream (nanoGPT style); validation uses fixed
+    windows whose inputs do not overlap. A window is ``max_seq_len + 1`` tokens: ``input_ids`` its first
+    ``max_seq_len``, ``targets`` its last ``max_seq_len`` (already the next tokens: not for ``labels=``,
+    which shifts; the lm task computes the loss)."""
 
     mask_prob: float | None = None
 

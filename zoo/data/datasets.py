@@ -64,12 +64,17 @@ def mask_tokens(
 
 
 class LMBlocks(Dataset):
-    """Contiguous ``block_len`` windows of one token stream.
+    """Contiguous windows of one token stream, ``block_len`` positions each.
+
+    Causal LM (no ``mask_prob``): a window is ``block_len + 1`` tokens; ``input_ids`` are its first
+    ``block_len`` and ``targets`` its last ``block_len`` (``targets[t]`` is the token after
+    ``input_ids[t]``), so every position, including the last, is trained. MLM (``mask_prob`` set):
+    a window is ``block_len`` tokens, masked in place.
 
     ``random=True`` (training): item ``k`` is a window at a random offset drawn from ``(seed, k)``,
-    as in nanoGPT. ``random=False`` (validation): item ``k`` is the ``k``-th non-overlapping window.
-    A stream shorter than a block gives one shorter item (the collator pads it).
-    With ``mask_prob`` set, items are MLM examples instead of causal-LM examples.
+    as in nanoGPT. ``random=False`` (validation): item ``k`` starts at ``k * block_len``, so the inputs
+    do not overlap and every token after the first is a causal target exactly once.
+    A stream shorter than a window gives one shorter item (the collator pads it).
     """
 
     def __init__(
@@ -84,14 +89,18 @@ class LMBlocks(Dataset):
         vocab_size: int = 0,
         n_special: int = 5,
     ) -> None:
+        self.causal = mask_prob is None
+        self.span = block_len + 1 if self.causal else block_len  # tokens read per window
         if len(stream) == 0:
             raise ValueError("token stream is empty")
+        if self.causal and len(stream) < 2:
+            raise ValueError("token stream has 1 token; causal LM needs at least 2 (an input and its target)")
         self.stream, self.block_len, self.random, self.seed = stream, block_len, random, seed
         self.mask = dict(prob=mask_prob, mask_id=mask_id, vocab_size=vocab_size, n_special=n_special)
-        self.n_offsets = max(1, len(stream) - block_len + 1)
+        self.n_offsets = max(1, len(stream) - self.span + 1)
 
-    def __len__(self) -> int:
-        return max(1, len(self.stream) // self.block_len)  # windows per pass over the stream
+    def __len__(self) -> int:  # windows per pass over the stream (a causal window's last token is a target only)
+        return max(1, (len(self.stream) - int(self.causal)) // self.block_len)
 
     def __getitem__(self, key: int) -> Example:
         rng = np.random.default_rng((self.seed, int(key)))
@@ -101,11 +110,11 @@ class LMBlocks(Dataset):
             if not 0 <= key < len(self):
                 raise IndexError(key)
             start = key * self.block_len
-        block = np.asarray(self.stream[start : start + self.block_len])
-        if self.mask["prob"] is None:
-            ids = torch.from_numpy(block.astype(np.int64))
-            return {"input_ids": ids, "labels": ids.clone()}
-        inputs, labels = mask_tokens(block, rng, **self.mask)
+        window = np.asarray(self.stream[start : start + self.span])
+        if self.causal:
+            ids = torch.from_numpy(window.astype(np.int64))
+            return {"input_ids": ids[:-1], "targets": ids[1:].clone()}
+        inputs, labels = mask_tokens(window, rng, **self.mask)
         return {"input_ids": torch.from_numpy(inputs), "labels": torch.from_numpy(labels)}
 
 

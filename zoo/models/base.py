@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from zoo.config import ModelConfig
+from zoo.modules.block import Stack
 from zoo.modules.cache import KVCache
 from zoo.modules.embedding import Embeddings
 from zoo.modules.feedforward import ACTIVATIONS
@@ -196,18 +197,22 @@ class ZooModel(nn.Module):
 
     # ----- weights -----
     def init_weights(self) -> None:
-        """N(0, init_std) for matrices and embeddings, zero biases; residual output projections scaled by
-        1/sqrt(2 * layers) so the residual stream's variance does not grow with depth (GPT-2)."""
+        """N(0, init_std) for matrices and embeddings, zero biases; each stack's residual output projections
+        (attention `o`, feed-forward `down`) scaled by 1/sqrt(2 * that stack's depth) so its residual stream's
+        variance does not grow with depth: GPT-2's rule (c_proj: 1/sqrt(2 * n_layer), two residual additions
+        per layer), counted over the layers that write to that stream. An encoder-decoder's two streams are
+        separate, so each stack counts its own depth (a decoder layer's cross-attention `o` is scaled alike)."""
         std = self.config.init_std
         for module in self.modules():
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(module.weight, 0.0, std)
             if isinstance(module, nn.Linear) and module.bias is not None:
                 nn.init.zeros_(module.bias)
-        n_layers = max(1, self.config.n_encoder_layers + self.config.n_decoder_layers)
-        for name, param in self.named_parameters():
-            if name.endswith(("o.weight", "down.weight")):
-                nn.init.normal_(param, 0.0, std / math.sqrt(2 * n_layers))
+        for stack in (m for m in self.modules() if isinstance(m, Stack)):
+            residual_std = std / math.sqrt(2 * max(1, len(stack.layers)))
+            for name, param in stack.named_parameters():
+                if name.endswith(("o.weight", "down.weight")):
+                    nn.init.normal_(param, 0.0, residual_std)
 
     def num_parameters(self) -> int:
         """Unique trainable parameters (tied tensors counted once)."""

@@ -84,13 +84,22 @@ class Task:
         raise NotImplementedError
 
     # ------------------------------------------------------------------------------ training
+    def model_inputs(self, batch: Mapping[str, torch.Tensor]) -> Mapping[str, torch.Tensor]:
+        """The keyword arguments the model is called with on a batch (default: the whole batch)."""
+        return batch
+
     def counted_labels(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """Number of positions the model's loss averages over (the weight of this batch's loss)."""
+        """Number of positions `loss` averages over (the weight of this batch's loss)."""
         return (batch["labels"] != IGNORE_INDEX).sum()
 
-    def training_loss(self, out: ModelOutput, batch: Mapping[str, torch.Tensor], label_smoothing: float) -> torch.Tensor:
-        """The loss to minimise (the model's own; check_label_smoothing refuses smoothing where unsupported)."""
+    def loss(self, out: ModelOutput, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """The batch's mean loss over its `counted_labels` positions: logged as val/loss (default: the model's
+        own, computed from `labels`)."""
         return out.loss
+
+    def training_loss(self, out: ModelOutput, batch: Mapping[str, torch.Tensor], label_smoothing: float) -> torch.Tensor:
+        """The loss to minimise: `loss` (check_label_smoothing refuses smoothing where unsupported)."""
+        return self.loss(out, batch)
 
     def val_metrics(self) -> dict[str, Metric]:
         """Validation metrics besides the loss, logged as val/<name>; each takes update(out, batch)."""

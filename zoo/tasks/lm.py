@@ -1,5 +1,7 @@
 """Causal language modelling: a decoder predicts each next token of text windows; samples continue
-the configured prompts."""
+the configured prompts. Batches carry `targets`, the next token of every input position (windows of
+max_seq_len + 1 tokens), so all max_seq_len positions are trained; the task computes the loss without the
+shift that the model's own `labels=` path applies."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import Any
 import torch
 
 from zoo.data.datamodules import LMDataModule
+from zoo.modules.heads import lm_loss
 from zoo.tasks.base import StreamTask, register
 from zoo.training.samples import Sample, SampleReport
 from zoo.utils import IGNORE_INDEX
@@ -24,9 +27,17 @@ class LanguageModelling(StreamTask):
         return LMDataModule(entry.tokenizer, self.streams(entry), blocks_per_epoch=loader.get("blocks_per_epoch"),
                             **common)
 
+    def model_inputs(self, batch: Mapping[str, torch.Tensor]) -> Mapping[str, torch.Tensor]:
+        """Everything but `targets` (the model would shift `labels`; the targets are shifted already)."""
+        return {k: v for k, v in batch.items() if k != "targets"}
+
     def counted_labels(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """Position t predicts token t+1: the first label of each row is never a target."""
-        return (batch["labels"][:, 1:] != IGNORE_INDEX).sum()
+        """Every target that is not padding: max_seq_len per full window."""
+        return (batch["targets"] != IGNORE_INDEX).sum()
+
+    def loss(self, out, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Mean next-token cross-entropy: logits at position t against targets[t] (no further shift)."""
+        return lm_loss(out.logits, batch["targets"], shift=False)
 
     def samples(self, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:
         """Sampled continuations of `cfg["prompts"]` (seeded per prompt)."""

@@ -1,6 +1,6 @@
-"""ZooLightningModule: training/validation steps for any `zoo.build` model. Batches are HF-named dicts that
-go straight into `model(**batch)`; the task (zoo/tasks/) says how a batch's loss is weighed, which loss is
-trained and which metrics are logged. Checkpoints get a plain-data `zoo` section (model config, task name,
+"""ZooLightningModule: training/validation steps for any `zoo.build` model. The task (zoo/tasks/) says what of
+a batch the model is called with, how a batch's loss is computed and weighed, which loss is trained and
+which metrics are logged. Checkpoints get a plain-data `zoo` section (model config, task name,
 tokenizer, RNG states)."""
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class ZooLightningModule(L.LightningModule):
         torch.manual_seed(self.seed * 1_000_003 + self.current_epoch)
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        out = self._forward(**batch)
+        out = self._forward(**self.task.model_inputs(batch))
         loss = self.task.training_loss(out, batch, self.label_smoothing)
         self.log("train/loss", loss, prog_bar=True, sync_dist=self.trainer.world_size > 1)
         if self.task.perplexity and not self.label_smoothing:  # a smoothed loss is no log-perplexity
@@ -94,8 +94,8 @@ class ZooLightningModule(L.LightningModule):
         return loss
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        out = self._forward(**batch)
-        self.val_loss.update(out.loss.detach(), self.task.counted_labels(batch))
+        out = self._forward(**self.task.model_inputs(batch))  # the same loss as training, unsmoothed
+        self.val_loss.update(self.task.loss(out, batch).detach(), self.task.counted_labels(batch))
         for metric in self.val_metrics.values():
             metric.update(out, batch)
 
