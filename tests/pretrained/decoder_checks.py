@@ -1,4 +1,4 @@
-"""Parity checks a decoder family runs against its `transformers` model (GPT-NeoX, OPT): logits on right- and
+"""Parity checks a decoder family runs against its `transformers` model (every decoder family): logits on right- and
 left-padded batches, greedy tokens against `generate`, and export -> import -> `transformers` round trips."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def left_padded_logits_match(hf, model, vocab: int = 99, *, hf_positions: bool =
     assert (got[real] - ref[real]).abs().max() < 1e-4
 
 
-def _left_padded_prompts(vocab: int = 99):
+def left_padded_prompts(vocab: int = 99):
     ids = torch.randint(3, vocab, (3, 6), generator=torch.Generator().manual_seed(5))
     mask = torch.ones_like(ids)
     mask[1, :2] = 0
@@ -44,7 +44,7 @@ def _left_padded_prompts(vocab: int = 99):
     return ids.masked_fill(mask == 0, 0), mask
 
 
-def _same_tokens(ours: torch.Tensor, theirs: torch.Tensor, pad: int) -> None:
+def same_tokens(ours: torch.Tensor, theirs: torch.Tensor, pad: int) -> None:
     """Equal where both exist; a longer side may only continue with padding (finished rows)."""
     n = min(ours.shape[1], theirs.shape[1])
     assert torch.equal(ours[:, :n], theirs[:, :n]), (ours, theirs)
@@ -55,7 +55,7 @@ def _same_tokens(ours: torch.Tensor, theirs: torch.Tensor, pad: int) -> None:
 def greedy_matches(hf, model) -> None:
     """Left-padded prompts: an argmax loop over zoo's forward and zoo's `generate` (KV cache, with an EOS that
     row 1 really emits) give `transformers` `generate`'s tokens."""
-    ids, mask = _left_padded_prompts()
+    ids, mask = left_padded_prompts()
     with torch.no_grad():
         ref = hf.generate(input_ids=ids, attention_mask=mask, pad_token_id=0, eos_token_id=None, **GREEDY)
         seq, m = ids, mask
@@ -68,7 +68,7 @@ def greedy_matches(hf, model) -> None:
     with torch.no_grad():
         ref = hf.generate(input_ids=ids, attention_mask=mask, pad_token_id=0, eos_token_id=eos, **GREEDY)
     assert bool((ref[1, ids.shape[1] + 3:] == 0).all())  # the stop really happened
-    _same_tokens(generate(model, ids, attention_mask=mask, eos_token_id=eos, pad_token_id=0, **GREEDY), ref, pad=0)
+    same_tokens(generate(model, ids, attention_mask=mask, eos_token_id=eos, pad_token_id=0, **GREEDY), ref, pad=0)
 
 
 def export_round_trips(model, hf_class, path, vocab: int = 99):

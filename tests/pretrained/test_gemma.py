@@ -12,10 +12,9 @@ import torch
 from transformers import Gemma2Config, Gemma2ForCausalLM, GemmaConfig, GemmaForCausalLM
 
 import zoo
+from tests.pretrained.decoder_checks import greedy_matches
 from tests.pretrained.helpers import perturbed, right_padded, saved
-from tests.pretrained.test_generation_parity import GREEDY, NEW, left_padded_prompts, same_tokens
 from zoo.config import ModelConfig
-from zoo.generation import generate
 from zoo.pretrained import FAMILIES
 from zoo.pretrained.roundtrip import effective
 
@@ -93,21 +92,7 @@ def test_gemma2_settings_really_act_here(tmp_path):
 @pytest.mark.parametrize("family", ["gemma", "gemma2"])
 def test_greedy_matches_transformers_generate(tmp_path, family):
     hf = (tiny_gemma if family == "gemma" else tiny_gemma2)(scale=0.3)  # sharp, tie-free next-token choices
-    model = zoo.from_pretrained(saved(hf, tmp_path))
-    ids, mask = left_padded_prompts()  # 6 prompt + 8 new tokens: past Gemma 2's window of 4
-    with torch.no_grad():  # 1) argmax over zoo's forward, positions from the mask, no EOS stop
-        ref = hf.generate(input_ids=ids, attention_mask=mask, pad_token_id=0, eos_token_id=None, **GREEDY)
-        seq, m = ids, mask
-        for _ in range(NEW):
-            pos = (m.cumsum(-1) - 1).clamp(min=0)
-            nxt = model(seq, attention_mask=m, position_ids=pos).logits[:, -1].argmax(-1, keepdim=True)
-            seq, m = torch.cat([seq, nxt], 1), torch.cat([m, torch.ones_like(nxt)], 1)
-    assert torch.equal(seq, ref)
-    eos = int(seq[1, ids.shape[1] + 2])  # 2) zoo.generation.generate (KV cache) with an EOS row 1 emits
-    with torch.no_grad():
-        ref = hf.generate(input_ids=ids, attention_mask=mask, pad_token_id=0, eos_token_id=eos, **GREEDY)
-    assert bool((ref[1, ids.shape[1] + 3 :] == 0).all())  # the stop really happened
-    same_tokens(generate(model, ids, attention_mask=mask, eos_token_id=eos, pad_token_id=0, **GREEDY), ref, pad=0)
+    greedy_matches(hf, zoo.from_pretrained(saved(hf, tmp_path)))  # 6 prompt + 8 new tokens: past the window of 4
 
 
 @pytest.mark.parametrize("family", ["gemma", "gemma2"])

@@ -17,11 +17,10 @@ from transformers import (
 )
 
 import zoo
+from tests.pretrained.decoder_checks import GREEDY, NEW, greedy_matches, same_tokens
 from tests.pretrained.helpers import perturbed, saved
 from zoo.generation import generate
 
-NEW = 8
-GREEDY = dict(do_sample=False, num_beams=1, max_new_tokens=NEW)
 SEQ2SEQ = dict(d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4,
                encoder_ffn_dim=48, decoder_ffn_dim=48, vocab_size=99, max_position_embeddings=40)
 
@@ -40,43 +39,10 @@ def seq2seqs():
                                                bos_token_id=None, activation_function="swish", scale_embedding=True))
 
 
-def same_tokens(ours: torch.Tensor, theirs: torch.Tensor, pad: int) -> None:
-    """Equal where both exist; a longer side may only continue with padding (finished rows)."""
-    n = min(ours.shape[1], theirs.shape[1])
-    assert torch.equal(ours[:, :n], theirs[:, :n]), (ours, theirs)
-    for extra in (ours[:, n:], theirs[:, n:]):
-        assert bool((extra == pad).all())
-
-
-def left_padded_prompts():
-    ids = torch.randint(3, 99, (3, 6), generator=torch.Generator().manual_seed(5))
-    mask = torch.ones_like(ids)
-    mask[1, :2] = 0
-    mask[2, :4] = 0
-    return ids.masked_fill(mask == 0, 0), mask
-
-
 @pytest.mark.parametrize("name,hf", list(decoders()), ids=[n for n, _ in decoders()])
 def test_decoder_greedy_matches_transformers(tmp_path, name, hf):
     hf = perturbed(hf, scale=0.3)  # larger noise: sharper, less tie-prone next-token distributions
-    model = zoo.from_pretrained(saved(hf, tmp_path))
-    ids, mask = left_padded_prompts()
-    # 1) without zoo.generation: full re-forward + argmax, positions from the mask, no EOS stop
-    with torch.no_grad():
-        ref = hf.generate(input_ids=ids, attention_mask=mask, pad_token_id=0, eos_token_id=None, **GREEDY)
-        seq, m = ids, mask
-        for _ in range(NEW):
-            pos = (m.cumsum(-1) - 1).clamp(min=0)
-            nxt = model(seq, attention_mask=m, position_ids=pos).logits[:, -1].argmax(-1, keepdim=True)
-            seq, m = torch.cat([seq, nxt], 1), torch.cat([m, torch.ones_like(nxt)], 1)
-    assert torch.equal(seq, ref)
-
-    # 2) zoo.generation.generate (KV cache), with an EOS that row 1 emits at its third new token
-    eos = int(seq[1, ids.shape[1] + 2])
-    with torch.no_grad():
-        ref = hf.generate(input_ids=ids, attention_mask=mask, pad_token_id=0, eos_token_id=eos, **GREEDY)
-    assert bool((ref[1, ids.shape[1] + 3 :] == 0).all())  # the stop really happened
-    same_tokens(generate(model, ids, attention_mask=mask, eos_token_id=eos, pad_token_id=0, **GREEDY), ref, pad=0)
+    greedy_matches(hf, zoo.from_pretrained(saved(hf, tmp_path)))
 
 
 @pytest.mark.parametrize("name,hf", list(seq2seqs()), ids=[n for n, _ in seq2seqs()])
