@@ -18,7 +18,6 @@ from zoo.modules.embedding import Embeddings
 from zoo.modules.feedforward import FeedForward
 from zoo.modules.heads import ClassifierHead, LMHead
 from zoo.modules.norm import norm_module_types
-from zoo.modules.positional import Positional
 from zoo.utils import module_mode
 
 _LAYER = re.compile(r"\blayers\.(\d+)\b")
@@ -167,7 +166,7 @@ class Tracer:
         path, embeddings, position_ids = self._embed
         self._add("token_embedding", out, f"{path}.tokens", "hook")
         positional = embeddings.positional
-        if type(positional).add is not Positional.add:
+        if positional.adds_to_embeddings:
             with torch.no_grad():
                 term = positional.add(torch.zeros_like(out), position_ids)  # (B, T, C)
             self._add("positional", term, f"{path}.positional", "derived")

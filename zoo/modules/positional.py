@@ -60,8 +60,7 @@ class Positional(nn.Module):
     """No positional information: the base every scheme overrides where it acts."""
 
     adds_to_embeddings = False  # puts an absolute vector on each token embedding
-    rotates = False  # rotates q and k per position
-    biases = False  # adds a (head, query, key) bias to attention scores
+    rotates = False  # rotates q and k per position (what a RoPE frequency scaling needs)
 
     def __init__(self, cfg) -> None:
         super().__init__()
@@ -251,8 +250,6 @@ def query_key_distance(q_start: int, q_len: int, k_len: int, device) -> torch.Te
 @POSITIONALS.register("alibi")
 class ALiBi(Positional):
     """A linear distance penalty on attention scores, one slope per head; no embedding term."""
-
-    biases = True
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)

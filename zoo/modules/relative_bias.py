@@ -33,8 +33,6 @@ def relative_buckets(distance: torch.Tensor, *, causal: bool, n_buckets: int, ma
 class T5RelativeBias(Positional):
     """Learned (bucket -> per-head bias) table, computed once per forward and shared by every layer."""
 
-    biases = True
-
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
         self.n_buckets, self.max_distance = cfg.rel_buckets, cfg.rel_max_distance
