@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 IGNORE_INDEX = -100  # label id that losses and metrics skip (PyTorch's cross_entropy default)
@@ -67,3 +67,11 @@ def module_mode(model: Any, *, training: bool) -> Iterator[Any]:
     finally:
         for module, was_training in before:
             module.training = was_training
+
+
+def check_range(values: Any, limit: int, message: Callable[[int, int], str]) -> None:
+    """Raise ValueError(message(min, max)) unless every value of the integer tensor is in [0, limit): one host
+    sync, and a clear error instead of an IndexError on CPU or a device-side assert on GPU."""
+    low, high = values.aminmax()
+    if low < 0 or high >= limit:
+        raise ValueError(message(int(low), int(high)))

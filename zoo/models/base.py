@@ -19,7 +19,7 @@ from zoo.modules.positional import POSITIONALS, Positional, PositionTerms
 from zoo.modules.residual import WIRINGS
 from zoo.modules.rope_scaling import ROPE_SCALINGS
 from zoo.registry import Registry, unknown_choice_message
-from zoo.utils import IGNORE_INDEX
+from zoo.utils import IGNORE_INDEX, check_range
 
 ARCHS: Registry = Registry("arch")
 
@@ -46,14 +46,6 @@ def check_config(cfg: ModelConfig) -> None:
         plain = [n for n in ACTIVATIONS.names() if not ACTIVATIONS.get(n).gated]
         raise ValueError(f"model.head_activation={cfg.head_activation!r} is gated; the head transform takes an "
                          f"ungated one: {', '.join(plain)} (default: the ungated form of model.activation).")
-
-
-def _check_range(values: torch.Tensor, limit: int, message) -> None:
-    """Raise ValueError(message(min, max)) unless every value is in [0, limit): one host sync, and a clear
-    error instead of an IndexError on CPU or a device-side assert on GPU."""
-    low, high = torch.aminmax(values)
-    if low < 0 or high >= limit:
-        raise ValueError(message(int(low), int(high)))
 
 
 @dataclass
@@ -114,7 +106,7 @@ class ZooModel(nn.Module):
         if ids.shape[1] == 0:
             raise ValueError(f"{name} is empty (seq_len 0); give at least one token.")
         v = self.config.vocab_size
-        _check_range(ids, v, lambda lo, hi: f"{name} holds token ids in [{lo}, {hi}] but the vocabulary is "
+        check_range(ids, v, lambda lo, hi: f"{name} holds token ids in [{lo}, {hi}] but the vocabulary is "
                                             f"[0, {v}) (model.vocab_size={v}).")
 
     def check_labels(self, labels: torch.Tensor, shape: tuple[int, ...], n_classes: int, ignore_index: int = IGNORE_INDEX) -> None:
@@ -177,7 +169,7 @@ class ZooModel(nn.Module):
             if token_type_ids.shape != ids.shape:
                 raise ValueError(f"token_type_ids shape {tuple(token_type_ids.shape)} != {name} shape {tuple(ids.shape)}.")
             n = self.config.type_vocab_size
-            _check_range(token_type_ids, n, lambda lo, hi: f"token_type_ids hold types in [{lo}, {hi}] but "
+            check_range(token_type_ids, n, lambda lo, hi: f"token_type_ids hold types in [{lo}, {hi}] but "
                                                            f"model.type_vocab_size={n}.")
         pos = self.position_ids(embed, ids, start, position_ids, name, attention_mask)
         x = embed(ids, pos, token_type_ids)  # (B, T, C)

@@ -15,6 +15,7 @@ from torch import nn
 
 from zoo.modules.rope_scaling import ROPE_SCALINGS
 from zoo.registry import Registry
+from zoo.utils import check_range
 
 POSITIONALS: Registry = Registry("positional")
 
@@ -48,12 +49,6 @@ class PositionTerms:
             return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
         x1, x2 = x[..., 0::2], x[..., 1::2]  # pairs (2i, 2i+1)
         return torch.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).flatten(-2)
-
-
-def _range_error(position_ids: torch.Tensor, limit: int) -> tuple[int, int] | None:
-    """(min, max) of position_ids if any falls outside [0, limit), else None (one host sync)."""
-    low, high = torch.aminmax(position_ids)
-    return (int(low), int(high)) if low < 0 or high >= limit else None
 
 
 class Positional(nn.Module):
@@ -168,10 +163,9 @@ class Learned(Positional):
             )
 
     def check_position_ids(self, position_ids: torch.Tensor) -> None:
-        bad, n = _range_error(position_ids, self.max_positions), self.max_positions
-        if bad is not None:
-            raise ValueError(f"position_ids hold positions in [{bad[0]}, {bad[1]}] but learned "
-                             f"positions cover [0, {n}) (model.max_seq_len={n}).")
+        n = self.max_positions
+        check_range(position_ids, n, lambda lo, hi: f"position_ids hold positions in [{lo}, {hi}] but learned "
+                                                    f"positions cover [0, {n}) (model.max_seq_len={n}).")
 
     def add(self, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
         return x + self.table(position_ids + self.offset)
