@@ -102,3 +102,36 @@ def test_quick_run_writes_document(tmp_path, capsys):
 def test_unknown_section_is_rejected():
     with pytest.raises(SystemExit):
         main(["--quick", "--sections", "nope"])
+
+
+def test_one_section_rerun_keeps_the_others(tmp_path, monkeypatch):
+    import bench.run as runner
+    from bench.common import Section
+
+    calls = {"n": 0}
+
+    def good(quick):
+        calls["n"] += 1
+        return Section("Good", f"| run |\n|---|\n| run-{calls['n']} |", goals=[("good ratio", 1.5, 1.0)])
+
+    def broken(quick):
+        raise RuntimeError("boom")
+
+    sections = {"one": good, "two": lambda quick: Section("Two", "| t |\n|---|\n| x |")}
+    monkeypatch.setattr(runner, "SECTIONS", sections)
+    monkeypatch.setattr(runner, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(runner, "DOC", tmp_path / "benchmarks.md")
+    monkeypatch.setattr(runner.store, "__defaults__", (tmp_path / "results",))
+    monkeypatch.setattr(runner.stored_results, "__defaults__", (tmp_path / "results",))
+    assert runner.main([]) == 0
+    first = (tmp_path / "benchmarks.md").read_text()
+    assert "## Good" in first and "## Two" in first and "run-1" in first and "good ratio | 1.50" in first
+    sections["one"] = good
+    assert runner.main(["--sections", "one"]) == 0  # re-measure one section: the other keeps its result
+    second = (tmp_path / "benchmarks.md").read_text()
+    assert "run-2" in second and "run-1" not in second and "## Two" in second
+    sections["one"] = broken
+    assert runner.main(["--sections", "one"]) == 1  # a failed run never replaces the last good result
+    assert (tmp_path / "benchmarks.md").read_text().count("run-2") == 1
+    (tmp_path / "benchmarks.md").unlink()
+    assert runner.main(["--render"]) == 0 and "## Two" in (tmp_path / "benchmarks.md").read_text()
