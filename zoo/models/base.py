@@ -13,7 +13,7 @@ from zoo.modules.block import Stack
 from zoo.modules.cache import KVCache
 from zoo.modules.embedding import Embeddings
 from zoo.modules.feedforward import ACTIVATIONS
-from zoo.modules.mask import AttentionMask, build_mask
+from zoo.modules.mask import AttentionMask, build_mask, check_documents, document_positions
 from zoo.modules.norm import NORMS
 from zoo.modules.positional import POSITIONALS, Positional, PositionTerms
 from zoo.modules.residual import WIRINGS
@@ -158,10 +158,18 @@ class ZooModel(nn.Module):
         position_ids: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
         name: str = "input_ids",
+        document_ids: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, AttentionMask, PositionTerms | None]:
         """The shared front of every stack: check ids, embed them at their positions (B, T, C), and build
-        the self-attention mask and positional terms once for all layers."""
+        the self-attention mask and positional terms once for all layers. `document_ids` (B, T) marks packed
+        documents: attention stays inside each one and positions restart at 0 for each (unless given)."""
         self.check_ids(ids, name)
+        if document_ids is not None:
+            if start:
+                raise ValueError("document_ids mark packed documents of a whole row; they cannot continue a cache.")
+            check_documents(document_ids, tuple(ids.shape))
+            if position_ids is None:
+                position_ids = document_positions(document_ids)  # (B, T), 0 at each document's first token
         b, t = ids.shape
         mask_name = "decoder_attention_mask" if name == "decoder_input_ids" else "attention_mask"
         self.check_mask(attention_mask, b, start + t, mask_name)
@@ -177,6 +185,7 @@ class ZooModel(nn.Module):
         mask = build_mask(
             self.padding_mask(attention_mask), causal=causal, q_len=t, k_len=start + t,
             bias=terms.bias if terms is not None else None, window=self.config.sliding_window,
+            documents=document_ids,
         )
         return x, mask, terms
 

@@ -36,16 +36,27 @@ class DecoderLM(ZooModel):
         cache: KVCache | None = None,
         need_weights: bool = False,
         logits_to_keep: int = 0,
+        document_ids: torch.Tensor | None = None,
+        skip_head: bool = False,
     ) -> ModelOutput:
         """input_ids (B, T); attention_mask (B, past + T), 1 = real token; cache continues a sequence.
-        `logits_to_keep=n` projects only the last n positions to the vocabulary (decoding needs 1)."""
+        `logits_to_keep=n` projects only the last n positions to the vocabulary (decoding needs 1).
+        `document_ids` (B, T): packed documents, each attended and positioned as if alone.
+        `skip_head=True` returns `hidden_states` only (logits None): for a loss that applies `self.head` a
+        chunk at a time (zoo.modules.checkpointing.chunked_cross_entropy)."""
         x, mask, terms = self.embed_and_mask(
             self.embed, input_ids, causal=True, start=cache.length if cache is not None else 0,
             attention_mask=attention_mask, position_ids=position_ids, token_type_ids=token_type_ids,
+            document_ids=document_ids,
         )
         x, self_w, _ = self.decoder_stack(x, mask, terms, cache=cache, need_weights=need_weights)
         if cache is not None:
             cache.length += input_ids.shape[1]
+        if skip_head:
+            if labels is not None:
+                raise ValueError("skip_head=True returns no logits, so it takes no labels (compute the loss "
+                                 "from hidden_states with self.head)")
+            return ModelOutput(logits=None, hidden_states=x, attentions=self_w, cache=cache)
         logits = self.head(x[:, -logits_to_keep:] if logits_to_keep else x)  # (B, T | n, V)
         loss = None
         if labels is not None:

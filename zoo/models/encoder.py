@@ -42,10 +42,12 @@ class EncoderModel(ZooModel):
         token_type_ids: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
         need_weights: bool = False,
+        document_ids: torch.Tensor | None = None,
     ) -> ModelOutput:
+        """`document_ids` (B, T): packed documents, each attended and positioned as if alone."""
         x, mask, terms = self.embed_and_mask(
             self.embed, input_ids, causal=False, attention_mask=attention_mask, position_ids=position_ids,
-            token_type_ids=token_type_ids,
+            token_type_ids=token_type_ids, document_ids=document_ids,
         )
         x, self_w, _ = self.encoder_stack(x, mask, terms, need_weights=need_weights)
         logits = self.head(x)  # (B, T, V) or (B, num_labels)

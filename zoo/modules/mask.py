@@ -1,5 +1,5 @@
-"""Attention masks: causal structure, key padding, positional score bias and (sliding-window layers) a band of
-nearby keys, combined once per forward and shared by the layers that use them."""
+"""Attention masks: causal structure, key padding, packed documents, positional score bias and (sliding-window
+layers) a band of nearby keys, combined once per forward and shared by the layers that use them."""
 
 from __future__ import annotations
 
@@ -42,21 +42,60 @@ def build_mask(
     k_len: int,
     bias: torch.Tensor | None = None,
     window: int | None = None,
+    documents: torch.Tensor | None = None,
 ) -> AttentionMask:
     """Combine key padding (B, Tk) (1 = real token), causality (the last q_len of k_len positions) and an
     additive bias (1, H, Tq, Tk) into one mask. Queries only ever see keys at or before their own index.
     With `window` W, `.local` also limits each query to nearby keys, as transformers does: causal, query i
     sees key j iff i - W < j <= i (itself and the W - 1 keys before it, Mistral); bidirectional, iff
-    |i - j| <= W (W keys on either side)."""
-    full = _combine(key_mask, causal=causal, q_len=q_len, k_len=k_len, bias=bias)
+    |i - j| <= W (W keys on either side). With `documents` (B, T) (packed rows, no cache: Tq = Tk = T), a query
+    only sees keys of its own document (`document_mask`)."""
+    same_doc = document_mask(documents) if documents is not None else None  # (B, 1, T, T)
+    full = _combine(key_mask, causal=causal, q_len=q_len, k_len=k_len, bias=bias, band=same_doc)
     if window is not None:
-        band = _band(q_len, k_len, window, causal, _device(key_mask, bias))  # (Tq, Tk)
+        band = _band(q_len, k_len, window, causal, _device(key_mask, bias, same_doc))  # (Tq, Tk)
+        if same_doc is not None:
+            band = band & same_doc
         full.local = _combine(key_mask, causal=causal, q_len=q_len, k_len=k_len, bias=bias, band=band)
     return full
 
 
-def _device(key_mask: torch.Tensor | None, bias: torch.Tensor | None):
-    return key_mask.device if key_mask is not None else (bias.device if bias is not None else None)
+def document_mask(document_ids: torch.Tensor) -> torch.Tensor:
+    """(B, T) document index of each token -> (B, 1, T, T), True where query and key share a document."""
+    return (document_ids[:, :, None] == document_ids[:, None, :])[:, None]
+
+
+def document_positions(document_ids: torch.Tensor) -> torch.Tensor:
+    """(B, T) position of each token inside its document: 0 at a document's first token, as if it ran alone.
+    Documents are contiguous runs of equal ids (`check_documents`)."""
+    b, t = document_ids.shape
+    index = torch.arange(t, device=document_ids.device).expand(b, t)
+    starts = torch.ones_like(document_ids, dtype=torch.bool)
+    starts[:, 1:] = document_ids[:, 1:] != document_ids[:, :-1]  # (B, T) first token of a document
+    first = torch.where(starts, index, torch.zeros_like(index)).cummax(-1).values  # index of the doc's start
+    return index - first
+
+
+def check_documents(document_ids: torch.Tensor, shape: tuple[int, ...]) -> None:
+    """document_ids are integers of the ids' shape, non-decreasing along each row (each document one run of
+    tokens: relative position schemes measure distance between token indices)."""
+    if not isinstance(document_ids, torch.Tensor) or document_ids.is_floating_point() or \
+            tuple(document_ids.shape) != tuple(shape):
+        got = f"{tuple(document_ids.shape)} {document_ids.dtype}" if isinstance(document_ids, torch.Tensor) else \
+            type(document_ids).__name__
+        raise ValueError(f"document_ids must be an integer tensor of shape {tuple(shape)} (the input ids' shape), "
+                         f"got {got}.")
+    steps = document_ids[:, 1:] - document_ids[:, :-1]
+    if bool((steps < 0).any()):
+        row, col = (int(i) for i in (steps < 0).nonzero()[0])
+        raise ValueError(f"document_ids must not decrease along a row (each document one contiguous run), but row "
+                         f"{row} goes from {int(document_ids[row, col])} to {int(document_ids[row, col + 1])} at "
+                         f"position {col + 1}.")
+
+
+def _device(*tensors: torch.Tensor | None):
+    """The device of the first given tensor (None: the default device)."""
+    return next((t.device for t in tensors if t is not None), None)
 
 
 def _band(q_len: int, k_len: int, window: int, causal: bool, device) -> torch.Tensor:
@@ -70,6 +109,7 @@ def _combine(
     key_mask: torch.Tensor | None, *, causal: bool, q_len: int, k_len: int, bias: torch.Tensor | None,
     band: torch.Tensor | None = None,
 ) -> AttentionMask:
+    """One mask from padding, causality and `band`, a further (Tq, Tk) or (B, 1, Tq, Tk) limit (window, documents)."""
     allowed = None
     if key_mask is not None:
         if key_mask.shape[-1] != k_len:
@@ -78,7 +118,7 @@ def _combine(
     if causal and q_len > 1:  # one new query after a cache sees every cached key: no causal mask needed
         if allowed is None and bias is None and band is None and q_len == k_len:
             return AttentionMask(is_causal=True)
-        tri = torch.ones(q_len, k_len, dtype=torch.bool, device=_device(key_mask, bias)).tril(k_len - q_len)
+        tri = torch.ones(q_len, k_len, dtype=torch.bool, device=_device(key_mask, bias, band)).tril(k_len - q_len)
         allowed = tri if allowed is None else allowed & tri  # (Tq, Tk) or (B, 1, Tq, Tk)
     if band is not None:
         allowed = band if allowed is None else allowed & band
