@@ -157,6 +157,7 @@ def check_state_shapes(ckpt: Mapping[str, Any], path: str | os.PathLike) -> None
     config = saved_model_config(ckpt["zoo"].get("model_config"), f"{path}: zoo.model_config")
     with torch.device("meta"):
         model = build(config)
+        _restore_adapters(model, ckpt["zoo"], path)
     state = _model_state(ckpt["state_dict"])
     shapes = {k: tuple(v.shape) if isinstance(v, torch.Tensor) else None for k, v in state.items()}
     problems = state_problems(shapes, model, tied_stored_once=False)
@@ -284,14 +285,35 @@ def load(path: str | os.PathLike):
         return _load_export(path)
     ckpt = read_checkpoint(path)  # checks the state dict's names and shapes against the saved config
     model = build(ModelConfig.from_dict(ckpt["zoo"]["model_config"]))
+    _restore_adapters(model, ckpt["zoo"], path)
     model.load_state_dict(_model_state(ckpt["state_dict"]))
-    return model.eval(), tokenizer_from_files(ckpt["zoo"]["tokenizer_files"])
+    if ckpt["zoo"].get("hf_model_type"):  # initialised from a HF folder: export writes that family back
+        model.pretrained_family = ckpt["zoo"]["hf_model_type"]
+    from zoo.finetune.lora import merge_lora
+
+    return merge_lora(model).eval(), tokenizer_from_files(ckpt["zoo"]["tokenizer_files"])
 
 
-def export(ckpt_path: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
+def _restore_adapters(model: torch.nn.Module, section: Mapping[str, Any], path: str | os.PathLike) -> None:
+    """The LoRA layers a fine-tuning run saved (`zoo.lora`), so its weights load; none for other checkpoints."""
+    if section.get("lora") is None:
+        return
+    from zoo.finetune.lora import restore_lora
+
+    try:
+        restore_lora(model, section["lora"], f"{path}: zoo.lora")
+    except ValueError as e:
+        raise CheckpointError(str(e)) from None
+
+
+def export(ckpt_path: str | os.PathLike, out_dir: str | os.PathLike, format: str = "zoo", **options: Any) -> Path:
     """Write `model.safetensors` (tied weights stored once), `config.json` and `tokenizer/` to `out_dir`.
     The export is built beside the folder and swapped in whole, so the folder holds the complete old export
-    or the complete new one at every moment. A folder with files zoo did not write is refused, not emptied."""
+    or the complete new one at every moment. A folder with files zoo did not write is refused, not emptied.
+    `format="hf"` writes a Hugging Face folder instead (zoo.pretrained.export.export_hf; `model_type=`);
+    LoRA adapters of a fine-tuning checkpoint are merged into the weights either way."""
+    if format != "zoo":
+        return _export_other(format, ckpt_path, out_dir, **options)
     out = Path(out_dir)
     target = out.resolve()  # swap the real folder, never a link to it
     recover_folder(target, EXPORT_FILES)
@@ -305,6 +327,18 @@ def export(ckpt_path: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
         remove_tree(staging)  # nothing there once the swap has renamed it in
         raise
     return out
+
+
+def _export_other(format: str, ckpt_path: str | os.PathLike, out_dir: str | os.PathLike, **options: Any) -> Path:
+    """The export formats besides zoo's own, by name."""
+    from zoo.pretrained.export import export_hf
+
+    formats = {"hf": export_hf}
+    if format not in formats:
+        from zoo.registry import unknown_choice_message
+
+        raise ValueError(unknown_choice_message("export format", format, ["zoo", *formats]))
+    return formats[format](ckpt_path, out_dir, **options)
 
 
 def _check_export_target(target: Path, ckpt_path: Path) -> None:

@@ -13,6 +13,7 @@ import torch
 from torchmetrics import Metric
 
 from zoo.checkpoint import set_rng_states, zoo_section
+from zoo.finetune.lora import lora_record
 from zoo.tasks import Task, get_task
 from zoo.training.optim import build_optimizer, build_scheduler
 
@@ -130,6 +131,11 @@ class ZooLightningModule(L.LightningModule):
     # ----------------------------------------------------------------------------- checkpoints
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["zoo"] = zoo_section(self.model.config, self.task.name, self.tokenizer)
+        adapters = lora_record(self.model)  # LoRA layers, rebuilt before loading (zoo.load merges them)
+        if adapters is not None:
+            checkpoint["zoo"]["lora"] = adapters
+        if getattr(self.model, "pretrained_family", None):  # init_from a HF folder: format=hf exports it back
+            checkpoint["zoo"]["hf_model_type"] = self.model.pretrained_family
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if "zoo" in checkpoint:

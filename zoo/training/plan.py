@@ -4,6 +4,7 @@ checks everything that can be checked before any data is read or model built, ra
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from zoo.checkpoint import CheckpointError, read_checkpoint
 from zoo.config import ModelConfig
 from zoo.data.sources.base import check_data_cfg
+from zoo.finetune.setup import check_finetune_cfg, plan_init
 from zoo.options import ANY, Options, Rule, any_of, integer, list_of, one_of
 from zoo.presets import config_root
 from zoo.registry import unknown_choice_message
@@ -45,6 +47,7 @@ class Plan:
     output_dir: Path
     ckpt_path: Path | None = None
     resolved: dict[str, Any] = field(default_factory=dict)
+    init: Any = None  # zoo.finetune.setup.InitPlan when init_from is set
 
 
 def checked(check: Callable[..., Any], *args: Any) -> Any:
@@ -193,8 +196,13 @@ def prepare(cfg: DictConfig) -> Plan:
     """Validate the composed config; raise ConfigError before anything is trained or written."""
     resolved = _plain(cfg)
     checked(check_config, resolved)  # every key known, every value allowed (groups that stand alone)
-    model = resolve_model(resolved["model"])
+    named_task = TASKS.get(resolved["task"]) if resolved["task"] in TASKS else None
+    init = checked(plan_init, resolved, named_task.head if named_task else None)  # init_from: its config
+    model = init.model if init is not None else resolve_model(resolved["model"])
     task = resolve_task(resolved["task"], model)
+    # the data sets a classifier's num_labels; 1 stands in for it while the finetune names are checked
+    checked(check_finetune_cfg, resolved.get("finetune") or {"name": "full"},
+            dataclasses.replace(model, num_labels=model.num_labels or 1))
     checked(task.check_label_smoothing, resolved["label_smoothing"])
     data_cfg = resolve_data(resolved["data"], task)
     checked(check_data_cfg, data_cfg)
@@ -210,4 +218,4 @@ def prepare(cfg: DictConfig) -> Plan:
     ckpt = resolve_ckpt_path(resolved.get("ckpt_path"), Path(resolved["paths"]["runs_dir"]), output_dir)
     if ckpt is not None:
         check_resumable(ckpt, resolved["ckpt_path"], model, task)
-    return Plan(task, model, data_cfg, dict(resolved["tokenizer"]), kwargs, output_dir, ckpt, resolved)
+    return Plan(task, model, data_cfg, dict(resolved["tokenizer"]), kwargs, output_dir, ckpt, resolved, init)

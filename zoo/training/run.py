@@ -48,7 +48,7 @@ def train(cfg: DictConfig) -> TrainResult:
     from lightning.pytorch.callbacks import Checkpoint
 
     from zoo.data import build_data
-    from zoo.presets import build
+    from zoo.finetune.setup import announce, build_model, check_resumed_adapters, final_config, read_init
     from zoo.training.callbacks import CallbackContext, SampleGeneration, build_callbacks
     from zoo.training.checkpoint_io import AtomicCheckpointIO
     from zoo.training.distributed import shard_datamodule
@@ -57,12 +57,21 @@ def train(cfg: DictConfig) -> TrainResult:
 
     plan = prepare(cfg)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
+    finetune_cfg = plan.resolved.get("finetune") or {"name": "full"}
+    init = None
+    if plan.init is not None:  # pretrained weights read before any data: a corrupt file stops the run here
+        try:
+            init = read_init(plan.init, plan.output_dir)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     try:
         tokenizer, datamodule = build_data(
-            plan.data_cfg, plan.tokenizer_cfg, task=plan.task, max_seq_len=plan.model.max_seq_len,
+            plan.data_cfg, (init and init.tokenizer_cfg) or plan.tokenizer_cfg, task=plan.task,
+            max_seq_len=plan.model.max_seq_len,
             batch_size=cfg.batch_size, cache_dir=cfg.paths.cache_dir, seed=cfg.seed,
         )
         model_config = plan.task.model_config(plan.model, tokenizer)  # + vocabulary, special ids, num_labels
+        model_config = final_config(plan.init, model_config, tokenizer)  # init_from keeps its vocabulary
     except (ValueError, FileNotFoundError) as e:
         raise ConfigError(str(e)) from None
     if plan.ckpt_path is not None:
@@ -72,7 +81,12 @@ def train(cfg: DictConfig) -> TrainResult:
         except CheckpointError as e:
             raise ConfigError(f"ckpt_path={cfg.ckpt_path}: {e}") from None
 
-    model = build(model_config)
+    try:
+        model, applied = build_model(plan.init, init and init.state, model_config, finetune_cfg)
+        if plan.ckpt_path is not None:
+            check_resumed_adapters(model, read_checkpoint(plan.ckpt_path), cfg.ckpt_path)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     module = ZooLightningModule(
         model, task=plan.task, tokenizer=tokenizer, optim=plan.resolved["optim"], scheduler=plan.resolved["scheduler"],
         label_smoothing=cfg.label_smoothing, compile_cfg=plan.resolved["compile"], seed=cfg.seed,
@@ -95,6 +109,7 @@ def train(cfg: DictConfig) -> TrainResult:
     try:
         if trainer.is_global_zero:
             _announce(trainer, module, plan, logger)
+            announce(module.model, applied, plan.init)
         trainer.fit(module, datamodule=datamodule, ckpt_path=str(plan.ckpt_path) if plan.ckpt_path else None)
         failed = False
     finally:

@@ -1,0 +1,50 @@
+"""Partial fine-tuning: freeze named parts of a model (`embed`, `decoder_stack.layers.0`, `head`, ...) and/or
+the first N layers of every stack; everything else trains."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from torch import nn
+
+from zoo.modules.block import Stack
+from zoo.registry import unknown_choice_message
+
+
+def freezable_names(model: nn.Module) -> list[str]:
+    """The names `finetune.modules` accepts: the model's parts and each stack's layers."""
+    names = [n for n, _ in model.named_children()]
+    for name, module in model.named_modules():
+        if isinstance(module, Stack):
+            names += [f"{name}.layers.{i}" for i in range(len(module.layers))]
+    return names
+
+
+def stacks(model: nn.Module) -> list[Stack]:
+    return [m for m in model.modules() if isinstance(m, Stack)]
+
+
+def check_freeze(model: nn.Module, modules: Sequence[str], first_layers: int) -> None:
+    """ValueError for a module name the model does not have (listing the names) or more layers than a stack has."""
+    allowed = freezable_names(model)
+    for name in modules:
+        if name not in allowed:
+            raise ValueError("finetune.modules: " + unknown_choice_message("module", name, allowed))
+    for stack in stacks(model):
+        if first_layers > len(stack.layers):
+            raise ValueError(f"finetune.first_layers={first_layers} but a stack of this model has only "
+                             f"{len(stack.layers)} layers")
+
+
+def freeze(model: nn.Module, modules: Sequence[str], first_layers: int = 0) -> list[str]:
+    """Set requires_grad=False on `modules` and on layers [0, first_layers) of every stack; returns what froze."""
+    check_freeze(model, modules, first_layers)
+    frozen = list(modules)
+    for name in modules:
+        model.get_submodule(name).requires_grad_(False)
+    for name, module in model.named_modules():
+        if isinstance(module, Stack):
+            for i in range(first_layers):
+                module.layers[i].requires_grad_(False)
+                frozen.append(f"{name}.layers.{i}")
+    return frozen

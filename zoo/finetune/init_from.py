@@ -1,0 +1,257 @@
+"""`init_from=PATH`: start training from pretrained weights. PATH is a Hugging Face folder (config.json with a
+`model_type`, weights, usually tokenizer files), a zoo training checkpoint (`.ckpt`) or a zoo export folder.
+Each kind is a `Source` registered in SOURCES that recognises its paths and gives the model config, the
+weights (as a zoo state dict) and the tokenizer config of that path."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from zoo.config import ModelConfig
+
+HEAD_KEYS = frozenset({"head", "num_labels"})  # a new head is made fresh, so these may change its shapes
+
+
+class InitError(ValueError):
+    """init_from names something that cannot start a run (missing, corrupt, or not a model)."""
+
+
+class Source:
+    """One kind of init_from path."""
+
+    kind = ""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.model_type: str | None = None  # the HF family the weights came in (export writes it back)
+
+    @staticmethod
+    def recognises(path: Path) -> bool:
+        raise NotImplementedError
+
+    def config(self) -> ModelConfig:
+        raise NotImplementedError
+
+    def state(self) -> dict[str, torch.Tensor]:
+        """The weights as a zoo state dict for `config()` (LoRA adapters of a checkpoint merged in)."""
+        raise NotImplementedError
+
+    def has_tokenizer(self) -> bool:
+        """Whether the tokenizer the model was trained with is shipped with it."""
+        raise NotImplementedError
+
+    def tokenizer_cfg(self, workdir: Path) -> dict[str, Any]:
+        """The `tokenizer` config that loads the shipped tokenizer; `workdir` is where a tokenizer stored
+        inside a file is written out."""
+        raise NotImplementedError
+
+
+def _read_json(file: Path) -> Any:
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+
+
+class HuggingFaceFolder(Source):
+    kind = "Hugging Face folder"
+
+    @staticmethod
+    def recognises(path: Path) -> bool:
+        meta = _read_json(path / "config.json") if path.is_dir() else None
+        return isinstance(meta, dict) and "model_type" in meta
+
+    def config(self) -> ModelConfig:
+        from zoo.pretrained import load_config
+
+        return load_config(self.path)[1]
+
+    def state(self) -> dict[str, torch.Tensor]:
+        from zoo.pretrained.api import load_config
+        from zoo.pretrained.family import HFTensors
+        from zoo.pretrained.io import read_weights
+
+        family, config = load_config(self.path)
+        self.model_type = family.model_type
+        tensors, file = read_weights(self.path)
+        with torch.no_grad():
+            return family.state_from_hf(HFTensors(tensors, str(file), family.prefixes), config)
+
+    def has_tokenizer(self) -> bool:
+        return (self.path / "tokenizer.json").is_file()
+
+    def tokenizer_cfg(self, workdir: Path) -> dict[str, Any]:
+        return {"name": "hf", "path": str(self.path)}
+
+
+class ZooSaved(Source):
+    """A zoo training checkpoint or export folder: `zoo.load` reads both (and merges LoRA adapters)."""
+
+    def config(self) -> ModelConfig:
+        return self._loaded()[0].config
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return dict(self._loaded()[0].state_dict())
+
+    def _loaded(self):
+        from zoo.checkpoint import load
+
+        if not hasattr(self, "_cache"):
+            self._cache = load(self.path)
+            self.model_type = getattr(self._cache[0], "pretrained_family", None)
+        return self._cache
+
+
+class ZooCheckpoint(ZooSaved):
+    kind = "zoo checkpoint"
+
+    @staticmethod
+    def recognises(path: Path) -> bool:
+        return path.is_file()
+
+    def config(self) -> ModelConfig:
+        from zoo.checkpoint import read_checkpoint, saved_model_config
+
+        return saved_model_config(read_checkpoint(self.path)["zoo"]["model_config"], f"{self.path}: zoo.model_config")
+
+    def has_tokenizer(self) -> bool:
+        return True  # a training checkpoint always holds its tokenizer's files
+
+    def tokenizer_cfg(self, workdir: Path) -> dict[str, Any]:
+        folder = workdir / "init_tokenizer"
+        self._loaded()[1].save(folder)  # the checkpoint holds its tokenizer's files as text
+        return {"name": "file", "path": str(folder)}
+
+
+class ZooExport(ZooSaved):
+    kind = "zoo export"
+
+    @staticmethod
+    def recognises(path: Path) -> bool:
+        meta = _read_json(path / "config.json") if path.is_dir() else None
+        return isinstance(meta, dict) and "model_config" in meta
+
+    def has_tokenizer(self) -> bool:
+        return (self.path / "tokenizer" / "tokenizer.json").is_file()
+
+    def tokenizer_cfg(self, workdir: Path) -> dict[str, Any]:
+        return {"name": "file", "path": str(self.path / "tokenizer")}
+
+
+SOURCES: tuple[type[Source], ...] = (ZooCheckpoint, ZooExport, HuggingFaceFolder)
+
+
+def open_source(value: str) -> Source:
+    """The Source for `init_from=value`, its config read (and so checked); InitError naming the path."""
+    path = Path(value).expanduser()
+    if not path.exists():
+        raise InitError(f"init_from={value}: no such file or folder")
+    found = next((cls for cls in SOURCES if cls.recognises(path)), None)
+    if found is None:
+        present = ", ".join(sorted(p.name for p in path.iterdir())[:8]) if path.is_dir() else ""
+        raise InitError(f"init_from={value}: not a model: expected a Hugging Face folder (config.json with a "
+                        f"model_type, weights), a zoo checkpoint (.ckpt) or a zoo export folder"
+                        + (f" (found: {present or 'nothing'})" if path.is_dir() else ""))
+    source = found(path)
+    try:
+        source.config()
+    except (ValueError, OSError) as e:
+        raise InitError(f"init_from={value} ({source.kind}): {e}") from None
+    return source
+
+
+def load_state(source: Source, value: str) -> dict[str, torch.Tensor]:
+    """The source's weights; InitError naming the path for unreadable or mismatched weights."""
+    try:
+        return source.state()
+    except (ValueError, OSError) as e:
+        raise InitError(f"init_from={value} ({source.kind}): {e}") from None
+
+
+# ------------------------------------------------------------------------------------------- config
+
+
+def meta_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor name and shape of the model `cfg` builds (meta device: no memory, no init)."""
+    from zoo.presets import build
+
+    with torch.device("meta"):
+        model = build(cfg)
+    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+
+def shape_changes(base: ModelConfig, key: str, value: Any) -> list[str]:
+    """The tensors whose shape (or presence) setting `key=value` on `base` changes; [] when none does."""
+    if key in HEAD_KEYS:  # a new head is made fresh: its shapes are free
+        return []
+    before, after = meta_shapes(base), meta_shapes(ModelConfig.from_dict({**base.to_dict(), key: value}))
+    changed = [f"{k} {before.get(k)} -> {after.get(k)}" for k in sorted(before.keys() | after.keys())
+               if before.get(k) != after.get(k)]
+    return changed
+
+
+def with_overrides(base: ModelConfig, overrides: Mapping[str, Any], source: str) -> ModelConfig:
+    """`base` with the user's model.* overrides; ValueError naming the first key that changes a weight shape
+    (and the tensor) or that is not a model key."""
+    known = set(base.to_dict())
+    for key, value in overrides.items():
+        if key not in known:
+            from zoo.options import unknown_key_message
+
+            raise ValueError(unknown_key_message("model", key, known))
+        if value == getattr(base, key):
+            continue
+        changed = shape_changes(base, key, value)
+        if changed:
+            more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+            raise ValueError(f"model.{key}={value!r} would change the shape of the pretrained weights of {source}: "
+                             f"{changed[0]}{more}; only overrides that keep every weight's shape apply with "
+                             f"init_from (e.g. model.dropout, model.attn_dropout)")
+    return ModelConfig.from_dict({**base.to_dict(), **overrides})
+
+
+def fit_to_tokenizer(pretrained: ModelConfig, completed: ModelConfig, tokenizer, source: str) -> ModelConfig:
+    """The config the data completed (special ids, num_labels) with the pretrained vocabulary size kept: a
+    tokenizer may use fewer ids than the embedding table has rows (T5), never more."""
+    if tokenizer.vocab_size > pretrained.vocab_size:
+        raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model of init_from={source} "
+                         f"has {pretrained.vocab_size} embedding rows; use the model's own tokenizer "
+                         "(leave tokenizer= unset) or one of at most that size")
+    return ModelConfig.from_dict({**completed.to_dict(), "vocab_size": pretrained.vocab_size})
+
+
+@dataclass
+class Loaded:
+    """The model with pretrained weights in place, and the parameter names that were not loaded (fresh)."""
+
+    model: torch.nn.Module
+    fresh: list[str]
+
+
+def build_initialised(cfg: ModelConfig, state: Mapping[str, torch.Tensor], source: str,
+                      model_type: str | None = None) -> Loaded:
+    """Build `cfg` and load `state` into it. Only head tensors may be missing (a new head) or left over (the
+    old head); anything else is an InitError naming the tensors."""
+    from zoo.presets import build
+
+    model = build(cfg)
+    own = model.state_dict()
+    usable = {k: v for k, v in state.items() if k in own and tuple(own[k].shape) == tuple(v.shape)}
+    dropped = sorted(k for k in state if k not in usable)
+    missing = sorted(k for k in own if k not in usable)
+    bad = [k for k in (*dropped, *missing) if not k.startswith("head.")]
+    if bad:
+        raise InitError(f"init_from={source}: the weights do not fit the model: {', '.join(bad[:5])}"
+                        + (f" and {len(bad) - 5} more" if len(bad) > 5 else ""))
+    model.load_state_dict(usable, strict=False)
+    if model_type is not None:
+        model.pretrained_family = model_type
+    names = {id(p): n for n, p in model.named_parameters()}
+    fresh_ids = {id(p) for n, p in model.named_parameters(remove_duplicate=False) if n in missing}
+    return Loaded(model, sorted(names[i] for i in fresh_ids))

@@ -1,0 +1,103 @@
+"""Fine-tuning methods by name (`finetune=full|lora|freeze`): each decides which parameters train. A method is
+a function `(model, fresh, **options) -> Applied`; its keyword parameters are its `finetune.*` keys, their
+hints the values allowed. `fresh` names the parameters that did not come from `init_from` (a new classifier
+head): they always train, whatever the method freezes."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from torch import nn
+
+from zoo.finetune.freeze import freeze as freeze_modules
+from zoo.finetune.lora import add_lora
+from zoo.options import TEXT, Options, check_entry, integer, list_of, number
+from zoo.registry import Registry
+
+FINETUNES: Registry = Registry("finetune method", key="finetune.name")
+DEFAULT_LORA_TARGETS = ("self_attn.qkv", "self_attn.o")
+
+
+@dataclass
+class Applied:
+    """What a method did, in one line for the run's log."""
+
+    description: str
+
+
+def _train_fresh(model: nn.Module, fresh: Collection[str]) -> None:
+    for name, param in model.named_parameters():
+        if name in fresh:
+            param.requires_grad_(True)
+
+
+@FINETUNES.register("full")
+def full(model: nn.Module, fresh: Collection[str] = ()) -> Applied:
+    """Every parameter trains."""
+    model.requires_grad_(True)
+    return Applied("full fine-tuning: every parameter trains")
+
+
+@FINETUNES.register("lora")
+def lora(
+    model: nn.Module, fresh: Collection[str] = (), *,
+    rank: Annotated[int, integer(1)] = 8,
+    alpha: Annotated[float, number(0, low_open=True)] = 16.0,
+    dropout: Annotated[float, number(0, 1, high_open=True)] = 0.0,
+    targets: Annotated[list[str], list_of(TEXT)] = DEFAULT_LORA_TARGETS,
+) -> Applied:
+    """Freeze the model, add rank-`rank` adapters scaled by alpha / rank to the `targets` layers."""
+    model.requires_grad_(False)
+    paths = add_lora(model, rank=rank, alpha=alpha, dropout=dropout, targets=list(targets))
+    _train_fresh(model, fresh)
+    return Applied(f"LoRA rank {rank}, alpha {alpha:g} on {len(paths)} layers ({', '.join(targets)})")
+
+
+@FINETUNES.register("freeze")
+def freeze(
+    model: nn.Module, fresh: Collection[str] = (), *,
+    modules: Annotated[list[str], list_of(TEXT)] = (),
+    first_layers: Annotated[int, integer(0)] = 0,
+) -> Applied:
+    """Freeze `modules` (zoo module names: `embed`, `head`, `decoder_stack.layers.0`, ...) and the first
+    `first_layers` layers of every stack."""
+    if not modules and not first_layers:
+        raise ValueError("finetune=freeze freezes nothing: set finetune.modules (e.g. [embed]) and/or "
+                         "finetune.first_layers")
+    model.requires_grad_(True)
+    frozen = freeze_modules(model, list(modules), first_layers)
+    _train_fresh(model, fresh)
+    return Applied(f"frozen: {', '.join(frozen)}")
+
+
+def finetune_options(name: str) -> Options:
+    """finetune.* keys of method `name`: its keyword parameters, plus `name`."""
+    return Options.of(FINETUNES.get(name), skip=("model", "fresh")).extended({"name": TEXT})
+
+
+def check_finetune(cfg: Mapping[str, Any]) -> None:
+    """Name, keys and values of the finetune group (ValueError naming the key)."""
+    name = cfg.get("name", "full")
+    if name not in FINETUNES:
+        FINETUNES.get(name)  # raises with the known names
+    check_entry("finetune", name, cfg, finetune_options, FINETUNES.names())
+
+
+def apply_finetune(model: nn.Module, cfg: Mapping[str, Any], fresh: Collection[str] = ()) -> Applied:
+    """Apply `finetune: {name, ...}` to `model` in place."""
+    check_finetune(cfg)
+    options = {k: v for k, v in cfg.items() if k != "name"}
+    return FINETUNES.get(cfg.get("name", "full"))(model, fresh, **options)
+
+
+def trainable_counts(model: nn.Module) -> tuple[int, int]:
+    """(trainable, total) unique parameters (tied tensors counted once)."""
+    params = list(model.parameters())
+    return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)
+
+
+def trainable_line(model: nn.Module) -> str:
+    trainable, total = trainable_counts(model)
+    return f"trainable parameters: {trainable:,} of {total:,} ({100 * trainable / max(total, 1):.2f}%)"

@@ -1,0 +1,133 @@
+"""The fine-tuning part of `plan.prepare` and `run.train`: read `init_from` (config, overrides, tokenizer) and
+check `finetune` before any data is read; build the model with the pretrained weights and apply the method."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from zoo.config import ModelConfig
+from zoo.finetune.given import command_line, given_in_group, group_given
+from zoo.finetune.init_from import (
+    InitError,
+    Source,
+    build_initialised,
+    fit_to_tokenizer,
+    load_state,
+    open_source,
+    with_overrides,
+)
+from zoo.finetune.lora import lora_record
+from zoo.finetune.methods import Applied, apply_finetune, check_finetune, trainable_line
+
+
+@dataclass
+class InitPlan:
+    """What `init_from` decided: the source, its config with the user's overrides, where the tokenizer comes
+    from (the source's own unless `tokenizer` was given)."""
+
+    value: str
+    source: Source
+    model: ModelConfig
+    own_tokenizer: bool
+    notes: list[str]
+
+
+def plan_init(resolved: Mapping[str, Any], task_head: str | None) -> InitPlan | None:
+    """None without init_from. `task_head`: the head an explicitly named task needs (a classification task on
+    a pretrained encoder gets a fresh classifier head). ValueError for anything wrong, before any data."""
+    value = resolved.get("init_from")
+    if value in (None, ""):
+        return None
+    source = open_source(str(value))
+    overrides, notes = command_line(), []
+    if overrides is None:  # composed in code, not by train.py: the command line is unknown
+        overrides = []
+        notes.append("init_from outside a Hydra run: model.* keys of the composed config are not applied, "
+                     "the tokenizer is the init_from one")
+    if any(o.split("=", 1)[0].lstrip("+~") == "model" for o in overrides):
+        raise ValueError(f"init_from={value} takes the architecture from {source.kind} {value}; drop the model=... "
+                         "choice (model.* keys that keep the weight shapes still apply, e.g. model.dropout=0.1)")
+    pretrained = source.config()
+    changes = given_in_group("model", overrides, dict(resolved["model"]))
+    if task_head is not None and task_head != pretrained.head and "head" not in changes:
+        changes = {**changes, "head": task_head, "num_labels": 0}  # the data gives num_labels
+        notes.append(f"a new {task_head} head replaces the pretrained {pretrained.head} head")
+    model = with_overrides(pretrained, changes, str(value))
+    own = not group_given("tokenizer", overrides)
+    if own and not source.has_tokenizer():
+        raise ValueError(f"init_from={value}: {source.kind} {value} has no tokenizer (no tokenizer.json); give "
+                         "the tokenizer the model was trained with: tokenizer=hf tokenizer.path=FOLDER or "
+                         "tokenizer=file tokenizer.path=tokenizer.json")
+    return InitPlan(str(value), source, model, own, notes)
+
+
+def check_finetune_cfg(cfg: Mapping[str, Any], model: ModelConfig) -> None:
+    """finetune.* keys and values, then the method applied to a meta-device model (names it reads exist)."""
+    from zoo.presets import build
+
+    check_finetune(cfg)
+    with torch.device("meta"):
+        apply_finetune(build(model), cfg)
+
+
+# ------------------------------------------------------------------------------------------ at run time
+
+
+@dataclass
+class Initialised:
+    state: dict[str, torch.Tensor]
+    tokenizer_cfg: dict[str, Any] | None
+
+
+def read_init(init: InitPlan, output_dir: Path) -> Initialised:
+    """The pretrained weights (read before any data, so a corrupt file stops the run early) and the
+    tokenizer config of the source when it supplies the tokenizer."""
+    state = load_state(init.source, init.value)
+    tokenizer_cfg = init.source.tokenizer_cfg(output_dir) if init.own_tokenizer else None
+    return Initialised(state, tokenizer_cfg)
+
+
+def final_config(init: InitPlan | None, completed: ModelConfig, tokenizer) -> ModelConfig:
+    """The config the data completed; with init_from the pretrained vocabulary size is kept."""
+    return completed if init is None else fit_to_tokenizer(init.model, completed, tokenizer, init.value)
+
+
+def build_model(init: InitPlan | None, state: Mapping[str, torch.Tensor] | None, config: ModelConfig,
+                finetune_cfg: Mapping[str, Any]) -> tuple[torch.nn.Module, Applied]:
+    """The model to train: pretrained weights in place (init_from), then the finetune method applied."""
+    from zoo.presets import build
+
+    fresh: list[str] = []
+    if init is None:
+        model = build(config)
+    else:
+        loaded = build_initialised(config, state or {}, init.value, init.source.model_type)
+        model, fresh = loaded.model, loaded.fresh
+    applied = apply_finetune(model, finetune_cfg, fresh)
+    if fresh:
+        applied.description += f"; new (trained from scratch): {', '.join(fresh)}"
+    return model, applied
+
+
+def announce(model: torch.nn.Module, applied: Applied, init: InitPlan | None) -> None:
+    if init is not None:
+        print(f"[zoo] init_from {init.source.kind} {init.value}" + "".join(f"; {n}" for n in init.notes))
+    print(f"[zoo] {applied.description}")
+    print(f"[zoo] {trainable_line(model)}")
+
+
+def check_resumed_adapters(model: torch.nn.Module, ckpt: Mapping[str, Any], given: str) -> None:
+    """A resumed run has the same LoRA layers as its checkpoint (else the weights cannot load)."""
+    saved, current = ckpt["zoo"].get("lora"), lora_record(model)
+    if saved != current:
+        raise ValueError(f"ckpt_path={given}: the checkpoint's LoRA adapters {saved} differ from this run's "
+                         f"{current}; resume with the finetune settings the checkpoint was trained with")
+
+
+__all__ = ["InitError", "InitPlan", "announce", "build_model", "check_finetune_cfg", "check_resumed_adapters",
+           "final_config", "plan_init", "read_init"]
