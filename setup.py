@@ -6,5 +6,6 @@ from setuptools import find_packages, setup
 setup(
     packages=find_packages(include=["zoo", "zoo.*"]) + ["zoo.conf"],
     package_dir={"zoo.conf": "conf"},
-    package_data={"zoo.conf": ["*/*.yaml", "*.yaml"]},
+    package_data={"zoo.conf": ["*/*.yaml", "*.yaml"],
+                  "zoo.inspection.explorer": ["*.html", "*.js", "*.css"]},  # the explorer page's template
 )

@@ -1,0 +1,184 @@
+"""The explorer's data (no browser): the beam tree against a hand-made probability tree and against plain
+teacher-forced forwards, packing round trips, the size budget, the inlined page (nothing fetched, data
+that cannot end its script element) and inspect_model.py's html= key."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import zoo
+from tests.generation.test_tree import BOS, EOS, PAD, TREE, A, B, C, D, E, TreeLM
+from zoo import ModelOutput
+from zoo.inspection.explorer import explorer_data, render, vocab_labeller
+from zoo.inspection.explorer.beams import beam_tree
+from zoo.inspection.explorer.pack import pack_float16, pack_unit, unpack
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def tiny(arch: str, **kw) -> torch.nn.Module:
+    torch.manual_seed(0)
+    cfg = dict(arch=arch, vocab_size=40, d_model=16, n_layers=2, n_heads=2, positional="rope", max_seq_len=32,
+               dropout=0.0) | kw
+    return zoo.build(cfg).eval()
+
+
+def page_data(html: str) -> dict:
+    """The JSON the page parses, cut out of the HTML the way the browser does (up to the first </script)."""
+    body = re.search(r'<script type="application/json" id="zoo-data">(.*?)</script', html, re.S).group(1)
+    return json.loads(body)
+
+
+class CausalTreeLM(TreeLM):
+    """TreeLM with a distribution at every position (from the tokens up to it), so a teacher-forced
+    forward reads the tree the way step-by-step decoding does."""
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, cache=None, logits_to_keep=0):
+        rows = []
+        for row in input_ids.tolist():
+            per_position = []
+            for t in range(len(row)):
+                probs = torch.zeros(9)
+                prefix = tuple(tok for tok in row[1:t + 1] if tok != PAD)
+                for token, p in self.tree.get(prefix, {EOS: 1.0}).items():
+                    probs[token] = p
+                per_position.append(probs.log())
+            rows.append(torch.stack(per_position))
+        return ModelOutput(logits=torch.stack(rows))
+
+
+def test_beam_tree_matches_the_hand_made_tree():
+    """TREE: greedy takes A (0.5) then C (0.4) = 0.20; two beams find B C = 0.36. Node log-probs are the
+    tree's own numbers; the root lists A, B, EOS as candidates."""
+    tree = beam_tree(CausalTreeLM(TREE), [BOS], label=lambda i: "PBEABCDE?"[i], num_beams=2, max_new_tokens=5,
+                     eos_ids=[EOS], use_cache=False, alternatives=3)
+    hyp = {h["name"]: h for h in tree["hypotheses"]}
+    assert hyp["greedy"]["tokens"] == [A, C, EOS] and hyp["beam 1"]["tokens"] == [B, C, EOS]
+    assert hyp["beam 2"]["tokens"] == [A, C, EOS]
+    assert hyp["greedy"]["sum_logp"] == pytest.approx(math.log(0.20), abs=1e-6)
+    assert hyp["beam 1"]["sum_logp"] == pytest.approx(math.log(0.36), abs=1e-6)
+    assert hyp["beam 1"]["score"] == pytest.approx(math.log(0.36) / 3, abs=1e-6)  # zoo's length-normalised score
+    nodes = tree["nodes"]
+    root_children = {n["token"]: n for n in nodes if n["parent"] == 0}
+    assert set(root_children) == {A, B, EOS}
+    assert root_children[A]["logp"] == pytest.approx(math.log(0.5)) and root_children[B]["paths"] == ["beam 1"]
+    assert root_children[EOS]["paths"] == []  # a candidate no hypothesis took
+    a_children = {n["token"]: n["logp"] for n in nodes if n["parent"] == root_children[A]["id"]}
+    assert a_children == pytest.approx({C: math.log(0.4), D: math.log(0.3), E: math.log(0.3)})
+    assert sorted(root_children[A]["paths"]) == ["beam 2", "greedy"]
+
+
+@pytest.mark.parametrize("arch", ["decoder", "encoder_decoder"])
+def test_beam_tree_log_probs_equal_a_plain_forward(arch):
+    """Each hypothesis' Σ log p equals a teacher-forced forward of the whole sequence (no stepper, no cache),
+    and zoo's beam score equals that sum over length ** length_penalty."""
+    model = tiny(arch)
+    source = [5, 9, 12, 7]
+    tree = beam_tree(model, source, label=str, num_beams=3, max_new_tokens=5, eos_ids=[2], length_penalty=0.5)
+    for h in tree["hypotheses"]:
+        tokens = h["tokens"]
+        with torch.no_grad():
+            if arch == "decoder":
+                logits = model(torch.tensor([source + tokens])).logits[0, len(source) - 1:-1]
+            else:
+                dec = [model.config.start_id] + tokens
+                logits = model(torch.tensor([source]), decoder_input_ids=torch.tensor([dec[:-1]])).logits[0]
+        expected = logits.log_softmax(-1)[torch.arange(len(tokens)), tokens].sum().item()
+        assert h["sum_logp"] == pytest.approx(expected, abs=1e-4), h["name"]
+        if "score" in h:
+            assert h["score"] == pytest.approx(expected / len(tokens) ** 0.5, abs=1e-4), h["name"]
+    greedy = tree["hypotheses"][0]
+    nodes = tree["nodes"]
+    for node_id in greedy["nodes"][1:]:  # greedy: every step is its parent's most likely child
+        siblings = [n["logp"] for n in nodes if n["parent"] == nodes[node_id]["parent"]]
+        assert nodes[node_id]["logp"] == pytest.approx(max(siblings))
+
+
+def test_packing_round_trips_against_numpy():
+    x = torch.tensor([[0.0, 1.0, 0.25, 1 / 3], [0.999, 1e-5, 0.5, 0.0]])
+    assert np.abs(unpack(pack_unit(x)) - x.numpy()).max() <= 0.5 / 65535 + 1e-9
+    y = torch.tensor([-3.14159, 65504.0, -float("inf"), 1e-4])
+    np.testing.assert_array_equal(unpack(pack_float16(y)), y.numpy().astype(np.float16).astype(np.float32))
+
+
+def test_every_part_is_collected_for_an_encoder_decoder():
+    model = tiny("encoder_decoder", encoder_layers=2, decoder_layers=1)
+    src, dec = [5, 6, 7, 8, 9], [model.config.start_id, 10, 11]
+    data = explorer_data(model, src, tokens=list("abcde"), vocab_label=str, decoder_ids=dec, num_beams=2,
+                         max_new_tokens=3)
+    assert set(data["attention"]) == {"encoder", "decoder", "cross"}
+    assert data["attention"]["cross"]["weights"]["shape"] == [1, 2, 3, 5]  # (L, H, Tq=decoder, Tk=source)
+    weights = unpack(data["attention"]["encoder"]["weights"])
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-3)  # softmax rows survive the packing
+    assert [m["name"] for m in data["masks"]] == ["mask", "mask", "cross_mask"] or data["masks"]
+    assert data["logits"]["stream"] == "decoder" and data["logits"]["positions"] == [0, 1, 2]
+    assert data["tokens"]["decoder"][0]["id"] == model.config.start_id
+    assert [r["name"] for r in data["trace"]][:1] == ["input_ids"]
+    assert data["params"]["total"] == sum(p.numel() for p in model.parameters())
+    assert data["beams"]["hypotheses"][0]["name"] == "greedy"
+    assert data["notes"] == []
+
+
+def test_encoder_has_no_beam_tree_and_says_why():
+    data = explorer_data(tiny("encoder", positional="learned"), [5, 6, 7], tokens=["x", "y", "z"], vocab_label=str)
+    assert "does not generate" in data["beams"]["note"] and set(data["attention"]) == {"encoder"}
+
+
+def test_size_budget_keeps_evenly_spaced_layers_and_says_so():
+    model = tiny("decoder", n_layers=6, vocab_size=400)
+    ids = list(range(5, 25))
+    data = explorer_data(model, ids, tokens=[str(i) for i in ids], vocab_label=str, max_mb=0.012, max_new_tokens=1)
+    kept = data["attention"]["decoder"]["layers"]
+    assert kept[0] == 0 and kept[-1] == 5 and 1 < len(kept) < 6
+    assert any("layers" in n and "html_layers" in n for n in data["notes"])
+    assert data["logits"]["positions"][-1] == 19 and len(data["logits"]["positions"]) < 20
+    chosen = explorer_data(model, ids, tokens=[str(i) for i in ids], vocab_label=str, layers=[4, 1], max_new_tokens=1)
+    assert chosen["attention"]["decoder"]["layers"] == [1, 4]
+    with pytest.raises(ValueError, match=r"html_layers=\[7\].*layers 0\.\.5"):
+        explorer_data(model, ids, tokens=[str(i) for i in ids], vocab_label=str, layers=[7])
+
+
+def test_page_is_self_contained_and_data_cannot_close_its_script():
+    model = tiny("decoder")
+    title = 'evil </script><script>alert(1)</script> 한국어'
+    html = render(explorer_data(model, [5, 6], tokens=["a", "b"], vocab_label=str, title=title, max_new_tokens=1))
+    assert page_data(html)["title"] == title
+    assert not re.search(r"<script[^>]+src=|<link|@import|url\(|fetch\(|XMLHttpRequest|https://", html)
+    assert "__DATA__" not in html and "/*__SCRIPT__*/" not in html and html.startswith("<!DOCTYPE html>")
+
+
+def test_vocab_labels_decode_whole_characters():
+    from zoo.data import TOKENIZERS
+
+    tok = TOKENIZERS["bpe"](["고양이가 매트 위에 앉았다 the cat"] * 20, vocab_size=300)
+    label = vocab_labeller(tok)
+    ids = tok.encode("고양이가 the")
+    assert "".join(label(i) for i in ids).replace("·", " ") == "고양이가 the"
+    assert label(tok.eos_id) == tok.hf.id_to_token(tok.eos_id)
+    assert vocab_labeller(None, {7: "cat"})(7) == "cat" and vocab_labeller(None)(9) == "#9"
+
+
+def test_inspect_model_html_key_writes_the_page(tmp_path):
+    from hydra import compose, initialize_config_dir
+    from rich.console import Console
+
+    import inspect_model
+
+    page = tmp_path / "explorer.html"
+    overrides = ["model=gpt_nano", "text=the cat sat on the mat", f"html={page}", "html_beams=2",
+                 "html_new_tokens=3", "html_layers=[1]"]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("inspect_model", overrides=overrides)
+    files = inspect_model.inspect(cfg, tmp_path, Console(width=140, file=open(tmp_path / "out.txt", "w")))
+    assert page in files
+    data = page_data(page.read_text(encoding="utf-8"))
+    assert [t["label"] for t in data["tokens"]["decoder"]] == "the cat sat on the mat".split()
+    assert data["attention"]["decoder"]["layers"] == [1] and len(data["beams"]["hypotheses"]) == 3
+    assert "NO tokenizer" in data["source"]
