@@ -8,6 +8,7 @@ from zoo.inspection import parameter_table, trace
 from zoo.models import ModelOutput
 from zoo.presets import build, list_models, register_model, resolve_config
 from zoo.pretrained import from_pretrained, save_pretrained
+from zoo.quantization import quantize
 
-__all__ = ["export", "load", "ModelConfig", "ModelOutput", "build", "list_models", "register_model", "resolve_config", "from_pretrained", "save_pretrained", "trace", "parameter_table"]
+__all__ = ["export", "load", "ModelConfig", "ModelOutput", "build", "list_models", "register_model", "resolve_config", "from_pretrained", "save_pretrained", "trace", "parameter_table", "quantize"]
 __version__ = "0.1.0"

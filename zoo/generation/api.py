@@ -13,6 +13,8 @@ from zoo.generation.config import GenerationConfig
 from zoo.generation.greedy_sample import greedy_or_sample
 from zoo.generation.logits import build_processors
 from zoo.generation.prompts import PromptLike, align, as_batch
+from zoo.generation.speculative import check_assistant, speculative_greedy
+from zoo.generation.static import StaticStepper, check_static
 from zoo.generation.stepper import DecoderStepper, EncoderDecoderStepper, Stepper
 from zoo.registry import Registry
 from zoo.utils import eval_mode
@@ -20,6 +22,7 @@ from zoo.utils import eval_mode
 STEPPERS: Registry = Registry("generation architecture")
 
 
+@STEPPERS.register("mlp_lm")  # no KV cache: each step re-reads its last context_size tokens
 @STEPPERS.register("decoder")
 def _decoder_stepper(model, ids: torch.Tensor, mask: torch.Tensor, pad_id: int, use_cache: bool) -> Stepper:
     ids, mask = align(ids, mask, pad_id, side="left")  # new tokens go right after every prompt
@@ -41,14 +44,18 @@ class GenerateOutput:
     sequences: torch.Tensor
     scores: torch.Tensor | None = None
     logits: list[torch.Tensor] = field(default_factory=list)
+    acceptance_rate: float | None = None  # speculative decoding: accepted / proposed draft tokens
 
 
 def generate(
-    model, input_ids: PromptLike, attention_mask: torch.Tensor | None = None, **kwargs: Any
+    model, input_ids: PromptLike, attention_mask: torch.Tensor | None = None, *, assistant_model=None,
+    **kwargs: Any,
 ) -> torch.Tensor | GenerateOutput:
     """Continue prompts (decoder) or translate sources (encoder-decoder). Options are GenerationConfig's
     fields (max_new_tokens, do_sample, temperature, top_k, top_p, num_beams, num_return_sequences,
-    length_penalty, early_stopping, eos_token_id, pad_token_id, use_cache, seed, return_dict).
+    length_penalty, early_stopping, eos_token_id, pad_token_id, use_cache, seed, return_dict,
+    cache_implementation, compile, num_assistant_tokens). `assistant_model`: a smaller decoder with the same
+    vocabulary for speculative (greedy) decoding; the output equals this model's greedy output.
 
     Example: `model.generate(ids, max_new_tokens=20, do_sample=True, top_p=0.9, seed=0)`."""
     mcfg = model.config
@@ -62,12 +69,30 @@ def generate(
     ids, mask = ids.to(device), mask.to(device)
     pad_id = mcfg.pad_id if cfg.pad_token_id is None else cfg.pad_token_id
     eos_ids = cfg.eos_ids(mcfg.eos_id)
+    if assistant_model is not None:
+        check_assistant(model, assistant_model, ids.shape[0], int(mask.sum()), cfg.max_new_tokens, cfg)
+        with eval_mode(model), eval_mode(assistant_model), torch.inference_mode():
+            return _run_speculative(model, assistant_model, ids, mask, cfg, eos_ids)
+    max_len = None
+    if cfg.static_cache:  # every reason a static cache cannot serve this run, before the prompt is run
+        max_len = check_static(model, ids.shape[1], cfg.max_new_tokens, use_cache=cfg.use_cache, compile=cfg.compile)
     with eval_mode(model), torch.inference_mode():  # dropout off while decoding; the caller's mode comes back
-        return _run(model, ids, mask, cfg, pad_id, eos_ids, device)
+        return _run(model, ids, mask, cfg, pad_id, eos_ids, device, max_len)
 
 
-def _run(model, ids, mask, cfg: GenerationConfig, pad_id: int, eos_ids: list[int], device) -> Any:
+def _run_speculative(model, draft, ids, mask, cfg: GenerationConfig, eos_ids: list[int]) -> Any:
+    real = mask[0].bool()  # one prompt: decode its real tokens, put any padding back in front
+    seq, step_logits, stats = speculative_greedy(model, draft, ids[:, real], cfg.max_new_tokens, eos_ids=eos_ids,
+                                                 num_draft=cfg.num_assistant_tokens)
+    seq = torch.cat([ids[:, ~real], seq], dim=1)
+    out = GenerateOutput(seq, None, step_logits, acceptance_rate=stats.acceptance_rate)
+    return out if cfg.return_dict else out.sequences
+
+
+def _run(model, ids, mask, cfg: GenerationConfig, pad_id: int, eos_ids: list[int], device, max_len: int | None) -> Any:
     stepper = STEPPERS.get(model.config.arch)(model, ids, mask, pad_id, cfg.use_cache)
+    if max_len is not None:
+        stepper = StaticStepper(stepper, max_len, compile=cfg.compile)
     if cfg.num_beams > 1 and cfg.max_new_tokens > 0:
         result = beam_search(
             stepper, cfg.num_beams, cfg.max_new_tokens, eos_ids=eos_ids, pad_id=pad_id,

@@ -9,6 +9,8 @@ from typing import Any
 
 from zoo.utils import did_you_mean
 
+CACHE_IMPLEMENTATIONS = ("dynamic", "static")
+
 
 @dataclass
 class GenerationConfig:
@@ -28,6 +30,14 @@ class GenerationConfig:
     use_cache: bool = True
     seed: int | None = None
     return_dict: bool = False
+    cache_implementation: str | None = None  # "dynamic" (grows) | "static" (pre-allocated); None: static iff compile
+    compile: bool = False  # torch.compile the one-token decode step (static cache)
+    num_assistant_tokens: int = 4  # speculative decoding (assistant_model=...): draft tokens per round
+
+    @property
+    def static_cache(self) -> bool:
+        """Decode with the pre-allocated cache: asked for, or implied by compile=True."""
+        return self.cache_implementation == "static" or (self.compile and self.cache_implementation is None)
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> GenerationConfig:
@@ -65,6 +75,13 @@ class GenerationConfig:
                 raise ValueError(f"{f.name} must be True or False, got {getattr(self, f.name)!r}.")
         if self.seed is not None:
             _check_int("seed", self.seed, low=0)
+        _check_int("num_assistant_tokens", self.num_assistant_tokens, low=1)
+        if self.cache_implementation not in (None, *CACHE_IMPLEMENTATIONS):
+            raise ValueError(f"cache_implementation must be one of {', '.join(CACHE_IMPLEMENTATIONS)} (or None: "
+                             f"static iff compile=True), got {self.cache_implementation!r}.")
+        if self.compile and self.cache_implementation == "dynamic":
+            raise ValueError("compile=True decodes with the static cache (fixed shapes); "
+                             "cache_implementation='dynamic' cannot be compiled. Drop one of them.")
         ids = [] if self.eos_token_id is None else self.eos_ids(0)
         for name, values in (("eos_token_id", ids), ("pad_token_id", [] if self.pad_token_id is None else [self.pad_token_id])):
             for value in values:

@@ -13,6 +13,7 @@ import torch
 
 from zoo.generation.prompts import position_ids
 from zoo.modules.cache import KVCache
+from zoo.modules.mask import AttentionMask, build_mask
 
 
 class Stepper:
@@ -60,6 +61,10 @@ class Stepper:
     def _forward(self, ids, mask, pos, cache) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def step_memory(self) -> tuple[torch.Tensor | None, AttentionMask | None]:
+        """What a one-token decode step cross-attends to: (memory (B, S, C), its mask), or (None, None)."""
+        return None, None
+
     def append(self, tokens: torch.Tensor) -> None:
         """Add one token (B,) to every row; new tokens are real (mask 1)."""
         self.ids = torch.cat([self.ids, tokens[:, None]], dim=1)
@@ -95,6 +100,9 @@ class EncoderDecoderStepper(Stepper):
         self.memory = self.memory.repeat_interleave(n, 0)
         if self.src_mask is not None:
             self.src_mask = self.src_mask.repeat_interleave(n, 0)
+
+    def step_memory(self) -> tuple[torch.Tensor, AttentionMask]:
+        return self.memory, build_mask(self.src_mask, causal=False, q_len=1, k_len=self.memory.shape[1])
 
     def _forward(self, ids, mask, pos, cache) -> torch.Tensor:
         # beams of one source share the same memory rows, so reorder (within a source) never touches it

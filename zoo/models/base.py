@@ -67,6 +67,7 @@ class ZooModel(nn.Module):
 
     self_stream = "decoder"  # the stack whose self-attention `ModelOutput.attentions` reports
     is_encoder_decoder = False  # takes a source (input_ids) and a target (decoder_input_ids)
+    transformer = True  # built from the shared attention stack, so every attention/FFN/positional knob applies
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
@@ -97,6 +98,11 @@ class ZooModel(nn.Module):
     def positions(self) -> Positional:
         """The positional scheme of the stream this model outputs (the decoder's for encoder-decoder)."""
         return self.embed.positional
+
+    @property
+    def decoder_embed(self) -> Embeddings:
+        """The embeddings of the stream that decoding extends (a compiled decode step embeds through it)."""
+        return self.embed
 
     # ----- input checks (clear errors instead of device-side asserts) -----
     def check_ids(self, ids: torch.Tensor, name: str = "input_ids") -> None:

@@ -33,6 +33,11 @@ class EncoderDecoder(ZooModel):
         """The decoder's positional scheme (what generation extends)."""
         return self.tgt_embed.positional
 
+    @property
+    def decoder_embed(self) -> Embeddings:
+        """The target embeddings (what generation extends)."""
+        return self.tgt_embed
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__(config)
         src_tokens = nn.Embedding(config.vocab_size, config.d_model)

@@ -54,3 +54,55 @@ class KVCache:
     def reorder(self, index: torch.Tensor, *, cross: bool = True) -> None:
         for layer in self.layers:
             layer.reorder(index, cross=cross)
+
+    def crop(self, length: int) -> None:
+        """Forget every position from `length` on (speculative decoding drops rejected draft tokens); the
+        buffers keep their size and the next append overwrites the dropped slots."""
+        self.length = min(self.length, length)
+        for layer in self.layers:
+            layer.length = min(layer.length, length)
+
+
+class StaticLayerCache(LayerCache):
+    """One layer's K/V in buffers (B, KV, S_max, D) allocated once (gpt-fast's static cache), so a compiled
+    one-token step sees the same shapes every step. Prefill appends like LayerCache (python lengths);
+    a decode step (`KVCache.step_index` set) writes its token at a tensor index and attends over the whole
+    buffer, with unwritten slots masked by the caller."""
+
+    def __init__(self, owner: StaticKVCache) -> None:
+        super().__init__()
+        self.owner = owner
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.k is None:
+            b, h, _, d = k.shape
+            self.k = k.new_zeros(b, h, self.owner.max_len, d)  # zeros: masked slots must stay finite
+            self.v = v.new_zeros(b, h, self.owner.max_len, d)
+        index = self.owner.step_index
+        if index is not None:  # compiled step: one token at a tensor position, the full buffer attended
+            self.k.index_copy_(2, index, k)
+            self.v.index_copy_(2, index, v)
+            return self.k, self.v
+        new_len = self.length + k.shape[2]
+        if new_len > self.owner.max_len:
+            raise ValueError(f"static KV cache holds {self.owner.max_len} positions; {new_len} were asked for.")
+        self.k[:, :, self.length : new_len] = k
+        self.v[:, :, self.length : new_len] = v
+        self.length = new_len
+        return self.k[:, :, :new_len], self.v[:, :, :new_len]
+
+
+class StaticKVCache(KVCache):
+    """Per-layer static caches of one decoder stack, `max_len` positions each (prompt + new tokens)."""
+
+    def __init__(self, n_layers: int, max_len: int) -> None:
+        self.max_len = max_len
+        self.step_index: torch.Tensor | None = None  # (1,) slot of the token being decoded (step mode)
+        self.layers = [StaticLayerCache(self) for _ in range(n_layers)]
+        self.length = 0
+
+    def advance(self, n: int = 1) -> None:
+        """After a decode step: every layer's and the stack's length move on by n written positions."""
+        self.length += n
+        for layer in self.layers:
+            layer.length += n

@@ -235,9 +235,10 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
     return torch.tensor(slopes + extra)
 
 
-def query_key_distance(q_start: int, q_len: int, k_len: int, device) -> torch.Tensor:
-    """(Tq, Tk) signed distance key - query for queries at q_start.. and keys 0..k_len-1."""
-    q_idx = torch.arange(q_start, q_start + q_len, device=device)
+def query_key_distance(q_start: int | torch.Tensor, q_len: int, k_len: int, device) -> torch.Tensor:
+    """(Tq, Tk) signed distance key - query for queries at q_start.. and keys 0..k_len-1. `q_start` may be a
+    0-d / (1,) tensor (a compiled decode step: the position changes without recompiling)."""
+    q_idx = q_start + torch.arange(q_len, device=device)
     return torch.arange(k_len, device=device)[None, :] - q_idx[:, None]
 
 

@@ -1,0 +1,90 @@
+"""Static (pre-allocated) KV cache and the compiled one-token step: per-step logits against a plain forward
+over the whole sequence (no cache), and the same tokens as the eager dynamic cache for greedy, beam search
+and seeded sampling, over every positional scheme, GQA, sliding windows and the encoder-decoder's decoder."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.generation.conftest import reference_next_logits, tiny_decoder, tiny_seq2seq
+
+IDS = torch.tensor([[5, 6, 7, 8, 9], [0, 0, 3, 4, 11]])
+MASK = torch.tensor([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]])  # left-padded second row
+
+
+def _both(model, **kw):
+    """(dynamic-cache output, static-cache output) of the same call."""
+    common = dict(attention_mask=MASK, eos_token_id=[], return_dict=True) | kw
+    return model.generate(IDS, **common), model.generate(IDS, cache_implementation="static", **common)
+
+
+@pytest.mark.parametrize("kv_heads", [4, 1])
+def test_static_step_logits_match_full_forward(positional, kv_heads):
+    model = tiny_decoder(positional, n_kv_heads=kv_heads, max_seq_len=24)
+    dynamic, static = _both(model, max_new_tokens=8)
+    assert torch.equal(static.sequences, dynamic.sequences)
+    seq = static.sequences
+    mask = torch.cat([MASK, torch.ones(2, 8, dtype=MASK.dtype)], dim=1)
+    for step, logits in enumerate(static.logits):
+        width = IDS.shape[1] + step
+        expected = reference_next_logits(model, seq[:, :width], mask[:, :width])
+        torch.testing.assert_close(logits, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_static_sliding_window_gqa_matches_dynamic():
+    model = tiny_decoder("rope", n_kv_heads=2, sliding_window=3, max_seq_len=32)
+    dynamic, static = _both(model, max_new_tokens=12)
+    assert torch.equal(static.sequences, dynamic.sequences)
+    for a, b in zip(static.logits, dynamic.logits, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "rope", "t5_relative", "learned"])
+def test_static_encoder_decoder_matches_dynamic(positional):
+    model = tiny_seq2seq(positional, n_kv_heads=2)
+    dynamic, static = _both(model, max_new_tokens=8)
+    assert torch.equal(static.sequences, dynamic.sequences)
+    for a, b in zip(static.logits, dynamic.logits, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("build", [tiny_decoder, tiny_seq2seq])
+def test_static_beam_search_matches_dynamic(build):
+    model = build("rope", max_seq_len=24)
+    dynamic, static = _both(model, max_new_tokens=6, num_beams=3, num_return_sequences=2)
+    assert torch.equal(static.sequences, dynamic.sequences)
+    torch.testing.assert_close(static.scores, dynamic.scores)
+
+
+def test_static_seeded_sample_matches_dynamic():
+    model = tiny_decoder("alibi", max_seq_len=24)
+    dynamic, static = _both(model, max_new_tokens=8, do_sample=True, top_k=10, seed=3, num_return_sequences=2)
+    assert torch.equal(static.sequences, dynamic.sequences)
+
+
+def test_compiled_step_matches_eager_cache():
+    """One tiny model, one compile (greedy and sampling share the step's shapes): same tokens as the eager
+    dynamic cache, and the second call reuses the compiled graph."""
+    model = tiny_decoder("rope", n_kv_heads=2, sliding_window=4, max_seq_len=24)
+    greedy = dict(attention_mask=MASK, eos_token_id=[], max_new_tokens=8)
+    assert torch.equal(model.generate(IDS, compile=True, **greedy), model.generate(IDS, **greedy))
+    sample = dict(attention_mask=MASK, eos_token_id=[], max_new_tokens=8, do_sample=True, seed=1)
+    assert torch.equal(model.generate(IDS, compile=True, **sample), model.generate(IDS, **sample))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(compile=True, use_cache=False), "use_cache=False"),
+        (dict(cache_implementation="static", use_cache=False), "use_cache=False"),
+        (dict(compile=True, cache_implementation="dynamic"), "cannot be compiled"),
+        (dict(cache_implementation="paged"), "cache_implementation must be one of dynamic, static"),
+        (dict(compile="yes"), "compile must be True or False"),
+        (dict(compile=True, max_new_tokens=10), r"prompt \(5\) \+ max_new_tokens \(10\) = 15 positions exceed"),
+    ],
+)
+def test_static_cache_bad_settings_raise_one_clear_error(kwargs, message):
+    model = tiny_decoder("learned")  # learned positions stop at max_seq_len = 12
+    with pytest.raises(ValueError, match=message):
+        model.generate(IDS, attention_mask=MASK, **kwargs)

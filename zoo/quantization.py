@@ -1,0 +1,73 @@
+"""Post-training quantisation of a model's linear layers for CPU inference: `zoo.quantize(model, "int8")`.
+
+Decoding one token at a time reads every weight once per token, so on a CPU it is bound by memory traffic;
+int8 weights move a quarter of the bytes. Methods are a registry (QUANTIZERS); each replaces `nn.Linear`
+layers in place. `int8`: weight-only, one symmetric scale per output channel, activations stay float; on CPU
+the matmul is torch's `_weight_int8pack_mm` kernel (the one gpt-fast uses), elsewhere weights are
+dequantised per call. (torch.ao's dynamic quantisation is deprecated in torch 2.13, so it is not offered.)"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from zoo.registry import Registry
+
+QUANTIZERS: Registry[Callable[[nn.Module], int]] = Registry("quantization method")
+
+
+class Int8Linear(nn.Module):
+    """y = x W^T + b with W stored as int8 (N, K) and one float scale per output row: W ~ q * scale."""
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__()
+        weight = linear.weight.detach().float()  # (N, K)
+        scales = weight.abs().amax(dim=1).clamp(min=1e-12) / 127.0  # (N,): the row's largest |w| maps to 127
+        self.register_buffer("weight_int8", torch.round(weight / scales[:, None]).clamp(-127, 127).to(torch.int8))
+        self.register_buffer("scales", scales.to(linear.weight.dtype))
+        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, self.in_features)  # (..., K) -> (M, K)
+        if flat.device.type == "cpu":
+            out = torch.ops.aten._weight_int8pack_mm(flat.contiguous(), self.weight_int8, self.scales.to(x.dtype))
+        else:
+            out = flat @ (self.weight_int8.to(x.dtype) * self.scales.to(x.dtype)[:, None]).T
+        if self.bias is not None:
+            out = out + self.bias
+        return out.reshape(*x.shape[:-1], self.out_features)  # (M, N) -> (..., N)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8 weights"
+
+
+def _replace_linears(module: nn.Module, make: Callable[[nn.Linear], nn.Module]) -> int:
+    count = 0
+    for name, child in module.named_children():
+        if type(child) is nn.Linear:
+            setattr(module, name, make(child))
+            count += 1
+        else:
+            count += _replace_linears(child, make)
+    return count
+
+
+@QUANTIZERS.register("int8")
+def _int8_weight_only(model: nn.Module) -> int:
+    return _replace_linears(model, Int8Linear)
+
+
+def quantize(model: nn.Module, method: str = "int8") -> nn.Module:
+    """Quantise `model`'s nn.Linear layers in place for inference (eval mode, no training afterwards) and
+    return it. `method`: one of QUANTIZERS ("int8": weight-only). Embedding tables stay float (a tied output
+    head gets its own int8 copy; the embedding lookup keeps the float table)."""
+    make = QUANTIZERS.get(method)
+    model.eval()
+    with torch.no_grad():
+        replaced = make(model)
+    if replaced == 0:
+        raise ValueError(f"quantize(model, {method!r}) found no nn.Linear layer to quantise in {type(model).__name__}.")
+    return model
