@@ -5,11 +5,14 @@ wiring chosen by `norm_placement` (zoo.modules.residual) wraps them with norms, 
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
 
 from zoo.modules.attention import Attention
 from zoo.modules.cache import KVCache
+from zoo.modules.checkpointing import run_checkpointed
 from zoo.modules.feedforward import FeedForward
 from zoo.modules.mask import AttentionMask
 from zoo.modules.norm import make_norm
@@ -69,6 +72,7 @@ class Stack(nn.Module):
         self.layers = nn.ModuleList(Block(cfg, cross=cross) for _ in range(n_layers))
         self.local = [cfg.layer_is_local(i) for i in range(n_layers)]  # sliding-window self-attention
         self.final_norm = make_norm(cfg) if uses_final_norm(cfg) else nn.Identity()
+        self.checkpoint_layers = False  # recompute each layer in backward (zoo.modules.checkpointing)
 
     def forward(
         self,
@@ -82,8 +86,10 @@ class Stack(nn.Module):
         need_weights: bool = False,
     ) -> tuple[torch.Tensor, list, list]:
         self_weights, cross_weights = [], []
+        recompute = self.checkpoint_layers and self.training and torch.is_grad_enabled() and cache is None
         for i, layer in enumerate(self.layers):
-            x, sw, cw = layer(
+            step = functools.partial(run_checkpointed, layer) if recompute else layer
+            x, sw, cw = step(
                 x, mask.for_layer(self.local[i]), positions, memory=memory, memory_mask=memory_mask,
                 cache=cache.layers[i] if cache is not None else None, need_weights=need_weights,
             )

@@ -8,13 +8,14 @@ A new task is one file in `zoo/tasks/` with a `Task` subclass decorated by `@reg
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import types
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from zoo.config import ModelConfig
-from zoo.data import model_overrides
+from zoo.data import exact_match, model_overrides
 from zoo.models import check_config
 from zoo.registry import Registry
 from zoo.utils import IGNORE_INDEX
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from torchmetrics import Metric
 
     from zoo.data.datamodules import ZooDataModule
+    from zoo.evaluation.loop import EvalOptions
     from zoo.models.base import ModelOutput
     from zoo.training.samples import SampleReport
 
@@ -42,6 +44,10 @@ class Task:
     perplexity: bool = True  # the loss is a per-token cross-entropy over the vocabulary: exp(loss) means something
     label_smoothing: bool = False  # training_loss implements label smoothing
     has_references: bool = False  # validation examples carry reference texts (the exact_match callback)
+    chunked_loss: bool = False  # loss_from_hidden is implemented: memory.loss_chunk_size applies
+    # name -> fn(outputs, references): what the exact_match callback logs as val/<name> (has_references)
+    reference_metrics: Mapping[str, Callable[[Sequence[str], Sequence[str]], float]] = types.MappingProxyType(
+        {"exact_match": exact_match})
 
     def __repr__(self) -> str:
         return f"<task {self.name}>"
@@ -101,6 +107,12 @@ class Task:
         """The loss to minimise: `loss` (check_label_smoothing refuses smoothing where unsupported)."""
         return self.loss(out, batch)
 
+    def loss_from_hidden(self, hidden: torch.Tensor, head, batch: Mapping[str, torch.Tensor],
+                         chunk_size: int) -> torch.Tensor:
+        """`loss` from the model's final hidden states (forward with skip_head=True), `head` applied to
+        `chunk_size` positions at a time so the (B, T, V) logits never exist (tasks with `chunked_loss`)."""
+        raise NotImplementedError(f"task {self.name} computes its loss from logits only")
+
     def val_metrics(self) -> dict[str, Metric]:
         """Validation metrics besides the loss, logged as val/<name>; each takes update(out, batch)."""
         return {}
@@ -113,6 +125,11 @@ class Task:
 
     def samples(self, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:
         """What the trained model produces (cfg: callbacks.samples options); called in eval mode."""
+        raise NotImplementedError
+
+    def evaluate(self, model, tokenizer, datamodule, split: str, options: EvalOptions) -> dict[str, float]:
+        """This task's metrics of `model` on a data split ("val" or "test"): evaluate.py and the test split
+        at the end of training (zoo/evaluation)."""
         raise NotImplementedError
 
 

@@ -12,6 +12,8 @@ from torchmetrics import Metric
 
 from zoo.config import ModelConfig
 from zoo.data.datamodules import ClassificationDataModule
+from zoo.evaluation.loop import EvalOptions, forward_batches
+from zoo.evaluation.metrics import TokenNLL, accuracy, macro_f1
 from zoo.tasks.base import Task, register
 from zoo.training.samples import Sample, SampleReport
 
@@ -69,6 +71,17 @@ class Classification(Task):
 
     def val_metrics(self) -> dict[str, Metric]:
         return {"accuracy": Accuracy()}
+
+    def evaluate(self, model, tokenizer, datamodule, split: str, options: EvalOptions) -> dict[str, float]:
+        """Accuracy and macro-F1 (every class of the model weighs the same) of the arg-max labels, and the
+        mean cross-entropy."""
+        nll, predicted, labels = TokenNLL(), [], []
+        for batch, out in forward_batches(self, model, datamodule, split, options.max_examples):
+            nll.add(self.loss(out, batch), self.counted_labels(batch))  # the model's cross-entropy
+            predicted += out.logits.argmax(-1).tolist()  # logits (B, num_labels)
+            labels += batch["labels"].tolist()
+        return {"loss": nll.loss, "accuracy": accuracy(predicted, labels),
+                "macro_f1": macro_f1(predicted, labels, model.config.num_labels), "examples": len(labels)}
 
     def samples(self, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:
         """Predicted and true label of the first validation examples."""

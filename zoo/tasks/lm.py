@@ -11,6 +11,9 @@ from typing import Any
 import torch
 
 from zoo.data.datamodules import LMDataModule
+from zoo.evaluation.loop import EvalOptions, forward_batches
+from zoo.evaluation.metrics import TokenNLL
+from zoo.modules.checkpointing import chunked_cross_entropy
 from zoo.modules.heads import lm_loss
 from zoo.tasks.base import StreamTask, register
 from zoo.training.samples import Sample, SampleReport
@@ -22,6 +25,7 @@ class LanguageModelling(StreamTask):
     name = "lm"
     archs = ("decoder",)
     builtin_data = "stdlib_text"
+    chunked_loss = True
 
     def datamodule(self, entry, loader: Mapping[str, Any], **common: Any) -> LMDataModule:
         return LMDataModule(entry.tokenizer, self.streams(entry), blocks_per_epoch=loader.get("blocks_per_epoch"),
@@ -38,6 +42,23 @@ class LanguageModelling(StreamTask):
     def loss(self, out, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """Mean next-token cross-entropy: logits at position t against targets[t] (no further shift)."""
         return lm_loss(out.logits, batch["targets"], shift=False)
+
+    def loss_from_hidden(self, hidden, head, batch: Mapping[str, torch.Tensor], chunk_size: int) -> torch.Tensor:
+        """`loss` without the (B, T, V) logits: hidden (B, T, C) against targets, chunk by chunk."""
+        return chunked_cross_entropy(hidden, head, batch["targets"], chunk_size)
+
+    def evaluate(self, model, tokenizer, datamodule, split: str, options: EvalOptions) -> dict[str, float]:
+        """Perplexity = exp(mean next-token NLL) over the split's windows, and bits per byte: the summed NLL
+        in bits over the UTF-8 bytes of the scored text (the windows are contiguous, so their targets in
+        order are one stretch of the stream; special tokens such as <eos> are scored but spell no bytes)."""
+        nll, scored = TokenNLL(), []
+        for batch, out in forward_batches(self, model, datamodule, split, options.max_examples):
+            nll.add(self.loss(out, batch), self.counted_labels(batch))
+            targets = batch["targets"]
+            scored.append(targets[targets != IGNORE_INDEX])  # (n,) row by row: window order
+        nll.bytes = len(tokenizer.decode(torch.cat(scored).tolist()).encode("utf-8"))
+        return {"loss": nll.loss, "perplexity": nll.perplexity, "bits_per_byte": nll.bits_per_byte,
+                "tokens": nll.tokens, "bytes": nll.bytes}
 
     def samples(self, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:
         """Sampled continuations of `cfg["prompts"]` (seeded per prompt)."""

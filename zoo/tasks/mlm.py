@@ -9,6 +9,8 @@ from typing import Any
 import torch
 
 from zoo.data.datamodules import MLMDataModule
+from zoo.evaluation.loop import EvalOptions, forward_batches
+from zoo.evaluation.metrics import TokenNLL
 from zoo.tasks.base import StreamTask, register
 from zoo.training.samples import Sample, SampleReport
 from zoo.utils import IGNORE_INDEX
@@ -26,6 +28,17 @@ class MaskedLanguageModelling(StreamTask):
         mask_prob = loader.get("mask_prob")
         return MLMDataModule(entry.tokenizer, self.streams(entry), mask_prob=0.15 if mask_prob is None else mask_prob,
                              blocks_per_epoch=loader.get("blocks_per_epoch"), **common)
+
+    def evaluate(self, model, tokenizer, datamodule, split: str, options: EvalOptions) -> dict[str, float]:
+        """Masked-token accuracy (top guess = original token at the picked positions; the validation
+        windows' picks are seeded, so every run scores the same positions), their NLL and perplexity."""
+        nll, right = TokenNLL(), 0
+        for batch, out in forward_batches(self, model, datamodule, split, options.max_examples):
+            nll.add(self.loss(out, batch), self.counted_labels(batch))
+            picked = batch["labels"] != IGNORE_INDEX
+            right += int((out.logits.argmax(-1)[picked] == batch["labels"][picked]).sum())  # logits (B, T, V)
+        return {"loss": nll.loss, "perplexity": nll.perplexity,
+                "masked_accuracy": right / nll.tokens if nll.tokens else float("nan"), "tokens": nll.tokens}
 
     def samples(self, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:
         """Fill the masked positions of a few validation windows with the model's top guess; report the

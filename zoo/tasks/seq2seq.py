@@ -3,6 +3,7 @@ label smoothing; validation and test outputs are compared with their references 
 
 from __future__ import annotations
 
+import types
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,6 +12,8 @@ import torch.nn.functional as F
 
 from zoo.data import exact_match
 from zoo.data.datamodules import Seq2SeqDataModule
+from zoo.evaluation.loop import EvalOptions, dataset, forward_batches, generate_texts
+from zoo.evaluation.metrics import TokenNLL, bleu, chrf
 from zoo.tasks.base import Task, register
 from zoo.training.samples import Sample, SampleReport, translate
 from zoo.utils import IGNORE_INDEX
@@ -25,6 +28,7 @@ class SequenceToSequence(Task):
     corpus_kind = "pairs"
     label_smoothing = True
     has_references = True
+    reference_metrics = types.MappingProxyType({"exact_match": exact_match, "bleu": bleu, "chrf": chrf})
 
     def datamodule(self, entry, loader: Mapping[str, Any], **common: Any) -> Seq2SeqDataModule:
         pairs = {s: (entry.arrays[f"{s}.src"], entry.arrays[f"{s}.tgt"]) for s in ("train", "val", "test")}
@@ -45,6 +49,21 @@ class SequenceToSequence(Task):
         sources = [tokenizer.decode(dataset.src[i]) for i in range(n)]
         refs = [tokenizer.decode(dataset.tgt[i]) for i in range(n)]
         return translate(model, tokenizer, sources, max_new_tokens=model.config.max_seq_len), refs
+
+    def evaluate(self, model, tokenizer, datamodule, split: str, options: EvalOptions) -> dict[str, float]:
+        """Teacher-forced NLL and perplexity of the targets, then the sources decoded with the generation
+        options (greedy by default, beam search with num_beams > 1) and scored against the targets: BLEU
+        and chrF (sacrebleu) and exact match."""
+        nll = TokenNLL()
+        for batch, out in forward_batches(self, model, datamodule, split, options.max_examples):
+            nll.add(self.loss(out, batch), self.counted_labels(batch))
+        data = dataset(datamodule, split)
+        n = len(data) if options.max_examples is None else min(options.max_examples, len(data))
+        sources = [data.src[i][: model.config.max_seq_len].tolist() for i in range(n)]
+        refs = [tokenizer.decode(data.tgt[i]) for i in range(n)]
+        hyps = generate_texts(model, tokenizer, sources, options, datamodule.batch_size)
+        return {"loss": nll.loss, "perplexity": nll.perplexity,
+                **{name: fn(hyps, refs) for name, fn in self.reference_metrics.items()}, "examples": n}
 
     def samples(self, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:
         """Translate the held-out test pairs (unseen combinations) and report their exact match."""

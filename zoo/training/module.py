@@ -13,6 +13,7 @@ import torch
 from torchmetrics import Metric
 
 from zoo.checkpoint import set_rng_states, zoo_section
+from zoo.modules.checkpointing import set_activation_checkpointing
 from zoo.finetune.lora import lora_record
 from zoo.tasks import Task, get_task
 from zoo.training.optim import build_optimizer, build_scheduler
@@ -59,6 +60,7 @@ class ZooLightningModule(L.LightningModule):
         label_smoothing: float = 0.0,
         compile_cfg: Mapping[str, Any] | None = None,
         seed: int = 0,
+        memory: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if not 0.0 <= label_smoothing < 1.0:
@@ -73,6 +75,12 @@ class ZooLightningModule(L.LightningModule):
         self.val_loss = ValidationLoss()
         self.val_non_finite: tuple[int, int] = (0, 0)  # (non-finite, counted) batches of the latest validation
         self.val_metrics = torch.nn.ModuleDict(self.task.val_metrics())  # name -> Metric, logged as val/<name>
+        memory = dict(memory or {})  # the memory.* levers (conf/config.yaml)
+        if memory.get("activation_checkpointing"):
+            set_activation_checkpointing(model, True)
+        self.loss_chunk_size = memory.get("loss_chunk_size")
+        if self.loss_chunk_size and not self.task.chunked_loss:
+            raise ValueError(f"memory.loss_chunk_size applies to tasks with a chunked loss, not task={self.task.name}")
         self._forward = model
         if compile_cfg and compile_cfg.get("enabled"):
             compiled = torch.compile(model, backend=compile_cfg.get("backend", "inductor"), mode=compile_cfg.get("mode"))
@@ -86,8 +94,12 @@ class ZooLightningModule(L.LightningModule):
         torch.manual_seed(self.seed * 1_000_003 + self.current_epoch)
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        out = self._forward(**self.task.model_inputs(batch))
-        loss = self.task.training_loss(out, batch, self.label_smoothing)
+        if self.loss_chunk_size:  # the head runs chunk by chunk inside the loss: no (B, T, V) logits
+            out = self._forward(**self.task.model_inputs(batch), skip_head=True)
+            loss = self.task.loss_from_hidden(out.hidden_states, self.model.head, batch, self.loss_chunk_size)
+        else:
+            out = self._forward(**self.task.model_inputs(batch))
+            loss = self.task.training_loss(out, batch, self.label_smoothing)
         self.log("train/loss", loss, prog_bar=True, sync_dist=self.trainer.world_size > 1)
         if self.task.perplexity and not self.label_smoothing:  # a smoothed loss is no log-perplexity
             self.log("train/ppl", torch.exp(loss.detach().clamp(max=MAX_LOG_PPL)))
@@ -95,8 +107,13 @@ class ZooLightningModule(L.LightningModule):
         return loss
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        out = self._forward(**self.task.model_inputs(batch))  # the same loss as training, unsmoothed
-        self.val_loss.update(self.task.loss(out, batch).detach(), self.task.counted_labels(batch))
+        if self.loss_chunk_size and not self.val_metrics:  # metrics read logits; the loss alone needs none
+            out = self._forward(**self.task.model_inputs(batch), skip_head=True)
+            loss = self.task.loss_from_hidden(out.hidden_states, self.model.head, batch, self.loss_chunk_size)
+        else:
+            out = self._forward(**self.task.model_inputs(batch))  # the same loss as training, unsmoothed
+            loss = self.task.loss(out, batch)
+        self.val_loss.update(loss.detach(), self.task.counted_labels(batch))
         for metric in self.val_metrics.values():
             metric.update(out, batch)
 

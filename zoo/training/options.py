@@ -33,10 +33,12 @@ TOP_LEVEL = Options({
     "label_smoothing": number(0, 1, high_open=True),
     "name": TEXT,
     "callbacks": optional(MAPPING),
+    "memory": optional(MAPPING),
     "init_from": optional(TEXT),  # checked by zoo.finetune (plan.prepare): a HF folder, zoo .ckpt or export
     "finetune": optional(MAPPING),  # full | lora | freeze: keys checked by zoo.finetune.check_finetune
     **{group: MAPPING for group in GROUPS},
 }, required=frozenset(GROUPS))
+MEMORY_OPTIONS = Options({"activation_checkpointing": BOOL, "loss_chunk_size": optional(integer(1))})
 PATHS_OPTIONS = Options({"log_dir": TEXT, "runs_dir": TEXT, "output_dir": TEXT, "cache_dir": optional(TEXT)})
 ENABLED = {"enabled": BOOL}  # every callback may be switched off with enabled: false
 # callbacks.<name>.* keys per registered callback (zoo.training.callbacks.CALLBACKS); tests keep the names in
@@ -103,6 +105,7 @@ GROUP_CHECKS: dict[str, Callable[[Any], None]] = {
     "optim": check_optim,
     "compile": lambda cfg: compile_options().check("compile", cfg),
     "paths": lambda cfg: PATHS_OPTIONS.check("paths", cfg),
+    "memory": lambda cfg: MEMORY_OPTIONS.check("memory", cfg or {}),
     "logger": check_logger,
     "tokenizer": check_tokenizer,
     "callbacks": check_callbacks,

@@ -96,6 +96,14 @@ def resolve_data(data_cfg: dict[str, Any], task: Task) -> dict[str, Any]:
     return {**base, **{k: v for k, v in data_cfg.items() if k != "name"}}
 
 
+def check_memory(memory: dict[str, Any], task: Task) -> None:
+    """memory.loss_chunk_size needs a task whose loss can be computed from hidden states chunk by chunk."""
+    if memory.get("loss_chunk_size") and not task.chunked_loss:
+        able = "|".join(name for name in TASKS.names() if TASKS.get(name).chunked_loss)
+        raise ValueError(f"memory.loss_chunk_size={memory['loss_chunk_size']} applies to task={able}, not "
+                         f"task={task.name}; leave it null")
+
+
 # ------------------------------------------------------------------------------------------- trainer
 
 
@@ -204,6 +212,7 @@ def prepare(cfg: DictConfig) -> Plan:
     checked(check_finetune_cfg, resolved.get("finetune") or {"name": "full"},
             dataclasses.replace(model, num_labels=model.num_labels or 1))
     checked(task.check_label_smoothing, resolved["label_smoothing"])
+    checked(check_memory, resolved.get("memory") or {}, task)
     data_cfg = resolve_data(resolved["data"], task)
     checked(check_data_cfg, data_cfg)
     kwargs = trainer_kwargs(resolved["trainer"])

@@ -90,6 +90,7 @@ def train(cfg: DictConfig) -> TrainResult:
     module = ZooLightningModule(
         model, task=plan.task, tokenizer=tokenizer, optim=plan.resolved["optim"], scheduler=plan.resolved["scheduler"],
         label_smoothing=cfg.label_smoothing, compile_cfg=plan.resolved["compile"], seed=cfg.seed,
+        memory=plan.resolved.get("memory"),
     )
     ckpt_dir = plan.output_dir / "checkpoints"
     ctx = CallbackContext(plan.task, ckpt_dir, tokenizer, datamodule,

@@ -1,0 +1,32 @@
+"""Evaluate a checkpoint: `python evaluate.py ckpt=<run>/checkpoints/best.ckpt [data=...] [split=test]`
+prints the task's metrics (perplexity and bits per byte, masked-token accuracy, BLEU / chrF / exact match,
+accuracy / macro-F1) and writes them as JSON. See docs/evaluation.md."""
+
+from __future__ import annotations
+
+import sys
+
+import hydra
+from omegaconf import DictConfig
+
+import zoo.training  # noqa: F401  (registers Hydra configs: data/auto)
+from zoo.evaluation.run import evaluate, report_table
+from zoo.training.plan import ConfigError
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")
+def main(cfg: DictConfig) -> None:
+    from rich.console import Console
+
+    try:
+        report = evaluate(cfg)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    Console().print(report_table(report))
+    if cfg.output:
+        print(f"metrics written to {cfg.output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""The shared part of evaluating a task on a data split: which split, its batches run through the model
+(dropout off, no gradients), and the decoding options for tasks that generate. Each task's `evaluate`
+(zoo/tasks/) turns these into its own metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from zoo.utils import eval_mode
+
+SPLITS = ("val", "test")
+
+
+@dataclass
+class EvalOptions:
+    """What `Task.evaluate` reads besides model and data: at most `max_examples` examples of the split (LM:
+    windows; None = all) and, for tasks that generate, zoo.generation options (`num_beams`,
+    `length_penalty`, ...; `max_new_tokens` defaults to the model's max_seq_len)."""
+
+    max_examples: int | None = None
+    generation: Mapping[str, Any] = field(default_factory=dict)
+
+    def generation_kwargs(self, model) -> dict[str, Any]:
+        kwargs = {k: v for k, v in self.generation.items() if v is not None}
+        kwargs.setdefault("max_new_tokens", model.config.max_seq_len)
+        return kwargs
+
+
+def available_splits(datamodule) -> list[str]:
+    """The evaluable splits this data has (val always; test when the data source gives one)."""
+    if not datamodule.datasets:
+        datamodule.setup("fit")
+    return [s for s in SPLITS if s in datamodule.datasets]
+
+
+def resolve_split(datamodule, split: str) -> str:
+    """`auto` is test when the data has a test split, else val; a named split must exist."""
+    found = available_splits(datamodule)
+    if split == "auto":
+        return "test" if "test" in found else "val"
+    if split not in found:
+        raise ValueError(f"split={split}: this data has no {split!r} split; available: {', '.join(found)} (or auto)")
+    return split
+
+
+def dataset(datamodule, split: str):
+    """The split's dataset (examples by index)."""
+    available_splits(datamodule)
+    return datamodule.datasets[split]
+
+
+def forward_batches(task, model, datamodule, split: str, max_examples: int | None = None
+                    ) -> Iterator[tuple[dict[str, torch.Tensor], Any]]:
+    """(batch, model output) for the split's batches in order, cut after `max_examples` examples; the
+    model runs in eval mode under inference_mode and its mode is restored afterwards."""
+    loader = getattr(datamodule, f"{split}_dataloader")()  # val_dataloader / test_dataloader: fixed order
+    device = next(model.parameters()).device
+    left = max_examples
+    with eval_mode(model), torch.inference_mode():
+        for batch in loader:
+            if left is not None:
+                if left <= 0:
+                    return
+                batch = {k: v[:left] for k, v in batch.items()}  # (B, ...) -> at most `left` rows
+                left -= len(next(iter(batch.values())))
+            batch = {k: v.to(device) for k, v in batch.items()}
+            yield batch, model(**task.model_inputs(batch))
+
+
+def generate_texts(model, tokenizer, sources: list[list[int]], options: EvalOptions, batch_size: int) -> list[str]:
+    """Decoded outputs of `model.generate` for token-id `sources`, `batch_size` at a time."""
+    out: list[str] = []
+    kwargs = options.generation_kwargs(model)
+    with eval_mode(model):
+        for start in range(0, len(sources), batch_size):
+            ids = [s or [tokenizer.unk_id] for s in sources[start:start + batch_size]]
+            seqs = model.generate(ids, eos_token_id=tokenizer.eos_id, **kwargs)  # (N, L)
+            out.extend(tokenizer.decode(row) for row in seqs)
+    return out

@@ -1,0 +1,128 @@
+"""The evaluation run behind `evaluate.py`, callable without `@hydra.main`: `evaluate(cfg)` checks the
+config, opens the checkpoint (a training `.ckpt` or a `zoo.export` folder), reads the data with the
+checkpoint's own tokenizer, and returns the checkpoint's task's metrics on one split. Bad input raises
+ConfigError (one `error:` line, exit 1) before any model runs."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from zoo.atomic import atomic_file
+from zoo.evaluation.loop import EvalOptions, resolve_split
+from zoo.options import ANY, BOOL, MAPPING, TEXT, Options, integer, number, one_of, optional
+from zoo.training.plan import ConfigError, checked, resolve_data
+
+GENERATION_OPTIONS = Options({"num_beams": integer(1), "length_penalty": number(), "max_new_tokens": optional(integer(1)),
+                              "early_stopping": BOOL})
+EVALUATE_OPTIONS = Options({
+    "ckpt": TEXT, "split": one_of("auto", "val", "test"), "batch_size": integer(1), "max_examples": optional(integer(1)),
+    "device": one_of("auto", "cpu", "cuda"), "seed": integer(0), "output": optional(TEXT), "name": TEXT,
+    "data": MAPPING, "paths": MAPPING, "generation": MAPPING, "hydra": ANY,
+}, required=frozenset({"ckpt", "data"}))
+
+
+@dataclass
+class EvalReport:
+    """What one evaluation measured, as written to the JSON file."""
+
+    checkpoint: str
+    task: str
+    data: dict[str, Any]
+    split: str
+    metrics: dict[str, float]
+
+    def to_json(self) -> str:
+        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.metrics.items()}
+        return json.dumps({**asdict(self), "metrics": clean}, indent=2) + "\n"
+
+
+def open_checkpoint(path: str):
+    """(model, tokenizer, task) of a training checkpoint (the task it was trained on) or an export folder
+    (the model's default task); anything else is a ConfigError naming the file."""
+    from zoo.checkpoint import CheckpointError, load, read_checkpoint
+    from zoo.tasks import default_task, get_task
+
+    try:
+        task_name = None if Path(path).is_dir() else read_checkpoint(path)["zoo"].get("task")
+        model, tokenizer = load(path)
+        task = get_task(task_name) if task_name else default_task(model.config)
+    except (CheckpointError, ValueError, KeyError) as e:
+        raise ConfigError(f"ckpt={path}: {e}") from None
+    return model, tokenizer, task
+
+
+def _plain(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(cfg, DictConfig):
+        missing = sorted(OmegaConf.missing_keys(cfg))
+        if missing:
+            raise ConfigError(f"{missing[0]} is required, e.g. python evaluate.py ckpt=outputs/train/runs/<time>/"
+                              "checkpoints/best.ckpt")
+        try:
+            return OmegaConf.to_container(cfg, resolve=True)
+        except Exception as e:  # an interpolation error names its key
+            raise ConfigError(f"config does not resolve: {e}") from None
+    return dict(cfg)
+
+
+def evaluate(cfg: DictConfig | Mapping[str, Any]) -> EvalReport:
+    """Evaluate `cfg.ckpt` on `cfg.data`'s split `cfg.split`; writes `cfg.output` (JSON) when set."""
+    from zoo.data import build_data
+    from zoo.data.sources.base import check_data_cfg
+    from zoo.generation.config import GenerationConfig
+
+    resolved = _plain(cfg)
+    checked(EVALUATE_OPTIONS.check, "", resolved)
+    gen = dict(resolved.get("generation") or {})
+    checked(GENERATION_OPTIONS.check, "generation", gen)
+    model, tokenizer, task = open_checkpoint(resolved["ckpt"])
+    try:
+        GenerationConfig.from_kwargs(**{k: v for k, v in gen.items() if v is not None}).validate(model.config.vocab_size)
+    except ValueError as e:
+        raise ConfigError(f"generation: {e}") from None
+    data_cfg = resolve_data(resolved["data"], task)
+    checked(check_data_cfg, data_cfg)
+    output = Path(resolved["output"]) if resolved.get("output") else None
+    tokenizer_dir = (output.parent if output else Path(resolved["paths"]["output_dir"])) / "tokenizer"
+    tokenizer.save(tokenizer_dir)  # the data is tokenized with the checkpoint's own tokenizer
+    try:
+        data_tokenizer, datamodule = build_data(
+            data_cfg, {"name": "file", "path": str(tokenizer_dir)}, task=task, max_seq_len=model.config.max_seq_len,
+            batch_size=resolved["batch_size"], cache_dir=resolved["paths"].get("cache_dir"), seed=resolved["seed"],
+        )
+        split = resolve_split(datamodule, resolved["split"])
+    except (ValueError, FileNotFoundError) as e:
+        raise ConfigError(f"{e} (checkpoint {resolved['ckpt']} holds a model for task {task.name})") from None
+    if data_tokenizer.label_names != tokenizer.label_names:
+        raise ConfigError(f"data={data_cfg['name']} has labels {data_tokenizer.label_names}, checkpoint "
+                          f"{resolved['ckpt']} was trained on labels {tokenizer.label_names}")
+    device = resolved["device"]
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device=cuda but no CUDA GPU is visible; use device=cpu or auto")
+    model.to("cuda" if device == "auto" and torch.cuda.is_available() else "cpu" if device == "auto" else device)
+    metrics = task.evaluate(model, tokenizer, datamodule, split, EvalOptions(resolved["max_examples"], gen))
+    report = EvalReport(resolved["ckpt"], task.name, data_cfg, split, {k: float(v) for k, v in metrics.items()})
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_file(output) as f:
+            f.write(report.to_json().encode("utf-8"))
+    return report
+
+
+def report_table(report: EvalReport):
+    """A rich table of the report's metrics (printed by evaluate.py)."""
+    from rich.table import Table
+
+    table = Table(title=f"{report.task} on {report.data.get('name')}/{report.split} ({report.checkpoint})")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in report.metrics.items():
+        table.add_row(name, f"{value:,.0f}" if float(value).is_integer() and abs(value) >= 1 else f"{value:.4f}")
+    return table
