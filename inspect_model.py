@@ -155,6 +155,9 @@ def write_explorer(cfg: DictConfig, model, tokenizer, encoded: tuple[list[int], 
     names = None if tokenizer is not None else dict(zip(ids, labels, strict=True))
     label = vocab_labeller(tokenizer, names)
     dec = kwargs.get("decoder_input_ids")
+    if tokenizer is not None:  # whole characters (byte-level BPE pieces of Korean decode to text), spaces as ·
+        labels = [label(i) for i in ids]
+        dec_labels = [label(i) for i in dec[0].tolist()] if dec is not None else None
     data = explorer_data(
         model, ids, tokens=labels, vocab_label=label, decoder_ids=dec[0].tolist() if dec is not None else None,
         decoder_tokens=dec_labels,

@@ -136,8 +136,6 @@ def test_page_loads_and_draws_every_part(browser, pages, name, tmp_path):
         shoot(page, "#attention", f"{name}_attention", tmp_path)
         if name != "encoder":
             shoot(page, "#beams", f"{name}_beams", tmp_path)
-        if name == "decoder":
-            shoot(page, "#distribution", f"{name}_distribution", tmp_path)
     finally:
         page.close()
 
@@ -193,7 +191,7 @@ def test_javascript_filters_equal_zoo_sampling(browser, pages, name):
         page.close()
 
 
-def test_temperature_slider_and_cutoffs_redraw_the_bars(browser, pages):
+def test_temperature_slider_and_cutoffs_redraw_the_bars(browser, pages, tmp_path):
     page, problems = open_page(browser, pages["decoder"])
     try:
         def bars() -> dict[int, float]:
@@ -214,6 +212,14 @@ def test_temperature_slider_and_cutoffs_redraw_the_bars(browser, pages):
         page.dispatch_event("#top-k", "input")
         kept = [t for t, v in bars().items() if v > 0]
         assert len(kept) == 2 and "2 of" in page.inner_text("#dist-summary")
+        assert page.locator("#dist-table tbody tr").count() == 20  # the 20 best by logit, cut ones greyed
+        shoot(page, "#distribution", "decoder_distribution", tmp_path)
         assert problems == []
     finally:
         page.close()
+
+
+def test_a_missing_chromium_fails_with_install_instructions(monkeypatch):
+    monkeypatch.setenv("ZOO_CHROMIUM", "/nonexistent/chromium")
+    with pytest.raises(pytest.fail.Exception, match=r"apt-get install -y chromium fonts-noto-cjk"):
+        chromium_path()

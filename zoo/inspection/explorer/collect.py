@@ -95,7 +95,7 @@ def _logits(logits: torch.Tensor, stream: str, vocab_label: Callable[[int], str]
     top = kept.topk(min(TOP_TOKENS, v), dim=-1).indices.tolist()
     labels = {str(i): label(i) for row in top for i in row}
     return {"stream": stream, "positions": positions, "vocab_size": v, "values": pack_float16(kept),
-            "labels": labels}
+            "labels": labels, "top": len(top[0])}
 
 
 def explorer_data(

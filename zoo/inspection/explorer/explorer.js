@@ -243,7 +243,8 @@
     $("temperature-value").textContent = t.toFixed(2);
     $("top-p-value").textContent = p.toFixed(2);
     const probs = distribution(slot, t, k, p), raw = logitsAt(slot);
-    const ranked = raw.map((v, i) => i).sort((a, b) => raw[b] - raw[a] || a - b).filter((i) => L.labels[i] !== undefined);
+    const ranked = raw.map((v, i) => i).sort((a, b) => raw[b] - raw[a] || a - b).filter((i) => L.labels[i] !== undefined)
+      .slice(0, L.top);
     const kept = probs.filter((v) => v > 0).length;
     $("dist-summary").textContent = `${kept} of ${V} tokens can be drawn; top ${ranked.length} by logit shown` +
       ` (T=${t.toFixed(2)}, top-k=${k || "off"}, top-p=${p < 1 ? p.toFixed(2) : "off"})`;
