@@ -140,7 +140,7 @@ def test_page_loads_and_draws_every_part(browser, pages, name, tmp_path):
         page.close()
 
 
-def test_head_and_layer_pickers_and_hover_change_the_heatmap(browser, pages):
+def test_head_and_layer_pickers_and_hover_change_the_heatmap(browser, pages, tmp_path):
     page, problems = open_page(browser, pages["encoder_decoder"])
     try:
         pixels = lambda: page.eval_on_selector("#attn-canvas", "c => c.toDataURL()")  # noqa: E731
@@ -157,6 +157,7 @@ def test_head_and_layer_pickers_and_hover_change_the_heatmap(browser, pages):
         page.mouse.move(box["x"] + box["width"] - 5, box["y"] + box["height"] - 8)  # the last query row
         assert page.inner_text("#attn-readout").startswith('query "') and pixels() != before
         assert page.locator("#attn-keys .tok").count() == len(PROMPT)  # cross: keys are the source tokens
+        shoot(page, "#attention", "encoder_decoder_cross_hover", tmp_path)
         assert problems == []
     finally:
         page.close()
