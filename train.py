@@ -9,18 +9,30 @@ from omegaconf import DictConfig
 
 import zoo.training  # noqa: F401  (registers Hydra configs: model/_schema, data/auto)
 from zoo.training.callbacks import NonFiniteLossError
+from zoo.training.console import quiet_third_party, summary_lines
 from zoo.training.plan import ConfigError
 from zoo.training.run import train
 
 
+def _overrides() -> list[str]:
+    """The command line's key=value overrides (repeated in the summary's resume command)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        return list(HydraConfig.get().overrides.task)
+    except ValueError:  # no Hydra run (called directly)
+        return []
+
+
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
+    quiet_third_party()
     try:
         result = train(cfg)
     except (ConfigError, NonFiniteLossError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
-    print(f"run folder: {result.output_dir}")
+    print("\n".join(summary_lines(result, _overrides())))
     for name in sorted(result.metrics):
         print(f"  {name} = {result.metrics[name]:.4f}")
     return result.metrics.get("val/loss")  # the value a Hydra sweeper would minimise

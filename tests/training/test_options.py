@@ -12,6 +12,7 @@ from zoo.inspection.callback import AttentionMapLogger
 from zoo.options import Options
 from zoo.tasks import TASKS
 from zoo.training.callbacks import CALLBACKS, TokensPerSecond, ValExactMatch
+from zoo.training.console import LineProgress
 from zoo.training.options import CALLBACK_OPTIONS, compile_options
 
 
@@ -28,7 +29,9 @@ def test_declared_options_are_the_constructor_arguments():
     assert _keys("exact_match") == set(Options.of(ValExactMatch.__init__, skip=("task", "tokenizer", "datamodule")).rules)
     assert _keys("attention_maps") == set(Options.of(AttentionMapLogger.__init__).rules)
     assert _keys("checkpoint") <= set(inspect.signature(ModelCheckpoint).parameters)
-    assert _keys("progress_bar") <= set(inspect.signature(RichProgressBar).parameters)
+    bar_keys = _keys("progress_bar") - {"style", "every_n_steps"}  # style picks the bar or the lines
+    assert bar_keys <= set(inspect.signature(RichProgressBar).parameters)
+    assert "every_n_steps" in inspect.signature(LineProgress).parameters
 
 
 def test_samples_options_are_the_keys_the_samplers_read():

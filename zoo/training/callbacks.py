@@ -197,7 +197,16 @@ class StepProgressBar(RichProgressBar):
 
 @CALLBACKS.register("progress_bar")
 def _progress(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback | None:
-    return StepProgressBar(**opts) if ctx.progress_bar else None
+    """style auto: the rich bar in a terminal, progress lines (zoo.training.console) when stdout is not one."""
+    from zoo.training.console import LineProgress, is_terminal
+
+    if not ctx.progress_bar:
+        return None
+    opts = dict(opts)
+    style, every = opts.pop("style", "auto"), opts.pop("every_n_steps", 50)
+    if style == "lines" or (style == "auto" and not is_terminal()):
+        return LineProgress(every_n_steps=every)
+    return StepProgressBar(**opts)
 
 
 

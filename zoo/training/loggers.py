@@ -84,11 +84,15 @@ def _wandb(run_dir: Path, run_name: str, *, mode: WandbMode = "auto", project: s
     os.environ["WANDB_MODE"] = mode  # also seen by DDP child processes and wandb's service
     if mode == "offline":
         print(f"[zoo] W&B offline ({reason}). Upload later with: wandb sync {run_dir / 'wandb'}/offline-run-*")
-    return WandbLogger(
+    logger = WandbLogger(
         project=project, entity=entity, name=run_name, save_dir=str(run_dir),
         tags=list(tags or []), group=group, offline=(mode == "offline"),
         log_model=False, settings=_wandb_settings(),
     )
+    # Lightning always passes `anonymous` (None) to wandb.init, and wandb warns that the setting "has no
+    # effect" whatever its value: leave the key out (its default is the same)
+    getattr(logger, "_wandb_init", {}).pop("anonymous", None)
+    return logger
 
 
 def _wandb_settings():

@@ -44,7 +44,8 @@ ENABLED = {"enabled": BOOL}  # every callback may be switched off with enabled: 
 # callbacks.<name>.* keys per registered callback (zoo.training.callbacks.CALLBACKS); tests keep the names in
 # step with the callbacks' constructors.
 CALLBACK_OPTIONS: dict[str, Options] = {
-    "progress_bar": Options({"refresh_rate": integer(0), "leave": BOOL}),
+    "progress_bar": Options({"refresh_rate": integer(0), "leave": BOOL, "style": one_of("auto", "bar", "lines"),
+                             "every_n_steps": integer(1)}),
     "checkpoint": Options({"monitor": TEXT, "mode": one_of("min", "max"), "save_top_k": integer(-1),
                            "save_last": BOOL}),
     "tokens_per_s": Options({"window": integer(1)}),

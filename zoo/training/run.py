@@ -27,6 +27,8 @@ class TrainResult:
     best_checkpoint: Path | None
     last_checkpoint: Path | None
     samples: Any = None
+    wandb_run: str | None = None  # the W&B run's URL (online) or folder (offline), for the closing summary
+    generate_with: str | None = None  # generate.py's input key for this model (prompt | src); None: it cannot
 
 
 def run_name(cfg: DictConfig) -> str:
@@ -51,6 +53,7 @@ def train(cfg: DictConfig) -> TrainResult:
     from zoo.finetune.setup import announce, build_model, check_resumed_adapters, final_config, read_init
     from zoo.training.callbacks import CallbackContext, SampleGeneration, build_callbacks
     from zoo.training.checkpoint_io import AtomicCheckpointIO
+    from zoo.training.console import wandb_location
     from zoo.training.distributed import shard_datamodule
     from zoo.training.loggers import build_logger, finish_logger
     from zoo.training.module import ZooLightningModule
@@ -123,7 +126,14 @@ def train(cfg: DictConfig) -> TrainResult:
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     last = ckpt_dir / "last.ckpt"
     return TrainResult(metrics, plan.output_dir, Path(best) if best else None, last if last.exists() else None,
-                       sampler.report if sampler else None)
+                       sampler.report if sampler else None, wandb_location(logger), _generate_key(module.model))
+
+
+def _generate_key(model) -> str | None:
+    """generate.py's input for this model: `src` (encoder-decoder), `prompt` (decoder), None (encoder only)."""
+    if model.is_encoder_decoder:
+        return "src"
+    return "prompt" if getattr(model, "self_stream", None) == "decoder" else None
 
 
 def _remove_leftovers(runs_dir: Path, output_dir: Path) -> None:
