@@ -39,6 +39,7 @@ class ModelConfig:
     sliding_window: int | None = None  # local layers: causal, self + W-1 keys before; bidirectional, |i-j| <= W
     global_every: int = 0  # with sliding_window: every k-th layer (k, 2k, ...) attends globally; 0 = none does
     ffn: str = "mlp"  # mlp | none
+    context_size: int = 0  # arch mlp_lm: tokens its MLP reads (the current one and k-1 before); others: unused
     ffn_ratio: float = 4.0  # d_ff = ffn_ratio * d_model unless d_ff is given
     d_ff: int | None = None
     activation: str = "gelu"  # relu | gelu | gelu_tanh | silu | swiglu | geglu
@@ -165,7 +166,7 @@ class ModelConfig:
             raise ValueError(f"model.head_dim must be a positive integer (or null for d_model // n_heads), "
                              f"got {self.head_dim!r}.")
         for key in ["n_layers", "encoder_layers", "decoder_layers", "type_vocab_size", "num_labels", "pos_offset",
-                    "rel_buckets", "rel_max_distance", "global_every"]:
+                    "rel_buckets", "rel_max_distance", "global_every", "context_size"]:
             value = getattr(self, key)
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise ValueError(f"model.{key} must be a non-negative integer, got {value!r}.")

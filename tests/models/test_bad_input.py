@@ -9,7 +9,7 @@ import zoo
 @pytest.mark.parametrize(
     ("spec", "overrides", "message"),
     [
-        ("gpt_smal", {}, r"Unknown model preset 'gpt_smal'. Did you mean 'gpt_small'\?.*Allowed: bert_small"),
+        ("gpt_smal", {}, r"Unknown model preset 'gpt_smal'. Did you mean 'gpt_small'\?.*Allowed: attention_lm, bert_small"),
         ("gpt_nano", {"n_head": 2}, r"Unknown model config key 'n_head'. Did you mean 'n_heads'\?"),
         ("gpt_nano", {"norm": "batchnorm"}, r"model.norm: .*'batchnorm'.*Allowed: layernorm, none, rmsnorm"),
         ("gpt_nano", {"positional": "rotary"}, r"model.positional: .*Allowed: alibi, learned, none, rope, sinusoidal"),

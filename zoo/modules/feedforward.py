@@ -29,6 +29,7 @@ ACTIVATIONS.register("relu", Activation(F.relu, gated=False))
 ACTIVATIONS.register("gelu", Activation(F.gelu, gated=False))
 ACTIVATIONS.register("gelu_tanh", Activation(_gelu_tanh, gated=False))
 ACTIVATIONS.register("silu", Activation(F.silu, gated=False))
+ACTIVATIONS.register("tanh", Activation(torch.tanh, gated=False))  # Bengio et al. 2003 (arch mlp_lm)
 ACTIVATIONS.register("swiglu", Activation(F.silu, gated=True, plain="silu"))
 ACTIVATIONS.register("geglu", Activation(F.gelu, gated=True, plain="gelu"))
 ACTIVATIONS.register("geglu_tanh", Activation(_gelu_tanh, gated=True, plain="gelu_tanh"))  # Gemma
