@@ -76,7 +76,7 @@ def test_not_a_checkpoint(make_cfg, tmp_path):
     "trainer=cpu", "trainer=ddp_cpu", "logger=csv", "logger=none", "debug=fdr", "debug=overfit",
     "experiment=translation", "experiment=smoke", "scheduler=inverse_sqrt", "scheduler=constant",
     "callbacks=with_attention_maps", "tokenizer=char", "tokenizer=file tokenizer.path=tok.json",
-    "data=text data.files=a.txt", "data=text data.files=[a.txt,b.txt]", "data=hf_text data.dataset=wikitext",
+    "data=text data.files=a.txt", "data=text data.files=[a.txt,b.txt]", "data=hf data.path=corpus.parquet",
     "model=transformer_tiny data=pairs data.path=p.tsv", "compile.enabled=true compile.mode=max-autotune",
     "callbacks.samples.top_k=null callbacks.checkpoint.mode=max", "trainer.devices=auto",
     "+data.max_bytes=null", "optim.lr=1", "seed=4294967295",

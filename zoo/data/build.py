@@ -21,19 +21,23 @@ from zoo.data.cache import (
     CACHE_FORMAT_VERSION,
     RaggedIds,
     default_cache_dir,  # noqa: F401  (re-exported: zoo.data.build.default_cache_dir)
-    hash_texts,
     id_dtype,
     open_cache_dir,
     remove_stale_temps,
     stable_hash,
 )
 from zoo.data.datamodules import ZooDataModule
+from zoo.data.documents import Documents
 from zoo.data.entry import CacheEntry
+from zoo.data.pretokenize import pretokenize
 from zoo.data.sources import LabelledCorpus, PairCorpus, TextCorpus, load_source
+from zoo.data.sources.base import TextStreams
 from zoo.data.tokenizer import (
+    DEFAULT_TRAIN_BYTES,
     ZooTokenizer,
     build_tokenizer,
     chunk_text,
+    tokenizer_options,
     validate_tokenizer_cfg,
 )
 from zoo.utils import plain_dict
@@ -66,11 +70,15 @@ def encode_documents(tokenizer: ZooTokenizer, docs: list[str], *, append_eos: bo
     return RaggedIds.from_rows(rows, id_dtype(tokenizer.vocab_size))
 
 
-def _encode_text(tok: ZooTokenizer, corpus: TextCorpus) -> dict[str, Any]:
-    return {
-        f"{split}.tokens": encode_documents(tok, docs, append_eos=True)
-        for split, docs in (("train", corpus.train), ("val", corpus.val))
-    }
+def _encode_text(tok: ZooTokenizer, corpus: TextCorpus | TextStreams) -> Encoded:
+    """Nothing in memory: each split is pre-tokenised straight into the entry's temporary folder."""
+
+    def stream(folder: Path) -> dict[str, str]:
+        for split, docs in corpus.documents().items():
+            pretokenize(tok, docs, folder, f"{split}.tokens", append_eos=True)
+        return {f"{split}.tokens": "ragged" for split in corpus.documents()}
+
+    return {}, stream
 
 
 def _encode_pairs(tok: ZooTokenizer, corpus: PairCorpus) -> dict[str, Any]:
@@ -89,11 +97,42 @@ def _encode_labelled(tok: ZooTokenizer, corpus: LabelledCorpus) -> dict[str, Any
     return out
 
 
-ENCODERS: dict[str, Callable[[ZooTokenizer, Any], dict[str, Any]]] = {
+# arrays held in memory, and a writer of arrays streamed to disk (CacheEntry.publish's `stream`) or None
+Encoded = tuple[dict[str, Any], Callable[[Path], dict[str, str]] | None]
+ENCODERS: dict[str, Callable[[ZooTokenizer, Any], Encoded]] = {
     "text": _encode_text,
-    "pairs": _encode_pairs,
-    "labelled": _encode_labelled,
+    "pairs": lambda tok, corpus: (_encode_pairs(tok, corpus), None),
+    "labelled": lambda tok, corpus: (_encode_labelled(tok, corpus), None),
 }
+
+
+# --------------------------------------------------------------------------------- tokenizer sample
+
+
+def trains(tokenizer_cfg: Mapping[str, Any]) -> bool:
+    """Whether the tokenizer learns from text: its builder takes `train_bytes` (tokenizer=file does not)."""
+    return "train_bytes" in tokenizer_options(tokenizer_cfg["name"]).rules
+
+
+def sample_key(docs: Documents, tokenizer_cfg: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """What the tokenizer's training text depends on besides the corpus: the seed, when it draws a part."""
+    train_bytes = tokenizer_cfg.get("train_bytes", DEFAULT_TRAIN_BYTES)
+    whole = not trains(tokenizer_cfg) or train_bytes is None or (docs.nbytes is not None and docs.nbytes <= train_bytes)
+    return {"sampled": None if whole else [train_bytes, seed]}
+
+
+def tokenizer_sample(docs: Documents, tokenizer_cfg: Mapping[str, Any], seed: int) -> list[str]:
+    """The text the tokenizer trains on: at most `tokenizer.train_bytes` UTF-8 bytes drawn with `seed`
+    (everything when it fits), stated in the log; nothing for a tokenizer that does not train."""
+    if not trains(tokenizer_cfg):
+        return []
+    train_bytes = tokenizer_cfg.get("train_bytes", DEFAULT_TRAIN_BYTES)
+    sample = docs.sample(train_bytes, seed)
+    used = sum(len(t.encode("utf-8")) for t in sample)
+    total = f"{docs.nbytes:,}" if docs.nbytes is not None else "an unknown number of"
+    log.info("tokenizer: training on %s of %s training-text bytes (tokenizer.train_bytes=%s, seed %d)",
+             f"{used:,}", total, f"{train_bytes:,}" if train_bytes else "null", seed)
+    return sample
 
 
 # ------------------------------------------------------------------------------------------- cache
@@ -134,22 +173,23 @@ def build_data(
         log.info("removed %s, left by an interrupted cache build", leftover)
     data_cfg, tokenizer_cfg = plain_dict(data_cfg, "data"), plain_dict(tokenizer_cfg, "tokenizer")
     validate_tokenizer_cfg(tokenizer_cfg)
-    corpus = load_source(data_cfg, seed)
+    corpus = load_source(data_cfg, seed, task.corpus_kind)
     if corpus.kind != task.corpus_kind:
         fits = [name for name in TASKS.names() if TASKS.get(name).corpus_kind == corpus.kind]
         raise ValueError(
             f"data={data_cfg['name']} gives {corpus.kind} examples, which suit task {fits}, not task={task.name!r}"
         )
-    content = corpus.content()
+    tokenizer_docs = corpus.tokenizer_docs()
     key = stable_hash(
         CACHE_FORMAT_VERSION,
         corpus.kind,
-        {split: hash_texts(texts) for split, texts in content.items()},
+        corpus.fingerprint(),
         _tokenizer_fingerprint(tokenizer_cfg),
+        sample_key(tokenizer_docs, tokenizer_cfg, seed),
     )
     entry = CacheEntry.find(cache_dir / key)
     if entry is None:
-        tokenizer = build_tokenizer(tokenizer_cfg, corpus.tokenizer_texts())
+        tokenizer = build_tokenizer(tokenizer_cfg, tokenizer_sample(tokenizer_docs, tokenizer_cfg, seed))
         # labels belong to the data: a tokenizer file saved by a classification run must not carry its
         # label names into an LM run
         tokenizer.label_names = corpus.label_names if isinstance(corpus, LabelledCorpus) else None
@@ -161,9 +201,9 @@ def build_data(
             "dtype": id_dtype(tokenizer.vocab_size).name,
             "test_pairs": [list(p) for p in getattr(corpus, "test", [])],
         }
-        arrays = ENCODERS[corpus.kind](tokenizer, corpus)  # before the temp folder: it only sees writes
-        entry = CacheEntry.publish(cache_dir, key, tokenizer, arrays, manifest)
-    loader = {k: data_cfg.get(k) for k in ("blocks_per_epoch", "mask_prob")}
+        arrays, stream = ENCODERS[corpus.kind](tokenizer, corpus)  # before the temp folder: it only sees writes
+        entry = CacheEntry.publish(cache_dir, key, tokenizer, arrays, manifest, stream=stream)
+    loader = {k: data_cfg.get(k) for k in ("blocks_per_epoch", "mask_prob", "shards")}
     common = dict(
         batch_size=batch_size, max_seq_len=max_seq_len, seed=seed, num_workers=data_cfg.get("num_workers", 0)
     )

@@ -26,7 +26,7 @@ import numpy as np
 
 from zoo.atomic import atomic_file
 
-CACHE_FORMAT_VERSION = 1
+CACHE_FORMAT_VERSION = 2  # 2: streamed text fingerprints, tokenizer sample in the key
 CACHE_DIR_ENV = "ZOO_CACHE_DIR"
 HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
 # A temp nobody has touched for this long has no live writer, whoever wrote it (its host may be another machine).

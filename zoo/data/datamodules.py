@@ -77,6 +77,9 @@ class ZooDataModule(L.LightningDataModule):
         self.seed = int(state_dict.get("seed", self.seed))
 
 
+DEFAULT_SHARDS = 8  # data.shards: LM/MLM training-stream parts; ranks of a 1/2/4/8-process run read disjoint ones
+
+
 class LMDataModule(ZooDataModule):
     """Causal LM: random contiguous windows of the training stream (nanoGPT style); validation uses fixed
     windows whose inputs do not overlap. A window is ``max_seq_len + 1`` tokens: ``input_ids`` its first
@@ -91,11 +94,16 @@ class LMDataModule(ZooDataModule):
         streams: dict[str, np.ndarray],
         *,
         blocks_per_epoch: int | None = None,
+        shards: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(tokenizer, **kwargs)
         if blocks_per_epoch is not None and (not isinstance(blocks_per_epoch, int) or blocks_per_epoch < 1):
             raise ValueError(f"data.blocks_per_epoch={blocks_per_epoch!r} must be a positive int or null")
+        if shards is not None and (not isinstance(shards, int) or shards < 1):
+            raise ValueError(f"data.shards={shards!r} must be a positive int or null (= {DEFAULT_SHARDS})")
+        self.shards = DEFAULT_SHARDS if shards is None else shards
+        self.train_parts = 1  # the training stream's parts (LMBlocks.parts), known after setup
         self.streams, self.blocks_per_epoch = streams, blocks_per_epoch
 
     def _blocks(self, split: str, random: bool) -> LMBlocks:
@@ -108,16 +116,19 @@ class LMDataModule(ZooDataModule):
             mask_id=self.tokenizer.mask_id,
             vocab_size=self.tokenizer.vocab_size,
             n_special=len(self.tokenizer.special_ids),
+            parts=self.shards if random else 1,
         )
 
     def setup(self, stage: str | None = None) -> None:
         self.datasets = {"train": self._blocks("train", True), "val": self._blocks("val", False)}
+        self.train_parts = self.datasets["train"].parts
 
     def train_dataloader(self) -> DataLoader:
         if "train" not in self.datasets:
             self.setup("fit")
         n = self.blocks_per_epoch or len(self.datasets["train"])  # default: one stream's worth of tokens
-        return self._loader("train", sampler=EpochKeySampler(n))
+        stride = -(-n // self.train_parts) * self.train_parts  # each epoch's keys start at a multiple of parts
+        return self._loader("train", sampler=EpochKeySampler(n, stride=stride))
 
 
 class MLMDataModule(LMDataModule):

@@ -23,17 +23,21 @@ Example = dict[str, torch.Tensor]
 class EpochKeySampler(Sampler[int]):
     """Yields ``num_samples`` fresh integer keys per epoch; Lightning calls ``set_epoch``."""
 
-    def __init__(self, num_samples: int) -> None:
+    def __init__(self, num_samples: int, stride: int | None = None) -> None:
         if num_samples < 1:
             raise ValueError(f"num_samples={num_samples} must be >= 1")
-        self.num_samples = num_samples
+        if stride is not None and stride < num_samples:
+            raise ValueError(f"stride={stride} must be >= num_samples={num_samples} (epochs would share keys)")
+        # epoch e starts at key e * stride: a stride that is a multiple of LMBlocks.parts puts the i-th key of
+        # every epoch in part i % parts, so a rank keeps its parts from epoch to epoch
+        self.num_samples, self.stride = num_samples, stride or num_samples
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
     def __iter__(self) -> Iterator[int]:
-        start = self.epoch * self.num_samples
+        start = self.epoch * self.stride
         return iter(range(start, start + self.num_samples))
 
     def __len__(self) -> int:
@@ -72,7 +76,9 @@ class LMBlocks(Dataset):
     a window is ``block_len`` tokens, masked in place.
 
     ``random=True`` (training): item ``k`` is a window at a random offset drawn from ``(seed, k)``,
-    as in nanoGPT. ``random=False`` (validation): item ``k`` starts at ``k * block_len``, so the inputs
+    as in nanoGPT, inside part ``k % parts`` of the stream (``parts`` contiguous equal ranges; a window never
+    crosses into the next part), so the process given keys ``r, r + W, ...`` (W dividing ``parts``) reads
+    only parts ``r, r + W, ...``, never another rank's tokens. ``random=False`` (validation): item ``k`` starts at ``k * block_len``, so the inputs
     do not overlap and every token after the first is a causal target exactly once.
     A stream shorter than a window gives one shorter item (the collator pads it).
     """
@@ -88,6 +94,7 @@ class LMBlocks(Dataset):
         mask_id: int = 4,
         vocab_size: int = 0,
         n_special: int = 5,
+        parts: int = 1,
     ) -> None:
         self.causal = mask_prob is None
         self.span = block_len + 1 if self.causal else block_len  # tokens read per window
@@ -97,7 +104,14 @@ class LMBlocks(Dataset):
             raise ValueError("token stream has 1 token; causal LM needs at least 2 (an input and its target)")
         self.stream, self.block_len, self.random, self.seed = stream, block_len, random, seed
         self.mask = dict(prob=mask_prob, mask_id=mask_id, vocab_size=vocab_size, n_special=n_special)
-        self.n_offsets = max(1, len(stream) - self.span + 1)
+        if not isinstance(parts, int) or parts < 1:
+            raise ValueError(f"data.shards={parts!r} must be a positive int")
+        self.parts = max(1, min(parts, len(stream) // self.span))  # every part holds at least one whole window
+        self.bounds = np.linspace(0, len(stream), self.parts + 1).astype(np.int64)  # part p: [bounds[p], bounds[p+1])
+
+    def part_range(self, part: int) -> tuple[int, int]:
+        """Stream positions ``[lo, hi)`` of ``part``: where the training windows of keys ``part (mod parts)`` lie."""
+        return int(self.bounds[part]), int(self.bounds[part + 1])
 
     def __len__(self) -> int:  # windows per pass over the stream (a causal window's last token is a target only)
         return max(1, (len(self.stream) - int(self.causal)) // self.block_len)
@@ -105,7 +119,8 @@ class LMBlocks(Dataset):
     def __getitem__(self, key: int) -> Example:
         rng = np.random.default_rng((self.seed, int(key)))
         if self.random:
-            start = int(rng.integers(self.n_offsets))
+            lo, hi = self.part_range(int(key) % self.parts)
+            start = lo + int(rng.integers(max(1, hi - lo - self.span + 1)))
         else:
             if not 0 <= key < len(self):
                 raise IndexError(key)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,12 +61,21 @@ class CacheEntry:
 
     @classmethod
     def publish(
-        cls, cache_dir: Path, key: str, tokenizer: ZooTokenizer, arrays: dict[str, Any], manifest: dict[str, Any]
+        cls,
+        cache_dir: Path,
+        key: str,
+        tokenizer: ZooTokenizer,
+        arrays: dict[str, Any],
+        manifest: dict[str, Any],
+        stream: Callable[[Path], dict[str, str]] | None = None,
     ) -> CacheEntry:
-        """Write the entry in a temporary folder of `cache_dir`, move it to `cache_dir/key` and load it back."""
+        """Write the entry in a temporary folder of `cache_dir`, move it to `cache_dir/key` and load it back.
+        `stream(folder)`, if given, writes more arrays straight into the temporary folder (pre-tokenised
+        shards too large to hold in memory) and returns their kinds (name -> "ragged")."""
         tmp = new_tmp_dir(cache_dir, key)
         try:
-            write_entry(tmp, tokenizer, arrays, manifest)
+            streamed = stream(tmp) if stream is not None else {}
+            write_entry(tmp, tokenizer, arrays, {**manifest, "streamed": streamed})
             publish_dir(tmp, cache_dir / key)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -83,4 +93,5 @@ def write_entry(path: Path, tokenizer: ZooTokenizer, arrays: dict[str, Any], man
         else:
             (path / f"{name}.bin").write_bytes(np.ascontiguousarray(value, dtype=np.int64).tobytes())
             kinds[name] = "int64"
+    kinds.update(manifest.pop("streamed", None) or {})  # arrays a `stream` writer already put in `path`
     atomic_write_json(path / MANIFEST, {**manifest, "arrays": kinds})  # written last: marks complete

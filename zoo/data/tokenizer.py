@@ -158,6 +158,12 @@ BPE_MIN_VOCAB = BYTE_ALPHABET_SIZE + len(SPECIAL_TOKENS)
 CHAR_MIN_VOCAB = 6  # the special tokens and one character
 
 
+# tokenizer.train_bytes of a trained tokenizer: the UTF-8 bytes of training text it sees, a seeded sample drawn
+# by zoo.data.build.tokenizer_sample before the builder is called (null = the whole training split)
+TRAIN_BYTES = optional(integer(1))
+DEFAULT_TRAIN_BYTES = 100_000_000
+
+
 def register_tokenizer(name: str) -> Callable[[TokenizerBuilder], TokenizerBuilder]:
     """Decorator: `@register_tokenizer("bpe")` makes ``builder(texts, **options)`` available as
     `tokenizer=bpe`; its keyword parameters are the `tokenizer.*` keys, their hints the allowed values."""
@@ -195,9 +201,11 @@ _CHAR_VOCAB = optional(integer(CHAR_MIN_VOCAB))
 
 @register_tokenizer("bpe")
 def train_bpe(
-    texts: Sequence[str], *, vocab_size: Annotated[int, _BPE_VOCAB] = 4096, min_frequency: int = 2
+    texts: Sequence[str], *, vocab_size: Annotated[int, _BPE_VOCAB] = 4096, min_frequency: int = 2,
+    train_bytes: Annotated[int | None, TRAIN_BYTES] = DEFAULT_TRAIN_BYTES,
 ) -> ZooTokenizer:
     """Byte-level BPE (GPT-2 style): lossless for any UTF-8 text; trained on chunked ``texts``."""
+    del train_bytes  # ``texts`` is already the bounded sample (zoo.data.build.tokenizer_sample)
     hf = HFTokenizer(models.BPE())
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     hf.decoder = decoders.ByteLevel()
@@ -213,8 +221,10 @@ def train_bpe(
 
 
 @register_tokenizer("char")
-def train_char(texts: Sequence[str], *, vocab_size: Annotated[int | None, _CHAR_VOCAB] = None) -> ZooTokenizer:
+def train_char(texts: Sequence[str], *, vocab_size: Annotated[int | None, _CHAR_VOCAB] = None,
+               train_bytes: Annotated[int | None, TRAIN_BYTES] = DEFAULT_TRAIN_BYTES) -> ZooTokenizer:
     """One token per Unicode character seen in ``texts``; unseen characters map to ``<unk>``."""
+    del train_bytes  # ``texts`` is already the bounded sample (zoo.data.build.tokenizer_sample)
     counts: dict[str, int] = {}
     for text in texts:
         for ch in text:

@@ -29,7 +29,7 @@ class LanguageModelling(StreamTask):
 
     def datamodule(self, entry, loader: Mapping[str, Any], **common: Any) -> LMDataModule:
         return LMDataModule(entry.tokenizer, self.streams(entry), blocks_per_epoch=loader.get("blocks_per_epoch"),
-                            **common)
+                            shards=loader.get("shards"), **common)
 
     def model_inputs(self, batch: Mapping[str, torch.Tensor]) -> Mapping[str, torch.Tensor]:
         """Everything but `targets` (the model would shift `labels`; the targets are shifted already)."""

@@ -27,7 +27,7 @@ class MaskedLanguageModelling(StreamTask):
     def datamodule(self, entry, loader: Mapping[str, Any], **common: Any) -> MLMDataModule:
         mask_prob = loader.get("mask_prob")
         return MLMDataModule(entry.tokenizer, self.streams(entry), mask_prob=0.15 if mask_prob is None else mask_prob,
-                             blocks_per_epoch=loader.get("blocks_per_epoch"), **common)
+                             blocks_per_epoch=loader.get("blocks_per_epoch"), shards=loader.get("shards"), **common)
 
     def evaluate(self, model, tokenizer, datamodule, split: str, options: EvalOptions) -> dict[str, float]:
         """Masked-token accuracy (top guess = original token at the picked positions; the validation

@@ -10,8 +10,9 @@ from torch.utils.data import DataLoader, Sampler
 
 
 class ShardedSampler(Sampler[int]):
-    """Every `world`-th item of `inner`, starting at `rank`. With `pad`, the list is cycled up to a multiple
-    of `world` so every process runs the same number of steps (DDP needs that)."""
+    """Every `world`-th item of `inner`, starting at `rank`. With `pad`, a process short of an item repeats its
+    own first one, so every process runs the same number of steps (DDP needs that) and none reads an item
+    (for LM windows: a part of the token stream) that belongs to another rank."""
 
     def __init__(self, inner: Sampler, rank: int, world: int, *, pad: bool) -> None:
         if not 0 <= rank < world:
@@ -24,12 +25,13 @@ class ShardedSampler(Sampler[int]):
 
     def _items(self) -> list[int]:
         items = list(self.inner)
-        if self.pad and items and len(items) % self.world:
-            items += items[: self.world - len(items) % self.world]
-        return items
+        mine = items[self.rank :: self.world]
+        if self.pad and items and len(mine) < -(-len(items) // self.world):
+            mine.append(mine[0] if mine else items[0])
+        return mine
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self._items()[self.rank :: self.world])
+        return iter(self._items())
 
     def __len__(self) -> int:
         n = len(self.inner)
@@ -49,12 +51,24 @@ def sharded(loader: DataLoader, rank: int, world: int, *, pad: bool) -> DataLoad
     )
 
 
+def check_parts(parts: int | None, world: int) -> None:
+    """A token stream cut into `parts` (LM/MLM, data.shards) is read rank-disjointly only if `world` divides
+    it (rank r reads parts r, r + world, ...); raise ValueError naming data.shards otherwise."""
+    if parts is None or world == 1 or parts % world == 0:
+        return
+    raise ValueError(f"data.shards: the training token stream is cut into {parts} part(s), which {world} processes "
+                     f"cannot share without reading each other's; set data.shards to a multiple of {world} "
+                     "(a stream shorter than that many windows of max_seq_len + 1 tokens has fewer parts)")
+
+
 def shard_datamodule(datamodule, trainer) -> None:
     """Wrap the data module's train/val loaders so each process reads its shard (rank read when called)."""
     for name, pad in (("train_dataloader", True), ("val_dataloader", False)):
         original = getattr(datamodule, name)
 
         def make(original=original, pad=pad) -> DataLoader:
-            return sharded(original(), trainer.global_rank, trainer.world_size, pad=pad)
+            loader = original()
+            check_parts(getattr(datamodule, "train_parts", None), trainer.world_size)
+            return sharded(loader, trainer.global_rank, trainer.world_size, pad=pad)
 
         setattr(datamodule, name, make)

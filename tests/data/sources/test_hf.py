@@ -1,18 +1,149 @@
+"""data=hf on datasets built here (nothing downloaded): a save_to_disk folder, json and parquet files and a
+streaming dataset, for every task; and the errors for bad input."""
+
 from __future__ import annotations
 
-import importlib.util
+import json
 
+import numpy as np
 import pytest
 
-from zoo.data.sources.base import load_source
+datasets = pytest.importorskip("datasets")
+
+from zoo.data import build_data  # noqa: E402
+from zoo.data.build import encode_documents  # noqa: E402
+from zoo.data.sources.base import load_source  # noqa: E402
+
+from ..conftest import SMALL_BPE  # noqa: E402
+
+KW = dict(max_seq_len=16, batch_size=4, seed=0)
+WORDS = "the cat sat on a mat and ate some fish while the dog slept by the warm fire".split()
 
 
-@pytest.mark.skipif(importlib.util.find_spec("datasets") is not None, reason="datasets is installed")
-def test_hf_text_without_datasets_says_how_to_fix():
-    with pytest.raises(ValueError, match=r"data=hf_text needs the optional 'datasets' package"):
-        load_source({"name": "hf_text", "dataset": "wikitext"}, seed=0)
+def sentence(i: int) -> str:
+    return " ".join(WORDS[(i * 7 + k) % len(WORDS)] for k in range(5 + i % 6))
 
 
-def test_hf_text_requires_dataset_name():
-    with pytest.raises(ValueError, match=r"data=hf_text needs data.dataset"):
-        load_source({"name": "hf_text"}, seed=0)
+def rows(n: int = 60) -> list[dict]:
+    return [{"text": sentence(i), "src": sentence(i), "tgt": sentence(i + 3), "label": ["neg", "pos"][i % 2],
+             "n": i} for i in range(n)]
+
+
+@pytest.fixture(autouse=True)
+def offline_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf_cache")
+
+
+@pytest.fixture
+def saved(tmp_path):
+    """A DatasetDict with train and validation splits, written by save_to_disk."""
+    folder = tmp_path / "saved"
+    datasets.DatasetDict({"train": datasets.Dataset.from_list(rows(60)),
+                          "validation": datasets.Dataset.from_list(rows(12))}).save_to_disk(str(folder))
+    return folder
+
+
+@pytest.fixture
+def jsonl(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows()))
+    return path
+
+
+@pytest.fixture
+def parquet(tmp_path):
+    path = tmp_path / "d.parquet"
+    datasets.Dataset.from_list(rows()).to_parquet(str(path))
+    return path
+
+
+def test_text_from_saved_folder_equals_the_column_encoded_in_memory(saved, cache_dir):
+    cfg = {"name": "hf", "path": str(saved), "val_split": "validation"}
+    tok, dm = build_data(cfg, SMALL_BPE, task="lm", cache_dir=cache_dir, **KW)
+    train = [r["text"] for r in rows(60)]
+    np.testing.assert_array_equal(dm.streams["train"], encode_documents(tok, train, append_eos=True).ids)
+    val = [r["text"] for r in rows(12)]
+    np.testing.assert_array_equal(dm.streams["val"], encode_documents(tok, val, append_eos=True).ids)
+
+
+@pytest.mark.parametrize("source", ["jsonl", "parquet"])
+def test_files_give_the_same_seeded_split_streaming_or_not(source, request):
+    path = request.getfixturevalue(source)
+    eager = load_source({"name": "hf", "path": str(path)}, seed=3, kind="text")
+    lazy = load_source({"name": "hf", "path": str(path), "streaming": True}, seed=3, kind="text")
+    assert eager.train == lazy.train and eager.val == lazy.val
+    texts = [r["text"] for r in rows()]
+    assert sorted(eager.train + eager.val) == sorted(texts) and eager.val  # a split of every row, both non-empty
+    assert eager.documents()["train"].fingerprint() == lazy.documents()["train"].fingerprint()
+    other = load_source({"name": "hf", "path": str(path)}, seed=4, kind="text")
+    assert other.val != eager.val
+
+
+def test_streaming_dataset_trains_lm_through_build_data(jsonl, cache_dir):
+    cfg = {"name": "hf", "path": str(jsonl), "streaming": True}
+    tok, dm = build_data(cfg, SMALL_BPE, task="lm", cache_dir=cache_dir, **KW)
+    batch = next(iter(dm.train_dataloader()))
+    assert batch["input_ids"].shape == (4, 16) and int(batch["input_ids"].max()) < tok.vocab_size
+
+
+def test_mlm_seq2seq_and_classification(saved, parquet, cache_dir):
+    _, mlm = build_data({"name": "hf", "path": str(parquet)}, SMALL_BPE, task="mlm", cache_dir=cache_dir, **KW)
+    assert "labels" in next(iter(mlm.train_dataloader()))
+    cfg = {"name": "hf", "path": str(saved), "val_split": "validation"}
+    tok, s2s = build_data(cfg, SMALL_BPE, task="seq2seq", cache_dir=cache_dir, **KW)
+    src, tgt = s2s.pairs["train"]
+    assert len(src) == 60 and tok.decode(src[5]) == sentence(5) and tok.decode(tgt[5]) == sentence(8)
+    tok, cls = build_data(cfg, SMALL_BPE, task="classification", cache_dir=cache_dir, **KW)
+    texts, labels = cls.examples["val"]
+    assert tok.label_names == ["neg", "pos"] and labels.tolist() == [i % 2 for i in range(12)]
+    assert tok.decode(texts[3]) == sentence(3)
+
+
+def test_class_label_column_keeps_its_names(tmp_path):
+    features = datasets.Features({"text": datasets.Value("string"),
+                                  "label": datasets.ClassLabel(names=["sports", "arts"])})
+    ds = datasets.Dataset.from_dict({"text": [sentence(i) for i in range(20)], "label": [i % 2 for i in range(20)]},
+                                    features=features)
+    ds.save_to_disk(str(tmp_path / "cl"))
+    corpus = load_source({"name": "hf", "path": str(tmp_path / "cl")}, seed=0, kind="labelled")
+    assert corpus.label_names == ["arts", "sports"]
+    named = {t: corpus.label_names[y] for t, y in corpus.train + corpus.val}
+    assert named[sentence(0)] == "sports" and named[sentence(1)] == "arts"
+
+
+@pytest.mark.parametrize("cfg, kind, match", [
+    ({"text_field": "body"}, "text", r"data.text_field='body': .* has no such column; its columns: \['label', 'n', 'src'"),
+    ({"text_field": "n"}, "text", r"data.text_field='n': column 'n' of .* holds int64, not text"),
+    ({"src_field": "source"}, "pairs", r"data.src_field='source': .* no such column"),
+    ({"label_field": "y"}, "labelled", r"data.label_field='y': .* no such column"),
+    ({"val_split": "test"}, "text", r"data.val_split='test': .* has no such split; its splits: \['train', 'validation'\]"),
+    ({"train_split": "nope"}, "text", r"data.train_split='nope': .* no such split"),
+    ({"format": "xml"}, "text", r"data.format='xml' is unknown; allowed: \['auto', 'disk'"),
+])
+def test_bad_config_is_one_clear_error(saved, cfg, kind, match):
+    with pytest.raises(ValueError, match=match):
+        load_source({"name": "hf", "path": str(saved), **cfg}, seed=0, kind=kind)
+
+
+def test_empty_split_and_bad_values_are_errors(tmp_path, cache_dir):
+    empty = datasets.DatasetDict({"train": datasets.Dataset.from_list(rows(10)),
+                                  "validation": datasets.Dataset.from_list([{"text": "  ", "n": 1}])})
+    empty.save_to_disk(str(tmp_path / "e"))
+    with pytest.raises(ValueError, match=r"split 'validation' of .* has no rows with text in column 'text' .* empty"):
+        build_data({"name": "hf", "path": str(tmp_path / "e"), "val_split": "validation"}, SMALL_BPE, task="lm",
+                   cache_dir=cache_dir, **KW)
+    mixed = tmp_path / "m.jsonl"  # a streaming reader sees no schema up front: the bad row is named when read
+    mixed.write_text(json.dumps({"text": "fine"}) + "\n" + json.dumps({"text": 7}) + "\n")
+    with pytest.raises(ValueError, match=r"row 1 of .* holds int 7, not text|holds int64, not text"):
+        _ = load_source({"name": "hf", "path": str(mixed), "streaming": True}, seed=0, kind="text").train
+
+
+def test_missing_path_and_unknown_suffix(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"data.path: glob .* matched no files"):
+        load_source({"name": "hf", "path": str(tmp_path / "*.parquet")}, seed=0, kind="text")
+    (tmp_path / "d.xyz").write_text("x")
+    with pytest.raises(ValueError, match=r"data.format=auto cannot tell the format of"):
+        load_source({"name": "hf", "path": str(tmp_path / "d.xyz")}, seed=0, kind="text")
+    with pytest.raises(ValueError, match=r"data=hf needs data.path"):
+        load_source({"name": "hf"}, seed=0, kind="text")

@@ -2,7 +2,7 @@
 
 Built-in sources need no download: ``stdlib_text`` (the interpreter's own ``.py`` files) and
 ``translation_toy`` (a seeded Korean->English template set). ``text``, ``pairs`` and
-``classification`` read local user files; ``hf_text`` (optional) uses the ``datasets`` package.
+``classification`` read local user files; ``hf`` (optional) reads a ``datasets`` dataset for any task.
 Importing this package registers all of them.
 """
 

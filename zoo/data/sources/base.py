@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from zoo.data.cache import hash_texts
+from zoo.data.documents import Documents, TextList
 from zoo.options import TEXT, Options, check_entry, integer, number, optional
 from zoo.registry import Registry
 
@@ -30,6 +32,45 @@ class TextCorpus:
     def content(self) -> dict[str, list[str]]:
         return {"train": self.train, "val": self.val}
 
+    def documents(self) -> dict[str, Documents]:
+        """split -> its documents as a stream (what the cache key hashes and pre-tokenisation reads)."""
+        return {"train": TextList(self.train), "val": TextList(self.val)}
+
+    def fingerprint(self) -> dict[str, str]:
+        return {split: docs.fingerprint() for split, docs in self.documents().items()}
+
+    def tokenizer_docs(self) -> Documents:
+        return self.documents()["train"]
+
+
+@dataclass(frozen=True)
+class TextStreams:
+    """Documents for LM/MLM that are read lazily, never held whole (large files, ``datasets`` columns)."""
+
+    train_docs: Documents
+    val_docs: Documents
+    kind = "text"
+
+    def documents(self) -> dict[str, Documents]:
+        return {"train": self.train_docs, "val": self.val_docs}
+
+    def fingerprint(self) -> dict[str, str]:
+        """split -> content hash (one streaming pass; it also checks the text, e.g. UTF-8, before any work)."""
+        return {split: docs.fingerprint() for split, docs in self.documents().items()}
+
+    def tokenizer_docs(self) -> Documents:
+        return self.train_docs
+
+    @property
+    def train(self) -> list[str]:
+        """The training documents read into memory (small corpora and tests only)."""
+        return ["".join(doc) for doc in self.train_docs.blocks()]
+
+    @property
+    def val(self) -> list[str]:
+        return ["".join(doc) for doc in self.val_docs.blocks()]
+
+
 
 @dataclass(frozen=True)
 class PairCorpus:
@@ -46,6 +87,12 @@ class PairCorpus:
     def content(self) -> dict[str, list[str]]:
         splits = {"train": self.train, "val": self.val, "test": self.test}
         return {name: [s for pair in rows for s in pair] for name, rows in splits.items()}
+
+    def fingerprint(self) -> dict[str, str]:
+        return {split: hash_texts(texts) for split, texts in self.content().items()}
+
+    def tokenizer_docs(self) -> Documents:
+        return TextList(self.tokenizer_texts())
 
 
 @dataclass(frozen=True)
@@ -67,8 +114,14 @@ class LabelledCorpus:
         out["labels"] = self.label_names
         return out
 
+    def fingerprint(self) -> dict[str, str]:
+        return {split: hash_texts(texts) for split, texts in self.content().items()}
 
-Corpus = TextCorpus | PairCorpus | LabelledCorpus
+    def tokenizer_docs(self) -> Documents:
+        return TextList(self.tokenizer_texts())
+
+
+Corpus = TextCorpus | TextStreams | PairCorpus | LabelledCorpus
 SourceFn = Callable[..., Corpus]
 SOURCES: Registry[SourceFn] = Registry("data source", key="data.name")
 # Keys every data config may carry; consumed by the data module, not by the source loader.
@@ -77,6 +130,7 @@ LOADER_OPTIONS = Options({
     "num_workers": integer(0),
     "blocks_per_epoch": optional(integer(1)),  # LM/MLM windows per epoch
     "mask_prob": number(0, 1, low_open=True, high_open=True),  # MLM: fraction of tokens picked
+    "shards": integer(1),  # LM/MLM: the training stream's contiguous parts; a rank reads only its own
 })
 LOADER_KEYS = set(LOADER_OPTIONS.rules)
 
@@ -89,12 +143,12 @@ def register_source(name: str) -> Callable[[SourceFn], SourceFn]:
 def source_keys(name: str) -> set[str]:
     """Config keys accepted by source ``name`` (its keyword parameters, minus the injected ``seed``)."""
     params = inspect.signature(SOURCES.get(name)).parameters
-    return {p for p in params if p != "seed"}
+    return {p for p in params if p not in ("seed", "kind")}
 
 
 def data_options(name: str) -> Options:
     """data.* keys of source ``name``: its keyword parameters (typed by their hints) and the loader keys."""
-    return Options.of(SOURCES.get(name), skip=("seed",)).extended(LOADER_OPTIONS.rules)
+    return Options.of(SOURCES.get(name), skip=("seed", "kind")).extended(LOADER_OPTIONS.rules)
 
 
 def check_data_cfg(cfg: dict[str, Any]) -> None:
@@ -102,13 +156,17 @@ def check_data_cfg(cfg: dict[str, Any]) -> None:
     check_entry("data", cfg.get("name"), cfg, data_options, SOURCES)
 
 
-def load_source(cfg: dict[str, Any], seed: int) -> Corpus:
-    """Validate ``cfg`` against the source's parameters and load it."""
+def load_source(cfg: dict[str, Any], seed: int, kind: str | None = None) -> Corpus:
+    """Validate ``cfg`` against the source's parameters and load it. A source that takes ``kind`` (one
+    that can give any corpus kind, e.g. ``hf``) is told the kind the task needs."""
     check_data_cfg(cfg)
     source = SOURCES.get(cfg["name"])
     kwargs = {k: v for k, v in cfg.items() if k in source_keys(cfg["name"])}
-    if "seed" in inspect.signature(source).parameters:
+    params = inspect.signature(source).parameters
+    if "seed" in params:
         kwargs["seed"] = seed
+    if "kind" in params:
+        kwargs["kind"] = kind or "text"
     return source(**kwargs)
 
 

@@ -1,47 +1,286 @@
-"""Optional: text from a Hugging Face ``datasets`` dataset (only when that extra is installed).
+"""``data=hf``: a Hugging Face ``datasets`` dataset as the data of any task (optional ``datasets`` extra).
 
-This is the one source that may download; the built-in sources never do.
+``data.path`` is a folder written by ``save_to_disk`` (read with ``load_from_disk``), local data files (json,
+jsonl, parquet, arrow, csv, txt; a glob or a list) or, as a last resort, a dataset name that ``load_dataset``
+may download. ``data.streaming=true`` reads rows lazily (an ``IterableDataset``), so a dataset far larger
+than memory can be pre-tokenised. The task picks the columns: ``text_field`` (lm, mlm), ``src_field`` and
+``tgt_field`` (seq2seq), ``text_field`` and ``label_field`` (classification). Text for lm/mlm is streamed
+(``HFColumn``); pairs and labelled examples are read into memory.
 """
 
 from __future__ import annotations
 
+import glob
+import hashlib
 import importlib
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
-from zoo.data.sources.base import TextCorpus, register_source
+from zoo.data.documents import Documents
+from zoo.data.sources.base import LabelledCorpus, PairCorpus, TextStreams, register_source
+from zoo.data.sources.user import label_order
+
+FILE_FORMATS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".arrow": "arrow", ".csv": "csv",
+                ".txt": "text"}
+FORMATS = ("auto", "disk", *sorted(set(FILE_FORMATS.values())), "hub")
+TEXT_TYPES = ("string", "large_string")
 
 
-def _datasets_module():
+def datasets_module():
     try:
         return importlib.import_module("datasets")
     except ImportError:
-        raise ValueError(
-            "data=hf_text needs the optional 'datasets' package (pip install datasets); "
-            "use data=text for local files"
-        ) from None
+        raise ValueError("data=hf needs the optional 'datasets' package (pip install 'zoo[hf]' or "
+                         "pip install datasets); use data=text for local text files") from None
 
 
-@register_source("hf_text")
-def load_hf_text(
-    *,
-    dataset: str,
-    config: str | None = None,
-    text_field: str = "text",
-    train_split: str = "train",
-    val_split: str = "validation",
-) -> TextCorpus:
-    """Rows of ``text_field`` from two splits of ``datasets.load_dataset(dataset, config)``."""
-    datasets = _datasets_module()
-    splits = {}
-    for key, split in (("train_split", train_split), ("val_split", val_split)):
+def in_val(row: int, seed: int, val_fraction: float) -> bool:
+    """Whether row ``row`` of a split without its own validation split is held out (stable, seeded)."""
+    digest = hashlib.md5(f"{seed}:{row}".encode()).digest()[:8]
+    return int.from_bytes(digest, "big") / 2**64 < val_fraction
+
+
+class Split:
+    """Rows of one split: a ``datasets`` split, optionally only the rows ``in_val`` picks (``held_out``) or
+    leaves (``not held_out``), with the origin for messages."""
+
+    def __init__(self, rows: Any, origin: str, carve: tuple[int, float, bool] | None = None) -> None:
+        self.rows, self.origin, self.carve = rows, origin, carve
+
+    def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        for i, row in enumerate(self.rows):
+            if self.carve is None or in_val(i, self.carve[0], self.carve[1]) == self.carve[2]:
+                yield i, row
+
+    @property
+    def random_access(self) -> bool:
+        return hasattr(self.rows, "__getitem__") and hasattr(self.rows, "__len__")
+
+    def check_column(self, column: str, key: str, text: bool) -> None:
+        """The column exists (else: the key, its value and the columns there are); a text column holds strings."""
+        names = getattr(self.rows, "column_names", None)
+        features = getattr(self.rows, "features", None)
+        if names is None:  # a streaming dataset whose columns are not declared: look at the first row
+            first = next(iter(self.rows), None)
+            names = list(first) if first is not None else []
+        if column not in names:
+            raise ValueError(f"data.{key}={column!r}: {self.origin} has no such column; its columns: {sorted(names)}")
+        dtype = getattr(features.get(column), "dtype", None) if features else None
+        if text and dtype is not None and dtype not in TEXT_TYPES:
+            raise ValueError(f"data.{key}={column!r}: column {column!r} of {self.origin} holds {dtype}, not text "
+                             f"({'/'.join(TEXT_TYPES)}); name a text column")
+
+    def value(self, i: int, row: dict[str, Any], column: str, key: str) -> str | None:
+        """The text of ``row[column]`` (None when missing or blank); a non-string names the row."""
+        value = row.get(column)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise ValueError(f"data.{key}={column!r}: row {i} of {self.origin} holds {type(value).__name__} "
+                             f"{value!r:.40}, not text; name a text column")
+        return value if value.strip() else None
+
+
+class HFColumn(Documents):
+    """The text column of one split as documents (one per row, blank rows left out), read lazily."""
+
+    def __init__(self, split: Split, column: str, key: str) -> None:
+        self.split, self.column, self.key = split, column, key
+        self.nbytes: int | None = None  # known after the first full pass (fingerprint)
+
+    def texts(self) -> Iterator[tuple[int, str]]:
+        for i, row in self.split:
+            text = self.split.value(i, row, self.column, self.key)
+            if text is not None:
+                yield i, text
+
+    def blocks(self) -> Iterator[Iterator[str]]:
+        for _, text in self.texts():
+            yield iter((text,))
+
+    def fingerprint(self) -> str:
+        """Content hash of the column (one pass, which also checks every value and counts the bytes)."""
+        h, total, rows = hashlib.sha256(), 0, 0
+        for _, text in self.texts():
+            data = text.encode("utf-8")
+            h.update(len(data).to_bytes(8, "little"))
+            h.update(data)
+            total, rows = total + len(data), rows + 1
+        if rows == 0:
+            raise ValueError(f"data=hf: {self.split.origin} has no rows with text in column {self.column!r} "
+                             f"(data.{self.key}); the split is empty")
+        self.nbytes = total
+        return h.hexdigest()
+
+    def sample(self, max_bytes: int | None, seed: int) -> list[str]:
+        """All rows when they fit; else rows in a seeded random order until ``max_bytes`` (a dataset with random
+        access) or the first rows up to ``max_bytes`` (a streaming dataset, which has no random access)."""
+        if max_bytes is None or (self.nbytes is not None and self.nbytes <= max_bytes) or not self.split.random_access:
+            return super().sample(max_bytes, seed)
+        import numpy as np
+
+        rows, out, used = self.split.rows, [], 0
+        picked = set(i for i, _ in self.split) if self.split.carve else None
+        for i in np.random.default_rng(seed).permutation(len(rows)).tolist():
+            if picked is not None and i not in picked:
+                continue
+            text = self.split.value(i, rows[i], self.column, self.key)
+            if text is None:
+                continue
+            size = len(text.encode("utf-8"))
+            if used + size > max_bytes:
+                continue
+            out.append(text)
+            used += size
+        return out
+
+
+def _files(path: str | Sequence[str]) -> list[str] | None:
+    """Local files named by ``path`` (a file, a glob or a list); None when it names none (a folder or a name)."""
+    patterns = [path] if isinstance(path, str) else list(path)
+    found: list[str] = []
+    for pattern in patterns:
+        pattern = os.path.expanduser(str(pattern))
+        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        files = [m for m in matches if os.path.isfile(m)]
+        if glob.has_magic(pattern) and not files:
+            raise FileNotFoundError(f"data.path: glob {pattern!r} matched no files")
+        if not files:
+            return None
+        found += files
+    return found
+
+
+def open_dataset(path: str | Sequence[str], format: str, config: str | None, streaming: bool) -> tuple[Any, str]:
+    """The dataset (a dict of splits, or one split) and a description of where it came from."""
+    datasets = datasets_module()
+    if format not in FORMATS:
+        raise ValueError(f"data.format={format!r} is unknown; allowed: {list(FORMATS)}")
+    files = _files(path) if format != "hub" else None
+    folder = isinstance(path, str) and Path(path).expanduser().is_dir()
+    if format == "disk" or (format == "auto" and folder and files is None):
+        if not folder:
+            raise FileNotFoundError(f"data.path={path!r}: no such folder (data.format=disk reads a save_to_disk folder)")
         try:
-            rows = datasets.load_dataset(dataset, config, split=split)
-        except Exception as e:  # datasets raises many types; name what was asked for
-            raise ValueError(
-                f"data.dataset={dataset!r} (config={config!r}, data.{key}={split!r}): {e}"
-            ) from None
-        if text_field not in rows.column_names:
-            raise ValueError(f"data.text_field={text_field!r} not in {dataset} columns {rows.column_names}")
-        splits[key] = [t for t in rows[text_field] if isinstance(t, str) and t.strip()]
-        if not splits[key]:
-            raise ValueError(f"data.dataset={dataset!r} split {split!r}: field {text_field!r} is empty")
-    return TextCorpus(train=splits["train_split"], val=splits["val_split"])
+            ds = datasets.load_from_disk(str(Path(path).expanduser()))
+        except FileNotFoundError as e:
+            raise ValueError(f"data.path={path!r} is a folder but not one written by save_to_disk ({e}); give data "
+                             "files (data.path='folder/*.parquet') or such a folder") from None
+        if streaming:
+            ds = {k: v.to_iterable_dataset() for k, v in ds.items()} if hasattr(ds, "keys") else ds.to_iterable_dataset()
+        return ds, f"the dataset saved at {path}"
+    if format in ("auto", *FILE_FORMATS.values()) and files is not None:
+        builder = format
+        if format == "auto":
+            kinds = {FILE_FORMATS.get(Path(f).suffix.lower()) for f in files}
+            if None in kinds or len(kinds) != 1:
+                raise ValueError(f"data.format=auto cannot tell the format of {files[:3]}; set data.format to one of "
+                                 f"{sorted(set(FILE_FORMATS.values()))} (suffixes: {sorted(FILE_FORMATS)})")
+            builder = kinds.pop()
+        ds = datasets.load_dataset(builder, data_files=files, streaming=streaming)
+        return ds, f"the {builder} files {files[:3]}{' ...' if len(files) > 3 else ''}"
+    if format != "auto" and format != "hub":
+        raise FileNotFoundError(f"data.path={path!r}: no such file(s) for data.format={format}")
+    if not isinstance(path, str) or os.path.exists(os.path.expanduser(path)) and not folder:
+        raise ValueError(f"data.path={path!r} is neither a save_to_disk folder, data files nor a dataset name")
+    try:
+        ds = datasets.load_dataset(path, config, streaming=streaming)
+    except Exception as e:  # datasets raises many types; name what was asked for
+        raise ValueError(f"data.path={path!r} (data.config={config!r}): load_dataset failed: {e}") from None
+    return ds, f"the dataset {path!r}"
+
+
+def splits(ds: Any, origin: str, train_split: str, val_split: str | None, val_fraction: float,
+           seed: int) -> tuple[Split, Split]:
+    """(train, validation): the named splits, or, with ``val_split=null``, ``val_fraction`` of the train rows."""
+    named = dict(ds.items()) if hasattr(ds, "keys") else {"train": ds}
+    for key, name in (("train_split", train_split), ("val_split", val_split)):
+        if name is not None and name not in named:
+            hint = "; set data.val_split=null to hold out data.val_fraction of the training rows" if key == "val_split" else ""
+            raise ValueError(f"data.{key}={name!r}: {origin} has no such split; its splits: {sorted(named)}{hint}")
+    train = named[train_split]
+    if val_split is not None:
+        return (Split(train, f"split {train_split!r} of {origin}"), Split(named[val_split], f"split {val_split!r} of {origin}"))
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"data.val_fraction={val_fraction!r} must be in (0, 1)")
+    where = f"split {train_split!r} of {origin}"
+    return (Split(train, where, (seed, val_fraction, False)),
+            Split(train, f"the held-out {val_fraction:.0%} of {where}", (seed, val_fraction, True)))
+
+
+def _pairs(split: Split, src_field: str, tgt_field: str) -> list[tuple[str, str]]:
+    out = []
+    for i, row in split:
+        src, tgt = split.value(i, row, src_field, "src_field"), split.value(i, row, tgt_field, "tgt_field")
+        if src is None or tgt is None:
+            raise ValueError(f"row {i} of {split.origin}: {'src_field' if src is None else 'tgt_field'} "
+                             f"{src_field if src is None else tgt_field!r} is empty")
+        out.append((src, tgt))
+    if not out:
+        raise ValueError(f"data=hf: {split.origin} has no rows; the split is empty")
+    return out
+
+
+def _labelled(split: Split, text_field: str, label_field: str, names: Sequence[str] | None) -> list[tuple[str, str]]:
+    out = []
+    for i, row in split:
+        text, label = split.value(i, row, text_field, "text_field"), row.get(label_field)
+        if text is None:
+            raise ValueError(f"row {i} of {split.origin}: text_field {text_field!r} is empty")
+        if isinstance(label, bool) or not isinstance(label, (str, int)) or (isinstance(label, str) and not label.strip()):
+            raise ValueError(f"row {i} of {split.origin}: label_field {label_field!r} must be a non-empty string or "
+                             f"an int, got {label!r}")
+        out.append((text, names[label] if names is not None and isinstance(label, int) and label >= 0 else str(label)))
+    if not out:
+        raise ValueError(f"data=hf: {split.origin} has no rows; the split is empty")
+    return out
+
+
+@register_source("hf")
+def load_hf(
+    *,
+    path: str | list[str],
+    format: str = "auto",
+    config: str | None = None,
+    streaming: bool = False,
+    train_split: str = "train",
+    val_split: str | None = None,
+    val_fraction: float = 0.1,
+    text_field: str = "text",
+    src_field: str = "src",
+    tgt_field: str = "tgt",
+    label_field: str = "label",
+    seed: int = 0,
+    kind: str = "text",
+) -> TextStreams | PairCorpus | LabelledCorpus:
+    """A ``datasets`` dataset as the corpus ``kind`` the task needs (text, pairs or labelled)."""
+    ds, origin = open_dataset(path, format, config, streaming)
+    train, val = splits(ds, origin, train_split, val_split, val_fraction, seed)
+    if kind == "text":
+        train.check_column(text_field, "text_field", text=True)
+        return TextStreams(HFColumn(train, text_field, "text_field"), HFColumn(val, text_field, "text_field"))
+    if kind == "pairs":
+        for column, key in ((src_field, "src_field"), (tgt_field, "tgt_field")):
+            train.check_column(column, key, text=True)
+        return PairCorpus(train=_pairs(train, src_field, tgt_field), val=_pairs(val, src_field, tgt_field))
+    if kind == "labelled":
+        train.check_column(text_field, "text_field", text=True)
+        train.check_column(label_field, "label_field", text=False)
+        features = getattr(train.rows, "features", None) or {}
+        names = getattr(features.get(label_field), "names", None)  # a ClassLabel column: its names
+        rows = {"train": _labelled(train, text_field, label_field, names),
+                "val": _labelled(val, text_field, label_field, names)}
+        label_names = label_order({label for _, label in rows["train"]})
+        if len(label_names) < 2:
+            raise ValueError(f"data.label_field={label_field!r}: {train.origin} has a single label {label_names}; "
+                             "need at least 2 classes")
+        to_id = {name: i for i, name in enumerate(label_names)}
+        unseen = sorted({label for _, label in rows["val"]} - set(to_id))
+        if unseen:
+            raise ValueError(f"data.label_field={label_field!r}: labels {unseen[:5]} of {val.origin} never occur in "
+                             f"training; training labels: {label_names}")
+        return LabelledCorpus(train=[(t, to_id[y]) for t, y in rows["train"]],
+                              val=[(t, to_id[y]) for t, y in rows["val"]], label_names=label_names)
+    raise ValueError(f"data=hf cannot give {kind!r} examples; it gives text, pairs or labelled")

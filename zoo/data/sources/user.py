@@ -4,35 +4,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from zoo.data.readers import read_labelled, read_pairs, read_texts
-from zoo.data.sources.base import LabelledCorpus, PairCorpus, TextCorpus, register_source, split_indices
-
-
-def _split_text(text: str, val_fraction: float) -> tuple[str, str]:
-    """First ``1 - val_fraction`` of a file for training, the rest for validation (cut at a newline)."""
-    cut = int(len(text) * (1.0 - val_fraction))
-    newline = text.rfind("\n", 0, cut)
-    if newline > len(text) // 2:
-        cut = newline + 1
-    return text[:cut], text[cut:]
+from zoo.data.documents import FileSpans, file_spans
+from zoo.data.readers import expand_files, read_labelled, read_pairs
+from zoo.data.sources.base import LabelledCorpus, PairCorpus, TextStreams, register_source, split_indices
 
 
 @register_source("text")
-def load_text(*, files: str | Sequence[str], val_fraction: float = 0.1) -> TextCorpus:
-    """One file, several files or a glob; each file's tail (``val_fraction``) becomes validation text."""
+def load_text(*, files: str | Sequence[str], val_fraction: float = 0.1) -> TextStreams:
+    """One file, several files or a glob, read lazily (any size): each file's tail (``val_fraction`` of its
+    bytes, cut after a newline) becomes validation text. UTF-8 is checked as the text is read."""
     if not 0.0 < val_fraction < 1.0:
         raise ValueError(f"data.val_fraction={val_fraction!r} must be in (0, 1)")
-    train, val = [], []
-    for _, text in read_texts(files):
-        if not text.strip():
-            continue
-        head, tail = _split_text(text, val_fraction)
-        train.append(head)
-        if tail.strip():
-            val.append(tail)
+    paths = expand_files(files)
+    train, val = file_spans(paths, val_fraction)
+    if not train:
+        names = ", ".join(str(p) for p in paths[:5]) + (" ..." if len(paths) > 5 else "")
+        raise ValueError(f"data.files: corpus is empty or whitespace-only ({names})")
     if not val:
         raise ValueError(f"data.files: the validation split (last {val_fraction:.0%} of each file) is empty")
-    return TextCorpus(train=train, val=val)
+    return TextStreams(FileSpans(tuple(train)), FileSpans(tuple(val)))
 
 
 @register_source("pairs")
@@ -62,9 +52,7 @@ def load_classification(
 ) -> LabelledCorpus:
     """Labelled JSONL; labels sorted and mapped to ids ``0..K-1``."""
     rows = read_labelled(path, text_field, label_field)
-    label_names = sorted(
-        {label for _, label in rows}, key=lambda s: (not s.lstrip("-").isdigit(), _num(s), s)
-    )
+    label_names = label_order({label for _, label in rows})
     if len(label_names) < 2:
         raise ValueError(
             f"{path}: field {label_field!r} has a single label {label_names}; need at least 2 classes"
@@ -75,6 +63,11 @@ def load_classification(
     return LabelledCorpus(
         train=[examples[i] for i in train_idx], val=[examples[i] for i in val_idx], label_names=label_names
     )
+
+
+def label_order(labels: set[str]) -> list[str]:
+    """Label names in id order: numeric labels numerically ("2" before "10"), then the others by text."""
+    return sorted(labels, key=lambda s: (not s.lstrip("-").isdigit(), _num(s), s))
 
 
 def _num(label: str) -> int:

@@ -1,0 +1,168 @@
+"""Streaming pre-tokenisation against the in-memory encoder, the file reader's splits and checks, the bounded
+tokenizer sample, and an interrupted build."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from zoo.data import build_data
+from zoo.data.build import encode_documents
+from zoo.data.cache import RaggedIds
+from zoo.data.documents import FileSpan, FileSpans, TextList, file_spans
+from zoo.data.pretokenize import pieces, pretokenize
+from zoo.data.sources.stdlib import load_stdlib_text
+from zoo.data.tokenizer import build_tokenizer, chunk_text
+
+from .conftest import SMALL_BPE
+
+KW = dict(max_seq_len=16, batch_size=4, seed=0)
+
+
+@pytest.fixture(scope="module")
+def texts():
+    return load_stdlib_text(max_bytes=120_000).train
+
+
+@pytest.fixture(scope="module")
+def tok(texts):
+    return build_tokenizer(SMALL_BPE, texts)
+
+
+def mixed_text(n_lines: int, seed: int) -> str:
+    """Lines of mixed length and script (ASCII, Korean, emoji), some longer than a piece, no newline at the end."""
+    rng = random.Random(seed)
+    words = ["def", "x", "나는", "사과를", "🙂", "return", "a" * 700, "\t", "  "]
+    lines = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 40))) for _ in range(n_lines)]
+    return "\n".join(lines) + "tail without newline" + "b" * 3000
+
+
+@pytest.mark.parametrize("block", [1, 7, 500, 1024, 1025, 5000])
+def test_pieces_from_blocks_equal_chunk_text_of_the_whole(block):
+    text = mixed_text(200, seed=block)
+    blocks = [text[i : i + block] for i in range(0, len(text), block)]
+    assert list(pieces(blocks)) == list(chunk_text(text))
+
+
+def read_ragged(folder, name, dtype):
+    return RaggedIds.load(folder, name, np.dtype(dtype))
+
+
+def test_shards_equal_in_memory_encoding_token_for_token(tmp_path, texts, tok):
+    docs = [*texts[:30], mixed_text(50, seed=1), "", "x"]
+    n = pretokenize(tok, TextList(docs), tmp_path, "train.tokens", append_eos=True, batch_chars=20_000)
+    streamed = read_ragged(tmp_path, "train.tokens", "uint16")
+    reference = encode_documents(tok, docs, append_eos=True)  # the in-memory encoder, one call for all
+    assert n == len(reference.ids) == len(streamed.ids)
+    np.testing.assert_array_equal(streamed.offsets, reference.offsets)
+    np.testing.assert_array_equal(streamed.ids, reference.ids)
+    # and against the tokenizer itself, document by document (small batches cut documents across batches)
+    for i in (0, len(docs) - 3, len(docs) - 2, len(docs) - 1):
+        assert streamed[i].tolist() == tok.encode_long(docs[i]) + [tok.eos_id]
+
+
+def test_file_spans_stream_in_blocks_and_equal_the_in_memory_encoding(tmp_path, tok, monkeypatch):
+    monkeypatch.setattr("zoo.data.documents.READ_BYTES", 333)  # many reads, cutting UTF-8 characters apart
+    text = "\ufeff" + mixed_text(300, seed=2)
+    path = tmp_path / "corpus.txt"
+    path.write_text(text, encoding="utf-8")
+    train, val = file_spans([path], val_fraction=0.1)
+    whole = "".join(train[0].text()) + "".join(val[0].text())
+    assert whole == text.removeprefix("\ufeff")
+    assert train[0].end == val[0].start and "".join(train[0].text()).endswith("\n")  # cut after a newline
+    out = tmp_path / "out"
+    out.mkdir()
+    pretokenize(tok, FileSpans(tuple(train)), out, "t", append_eos=True, batch_chars=5_000)
+    reference = encode_documents(tok, ["".join(train[0].text())], append_eos=True)
+    np.testing.assert_array_equal(read_ragged(out, "t", "uint16").ids, reference.ids)
+
+
+def test_bad_utf8_and_binary_name_the_byte_offset(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"hello\n" * 100 + b"\xff\xfe" + b"more\n" * 100)
+    with pytest.raises(ValueError, match=r"bad.txt: not valid UTF-8 at byte offset 600"):
+        list(FileSpan(bad, 0, bad.stat().st_size).text())
+    binary = tmp_path / "bin.txt"
+    binary.write_bytes(b"abc" * 10 + b"\x00")
+    with pytest.raises(ValueError, match=r"bin.txt: looks binary \(NUL byte at byte offset 30\)"):
+        list(FileSpan(binary, 0, 31).text())
+
+
+def test_bad_file_fails_before_the_tokenizer_trains(tmp_path, cache_dir, monkeypatch):
+    (tmp_path / "a.txt").write_text("fine text\n" * 50)
+    (tmp_path / "b.txt").write_bytes(b"ok\n" * 50 + b"\xc3\x28" + b"ok\n" * 5)
+    monkeypatch.setattr("zoo.data.build.build_tokenizer", lambda *a, **k: pytest.fail("tokenizer trained"))
+    with pytest.raises(ValueError, match=r"b.txt: not valid UTF-8 at byte offset 150"):
+        build_data({"name": "text", "files": str(tmp_path / "*.txt")}, SMALL_BPE, task="lm", cache_dir=cache_dir, **KW)
+
+
+def test_sample_is_bounded_seeded_and_whole_when_it_fits(tmp_path, texts, monkeypatch):
+    monkeypatch.setattr("zoo.data.documents.SAMPLE_BLOCK", 4096)  # many blocks in a small corpus
+    docs = TextList(texts)
+    total = docs.nbytes
+    assert docs.sample(None, 0) == docs.sample(total, 5) == list(texts)  # fits: everything, in order
+    a, b, c = docs.sample(20_000, 0), docs.sample(20_000, 0), docs.sample(20_000, 1)
+    assert a == b and a != c
+    assert 0 < sum(len(t.encode()) for t in a) <= 20_000
+    # files: the same rules, and every sampled block is whole lines of the file
+    path = tmp_path / "big.txt"
+    path.write_text("".join(texts), encoding="utf-8")
+    spans = FileSpans((FileSpan(path, 0, path.stat().st_size),))
+    x, y = spans.sample(50_000, 3), spans.sample(50_000, 3)
+    assert x == y and 0 < sum(len(t.encode()) for t in x) <= 50_000 and x != spans.sample(50_000, 4)
+    lines = set(path.read_text(encoding="utf-8").splitlines())
+    assert all(line in lines for block in x for line in block.splitlines())
+
+
+def test_train_bytes_bounds_what_the_tokenizer_sees_and_is_logged(tmp_path, cache_dir, monkeypatch, caplog):
+    path = tmp_path / "c.txt"
+    path.write_text(mixed_text(300, seed=3), encoding="utf-8")
+    seen = []
+    real = build_tokenizer
+
+    def spy(cfg, sample):
+        seen.append(sum(len(t.encode()) for t in sample))
+        return real(cfg, sample)
+
+    monkeypatch.setattr("zoo.data.build.build_tokenizer", spy)
+    data = {"name": "text", "files": str(path)}
+    with caplog.at_level("INFO", logger="zoo.data.build"):
+        build_data(data, {**SMALL_BPE, "train_bytes": 40_000}, task="lm", cache_dir=cache_dir, **KW)
+    assert 0 < seen[0] <= 40_000
+    assert "tokenizer.train_bytes=40,000, seed 0" in caplog.text
+    build_data(data, {**SMALL_BPE, "train_bytes": 40_000}, task="lm", cache_dir=cache_dir, **KW)  # hit
+    build_data(data, {**SMALL_BPE, "train_bytes": 40_000}, task="lm", cache_dir=cache_dir, **{**KW, "seed": 1})
+    assert len(seen) == 2  # another seed draws another sample: another entry; the same seed: a cache hit
+
+
+def test_interrupted_pretokenisation_leaves_nothing_a_later_run_trusts(tmp_path, cache_dir, monkeypatch):
+    path = tmp_path / "c.txt"
+    path.write_text(mixed_text(150, seed=4), encoding="utf-8")
+    data = {"name": "text", "files": str(path)}
+    import zoo.data.pretokenize as pre
+
+    calls = {"n": 0}
+    real_write = pre.RaggedWriter.write
+
+    def dies_after_one_batch(self, *args):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt  # as if the run were stopped mid-file
+        return real_write(self, *args)
+
+    monkeypatch.setattr(pre.RaggedWriter, "write", dies_after_one_batch)
+    monkeypatch.setattr(pre, "BATCH_CHARS", 20_000)
+    with pytest.raises(KeyboardInterrupt):
+        build_data(data, SMALL_BPE, task="lm", cache_dir=cache_dir, **KW)
+    assert calls["n"] == 2 and list(cache_dir.iterdir()) == []  # no entry, no half shard, no temp folder
+    monkeypatch.setattr(pre.RaggedWriter, "write", real_write)
+    tok, dm = build_data(data, SMALL_BPE, task="lm", cache_dir=cache_dir, **KW)
+    (entry,) = [p for p in cache_dir.iterdir() if not p.name.startswith(".")]
+    manifest = json.loads((entry / "manifest.json").read_text())
+    assert manifest["arrays"] == {"train.tokens": "ragged", "val.tokens": "ragged"}
+    train_text = "".join(FileSpans(tuple(file_spans([path], 0.1)[0])).sample(None, 0))
+    expected = encode_documents(tok, [train_text], append_eos=True).ids
+    np.testing.assert_array_equal(dm.streams["train"], expected)
