@@ -129,20 +129,23 @@ def test_every_part_is_collected_for_an_encoder_decoder():
 def test_encoder_has_no_beam_tree_and_says_why():
     data = explorer_data(tiny("encoder", positional="learned"), [5, 6, 7], tokens=["x", "y", "z"], vocab_label=str)
     assert "does not generate" in data["beams"]["note"] and set(data["attention"]) == {"encoder"}
+    classifier = tiny("encoder", positional="learned", head="classifier", num_labels=3)
+    logits = explorer_data(classifier, [5, 6, 7], tokens=["x", "y", "z"], vocab_label=str)["logits"]
+    assert logits["positions"] == [0] and logits["vocab_size"] == 3 and logits["labels"]["2"] == "label 2"
 
 
 def test_size_budget_keeps_evenly_spaced_layers_and_says_so():
-    model = tiny("decoder", n_layers=6, vocab_size=400)
-    ids = list(range(5, 25))
-    data = explorer_data(model, ids, tokens=[str(i) for i in ids], vocab_label=str, max_mb=0.012, max_new_tokens=1)
-    kept = data["attention"]["decoder"]["layers"]
-    assert kept[0] == 0 and kept[-1] == 5 and 1 < len(kept) < 6
-    assert any("layers" in n and "html_layers" in n for n in data["notes"])
-    assert data["logits"]["positions"][-1] == 19 and len(data["logits"]["positions"]) < 20
+    model = tiny("decoder", n_layers=5, vocab_size=400)
+    ids = list(range(5, 17))
+    # per layer 2 heads x 12 x 12 x 2 bytes x 4/3 = 768 B; per position 400 x 2 x 4/3 = 1067 B; 2.5 kB each half
+    data = explorer_data(model, ids, tokens=[str(i) for i in ids], vocab_label=str, max_mb=0.005, max_new_tokens=1)
+    assert data["attention"]["decoder"]["layers"] == [0, 2, 4]
+    assert any("layers [0, 2, 4]" in n and "html_layers" in n for n in data["notes"])
+    assert data["logits"]["positions"] == [10, 11] and any("positions 10..11" in n for n in data["notes"])
     chosen = explorer_data(model, ids, tokens=[str(i) for i in ids], vocab_label=str, layers=[4, 1], max_new_tokens=1)
     assert chosen["attention"]["decoder"]["layers"] == [1, 4]
-    with pytest.raises(ValueError, match=r"html_layers=\[7\].*layers 0\.\.5"):
-        explorer_data(model, ids, tokens=[str(i) for i in ids], vocab_label=str, layers=[7])
+    with pytest.raises(ValueError, match=r"html_layers=\[7\].*layers 0\.\.4"):
+        explorer_data(model, [5], tokens=["5"], vocab_label=str, layers=[7])
 
 
 def test_page_is_self_contained_and_data_cannot_close_its_script():

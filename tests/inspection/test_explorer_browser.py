@@ -150,6 +150,8 @@ def test_head_and_layer_pickers_and_hover_change_the_heatmap(browser, pages, tmp
         after_head = pixels()
         page.select_option("#attn-layer", "1")
         assert pixels() != after_head
+        page.hover(".token-row[data-stream='encoder'] .tok >> nth=2")  # hovering a query token picks its row
+        assert page.inner_text("#attn-readout").startswith(f'query "{PROMPT[2]}" (position 2)')
         page.select_option("#attn-kind", "cross")
         assert page.get_attribute("#attn-canvas", "data-kind") == "cross"
         box = page.locator("#attn-canvas").bounding_box()

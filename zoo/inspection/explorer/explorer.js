@@ -218,7 +218,11 @@
       x.forEach((v, i) => { if (v > x[best]) best = i; });
       return x.map((_, i) => (i === best ? 1 : 0));
     }
-    if (temperature !== 1) { const m = Math.max(...x); x = x.map((v) => (v - m) / temperature); }
+    if (temperature !== 1) {  // a loop, not Math.max(...x): spreading a 100k+ vocabulary overflows the stack
+      let m = -Infinity;
+      for (const v of x) if (v > m) m = v;
+      x = x.map((v) => (v - m) / temperature);
+    }
     if (topK > 0 && topK < V) {
       const kth = [...x].sort((a, b) => b - a)[topK - 1];
       x = x.map((v) => (v < kth ? -Infinity : v));
