@@ -15,7 +15,8 @@ import torch
 
 from zoo.config import ModelConfig
 
-HEAD_KEYS = frozenset({"head", "num_labels"})  # a new head is made fresh, so these may change its shapes
+# keys of the output head only: its tensors missing from the weights are made fresh (and reported as new)
+HEAD_KEYS = frozenset({"head", "num_labels", "head_transform", "head_bias", "head_activation"})
 
 
 class InitError(ValueError):
@@ -217,13 +218,15 @@ def with_overrides(base: ModelConfig, overrides: Mapping[str, Any], source: str)
 
 
 def fit_to_tokenizer(pretrained: ModelConfig, completed: ModelConfig, tokenizer, source: str) -> ModelConfig:
-    """The config the data completed (special ids, num_labels) with the pretrained vocabulary size kept: a
-    tokenizer may use fewer ids than the embedding table has rows (T5), never more."""
+    """The pretrained config (with the user's overrides) and what only the data knows (a new classifier
+    head's num_labels). Its vocabulary size and special ids stay: a tokenizer may use fewer ids than the
+    embedding table has rows (T5), never more; the special ids are those the weights were trained with (a
+    Hugging Face config.json's, which its own tokenizer shares; BERT's config has no bos/eos to change)."""
     if tokenizer.vocab_size > pretrained.vocab_size:
         raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model of init_from={source} "
                          f"has {pretrained.vocab_size} embedding rows; use the model's own tokenizer "
                          "(leave tokenizer= unset) or one of at most that size")
-    return ModelConfig.from_dict({**completed.to_dict(), "vocab_size": pretrained.vocab_size})
+    return ModelConfig.from_dict({**pretrained.to_dict(), "num_labels": completed.num_labels})
 
 
 @dataclass

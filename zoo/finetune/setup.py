@@ -24,6 +24,8 @@ from zoo.finetune.init_from import (
 from zoo.finetune.lora import lora_record
 from zoo.finetune.methods import Applied, apply_finetune, check_finetune, trainable_line
 
+OLD_HEAD_KEYS = ("head_transform", "head_bias", "head_activation")  # describe one head; reset when it is replaced
+
 
 @dataclass
 class InitPlan:
@@ -56,7 +58,10 @@ def plan_init(resolved: Mapping[str, Any], task_head: str | None) -> InitPlan | 
     changes = given_in_group("model", overrides, dict(resolved["model"]))
     if task_head is not None and task_head != pretrained.head and "head" not in changes:
         changes = {**changes, "head": task_head, "num_labels": 0}  # the data gives num_labels
-        notes.append(f"a new {task_head} head replaces the pretrained {pretrained.head} head")
+    if changes.get("head", pretrained.head) != pretrained.head:  # the old head's own knobs go with it
+        defaults = ModelConfig()
+        changes = {**{k: getattr(defaults, k) for k in OLD_HEAD_KEYS}, **changes}
+        notes.append(f"a new {changes['head']} head replaces the pretrained {pretrained.head} head")
     model = with_overrides(pretrained, changes, str(value))
     own = not group_given("tokenizer", overrides)
     if own and not source.has_tokenizer():

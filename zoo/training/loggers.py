@@ -4,6 +4,7 @@ key (env WANDB_API_KEY or a ~/.netrc entry for the W&B host) and a reachable hos
 
 from __future__ import annotations
 
+import inspect
 import netrc
 import os
 from collections.abc import Mapping
@@ -74,7 +75,10 @@ def decide_wandb_mode(requested: str = "auto") -> tuple[str, str]:
 
 @LOGGERS.register("wandb")
 def _wandb(run_dir: Path, run_name: str, *, mode: WandbMode = "auto", project: str = "zoo",
-           entity: str | None = None, group: str | None = None, tags: list[str] | None = None):
+           entity: str | None = None, group: str | None = None, tags: list[str] | None = None,
+           resume_id: str | None = None):
+    """`resume_id`: the W&B run id a resumed checkpoint recorded; the run continues it (offline too: `wandb
+    sync` then appends to the same run)."""
     from lightning.pytorch.loggers import WandbLogger
 
     mode, reason = decide_wandb_mode(mode)
@@ -84,10 +88,13 @@ def _wandb(run_dir: Path, run_name: str, *, mode: WandbMode = "auto", project: s
     os.environ["WANDB_MODE"] = mode  # also seen by DDP child processes and wandb's service
     if mode == "offline":
         print(f"[zoo] W&B offline ({reason}). Upload later with: wandb sync {run_dir / 'wandb'}/offline-run-*")
+    resume = {"id": resume_id, "resume": "allow"} if resume_id else {}
+    if resume_id:
+        print(f"[zoo] W&B continues run {resume_id} (its id is kept in the checkpoint)")
     logger = WandbLogger(
         project=project, entity=entity, name=run_name, save_dir=str(run_dir),
         tags=list(tags or []), group=group, offline=(mode == "offline"),
-        log_model=False, settings=_wandb_settings(),
+        log_model=False, settings=_wandb_settings(), **resume,
     )
     # Lightning always passes `anonymous` (None) to wandb.init, and wandb warns that the setting "has no
     # effect" whatever its value: leave the key out (its default is the same)
@@ -115,15 +122,27 @@ def _none(run_dir: Path, run_name: str):
 
 def logger_options(name: str) -> Options:
     """logger.* keys of logger `name`: its factory's keyword parameters, plus `name`."""
-    return Options.of(LOGGERS.get(name), skip=("run_dir", "run_name")).extended({"name": TEXT})
+    return Options.of(LOGGERS.get(name), skip=("run_dir", "run_name", "resume_id")).extended({"name": TEXT})
 
 
-def build_logger(cfg: Mapping[str, Any], run_dir: Path, run_name: str):
-    """`logger: {name: wandb|csv|none, ...}` -> a Lightning logger or None."""
+def build_logger(cfg: Mapping[str, Any], run_dir: Path, run_name: str, *, resume_id: str | None = None):
+    """`logger: {name: wandb|csv|none, ...}` -> a Lightning logger or None. `resume_id` (a resumed run's
+    saved `run_id`) goes to the loggers that continue runs by id."""
     opts = dict(cfg)
     name = opts.pop("name")
     check_entry("logger", name, cfg, logger_options, LOGGERS)
-    return LOGGERS.get(name)(run_dir, run_name, **opts)
+    factory = LOGGERS.get(name)
+    if resume_id and "resume_id" in inspect.signature(factory).parameters:
+        opts["resume_id"] = resume_id
+    return factory(run_dir, run_name, **opts)
+
+
+def run_id(loggers) -> str | None:
+    """The W&B run id among a Lightning module's `loggers` (saved in checkpoints as `zoo.wandb_run_id`)."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    found = [lg.version for lg in loggers or [] if isinstance(lg, WandbLogger)]
+    return str(found[0]) if found and found[0] else None
 
 
 def finish_logger(logger, *, failed: bool) -> None:

@@ -13,9 +13,11 @@ import torch
 from torchmetrics import Metric
 
 from zoo.checkpoint import set_rng_states, zoo_section
+from zoo.finetune.lora import lora_record
 from zoo.modules.checkpointing import set_activation_checkpointing
 from zoo.finetune.lora import lora_record
 from zoo.tasks import Task, get_task
+from zoo.training.loggers import run_id
 from zoo.training.optim import build_optimizer, build_scheduler
 
 MAX_LOG_PPL = 50  # perplexity is logged as exp(min(loss, this)): a diverging loss gives a large, finite number
@@ -153,6 +155,9 @@ class ZooLightningModule(L.LightningModule):
             checkpoint["zoo"]["lora"] = adapters
         if getattr(self.model, "pretrained_family", None):  # init_from a HF folder: format=hf exports it back
             checkpoint["zoo"]["hf_model_type"] = self.model.pretrained_family
+        wandb_run = run_id(self.loggers) if self._trainer is not None else None
+        if wandb_run is not None:  # a resumed run continues this W&B run
+            checkpoint["zoo"]["wandb_run_id"] = wandb_run
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if "zoo" in checkpoint:

@@ -99,7 +99,8 @@ def train(cfg: DictConfig) -> TrainResult:
     ctx = CallbackContext(plan.task, ckpt_dir, tokenizer, datamodule,
                           progress_bar=plan.trainer_kwargs.get("enable_progress_bar", True))
     callbacks = build_callbacks(plan.resolved["callbacks"], ctx)
-    logger = build_logger(plan.resolved["logger"], plan.output_dir, run_name(cfg))
+    resume_id = read_checkpoint(plan.ckpt_path)["zoo"].get("wandb_run_id") if plan.ckpt_path else None
+    logger = build_logger(plan.resolved["logger"], plan.output_dir, run_name(cfg), resume_id=resume_id)
     trainer = L.Trainer(
         **plan.trainer_kwargs, logger=logger if logger is not None else False, callbacks=callbacks,
         plugins=[AtomicCheckpointIO()], default_root_dir=str(plan.output_dir),
