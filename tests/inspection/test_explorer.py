@@ -117,13 +117,29 @@ def test_every_part_is_collected_for_an_encoder_decoder():
     assert data["attention"]["cross"]["weights"]["shape"] == [1, 2, 3, 5]  # (L, H, Tq=decoder, Tk=source)
     weights = unpack(data["attention"]["encoder"]["weights"])
     np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-3)  # softmax rows survive the packing
-    assert [m["name"] for m in data["masks"]] == ["mask", "mask", "cross_mask"] or data["masks"]
+    assert [(m["name"], m["stream"]) for m in data["masks"]] == [("mask", "encoder"), ("mask", "decoder"),
+                                                                 ("cross_mask", "decoder")]
+    causal = np.isfinite(unpack(data["masks"][1]["values"]))
+    np.testing.assert_array_equal(causal, np.tril(np.ones((3, 3), dtype=bool)))  # decoder: keys j <= i
+    assert np.isfinite(unpack(data["masks"][0]["values"])).all() and np.isfinite(unpack(data["masks"][2]["values"])).all()
     assert data["logits"]["stream"] == "decoder" and data["logits"]["positions"] == [0, 1, 2]
     assert data["tokens"]["decoder"][0]["id"] == model.config.start_id
     assert [r["name"] for r in data["trace"]][:1] == ["input_ids"]
     assert data["params"]["total"] == sum(p.numel() for p in model.parameters())
     assert data["beams"]["hypotheses"][0]["name"] == "greedy"
     assert data["notes"] == []
+
+
+def test_sliding_window_and_alibi_masks_are_the_closed_forms():
+    """Window 2: query i sees keys i-1, i; ALiBi folds -slope_h * (i - j) into the mask (head 0 kept)."""
+    model = tiny("decoder", n_layers=2, sliding_window=2, global_every=2, positional="alibi")
+    data = explorer_data(model, [5, 6, 7, 8], tokens=list("abcd"), vocab_label=str, max_new_tokens=1)
+    masks = {m["name"]: unpack(m["values"]) for m in data["masks"]}
+    i, j = np.indices((4, 4))
+    np.testing.assert_array_equal(np.isfinite(masks["local_mask"]), (i - j >= 0) & (i - j < 2))
+    slope = 2.0 ** (-8.0 / 2)  # head 0 of 2 heads: 2^(-8/H)
+    expected = np.where(j <= i, -slope * (i - j), -np.inf)
+    np.testing.assert_allclose(masks["mask"], expected, atol=2e-3)  # float16 storage
 
 
 def test_encoder_has_no_beam_tree_and_says_why():

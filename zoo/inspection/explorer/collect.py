@@ -56,9 +56,7 @@ def _masks(tr) -> list[dict[str, Any]]:
     finite non-zero entries are a bias (ALiBi, T5 relative) folded into the mask."""
     masks = []
     for name in ("mask", "local_mask", "cross_mask"):
-        for rec in tr.select(name):
-            if rec.layer not in (None, 0) and name != "local_mask":
-                continue
+        for rec in tr.select(name):  # one record per stack (the mask is built once and shared by its layers)
             m = rec.tensor[0, 0].float()  # (Tq, Tk)
             q = "decoder" if name == "cross_mask" else rec.stream
             k = "encoder" if name == "cross_mask" else rec.stream
@@ -139,8 +137,8 @@ def explorer_data(
         stream_ids["decoder"] = list(decoder_ids)
     budget = int(max_mb * 1e6)
     notes: list[str] = []
+    attention = _attention(model, ids, kwargs, layers, budget // 2, notes)  # first: a bad html_layers fails fast
     tr = trace(model, ids, **kwargs)
-    attention = _attention(model, ids, kwargs, layers, budget // 2, notes)
     out_stream = "decoder" if model.is_encoder_decoder else model.self_stream
     logits = _logits(tr.output.logits, out_stream, vocab_label, budget // 2, notes)
     if can_generate(model):
