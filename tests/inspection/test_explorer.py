@@ -101,6 +101,16 @@ def test_beam_tree_log_probs_equal_a_plain_forward(arch):
         assert nodes[node_id]["logp"] == pytest.approx(max(siblings))
 
 
+def test_beam_tree_past_a_learned_position_window_matches_zoo_scores():
+    """Learned positions stop at max_seq_len=6; prompt 4 + 4 new tokens outgrow it, so decoding crops its
+    window (and drops the cache) and the tree's log-probabilities must follow: Σ log p / len = zoo's score."""
+    model = tiny("decoder", positional="learned", max_seq_len=6)
+    tree = beam_tree(model, [5, 9, 12, 7], label=str, num_beams=2, max_new_tokens=4, eos_ids=[])
+    for h in tree["hypotheses"][1:]:
+        assert len(h["tokens"]) == 4
+        assert h["sum_logp"] / 4 == pytest.approx(h["score"], abs=1e-5), h["name"]
+
+
 def test_packing_round_trips_against_numpy():
     x = torch.tensor([[0.0, 1.0, 0.25, 1 / 3], [0.999, 1e-5, 0.5, 0.0]])
     assert np.abs(unpack(pack_unit(x)) - x.numpy()).max() <= 0.5 / 65535 + 1e-9
