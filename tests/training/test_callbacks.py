@@ -29,7 +29,7 @@ def test_tokens_per_second_over_the_window(monkeypatch, world_size):
     monkeypatch.setattr(callbacks.time, "perf_counter", lambda: next(clock))
     logged: list[float] = []
     module = types.SimpleNamespace(log=lambda name, value, prog_bar: logged.append(value))
-    trainer = types.SimpleNamespace(world_size=world_size)
+    trainer = types.SimpleNamespace(world_size=world_size, global_step=1, log_every_n_steps=1)
     cb = TokensPerSecond(window=2)
     lengths = [[8, 8], [4, 2], [8, 1], [3, 3], [5, 5]]  # real tokens per batch: 16, 6, 9, 6, 10
     for step, row in enumerate(lengths):
@@ -41,3 +41,14 @@ def test_tokens_per_second_over_the_window(monkeypatch, world_size):
     monkeypatch.setattr(callbacks.time, "perf_counter", lambda: 20.0)
     cb.on_train_batch_end(trainer, module, None, _batch([1]), 5)
     assert len(logged) == 4
+
+
+def test_tokens_per_second_is_logged_on_logging_steps_only():
+    logged: list[int] = []
+    module = types.SimpleNamespace(log=lambda name, value, prog_bar: logged.append(trainer.global_step))
+    trainer = types.SimpleNamespace(world_size=1, global_step=0, log_every_n_steps=3)
+    cb = TokensPerSecond(window=2)
+    for step in range(1, 10):  # global_step has counted the step when on_train_batch_end runs
+        trainer.global_step = step
+        cb.on_train_batch_end(trainer, module, None, _batch([4]), step - 1)
+    assert logged == [3, 6, 9]

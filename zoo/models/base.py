@@ -67,6 +67,9 @@ class ZooModel(nn.Module):
 
     self_stream = "decoder"  # the stack whose self-attention `ModelOutput.attentions` reports
     is_encoder_decoder = False  # takes a source (input_ids) and a target (decoder_input_ids)
+    # True while a caller range-checks every batch's ids on the host before they move to the device (the
+    # training module does): forward then skips its own check, a device->host sync per call on a GPU
+    ids_checked_on_host = False
     transformer = True  # built from the shared attention stack, so every attention/FFN/positional knob applies
 
     def __init__(self, config: ModelConfig) -> None:
@@ -111,6 +114,11 @@ class ZooModel(nn.Module):
             raise ValueError(f"{name} must be an integer tensor of shape (batch, seq_len), got {got}.")
         if ids.shape[1] == 0:
             raise ValueError(f"{name} is empty (seq_len 0); give at least one token.")
+        if not self.ids_checked_on_host:
+            self.check_id_range(ids, name)
+
+    def check_id_range(self, ids: torch.Tensor, name: str = "input_ids") -> None:
+        """Token ids within the vocabulary (one ValueError naming the range found and the one allowed)."""
         v = self.config.vocab_size
         check_range(ids, v, lambda lo, hi: f"{name} holds token ids in [{lo}, {hi}] but the vocabulary is "
                                             f"[0, {v}) (model.vocab_size={v}).")

@@ -63,9 +63,10 @@ class TokensPerSecond(Callback):
         now = time.perf_counter()
         self._events.append((now, batch_tokens(batch) * trainer.world_size))
         self._events = self._events[-(self.window + 1):]
-        if len(self._events) > 1:
+        n = trainer.log_every_n_steps  # log on the steps whose values reach the loggers (the step has counted)
+        if len(self._events) > 1 and n > 0 and trainer.global_step % n == 0:
             elapsed = now - self._events[0][0]
-            tokens = sum(n for _, n in self._events[1:])
+            tokens = sum(count for _, count in self._events[1:])
             pl_module.log("train/tokens_per_s", tokens / max(elapsed, 1e-9), prog_bar=True)
 
     def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:

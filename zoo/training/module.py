@@ -102,11 +102,35 @@ class ZooLightningModule(L.LightningModule):
         else:
             out = self._forward(**self.task.model_inputs(batch))
             loss = self.task.training_loss(out, batch, self.label_smoothing)
+        if not self._logging_step():  # Lightning would compute these values and drop them
+            return loss
         self.log("train/loss", loss, prog_bar=True, sync_dist=self.trainer.world_size > 1)
         if self.task.perplexity and not self.label_smoothing:  # a smoothed loss is no log-perplexity
             self.log("train/ppl", torch.exp(loss.detach().clamp(max=MAX_LOG_PPL)))
         self.log("train/lr", self.optimizers().param_groups[0]["lr"])
         return loss
+
+    def _logging_step(self) -> bool:
+        """Whether this optimizer step's values reach the loggers: Lightning writes them every
+        trainer.log_every_n_steps steps (when (steps done + 1) % n == 0, checked before the step counts)."""
+        n = self.trainer.log_every_n_steps
+        return n > 0 and (self.trainer.global_step + 1) % n == 0
+
+    # ------------------------------------------------------------------------------ input checks
+    def on_fit_start(self) -> None:
+        self.model.ids_checked_on_host = True  # on_before_batch_transfer checks them
+
+    def on_fit_end(self) -> None:
+        self.model.ids_checked_on_host = False
+
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """Range-check the token ids on the host, once per batch, before they move to the device: a bad id
+        gets the model's clear error without a device->host sync inside every forward."""
+        if isinstance(batch, Mapping):
+            for name in ("input_ids", "decoder_input_ids"):
+                if isinstance(batch.get(name), torch.Tensor):
+                    self.model.check_id_range(batch[name], name)
+        return batch
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         if self.loss_chunk_size and not self.val_metrics:  # metrics read logits; the loss alone needs none
@@ -134,7 +158,7 @@ class ZooLightningModule(L.LightningModule):
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         """Global L2 norm of the (unscaled, pre-clipping) gradients, on logging steps only (one fused
         norm over all tensors: a per-tensor loop here cost ~5% of a CPU training step)."""
-        if self.trainer.global_step % max(1, self.trainer.log_every_n_steps):
+        if not self._logging_step():  # called before the step counts, like training_step
             return
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
         if grads:
