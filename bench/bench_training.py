@@ -32,6 +32,12 @@ class Shape:
     batch: int
     seq_len: int
     overrides: tuple[tuple[str, object], ...] = ()
+    lightning_goal: float = 0.95  # train.py path / bare loop tokens/s
+    name: str = ""  # short label for the goals table (default: the preset)
+
+    @property
+    def label(self) -> str:
+        return self.name or self.preset
 
     def config(self) -> ModelConfig:
         return zoo.resolve_config(self.preset, **dict(self.overrides))
@@ -45,6 +51,11 @@ class Shape:
         return f"`{self.preset}`{' (' + extra + ')' if extra else ''}, B={self.batch}, T={self.seq_len}"
 
 
+# issue 15's small shape: ~0.8M parameters (4 layers, d=128, T=64, batch 12, a char-level vocabulary), where
+# the per-step framework overhead shows most; train.py must keep >= 0.97 of the bare loop's speed there
+SMALL = Shape("gpt_small", 12, 64, (("n_layers", 4), ("d_model", 128), ("n_heads", 4), ("max_seq_len", 64),
+                                    ("vocab_size", 96)), lightning_goal=0.97, name="gpt 0.8M")
+
 SHAPES = {
     False: [Shape("gpt_small", 4, 128), Shape("transformer_tiny", 16, 64)],
     True: [  # --quick: checks the runner end to end, numbers are not the benchmark
@@ -52,6 +63,7 @@ SHAPES = {
         Shape("transformer_tiny", 2, 16, (("n_layers", 1), ("d_model", 32), ("d_ff", 64), ("vocab_size", 128))),
     ],
 }
+TRAINING_SHAPES = {False: [SMALL, *SHAPES[False]], True: SHAPES[True]}  # the MFU section keeps SHAPES
 
 
 def random_batch(cfg: ModelConfig, batch: int, seq_len: int, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -110,14 +122,14 @@ def measure(quick: bool = False) -> list[dict]:
     # of its last step (measured: 0.94x at 1 step vs 0.99x at 8 steps for gpt_small, same code)
     warmup, repeats, steps = (1, 2, 1) if quick else (1, 4, 6)
     rows = []
-    for shape in SHAPES[quick]:
+    for shape in TRAINING_SHAPES[quick]:
         sides = training_sides(shape, steps=steps)
         timings = interleaved(sides, warmup=warmup, repeats=repeats)
         tps = {name: steps * shape.tokens / t.median for name, t in timings.items()}
         missed = set()  # goals missed: profile the sides involved (where does each spend its time?)
         if tps["zoo bare"] < tps["HF bare"]:
             missed |= {"zoo bare", "HF bare"}
-        if tps["zoo Lightning"] < 0.95 * tps["zoo bare"]:
+        if tps["zoo Lightning"] < shape.lightning_goal * tps["zoo bare"]:
             missed |= {"zoo Lightning", "zoo bare"}
         profiles = {name: top_ops(sides[name]) for name in sides if name in missed}
         rows.append({"shape": shape, "tokens_per_s": tps, "spread": {n: t.spread for n, t in timings.items()},
@@ -128,16 +140,16 @@ def measure(quick: bool = False) -> list[dict]:
 def section(rows: list[dict]) -> Section:
     """Markdown table: tokens/s per side and the two ratios the goals are about."""
     headers = ["model (shape)", "zoo Lightning tok/s", "zoo bare tok/s", "HF bare tok/s",
-               "Lightning / bare (goal >= 0.95)", "zoo bare / HF bare (goal >= 1.0)"]
+               "Lightning / bare (goal >= 0.95; 0.97 at 0.8M)", "zoo bare / HF bare (goal >= 1.0)"]
     table_rows, notes, goals = [], [], []
     for r in rows:
         tps, name = r["tokens_per_s"], r["shape"].describe()
         lit, vs_hf = tps["zoo Lightning"] / tps["zoo bare"], tps["zoo bare"] / tps["HF bare"]
         table_rows.append([
             name, f"{tps['zoo Lightning']:,.0f}", f"{tps['zoo bare']:,.0f}", f"{tps['HF bare']:,.0f}",
-            f"{lit:.2f} ({goal(lit, 0.95)})", f"{vs_hf:.2f} ({goal(vs_hf, 1.0)})",
+            f"{lit:.2f} ({goal(lit, r['shape'].lightning_goal)})", f"{vs_hf:.2f} ({goal(vs_hf, 1.0)})",
         ])
-        goals += [(f"training {r['shape'].preset}: Lightning / bare loop", lit, 0.95),
+        goals += [(f"training {r['shape'].label}: Lightning / bare loop", lit, r["shape"].lightning_goal),
                   (f"training {r['shape'].preset}: zoo / HF (bare loops)", vs_hf, 1.0)]
         noisy = [f"{k} {v:.0%}" for k, v in r["spread"].items()]
         notes.append(f"{name}: spread (max-min)/median of the timed steps: {', '.join(noisy)}.")
@@ -145,7 +157,8 @@ def section(rows: list[dict]) -> Section:
         "Every side: train.py's optimizer (`zoo.training.optim.build_optimizer` with the default `optim`: AdamW, "
         f"lr {OPTIM['lr']}, weight decay {OPTIM['weight_decay']} on matrices), gradient clipping at {CLIP}, the "
         "same random batch, the presets' dropout (0.1), fp32. The Lightning side is `ZooLightningModule` + "
-        "`trainer_kwargs(trainer=cpu)` + the per-step callbacks (rich progress bar, tokens/s, non-finite stop), "
+        "`trainer_kwargs(trainer=cpu)` + the per-step callbacks (the progress display train.py picks for this "
+        "stdout: the rich bar in a terminal, a line every 50 steps otherwise; tokens/s; non-finite stop), "
         "cosine schedule; W&B logger, validation and checkpoints are off (not per-step costs).")
     notes.append("HF references: `GPT2LMHeadModel` for gpt_small (activation set to exact GELU like the preset), "
                  "`MarianMTModel` for transformer_tiny (post-LN, sinusoidal, scaled shared embeddings); both "

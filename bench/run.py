@@ -65,10 +65,16 @@ def _scaling(quick: bool) -> Section:
     return run(quick)
 
 
+def _parity(quick: bool) -> Section:
+    from bench.bench_parity import run
+
+    return run(quick)
+
+
 # name -> section runner, in the issue's order (imports are lazy so one section can run alone)
 SECTIONS: dict[str, Callable[[bool], Section]] = {
     "training": _training, "mfu": _mfu, "generation": _generation, "attention": _attention,
-    "tokenizer": _tokenizer, "scaling": _scaling,
+    "tokenizer": _tokenizer, "scaling": _scaling, "parity": _parity,
 }
 
 METHOD = """\
