@@ -81,7 +81,7 @@ def test_beam_tree_log_probs_equal_a_plain_forward(arch):
     and zoo's beam score equals that sum over length ** length_penalty."""
     model = tiny(arch)
     source = [5, 9, 12, 7]
-    tree = beam_tree(model, source, label=str, num_beams=3, max_new_tokens=5, eos_ids=[2], length_penalty=0.5)
+    tree = beam_tree(model, source, label=str, num_beams=2, max_new_tokens=3, eos_ids=[2], length_penalty=0.5)
     for h in tree["hypotheses"]:
         tokens = h["tokens"]
         with torch.no_grad():
@@ -202,7 +202,7 @@ def test_inspect_model_html_key_writes_the_page(tmp_path):
 
     page = tmp_path / "explorer.html"
     overrides = ["model=gpt_nano", "text=the cat sat on the mat", f"html={page}", "html_beams=2",
-                 "html_new_tokens=3", "html_layers=[1]"]
+                 "html_new_tokens=3", "html_layers=[1]", "plots=false"]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("inspect_model", overrides=overrides)
     files = inspect_model.inspect(cfg, tmp_path, Console(width=140, file=open(tmp_path / "out.txt", "w")))
