@@ -211,3 +211,17 @@ def test_inspect_model_html_key_writes_the_page(tmp_path):
     assert [t["label"] for t in data["tokens"]["decoder"]] == "the cat sat on the mat".split()
     assert data["attention"]["decoder"]["layers"] == [1] and len(data["beams"]["hypotheses"]) == 3
     assert "NO tokenizer" in data["source"]
+
+
+@pytest.mark.parametrize("override, message", [("html_beams=0", "html_beams must be an integer >= 1"),
+                                               ("html_max_mb=0", "html_max_mb must be a size in MB > 0"),
+                                               ("html=.", "must name the HTML file to write")])
+def test_inspect_model_rejects_bad_html_keys_before_building(override, message, tmp_path):
+    from hydra import compose, initialize_config_dir
+
+    import inspect_model
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("inspect_model", overrides=["model=gpt_nano", f"html={tmp_path / 'x.html'}", override])
+    with pytest.raises(ValueError, match=message):
+        inspect_model.check_html_options(cfg)
