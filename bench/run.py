@@ -71,10 +71,16 @@ def _parity(quick: bool) -> Section:
     return run(quick)
 
 
+def _pretokenize(quick: bool) -> Section:
+    from bench.bench_pretokenize import run
+
+    return run(quick)
+
+
 # name -> section runner, in the issue's order (imports are lazy so one section can run alone)
 SECTIONS: dict[str, Callable[[bool], Section]] = {
     "training": _training, "mfu": _mfu, "generation": _generation, "attention": _attention,
-    "tokenizer": _tokenizer, "scaling": _scaling, "parity": _parity,
+    "tokenizer": _tokenizer, "scaling": _scaling, "parity": _parity, "pretokenize": _pretokenize,
 }
 
 METHOD = """\

@@ -14,7 +14,7 @@ import glob
 import hashlib
 import importlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -238,6 +238,49 @@ def _labelled(split: Split, text_field: str, label_field: str, names: Sequence[s
     return out
 
 
+def text_corpus(train: Split, val: Split, fields: dict[str, str]) -> TextStreams:
+    """lm/mlm: the text column of each split, streamed."""
+    train.check_column(fields["text_field"], "text_field", text=True)
+    return TextStreams(HFColumn(train, fields["text_field"], "text_field"),
+                       HFColumn(val, fields["text_field"], "text_field"))
+
+
+def pair_corpus(train: Split, val: Split, fields: dict[str, str]) -> PairCorpus:
+    """seq2seq: (src_field, tgt_field) rows, in memory."""
+    for key in ("src_field", "tgt_field"):
+        train.check_column(fields[key], key, text=True)
+    return PairCorpus(train=_pairs(train, fields["src_field"], fields["tgt_field"]),
+                      val=_pairs(val, fields["src_field"], fields["tgt_field"]))
+
+
+def labelled_corpus(train: Split, val: Split, fields: dict[str, str]) -> LabelledCorpus:
+    """classification: (text_field, label_field) rows, in memory; a ClassLabel column gives its names."""
+    text_field, label_field = fields["text_field"], fields["label_field"]
+    train.check_column(text_field, "text_field", text=True)
+    train.check_column(label_field, "label_field", text=False)
+    features = getattr(train.rows, "features", None) or {}
+    names = getattr(features.get(label_field), "names", None)
+    rows = {"train": _labelled(train, text_field, label_field, names),
+            "val": _labelled(val, text_field, label_field, names)}
+    label_names = label_order({label for _, label in rows["train"]})
+    if len(label_names) < 2:
+        raise ValueError(f"data.label_field={label_field!r}: {train.origin} has a single label {label_names}; "
+                         "need at least 2 classes")
+    to_id = {name: i for i, name in enumerate(label_names)}
+    unseen = sorted({label for _, label in rows["val"]} - set(to_id))
+    if unseen:
+        raise ValueError(f"data.label_field={label_field!r}: labels {unseen[:5]} of {val.origin} never occur in "
+                         f"training; training labels: {label_names}")
+    return LabelledCorpus(train=[(t, to_id[y]) for t, y in rows["train"]],
+                          val=[(t, to_id[y]) for t, y in rows["val"]], label_names=label_names)
+
+
+# corpus kind a task needs (Task.corpus_kind) -> how data=hf reads it
+CORPUS_READERS: dict[str, Callable[[Split, Split, dict[str, str]], Any]] = {
+    "text": text_corpus, "pairs": pair_corpus, "labelled": labelled_corpus,
+}
+
+
 @register_source("hf")
 def load_hf(
     *,
@@ -256,31 +299,9 @@ def load_hf(
     kind: str = "text",
 ) -> TextStreams | PairCorpus | LabelledCorpus:
     """A ``datasets`` dataset as the corpus ``kind`` the task needs (text, pairs or labelled)."""
+    if kind not in CORPUS_READERS:
+        raise ValueError(f"data=hf cannot give {kind!r} examples; it gives {sorted(CORPUS_READERS)}")
     ds, origin = open_dataset(path, format, config, streaming)
     train, val = splits(ds, origin, train_split, val_split, val_fraction, seed)
-    if kind == "text":
-        train.check_column(text_field, "text_field", text=True)
-        return TextStreams(HFColumn(train, text_field, "text_field"), HFColumn(val, text_field, "text_field"))
-    if kind == "pairs":
-        for column, key in ((src_field, "src_field"), (tgt_field, "tgt_field")):
-            train.check_column(column, key, text=True)
-        return PairCorpus(train=_pairs(train, src_field, tgt_field), val=_pairs(val, src_field, tgt_field))
-    if kind == "labelled":
-        train.check_column(text_field, "text_field", text=True)
-        train.check_column(label_field, "label_field", text=False)
-        features = getattr(train.rows, "features", None) or {}
-        names = getattr(features.get(label_field), "names", None)  # a ClassLabel column: its names
-        rows = {"train": _labelled(train, text_field, label_field, names),
-                "val": _labelled(val, text_field, label_field, names)}
-        label_names = label_order({label for _, label in rows["train"]})
-        if len(label_names) < 2:
-            raise ValueError(f"data.label_field={label_field!r}: {train.origin} has a single label {label_names}; "
-                             "need at least 2 classes")
-        to_id = {name: i for i, name in enumerate(label_names)}
-        unseen = sorted({label for _, label in rows["val"]} - set(to_id))
-        if unseen:
-            raise ValueError(f"data.label_field={label_field!r}: labels {unseen[:5]} of {val.origin} never occur in "
-                             f"training; training labels: {label_names}")
-        return LabelledCorpus(train=[(t, to_id[y]) for t, y in rows["train"]],
-                              val=[(t, to_id[y]) for t, y in rows["val"]], label_names=label_names)
-    raise ValueError(f"data=hf cannot give {kind!r} examples; it gives text, pairs or labelled")
+    fields = {"text_field": text_field, "src_field": src_field, "tgt_field": tgt_field, "label_field": label_field}
+    return CORPUS_READERS[kind](train, val, fields)
