@@ -130,3 +130,18 @@ def test_unavailable_device_is_named_before_loading(monkeypatch, device):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ValueError, match=rf"device='{device}' is not available on this machine; available: cpu"):
         parse_overrides(["ckpt=missing.ckpt", "prompt=a", f"device={device}"])
+
+
+def test_static_cache_and_assistant_from_the_command_line(tmp_path):
+    """cache_implementation=static and assistant_ckpt= (speculative, the target as its own draft) print the
+    plain greedy continuation; a prompts file runs one prompt at a time with the assistant."""
+    path, model, tok = _checkpoint(tmp_path, "decoder")
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("the cat\nhello\n", encoding="utf-8")
+    plain, static, spec = io.StringIO(), io.StringIO(), io.StringIO()
+    main([f"ckpt={path}", f"prompts_file={prompts}", "max_new_tokens=6"], stdout=plain)
+    main([f"ckpt={path}", f"prompts_file={prompts}", "max_new_tokens=6", "cache_implementation=static"], stdout=static)
+    main([f"ckpt={path}", f"prompts_file={prompts}", "max_new_tokens=6", f"assistant_ckpt={path}",
+          "num_assistant_tokens=3"], stdout=spec)
+    assert static.getvalue() == plain.getvalue() == spec.getvalue()
+    assert len(plain.getvalue().splitlines()) == 4

@@ -64,13 +64,18 @@ def test_static_seeded_sample_matches_dynamic():
 
 
 def test_compiled_step_matches_eager_cache():
-    """One tiny model, one compile (greedy and sampling share the step's shapes): same tokens as the eager
-    dynamic cache, and the second call reuses the compiled graph."""
+    """One tiny model, one compile: a left-padded prompt at batch 1 (the case where a column view of the ids
+    would change strides every step), greedy and seeded sampling give the eager dynamic cache's tokens, and
+    the whole run, second call included, uses one compiled graph."""
+    from torch._dynamo.utils import counters
+
     model = tiny_decoder("rope", n_kv_heads=2, sliding_window=4, max_seq_len=24)
-    greedy = dict(attention_mask=MASK, eos_token_id=[], max_new_tokens=8)
-    assert torch.equal(model.generate(IDS, compile=True, **greedy), model.generate(IDS, **greedy))
-    sample = dict(attention_mask=MASK, eos_token_id=[], max_new_tokens=8, do_sample=True, seed=1)
-    assert torch.equal(model.generate(IDS, compile=True, **sample), model.generate(IDS, **sample))
+    counters.clear()
+    greedy = dict(attention_mask=MASK[1:], eos_token_id=[], max_new_tokens=8)
+    assert torch.equal(model.generate(IDS[1:], compile=True, **greedy), model.generate(IDS[1:], **greedy))
+    sample = dict(greedy, do_sample=True, seed=1)
+    assert torch.equal(model.generate(IDS[1:], compile=True, **sample), model.generate(IDS[1:], **sample))
+    assert counters["stats"]["unique_graphs"] == 1
 
 
 @pytest.mark.parametrize(

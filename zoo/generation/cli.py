@@ -35,6 +35,7 @@ class _ScriptOptions:
     device: str = "cpu"
     batch_size: int = 16
     show_scores: bool = False  # print each beam hypothesis' length-normalised log-probability
+    assistant_ckpt: str | None = None  # a smaller decoder with the same tokenizer: speculative decoding
 
     def decoding(self) -> GenerationConfig:
         """The decoding options given on the command line, as the library's validated record."""
@@ -155,20 +156,24 @@ def read_inputs(cfg: GenerateCLIConfig, model) -> list[str]:
     return texts
 
 
-def run_texts(model, tokenizer, texts: Sequence[str], cfg: GenerateCLIConfig) -> list[list[tuple[str, float | None]]]:
-    """Generate for each text: a list of (output text, score or None) per text."""
+def run_texts(model, tokenizer, texts: Sequence[str], cfg: GenerateCLIConfig,
+              assistant=None) -> list[list[tuple[str, float | None]]]:
+    """Generate for each text: a list of (output text, score or None) per text. With an assistant (draft)
+    model, texts run one at a time (speculative decoding is batch 1)."""
     results: list[list[tuple[str, float | None]]] = []
+    batch_size = 1 if assistant is not None else cfg.batch_size
+    extra = {"assistant_model": assistant} if assistant is not None else {}
     n = cfg.num_return_sequences
     decoder = not model.is_encoder_decoder  # continuations repeat the prompt; translations do not
     options = dataclasses.asdict(cfg.decoding())
-    for start in range(0, len(texts), cfg.batch_size):
-        chunk = texts[start : start + cfg.batch_size]
+    for start in range(0, len(texts), batch_size):
+        chunk = texts[start : start + batch_size]
         ids = [tokenizer.encode(t) for t in chunk]
         for i, row in enumerate(ids):
             if not row:
                 raise ValueError(f"Input {start + i} ({chunk[i]!r}) encodes to no tokens; give some text.")
         out = model.generate(ids, eos_token_id=tokenizer.eos_id, pad_token_id=tokenizer.pad_id, return_dict=True,
-                             **{k: v for k, v in options.items() if k not in ("eos_token_id", "pad_token_id", "return_dict")})
+                             **extra, **{k: v for k, v in options.items() if k not in ("eos_token_id", "pad_token_id", "return_dict")})
         width = max(len(r) for r in ids)
         for i in range(len(chunk)):
             texts_i = []
@@ -194,10 +199,14 @@ def main(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.st
     cfg = parse_overrides(argv)
     model, tokenizer = load_model_and_tokenizer(cfg.ckpt)
     model = model.to(cfg.device)
+    assistant = None
+    if cfg.assistant_ckpt is not None:  # its fit (architecture, vocabulary) is checked by generate
+        assistant, _ = load_model_and_tokenizer(cfg.assistant_ckpt)
+        assistant = assistant.to(cfg.device)
     decoder = not model.is_encoder_decoder
     texts = read_inputs(cfg, model)
     if texts:
-        print_results(texts, run_texts(model, tokenizer, texts, cfg), cfg, decoder, stdout)
+        print_results(texts, run_texts(model, tokenizer, texts, cfg, assistant), cfg, decoder, stdout)
     if cfg.interactive:
         kind = "prompt" if decoder else "source sentence"
         print(f"Type a {kind} per line; an empty line or Ctrl-D quits.", file=stdout, flush=True)
@@ -205,6 +214,6 @@ def main(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.st
             line = line.rstrip("\n")
             if not line.strip():
                 break
-            print_results([line], run_texts(model, tokenizer, [line], cfg), cfg, decoder, stdout)
+            print_results([line], run_texts(model, tokenizer, [line], cfg, assistant), cfg, decoder, stdout)
             stdout.flush()
     return 0

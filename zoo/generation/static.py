@@ -103,9 +103,10 @@ class StaticStepper(Stepper):
             self.key_mask = self.mask.new_zeros(self.batch, cache.max_len)
             self.key_mask[:, : length] = self.mask
         index = torch.tensor([length - 1], device=self.ids.device)  # slot of the newest token
-        # fresh (B, 1) tensors: a column view would carry the growing row stride and force a recompile
-        ids = self.ids[:, -1:].contiguous()
-        pos = position_ids(self.mask)[:, -1:].contiguous()  # left pads do not count
+        # fresh (B, 1) copies with standard strides: a column view carries the growing row stride (even at B = 1,
+        # where .contiguous() keeps the view) and the stride guard would recompile every step
+        ids = self.ids[:, -1:].clone(memory_format=torch.contiguous_format)
+        pos = position_ids(self.mask)[:, -1:].clone(memory_format=torch.contiguous_format)  # left pads do not count
         memory, memory_mask = self.base.step_memory()
         cache.step_index = index
         try:
