@@ -14,7 +14,7 @@ from zoo.modules.cache import StaticKVCache
 from zoo.modules.mask import AttentionMask
 
 BUFFER_ROUND = 64  # buffer sizes are rounded up to a multiple of this, so nearby lengths share one compile
-_COMPILED = {}  # compile mode -> the compiled decode_step (torch.compile's own cache holds one graph per model)
+_COMPILED: list = []  # the compiled decode_step, made once (torch.compile's own cache holds a graph per model)
 
 
 def step_mask(key_mask: torch.Tensor, index: torch.Tensor, window: int | None, bias: torch.Tensor | None) -> AttentionMask:
@@ -47,11 +47,11 @@ def decode_step(model, ids: torch.Tensor, pos: torch.Tensor, index: torch.Tensor
     return model.head(x)[:, -1].float()
 
 
-def compiled_step(mode: str | None = None):
-    """torch.compile(decode_step), built once per process (its graphs are cached by torch per model)."""
-    if mode not in _COMPILED:
-        _COMPILED[mode] = torch.compile(decode_step, dynamic=False, mode=mode)
-    return _COMPILED[mode]
+def compiled_step():
+    """torch.compile(decode_step), built once per process (its graphs are cached by torch per model and shape)."""
+    if not _COMPILED:
+        _COMPILED.append(torch.compile(decode_step, dynamic=False))
+    return _COMPILED[0]
 
 
 def check_static(model, prompt_len: int, max_new_tokens: int, *, use_cache: bool, compile: bool) -> int:
@@ -75,11 +75,11 @@ class StaticStepper(Stepper):
     """Wraps an architecture's stepper: prefill through it (the model's forward, static cache in append
     mode), then one-token steps through `decode_step` (compiled or eager). Same interface as any Stepper."""
 
-    def __init__(self, base: Stepper, max_len: int, *, compile: bool, compile_mode: str | None = None) -> None:
+    def __init__(self, base: Stepper, max_len: int, *, compile: bool) -> None:
         self.base = base
         self.model = base.model
         base.cache = StaticKVCache(len(base.model.decoder_stack.layers), max_len)
-        self.step = compiled_step(compile_mode) if compile else decode_step
+        self.step = compiled_step() if compile else decode_step
         self.key_mask: torch.Tensor | None = None  # (B, S_max) 1 = written real slot, built after prefill
 
     @property
