@@ -43,10 +43,16 @@ class NonFiniteLossError(RuntimeError):
 
 def batch_tokens(batch: Mapping[str, torch.Tensor]) -> int:
     """Real (unpadded) tokens in a batch: encoder/decoder inputs, counted by their attention masks."""
-    total = 0
+    return int(token_count(batch))
+
+
+def token_count(batch: Mapping[str, torch.Tensor]) -> int | torch.Tensor:
+    """`batch_tokens` without a host sync: a masked batch's count stays a tensor on its device (per-step
+    callbacks add them up and read the sum once, when they log)."""
+    total: int | torch.Tensor = 0
     for ids_key, mask_key in (("input_ids", "attention_mask"), ("decoder_input_ids", "decoder_attention_mask")):
         if ids_key in batch:
-            total += int(batch[mask_key].sum()) if mask_key in batch else batch[ids_key].numel()
+            total = total + (batch[mask_key].sum() if mask_key in batch else batch[ids_key].numel())
     return total
 
 
@@ -61,13 +67,13 @@ class TokensPerSecond(Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int) -> None:
         now = time.perf_counter()
-        self._events.append((now, batch_tokens(batch) * trainer.world_size))
+        self._events.append((now, token_count(batch) * trainer.world_size))
         self._events = self._events[-(self.window + 1):]
         n = trainer.log_every_n_steps  # log on the steps whose values reach the loggers (the step has counted)
         if len(self._events) > 1 and n > 0 and trainer.global_step % n == 0:
             elapsed = now - self._events[0][0]
             tokens = sum(count for _, count in self._events[1:])
-            pl_module.log("train/tokens_per_s", tokens / max(elapsed, 1e-9), prog_bar=True)
+            pl_module.log("train/tokens_per_s", float(tokens) / max(elapsed, 1e-9), prog_bar=True)
 
     def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._events = []  # validation time is not training throughput

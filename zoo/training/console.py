@@ -91,14 +91,14 @@ class LineProgress(ProgressBar):
         self._tokens = 0
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int) -> None:
-        from zoo.training.callbacks import batch_tokens
+        from zoo.training.callbacks import token_count
 
-        self._tokens += batch_tokens(batch) * trainer.world_size
+        self._tokens = self._tokens + token_count(batch) * trainer.world_size  # a tensor for masked batches
         step = trainer.global_step
         if not self._enabled or step == self._printed_step or step % self.every_n_steps:
             return
         now = time.perf_counter()
-        rate = self._tokens / max(now - self._since, 1e-9)
+        rate = float(self._tokens) / max(now - self._since, 1e-9)
         per_step = (now - self._start) / max(1, step - self._start_step)
         parts = [f"step {step}/{trainer.max_steps}"]
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
