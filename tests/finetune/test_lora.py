@@ -70,7 +70,7 @@ def test_gpt2_rank_8_trains_under_one_percent():
 def test_unknown_target_lists_the_names():
     model = tiny()
     with pytest.raises(ValueError, match=r"finetune.targets: Unknown LoRA target module 'self_attn.qvk'. Did you "
-                                         r"mean 'decoder_stack.self_attn.qkv'\?") as err:
+                                         r"mean 'self_attn.qkv'\?") as err:
         apply_finetune(model, {"name": "lora", "targets": ["self_attn.qvk"]})
     assert all(name in str(err.value) for name in lora_target_names(model))
 

@@ -17,7 +17,7 @@ transformers = pytest.importorskip("transformers")
 TEXT = "def add(a, b):\n    return a + b\nclass Point:\n    def __init__(self, x, y):\n"
 
 
-def finetune(make_run_cfg, folder, corpus, *extra: str, run: str = "run", steps: int = 30):
+def finetune(make_run_cfg, folder, corpus, *extra: str, run: str = "run", steps: int = 20):
     return train(make_run_cfg([f"init_from={folder}", "data=text", f"data.files={corpus}", *FAST,
                                f"trainer.max_steps={steps}", f"eval_every={steps}", "optim.lr=3e-3",
                                "scheduler.warmup_steps=2", *extra], run=run))
@@ -72,11 +72,12 @@ def test_bert_masked_lm_round_trip(make_run_cfg, folders, tmp_path):
 
 def test_bert_classification_gets_a_fresh_head(make_run_cfg, folders, tmp_path, capsys):
     result = train(make_run_cfg([f"init_from={folders['bert']}", "task=classification", "data=classification",
-                                 f"data.path={folders['labels']}", *FAST, "trainer.max_steps=30", "eval_every=30",
-                                 "optim.lr=3e-3", "scheduler.warmup_steps=2"]))
+                                 f"data.path={folders['labels']}", *FAST, "trainer.limit_val_batches=1.0",
+                                 "trainer.max_steps=30", "eval_every=30", "optim.lr=3e-3",
+                                 "scheduler.warmup_steps=2"]))
     assert "new (trained from scratch): head.pool.bias, head.pool.weight, head.proj.bias, head.proj.weight" in (
         capsys.readouterr().out)
-    assert result.metrics["val/accuracy"] > 0.9
+    assert result.metrics["val/accuracy"] >= 0.9  # half the examples are "def" lines: chance is 0.5
     out = zoo.export(result.last_checkpoint, tmp_path / "hf", format="hf")
     hf_model = transformers.AutoModelForSequenceClassification.from_pretrained(out).eval()
     model, tok = zoo.load(result.last_checkpoint)
@@ -91,7 +92,7 @@ def test_bert_classification_gets_a_fresh_head(make_run_cfg, folders, tmp_path, 
 
 def test_t5_seq2seq_round_trip(make_run_cfg, folders, tmp_path):
     result = train(make_run_cfg([f"init_from={folders['t5']}", "data=pairs", f"data.path={folders['pairs']}", *FAST,
-                                 "trainer.max_steps=30", "eval_every=30", "optim.lr=3e-3",
+                                 "trainer.max_steps=20", "eval_every=20", "optim.lr=3e-3",
                                  "scheduler.warmup_steps=2"]))
     out = zoo.export(result.last_checkpoint, tmp_path / "hf", format="hf")
     hf_model = transformers.AutoModelForSeq2SeqLM.from_pretrained(out).eval()
@@ -109,3 +110,30 @@ def test_t5_seq2seq_round_trip(make_run_cfg, folders, tmp_path):
         before = transformers.AutoModelForSeq2SeqLM.from_pretrained(folders["t5"]).eval()
         after_loss, before_loss = (float(m(input_ids=src, labels=labels).loss) for m in (hf_model, before))
     assert after_loss < before_loss - 0.5
+
+
+def test_gpt2_lora_trains_only_adapters_and_exports_merged(make_run_cfg, folders, tmp_path, capsys):
+    result = finetune(make_run_cfg, folders["gpt2"], folders["corpus"], "finetune=lora", "finetune.rank=4",
+                      "finetune.targets=[self_attn.qkv,ffn.up]", "optim.lr=1e-2", steps=10)
+    out = capsys.readouterr().out
+    assert "LoRA rank 4, alpha 16 on 4 layers (self_attn.qkv, ffn.up)" in out
+    adapters = 2 * 4 * ((32 + 96) + (32 + 128))  # 2 layers x r (in + out) for qkv (32 -> 96) and up (32 -> 128)
+    assert f"trainable parameters: {adapters:,} of " in out
+
+    from zoo.checkpoint import read_checkpoint
+
+    ckpt = read_checkpoint(result.last_checkpoint)
+    pretrained = zoo.from_pretrained(folders["gpt2"]).state_dict()
+    state = {k.removeprefix("model."): v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    base = {k: v for k, v in state.items() if "lora_" not in k}
+    assert set(base) == set(pretrained) and all(torch.equal(base[k], pretrained[k]) for k in base)
+    assert all(state[k].abs().sum() > 0 for k in state if k.endswith("lora_B"))  # B starts at 0 and trained
+
+    out_dir = zoo.export(result.last_checkpoint, tmp_path / "hf", format="hf")
+    hf_model = transformers.AutoModelForCausalLM.from_pretrained(out_dir).eval()
+    model, tok = zoo.load(result.last_checkpoint)  # merged
+    batch = torch.tensor([tok.encode(TEXT)])
+    with torch.no_grad():
+        torch.testing.assert_close(model(batch).logits, hf_model(batch).logits, atol=1e-4, rtol=0)
+        moved = (hf_model(batch).logits - zoo.from_pretrained(folders["gpt2"])(batch).logits).abs().max()
+    assert moved > 1e-3

@@ -64,8 +64,10 @@ def _matches(generic: str, target: str) -> bool:
 
 
 def lora_target_names(model: nn.Module) -> list[str]:
-    """Every linear layer LoRA can adapt, by generic name (sorted)."""
-    return sorted({generic_name(n) for n, m in model.named_modules() if isinstance(m, nn.Linear) and n})
+    """Every name a target may use (sorted): each linear layer's generic name (`decoder_stack.ffn.up`) and its
+    form without the stack (`ffn.up`, every stack's)."""
+    full = {generic_name(n) for n, m in model.named_modules() if isinstance(m, nn.Linear) and n}
+    return sorted(full | {".".join(n.split(".")[-2:]) for n in full})
 
 
 def _shared_weights(model: nn.Module) -> set[int]:
