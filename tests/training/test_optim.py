@@ -52,3 +52,48 @@ def test_bad_schedule_options_name_the_key():
         build_scheduler(opt, {"name": "cosinus"}, max_steps=10)
     with pytest.raises(ValueError, match=r"Unknown key 'scheduler.min_lr_ratio' \(scheduler=inverse_sqrt\)"):
         build_scheduler(opt, {"name": "inverse_sqrt", "warmup_steps": 5, "min_lr_ratio": 0.1}, max_steps=10)
+
+
+def _hand_adamw(params, grads, state, step, lr, betas, eps, decay):
+    """AdamW (Loshchilov & Hutter 2019) written out: decoupled decay, bias-corrected moments."""
+    b1, b2 = betas
+    for i, (p, g) in enumerate(zip(params, grads, strict=True)):
+        m, v = state.setdefault(i, (torch.zeros_like(p), torch.zeros_like(p)))
+        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
+        state[i] = (m, v)
+        m_hat, v_hat = m / (1 - b1**step), v / (1 - b2**step)
+        p.mul_(1 - lr * decay[i]).sub_(lr * m_hat / (v_hat.sqrt() + eps))
+
+
+def test_adamw_fused_steps_equal_hand_written_adamw_with_clipping():
+    torch.manual_seed(0)
+    model = zoo.build("gpt_nano", vocab_size=50, dropout=0.0)
+    cfg = {"name": "adamw_fused", "lr": 1e-2, "weight_decay": 0.1, "betas": [0.9, 0.95], "eps": 1e-8}
+    opt = build_optimizer(model, cfg)
+    assert all(group["fused"] for group in opt.param_groups)
+    params = [p.detach().clone() for p in model.parameters()]
+    decay = [0.1 if p.dim() >= 2 else 0.0 for p in model.parameters()]
+    state: dict = {}
+    ids = torch.randint(3, 50, (2, 12), generator=torch.Generator().manual_seed(1))
+    for step in range(1, 4):
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)  # what trainer.gradient_clip_val does
+        _hand_adamw(params, [p.grad for p in model.parameters()], state, step, 1e-2, (0.9, 0.95), 1e-8, decay)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    for got, want in zip(model.parameters(), params, strict=True):
+        torch.testing.assert_close(got.detach(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_adamw_fused_refuses_what_the_kernel_cannot_take():
+    from zoo.training.optim import check_optim_with_trainer
+
+    meta = torch.nn.Linear(2, 2, device="meta")
+    with pytest.raises(ValueError, match=r"adamw_fused: parameter weight is torch.float32 on meta.*optim.name=adamw"):
+        build_optimizer(meta, {"name": "adamw_fused", "lr": 1e-3})
+    fused = {"name": "adamw_fused", "lr": 1e-3}
+    with pytest.raises(ValueError, match=r"trainer.precision=16-mixed cannot clip gradients .*gradient_clip_val=1.0"):
+        check_optim_with_trainer(fused, {"precision": "16-mixed", "gradient_clip_val": 1.0})
+    check_optim_with_trainer(fused, {"precision": "bf16-mixed", "gradient_clip_val": 1.0})  # no scaler: fine
+    check_optim_with_trainer(fused, {"precision": "16-mixed", "gradient_clip_val": 0})

@@ -1,5 +1,6 @@
 """Optimizers and learning-rate schedules, each registered by name: `optim.name` adamw (weight decay on
-matrices only) or muon (Muon for hidden matrices + AdamW for the rest); `scheduler.name` below.
+matrices only), adamw_fused (the same update in torch's fused kernel) or muon (Muon for hidden matrices +
+AdamW for the rest); `scheduler.name` below.
 
 Schedules are multipliers of the peak `optim.lr`, evaluated per optimizer step:
 - `cosine`: linear warmup to 1, then cosine down to `min_lr_ratio` at `max_steps`.
@@ -45,6 +46,37 @@ def adamw(model: nn.Module, *, lr: Positive, weight_decay: NonNegative = 0.0, be
     return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=tuple(betas), eps=eps)
 
 
+@OPTIMIZERS.register("adamw_fused")
+def adamw_fused(model: nn.Module, *, lr: Positive, weight_decay: NonNegative = 0.0,
+                betas: tuple[Beta, Beta] = (0.9, 0.999), eps: Positive = 1e-8) -> torch.optim.Optimizer:
+    """`adamw` in torch's fused kernel (`fused=True`: one kernel per parameter group instead of a loop of
+    element-wise ops). Parameters on a device or in a dtype the kernel lacks raise ValueError (no fallback:
+    `optim.name=adamw` is the unfused choice)."""
+    check_fusable(model)
+    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=tuple(betas), eps=eps, fused=True)
+
+
+def check_fusable(model: nn.Module) -> None:
+    """Every trainable parameter floating point and on a device with torch's fused AdamW kernel."""
+    from torch.optim.optimizer import _get_fused_kernels_supported_devices
+
+    devices = _get_fused_kernels_supported_devices()
+    for name, p in model.named_parameters():
+        if p.requires_grad and (p.device.type not in devices or not torch.is_floating_point(p)):
+            raise ValueError(f"optim.name=adamw_fused: parameter {name} is {p.dtype} on {p.device.type}; the fused "
+                             f"AdamW kernel takes floating-point tensors on {', '.join(devices)}. Use optim.name=adamw.")
+
+
+def check_optim_with_trainer(optim: Mapping[str, Any], trainer: Mapping[str, Any]) -> None:
+    """The optimizer's needs of the trainer: a fused AdamW unscales 16-mixed gradients inside its step, so
+    gradient clipping (which needs them unscaled before the step) cannot run with it (Lightning refuses)."""
+    clip = trainer.get("gradient_clip_val") or 0
+    if optim.get("name") == "adamw_fused" and str(trainer.get("precision")).startswith("16") and clip > 0:
+        raise ValueError(f"optim.name=adamw_fused with trainer.precision={trainer['precision']} cannot clip gradients "
+                         f"(trainer.gradient_clip_val={clip}): the fused step unscales them itself. Use "
+                         "trainer.precision=bf16-mixed, trainer.gradient_clip_val=0 or optim.name=adamw.")
+
+
 @OPTIMIZERS.register("muon")
 def muon(model: nn.Module, *, lr: Positive, weight_decay: NonNegative = 0.0, momentum: Beta = 0.95,
          ns_steps: Annotated[int, integer(1)] = 5, betas: tuple[Beta, Beta] = (0.9, 0.95),
@@ -75,7 +107,7 @@ def check_optim(cfg: Mapping[str, Any]) -> None:
 
 
 def build_optimizer(model: nn.Module, cfg: Mapping[str, Any]) -> torch.optim.Optimizer:
-    """`optim: {name: adamw | muon, lr, weight_decay, ...}` -> the optimizer, after check_optim."""
+    """`optim: {name: adamw | adamw_fused | muon, lr, weight_decay, ...}` -> the optimizer, after check_optim."""
     check_optim(cfg)
     options = {k: (tuple(v) if isinstance(v, list) else v) for k, v in cfg.items() if k != "name"}
     return OPTIMIZERS.get(cfg.get("name", "adamw"))(model, **options)

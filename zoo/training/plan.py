@@ -22,7 +22,7 @@ from zoo.options import ANY, Options, Rule, any_of, integer, list_of, one_of
 from zoo.presets import config_root
 from zoo.registry import unknown_choice_message
 from zoo.tasks import TASKS, Task, default_task
-from zoo.training.optim import lr_multiplier
+from zoo.training.optim import check_optim_with_trainer, lr_multiplier
 from zoo.training.options import check_config
 from zoo.training.precision import resolve_accelerator, resolve_precision
 
@@ -216,6 +216,7 @@ def prepare(cfg: DictConfig) -> Plan:
     data_cfg = resolve_data(resolved["data"], task)
     checked(check_data_cfg, data_cfg)
     kwargs = trainer_kwargs(resolved["trainer"])
+    checked(check_optim_with_trainer, resolved["optim"], kwargs)
     accumulate = kwargs.get("accumulate_grad_batches", 1)
     per_eval = resolved["eval_every"] * resolved["batch_size"] * accumulate * world_size(kwargs)
     data_cfg = task.with_epoch(data_cfg, per_eval)  # examples (all processes) between two validations
