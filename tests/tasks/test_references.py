@@ -119,7 +119,7 @@ def test_seq2seq_samples_report_exact_match_of_the_test_pairs():
     datamodule = SimpleNamespace(test_pairs=[("a b", "x  y"), ("c", "z"), ("d", "z")])
     options = {"max_examples": 10, "num_shown": 2}
     report = make_samples(TASKS.get("seq2seq"), Fixed(generated=generated), tok, datamodule, options)
-    assert report.metrics["test/exact_match"] == pytest.approx(2 / 3)
+    assert report.metrics["sample/exact_match"] == pytest.approx(2 / 3)
     assert [(s.input, s.output, s.reference) for s in report.samples] == [("a b", "x y", "x  y"), ("c", "q", "z")]
 
 

@@ -60,6 +60,14 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("+callbacks.samples.max_new_token=5",
      "Unknown key 'callbacks.samples.max_new_token'. Did you mean 'callbacks.samples.max_new_tokens'?"),
     ("+callbacks.checkpoints.monitor=x", "Unknown callback 'checkpoints'. Did you mean 'checkpoint'?"),
+    ("+memory.loss_chunk=8", "Unknown key 'memory.loss_chunk'. Did you mean 'memory.loss_chunk_size'?"),
+    ("memory.loss_chunk_size=0", "memory.loss_chunk_size must be null or an integer >= 1, got 0"),
+    ("model=bert_small memory.loss_chunk_size=64", "memory.loss_chunk_size=64 applies to task=lm, not task=mlm"),
+    ("callbacks.checkpoint.monitor=val/bleu", "callbacks.checkpoint.monitor=val/bleu is never logged by task=lm."),
+    ("callbacks.checkpoint.monitor=val/los", "callbacks.checkpoint.monitor=val/los is never logged by task=lm. "
+                                            "Did you mean 'val/loss'?"),
+    ("model=transformer_tiny callbacks.checkpoint.monitor=val/chrf callbacks.exact_match=null",
+     "callbacks.checkpoint.monitor=val/chrf is logged by the exact_match callback, which is switched off"),
     # unknown names inside a group
     ("task=lmm", "Unknown task 'lmm'. Did you mean 'lm'?"),
     ("model.arch=decoderr", "model.arch: Unknown arch 'decoderr'. Did you mean 'decoder'?"),

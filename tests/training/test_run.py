@@ -7,6 +7,7 @@ import json
 import math
 
 import pytest
+import sacrebleu
 import torch
 
 import zoo
@@ -150,18 +151,24 @@ def test_translation_without_naming_data_reports_exact_match(make_cfg):
     result = train(cfg)
     assert result.samples.samples[0].reference  # references shown next to translations
     assert result.metrics["val/loss"] < math.log(300)
-    # both exact matches, recounted: the final model's greedy translations equal to their references
-    model, tok = zoo.load(result.last_checkpoint)
-    model.eval()
+    # the exact matches, recounted: greedy translations equal to their references, by the final model (the
+    # last validation's and the samples') and by best.ckpt (the test split at the end, with BLEU / chrF)
     _, dm = build_data(prepare(cfg).data_cfg, cfg.tokenizer, task="seq2seq", max_seq_len=32, batch_size=16,
                        cache_dir=cfg.paths.cache_dir, seed=0)
     dm.setup("fit")
     val = dm.datasets["val"]
+    tok = dm.tokenizer
     val_pairs = [(tok.decode(val.src[i]), tok.decode(val.tgt[i])) for i in range(10)]
-    for metric, pairs in (("val/exact_match", val_pairs), ("test/exact_match", dm.test_pairs)):
-        hyps = translate(model, tok, [s for s, _ in pairs], max_new_tokens=32)
+    for metric, pairs, ckpt in (("val/exact_match", val_pairs, result.last_checkpoint),
+                                ("sample/exact_match", dm.test_pairs, result.last_checkpoint),
+                                ("test/exact_match", dm.test_pairs, result.best_checkpoint)):
+        model, tok = zoo.load(ckpt)
+        hyps = translate(model.eval(), tok, [s for s, _ in pairs], max_new_tokens=32)
         right = sum(h.split() == r.split() for h, (_, r) in zip(hyps, pairs, strict=True))
         assert result.metrics[metric] == pytest.approx(right / len(pairs)), metric
+    refs = [r for _, r in dm.test_pairs]
+    assert result.metrics["test/bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score)
+    assert result.metrics["test/chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score)
 
 
 def test_classification_takes_num_labels_from_the_data(make_cfg, tmp_path):

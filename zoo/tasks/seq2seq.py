@@ -66,11 +66,12 @@ class SequenceToSequence(Task):
                 **{name: fn(hyps, refs) for name, fn in self.reference_metrics.items()}, "examples": n}
 
     def samples(self, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:
-        """Translate the held-out test pairs (unseen combinations) and report their exact match."""
+        """Translate the held-out test pairs (unseen combinations) with the final weights and report their
+        exact match (the `test` callback evaluates the whole test split as test/<metric>)."""
         pairs = list(getattr(datamodule, "test_pairs", []))[: cfg["max_examples"]]
         if not pairs:
             return SampleReport([], {})
         sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
         hyps = translate(model, tokenizer, sources, max_new_tokens=model.config.max_seq_len)
         shown = [Sample(s, h, r) for s, h, r in zip(sources, hyps, refs, strict=True)][: cfg["num_shown"]]
-        return SampleReport(shown, {"test/exact_match": exact_match(hyps, refs)})
+        return SampleReport(shown, {"sample/exact_match": exact_match(hyps, refs)})  # test/*: the test callback

@@ -1,5 +1,5 @@
 """Training callbacks, built by name from `conf/callbacks/*.yaml` through the CALLBACKS registry:
-checkpoints (last = latest, best = lowest finite val loss), tokens/s, a non-finite-loss stop, validation
+checkpoints (last = latest, best = best finite monitored metric), tokens/s, a non-finite-loss stop, validation
 exact-match for tasks with reference texts, and generated samples at the end (printed and logged as a table)."""
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, RichProgressBar
 from lightning.pytorch.utilities import rank_zero_warn
 
-from zoo.data import exact_match
 from zoo.registry import Registry
 from zoo.tasks import Task, get_task
 from zoo.training.samples import make_samples
@@ -113,8 +112,9 @@ class NonFiniteLossStop(Callback):
 
 class ValExactMatch(Callback):
     """Output quality during training, for tasks with reference texts: the model's outputs for up to
-    `max_examples` validation examples (`task.references`) against their references, logged as
-    `val/exact_match` (every rank computes the same value)."""
+    `max_examples` validation examples (`task.references`) against their references, scored by each of
+    `task.reference_metrics` and logged as val/<name> (seq2seq: val/exact_match, val/bleu, val/chrf; every
+    rank computes the same values)."""
 
     def __init__(self, task: Task, tokenizer, datamodule, max_examples: int = 200) -> None:
         self.task, self.tokenizer, self.datamodule, self.max_examples = task, tokenizer, datamodule, max_examples
@@ -123,7 +123,8 @@ class ValExactMatch(Callback):
         if trainer.sanity_checking:
             return
         hyps, refs = self.task.references(pl_module.model, self.tokenizer, self.datamodule, self.max_examples)
-        pl_module.log("val/exact_match", exact_match(hyps, refs), prog_bar=True)
+        for name, metric in self.task.reference_metrics.items():
+            pl_module.log(f"val/{name}", metric(hyps, refs), prog_bar=name == "exact_match")
 
 
 class SampleGeneration(Callback):
@@ -154,7 +155,8 @@ class SampleGeneration(Callback):
 
 
 class ZooCheckpoint(ModelCheckpoint):
-    """`best.ckpt`: the lowest finite `val/loss` (a NaN/inf validation is reported and never becomes best).
+    """`best.ckpt`: the best finite value of `monitor` (by default the lowest `val/loss`; any metric logged at
+    validation with mode min or max, checked by zoo.training.monitor; a NaN/inf value never becomes best).
     `last.ckpt`: written at every validation, improved or not, and at the end of fit when steps ran after the
     last validation, so `ckpt_path=last` after a finished run trains nothing. (Lightning's own save_last
     follows a top-k save, i.e. it rewrites last.ckpt only when val/loss improves.)"""
@@ -241,6 +243,15 @@ def _exact_match(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback | No
     if not ctx.task.has_references:
         return None  # nothing to match the model's outputs against
     return ValExactMatch(ctx.task, ctx.tokenizer, ctx.datamodule, **opts)
+
+
+@CALLBACKS.register("test")
+def _test(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
+    from zoo.evaluation.callback import TestSplitEvaluation  # owned by the evaluation package
+
+    generation = {k: opts[k] for k in ("num_beams", "length_penalty") if k in opts}
+    return TestSplitEvaluation(ctx.task, ctx.tokenizer, ctx.datamodule, max_examples=opts.get("max_examples"),
+                               generation=generation)
 
 
 @CALLBACKS.register("samples")

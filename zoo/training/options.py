@@ -53,6 +53,7 @@ CALLBACK_OPTIONS: dict[str, Options] = {
     "tokens_per_s": Options({"window": integer(1)}),
     "non_finite": Options({}),
     "exact_match": Options({"max_examples": integer(1)}),
+    "test": Options({"max_examples": optional(integer(1)), "num_beams": integer(1), "length_penalty": number()}),
     "samples": Options({"prompts": list_of(TEXT), "max_new_tokens": integer(0), "temperature": number(0),
                         "top_k": optional(integer(0)), "seed": integer(0), "num_shown": integer(0),
                         "max_examples": integer(1)}),

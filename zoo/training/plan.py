@@ -22,6 +22,7 @@ from zoo.options import ANY, Options, Rule, any_of, integer, list_of, one_of
 from zoo.presets import config_root
 from zoo.registry import unknown_choice_message
 from zoo.tasks import TASKS, Task, default_task
+from zoo.training.monitor import check_monitor
 from zoo.training.optim import check_optim_with_trainer, lr_multiplier
 from zoo.training.options import check_config
 from zoo.training.precision import resolve_accelerator, resolve_precision
@@ -213,6 +214,7 @@ def prepare(cfg: DictConfig) -> Plan:
             dataclasses.replace(model, num_labels=model.num_labels or 1))
     checked(task.check_label_smoothing, resolved["label_smoothing"])
     checked(check_memory, resolved.get("memory") or {}, task)
+    checked(check_monitor, resolved.get("callbacks"), task)
     data_cfg = resolve_data(resolved["data"], task)
     checked(check_data_cfg, data_cfg)
     kwargs = trainer_kwargs(resolved["trainer"])

@@ -50,6 +50,7 @@ def train(cfg: DictConfig) -> TrainResult:
     from lightning.pytorch.callbacks import Checkpoint
 
     from zoo.data import build_data
+    from zoo.evaluation.callback import TestSplitEvaluation
     from zoo.finetune.setup import announce, build_model, check_resumed_adapters, final_config, read_init
     from zoo.training.callbacks import CallbackContext, SampleGeneration, build_callbacks
     from zoo.training.checkpoint_io import AtomicCheckpointIO
@@ -124,6 +125,9 @@ def train(cfg: DictConfig) -> TrainResult:
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
     if sampler is not None and sampler.report is not None:
         metrics.update(sampler.report.metrics)
+    tester = next((c for c in callbacks if isinstance(c, TestSplitEvaluation)), None)
+    if tester is not None:
+        metrics.update(tester.metrics)  # test/<metric>: the test split, when the data has one
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     last = ckpt_dir / "last.ckpt"
     return TrainResult(metrics, plan.output_dir, Path(best) if best else None, last if last.exists() else None,
