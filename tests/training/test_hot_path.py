@@ -55,10 +55,17 @@ def _fit(batches, *, steps: int, log_every: int, logger=False, callbacks=()) -> 
     return module
 
 
-def test_bad_token_id_in_a_batch_gets_the_clear_error():
+def test_bad_token_id_in_a_batch_gets_the_clear_error(monkeypatch):
+    built = []
+    monkeypatch.setattr(ZooLightningModule, "configure_optimizers",
+                        lambda self, original=ZooLightningModule.configure_optimizers: built.append(self) or original(self))
     with pytest.raises(ValueError, match=rf"input_ids holds token ids in \[\d+, {VOCAB + 7}\] but the vocabulary "
                                          rf"is \[0, {VOCAB}\) \(model.vocab_size={VOCAB}\)"):
         _fit(_batches(3, bad_at=1), steps=3, log_every=1)
+    model = built[0].model  # after the failed fit, forward checks ids itself again
+    assert not model.ids_checked_on_host
+    with pytest.raises(ValueError, match="input_ids holds token ids"):
+        model(torch.tensor([[1, VOCAB]]))
 
 
 def test_ids_are_checked_once_per_batch_on_the_host(monkeypatch):

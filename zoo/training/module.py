@@ -48,6 +48,20 @@ class ValidationLoss(Metric):
         return {"loss": self.total / self.weight, "batches": self.batches, "non_finite": self.non_finite}
 
 
+class HostCheckedIds(L.Callback):
+    """While fitting, the model's forward skips its token-id range check: ZooLightningModule checks every batch
+    on the host (on_before_batch_transfer). Switched back on at the end of fit, also when fit raises."""
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        pl_module.model.ids_checked_on_host = True
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        pl_module.model.ids_checked_on_host = False
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        pl_module.model.ids_checked_on_host = False
+
+
 class ZooLightningModule(L.LightningModule):
     """Wraps a zoo model for one task (a registered Task or its name: lm | mlm | seq2seq | classification)."""
 
@@ -117,11 +131,8 @@ class ZooLightningModule(L.LightningModule):
         return n > 0 and (self.trainer.global_step + 1) % n == 0
 
     # ------------------------------------------------------------------------------ input checks
-    def on_fit_start(self) -> None:
-        self.model.ids_checked_on_host = True  # on_before_batch_transfer checks them
-
-    def on_fit_end(self) -> None:
-        self.model.ids_checked_on_host = False
+    def configure_callbacks(self) -> list[L.Callback]:
+        return [HostCheckedIds()]
 
     def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         """Range-check the token ids on the host, once per batch, before they move to the device: a bad id
