@@ -24,7 +24,7 @@ from bench.common import Section, goal, interleaved, markdown_table
 
 DRAFT_TOKENS = 4  # draft tokens proposed per speculative round
 SIZES = {
-    False: dict(d_model=384, layers=6, heads=6, vocab=8192, prompt=64, new=128, repeats=3, draft_layers=1,
+    False: dict(d_model=384, layers=6, heads=6, vocab=8192, prompt=64, new=64, repeats=3, draft_layers=1,
                 ppl_rows=8, ppl_len=128),
     True: dict(d_model=32, layers=2, heads=2, vocab=128, prompt=8, new=8, repeats=1, draft_layers=1,
                ppl_rows=2, ppl_len=16),
@@ -84,10 +84,9 @@ def run(quick: bool = False) -> Section:
         "zoo speculative (draft)": lambda: ours.generate(ids, assistant_model=draft, num_assistant_tokens=DRAFT_TOKENS,
                                                           **greedy),
         "zoo int8": lambda: int8.generate(ids, **greedy),
-        "zoo int8 + static cache + compile": lambda: int8.generate(ids, compile=True, **greedy),
     }
     compile_s = {}
-    for name in ("zoo static cache + compile", "zoo int8 + static cache + compile"):
+    for name in ("zoo static cache + compile",):
         start = time.perf_counter()
         sides[name]()  # first call: traces and compiles the one-token step
         compile_s[name] = time.perf_counter() - start
@@ -110,7 +109,6 @@ def run(quick: bool = False) -> Section:
     goals.append(("decoding b1: zoo static cache + compile / HF generate", static_ratio, 2.0))
     spec_ratio = timings["zoo dynamic cache"].median / timings["zoo speculative (draft)"].median
     int8_ratio = timings["zoo dynamic cache"].median / timings["zoo int8"].median
-    int8_compiled = timings["zoo static cache + compile"].median / timings["zoo int8 + static cache + compile"].median
     samples = ours.generate(torch.full((size["ppl_rows"], 1), 3), max_new_tokens=size["ppl_len"] - 1, do_sample=True,
                             seed=0, eos_token_id=[])
     ppl_fp32, ppl_int8 = perplexity(ours, samples), perplexity(int8, samples)
@@ -119,12 +117,10 @@ def run(quick: bool = False) -> Section:
                            rows)
     summary = markdown_table(["measure", "value"], [
         ["static cache + compile / HF generate (goal >= 2)", f"{static_ratio:.2f}x ({goal(static_ratio, 2.0)})"],
-        ["compile seconds (first call minus a steady call), fp32 / int8",
-         " / ".join(f"{s:.1f} s" for s in compile_s.values())],
+        ["compile seconds (first call minus a steady call)", f"{compile_s['zoo static cache + compile']:.1f} s"],
         [f"speculative: acceptance rate ({size['draft_layers']}-layer draft, {DRAFT_TOKENS} tokens per round)", f"{spec.acceptance_rate:.2f}"],
         ["speculative / zoo dynamic cache (speed-up)", f"{spec_ratio:.2f}x"],
         ["int8 / fp32, dynamic cache (speed-up)", f"{int8_ratio:.2f}x"],
-        ["int8 / fp32, static cache + compile (speed-up)", f"{int8_compiled:.2f}x"],
         ["perplexity fp32 -> int8 (change)", f"{ppl_fp32:.3f} -> {ppl_int8:.3f} ({(ppl_int8 / ppl_fp32 - 1):+.2%})"],
     ])
     notes = [
@@ -138,7 +134,9 @@ def run(quick: bool = False) -> Section:
         f"Speculative: draft = the same checkpoint cut to its first {size['draft_layers']} block(s); its output is "
         "the target's greedy output (same tokens column). Random weights: acceptance on a trained pair differs.",
         f"Perplexity: {size['ppl_rows']} x {size['ppl_len']} tokens sampled from the fp32 model (seed 0), scored by "
-        "the fp32 and the int8 model (weight-only int8, per-channel scales, `torch._weight_int8pack_mm`).",
+        "the fp32 and the int8 model (weight-only int8, per-channel scales, `torch._weight_int8pack_mm`). With "
+        "random weights the predictions are near-uniform (perplexity close to the vocabulary size), so this change "
+        "is a weak check; tests/test_quantization.py bounds the logits' error (< 2% relative L2).",
     ]
     data = {"tok_s": {n: new / t.median for n, t in timings.items()}, "compile_s": compile_s,
             "acceptance_rate": spec.acceptance_rate, "ppl": (ppl_fp32, ppl_int8)}
