@@ -77,10 +77,17 @@ def _pretokenize(quick: bool) -> Section:
     return run(quick)
 
 
+def _memory(quick: bool) -> Section:
+    from bench.bench_memory import run
+
+    return run(quick)
+
+
 # name -> section runner, in the issue's order (imports are lazy so one section can run alone)
 SECTIONS: dict[str, Callable[[bool], Section]] = {
     "training": _training, "mfu": _mfu, "generation": _generation, "attention": _attention,
     "tokenizer": _tokenizer, "scaling": _scaling, "parity": _parity, "pretokenize": _pretokenize,
+    "memory": _memory,
 }
 
 METHOD = """\
