@@ -140,7 +140,7 @@ def test_enormous_line_does_not_hang():
 
 
 def test_registry_names():
-    assert sorted(TOKENIZERS) == ["bpe", "char", "file"]
+    assert sorted(TOKENIZERS) == ["bpe", "char", "file", "hf"]
 
 
 def test_registering_a_taken_name_raises():

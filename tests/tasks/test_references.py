@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from zoo.data.specials import SpecialTokens
 from zoo.tasks import TASKS
 from zoo.tasks.classification import Accuracy
 from zoo.training.samples import make_samples
@@ -66,6 +67,7 @@ class WordTokenizer:
     """Ids are positions in a word list; decode joins words (enough for samples and translate)."""
 
     unk_id, eos_id = 0, 1
+    specials = SpecialTokens.plain(unk=0, eos=1)  # nothing framed around a source, as zoo's own tokenizers
 
     def __init__(self, words: list[str]) -> None:
         self.words = ["<unk>", "<eos>", *words]

@@ -26,7 +26,7 @@ from zoo.data.datamodules import (
 )
 from zoo.data.sources import SOURCES
 from zoo.data.sources.translation import exact_match
-from zoo.data.tokenizer import SPECIAL_TOKENS, TOKENIZERS, ZooTokenizer, load_tokenizer
+from zoo.data.tokenizer import SPECIAL_TOKENS, TOKENIZERS, ZooTokenizer, load_hf_tokenizer, load_tokenizer
 
 __all__ = [
     "SOURCES",
@@ -40,6 +40,7 @@ __all__ = [
     "ZooTokenizer",
     "build_data",
     "exact_match",
+    "load_hf_tokenizer",
     "load_tokenizer",
     "model_overrides",
 ]

@@ -37,6 +37,7 @@ from zoo.data.tokenizer import (
     ZooTokenizer,
     build_tokenizer,
     chunk_text,
+    tokenizer_files,
     tokenizer_options,
     validate_tokenizer_cfg,
 )
@@ -53,7 +54,8 @@ log = logging.getLogger(__name__)
 
 
 def encode_documents(tokenizer: ZooTokenizer, docs: list[str], *, append_eos: bool) -> RaggedIds:
-    """Encode ``docs`` (long ones piecewise) into ragged rows, optionally ending each with ``<eos>``."""
+    """Encode ``docs`` (long ones piecewise) into ragged rows; ``append_eos`` frames each as one document of a
+    stream (zoo, GPT-2: ``doc <eos>``; BERT: ``[CLS] doc [SEP]``: ``tokenizer.specials.document``)."""
     pieces, owner = [], []
     for i, doc in enumerate(docs):
         for piece in chunk_text(doc):
@@ -65,8 +67,8 @@ def encode_documents(tokenizer: ZooTokenizer, docs: list[str], *, append_eos: bo
         for doc_index, ids in zip(owner[start : start + ENCODE_BATCH], encoded, strict=True):
             rows[doc_index].extend(ids)
     if append_eos:
-        for row in rows:
-            row.append(tokenizer.eos_id)
+        before, after = tokenizer.specials.document_ends()
+        rows = [[*before, *row, *after] for row in rows]
     return RaggedIds.from_rows(rows, id_dtype(tokenizer.vocab_size))
 
 
@@ -139,14 +141,15 @@ def tokenizer_sample(docs: Documents, tokenizer_cfg: Mapping[str, Any], seed: in
 
 
 def _tokenizer_fingerprint(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The tokenizer config plus, for ``tokenizer=file``, a hash of the file it points at."""
-    if cfg["name"] != "file":
+    """The tokenizer config plus a hash of each file it reads (``tokenizer=file``, ``tokenizer=hf``)."""
+    files = tokenizer_files(cfg)
+    if not files:
         return cfg
-    path = Path(cfg["path"])
-    target = path / "tokenizer.json" if path.is_dir() else path
-    if not target.is_file():
-        raise FileNotFoundError(f"tokenizer.path: tokenizer file not found: {target}")
-    return {**cfg, "sha256": hashlib.sha256(target.read_bytes()).hexdigest()}
+    for target in files:
+        if not target.is_file():
+            raise FileNotFoundError(f"tokenizer.path: tokenizer file not found: {target}")
+    digests = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+    return {**cfg, "sha256": next(iter(digests.values())) if len(digests) == 1 else digests}
 
 
 def build_data(
@@ -190,6 +193,7 @@ def build_data(
     entry = CacheEntry.find(cache_dir / key)
     if entry is None:
         tokenizer = build_tokenizer(tokenizer_cfg, tokenizer_sample(tokenizer_docs, tokenizer_cfg, seed))
+        task.check_tokenizer(tokenizer)  # e.g. mlm needs a mask token: say so before encoding
         # labels belong to the data: a tokenizer file saved by a classification run must not carry its
         # label names into an LM run
         tokenizer.label_names = corpus.label_names if isinstance(corpus, LabelledCorpus) else None
@@ -207,17 +211,13 @@ def build_data(
     common = dict(
         batch_size=batch_size, max_seq_len=max_seq_len, seed=seed, num_workers=data_cfg.get("num_workers", 0)
     )
+    task.check_tokenizer(entry.tokenizer)
     return entry.tokenizer, task.datamodule(entry, loader, **common)
 
 
 def model_overrides(tokenizer: ZooTokenizer) -> dict[str, int]:
     """Model-config fields that come from the tokenizer (``num_labels`` for classification data)."""
-    out = {
-        "vocab_size": tokenizer.vocab_size,
-        "pad_id": tokenizer.pad_id,
-        "bos_id": tokenizer.bos_id,
-        "eos_id": tokenizer.eos_id,
-    }
+    out = {"vocab_size": tokenizer.vocab_size, **tokenizer.specials.model_ids()}  # pad/bos/eos (+ decoder start)
     if tokenizer.label_names is not None:
         out["num_labels"] = len(tokenizer.label_names)
     return out

@@ -43,7 +43,7 @@ class ZooDataModule(L.LightningDataModule):
             num_workers,
         )
         self.datasets: dict[str, Dataset] = {}
-        self.collate = PadCollator(tokenizer.pad_id)
+        self.collate = PadCollator(tokenizer.padding_id)  # pad_id, else eos_id (GPT-2 has no pad)
 
     def _loader(self, split: str, *, sampler: Sampler | None = None, shuffle: bool = False) -> DataLoader:
         if split not in self.datasets:
@@ -115,7 +115,7 @@ class LMDataModule(ZooDataModule):
             mask_prob=self.mask_prob,
             mask_id=self.tokenizer.mask_id,
             vocab_size=self.tokenizer.vocab_size,
-            n_special=len(self.tokenizer.special_ids),
+            special_ids=self.tokenizer.special_ids,
             parts=self.shards if random else 1,
         )
 
@@ -165,7 +165,7 @@ class Seq2SeqDataModule(ZooDataModule):
     def setup(self, stage: str | None = None) -> None:
         tok = self.tokenizer
         self.datasets = {
-            split: PairDataset(src, tgt, max_len=self.max_seq_len, bos_id=tok.bos_id, eos_id=tok.eos_id)
+            split: PairDataset(src, tgt, max_len=self.max_seq_len, specials=tok.specials)
             for split, (src, tgt) in self.pairs.items()
             if len(src) > 0
         }
@@ -194,6 +194,6 @@ class ClassificationDataModule(ZooDataModule):
 
     def setup(self, stage: str | None = None) -> None:
         self.datasets = {
-            split: LabelledDataset(texts, labels, max_len=self.max_seq_len, bos_id=self.tokenizer.bos_id)
+            split: LabelledDataset(texts, labels, max_len=self.max_seq_len, specials=self.tokenizer.specials)
             for split, (texts, labels) in self.examples.items()
         }

@@ -8,13 +8,14 @@ resuming at an epoch reproduces it exactly.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler
 
 from zoo.data.cache import RaggedIds
+from zoo.data.specials import SpecialTokens
 from zoo.utils import IGNORE_INDEX
 
 Example = dict[str, torch.Tensor]
@@ -45,14 +46,17 @@ class EpochKeySampler(Sampler[int]):
 
 
 def mask_tokens(
-    ids: np.ndarray, rng: np.random.Generator, *, prob: float, mask_id: int, vocab_size: int, n_special: int
+    ids: np.ndarray, rng: np.random.Generator, *, prob: float, mask_id: int, vocab_size: int, n_special: int = 5,
+    special_ids: Sequence[int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """BERT masking: pick ``prob`` of non-special positions (at least one); of those 80% -> ``<mask>``,
     10% -> a random non-special token, 10% unchanged. Returns ``(inputs, labels)``; labels are
-    ``IGNORE_INDEX`` except at picked positions."""
+    ``IGNORE_INDEX`` except at picked positions. The specials are ``special_ids`` (the tokenizer's, any
+    ids), or ``0 .. n_special - 1`` (zoo's fixed ids) when it is None."""
     ids = ids.astype(np.int64)
     labels = np.full_like(ids, IGNORE_INDEX)
-    candidates = np.flatnonzero(ids >= n_special)
+    specials = np.arange(n_special) if special_ids is None else np.unique(np.asarray(special_ids, dtype=np.int64))
+    candidates = np.flatnonzero(~np.isin(ids, specials))
     if len(candidates) == 0:
         return ids, labels
     picked = candidates[rng.random(len(candidates)) < prob]
@@ -63,7 +67,10 @@ def mask_tokens(
     roll = rng.random(len(picked))
     inputs[picked[roll < 0.8]] = mask_id
     randomised = picked[(roll >= 0.8) & (roll < 0.9)]
-    inputs[randomised] = rng.integers(n_special, vocab_size, size=len(randomised))
+    drawn = rng.integers(0, vocab_size - len(specials), size=len(randomised))  # rank among non-special ids
+    for special in specials:  # ascending: the rank-th id that is not special
+        drawn += drawn >= special
+    inputs[randomised] = drawn
     return inputs, labels
 
 
@@ -94,6 +101,7 @@ class LMBlocks(Dataset):
         mask_id: int = 4,
         vocab_size: int = 0,
         n_special: int = 5,
+        special_ids: Sequence[int] | None = None,
         parts: int = 1,
     ) -> None:
         self.causal = mask_prob is None
@@ -103,7 +111,8 @@ class LMBlocks(Dataset):
         if self.causal and len(stream) < 2:
             raise ValueError("token stream has 1 token; causal LM needs at least 2 (an input and its target)")
         self.stream, self.block_len, self.random, self.seed = stream, block_len, random, seed
-        self.mask = dict(prob=mask_prob, mask_id=mask_id, vocab_size=vocab_size, n_special=n_special)
+        self.mask = dict(prob=mask_prob, mask_id=mask_id, vocab_size=vocab_size, n_special=n_special,
+                         special_ids=special_ids)
         if not isinstance(parts, int) or parts < 1:
             raise ValueError(f"data.shards={parts!r} must be a positive int")
         self.parts = max(1, min(parts, len(stream) // self.span))  # every part holds at least one whole window
@@ -134,35 +143,41 @@ class LMBlocks(Dataset):
 
 
 class PairDataset(Dataset):
-    """Seq2seq examples: source ids, ``[bos] + target`` decoder inputs and ``target + [eos]`` labels."""
+    """Seq2seq examples framed by the tokenizer's ``specials`` (zoo: source ids, ``[bos] + target`` decoder
+    inputs, ``target + [eos]`` labels; T5: ``source </s>``, ``<pad> target``, ``target </s>``). Without
+    ``specials``, zoo's layout with ``bos_id``/``eos_id``."""
 
-    def __init__(self, src: RaggedIds, tgt: RaggedIds, *, max_len: int, bos_id: int, eos_id: int) -> None:
+    def __init__(self, src: RaggedIds, tgt: RaggedIds, *, max_len: int, bos_id: int | None = None,
+                 eos_id: int | None = None, specials: SpecialTokens | None = None) -> None:
         if len(src) != len(tgt):
             raise ValueError(f"{len(src)} sources but {len(tgt)} targets")
-        self.src, self.tgt, self.max_len, self.bos_id, self.eos_id = src, tgt, max_len, bos_id, eos_id
+        self.src, self.tgt, self.max_len = src, tgt, max_len
+        self.specials = specials or SpecialTokens.plain(bos=bos_id, eos=eos_id)
 
     def __len__(self) -> int:
         return len(self.src)
 
     def __getitem__(self, i: int) -> Example:
-        src = torch.from_numpy(self.src[i][: self.max_len].astype(np.int64))
-        tgt = torch.from_numpy(self.tgt[i][: self.max_len - 1].astype(np.int64))
+        decoder_inputs, labels = self.specials.target(self.tgt[i], self.max_len)
         return {
-            "input_ids": src,
-            "decoder_input_ids": torch.cat([torch.tensor([self.bos_id]), tgt]),
-            "labels": torch.cat([tgt, torch.tensor([self.eos_id])]),
+            "input_ids": torch.from_numpy(self.specials.source(self.src[i], self.max_len)),
+            "decoder_input_ids": torch.from_numpy(decoder_inputs),
+            "labels": torch.from_numpy(labels),
         }
 
 
 class LabelledDataset(Dataset):
-    """Classification examples: ``[bos] + text`` (``<bos>`` doubles as a CLS position) and a label."""
+    """Classification examples framed by the tokenizer's ``specials`` (zoo: ``[bos] + text``, ``<bos>``
+    doubling as the CLS position; BERT: ``[CLS] text [SEP]``) and a label."""
 
-    def __init__(self, texts: RaggedIds, labels: np.ndarray, *, max_len: int, bos_id: int) -> None:
-        self.texts, self.labels, self.max_len, self.bos_id = texts, labels, max_len, bos_id
+    def __init__(self, texts: RaggedIds, labels: np.ndarray, *, max_len: int, bos_id: int | None = None,
+                 specials: SpecialTokens | None = None) -> None:
+        self.texts, self.labels, self.max_len = texts, labels, max_len
+        self.specials = specials or SpecialTokens.plain(bos=bos_id)
 
     def __len__(self) -> int:
         return len(self.texts)
 
     def __getitem__(self, i: int) -> Example:
-        ids = np.concatenate([[self.bos_id], self.texts[i][: self.max_len - 1]]).astype(np.int64)
+        ids = self.specials.classification(self.texts[i], self.max_len)
         return {"input_ids": torch.from_numpy(ids), "labels": torch.tensor(int(self.labels[i]))}

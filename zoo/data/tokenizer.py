@@ -1,8 +1,11 @@
-"""Tokenizers: byte-level BPE (default), character-level, or a ``tokenizer.json`` file.
+"""Tokenizers: byte-level BPE (default), character-level, a ``tokenizer.json`` file, or a Hugging Face
+tokenizer folder (``tokenizer=hf``, zoo/data/hf_tokenizer.py).
 
-All three are Hugging Face ``tokenizers`` objects wrapped by :class:`ZooTokenizer`, with the
-special tokens ``<pad>=0 <bos>=1 <eos>=2 <unk>=3 <mask>=4`` at fixed ids. ``encode`` adds no
-special tokens; literal text such as ``"<pad>"`` is encoded as ordinary bytes, never as a special id.
+All are Hugging Face ``tokenizers`` objects wrapped by :class:`ZooTokenizer`. zoo's own (bpe, char, file)
+have the special tokens ``<pad>=0 <bos>=1 <eos>=2 <unk>=3 <mask>=4`` at fixed ids; a Hugging Face folder
+keeps its own tokens and ids. Either way the ids are properties of the instance (``tok.pad_id``...,
+``None`` where the tokenizer has none) and ``tok.specials`` frames sequences for each task. ``encode``
+adds no special tokens; literal text such as ``"<pad>"`` is encoded as ordinary text, never as a special id.
 
 Registry: ``TOKENIZERS.get(name)(texts, **cfg) -> ZooTokenizer`` where ``texts`` is the training split;
 each builder's keyword parameters are the ``tokenizer.*`` keys and their hints the values allowed.
@@ -21,6 +24,7 @@ from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HFTokenizer
 
 from zoo.data.cache import atomic_write_bytes, atomic_write_json
+from zoo.data.specials import SpecialTokens
 from zoo.options import TEXT, Options, check_entry, integer, optional
 from zoo.registry import Registry
 
@@ -31,19 +35,47 @@ CHUNK_CHARS = 1024  # longest piece handed to the BPE trainer/encoder (a huge li
 TOKENIZER_FILE = "tokenizer.json"
 META_FILE = "zoo_tokenizer.json"
 LABELS_FILE = "labels.json"
+ZOO_SPECIALS = SpecialTokens(
+    ids={"pad": PAD_ID, "bos": BOS_ID, "eos": EOS_ID, "unk": UNK_ID, "mask": MASK_ID},
+    all_ids=tuple(range(len(SPECIAL_TOKENS))),
+    tokens={"pad": "<pad>", "bos": "<bos>", "eos": "<eos>", "unk": "<unk>", "mask": "<mask>"},
+)
 
 
 class ZooTokenizer:
-    """A trained tokenizer with fixed special ids; optionally carries classification label names."""
+    """A tokenizer and its special tokens; optionally carries classification label names.
 
-    def __init__(self, hf: HFTokenizer, kind: str, label_names: Sequence[str] | None = None) -> None:
-        check_special_tokens(hf, source=f"{kind} tokenizer")
+    ``specials=None`` (zoo's own kinds) means the fixed ids 0-4, checked against ``hf``; a Hugging Face
+    folder passes the :class:`SpecialTokens` read from its config (``load_hf_tokenizer``)."""
+
+    def __init__(self, hf: HFTokenizer, kind: str, label_names: Sequence[str] | None = None,
+                 specials: SpecialTokens | None = None) -> None:
+        if specials is None:
+            check_special_tokens(hf, source=f"{kind} tokenizer")
         hf.encode_special_tokens = True  # "<pad>" in user text is text, not a special token
         self.hf = hf
         self.kind = kind
+        self.specials = ZOO_SPECIALS if specials is None else specials
         self.label_names = list(label_names) if label_names is not None else None
 
-    pad_id, bos_id, eos_id, unk_id, mask_id = PAD_ID, BOS_ID, EOS_ID, UNK_ID, MASK_ID
+    # special ids of this tokenizer; None where it has no such token (GPT-2 has no pad, BERT no bos/eos)
+    pad_id = property(lambda self: self.specials["pad"])
+    bos_id = property(lambda self: self.specials["bos"])
+    eos_id = property(lambda self: self.specials["eos"])
+    unk_id = property(lambda self: self.specials["unk"])
+    mask_id = property(lambda self: self.specials["mask"])
+    cls_id = property(lambda self: self.specials["cls"])
+    sep_id = property(lambda self: self.specials["sep"])
+
+    @property
+    def padding_id(self) -> int:
+        """The id batches are padded with: pad_id, else eos_id (GPT-2), else 0; pads are masked and -100."""
+        return self.specials.padding_id
+
+    @property
+    def decoder_start_id(self) -> int:
+        """The first decoder input of a seq2seq target: bos_id, else padding_id (T5)."""
+        return self.specials.decoder_start_id
 
     @property
     def vocab_size(self) -> int:
@@ -51,7 +83,8 @@ class ZooTokenizer:
 
     @property
     def special_ids(self) -> tuple[int, ...]:
-        return tuple(range(len(SPECIAL_TOKENS)))
+        """Every special id (MLM never masks these)."""
+        return self.specials.all_ids
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` without any special tokens added."""
@@ -78,11 +111,23 @@ class ZooTokenizer:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(directory / TOKENIZER_FILE, self.hf.to_str().encode("utf-8"))
-        meta = {"kind": self.kind, "special_tokens": dict(zip(SPECIAL_TOKENS, range(5), strict=True))}
+        if self.specials is ZOO_SPECIALS:
+            meta = {"kind": self.kind, "special_tokens": dict(zip(SPECIAL_TOKENS, range(5), strict=True))}
+        else:  # a foreign tokenizer: its role -> token text, read back by load_tokenizer
+            meta = {"kind": self.kind, "roles": dict(self.specials.tokens),
+                    "special_tokens": {self.hf.id_to_token(i): i for i in self.special_ids}}
         atomic_write_json(directory / META_FILE, meta)
         if self.label_names is not None:
             atomic_write_json(directory / LABELS_FILE, self.label_names)
         return directory
+
+    def save_hf(self, directory: str | os.PathLike) -> Path:
+        """Write a Hugging Face tokenizer folder (``tokenizer.json``, ``tokenizer_config.json``,
+        ``special_tokens_map.json``) that ``transformers.AutoTokenizer.from_pretrained`` loads with the same
+        ids as this tokenizer (special-token text in input stays text there too: ``split_special_tokens``)."""
+        from zoo.data.hf_tokenizer import write_hf_folder
+
+        return write_hf_folder(self, directory)
 
     def __repr__(self) -> str:
         return f"ZooTokenizer(kind={self.kind!r}, vocab_size={self.vocab_size})"
@@ -117,12 +162,17 @@ def load_tokenizer(directory: str | os.PathLike) -> ZooTokenizer:
     if not directory.is_dir():
         raise FileNotFoundError(f"tokenizer directory not found: {directory}")
     hf = read_hf_tokenizer(directory / TOKENIZER_FILE)
-    kind, labels = "file", None
+    kind, labels, specials = "file", None, None
     if (directory / META_FILE).is_file():
-        kind = _read_json(directory / META_FILE).get("kind", "file")
+        meta = _read_json(directory / META_FILE)
+        kind = meta.get("kind", "file")
+        if "roles" in meta:  # saved from a Hugging Face folder: its own special tokens
+            from zoo.data.hf_tokenizer import specials_from_roles
+
+            specials = specials_from_roles(hf, meta["roles"], meta.get("special_tokens", {}), directory / META_FILE)
     if (directory / LABELS_FILE).is_file():
         labels = _read_json(directory / LABELS_FILE)
-    return ZooTokenizer(hf, kind=kind, label_names=labels)
+    return ZooTokenizer(hf, kind=kind, label_names=labels, specials=specials)
 
 
 def _read_json(path: Path) -> Any:
@@ -250,3 +300,18 @@ def tokenizer_from_file(texts: Sequence[str], *, path: str) -> ZooTokenizer:
     """A pre-built tokenizer: a ``tokenizer.json`` file or a directory saved by ``ZooTokenizer.save``."""
     del texts  # nothing to train
     return load_tokenizer(path)
+
+
+TOKENIZER_FILES: dict[str, Callable[[Path], list[Path]]] = {
+    "file": lambda path: [path / TOKENIZER_FILE if path.is_dir() else path],
+}  # tokenizer name -> the files its `path` names (a tokenizer read from files registers one here)
+
+
+def tokenizer_files(cfg: Mapping[str, Any]) -> list[Path]:
+    """The files a tokenizer config reads (hashed into the data cache key); [] for a trained tokenizer."""
+    files_of = TOKENIZER_FILES.get(cfg["name"])
+    return files_of(Path(cfg["path"])) if files_of else []
+
+
+# tokenizer=hf lives in its own module, which builds on the names above and registers itself on import
+from zoo.data.hf_tokenizer import load_hf_tokenizer  # noqa: E402, F401  (re-exported)

@@ -44,6 +44,8 @@ class Task:
     perplexity: bool = True  # the loss is a per-token cross-entropy over the vocabulary: exp(loss) means something
     label_smoothing: bool = False  # training_loss implements label smoothing
     has_references: bool = False  # validation examples carry reference texts (the exact_match callback)
+    # special tokens its data needs from the tokenizer; each group: any one of those roles (check_tokenizer)
+    needed_specials: tuple[tuple[str, ...], ...] = ()
     chunked_loss: bool = False  # loss_from_hidden is implemented: memory.loss_chunk_size applies
     # name -> fn(outputs, references): what the exact_match callback logs as val/<name> (has_references)
     reference_metrics: Mapping[str, Callable[[Sequence[str], Sequence[str]], float]] = types.MappingProxyType(
@@ -82,6 +84,15 @@ class Task:
     def model_config(self, cfg: ModelConfig, tokenizer) -> ModelConfig:
         """`cfg` completed by the data: vocabulary size and special token ids from the tokenizer."""
         return dataclasses.replace(cfg, **model_overrides(tokenizer))
+
+    def check_tokenizer(self, tokenizer) -> None:
+        """Raise ValueError, before any text is encoded, when the tokenizer lacks a special token this task's
+        data needs (`needed_specials`: mlm a mask token, seq2seq an eos, classification a cls or bos)."""
+        for roles in self.needed_specials:
+            if all(tokenizer.specials[role] is None for role in roles):
+                have = {role: token for role, token in tokenizer.specials.tokens.items() if token is not None}
+                raise ValueError(f"task={self.name} needs a {' or '.join(roles)} token, but the tokenizer "
+                                 f"({tokenizer!r}) has none; its special tokens: {have}")
 
     # --------------------------------------------------------------------------------- data
     def datamodule(self, entry, loader: Mapping[str, Any], **common: Any) -> ZooDataModule:
@@ -166,6 +177,7 @@ class StreamTask(Task):
 
     corpus_kind = "text"
     user_data = "data=text data.files=..."
+    needed_specials = (("eos", "sep"),)  # ends each document of the stream
 
     def with_epoch(self, data_cfg: dict[str, Any], examples_per_eval: int) -> dict[str, Any]:
         """One epoch = one evaluation interval (unless data.blocks_per_epoch is given): validation and

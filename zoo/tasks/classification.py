@@ -47,6 +47,7 @@ class Classification(Task):
     user_data = "data=classification data.path=..."
     corpus_kind = "labelled"
     perplexity = False
+    needed_specials = (("cls", "bos"),)  # the first token, which the classifier pools
 
     def check_model(self, cfg: ModelConfig) -> None:
         """model.num_labels may still be 0: the data gives it (model_config); the rest is checked now."""

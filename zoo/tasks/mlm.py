@@ -23,6 +23,7 @@ class MaskedLanguageModelling(StreamTask):
     name = "mlm"
     archs = ("encoder",)
     builtin_data = "stdlib_text"
+    needed_specials = (("eos", "sep"), ("mask",))
 
     def datamodule(self, entry, loader: Mapping[str, Any], **common: Any) -> MLMDataModule:
         mask_prob = loader.get("mask_prob")

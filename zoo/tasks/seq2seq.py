@@ -28,6 +28,7 @@ class SequenceToSequence(Task):
     corpus_kind = "pairs"
     label_smoothing = True
     has_references = True
+    needed_specials = (("eos",),)  # ends every target
     reference_metrics = types.MappingProxyType({"exact_match": exact_match, "bleu": bleu, "chrf": chrf})
 
     def datamodule(self, entry, loader: Mapping[str, Any], **common: Any) -> Seq2SeqDataModule:

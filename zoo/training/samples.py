@@ -31,7 +31,9 @@ def translate(model, tokenizer, sources: Sequence[str], *, max_new_tokens: int, 
     out: list[str] = []
     max_src = model.config.max_seq_len
     for start in range(0, len(sources), batch_size):
-        ids = [tokenizer.encode(s)[:max_src] or [tokenizer.unk_id] for s in sources[start : start + batch_size]]
+        # framed as in training (T5: `x </s>`); an empty source becomes one unknown token
+        ids = [tokenizer.specials.source(tokenizer.encode(s), max_src).tolist() or [tokenizer.unk_id or 0]
+               for s in sources[start : start + batch_size]]
         seqs = model.generate(ids, max_new_tokens=max_new_tokens, eos_token_id=tokenizer.eos_id)  # (N, L)
         out.extend(tokenizer.decode(row) for row in seqs)
     return out
