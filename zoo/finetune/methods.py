@@ -37,7 +37,7 @@ def _train_fresh(model: nn.Module, fresh: Collection[str]) -> None:
 def full(model: nn.Module, fresh: Collection[str] = ()) -> Applied:
     """Every parameter trains."""
     model.requires_grad_(True)
-    return Applied("full fine-tuning: every parameter trains")
+    return Applied("every parameter trains (finetune=full)")
 
 
 @FINETUNES.register("lora")
