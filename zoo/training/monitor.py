@@ -22,14 +22,15 @@ def reference_metric_names(task: Task) -> list[str]:
 
 
 def monitorable_metrics(task: Task, callbacks: Mapping[str, Any] | None) -> list[str]:
-    """Every metric logged by validation time, which ModelCheckpoint can follow: the validation loss (and
-    perplexity), the task's validation metrics, the reference metrics when their callback is on, and the
-    latest training loss."""
+    """Every metric logged at each validation, which ModelCheckpoint can follow: the validation loss (and
+    perplexity), the task's validation metrics and the reference metrics when their callback is on. (Training
+    values are left out: they are logged only every trainer.log_every_n_steps steps, so a validation may
+    come before the first of them.)"""
     callbacks = callbacks or {}
     names = ["val/loss", *(["val/ppl"] if task.perplexity else []), *(f"val/{n}" for n in task.val_metrics())]
     if _enabled(callbacks, "exact_match"):
         names += reference_metric_names(task)
-    return [*names, "train/loss"]
+    return names
 
 
 def check_monitor(callbacks: Mapping[str, Any] | None, task: Task) -> None:
