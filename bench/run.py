@@ -77,6 +77,12 @@ def _pretokenize(quick: bool) -> Section:
     return run(quick)
 
 
+def _batching(quick: bool) -> Section:
+    from bench.bench_batching import run
+
+    return run(quick)
+
+
 def _memory(quick: bool) -> Section:
     from bench.bench_memory import run
 
@@ -88,6 +94,7 @@ SECTIONS: dict[str, Callable[[bool], Section]] = {
     "training": _training, "mfu": _mfu, "generation": _generation, "attention": _attention,
     "tokenizer": _tokenizer, "scaling": _scaling, "parity": _parity, "pretokenize": _pretokenize,
     "memory": _memory,
+    "batching": _batching,
 }
 
 METHOD = """\

@@ -209,7 +209,10 @@ def build_data(
         entry = CacheEntry.publish(cache_dir, key, tokenizer, arrays, manifest, stream=stream)
     loader = {k: data_cfg.get(k) for k in ("blocks_per_epoch", "mask_prob", "shards")}
     common = dict(
-        batch_size=batch_size, max_seq_len=max_seq_len, seed=seed, num_workers=data_cfg.get("num_workers", 0)
+        batch_size=batch_size, max_seq_len=max_seq_len, seed=seed, num_workers=data_cfg.get("num_workers", 0),
+        max_tokens=data_cfg.get("max_tokens"), truncate=data_cfg.get("truncate", True),
+        document_mask=data_cfg.get("document_mask", False),
+        origin=" ".join(f"data.{k}={data_cfg[k]}" for k in ("name", "path", "files", "dataset") if data_cfg.get(k)),
     )
     task.check_tokenizer(entry.tokenizer)
     return entry.tokenizer, task.datamodule(entry, loader, **common)

@@ -15,6 +15,7 @@ PAD_RULES: dict[str, tuple[str, str | None]] = {
     "decoder_input_ids": ("pad", "decoder_attention_mask"),
     "labels": ("ignore", None),
     "targets": ("ignore", None),  # causal LM: the next token of each input position
+    "document_ids": ("new_document", None),  # packed documents (zoo.data.packing): a row's pads form one more document
 }
 
 
@@ -37,6 +38,8 @@ class PadCollator:
             padded = torch.full((len(values), int(lengths.max())), pad_value, dtype=torch.long)  # (B, T)
             for row, v in enumerate(values):
                 padded[row, : len(v)] = v
+                if fill == "new_document" and len(v):  # ids stay non-decreasing; pads attend only to pads
+                    padded[row, len(v):] = int(v.max()) + 1
             batch[key] = padded
             if mask_key is not None:
                 batch[mask_key] = (torch.arange(padded.shape[1])[None, :] < lengths[:, None]).long()  # (B, T)

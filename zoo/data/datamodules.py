@@ -6,6 +6,10 @@ classification ``labels`` are (B,). Causal LM batches carry ``targets`` (B, T) i
 next token of each position, already shifted (so ``model(**batch)`` refuses them rather than shift twice).
 Usable with ``Trainer.fit`` or by hand:
 ``dm.setup("fit"); next(iter(dm.train_dataloader()))``.
+
+Orders are keyed by ``(seed, epoch)`` (zoo.data.batching) and the data module's state holds where in the
+epoch a checkpoint was taken, so a run resumed mid-epoch continues with the batches it would have drawn.
+``data.max_tokens`` (seq2seq, classification) batches similar lengths within a padded-token budget.
 """
 
 from __future__ import annotations
@@ -17,19 +21,33 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from zoo.data.batching import EpochSampler, EpochShuffle, TokenBudgetBatches, count_overlong, wanted_lengths
 from zoo.data.cache import RaggedIds
 from zoo.data.collate import PadCollator
 from zoo.data.datasets import EpochKeySampler, LabelledDataset, LMBlocks, PairDataset
+from zoo.data.packing import DocumentWindows
 from zoo.data.tokenizer import ZooTokenizer
 
 
 class ZooDataModule(L.LightningDataModule):
     """Shared loader settings; subclasses fill ``self.datasets`` in ``setup``."""
 
+    packs_documents = False  # its examples are windows of packed documents (data.document_mask applies)
+
     def __init__(
-        self, tokenizer: ZooTokenizer, *, batch_size: int, max_seq_len: int, seed: int, num_workers: int = 0
+        self, tokenizer: ZooTokenizer, *, batch_size: int, max_seq_len: int, seed: int, num_workers: int = 0,
+        max_tokens: int | None = None, truncate: bool = True, origin: str = "data", document_mask: bool = False,
     ) -> None:
         super().__init__()
+        if document_mask and not self.packs_documents:
+            raise ValueError(f"data.document_mask=true applies to LM/MLM windows of packed documents; "
+                             f"{type(self).__name__} examples are not packed: leave data.document_mask=false")
+        self.document_mask = bool(document_mask)
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            raise ValueError(f"data.max_tokens={max_tokens!r} must be a positive int or null")
+        self.max_tokens, self.truncate, self.origin = max_tokens, truncate, origin  # origin: the data, for messages
+        self.overlong: dict[str, int] = {}  # split -> examples longer than max_seq_len (cut: data.truncate)
+        self.resume_at: dict[str, int] | None = None  # {"epoch", "batches"} of a mid-epoch checkpoint
         for key, value in (("batch_size", batch_size), ("max_seq_len", max_seq_len)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{key}={value!r} must be a positive int")
@@ -45,17 +63,20 @@ class ZooDataModule(L.LightningDataModule):
         self.datasets: dict[str, Dataset] = {}
         self.collate = PadCollator(tokenizer.padding_id)  # pad_id, else eos_id (GPT-2 has no pad)
 
-    def _loader(self, split: str, *, sampler: Sampler | None = None, shuffle: bool = False) -> DataLoader:
+    def _loader(self, split: str, *, sampler: Sampler | None = None, shuffle: bool = False,
+                batch_sampler: Sampler | None = None) -> DataLoader:
         if split not in self.datasets:
             self.setup("fit" if split in ("train", "val") else "test")
         if split not in self.datasets:
             raise ValueError(f"this dataset has no {split!r} split; available: {sorted(self.datasets)}")
-        generator = torch.Generator().manual_seed(self.seed) if shuffle else None
+        # its own generator even when nothing is shuffled: starting an iterator then draws its worker seed from it,
+        # not from torch's global RNG (dropout), which a resumed run restores as of its checkpoint
+        generator = torch.Generator().manual_seed(self.seed)
+        order = dict(batch_sampler=batch_sampler) if batch_sampler is not None else dict(
+            batch_size=self.batch_size, shuffle=shuffle, sampler=sampler)
         return DataLoader(
             self.datasets[split],
-            batch_size=self.batch_size,
-            shuffle=shuffle,
-            sampler=sampler,
+            **order,
             generator=generator,
             collate_fn=self.collate,
             num_workers=self.num_workers,
@@ -64,17 +85,56 @@ class ZooDataModule(L.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader("train", shuffle=True)
+        return self._ordered("train", shuffle=True)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader("val")
+        return self._ordered("val", shuffle=False)
+
+    def example_sizes(self, split: str) -> tuple[np.ndarray, np.ndarray | None]:
+        """(N,) batch-row cost of each example of `split` and (N,) tie order, or None: what data.max_tokens
+        buckets by (data modules whose examples vary in length)."""
+        raise ValueError(f"data.max_tokens applies to examples of varying length (seq2seq, classification); "
+                         f"{type(self).__name__} windows are all model.max_seq_len tokens: use batch_size")
+
+    def _world(self) -> int:
+        return self.trainer.world_size if self.trainer is not None else 1
+
+    def _ordered(self, split: str, *, shuffle: bool) -> DataLoader:
+        """A finite split's loader: epoch-keyed shuffle (training) or file order, in batch_size batches or
+        (data.max_tokens) token-budget batches of the whole global batch (sharded by zoo.training.distributed)."""
+        if split not in self.datasets:
+            self.setup("fit" if split in ("train", "val") else "test")
+        if self.max_tokens is None:
+            if not shuffle:
+                return self._loader(split)
+            return self._loader(split, sampler=self._resumed(EpochShuffle(len(self.datasets[split]), self.seed)))
+        sizes, ties = self.example_sizes(split)
+        world = self._world()
+        batches = TokenBudgetBatches(sizes, self.max_tokens * world, self.seed, ties=ties, shuffle=shuffle,
+                                     min_size=world)
+        return self._loader(split, batch_sampler=self._resumed(batches, per_batch=1) if shuffle else batches)
+
+    def _resumed(self, sampler: EpochSampler, per_batch: int | None = None) -> EpochSampler:
+        """`sampler`, told to start its checkpoint epoch after the batches already trained (`per_batch` items
+        each; default: a global batch of samples)."""
+        if self.resume_at is not None:
+            per_batch = per_batch or self.batch_size * self._world()
+            sampler.resume(self.resume_at["epoch"], self.resume_at["batches"] * per_batch)
+        return sampler
 
     def state_dict(self) -> dict[str, Any]:
-        # Shuffling is keyed by (seed, epoch), which Lightning restores, so the seed is the state.
-        return {"seed": self.seed}
+        """The seed, and during fit where in the epoch the checkpoint is taken: orders are keyed by (seed,
+        epoch), so (epoch, batches done) is the whole data position."""
+        state: dict[str, Any] = {"seed": self.seed}
+        trainer = self.trainer
+        if trainer is not None and trainer.state.fn == "fit":
+            done = trainer.fit_loop.epoch_loop.batch_progress.current.completed
+            state["position"] = {"epoch": trainer.current_epoch, "batches": int(done)}
+        return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.seed = int(state_dict.get("seed", self.seed))
+        self.resume_at = state_dict.get("position")
 
 
 DEFAULT_SHARDS = 8  # data.shards: LM/MLM training-stream parts; ranks of a 1/2/4/8-process run read disjoint ones
@@ -87,6 +147,7 @@ class LMDataModule(ZooDataModule):
     which shifts; the lm task computes the loss)."""
 
     mask_prob: float | None = None
+    packs_documents = True
 
     def __init__(
         self,
@@ -104,6 +165,8 @@ class LMDataModule(ZooDataModule):
             raise ValueError(f"data.shards={shards!r} must be a positive int or null (= {DEFAULT_SHARDS})")
         self.shards = DEFAULT_SHARDS if shards is None else shards
         self.train_parts = 1  # the training stream's parts (LMBlocks.parts), known after setup
+        if self.max_tokens is not None:
+            self.example_sizes("train")  # raises: windows are all max_seq_len tokens
         self.streams, self.blocks_per_epoch = streams, blocks_per_epoch
 
     def _blocks(self, split: str, random: bool) -> LMBlocks:
@@ -122,13 +185,15 @@ class LMDataModule(ZooDataModule):
     def setup(self, stage: str | None = None) -> None:
         self.datasets = {"train": self._blocks("train", True), "val": self._blocks("val", False)}
         self.train_parts = self.datasets["train"].parts
+        if self.document_mask:  # windows carry document_ids: attention and positions per packed document
+            self.datasets = {s: DocumentWindows(d, self.tokenizer.eos_id) for s, d in self.datasets.items()}
 
     def train_dataloader(self) -> DataLoader:
         if "train" not in self.datasets:
             self.setup("fit")
         n = self.blocks_per_epoch or len(self.datasets["train"])  # default: one stream's worth of tokens
         stride = -(-n // self.train_parts) * self.train_parts  # each epoch's keys start at a multiple of parts
-        return self._loader("train", sampler=EpochKeySampler(n, stride=stride))
+        return self._loader("train", sampler=self._resumed(EpochKeySampler(n, stride=stride)))
 
 
 class MLMDataModule(LMDataModule):
@@ -161,6 +226,22 @@ class Seq2SeqDataModule(ZooDataModule):
     ) -> None:
         super().__init__(tokenizer, **kwargs)
         self.pairs, self.test_pairs = pairs, test_pairs or []
+        self.setup("fit")
+        self.wanted = {split: self._wanted(split) for split in self.datasets}  # split -> side -> (N,) lengths
+        self.overlong = {split: count_overlong(split, wanted, self.max_seq_len, truncate=self.truncate,
+                                               origin=self.origin) for split, wanted in self.wanted.items()}
+
+    def _wanted(self, split: str) -> dict[str, np.ndarray]:
+        """source / target -> (N,) framed lengths before any cut (decoder inputs: the target side)."""
+        src, tgt = self.pairs[split]
+        dataset = self.datasets[split]
+        return {"source": wanted_lengths(np.diff(src.offsets), lambda i: len(dataset[i]["input_ids"])),
+                "target": wanted_lengths(np.diff(tgt.offsets), lambda i: len(dataset[i]["decoder_input_ids"]))}
+
+    def example_sizes(self, split: str) -> tuple[np.ndarray, np.ndarray]:
+        """A pair costs its longer side per batch row (as cut to max_seq_len); ties ordered by target length."""
+        src, tgt = (np.minimum(self.wanted[split][side], self.max_seq_len) for side in ("source", "target"))
+        return np.maximum(src, tgt), tgt
 
     def setup(self, stage: str | None = None) -> None:
         tok = self.tokenizer
@@ -187,6 +268,18 @@ class ClassificationDataModule(ZooDataModule):
     ) -> None:
         super().__init__(tokenizer, **kwargs)
         self.examples, self.label_names = examples, label_names
+        self.setup("fit")
+        self.wanted = {split: {"text": self._wanted(split)} for split in self.datasets}  # split -> (N,) lengths
+        self.overlong = {split: count_overlong(split, wanted, self.max_seq_len, truncate=self.truncate,
+                                               origin=self.origin) for split, wanted in self.wanted.items()}
+
+    def _wanted(self, split: str) -> np.ndarray:
+        """(N,) framed text lengths before any cut."""
+        dataset = self.datasets[split]
+        return wanted_lengths(np.diff(self.examples[split][0].offsets), lambda i: len(dataset[i]["input_ids"]))
+
+    def example_sizes(self, split: str) -> tuple[np.ndarray, None]:
+        return np.minimum(self.wanted[split]["text"], self.max_seq_len), None
 
     @property
     def num_labels(self) -> int:

@@ -8,12 +8,13 @@ resuming at an epoch reproduces it exactly.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset, Sampler
+from torch.utils.data import Dataset
 
+from zoo.data.batching import EpochSampler
 from zoo.data.cache import RaggedIds
 from zoo.data.specials import SpecialTokens
 from zoo.utils import IGNORE_INDEX
@@ -21,25 +22,23 @@ from zoo.utils import IGNORE_INDEX
 Example = dict[str, torch.Tensor]
 
 
-class EpochKeySampler(Sampler[int]):
-    """Yields ``num_samples`` fresh integer keys per epoch; Lightning calls ``set_epoch``."""
+class EpochKeySampler(EpochSampler):
+    """Yields ``num_samples`` fresh integer keys per epoch; Lightning calls ``set_epoch`` (and a resumed run
+    ``resume``: zoo.data.batching.EpochSampler)."""
 
     def __init__(self, num_samples: int, stride: int | None = None) -> None:
         if num_samples < 1:
             raise ValueError(f"num_samples={num_samples} must be >= 1")
         if stride is not None and stride < num_samples:
             raise ValueError(f"stride={stride} must be >= num_samples={num_samples} (epochs would share keys)")
+        super().__init__(seed=0)  # the keys are the randomness: the dataset draws from (its seed, key)
         # epoch e starts at key e * stride: a stride that is a multiple of LMBlocks.parts puts the i-th key of
         # every epoch in part i % parts, so a rank keeps its parts from epoch to epoch
         self.num_samples, self.stride = num_samples, stride or num_samples
-        self.epoch = 0
 
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __iter__(self) -> Iterator[int]:
+    def items(self) -> range:
         start = self.epoch * self.stride
-        return iter(range(start, start + self.num_samples))
+        return range(start, start + self.num_samples)
 
     def __len__(self) -> int:
         return self.num_samples

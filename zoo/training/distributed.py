@@ -8,6 +8,8 @@ from collections.abc import Iterator
 
 from torch.utils.data import DataLoader, Sampler
 
+from zoo.data.batching import ShardedBatches
+
 
 class ShardedSampler(Sampler[int]):
     """Every `world`-th item of `inner`, starting at `rank`. With `pad`, a process short of an item repeats its
@@ -44,8 +46,12 @@ def sharded(loader: DataLoader, rank: int, world: int, *, pad: bool) -> DataLoad
     """The same loader reading only this process's shard."""
     if world == 1:
         return loader
+    if loader.batch_size is None:  # token-budget batches (data.max_tokens) of the global batch: share each one
+        order = dict(batch_sampler=ShardedBatches(loader.batch_sampler, rank, world))
+    else:
+        order = dict(batch_size=loader.batch_size, sampler=ShardedSampler(loader.sampler, rank, world, pad=pad))
     return DataLoader(
-        loader.dataset, batch_size=loader.batch_size, sampler=ShardedSampler(loader.sampler, rank, world, pad=pad),
+        loader.dataset, **order,
         collate_fn=loader.collate_fn, num_workers=loader.num_workers, pin_memory=loader.pin_memory,
         persistent_workers=loader.persistent_workers,
     )

@@ -118,6 +118,7 @@ class ZooLightningModule(L.LightningModule):
             loss = self.task.training_loss(out, batch, self.label_smoothing)
         if not self._logging_step():  # Lightning would compute these values and drop them
             return loss
+        loss = self._global_mean(loss, batch)
         self.log("train/loss", loss, prog_bar=True, sync_dist=self.trainer.world_size > 1)
         if self.task.perplexity and not self.label_smoothing:  # a smoothed loss is no log-perplexity
             self.log("train/ppl", torch.exp(loss.detach().clamp(max=MAX_LOG_PPL)))
@@ -142,6 +143,17 @@ class ZooLightningModule(L.LightningModule):
                 if isinstance(batch.get(name), torch.Tensor):
                     self.model.check_id_range(batch[name], name)
         return batch
+
+    def _global_mean(self, loss: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """With several processes, this process's mean `loss` scaled by count * world / global count, so that
+        DDP's average of the gradients (and of the logged values) is the mean over every counted label of the
+        global batch, as one process computes it, even when the shares differ (seq2seq, data.max_tokens)."""
+        world = self.trainer.world_size
+        if world == 1:
+            return loss
+        count = self.task.counted_labels(batch).to(device=loss.device, dtype=torch.float32)
+        total = self.all_gather(count).sum()  # (world,) counts -> the global batch's
+        return loss * count * world / total.clamp(min=1)
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         if self.loss_chunk_size and not self.val_metrics:  # metrics read logits; the loss alone needs none

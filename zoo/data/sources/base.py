@@ -14,7 +14,7 @@ from typing import Any
 
 from zoo.data.cache import hash_texts
 from zoo.data.documents import Documents, TextList
-from zoo.options import TEXT, Options, check_entry, integer, number, optional
+from zoo.options import BOOL, TEXT, Options, check_entry, integer, number, optional
 from zoo.registry import Registry
 
 
@@ -130,6 +130,9 @@ LOADER_OPTIONS = Options({
     "num_workers": integer(0),
     "blocks_per_epoch": optional(integer(1)),  # LM/MLM windows per epoch
     "mask_prob": number(0, 1, low_open=True, high_open=True),  # MLM: fraction of tokens picked
+    "document_mask": BOOL,  # LM/MLM: attention and positions stay inside each packed document
+    "max_tokens": optional(integer(1)),  # seq2seq/classification: padded tokens per batch and process
+    "truncate": BOOL,  # cut examples longer than model.max_seq_len (counted) instead of refusing them
     "shards": integer(1),  # LM/MLM: the training stream's contiguous parts; a rank reads only its own
 })
 LOADER_KEYS = set(LOADER_OPTIONS.rules)
