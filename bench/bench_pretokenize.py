@@ -164,7 +164,8 @@ def run(quick: bool = False, corpus_mb: int | None = None, slice_mb: int | None 
     notes = [
         f"Corpus: the stdlib sources concatenated in seeded orders to {size['corpus_mb']:,} MB under {WORK} "
         f"(generated once, {setup_s:.0f}s with the tokenizer); BPE vocab {VOCAB} trained on the stdlib's training "
-        "split; ids uint16. Peak RSS is the child process's whole RSS (Python, tokenizer, buffers).",
+        "split; ids uint16. Peak RSS is the child process's whole RSS (Python, torch imported by zoo, the tokenizer, "
+        "buffers); in brackets its RSS before pre-tokenising.",
         f"Slice rows: median of {size['repeats']} alternating runs after a warm-up; 'spread' = (max - min) / median. "
         f"zoo with threads / zoo on 1 thread = **{speedup:.2f}x**; zoo with threads / the library's own "
         f"encode_batch on pieces already in memory = {vs_library:.2f}x (what reading, splitting and writing cost).",
