@@ -15,7 +15,6 @@ from torchmetrics import Metric
 from zoo.checkpoint import set_rng_states, zoo_section
 from zoo.finetune.lora import lora_record
 from zoo.modules.checkpointing import set_activation_checkpointing
-from zoo.finetune.lora import lora_record
 from zoo.tasks import Task, get_task
 from zoo.training.loggers import run_id
 from zoo.training.optim import build_optimizer, build_scheduler

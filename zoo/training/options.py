@@ -33,8 +33,6 @@ TOP_LEVEL = Options({
     "label_smoothing": number(0, 1, high_open=True),
     "name": TEXT,
     "callbacks": optional(MAPPING),
-    "init_from": optional(TEXT),  # checked by zoo.finetune (plan.prepare): a HF folder, zoo .ckpt or export
-    "finetune": optional(MAPPING),  # full | lora | freeze: keys checked by zoo.finetune.check_finetune
     "memory": optional(MAPPING),
     "init_from": optional(TEXT),  # checked by zoo.finetune (plan.prepare): a HF folder, zoo .ckpt or export
     "finetune": optional(MAPPING),  # full | lora | freeze: keys checked by zoo.finetune.check_finetune
