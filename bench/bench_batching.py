@@ -15,7 +15,7 @@ from zoo.data import build_data
 from zoo.data.datamodules import Seq2SeqDataModule
 from zoo.presets import build
 
-SIZES = {False: {"n_pairs": 6000, "batch_size": 32, "steps": 12, "max_seq_len": 64},
+SIZES = {False: {"n_pairs": 6000, "batch_size": 32, "steps": 8, "max_seq_len": 64},
          True: {"n_pairs": 400, "batch_size": 8, "steps": 2, "max_seq_len": 32}}
 
 
@@ -50,7 +50,7 @@ def train_steps(model, optimizer, batches: list[dict[str, torch.Tensor]]) -> Cal
 
 def run(quick: bool = False) -> Section:
     size = SIZES[quick]
-    warmup, repeats = (1, 2) if quick else (1, 7)
+    warmup, repeats = (1, 2) if quick else (2, 9)
     data_cfg = {"name": "translation_toy", "n_pairs": size["n_pairs"], "n_test": 50}
     with tempfile.TemporaryDirectory() as cache:
         tok, dm = build_data(data_cfg, {"name": "bpe", "vocab_size": 1000}, task="seq2seq",
