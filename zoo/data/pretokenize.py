@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -117,20 +117,12 @@ class Progress:
         log.info("%s: done, %s", self.label, self.status(time.perf_counter()))
 
 
-def document_ends(tokenizer: ZooTokenizer) -> tuple[list[int], list[int]]:
-    """The ids framing each document of a token stream, as ``encode_documents`` frames them
-    (``doc <eos>`` for zoo's tokenizers; a tokenizer's ``specials`` may say otherwise)."""
-    specials = getattr(tokenizer, "specials", None)
-    if specials is not None and hasattr(specials, "document_ends"):
-        before, after = specials.document_ends()
-        return list(before), list(after)
-    return [], [tokenizer.eos_id]
-
-
 class RaggedWriter:
     """Appends documents' ids to ``<name>.ids.bin`` and their end offsets to ``<name>.offsets.bin``."""
 
-    def __init__(self, directory: Path, name: str, dtype: np.dtype, frame: tuple[list[int], list[int]]) -> None:
+    def __init__(self, directory: Path, name: str, dtype: np.dtype,
+                 frame: tuple[Sequence[int], Sequence[int]]) -> None:
+        """``frame``: the ids written before and after each document (``specials.document_ends()``)."""
         self.ids = open(directory / f"{name}.ids.bin", "wb")  # noqa: SIM115  (closed by close())
         self.offsets = open(directory / f"{name}.offsets.bin", "wb")  # noqa: SIM115
         self.offsets.write(np.zeros(1, dtype=np.int64).tobytes())
@@ -184,7 +176,7 @@ def pretokenize(
     framed as ``encode_documents`` frames it when ``append_eos``); returns the number of tokens. One batch
     is encoded while the next is read and split, so the reader and the tokenizer's threads overlap."""
     hf = tokenizer.hf
-    frame = document_ends(tokenizer) if append_eos else ([], [])
+    frame = tokenizer.specials.document_ends() if append_eos else ((), ())
     writer = RaggedWriter(directory, name, id_dtype(tokenizer.vocab_size), frame)
     meter = Progress(f"tokenizing {name}", docs.nbytes, enabled=progress)
 
