@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,13 +71,25 @@ def forward_batches(task, model, datamodule, split: str, max_examples: int | Non
             yield batch, model(**task.model_inputs(batch))
 
 
-def generate_texts(model, tokenizer, sources: list[list[int]], options: EvalOptions, batch_size: int) -> list[str]:
-    """Decoded outputs of `model.generate` for token-id `sources`, `batch_size` at a time."""
+def encoder_inputs(tokenizer, sources: Sequence[Sequence[int]], max_len: int) -> list[list[int]]:
+    """Source token ids framed for the encoder exactly as the training data frames them
+    (`tokenizer.specials.source`: T5 `x </s>`, BART `<s> x </s>`, zoo's own tokenizers `x`), cut to `max_len`.
+    A source that frames to nothing (an empty text under a template-less tokenizer) becomes one unknown token,
+    or the padding id where the tokenizer has no unk, since generation needs one real token per prompt."""
+    specials = tokenizer.specials
+    filler = specials["unk"] if specials["unk"] is not None else specials.padding_id
+    return [specials.source(ids, max_len).tolist() or [filler] for ids in sources]
+
+
+def generate_texts(model, tokenizer, sources: Sequence[Sequence[int]], options: EvalOptions,
+                   batch_size: int) -> list[str]:
+    """Decoded outputs of `model.generate` for the token ids of unframed `sources` (framed by
+    `encoder_inputs` to the model's max_seq_len), `batch_size` at a time, with dropout off."""
     out: list[str] = []
     kwargs = options.generation_kwargs(model)
     with eval_mode(model):
         for start in range(0, len(sources), batch_size):
-            ids = [s or [tokenizer.unk_id] for s in sources[start:start + batch_size]]
+            ids = encoder_inputs(tokenizer, sources[start:start + batch_size], model.config.max_seq_len)
             seqs = model.generate(ids, eos_token_id=tokenizer.eos_id, **kwargs)  # (N, L)
             out.extend(tokenizer.decode(row) for row in seqs)
     return out

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from zoo.evaluation.loop import EvalOptions, generate_texts
 from zoo.utils import eval_mode
 
 
@@ -27,16 +28,10 @@ class SampleReport:
 
 
 def translate(model, tokenizer, sources: Sequence[str], *, max_new_tokens: int, batch_size: int = 64) -> list[str]:
-    """Greedy translations of `sources` (decoded without special tokens)."""
-    out: list[str] = []
-    max_src = model.config.max_seq_len
-    for start in range(0, len(sources), batch_size):
-        # framed as in training (T5: `x </s>`); an empty source becomes one unknown token
-        ids = [tokenizer.specials.source(tokenizer.encode(s), max_src).tolist() or [tokenizer.unk_id or 0]
-               for s in sources[start : start + batch_size]]
-        seqs = model.generate(ids, max_new_tokens=max_new_tokens, eos_token_id=tokenizer.eos_id)  # (N, L)
-        out.extend(tokenizer.decode(row) for row in seqs)
-    return out
+    """Greedy translations of `sources` (decoded without special tokens); the sources are framed as in
+    training by the same path evaluation takes (`zoo.evaluation.loop.generate_texts`)."""
+    ids = [tokenizer.encode(s) for s in sources]
+    return generate_texts(model, tokenizer, ids, EvalOptions(generation={"max_new_tokens": max_new_tokens}), batch_size)
 
 
 def make_samples(task, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:
