@@ -106,6 +106,7 @@ def trained(request, tmp_path_factory, cache_dir, labelled_file):
                                 scheduler=plan.resolved["scheduler"])
     trainer = L.Trainer(accelerator="cpu", max_steps=1, val_check_interval=1, check_val_every_n_epoch=None,
                         limit_val_batches=VAL_BATCHES, num_sanity_val_steps=0, logger=False,
+                        log_every_n_steps=1,  # train/loss is computed on logging steps only
                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
     trainer.fit(module, datamodule=datamodule)
     return task, plan, tokenizer, datamodule, module, trainer
