@@ -84,7 +84,7 @@ def plot(results: list[Result], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     for r in results:
-        steps, losses = zip(*r.curve)
+        steps, losses = zip(*r.curve, strict=True)
         ax.plot(steps, losses, marker="o", markersize=3, label=f"{r.preset} ({r.parameters:,} params)")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("validation loss (nats / token)")
@@ -103,7 +103,7 @@ def markdown(results: list[Result], steps: int, total_seconds: float) -> str:
         below = f"{r.val_loss - results[i - 1].val_loss:+.3f}" if i else "—"
         rows.append(f"| {i + 1} | `{r.preset}` | {r.adds} | {r.parameters:,} | {r.val_loss:.3f} | {below} | "
                     f"{r.seconds:.0f} |")
-    beats = all(b.val_loss < a.val_loss for a, b in zip(results, results[1:]))
+    beats = all(b.val_loss < a.val_loss for a, b in zip(results, results[1:], strict=False))
     tokens = steps * BATCH * SEQ
     return "\n".join([
         "# The ladder: from a bigram table to GPT",
