@@ -85,10 +85,10 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("optim.lr=-1", "optim.lr must be a finite number > 0, got -1"),
     ("optim.lr=abc", "optim.lr must be a finite number > 0, got 'abc'"),
     ("optim.lr=nan", "optim.lr must be a finite number > 0, got nan"),
-    ("optim.name=sgd", "optim.name: Unknown optimizer 'sgd'. Allowed: adamw, muon."),
+    ("optim.name=sgd", "optim.name: Unknown optimizer 'sgd'. Allowed: adamw, adamw_fused, muon."),
     ("optim.betas=[0.9]", "optim.betas must be a list of 2, each a finite number in [0, 1), got [0.9]"),
     ("optim.weight_decay=-0.1", "optim.weight_decay must be a finite number >= 0, got -0.1"),
-    ("compile.enabled=yes", "compile.enabled must be true or false, got 'yes'"),
+    ("compile.enabled=yes", "compile.enabled must be true, false or auto, got 'yes'"),
     ("compile.backend=inductr", "compile.backend must be one of"),
     ("trainer.devices=0", "trainer.devices must be an integer >= 1 or a non-empty list of device indices or one "
                           "of 'auto', got 0"),

@@ -16,6 +16,7 @@ from zoo.checkpoint import set_rng_states, zoo_section
 from zoo.finetune.lora import lora_record
 from zoo.modules.checkpointing import set_activation_checkpointing
 from zoo.tasks import Task, get_task
+from zoo.training.compiling import compile_model, wants_compile
 from zoo.training.loggers import run_id
 from zoo.training.optim import build_optimizer, build_scheduler
 
@@ -96,10 +97,20 @@ class ZooLightningModule(L.LightningModule):
         self.loss_chunk_size = memory.get("loss_chunk_size")
         if self.loss_chunk_size and not self.task.chunked_loss:
             raise ValueError(f"memory.loss_chunk_size applies to tasks with a chunked loss, not task={self.task.name}")
+        self.compile_cfg = dict(compile_cfg or {})  # compile.*: true compiles now, auto once the device is known
         self._forward = model
-        if compile_cfg and compile_cfg.get("enabled"):
-            compiled = torch.compile(model, backend=compile_cfg.get("backend", "inductor"), mode=compile_cfg.get("mode"))
-            object.__setattr__(self, "_forward", compiled)  # not a submodule: state_dict keys stay `model.*`
+        if self.compile_cfg.get("enabled") is True:
+            self._compile()
+
+    def _compile(self) -> None:
+        compiled = compile_model(self.model, self.compile_cfg)
+        object.__setattr__(self, "_forward", compiled)  # not a submodule: state_dict keys stay `model.*`
+
+    def setup(self, stage: str) -> None:
+        """compile.enabled=auto: compile on the device types where it pays off (zoo.training.compiling)."""
+        if self._forward is self.model and self.compile_cfg.get("enabled") == "auto" \
+                and wants_compile(self.compile_cfg, self.trainer.strategy.root_device):
+            self._compile()
 
     # ------------------------------------------------------------------------------------ steps
     def on_train_epoch_start(self) -> None:

@@ -14,6 +14,7 @@ from zoo.options import (
     MAPPING,
     TEXT,
     Options,
+    Rule,
     check_entry,
     integer,
     list_of,
@@ -68,7 +69,8 @@ def compile_options() -> Options:
     import torch._inductor
 
     backends = torch._dynamo.list_backends(exclude_tags=())  # debug backends too: eager, aot_eager
-    return Options({"enabled": BOOL, "backend": one_of(*sorted(backends)),
+    enabled = Rule(lambda v: isinstance(v, bool) or v == "auto", "true, false or auto")  # auto: zoo.training.compiling
+    return Options({"enabled": enabled, "backend": one_of(*sorted(backends)),
                     "mode": optional(one_of(*torch._inductor.list_mode_options()))})
 
 
