@@ -53,6 +53,12 @@ def _attention(quick: bool) -> Section:
     return run(quick)
 
 
+def _decoding(quick: bool) -> Section:
+    from bench.bench_decoding import run
+
+    return run(quick)
+
+
 def _tokenizer(quick: bool) -> Section:
     from bench.external import tokenizer
 
@@ -109,7 +115,7 @@ def _gpu(quick: bool) -> Section:
 
 # name -> section runner, in the order (imports are lazy so one section can run alone)
 SECTIONS: dict[str, Callable[[bool], Section]] = {
-    "training": _training, "mfu": _mfu, "generation": _generation, "attention": _attention,
+    "training": _training, "mfu": _mfu, "generation": _generation, "decoding": _decoding, "attention": _attention,
     "tokenizer": _tokenizer, "scaling": _scaling, "parity": _parity, "pretokenize": _pretokenize,
     "memory": _memory,
     "batching": _batching,

@@ -88,3 +88,14 @@ def test_auto_compiles_on_cuda_only():
     assert wants_compile({"enabled": True}, "cpu") and not wants_compile({"enabled": False}, "cuda")
     assert not wants_compile(None, "cuda")
     assert len(_train_losses({"enabled": "auto"}, steps=1)) == 1  # fit on CPU: setup leaves the model eager
+
+
+@pytest.mark.parametrize("enabled", [False, True])
+def test_checkpoint_holds_each_weight_once(enabled):
+    """The forward alias (eager model or its compiled wrapper) is not a submodule: the module's state_dict, and
+    so every checkpoint, holds exactly the model's own keys under `model.` (it once held a `_forward.` copy)."""
+    model = zoo.build({"arch": "decoder", "n_layers": 1, **TINY})
+    module = ZooLightningModule(model, task="lm", tokenizer=None, optim={"lr": 1e-2},
+                                scheduler={"name": "constant", "warmup_steps": 0},
+                                compile_cfg={"enabled": enabled, "backend": "eager"})
+    assert sorted(module.state_dict()) == sorted(f"model.{k}" for k in model.state_dict())

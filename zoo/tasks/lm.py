@@ -23,7 +23,7 @@ from zoo.utils import IGNORE_INDEX
 @register
 class LanguageModelling(StreamTask):
     name = "lm"
-    archs = ("decoder",)
+    archs = ("decoder", "mlp_lm")
     builtin_data = "stdlib_text"
     chunked_loss = True
 

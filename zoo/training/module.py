@@ -98,7 +98,7 @@ class ZooLightningModule(L.LightningModule):
         if self.loss_chunk_size and not self.task.chunked_loss:
             raise ValueError(f"memory.loss_chunk_size applies to tasks with a chunked loss, not task={self.task.name}")
         self.compile_cfg = dict(compile_cfg or {})  # compile.*: true compiles now, auto once the device is known
-        self._forward = model
+        object.__setattr__(self, "_forward", model)  # an alias, not a submodule: checkpoints hold `model.*` once
         if self.compile_cfg.get("enabled") is True:
             self._compile()
 
@@ -126,9 +126,9 @@ class ZooLightningModule(L.LightningModule):
         else:
             out = self._forward(**self.task.model_inputs(batch))
             loss = self.task.training_loss(out, batch, self.label_smoothing)
+        loss = self._global_mean(loss, batch)
         if not self._logging_step():  # Lightning would compute these values and drop them
             return loss
-        loss = self._global_mean(loss, batch)
         self.log("train/loss", loss, prog_bar=True, sync_dist=self.trainer.world_size > 1)
         if self.task.perplexity and not self.label_smoothing:  # a smoothed loss is no log-perplexity
             self.log("train/ppl", torch.exp(loss.detach().clamp(max=MAX_LOG_PPL)))

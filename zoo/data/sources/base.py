@@ -71,7 +71,6 @@ class TextStreams:
         return ["".join(doc) for doc in self.val_docs.blocks()]
 
 
-
 @dataclass(frozen=True)
 class PairCorpus:
     """Parallel ``(src, tgt)`` pairs for seq2seq; ``test`` may be empty."""
