@@ -28,7 +28,7 @@ RUNGS = [
     ("mlp_lm", "an MLP over the concatenated embeddings of the last 8 tokens (Bengio et al. 2003)"),
     ("single_head_lm", "one causal self-attention head over the whole window, with learned positions"),
     ("attention_lm", "4 heads x 2 layers, with residual connections and pre-LN (no feed-forward)"),
-    ("gpt_small", "the full block: + the feed-forward MLP, 6 layers, d_model 384"),
+    ("gpt_mini", "the full GPT block: attention_lm + the feed-forward MLP (GELU, 4x), same size class"),
 ]
 SEQ, BATCH, VOCAB, LR = 64, 16, 1024, 2e-3
 

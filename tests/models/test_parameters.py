@@ -41,6 +41,9 @@ def closed_form(c: ModelConfig) -> int:
 
     tokens = v * d
     out = (0 if c.tie_embeddings else v * d) + (v if c.head_bias else 0)
+    if c.arch == "mlp_lm":  # Bengio et al.: window of context_size embeddings -> hidden -> back to d_model
+        hidden = c.d_ff or round(c.ffn_ratio * d)
+        return tokens + _linear(c.context_size * d, hidden, b) + _linear(hidden, d, b) + out
     if c.head_transform:
         out += _linear(d, d, b) + _norm(c)
     if c.arch == "encoder_decoder":

@@ -45,7 +45,7 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("+model.n_head=8", "Unknown model config key 'n_head'. Did you mean 'n_heads'?"),
     ("+data.max_byte=1000", "Unknown key 'data.max_byte' (data=stdlib_text). Did you mean 'data.max_bytes'?"),
     ("data=translation_toy +data.max_bytes=1000",
-     "Unknown key 'data.max_bytes' (data=translation_toy). Allowed data keys:"),
+     "Unknown key 'data.max_bytes' (data=translation_toy). Did you mean 'data.max_tokens'? Allowed data keys:"),
     ("+tokenizer.vocab=300", "Unknown key 'tokenizer.vocab' (tokenizer=bpe). Did you mean 'tokenizer.vocab_size'?"),
     ("tokenizer=char +tokenizer.min_frequency=2", "Unknown key 'tokenizer.min_frequency' (tokenizer=char)."),
     ("+logger.projct=zoo", "Unknown key 'logger.projct' (logger=wandb). Did you mean 'logger.project'?"),
