@@ -29,7 +29,7 @@ def test_piped_run_prints_progress_lines_without_third_party_noise(tmp_path, run
     # printed during the run: before the end-of-fit samples (a redirected rich bar appears only at the end)
     assert out.index("step 2/6 |") < out.index("=== samples (lm) ===")
     assert "it/s" not in out  # no progress bar drawn into the log
-    for noise in ("💡 Tip", "LeafSpec", "anonymous setting", "litlogger", "URL not available"):
+    for noise in ("💡 Tip", "LeafSpec", "anonymous setting", "litlogger", "URL not available", "on_before_batch_transfer"):
         assert noise not in both, f"{noise!r} printed:\n{both[-3000:]}"
     ckpts = run_dir / "checkpoints"
     assert f"  best checkpoint: {ckpts / 'best.ckpt'}" in out

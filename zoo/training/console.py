@@ -23,8 +23,12 @@ LIGHTNING_TIPS = ("💡 Tip: For seamless cloud",)
 # the loggers rank_zero_info writes to (lightning.pytorch re-points fabric's on import)
 LIGHTNING_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
 # torch deprecates LeafSpec; Lightning's own pytree helper still uses it (nothing a zoo user can change).
+# Lightning also warns that zoo's module overrides on_before_batch_transfer next to a datamodule: that is the
+# intended design (the module range-checks ids on the host), so the warning tells the user nothing.
 DEPENDENCY_DEPRECATIONS = (
     (r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning, r"lightning\.pytorch\.utilities\._pytree"),
+    (r"You have overridden `on_before_batch_transfer` in `LightningModule` but have passed in a", UserWarning,
+     r"lightning\.pytorch\.trainer\.connectors\.data_connector"),
 )
 
 
