@@ -47,7 +47,7 @@ def training_loop(shape: Shape, *, compiled: bool, optim: str, steps: int) -> Ca
     """A closure running `steps` lm training steps on one fixed batch; returns the last loss."""
     torch.manual_seed(0)
     model = zoo.build(shape.preset, **dict(shape.overrides), dropout=0.0).train()
-    model.ids_checked_on_host = True  # as during fit: ids are range-checked on the host, once per batch
+    model.inputs_checked_on_host = True  # as during fit: ids are range-checked on the host, once per batch
     forward = torch.compile(model) if compiled else model
     optimizer = build_optimizer(model, {**TRAIN_CFG["optim"], "name": optim})
     gen = torch.Generator().manual_seed(0)

@@ -86,7 +86,7 @@ def training_side(plan: Plan, precision: str, compiled: bool) -> tuple[Callable[
     """A closure running plan.steps training steps (lm loss, clipping at 1.0, AdamW fused) at `precision`."""
     torch.manual_seed(0)
     model = zoo.build(plan.preset, **plan.overrides).to(plan.device).train()
-    model.ids_checked_on_host = True
+    model.inputs_checked_on_host = True
     forward = torch.compile(model) if compiled else model
     optimizer = build_optimizer(model, {"name": "adamw_fused", "lr": 1e-4, "weight_decay": 0.1})
     ids = torch.randint(3, model.config.vocab_size, (plan.batch, plan.seq_len + 1), device=plan.device)

@@ -62,23 +62,25 @@ KNOBS = {  # representative configs: the three architectures, every positional s
     "decoder sinusoidal softcaps sandwich": dict(arch="decoder", n_layers=1, positional="sinusoidal",
                                                  attn_softcap=50.0, final_softcap=30.0, norm_placement="sandwich"),
     "encoder none": dict(arch="encoder", n_layers=1, positional="none"),
+    "encoder classifier": dict(arch="encoder", n_layers=1, head="classifier", num_labels=3),
     "encoder_decoder t5_relative": dict(arch="encoder_decoder", n_layers=1, positional="t5_relative", head_dim=8),
 }
 
 
 @pytest.mark.parametrize("knobs", KNOBS.values(), ids=KNOBS.keys())
 def test_training_forward_is_one_graph(knobs):
-    """dynamo.explain traces without a backend compile (cheap). Ids are range-checked on the host during fit
-    (ids_checked_on_host), so the forward has no host sync. Labels are not passed: the lm task computes its
-    loss outside the model; the model's own label check (mlm/seq2seq/classification) does sync and breaks."""
+    """dynamo.explain traces without a backend compile (cheap). Inputs are value-checked on the host during fit
+    (inputs_checked_on_host), so the forward, labels and document ids included, has no host sync."""
     model = zoo.build({**TINY, **knobs}).train()
-    model.ids_checked_on_host = True
+    model.inputs_checked_on_host = True
     ids = torch.randint(3, VOCAB, (2, T), generator=torch.Generator().manual_seed(0))
-    inputs = {"input_ids": ids}
+    inputs = {"input_ids": ids, "labels": torch.tensor([0, 2]) if knobs.get("head") == "classifier" else ids}
     if knobs["arch"] == "encoder_decoder":
         inputs["decoder_input_ids"] = ids.flip(1)
+    else:
+        inputs["document_ids"] = torch.tensor([[0] * 5 + [1] * (T - 5), [0] * T])
     torch._dynamo.reset()
-    explained = torch._dynamo.explain(lambda **kw: model(**kw).logits.sum())(**inputs)
+    explained = torch._dynamo.explain(lambda **kw: model(**kw).loss)(**inputs)
     assert explained.graph_break_count == 0, [r.reason for r in explained.break_reasons]
     assert explained.graph_count == 1
 

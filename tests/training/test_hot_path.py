@@ -63,7 +63,7 @@ def test_bad_token_id_in_a_batch_gets_the_clear_error(monkeypatch):
                                          rf"is \[0, {VOCAB}\) \(model.vocab_size={VOCAB}\)"):
         _fit(_batches(3, bad_at=1), steps=3, log_every=1)
     model = built[0].model  # after the failed fit, forward checks ids itself again
-    assert not model.ids_checked_on_host
+    assert not model.inputs_checked_on_host
     with pytest.raises(ValueError, match="input_ids holds token ids"):
         model(torch.tensor([[1, VOCAB]]))
 
@@ -79,7 +79,7 @@ def test_ids_are_checked_once_per_batch_on_the_host(monkeypatch):
     monkeypatch.setattr(ZooModel, "check_id_range", spy)
     module = _fit(_batches(4), steps=4, log_every=1)
     assert len(calls) == 4  # the host check only; forward skipped its own
-    assert not module.model.ids_checked_on_host  # outside fit, forward checks again
+    assert not module.model.inputs_checked_on_host  # outside fit, forward checks again
     with pytest.raises(ValueError, match="input_ids holds token ids"):
         module.model(torch.tensor([[1, VOCAB]]))
 
@@ -91,3 +91,25 @@ def test_values_are_logged_together_on_logging_steps():
     assert [step for step, _ in train_rows] == [1, 3, 5]  # Lightning's steps for log_every_n_steps=2
     for _, keys in train_rows:  # the grad norm and tokens/s of the same step, not of an earlier one
         assert {"train/ppl", "train/lr", "train/grad_norm", "train/tokens_per_s"} <= keys
+
+
+def test_targets_labels_and_documents_are_checked_on_the_host():
+    """A bad target (lm), label (classifier: its classes, not the vocabulary) or document order gets one clear
+    error from the host check, which is what forward skips during fit."""
+    batches = _batches(3)
+    batches[1]["targets"] = batches[1]["targets"].clone()  # a view of the ids: change the targets only
+    batches[1]["targets"][0, 2] = VOCAB + 3
+    with pytest.raises(ValueError, match=rf"targets hold values in \[\d+, {VOCAB + 3}\]; allowed are \[0, {VOCAB}\)"):
+        _fit(batches, steps=3, log_every=1)
+    classifier = zoo.build({"arch": "encoder", "head": "classifier", "num_labels": 3, "vocab_size": VOCAB,
+                            "d_model": 16, "n_layers": 1, "n_heads": 2, "max_seq_len": T})
+    ids = torch.ones(2, T, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"labels hold values in \[0, 3\]; allowed are \[0, 3\)"):
+        classifier.check_values({"input_ids": ids, "labels": torch.tensor([0, 3])})
+    classifier.check_values({"input_ids": ids, "labels": torch.tensor([0, 2])})
+    with pytest.raises(ValueError, match="document_ids must not decrease along a row"):
+        classifier.check_values({"input_ids": ids, "document_ids": torch.tensor([[0] * T, [1] * 4 + [0] * (T - 4)])})
+    classifier.inputs_checked_on_host = True  # forward skips the value checks, not the shape checks
+    assert classifier(ids, labels=torch.tensor([0, 2])).loss is not None
+    with pytest.raises(ValueError, match=r"labels must be an integer tensor of shape \(2,\)"):
+        classifier(ids, labels=torch.tensor([0, 2, 1]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -13,7 +14,7 @@ from zoo.modules.block import Stack
 from zoo.modules.cache import KVCache
 from zoo.modules.embedding import Embeddings
 from zoo.modules.feedforward import ACTIVATIONS
-from zoo.modules.mask import AttentionMask, build_mask, check_documents, document_positions
+from zoo.modules.mask import AttentionMask, build_mask, check_document_order, check_documents, document_positions
 from zoo.modules.norm import NORMS
 from zoo.modules.positional import POSITIONALS, Positional, PositionTerms
 from zoo.modules.residual import WIRINGS
@@ -62,14 +63,25 @@ class ModelOutput:
     cache: KVCache | None = None
 
 
+def check_label_range(labels: torch.Tensor, n_classes: int, ignore_index: int = IGNORE_INDEX,
+                      name: str = "labels") -> None:
+    """Every label in [0, n_classes) or ignore_index (one host sync): a clear error instead of an IndexError on
+    CPU or a device-side assert on GPU."""
+    if bool((((labels < 0) & (labels != ignore_index)) | (labels >= n_classes)).any()):
+        counted = labels[labels != ignore_index]
+        raise ValueError(f"{name} hold values in [{int(counted.min())}, {int(counted.max())}]; allowed are "
+                         f"[0, {n_classes}) and {ignore_index} (ignored).")
+
+
 class ZooModel(nn.Module):
     """Base class: holds the config, validates inputs before compute, initialises weights GPT-2 style."""
 
     self_stream = "decoder"  # the stack whose self-attention `ModelOutput.attentions` reports
     is_encoder_decoder = False  # takes a source (input_ids) and a target (decoder_input_ids)
-    # True while a caller range-checks every batch's ids on the host before they move to the device (the
-    # training module does): forward then skips its own check, a device->host sync per call on a GPU
-    ids_checked_on_host = False
+    # True while a caller checks every batch's values on the host before they move to the device (the training
+    # module does, with `check_values`): forward then skips its value checks (token ids and labels in range,
+    # document ids in order), each a device->host sync per call on a GPU and a graph break when compiled
+    inputs_checked_on_host = False
     transformer = True  # built from the shared attention stack, so every attention/FFN/positional knob applies
 
     def __init__(self, config: ModelConfig) -> None:
@@ -114,7 +126,7 @@ class ZooModel(nn.Module):
             raise ValueError(f"{name} must be an integer tensor of shape (batch, seq_len), got {got}.")
         if ids.shape[1] == 0:
             raise ValueError(f"{name} is empty (seq_len 0); give at least one token.")
-        if not self.ids_checked_on_host:
+        if not self.inputs_checked_on_host:
             self.check_id_range(ids, name)
 
     def check_id_range(self, ids: torch.Tensor, name: str = "input_ids") -> None:
@@ -123,18 +135,32 @@ class ZooModel(nn.Module):
         check_range(ids, v, lambda lo, hi: f"{name} holds token ids in [{lo}, {hi}] but the vocabulary is "
                                             f"[0, {v}) (model.vocab_size={v}).")
 
+    @property
+    def label_classes(self) -> int:
+        """How many values a label may take: the vocabulary (a sequence classifier overrides it)."""
+        return self.config.vocab_size
+
     def check_labels(self, labels: torch.Tensor, shape: tuple[int, ...], n_classes: int, ignore_index: int = IGNORE_INDEX) -> None:
         """Labels are integer class ids in [0, n_classes) or ignore_index; anything else would be a deep
         IndexError on CPU and a device-side assert on GPU."""
         if not isinstance(labels, torch.Tensor) or labels.is_floating_point() or tuple(labels.shape) != tuple(shape):
             got = f"{tuple(labels.shape)} {labels.dtype}" if isinstance(labels, torch.Tensor) else type(labels).__name__
             raise ValueError(f"labels must be an integer tensor of shape {tuple(shape)}, got {got}.")
-        if bool((((labels < 0) & (labels != ignore_index)) | (labels >= n_classes)).any()):
-            counted = labels[labels != ignore_index]
-            raise ValueError(
-                f"labels hold values in [{int(counted.min())}, {int(counted.max())}]; allowed are [0, {n_classes}) "
-                f"and {ignore_index} (ignored)."
-            )
+        if not self.inputs_checked_on_host:
+            check_label_range(labels, n_classes, ignore_index)
+
+    def check_values(self, batch: Mapping[str, torch.Tensor]) -> None:
+        """Every value check forward makes, on a whole batch (call it on the host, before the transfer, with
+        `inputs_checked_on_host` set): token ids in the vocabulary, labels / targets in [0, label_classes) or
+        ignored, document ids in order. Keys absent from the batch are skipped."""
+        for name in ("input_ids", "decoder_input_ids"):
+            if isinstance(batch.get(name), torch.Tensor):
+                self.check_id_range(batch[name], name)
+        for name in ("labels", "targets"):
+            if isinstance(batch.get(name), torch.Tensor):
+                check_label_range(batch[name], self.label_classes, IGNORE_INDEX, name)
+        if isinstance(batch.get("document_ids"), torch.Tensor):
+            check_document_order(batch["document_ids"])
 
     @staticmethod
     def check_mask(attention_mask: torch.Tensor | None, batch: int, length: int, name: str = "attention_mask") -> None:
@@ -181,9 +207,11 @@ class ZooModel(nn.Module):
         if document_ids is not None:
             if start:
                 raise ValueError("document_ids mark packed documents of a whole row; they cannot continue a cache.")
-            check_documents(document_ids, tuple(ids.shape))
-            if position_ids is None:
-                position_ids = document_positions(document_ids)  # (B, T), 0 at each document's first token
+            check_documents(document_ids, tuple(ids.shape), order=not self.inputs_checked_on_host)
+        derived = document_ids is not None and position_ids is None
+        if derived:  # (B, T), 0 at each document's first token: within 0..T-1 by construction
+            embed.positional.check_span(0, ids.shape[1], name)
+            position_ids = document_positions(document_ids)
         b, t = ids.shape
         mask_name = "decoder_attention_mask" if name == "decoder_input_ids" else "attention_mask"
         self.check_mask(attention_mask, b, start + t, mask_name)
@@ -193,7 +221,7 @@ class ZooModel(nn.Module):
             n = self.config.type_vocab_size
             check_range(token_type_ids, n, lambda lo, hi: f"token_type_ids hold types in [{lo}, {hi}] but "
                                                            f"model.type_vocab_size={n}.")
-        pos = self.position_ids(embed, ids, start, position_ids, name, attention_mask)
+        pos = position_ids if derived else self.position_ids(embed, ids, start, position_ids, name, attention_mask)
         x = embed(ids, pos, token_type_ids)  # (B, T, C)
         terms = embed.positional.terms(pos, start, start + t, causal=causal)
         mask = build_mask(

@@ -33,6 +33,11 @@ class EncoderModel(ZooModel):
         self.head = ClassifierHead(config) if config.head == "classifier" else LMHead(config, tokens)
         self.init_weights()
 
+    @property
+    def label_classes(self) -> int:
+        """A sequence classifier's labels are its classes; a token head's are the vocabulary."""
+        return self.config.num_labels if self.config.head == "classifier" else self.config.vocab_size
+
     def forward(
         self,
         input_ids: torch.Tensor,
@@ -54,7 +59,7 @@ class EncoderModel(ZooModel):
         loss = None
         if labels is not None:
             if self.config.head == "classifier":
-                self.check_labels(labels, input_ids.shape[:1], self.config.num_labels)
+                self.check_labels(labels, input_ids.shape[:1], self.label_classes)
                 loss = F.cross_entropy(logits.float(), labels)
             else:
                 self.check_labels(labels, input_ids.shape, self.config.vocab_size)

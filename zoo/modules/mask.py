@@ -76,15 +76,22 @@ def document_positions(document_ids: torch.Tensor) -> torch.Tensor:
     return index - first
 
 
-def check_documents(document_ids: torch.Tensor, shape: tuple[int, ...]) -> None:
+def check_documents(document_ids: torch.Tensor, shape: tuple[int, ...], *, order: bool = True) -> None:
     """document_ids are integers of the ids' shape, non-decreasing along each row (each document one run of
-    tokens: relative position schemes measure distance between token indices)."""
+    tokens: relative position schemes measure distance between token indices). `order=False` checks the shape
+    only (a caller checked the values on the host: `check_document_order`)."""
     if not isinstance(document_ids, torch.Tensor) or document_ids.is_floating_point() or \
             tuple(document_ids.shape) != tuple(shape):
         got = f"{tuple(document_ids.shape)} {document_ids.dtype}" if isinstance(document_ids, torch.Tensor) else \
             type(document_ids).__name__
         raise ValueError(f"document_ids must be an integer tensor of shape {tuple(shape)} (the input ids' shape), "
                          f"got {got}.")
+    if order:
+        check_document_order(document_ids)
+
+
+def check_document_order(document_ids: torch.Tensor) -> None:
+    """Each row's document ids never decrease (one host sync)."""
     steps = document_ids[:, 1:] - document_ids[:, :-1]
     if bool((steps < 0).any()):
         row, col = (int(i) for i in (steps < 0).nonzero()[0])

@@ -48,18 +48,19 @@ class ValidationLoss(Metric):
         return {"loss": self.total / self.weight, "batches": self.batches, "non_finite": self.non_finite}
 
 
-class HostCheckedIds(L.Callback):
-    """While fitting, the model's forward skips its token-id range check: ZooLightningModule checks every batch
-    on the host (on_before_batch_transfer). Switched back on at the end of fit, also when fit raises."""
+class HostCheckedInputs(L.Callback):
+    """While fitting, the model's forward skips its value checks (ids, labels, document ids): ZooLightningModule
+    checks every batch on the host (on_before_batch_transfer). Switched back on at the end of fit, also when fit
+    raises."""
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        pl_module.model.ids_checked_on_host = True
+        pl_module.model.inputs_checked_on_host = True
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        pl_module.model.ids_checked_on_host = False
+        pl_module.model.inputs_checked_on_host = False
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
-        pl_module.model.ids_checked_on_host = False
+        pl_module.model.inputs_checked_on_host = False
 
 
 class ZooLightningModule(L.LightningModule):
@@ -143,15 +144,14 @@ class ZooLightningModule(L.LightningModule):
 
     # ------------------------------------------------------------------------------ input checks
     def configure_callbacks(self) -> list[L.Callback]:
-        return [HostCheckedIds()]
+        return [HostCheckedInputs()]
 
     def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        """Range-check the token ids on the host, once per batch, before they move to the device: a bad id
-        gets the model's clear error without a device->host sync inside every forward."""
+        """Check the batch's values (token ids, labels, document ids) on the host, once per batch, before they
+        move to the device: bad input gets the model's clear error without a device->host sync (and, compiled,
+        a graph break) inside every forward."""
         if isinstance(batch, Mapping):
-            for name in ("input_ids", "decoder_input_ids"):
-                if isinstance(batch.get(name), torch.Tensor):
-                    self.model.check_id_range(batch[name], name)
+            self.model.check_values(batch)
         return batch
 
     def _global_mean(self, loss: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
