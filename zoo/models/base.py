@@ -14,7 +14,13 @@ from zoo.modules.block import Stack
 from zoo.modules.cache import KVCache
 from zoo.modules.embedding import Embeddings
 from zoo.modules.feedforward import ACTIVATIONS
-from zoo.modules.mask import AttentionMask, build_mask, check_document_order, check_documents, document_positions
+from zoo.modules.mask import (
+    AttentionMask,
+    build_mask,
+    check_document_order,
+    check_documents,
+    document_positions,
+)
 from zoo.modules.norm import NORMS
 from zoo.modules.positional import POSITIONALS, Positional, PositionTerms
 from zoo.modules.residual import WIRINGS
@@ -227,7 +233,7 @@ class ZooModel(nn.Module):
         mask = build_mask(
             self.padding_mask(attention_mask), causal=causal, q_len=t, k_len=start + t,
             bias=terms.bias if terms is not None else None, window=self.config.sliding_window,
-            documents=document_ids,
+            documents=document_ids, window_only=not self.config.global_every,
         )
         return x, mask, terms
 

@@ -43,20 +43,26 @@ def build_mask(
     bias: torch.Tensor | None = None,
     window: int | None = None,
     documents: torch.Tensor | None = None,
+    window_only: bool = False,
 ) -> AttentionMask:
     """Combine key padding (B, Tk) (1 = real token), causality (the last q_len of k_len positions) and an
     additive bias (1, H, Tq, Tk) into one mask. Queries only ever see keys at or before their own index.
     With `window` W, `.local` also limits each query to nearby keys, as transformers does: causal, query i
     sees key j iff i - W < j <= i (itself and the W - 1 keys before it, Mistral); bidirectional, iff
     |i - j| <= W (W keys on either side). With `documents` (B, T) (packed rows, no cache: Tq = Tk = T), a query
-    only sees keys of its own document (`document_mask`)."""
+    only sees keys of its own document (`document_mask`). `window_only`: every layer is a sliding-window one
+    (Mistral), so the windowed mask is the only one built."""
     same_doc = document_mask(documents) if documents is not None else None  # (B, 1, T, T)
-    full = _combine(key_mask, causal=causal, q_len=q_len, k_len=k_len, bias=bias, band=same_doc)
+    local = None
     if window is not None:
         band = _band(q_len, k_len, window, causal, _device(key_mask, bias, same_doc))  # (Tq, Tk)
         if same_doc is not None:
             band = band & same_doc
-        full.local = _combine(key_mask, causal=causal, q_len=q_len, k_len=k_len, bias=bias, band=band)
+        local = _combine(key_mask, causal=causal, q_len=q_len, k_len=k_len, bias=bias, band=band)
+        if window_only:
+            return local
+    full = _combine(key_mask, causal=causal, q_len=q_len, k_len=k_len, bias=bias, band=same_doc)
+    full.local = local
     return full
 
 

@@ -3,6 +3,8 @@ masked-LM head (dense, activation, LayerNorm, tied decoder with bias) or the poo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -20,14 +22,46 @@ from zoo.pretrained.family import (
     unsupported,
 )
 
-# zoo sub-module -> BERT sub-module inside `encoder.layer.{i}.` (q/k/v handled separately)
-_LAYER = {
-    "self_attn.o": "attention.output.dense",
-    "norm_self": "attention.output.LayerNorm",
-    "ffn.up": "intermediate.dense",
-    "ffn.down": "output.dense",
-    "norm_ffn": "output.LayerNorm",
-}
+
+@dataclass(frozen=True)
+class EncoderLayout:
+    """Where a post-LN encoder layer of the BERT kind keeps its tensors in a Hugging Face checkpoint: the layers'
+    prefix, q/k/v Linear names inside a layer (fused as zoo's [q | k | v] rows) and the other sub-modules."""
+
+    layers: str
+    qkv: tuple[str, str, str]
+    modules: Mapping[str, str]  # zoo sub-module -> HF sub-module inside a layer
+
+    def from_hf(self, src: HFTensors, cfg: ModelConfig, out: dict[str, torch.Tensor]) -> None:
+        """Every layer's tensors into `out` under `encoder_stack.layers.{i}.`."""
+        d, f = cfg.d_model, cfg.ffn_dim
+        dims = {"self_attn.o": (d, d), "ffn.up": (f, d), "ffn.down": (d, f), "norm_self": (d, None),
+                "norm_ffn": (d, None)}
+        for i in range(cfg.n_layers):
+            z, h = f"encoder_stack.layers.{i}", f"{self.layers}.{i}"
+            qkv = [_linear(src, f"{h}.{p}", d, d) for p in self.qkv]
+            out[f"{z}.self_attn.qkv.weight"] = torch.cat([w for w, _ in qkv])  # rows [q | k | v]
+            out[f"{z}.self_attn.qkv.bias"] = torch.cat([b for _, b in qkv])
+            for zoo_name, hf_name in self.modules.items():
+                out[f"{z}.{zoo_name}.weight"], out[f"{z}.{zoo_name}.bias"] = _linear(src, f"{h}.{hf_name}",
+                                                                                     *dims[zoo_name])
+
+    def to_hf(self, state: dict[str, torch.Tensor], cfg: ModelConfig, prefix: str, out: dict[str, torch.Tensor]) -> None:
+        """Inverse of `from_hf`, HF names under `prefix` ("bert.", "distilbert.")."""
+        for i in range(cfg.n_layers):
+            z, h = f"encoder_stack.layers.{i}", f"{prefix}{self.layers}.{i}"
+            for part in ("weight", "bias"):
+                for name, chunk in zip(self.qkv, state[f"{z}.self_attn.qkv.{part}"].chunk(3), strict=True):
+                    out[f"{h}.{name}.{part}"] = chunk
+                for zoo_name, hf_name in self.modules.items():
+                    out[f"{h}.{hf_name}.{part}"] = state[f"{z}.{zoo_name}.{part}"]
+
+
+BERT_LAYOUT = EncoderLayout(
+    "encoder.layer", ("attention.self.query", "attention.self.key", "attention.self.value"),
+    {"self_attn.o": "attention.output.dense", "norm_self": "attention.output.LayerNorm",
+     "ffn.up": "intermediate.dense", "ffn.down": "output.dense", "norm_ffn": "output.LayerNorm"},
+)
 _UNUSED = {"pooler.": "the masked-LM model has no pooler", "cls.seq_relationship": "next-sentence head is not used"}
 
 
@@ -40,7 +74,7 @@ def _linear(src: HFTensors, name: str, out_dim: int, in_dim: int | None = None) 
 def encoder_from_hf(src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
     """Embeddings (tokens, positions incl. any offset rows, token types, LayerNorm) and every layer of a
     BERT-layout encoder (BERT, RoBERTa), q/k/v fused as zoo's [q | k | v] rows."""
-    d, f, v = cfg.d_model, cfg.ffn_dim, cfg.vocab_size
+    d, v = cfg.d_model, cfg.vocab_size
     out = {
         "embed.tokens.weight": src.take("embeddings.word_embeddings.weight", (v, d)),
         "embed.positional.table.weight": src.take(
@@ -51,14 +85,7 @@ def encoder_from_hf(src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]
     out["embed.norm.weight"], out["embed.norm.bias"] = _linear(src, "embeddings.LayerNorm", d)
     src.discard("embeddings.position_ids")
     src.discard("embeddings.token_type_ids")
-    dims = {"self_attn.o": (d, d), "ffn.up": (f, d), "ffn.down": (d, f), "norm_self": (d, None), "norm_ffn": (d, None)}
-    for i in range(cfg.n_layers):
-        z, h = f"encoder_stack.layers.{i}", f"encoder.layer.{i}"
-        qkv = [_linear(src, f"{h}.attention.self.{p}", d, d) for p in ("query", "key", "value")]
-        out[f"{z}.self_attn.qkv.weight"] = torch.cat([w for w, _ in qkv])  # rows [q | k | v]
-        out[f"{z}.self_attn.qkv.bias"] = torch.cat([b for _, b in qkv])
-        for zoo_name, hf_name in _LAYER.items():
-            out[f"{z}.{zoo_name}.weight"], out[f"{z}.{zoo_name}.bias"] = _linear(src, f"{h}.{hf_name}", *dims[zoo_name])
+    BERT_LAYOUT.from_hf(src, cfg, out)
     return out
 
 
@@ -72,13 +99,7 @@ def encoder_to_hf(state: dict[str, torch.Tensor], cfg: ModelConfig, prefix: str)
         f"{base}.LayerNorm.weight": state["embed.norm.weight"],
         f"{base}.LayerNorm.bias": state["embed.norm.bias"],
     }
-    for i in range(cfg.n_layers):
-        z, h = f"encoder_stack.layers.{i}", f"{prefix}encoder.layer.{i}"
-        for part in ("weight", "bias"):
-            for name, chunk in zip(("query", "key", "value"), state[f"{z}.self_attn.qkv.{part}"].chunk(3), strict=True):
-                out[f"{h}.attention.self.{name}.{part}"] = chunk
-            for zoo_name, hf_name in _LAYER.items():
-                out[f"{h}.{hf_name}.{part}"] = state[f"{z}.{zoo_name}.{part}"]
+    BERT_LAYOUT.to_hf(state, cfg, prefix, out)
     return out
 
 

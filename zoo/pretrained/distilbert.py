@@ -12,6 +12,7 @@ import torch
 from zoo.config import ModelConfig
 from zoo.modules.feedforward import plain_activation
 from zoo.modules.residual import uses_final_norm
+from zoo.pretrained.bert import EncoderLayout, _linear
 from zoo.pretrained.family import (
     FAMILIES,
     ZOO_TO_HF_ACTIVATION,
@@ -24,20 +25,11 @@ from zoo.pretrained.family import (
 )
 
 EPS = 1e-12  # fixed in DistilBERT's code, not in config.json
-# zoo sub-module -> DistilBERT sub-module inside `transformer.layer.{i}.` (q/k/v handled separately)
-_LAYER = {
-    "self_attn.o": "attention.out_lin",
-    "norm_self": "sa_layer_norm",
-    "ffn.up": "ffn.lin1",
-    "ffn.down": "ffn.lin2",
-    "norm_ffn": "output_layer_norm",
-}
-
-
-def _linear(src: HFTensors, name: str, out_dim: int, in_dim: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(weight, bias) of an nn.Linear (in_dim given) or a LayerNorm (in_dim None)."""
-    weight_shape = (out_dim, in_dim) if in_dim is not None else (out_dim,)
-    return src.take(f"{name}.weight", weight_shape), src.take(f"{name}.bias", (out_dim,))
+LAYOUT = EncoderLayout(
+    "transformer.layer", ("attention.q_lin", "attention.k_lin", "attention.v_lin"),
+    {"self_attn.o": "attention.out_lin", "norm_self": "sa_layer_norm", "ffn.up": "ffn.lin1", "ffn.down": "ffn.lin2",
+     "norm_ffn": "output_layer_norm"},
+)
 
 
 @FAMILIES.register("distilbert")
@@ -88,21 +80,14 @@ class DistilBert(Family):
         }
 
     def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
-        d, f, v = cfg.d_model, cfg.ffn_dim, cfg.vocab_size
+        d, v = cfg.d_model, cfg.vocab_size
         out = {
             "embed.tokens.weight": src.take("embeddings.word_embeddings.weight", (v, d)),
             "embed.positional.table.weight": src.take("embeddings.position_embeddings.weight", (cfg.max_seq_len, d)),
         }
         out["embed.norm.weight"], out["embed.norm.bias"] = _linear(src, "embeddings.LayerNorm", d)
         src.discard("embeddings.position_ids")
-        dims = {"self_attn.o": (d, d), "ffn.up": (f, d), "ffn.down": (d, f), "norm_self": (d, None), "norm_ffn": (d, None)}
-        for i in range(cfg.n_layers):
-            z, h = f"encoder_stack.layers.{i}", f"transformer.layer.{i}"
-            qkv = [_linear(src, f"{h}.attention.{p}_lin", d, d) for p in ("q", "k", "v")]
-            out[f"{z}.self_attn.qkv.weight"] = torch.cat([w for w, _ in qkv])  # rows [q | k | v]
-            out[f"{z}.self_attn.qkv.bias"] = torch.cat([b for _, b in qkv])
-            for zoo_name, hf_name in _LAYER.items():
-                out[f"{z}.{zoo_name}.weight"], out[f"{z}.{zoo_name}.bias"] = _linear(src, f"{h}.{hf_name}", *dims[zoo_name])
+        LAYOUT.from_hf(src, cfg, out)
         out["head.transform.weight"], out["head.transform.bias"] = _linear(src, "~vocab_transform", d, d)
         out["head.transform_norm.weight"], out["head.transform_norm.bias"] = _linear(src, "~vocab_layer_norm", d)
         out["head.proj.bias"] = src.take("~vocab_projector.bias", (v,))
@@ -121,13 +106,7 @@ class DistilBert(Family):
             "distilbert.embeddings.LayerNorm.weight": state["embed.norm.weight"],
             "distilbert.embeddings.LayerNorm.bias": state["embed.norm.bias"],
         }
-        for i in range(cfg.n_layers):
-            z, h = f"encoder_stack.layers.{i}", f"distilbert.transformer.layer.{i}"
-            for part in ("weight", "bias"):
-                for name, chunk in zip("qkv", state[f"{z}.self_attn.qkv.{part}"].chunk(3), strict=True):
-                    out[f"{h}.attention.{name}_lin.{part}"] = chunk
-                for zoo_name, hf_name in _LAYER.items():
-                    out[f"{h}.{hf_name}.{part}"] = state[f"{z}.{zoo_name}.{part}"]
+        LAYOUT.to_hf(state, cfg, "distilbert.", out)
         for part in ("weight", "bias"):
             out[f"vocab_transform.{part}"] = state[f"head.transform.{part}"]
             out[f"vocab_layer_norm.{part}"] = state[f"head.transform_norm.{part}"]

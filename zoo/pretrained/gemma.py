@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from zoo.config import ModelConfig
 from zoo.modules.residual import uses_final_norm
-from zoo.pretrained.family import FAMILIES, Family, HFTensors, require, special_id, unsupported
+from zoo.pretrained.decoder_tensors import DecoderTensors
+from zoo.pretrained.family import FAMILIES, require, special_id, unsupported
 
 
 def rope_base(hf: dict[str, Any], model_type: str) -> float:
@@ -27,7 +26,7 @@ def rope_base(hf: dict[str, Any], model_type: str) -> float:
 
 
 @FAMILIES.register("gemma")
-class Gemma(Family):
+class Gemma(DecoderTensors):
     model_type = "gemma"
     architecture = "GemmaForCausalLM"
     prefixes = ("model.",)
@@ -97,42 +96,5 @@ class Gemma(Family):
             "bos_token_id": cfg.bos_id, "eos_token_id": cfg.eos_id, "pad_token_id": cfg.pad_id,
         }
 
-    def linears(self, cfg: ModelConfig) -> dict[str, tuple[list[tuple[str, int]], int]]:
-        """zoo linear of a layer -> ([(HF linear in `layers.{i}.`, its rows)], input width); zoo stacks the rows."""
-        d, f = cfg.d_model, cfg.ffn_dim
-        q, kv = cfg.n_heads * cfg.head_size, cfg.kv_heads * cfg.head_size
-        return {
-            "self_attn.qkv": ([("self_attn.q_proj", q), ("self_attn.k_proj", kv), ("self_attn.v_proj", kv)], d),
-            "self_attn.o": ([("self_attn.o_proj", d)], q),
-            "ffn.up": ([("mlp.gate_proj", f), ("mlp.up_proj", f)], d),
-            "ffn.down": ([("mlp.down_proj", d)], f),
-        }
-
-    def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
-        d = cfg.d_model
-        out = {"embed.tokens.weight": src.take("embed_tokens.weight", (cfg.vocab_size, d))}
-        for i in range(cfg.n_layers):
-            z, h = f"decoder_stack.layers.{i}", f"layers.{i}"
-            for name, (parts, d_in) in self.linears(cfg).items():
-                out[f"{z}.{name}.weight"] = torch.cat([src.take(f"{h}.{p}.weight", (rows, d_in)) for p, rows in parts])
-            for hf_norm, norm in self.layer_norms.items():
-                out[f"{z}.{norm}.weight"] = src.take(f"{h}.{hf_norm}.weight", (d,))
-            src.discard(f"{h}.self_attn.rotary_emb.inv_freq")  # old checkpoints store the RoPE buffer
-        out["decoder_stack.final_norm.weight"] = src.take("norm.weight", (d,))
-        out["head.proj.weight"] = src.take_lm_head(cfg, out["embed.tokens.weight"])
-        src.finish()
-        return out
-
-    def state_to_hf(self, state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
-        out = {"model.embed_tokens.weight": state["embed.tokens.weight"],
-               "model.norm.weight": state["decoder_stack.final_norm.weight"]}
-        for i in range(cfg.n_layers):
-            z, h = f"decoder_stack.layers.{i}", f"model.layers.{i}"
-            for name, (parts, _) in self.linears(cfg).items():
-                chunks = state[f"{z}.{name}.weight"].split([rows for _, rows in parts])
-                out.update({f"{h}.{p}.weight": chunk for (p, _), chunk in zip(parts, chunks, strict=True)})
-            for hf_norm, norm in self.layer_norms.items():
-                out[f"{h}.{hf_norm}.weight"] = state[f"{z}.{norm}.weight"]
-        if not cfg.tie_embeddings:
-            out["lm_head.weight"] = state["head.proj.weight"]
-        return out
+    def layer_tensors(self, cfg: ModelConfig, h: str) -> dict[str, tuple[str, tuple[int, ...]]]:
+        return {f"{norm}.weight": (f"{h}.{hf_norm}.weight", (cfg.d_model,)) for hf_norm, norm in self.layer_norms.items()}

@@ -10,12 +10,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import torch
-
 from zoo.config import ModelConfig
 from zoo.modules.residual import uses_final_norm
 from zoo.modules.rope_scaling import ROPE_SCALINGS
-from zoo.pretrained.family import FAMILIES, Family, HFTensors, require, special_id, unsupported
+from zoo.pretrained.decoder_tensors import DecoderTensors
+from zoo.pretrained.family import FAMILIES, require, special_id, unsupported
 
 Checks = dict[str, tuple[Any, Any]]  # {setting: (value, supported)}, as `require` / `unsupported` take them
 
@@ -28,7 +27,7 @@ _ROPE_DEFAULTS = {"beta_fast": 32, "beta_slow": 1, "truncate": True, "mscale": N
 
 
 @FAMILIES.register("llama")
-class Llama(Family):
+class Llama(DecoderTensors):
     model_type = "llama"
     architecture = "LlamaForCausalLM"
     prefixes = ("model.",)
@@ -138,53 +137,3 @@ class Llama(Family):
         else:
             checks["rope_fraction"] = (cfg.rope_fraction, 1.0)
         return {"rope_parameters": params, "rope_theta": cfg.rope_base}, checks
-
-    # ----- tensors -----
-    def linears(self, cfg: ModelConfig, h: str) -> dict[str, tuple[list[str], list[int], int, bool]]:
-        """zoo linear of layer `h` -> (the HF matrices stacked in its rows, their row counts, input size, bias)."""
-        d, f = cfg.d_model, cfg.ffn_dim
-        q_dim, kv_dim = cfg.n_heads * cfg.head_size, cfg.kv_heads * cfg.head_size
-        return {
-            "self_attn.qkv": ([f"{h}.self_attn.{p}_proj" for p in "qkv"], [q_dim, kv_dim, kv_dim], d, cfg.use_qkv_bias),
-            "self_attn.o": ([f"{h}.self_attn.o_proj"], [d], q_dim, cfg.bias),
-            "ffn.up": ([f"{h}.mlp.gate_proj", f"{h}.mlp.up_proj"], [f, f], d, cfg.bias),
-            "ffn.down": ([f"{h}.mlp.down_proj"], [d], f, cfg.bias),
-        }
-
-    def layer_tensors(self, cfg: ModelConfig, h: str) -> dict[str, tuple[str, tuple[int, ...]]]:
-        """zoo tensor of layer `h` -> (the HF tensor it is, unchanged, and its shape)."""
-        return {"norm_self.weight": (f"{h}.input_layernorm.weight", (cfg.d_model,)),
-                "norm_ffn.weight": (f"{h}.post_attention_layernorm.weight", (cfg.d_model,))}
-
-    def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
-        d, v = cfg.d_model, cfg.vocab_size
-        out = {"embed.tokens.weight": src.take("embed_tokens.weight", (v, d))}
-        for i in range(cfg.n_layers):
-            z, h = f"decoder_stack.layers.{i}", f"layers.{i}"
-            for name, (names, rows, d_in, bias) in self.linears(cfg, h).items():
-                pairs = list(zip(names, rows, strict=True))
-                out[f"{z}.{name}.weight"] = torch.cat([src.take(f"{n}.weight", (r, d_in)) for n, r in pairs])
-                if bias:
-                    out[f"{z}.{name}.bias"] = torch.cat([src.take(f"{n}.bias", (r,)) for n, r in pairs])
-            for name, (hf_name, shape) in self.layer_tensors(cfg, h).items():
-                out[f"{z}.{name}"] = src.take(hf_name, shape)
-            src.discard(f"{h}.self_attn.rotary_emb.inv_freq")  # old checkpoints store the RoPE buffer
-        out["decoder_stack.final_norm.weight"] = src.take("norm.weight", (d,))
-        out["head.proj.weight"] = src.take_lm_head(cfg, out["embed.tokens.weight"])
-        src.finish()
-        return out
-
-    def state_to_hf(self, state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
-        out = {"model.embed_tokens.weight": state["embed.tokens.weight"],
-               "model.norm.weight": state["decoder_stack.final_norm.weight"]}
-        for i in range(cfg.n_layers):
-            z, h = f"decoder_stack.layers.{i}", f"model.layers.{i}"
-            for name, (names, rows, _, bias) in self.linears(cfg, h).items():
-                for part in ("weight", "bias") if bias else ("weight",):
-                    for hf_name, chunk in zip(names, state[f"{z}.{name}.{part}"].split(rows), strict=True):
-                        out[f"{hf_name}.{part}"] = chunk
-            for name, (hf_name, _) in self.layer_tensors(cfg, h).items():
-                out[hf_name] = state[f"{z}.{name}"]
-        if not cfg.tie_embeddings:
-            out["lm_head.weight"] = state["head.proj.weight"]
-        return out

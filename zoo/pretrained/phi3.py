@@ -6,6 +6,7 @@ plain RoPE frequencies: `longrope` (Phi-3 128k, Phi-3.5, Phi-4-mini; 4.x `su` / 
 from __future__ import annotations
 
 from zoo.config import ModelConfig
+from zoo.pretrained.decoder_tensors import Linears
 from zoo.pretrained.family import FAMILIES
 from zoo.pretrained.mistral import Mistral
 
@@ -18,7 +19,7 @@ class Phi3(Mistral):
     rope_types = {"default": "none"}
     partial_rotary = True
 
-    def linears(self, cfg: ModelConfig, h: str) -> dict[str, tuple[list[str], list[int], int, bool]]:
+    def linears(self, cfg: ModelConfig, h: str) -> Linears:
         q_dim, kv_dim = cfg.n_heads * cfg.head_size, cfg.kv_heads * cfg.head_size
         return {**super().linears(cfg, h),
                 "self_attn.qkv": ([f"{h}.self_attn.qkv_proj"], [q_dim + 2 * kv_dim], cfg.d_model, cfg.use_qkv_bias),
