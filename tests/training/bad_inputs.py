@@ -92,6 +92,8 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("compile.backend=inductr", "compile.backend must be one of"),
     ("trainer.devices=0", "trainer.devices must be an integer >= 1 or a non-empty list of device indices or one "
                           "of 'auto', got 0"),
+    ("trainer=ddp_cpu trainer.devices=3", "data.shards: the training token stream is cut into 8 part(s), which 3 "
+                                          "processes cannot share"),
     ("trainer.max_steps=0", "trainer.max_steps must be an integer >= 1, got 0"),
     ("trainer.accumulate_grad_batches=abc", "trainer.accumulate_grad_batches must be an integer >= 1, got 'abc'"),
     ("trainer.gradient_clip_val=abc", "trainer.gradient_clip_val must be null or a finite number, got 'abc'"),

@@ -16,12 +16,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from zoo.checkpoint import CheckpointError, read_checkpoint
 from zoo.config import ModelConfig
+from zoo.data.datamodules import DEFAULT_SHARDS
 from zoo.data.sources.base import check_data_cfg
 from zoo.finetune.setup import check_finetune_cfg, plan_init
 from zoo.options import ANY, Options, Rule, any_of, integer, list_of, one_of
 from zoo.presets import config_root
 from zoo.registry import unknown_choice_message
 from zoo.tasks import TASKS, Task, default_task
+from zoo.training.distributed import check_parts
 from zoo.training.monitor import check_monitor
 from zoo.training.optim import check_optim_with_trainer, lr_multiplier
 from zoo.training.options import check_config
@@ -219,6 +221,8 @@ def prepare(cfg: DictConfig) -> Plan:
     checked(check_data_cfg, data_cfg)
     kwargs = trainer_kwargs(resolved["trainer"])
     checked(check_optim_with_trainer, resolved["optim"], kwargs)
+    if task.corpus_kind == "text":  # LM/MLM token streams are cut into data.shards parts, shared by the ranks
+        checked(check_parts, data_cfg.get("shards") or DEFAULT_SHARDS, world_size(kwargs))
     accumulate = kwargs.get("accumulate_grad_batches", 1)
     per_eval = resolved["eval_every"] * resolved["batch_size"] * accumulate * world_size(kwargs)
     data_cfg = task.with_epoch(data_cfg, per_eval)  # examples (all processes) between two validations
