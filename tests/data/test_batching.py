@@ -136,6 +136,22 @@ def test_lm_datamodule_with_document_mask_pads_documents_apart():
     assert padded["document_ids"].tolist() == [[0, 0, 1, 2, 2], [0, 0, 0, 0, 0]]  # pads: one more document
 
 
+def test_document_mask_with_a_bert_framed_stream_ends_documents_at_sep():
+    """A WordPiece tokenizer has no eos: its documents are `[CLS] doc [SEP]` and [SEP] closes each one."""
+    from zoo.data.specials import SpecialTokens
+
+    cls_, sep = 101, 102
+    bert = type("Bert", (_Tok,), {"eos_id": None, "specials": SpecialTokens(
+        ids={"pad": 0, "cls": cls_, "sep": sep, "mask": 103}, all_ids=(0, 101, 102, 103), prefix=(cls_,),
+        suffix=(sep,))})()
+    stream = np.array([cls_, 7, 8, sep, cls_, 9, sep, cls_, 6, 5, 5, sep] * 10)
+    dm = LMDataModule(bert, {"train": stream, "val": stream}, batch_size=2, max_seq_len=8, seed=0, document_mask=True)
+    batch = next(iter(dm.train_dataloader()))
+    for row, ids in zip(batch["document_ids"], batch["input_ids"], strict=True):
+        assert row.tolist() == document_ids(ids.numpy(), sep).tolist()
+        assert int(row[-1]) == int((ids[:-1] == sep).sum())  # one more document after each [SEP]
+
+
 # ------------------------------------------------------------------------------------------------ helpers
 
 

@@ -186,7 +186,8 @@ class LMDataModule(ZooDataModule):
         self.datasets = {"train": self._blocks("train", True), "val": self._blocks("val", False)}
         self.train_parts = self.datasets["train"].parts
         if self.document_mask:  # windows carry document_ids: attention and positions per packed document
-            self.datasets = {s: DocumentWindows(d, self.tokenizer.eos_id) for s, d in self.datasets.items()}
+            end = self.tokenizer.specials.document_ends()[1][-1]  # closes each document (eos; BERT's [SEP])
+            self.datasets = {s: DocumentWindows(d, end) for s, d in self.datasets.items()}
 
     def train_dataloader(self) -> DataLoader:
         if "train" not in self.datasets:
