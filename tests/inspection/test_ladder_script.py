@@ -1,0 +1,25 @@
+"""docs/make_ladder.py --quick: every rung and aside trains through train.py's path, the page is assembled, and the
+trained top rung's explorer page is written and screenshotted (a few steps each; nothing under docs/ is touched)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_ladder_script_quick_run(capsys, monkeypatch):
+    docs_before = {p: p.stat().st_mtime for p in (ROOT / "docs").rglob("*") if p.is_file()}
+    spec = importlib.util.spec_from_file_location("make_ladder", ROOT / "docs" / "make_ladder.py")
+    ladder = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "make_ladder", ladder)  # its dataclass looks its module up
+    spec.loader.exec_module(ladder)
+    assert ladder.main(["--quick"]) == 0
+    page = capsys.readouterr().out
+    for i, (preset, _) in enumerate(ladder.RUNGS, start=1):
+        assert f"| {i} | `{preset}` |" in page
+    assert "`model=single_head_lm model.residual=false model.norm=none`" in page
+    assert "(the most concentrated)" in page  # the screenshot was taken (Chromium + playwright, as CI installs)
+    assert {p: p.stat().st_mtime for p in (ROOT / "docs").rglob("*") if p.is_file()} == docs_before
