@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 import zoo
-from bench.common import Section, goal, interleaved, markdown_table
+from bench.common import Section, goal, interleaved, markdown_table, step_loop
 from bench.lightning_path import train_config
 from zoo.training.optim import build_optimizer
 
@@ -54,18 +54,11 @@ def training_loop(shape: Shape, *, compiled: bool, optim: str, steps: int) -> Ca
     ids = torch.randint(3, model.config.vocab_size, (shape.batch, shape.seq_len + 1), generator=gen)
     inputs, targets = ids[:, :-1], ids[:, 1:]
 
-    def run() -> float:
-        for _ in range(steps):
-            logits = forward(input_ids=inputs).logits  # (B, T, V)
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
-            loss.backward()
-            if CLIP:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-        return float(loss.detach())
+    def loss() -> torch.Tensor:
+        logits = forward(input_ids=inputs).logits  # (B, T, V)
+        return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
 
-    return run
+    return step_loop(loss, model, optimizer, steps, CLIP)
 
 
 def measure(shape: Shape, quick: bool) -> dict:

@@ -13,7 +13,7 @@ import torch
 
 import zoo
 from bench.bench_training import OPTIM, SHAPES, Shape, bare_step, random_batch
-from bench.common import Section, interleaved, markdown_table, top_ops, top_ops_table
+from bench.common import Section, interleaved, markdown_table, step_loop, top_ops, top_ops_table
 from zoo.inspection import flops_per_token
 from zoo.training.optim import param_groups
 
@@ -34,15 +34,7 @@ def fused_adamw_step(model: torch.nn.Module, batch: dict[str, torch.Tensor], ste
         param_groups(model, OPTIM["weight_decay"]), lr=OPTIM["lr"], betas=OPTIM["betas"], fused=True
     )
 
-    def run() -> float:
-        for _ in range(steps):
-            loss = model(**batch).loss
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-        return float(loss.detach())
-
-    return run
+    return step_loop(lambda: model(**batch).loss, model, optimizer, steps)
 
 
 def measure_shape(shape: Shape, quick: bool) -> dict:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 import zoo
-from bench.common import Section, goal, interleaved, markdown_table, top_ops, top_ops_table
+from bench.common import Section, goal, interleaved, markdown_table, step_loop, top_ops, top_ops_table
 from bench.lightning_path import lightning_step, train_config
 from bench.references import hf_like, parameter_count
 from zoo.config import ModelConfig
@@ -83,17 +83,7 @@ def bare_step(model: torch.nn.Module, batch: dict[str, torch.Tensor], steps: int
     model.train()
     optimizer = build_optimizer(model, OPTIM)
 
-    def run() -> float:
-        for _ in range(steps):
-            loss = model(**batch).loss
-            loss.backward()
-            if CLIP:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-        return float(loss.detach())
-
-    return run
+    return step_loop(lambda: model(**batch).loss, model, optimizer, steps, CLIP)
 
 
 def training_sides(shape: Shape, *, steps: int = 1) -> dict[str, Callable[[], object]]:

@@ -59,6 +59,25 @@ def interleaved(sides: Mapping[str, Callable[[], Any]], *, warmup: int = 1, repe
     return {name: Timing(t) for name, t in times.items()}
 
 
+def step_loop(loss_of: Callable[[], torch.Tensor], model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+              steps: int, clip: float | None = None) -> Callable[[], float]:
+    """A closure running `steps` training steps (loss, backward, optional global-norm clip, optimizer step,
+    zeroed gradients); returns the last loss. One loop for every bench side, so sides differ only in what
+    they are meant to compare."""
+
+    def run() -> float:
+        for _ in range(steps):
+            loss = loss_of()
+            loss.backward()
+            if clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        return float(loss.detach())
+
+    return run
+
+
 def cpu_model() -> str:
     """The CPU's model name from /proc/cpuinfo (Linux) or platform.processor()."""
     try:
