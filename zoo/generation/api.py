@@ -13,7 +13,7 @@ from zoo.generation.config import GenerationConfig
 from zoo.generation.greedy_sample import greedy_or_sample
 from zoo.generation.logits import build_processors
 from zoo.generation.prompts import PromptLike, align, as_batch
-from zoo.generation.speculative import check_assistant, speculative_greedy
+from zoo.generation.speculative import Choice, check_assistant, speculative_decode
 from zoo.generation.static import StaticStepper, check_static
 from zoo.generation.stepper import DecoderStepper, EncoderDecoderStepper, Stepper
 from zoo.registry import Registry
@@ -55,7 +55,8 @@ def generate(
     fields (max_new_tokens, do_sample, temperature, top_k, top_p, num_beams, num_return_sequences,
     length_penalty, early_stopping, eos_token_id, pad_token_id, use_cache, seed, return_dict,
     cache_implementation, compile, num_assistant_tokens). `assistant_model`: a smaller decoder with the same
-    vocabulary for speculative (greedy) decoding; the output equals this model's greedy output.
+    vocabulary for speculative decoding: greedy output equals this model's greedy output, sampled tokens are
+    distributed as this model's samples (zoo.generation.speculative).
 
     Example: `model.generate(ids, max_new_tokens=20, do_sample=True, top_p=0.9, seed=0)`."""
     mcfg = model.config
@@ -82,8 +83,12 @@ def generate(
 
 def _run_speculative(model, draft, ids, mask, cfg: GenerationConfig, eos_ids: list[int]) -> Any:
     real = mask[0].bool()  # one prompt: decode its real tokens, put any padding back in front
-    seq, step_logits, stats = speculative_greedy(model, draft, ids[:, real], cfg.max_new_tokens, eos_ids=eos_ids,
-                                                 num_draft=cfg.num_assistant_tokens)
+    choice = Choice()
+    if cfg.do_sample and cfg.temperature != 0:
+        generator = None if cfg.seed is None else torch.Generator(device=ids.device).manual_seed(cfg.seed)
+        choice = Choice(True, build_processors(cfg.temperature, cfg.top_k, cfg.top_p), generator)
+    seq, step_logits, stats = speculative_decode(model, draft, ids[:, real], cfg.max_new_tokens, eos_ids=eos_ids,
+                                                 num_draft=cfg.num_assistant_tokens, choice=choice)
     seq = torch.cat([ids[:, ~real], seq], dim=1)
     out = GenerateOutput(seq, None, step_logits, acceptance_rate=stats.acceptance_rate)
     return out if cfg.return_dict else out.sequences

@@ -1,8 +1,13 @@
-"""Speculative decoding (greedy): a small draft model proposes k tokens one by one, the target scores all of
-them in one forward, and the longest prefix the target itself would have chosen is kept, plus the target's
-own next token (a correction, or a bonus when every draft token was accepted). The output is the target's
-greedy output token for token; the speed-up comes from the target running once per round instead of once
-per token. Batch 1 only (rows would accept different prefix lengths)."""
+"""Speculative decoding: a small draft model proposes k tokens one by one, the target scores all of them in one
+forward, a prefix of them is kept, plus one token of the target's own (a correction, or a bonus when every
+draft token was kept). The speed-up comes from the target running once per round instead of once per token.
+Batch 1 only (rows would accept different prefix lengths).
+
+Greedy: the kept prefix is the one the target itself would have chosen, so the output is the target's greedy
+output token for token. Sampling (Leviathan et al. 2023; Chen et al. 2023): the draft samples x from its
+distribution q, the target keeps it with probability min(1, p(x) / q(x)) and on the first rejection samples
+from max(0, p - q), renormalised; every emitted token is then distributed exactly as a sample from the target's
+p (both p and q after the same temperature / top-k / top-p)."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from zoo.generation.logits import LogitsProcessor, process
 from zoo.modules.cache import KVCache
 
 
@@ -37,12 +43,13 @@ def check_assistant(target, draft, batch: int, prompt_len: int, max_new_tokens: 
             f"{target.config.vocab_size}: the draft must share the target's tokenizer (same token ids).")
     if batch != 1:
         raise ValueError(f"assistant_model decodes one prompt at a time (batch 1); got {batch} prompts.")
-    unsupported = {"num_beams": cfg.num_beams > 1, "do_sample": cfg.do_sample, "compile": cfg.compile,
-                   "use_cache=False": not cfg.use_cache, "cache_implementation": cfg.cache_implementation == "static"}
+    unsupported = {"num_beams": cfg.num_beams > 1, "num_return_sequences": cfg.num_return_sequences > 1,
+                   "compile": cfg.compile, "use_cache=False": not cfg.use_cache,
+                   "cache_implementation": cfg.cache_implementation == "static"}
     bad = [name for name, on in unsupported.items() if on]
     if bad:
-        raise ValueError(f"assistant_model supports greedy decoding with the dynamic KV cache only; drop "
-                         f"{', '.join(bad)}.")
+        raise ValueError(f"assistant_model supports greedy decoding and sampling (one sequence) with the dynamic KV "
+                         f"cache only; drop {', '.join(bad)}.")
     for who, model in (("target", target), ("assistant_model", draft)):
         reach = model.positions.max_positions
         if reach is not None and prompt_len + max_new_tokens > reach:
@@ -55,11 +62,67 @@ def _logits(model, ids: torch.Tensor, cache: KVCache, keep: int) -> torch.Tensor
     return model(ids, cache=cache, logits_to_keep=keep).logits.float()  # (1, keep, V)
 
 
-def speculative_greedy(
-    target, draft, ids: torch.Tensor, max_new_tokens: int, *, eos_ids: list[int], num_draft: int
+@dataclass
+class Choice:
+    """How a round turns the target's scores into tokens: greedy, or sampling through `processors`."""
+
+    sample: bool = False
+    processors: list[LogitsProcessor] | None = None
+    generator: torch.Generator | None = None
+
+    def probs(self, logits: torch.Tensor) -> torch.Tensor:
+        """(..., V) raw logits -> the distribution tokens are drawn from."""
+        return process(logits, self.processors or []).softmax(dim=-1)
+
+    def draw(self, probs: torch.Tensor) -> torch.Tensor:
+        """(1, V) -> (1, 1)."""
+        return torch.multinomial(probs, 1, generator=self.generator)
+
+    def uniform(self, device) -> float:
+        return float(torch.rand((), generator=self.generator, device=device))
+
+
+def _draft(draft, proposal: torch.Tensor, d_cache: KVCache, k: int, choice: Choice) -> tuple[torch.Tensor, list]:
+    """k draft tokens appended to `proposal` (one draft forward each) and, sampling, their distributions q."""
+    qs = []
+    for _ in range(k):
+        logits = _logits(draft, proposal[:, d_cache.length:], d_cache, 1)[:, -1]  # (1, V)
+        if choice.sample:
+            qs.append(choice.probs(logits))
+            nxt = choice.draw(qs[-1])
+        else:
+            nxt = logits.argmax(-1, keepdim=True)
+        proposal = torch.cat([proposal, nxt], dim=1)
+    return proposal, qs
+
+
+def _verify(logits: torch.Tensor, drafted: torch.Tensor, qs: list, choice: Choice) -> tuple[int, torch.Tensor]:
+    """(draft tokens kept, the target's own next token (1, 1)) from its logits (1, k + 1, V) after each of the
+    last k + 1 tokens."""
+    k = drafted.shape[1]
+    if not choice.sample:
+        picks = logits.argmax(-1)  # (1, k + 1): the target's greedy pick at each draft position
+        n = int((picks[:, :k] == drafted)[0].long().cumprod(0).sum())  # leading draft tokens it agrees with
+        return n, picks[:, n : n + 1]
+    ps = choice.probs(logits)  # (1, k + 1, V)
+    for i in range(k):
+        x = int(drafted[0, i])
+        p, q = ps[:, i], qs[i]  # (1, V) each
+        if choice.uniform(logits.device) < float(p[0, x] / q[0, x]):  # q[x] > 0: x was drawn from q
+            continue
+        residual = (p - q).clamp_min(0.0)  # rejected: p(x) < q(x), so p - q has positive mass somewhere
+        total = residual.sum()
+        return i, choice.draw(residual / total if float(total) > 0 else p)
+    return k, choice.draw(ps[:, k])  # every draft token kept: a bonus token from the target
+
+
+def speculative_decode(
+    target, draft, ids: torch.Tensor, max_new_tokens: int, *, eos_ids: list[int], num_draft: int,
+    choice: Choice | None = None,
 ) -> tuple[torch.Tensor, list[torch.Tensor], SpeculativeStats]:
-    """(sequence (1, L + new), the target's logits (1, V) for every new token, stats). Invariant between
+    """(sequence (1, L + new), the target's raw logits (1, V) for every new token, stats). Invariant between
     rounds: each cache holds a prefix of `seq` (never a rejected token); the tokens after it are fed next."""
+    choice = choice or Choice()
     seq = ids
     t_cache, d_cache = target.new_cache(), draft.new_cache()
     stats, step_logits = SpeculativeStats(), []
@@ -68,20 +131,15 @@ def speculative_greedy(
     while seq.shape[1] - prompt_len < max_new_tokens:
         remaining = max_new_tokens - (seq.shape[1] - prompt_len)
         k = min(num_draft, remaining - 1)  # the target adds one token of its own per round
-        proposal = seq
-        for _ in range(k):  # draft greedily, one token at a time on its own cache
-            nxt = _logits(draft, proposal[:, d_cache.length:], d_cache, 1)[:, -1].argmax(-1, keepdim=True)
-            proposal = torch.cat([proposal, nxt], dim=1)
+        proposal, qs = _draft(draft, seq, d_cache, k, choice)
         drafted = proposal[:, seq.shape[1]:]  # (1, k)
         fresh = proposal[:, t_cache.length:]  # not yet in the target's cache: pending + drafted
         logits = _logits(target, fresh, t_cache, k + 1)  # (1, k + 1, V): after each of the last k + 1 tokens
         stats.target_calls += 1
-        choice = logits.argmax(-1)  # (1, k + 1): the target's greedy pick at each draft position
-        agree = (choice[:, :k] == drafted)[0].long()
-        n = int(agree.cumprod(0).sum())  # leading draft tokens the target agrees with
+        n, own = _verify(logits, drafted, qs, choice)
         stats.proposed += k
         stats.accepted += n
-        new = torch.cat([drafted[:, :n], choice[:, n : n + 1]], dim=1)  # (1, n + 1)
+        new = torch.cat([drafted[:, :n], own], dim=1)  # (1, n + 1)
         hit = torch.isin(new[0], eos).nonzero()
         if len(hit):
             new = new[:, : int(hit[0]) + 1]
