@@ -1,5 +1,5 @@
 """Exact mid-epoch resume and process-count independence for the tasks whose epoch is a pass over a finite
-data set (seq2seq, classification): a run killed after a mid-epoch checkpoint and resumed logs the losses of
+data set (seq2seq, classification; LM with a data.blocks_per_epoch longer than an evaluation interval): a run killed after a mid-epoch checkpoint and resumed logs the losses of
 the uninterrupted run (1e-6), with batch_size batches and token-budget batches (data.max_tokens); two DDP
 processes (trainer=ddp_cpu) log the losses of one process (1e-5) where the processes' label counts differ
 (seq2seq token budgets, MLM masks; LM: tests/training/test_cli.py). LM windows: document masking trains."""
@@ -65,6 +65,17 @@ def test_seq2seq_resumed_mid_epoch_matches_uninterrupted(make_cfg, monkeypatch, 
 def test_classification_resumed_mid_epoch_matches_uninterrupted(make_cfg, monkeypatch, classification):
     common = [*classification, "trainer.max_steps=8", "eval_every=4"]  # 216 train examples: 14 batches an epoch
     straight, resumed = _killed_and_resumed(make_cfg, monkeypatch, common, "classification")
+    assert sorted(resumed) == [4, 5, 6, 7]
+    for step in resumed:
+        assert resumed[step] == pytest.approx(straight[step], abs=1e-6)
+
+
+def test_lm_resumed_mid_epoch_matches_uninterrupted(make_cfg, monkeypatch):
+    """LM epochs normally end at each validation; with data.blocks_per_epoch the step-4 checkpoint falls inside
+    an epoch of 400 windows (50 batches), and the resumed run draws the same windows and dropout."""
+    common = [*TINY_LM, "trainer.max_steps=8", "eval_every=4", "model.dropout=0.1", "data.blocks_per_epoch=400",
+              "callbacks.samples=null"]
+    straight, resumed = _killed_and_resumed(make_cfg, monkeypatch, common, "lm")
     assert sorted(resumed) == [4, 5, 6, 7]
     for step in resumed:
         assert resumed[step] == pytest.approx(straight[step], abs=1e-6)
