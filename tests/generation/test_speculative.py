@@ -122,10 +122,12 @@ def test_speculative_sampling_matches_the_target_joint_distribution():
     processors = build_processors(0.8, 3, None)
 
     def joint(model) -> dict:
-        with torch.no_grad():
-            probs = lambda seq: process(model(torch.tensor([seq])).logits[:, -1].float(), processors).softmax(-1)[0]
-            first = probs(prompt)
-            return {(a, b): float(first[a] * pb) for a in range(vocab) for b, pb in enumerate(probs([*prompt, a]))}
+        def probs(seq: list[int]) -> torch.Tensor:  # (V,): the sampling distribution after seq
+            with torch.no_grad():
+                return process(model(torch.tensor([seq])).logits[:, -1].float(), processors).softmax(-1)[0]
+
+        first = probs(prompt)
+        return {(a, b): float(first[a] * pb) for a in range(vocab) for b, pb in enumerate(probs([*prompt, a]))}
 
     exact = joint(target)
     n_draws, counts = 800, {}
