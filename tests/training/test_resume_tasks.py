@@ -1,8 +1,9 @@
 """Exact mid-epoch resume and process-count independence for the tasks whose epoch is a pass over a finite
-data set (seq2seq, classification; LM with a data.blocks_per_epoch longer than an evaluation interval): a run killed after a mid-epoch checkpoint and resumed logs the losses of
-the uninterrupted run (1e-6), with batch_size batches and token-budget batches (data.max_tokens); two DDP
-processes (trainer=ddp_cpu) log the losses of one process (1e-5) where the processes' label counts differ
-(seq2seq token budgets, MLM masks; LM: tests/training/test_cli.py). LM windows: document masking trains."""
+data set (seq2seq, classification; LM with a data.blocks_per_epoch longer than an evaluation interval): a run
+killed after a mid-epoch checkpoint and resumed logs the losses of the uninterrupted run (1e-6), with
+batch_size batches and token-budget batches (data.max_tokens); two DDP processes (trainer=ddp_cpu) log the
+losses of one process (1e-5) where the processes' label counts differ (seq2seq token budgets, MLM masks; LM:
+tests/training/test_cli.py). LM windows: document masking trains."""
 
 from __future__ import annotations
 
