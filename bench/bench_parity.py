@@ -38,8 +38,8 @@ class Setup:
     seq_len: int = 64
     batch: int = 12
     dropout: float = 0.1
-    steps: int = 200
-    warmup: int = 30
+    steps: int = 2000
+    warmup: int = 100
     lr: float = 1e-3
     weight_decay: float = 0.1
     betas: tuple[float, float] = (0.9, 0.95)
