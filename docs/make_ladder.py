@@ -1,8 +1,9 @@
-"""Generate docs/ladder.md and docs/img/ladder_loss.png: the language-model ladder (bigram -> MLP over a fixed
-context -> one causal attention head -> multi-head attention -> GPT) trained by train.py's own code path on
-the same built-in corpus, the same tokenizer and the same token budget, with validation loss, parameters and
-time side by side. Run `python docs/make_ladder.py` (about 10 minutes on a 2-core CPU); `--steps` changes the
-budget, `--quick` checks the script in seconds (and writes nothing under docs/)."""
+"""Generate docs/ladder.md, docs/img/ladder_loss.png and the top rung's explorer page: the language-model ladder
+(bigram -> MLP over a fixed context -> one causal attention head -> multi-head attention -> GPT) trained by
+train.py's own code path on the same built-in corpus, the same tokenizer and the same token budget, with
+validation loss, parameters and time side by side. Run `python docs/make_ladder.py` (about 10 minutes on a
+2-core CPU); `--steps` changes the budget, `--quick` checks the script in seconds (and writes nothing under
+docs/)."""
 
 from __future__ import annotations
 
@@ -178,12 +179,16 @@ def markdown(results: list[Result], asides: list[tuple[Result, list[str]]], step
         "",
         *aside_rows,
         "",
-        "Each rung contains the one below it: with the residual, a single head can pass the current token's",
-        "embedding straight to the output (the bigram) and add what it reads from the window; without it, every",
-        "position's output is an average over the window and the current token competes with the rest.",
-        "The feed-forward MLP costs steps before it pays: while the budget was chosen, on a 4 MB slice of the corpus",
-        "seen about twice, `gpt_mini` trailed `attention_lm` at 1,000 steps (3.736 vs 3.648) and 3,000 steps (3.345",
-        "vs 3.322) although its training loss was lower at 3,000; on the whole corpus, seen less than once, it leads.",
+        "The attention rungs each contain the one below them (rung 4 adds heads and a layer; rung 5 adds an MLP that",
+        "can output zero), and the residual makes rung 3 contain the bigram: one head can pass the current token's",
+        "embedding straight to the output and add what it reads from the window. Without the residual (the aside),",
+        "each position's output is only an attention-weighted average of the window's values, the current token",
+        "competes with the rest, and it trains worse than the bigram table. The MLP rung is a different family (a",
+        "fixed 8-token window, no attention); it sits between the bigram and attention in what it can read.",
+        "The feed-forward MLP costs steps before it pays: while this budget was chosen (2026-11-30, this script's",
+        "settings on `data.max_bytes=4000000`, a slice seen about twice), `gpt_mini` trailed `attention_lm` at 1,000",
+        "steps (3.736 vs 3.648) and 3,000 steps (3.345 vs 3.322) although its training loss was lower at 3,000; on the",
+        "whole corpus, seen less than once, it leads from about step 2,500 (the plot).",
         "",
         "## The top rung in the explorer",
         "",
@@ -202,7 +207,7 @@ def markdown(results: list[Result], asides: list[tuple[Result, list[str]]], step
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--steps", type=int, default=5000)
     parser.add_argument("--quick", action="store_true", help="3 steps per rung on a small slice; writes nothing")
     args = parser.parse_args(argv)
     steps = 3 if args.quick else args.steps
