@@ -237,10 +237,11 @@ class ZooModel(nn.Module):
         )
         return x, mask, terms
 
-    @staticmethod
-    def padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
-        """None when nothing is masked, so attention can take the fused causal kernel."""
-        if attention_mask is None or bool(attention_mask.all()):
+    def padding_mask(self, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+        """None when nothing is masked, so attention can take the fused causal kernel. While inputs are checked
+        on the host (training) the mask is kept as given: finding out would cost a device sync and, compiled,
+        a graph break on every forward, and padded batches (the ones that carry a mask) rarely have none."""
+        if attention_mask is None or (not self.inputs_checked_on_host and bool(attention_mask.all())):
             return None
         return attention_mask
 
