@@ -128,13 +128,14 @@ def run(quick: bool = False) -> Section:
         f"{size['vocab']}), random init, HF GPT-2 weights loaded into zoo; prompt {size['prompt']} + {new} new "
         f"tokens, every step run (no EOS); torch {torch.__version__}, {torch.get_num_threads()} threads.",
         f"Sides interleaved after one warm-up round, median of {size['repeats']}; `spread` = (max - min) / median "
-        "per side, the load from the other engineers on this machine.",
+        "per side (load from other work on this machine shows there).",
         "Compile time is not in the tok/s: torch.compile traces the step once per (model, batch, buffer size) "
         "and later calls reuse it.",
         f"Speculative: draft = the same checkpoint cut to its first {size['draft_layers']} block(s); its output is "
         "the target's greedy output (same tokens column). Random weights: acceptance on a trained pair differs.",
         f"Perplexity: {size['ppl_rows']} x {size['ppl_len']} tokens sampled from the fp32 model (seed 0), scored by "
-        "the fp32 and the int8 model (weight-only int8, per-channel scales, `torch._weight_int8pack_mm`). With "
+        "the fp32 and the int8 model (weight-only int8, per-channel scales; decode steps through "
+        "`torch._weight_int8pack_mm`, which is slower than fp32 matmul on this CPU: int8 is a memory lever here). With "
         "random weights the predictions are near-uniform (perplexity close to the vocabulary size), so this change "
         "is a weak check; tests/test_quantization.py bounds the logits' error (< 2% relative L2).",
     ]

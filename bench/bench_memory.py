@@ -89,7 +89,7 @@ def run(quick: bool = False) -> Section:
         "Peak MB: torch.profiler memory events of one forward + backward (allocations minus frees in time "
         "order, highest point), above the weights and their kept gradients; deterministic, unaffected by load.",
         f"Step times: {size['repeats']} interleaved repeats per side after a warm-up, median; spread = "
-        "(max - min) / median on this shared, loaded machine.",
+        "(max - min) / median on this shared machine.",
         f"At this vocabulary the logits dominate: checkpointing alone takes the peak to "
         f"{peaks['activation checkpointing'] / peaks['plain']:.2f}x; with the chunked loss it takes "
         f"{peaks['chunked cross-entropy'] / 2**20:,.0f} MB to {peaks['both'] / 2**20:,.0f} MB "

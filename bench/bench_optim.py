@@ -121,7 +121,7 @@ def run(quick: bool = False) -> Section:
                      f"{statistics.fmean(r['seconds_per_step'] for r in runs) * 1000:.0f}"])
     ratio = means["adamw"] / means["muon"] if all(means.values()) else None
     headers = ["optimizer", f"steps to val loss <= {setup.target} (seeds {', '.join(map(str, setup.seeds))})",
-               "mean ± std", "ms / step (1 thread, loaded machine)"]
+               "mean ± std", "ms / step (1 thread)"]
     notes = [
         f"AdamW / Muon steps to the target: **{ratio:.2f}x**" if ratio else "A side did not reach the target "
         f"within {setup.max_steps} steps in every seed: no ratio.",

@@ -2,9 +2,11 @@
 
 Decoding one token at a time reads every weight once per token, so on a CPU it is bound by memory traffic;
 int8 weights move a quarter of the bytes. Methods are a registry (QUANTIZERS); each replaces `nn.Linear`
-layers in place. `int8`: weight-only, one symmetric scale per output channel, activations stay float; on CPU
-the matmul is torch's `_weight_int8pack_mm` kernel (the one gpt-fast uses), elsewhere weights are
-dequantised per call. (torch.ao's dynamic quantisation is deprecated in torch 2.13, so it is not offered.)"""
+layers in place. `int8`: weight-only, one symmetric scale per output channel, activations stay float; a one-row CPU
+matmul (a decode step) is torch's fused `_weight_int8pack_mm` kernel (the one gpt-fast uses), anything else
+converts the int8 weights per call and scales the outputs. Weights take a quarter of the memory; on CPUs where
+that kernel is not fast (the 2-core machine in docs/benchmarks.md) decoding is slower than fp32, so int8 is a
+memory lever there, not a speed one. (torch.ao's dynamic quantisation is deprecated in torch 2.13.)"""
 
 from __future__ import annotations
 
@@ -32,10 +34,11 @@ class Int8Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, self.in_features)  # (..., K) -> (M, K)
-        if flat.device.type == "cpu":
-            out = torch.ops.aten._weight_int8pack_mm(flat.contiguous(), self.weight_int8, self.scales.to(x.dtype))
-        else:
-            out = flat @ (self.weight_int8.to(x.dtype) * self.scales.to(x.dtype)[:, None]).T
+        scales = self.scales.to(x.dtype)
+        if flat.device.type == "cpu" and flat.shape[0] == 1:  # a decode step: the fused kernel, no (N, K) temporary
+            out = torch.ops.aten._weight_int8pack_mm(flat.contiguous(), self.weight_int8, scales)
+        else:  # prefill / batches: that kernel slows down with M (40x at M = 32 on a 2-core AVX-512 CPU, torch 2.13)
+            out = (flat @ self.weight_int8.to(x.dtype).T) * scales  # x (q s)^T = (x q^T) s: scale the N outputs
         if self.bias is not None:
             out = out + self.bias
         return out.reshape(*x.shape[:-1], self.out_features)  # (M, N) -> (..., N)
