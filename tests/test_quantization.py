@@ -36,7 +36,9 @@ def test_int8_linear_matches_dequantised_matmul_within_rounding_bound():
     assert bool(((dequant - lin.weight).abs() <= q.scales[:, None] / 2 + 1e-7).all())
     x = torch.randn(2, 5, 48)  # (B, T, K): leading dims pass through
     with torch.no_grad():
-        torch.testing.assert_close(q(x), x @ dequant.T + lin.bias, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(q(x), x @ dequant.T + lin.bias, atol=1e-5, rtol=1e-5)  # many rows: scaled outputs
+        one = x[:1, :1]  # one row (a decode step): the fused int8 kernel
+        torch.testing.assert_close(q(one), one @ dequant.T + lin.bias, atol=1e-5, rtol=1e-5)
 
 
 def test_quantized_model_logits_close_to_fp32():
