@@ -53,6 +53,9 @@ def test_filters_drop_only_the_listed_messages():
                                "_pytree.py", 21, module="lightning.pytorch.utilities._pytree")
         warnings.warn_explicit("`isinstance(treespec, LeafSpec)` is deprecated, use ...", FutureWarning,
                                "mine.py", 1, module="zoo.mine")  # same text from elsewhere: shown
+        warnings.warn_explicit("You're resuming from a checkpoint that ended before the epoch ended and your "
+                               "dataloader is not resumable. ...", UserWarning, "training_epoch_loop.py", 224,
+                               module="lightning.pytorch.loops.training_epoch_loop")  # zoo resumes exactly itself
         warnings.warn_explicit("a real deprecation", FutureWarning, __file__, 2, module="zoo.real")
     assert [(w.filename, w.category) for w in caught] == [("mine.py", FutureWarning), (__file__, FutureWarning)]
 

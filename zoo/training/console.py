@@ -24,11 +24,15 @@ LIGHTNING_TIPS = ("💡 Tip: For seamless cloud",)
 LIGHTNING_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
 # torch deprecates LeafSpec; Lightning's own pytree helper still uses it (nothing a zoo user can change).
 # Lightning also warns that zoo's module overrides on_before_batch_transfer next to a datamodule: that is the
-# intended design (the module range-checks ids on the host), so the warning tells the user nothing.
+# intended design (the module range-checks ids on the host), so the warning tells the user nothing. And it
+# calls a mid-epoch resume unreliable because zoo's loaders lack Lightning's state_dict interface: zoo restores
+# the position itself (samplers keyed by seed and epoch, batches trained in the checkpoint; resume tests, 1e-6).
 DEPENDENCY_DEPRECATIONS = (
     (r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning, r"lightning\.pytorch\.utilities\._pytree"),
     (r"You have overridden `on_before_batch_transfer` in `LightningModule` but have passed in a", UserWarning,
      r"lightning\.pytorch\.trainer\.connectors\.data_connector"),
+    (r"You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable",
+     Warning, r"lightning\.pytorch\.loops\.training_epoch_loop"),
 )
 
 
