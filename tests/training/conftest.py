@@ -56,6 +56,26 @@ def train_losses(run_dir: Path) -> dict[int, float]:
     return {int(r["step"]): float(r["train/loss"]) for r in read_csv_metrics(run_dir) if r.get("train/loss")}
 
 
+def killed_and_resumed(make_cfg, monkeypatch, common: list[str], name: str) -> tuple[dict, dict]:
+    """(train losses of an uninterrupted run, train losses of a run killed at step 6 and resumed with
+    ckpt_path=last from its latest checkpoint), both from the overrides `common`."""
+    from zoo.training.module import ZooLightningModule
+    from zoo.training.run import train
+
+    straight = train_losses(train(make_cfg(common, run=f"{name}_straight")).output_dir)
+
+    def killed(self, outputs, batch, batch_idx):
+        if self.global_step == 6:
+            raise RuntimeError("simulated kill")
+
+    with monkeypatch.context() as m:
+        m.setattr(ZooLightningModule, "on_train_batch_end", killed, raising=False)
+        with pytest.raises(RuntimeError, match="simulated kill"):
+            train(make_cfg(common, run=f"{name}_killed"))
+    resumed = train(make_cfg([*common, "ckpt_path=last"], run=f"{name}_resumed"))
+    return straight, train_losses(resumed.output_dir)
+
+
 @pytest.fixture
 def run_cli(tmp_path):
     """run_cli(args) -> `python train.py <args>` in tmp_path, with no W&B key, no ~/.netrc, no WANDB_* env."""

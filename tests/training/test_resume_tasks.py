@@ -15,7 +15,7 @@ from zoo.data.batching import padding_share
 from zoo.training.module import ZooLightningModule
 from zoo.training.run import train
 
-from .conftest import TINY_LM, train_losses
+from .conftest import TINY_LM, killed_and_resumed, train_losses
 
 RUN = ["logger=csv", "trainer.accelerator=cpu", "trainer.limit_val_batches=1", "trainer.num_sanity_val_steps=0",
        "trainer.enable_progress_bar=false", "trainer.log_every_n_steps=1", "optim.lr=3e-3", "scheduler.warmup_steps=2",
@@ -39,25 +39,10 @@ def classification(tmp_path) -> list[str]:
             *RUN]
 
 
-def _killed_and_resumed(make_cfg, monkeypatch, common: list[str], name: str) -> tuple[dict, dict]:
-    straight = train_losses(train(make_cfg(common, run=f"{name}_straight")).output_dir)
-
-    def killed(self, outputs, batch, batch_idx):
-        if self.global_step == 6:
-            raise RuntimeError("simulated kill")
-
-    with monkeypatch.context() as m:
-        m.setattr(ZooLightningModule, "on_train_batch_end", killed, raising=False)
-        with pytest.raises(RuntimeError, match="simulated kill"):
-            train(make_cfg(common, run=f"{name}_killed"))
-    resumed = train(make_cfg([*common, "ckpt_path=last"], run=f"{name}_resumed"))
-    return straight, train_losses(resumed.output_dir)
-
-
 @pytest.mark.parametrize("order", [[], ["+data.max_tokens=200"]], ids=["batch_size", "max_tokens"])
 def test_seq2seq_resumed_mid_epoch_matches_uninterrupted(make_cfg, monkeypatch, order):
     common = [*SEQ2SEQ, *order, "trainer.max_steps=8", "eval_every=4"]  # ~18 batches an epoch: step 4 is mid-epoch
-    straight, resumed = _killed_and_resumed(make_cfg, monkeypatch, common, "seq2seq")
+    straight, resumed = killed_and_resumed(make_cfg, monkeypatch, common, "seq2seq")
     assert sorted(resumed) == [4, 5, 6, 7]  # continued from the step-4 checkpoint, in the middle of epoch 0
     for step in resumed:
         assert resumed[step] == pytest.approx(straight[step], abs=1e-6)
@@ -65,7 +50,7 @@ def test_seq2seq_resumed_mid_epoch_matches_uninterrupted(make_cfg, monkeypatch, 
 
 def test_classification_resumed_mid_epoch_matches_uninterrupted(make_cfg, monkeypatch, classification):
     common = [*classification, "trainer.max_steps=8", "eval_every=4"]  # 216 train examples: 14 batches an epoch
-    straight, resumed = _killed_and_resumed(make_cfg, monkeypatch, common, "classification")
+    straight, resumed = killed_and_resumed(make_cfg, monkeypatch, common, "classification")
     assert sorted(resumed) == [4, 5, 6, 7]
     for step in resumed:
         assert resumed[step] == pytest.approx(straight[step], abs=1e-6)
@@ -76,7 +61,7 @@ def test_lm_resumed_mid_epoch_matches_uninterrupted(make_cfg, monkeypatch):
     an epoch of 400 windows (50 batches), and the resumed run draws the same windows and dropout."""
     common = [*TINY_LM, "trainer.max_steps=8", "eval_every=4", "model.dropout=0.1", "data.blocks_per_epoch=400",
               "callbacks.samples=null"]
-    straight, resumed = _killed_and_resumed(make_cfg, monkeypatch, common, "lm")
+    straight, resumed = killed_and_resumed(make_cfg, monkeypatch, common, "lm")
     assert sorted(resumed) == [4, 5, 6, 7]
     for step in resumed:
         assert resumed[step] == pytest.approx(straight[step], abs=1e-6)

@@ -18,7 +18,7 @@ from zoo.training.module import ZooLightningModule
 from zoo.training.run import ConfigError, prepare, train
 from zoo.training.samples import translate
 
-from .conftest import TINY_LM, read_csv_metrics, train_losses
+from .conftest import TINY_LM, killed_and_resumed, read_csv_metrics
 
 
 def _val_loss(model, datamodule, limit: int) -> float:
@@ -75,18 +75,7 @@ def test_lm_learns_checkpoints_and_loads(make_cfg, tmp_path):
 
 def test_interrupted_then_resumed_run_matches_uninterrupted(make_cfg, monkeypatch):
     common = [*TINY_LM, "trainer.max_steps=8", "eval_every=4", "model.dropout=0.1"]
-    straight = train_losses(train(make_cfg(common, run="straight")).output_dir)
-
-    def killed(self, outputs, batch, batch_idx):
-        if self.global_step == 6:
-            raise RuntimeError("simulated kill")
-
-    with monkeypatch.context() as m:
-        m.setattr(ZooLightningModule, "on_train_batch_end", killed, raising=False)
-        with pytest.raises(RuntimeError, match="simulated kill"):
-            train(make_cfg(common, run="killed"))
-    resumed = train(make_cfg([*common, "ckpt_path=last"], run="resumed"))
-    losses = train_losses(resumed.output_dir)
+    straight, losses = killed_and_resumed(make_cfg, monkeypatch, common, "lm")
     assert sorted(losses) == [4, 5, 6, 7]  # continued from the step-4 checkpoint
     for step in (4, 5, 6, 7):
         assert losses[step] == pytest.approx(straight[step], abs=1e-6)
