@@ -146,14 +146,14 @@ class ZooModel(nn.Module):
         """How many values a label may take: the vocabulary (a sequence classifier overrides it)."""
         return self.config.vocab_size
 
-    def check_labels(self, labels: torch.Tensor, shape: tuple[int, ...], n_classes: int, ignore_index: int = IGNORE_INDEX) -> None:
-        """Labels are integer class ids in [0, n_classes) or ignore_index; anything else would be a deep
+    def check_labels(self, labels: torch.Tensor, shape: tuple[int, ...], ignore_index: int = IGNORE_INDEX) -> None:
+        """Labels are integer class ids in [0, label_classes) or ignore_index; anything else would be a deep
         IndexError on CPU and a device-side assert on GPU."""
         if not isinstance(labels, torch.Tensor) or labels.is_floating_point() or tuple(labels.shape) != tuple(shape):
             got = f"{tuple(labels.shape)} {labels.dtype}" if isinstance(labels, torch.Tensor) else type(labels).__name__
             raise ValueError(f"labels must be an integer tensor of shape {tuple(shape)}, got {got}.")
         if not self.inputs_checked_on_host:
-            check_label_range(labels, n_classes, ignore_index)
+            check_label_range(labels, self.label_classes, ignore_index)
 
     def check_values(self, batch: Mapping[str, torch.Tensor]) -> None:
         """Every value check forward makes, on a whole batch (call it on the host, before the transfer, with

@@ -60,6 +60,6 @@ class DecoderLM(ZooModel):
         logits = self.head(x[:, -logits_to_keep:] if logits_to_keep else x)  # (B, T | n, V)
         loss = None
         if labels is not None:
-            self.check_labels(labels, input_ids.shape, self.config.vocab_size)
+            self.check_labels(labels, input_ids.shape)
             loss = lm_loss(logits, labels, shift=True)
         return ModelOutput(logits=logits, loss=loss, hidden_states=x, attentions=self_w, cache=cache)

@@ -59,9 +59,9 @@ class EncoderModel(ZooModel):
         loss = None
         if labels is not None:
             if self.config.head == "classifier":
-                self.check_labels(labels, input_ids.shape[:1], self.label_classes)
+                self.check_labels(labels, input_ids.shape[:1])
                 loss = F.cross_entropy(logits.float(), labels)
             else:
-                self.check_labels(labels, input_ids.shape, self.config.vocab_size)
+                self.check_labels(labels, input_ids.shape)
                 loss = lm_loss(logits, labels, shift=False)
         return ModelOutput(logits=logits, loss=loss, hidden_states=x, attentions=self_w)

@@ -117,7 +117,7 @@ class EncoderDecoder(ZooModel):
         )
         loss = None
         if labels is not None:
-            self.check_labels(labels, decoder_input_ids.shape, self.config.vocab_size)
+            self.check_labels(labels, decoder_input_ids.shape)
             loss = lm_loss(logits, labels, shift=False)
         return ModelOutput(
             logits=logits, loss=loss, hidden_states=x, attentions=self_w, cross_attentions=cross_w,

@@ -101,6 +101,6 @@ class MLPLanguageModel(ZooModel):
         logits = self.head(h[:, -logits_to_keep:] if logits_to_keep else h)  # (B, T | n, V)
         loss = None
         if labels is not None:
-            self.check_labels(labels, input_ids.shape, self.config.vocab_size)
+            self.check_labels(labels, input_ids.shape)
             loss = lm_loss(logits, labels, shift=True)
         return ModelOutput(logits=logits, loss=loss, hidden_states=h)
