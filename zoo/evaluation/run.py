@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -90,16 +91,19 @@ def evaluate(cfg: DictConfig | Mapping[str, Any]) -> EvalReport:
     data_cfg = resolve_data(resolved["data"], task)
     checked(check_data_cfg, data_cfg)
     output = Path(resolved["output"]) if resolved.get("output") else None
-    tokenizer_dir = (output.parent if output else Path(resolved["paths"]["output_dir"])) / "tokenizer"
-    tokenizer.save(tokenizer_dir)  # the data is tokenized with the checkpoint's own tokenizer
-    try:
-        data_tokenizer, datamodule = build_data(
-            data_cfg, {"name": "file", "path": str(tokenizer_dir)}, task=task, max_seq_len=model.config.max_seq_len,
-            batch_size=resolved["batch_size"], cache_dir=resolved["paths"].get("cache_dir"), seed=resolved["seed"],
-        )
-        split = resolve_split(datamodule, resolved["split"])
-    except (ValueError, FileNotFoundError) as e:
-        raise ConfigError(f"{e} (checkpoint {resolved['ckpt']} holds a model for task {task.name})") from None
+    # the data is tokenized with the checkpoint's own tokenizer, read by tokenizer=file from a scratch folder of
+    # its own: never a `tokenizer/` next to the output, which may be an export's or the user's
+    with tempfile.TemporaryDirectory(prefix="zoo-evaluate-") as scratch:
+        tokenizer_dir = tokenizer.save(Path(scratch) / "tokenizer")
+        try:
+            data_tokenizer, datamodule = build_data(
+                data_cfg, {"name": "file", "path": str(tokenizer_dir)}, task=task,
+                max_seq_len=model.config.max_seq_len, batch_size=resolved["batch_size"],
+                cache_dir=resolved["paths"].get("cache_dir"), seed=resolved["seed"],
+            )
+            split = resolve_split(datamodule, resolved["split"])
+        except (ValueError, FileNotFoundError) as e:
+            raise ConfigError(f"{e} (checkpoint {resolved['ckpt']} holds a model for task {task.name})") from None
     if data_tokenizer.label_names != tokenizer.label_names:
         raise ConfigError(f"data={data_cfg['name']} has labels {data_tokenizer.label_names}, checkpoint "
                           f"{resolved['ckpt']} was trained on labels {tokenizer.label_names}")
