@@ -127,6 +127,18 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("task=mlm model=bert_small model.head=classifier model.num_labels=2", "task=mlm needs model.head=lm"),
     ("model.head=classifier", "model.head='classifier' needs model.arch='encoder', got 'decoder'"),
     ("ckpt_path=/nonexistent/last.ckpt", "checkpoint not found"),
+    ("finetune=freeze finetune.modules=[embed,decoder_stack,head]",
+     "finetune=freeze finetune.modules=['embed', 'decoder_stack', 'head'] finetune.first_layers=0 leaves no "
+     "parameter to train (frozen: embed, decoder_stack, head); freeze less of the model (its parts: embed, "
+     "decoder_stack, head)"),
+    ("model=bigram optim.name=muon", "optim.name=muon trains the weight matrices of the attention and feed-forward "
+                                     "layers of the stacks, and this model has none (model.arch=decoder, "
+                                     "model.n_layers=0); use optim.name=adamw"),
+    ("model=mlp_lm optim.name=muon", "optim.name=muon trains the weight matrices of the attention and feed-forward "
+                                     "layers of the stacks, and this model has none (model.arch=mlp_lm,"),
+    ("optim.name=muon finetune=freeze finetune.modules=[decoder_stack]",
+     "optim.name=muon trains the weight matrices of the attention and feed-forward layers of the stacks, and "
+     "finetune freezes all of them; use optim.name=adamw"),
     ("ckpt_path=last", "ckpt_path=last: no earlier run with checkpoints/last.ckpt"),
 ]]
 
@@ -137,6 +149,12 @@ CHECKED_ELSEWHERE = [
     BadInput("ckpt_path=<run> with a same-size tokenizer trained on other text",
              "ids stand for other tokens",
              "tests/training/test_resume.py::test_resume_with_a_same_size_tokenizer_of_other_text_is_refused"),
+    BadInput("ckpt_path=<a finetune=freeze run> finetune.modules=<other parts, even as many>",
+             "this run freezes decoder_stack.layers.1: what trains cannot change on resume (the optimizer state",
+             "tests/finetune/test_resume.py::test_resume_that_changes_what_trains_is_refused"),
+    BadInput("ckpt_path=<a finetune=freeze run> finetune=full",
+             "trained with decoder_stack.layers.0 frozen, this run freezes nothing: ",
+             "tests/finetune/test_resume.py::test_resume_that_changes_what_trains_is_refused"),
     BadInput("a NaN validation batch", "non-finite validation loss",
              "tests/training/test_checkpoints.py::test_nan_validation_stops_before_its_checkpoints"),
     BadInput("a NaN validation batch with callbacks.non_finite=null (a warning)",

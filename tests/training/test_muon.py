@@ -5,7 +5,9 @@ across a state_dict round trip (exact resume), and in a real training run."""
 from __future__ import annotations
 
 import copy
+import re
 
+import pytest
 import torch
 
 import zoo
@@ -88,3 +90,24 @@ def test_train_py_trains_with_muon(make_cfg):
     losses = train_losses(result.output_dir)
     assert all(torch.isfinite(torch.tensor(v)) for v in losses.values())
     assert losses[max(losses)] < losses[min(losses)]
+
+
+def test_a_model_without_hidden_matrices_to_train_is_one_clear_error():
+    """Muon needs attention / feed-forward matrices that train; torch's own error ("optimizer got an empty
+    parameter list") came after the data was built. prepare runs the same check on a meta-device model
+    (tests/training/bad_inputs.py rows); the builder raises it too."""
+    from zoo.training.optim import check_optimizer_model
+
+    advice = "; use optim.name=adamw"
+    for name, why in [("bigram", "this model has none (model.arch=decoder, model.n_layers=0)"),
+                      ("mlp_lm", "this model has none (model.arch=mlp_lm, model.n_layers=")]:
+        model = zoo.build(name)
+        for check in (build_optimizer, check_optimizer_model):
+            with pytest.raises(ValueError, match=re.escape(why)) as err:
+                check(model, CFG)
+            assert str(err.value).endswith(advice)
+    frozen = _model()
+    frozen.decoder_stack.requires_grad_(False)
+    with pytest.raises(ValueError, match="stacks, and finetune freezes all of them; use optim.name=adamw"):
+        build_optimizer(frozen, CFG)
+    check_optimizer_model(zoo.build("bigram"), {"name": "adamw"})  # adamw takes any model

@@ -48,3 +48,21 @@ def freeze(model: nn.Module, modules: Sequence[str], first_layers: int = 0) -> l
                 module.layers[i].requires_grad_(False)
                 frozen.append(f"{name}.layers.{i}")
     return frozen
+
+
+def frozen_names(model: nn.Module) -> list[str]:
+    """What does not train, each part named once by its largest wholly frozen module (`embed`,
+    `decoder_stack.layers.0`) or else by the parameter (`...qkv.weight` under LoRA); `*` for the whole model."""
+    names: list[str] = []
+
+    def visit(module: nn.Module, prefix: str) -> None:
+        params = list(module.parameters())
+        if params and not any(p.requires_grad for p in params):
+            names.append(prefix.rstrip(".") or "*")
+            return
+        names.extend(prefix + n for n, p in module.named_parameters(recurse=False) if not p.requires_grad)
+        for child_name, child in module.named_children():
+            visit(child, f"{prefix}{child_name}.")
+
+    visit(model, "")
+    return names

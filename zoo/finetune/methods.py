@@ -86,10 +86,16 @@ def check_finetune(cfg: Mapping[str, Any]) -> None:
 
 
 def apply_finetune(model: nn.Module, cfg: Mapping[str, Any], fresh: Collection[str] = ()) -> Applied:
-    """Apply `finetune: {name, ...}` to `model` in place."""
+    """Apply `finetune: {name, ...}` to `model` in place; ValueError when it leaves nothing to train."""
     check_finetune(cfg)
-    options = {k: v for k, v in cfg.items() if k != "name"}
-    return FINETUNES.get(cfg.get("name", "full"))(model, fresh, **options)
+    name, options = cfg.get("name", "full"), {k: v for k, v in cfg.items() if k != "name"}
+    applied = FINETUNES.get(name)(model, fresh, **options)
+    if not any(p.requires_grad for p in model.parameters()):
+        settings = "".join(f" finetune.{k}={v}" for k, v in options.items())
+        parts = ", ".join(n for n, _ in model.named_children())
+        raise ValueError(f"finetune={name}{settings} leaves no parameter to train ({applied.description}); "
+                         f"freeze less of the model (its parts: {parts})")
+    return applied
 
 
 def trainable_counts(model: nn.Module) -> tuple[int, int]:

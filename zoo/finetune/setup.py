@@ -21,8 +21,8 @@ from zoo.finetune.init_from import (
     open_source,
     with_overrides,
 )
-from zoo.finetune.lora import lora_record
 from zoo.finetune.methods import Applied, apply_finetune, check_finetune, trainable_line
+from zoo.finetune.resume import check_resumed_training
 
 OLD_HEAD_KEYS = ("head_transform", "head_bias", "head_activation")  # describe one head; reset when it is replaced
 
@@ -30,13 +30,14 @@ OLD_HEAD_KEYS = ("head_transform", "head_bias", "head_activation")  # describe o
 @dataclass
 class InitPlan:
     """What `init_from` decided: the source, its config with the user's overrides, where the tokenizer comes
-    from (the source's own unless `tokenizer` was given)."""
+    from (the source's own unless `tokenizer` was given), whether a new head replaces the source's."""
 
     value: str
     source: Source
     model: ModelConfig
     own_tokenizer: bool
     notes: list[str]
+    new_head: bool = False
 
 
 def plan_init(resolved: Mapping[str, Any], task_head: str | None) -> InitPlan | None:
@@ -58,7 +59,8 @@ def plan_init(resolved: Mapping[str, Any], task_head: str | None) -> InitPlan | 
     changes = given_in_group("model", overrides, dict(resolved["model"]))
     if task_head is not None and task_head != pretrained.head and "head" not in changes:
         changes = {**changes, "head": task_head, "num_labels": 0}  # the data gives num_labels
-    if changes.get("head", pretrained.head) != pretrained.head:  # the old head's own knobs go with it
+    new_head = changes.get("head", pretrained.head) != pretrained.head
+    if new_head:  # the old head's own knobs go with it
         defaults = ModelConfig()
         changes = {**{k: getattr(defaults, k) for k in OLD_HEAD_KEYS}, **changes}
         notes.append(f"a new {changes['head']} head replaces the pretrained {pretrained.head} head")
@@ -68,16 +70,20 @@ def plan_init(resolved: Mapping[str, Any], task_head: str | None) -> InitPlan | 
         raise ValueError(f"init_from={value}: {source.kind} {value} has no tokenizer (no tokenizer.json); give "
                          "the tokenizer the model was trained with: tokenizer=hf tokenizer.path=FOLDER or "
                          "tokenizer=file tokenizer.path=tokenizer.json")
-    return InitPlan(str(value), source, model, own, notes)
+    return InitPlan(str(value), source, model, own, notes, new_head)
 
 
-def check_finetune_cfg(cfg: Mapping[str, Any], model: ModelConfig) -> None:
-    """finetune.* keys and values, then the method applied to a meta-device model (names it reads exist)."""
+def check_finetune_cfg(cfg: Mapping[str, Any], model: ModelConfig, init: InitPlan | None = None) -> torch.nn.Module:
+    """finetune.* keys and values, then the method applied to a meta-device model (names it reads exist,
+    something trains); returns that model, for checks of what trains. A new head of `init` trains (fresh)."""
     from zoo.presets import build
 
     check_finetune(cfg)
     with torch.device("meta"):
-        apply_finetune(build(model), cfg)
+        meta = build(model)
+    fresh = [n for n, _ in meta.named_parameters() if n.startswith("head.")] if init and init.new_head else []
+    apply_finetune(meta, cfg, fresh)
+    return meta
 
 
 # ------------------------------------------------------------------------------------------ at run time
@@ -126,13 +132,5 @@ def announce(model: torch.nn.Module, applied: Applied, init: InitPlan | None) ->
     print(f"[zoo] {trainable_line(model)}")
 
 
-def check_resumed_adapters(model: torch.nn.Module, ckpt: Mapping[str, Any], given: str) -> None:
-    """A resumed run has the same LoRA layers as its checkpoint (else the weights cannot load)."""
-    saved, current = ckpt["zoo"].get("lora"), lora_record(model)
-    if saved != current:
-        raise ValueError(f"ckpt_path={given}: the checkpoint's LoRA adapters {saved} differ from this run's "
-                         f"{current}; resume with the finetune settings the checkpoint was trained with")
-
-
-__all__ = ["InitError", "InitPlan", "announce", "build_model", "check_finetune_cfg", "check_resumed_adapters",
+__all__ = ["InitError", "InitPlan", "announce", "build_model", "check_finetune_cfg", "check_resumed_training",
            "final_config", "plan_init", "read_init"]

@@ -13,7 +13,7 @@ import torch
 from torchmetrics import Metric
 
 from zoo.checkpoint import set_rng_states, zoo_section
-from zoo.finetune.lora import lora_record
+from zoo.finetune.resume import training_record
 from zoo.modules.checkpointing import set_activation_checkpointing
 from zoo.tasks import Task, get_task
 from zoo.training.compiling import compile_model, wants_compile
@@ -207,9 +207,7 @@ class ZooLightningModule(L.LightningModule):
     # ----------------------------------------------------------------------------- checkpoints
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["zoo"] = zoo_section(self.model.config, self.task.name, self.tokenizer)
-        adapters = lora_record(self.model)  # LoRA layers, rebuilt before loading (zoo.load merges them)
-        if adapters is not None:
-            checkpoint["zoo"]["lora"] = adapters
+        checkpoint["zoo"].update(training_record(self.model))  # what trains (LoRA layers: zoo.load rebuilds them)
         if getattr(self.model, "pretrained_family", None):  # init_from a HF folder: format=hf exports it back
             checkpoint["zoo"]["hf_model_type"] = self.model.pretrained_family
         wandb_run = run_id(self.loggers) if self._trainer is not None else None

@@ -26,6 +26,20 @@ def muon_parameters(model: nn.Module) -> list[nn.Parameter]:
     return list(found.values())
 
 
+def muon_matrices(model: nn.Module) -> list[nn.Parameter]:
+    """`muon_parameters`, or ValueError when there are none (Muon would get an empty parameter list): the model
+    has no attention or feed-forward layers (bigram, mlp_lm), or finetune froze all of them."""
+    hidden = muon_parameters(model)
+    if hidden:
+        return hidden
+    config = getattr(model, "config", None)
+    layers = any(isinstance(m, (Attention, FeedForward)) for m in model.modules())
+    why = ("finetune freezes all of them" if layers else
+           f"this model has none (model.arch={getattr(config, 'arch', '?')}, model.n_layers={getattr(config, 'n_layers', '?')})")
+    raise ValueError("optim.name=muon trains the weight matrices of the attention and feed-forward layers of the "
+                     f"stacks, and {why}; use optim.name=adamw")
+
+
 class MuonWithAdamW(torch.optim.Optimizer):
     """`step` runs both inner optimizers; state_dict holds both (a resumed run continues exactly)."""
 

@@ -13,7 +13,7 @@ Schedules are multipliers of the peak `optim.lr`, evaluated per optimizer step:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
 import torch
@@ -21,7 +21,7 @@ from torch import nn
 
 from zoo.options import TEXT, Options, check_entry, integer, number
 from zoo.registry import Registry
-from zoo.training.muon import MuonWithAdamW, muon_parameters
+from zoo.training.muon import MuonWithAdamW, muon_matrices
 
 OPTIMIZERS: Registry = Registry("optimizer", key="optim.name")
 SCHEDULES: Registry = Registry("scheduler")
@@ -77,14 +77,33 @@ def check_optim_with_trainer(optim: Mapping[str, Any], trainer: Mapping[str, Any
                          "trainer.precision=bf16-mixed, trainer.gradient_clip_val=0 or optim.name=adamw.")
 
 
+def needing(check: Callable[[nn.Module], Any]) -> Callable[[Callable], Callable]:
+    """Mark an optimizer builder with what it needs of the model (`check(model)` raises ValueError
+    otherwise): `check_optimizer_model` runs it on prepare's meta-device model, before any data."""
+
+    def mark(builder: Callable) -> Callable:
+        builder.needs = check
+        return builder
+
+    return mark
+
+
+def check_optimizer_model(model: nn.Module, cfg: Mapping[str, Any]) -> None:
+    """What optimizer `optim.name` needs of `model` (finetune applied; a meta-device model will do)."""
+    check = getattr(OPTIMIZERS.get(cfg.get("name", "adamw")), "needs", None)
+    if check is not None:
+        check(model)
+
+
 @OPTIMIZERS.register("muon")
+@needing(muon_matrices)
 def muon(model: nn.Module, *, lr: Positive, weight_decay: NonNegative = 0.0, momentum: Beta = 0.95,
          ns_steps: Annotated[int, integer(1)] = 5, betas: tuple[Beta, Beta] = (0.9, 0.95),
          eps: Positive = 1e-8) -> torch.optim.Optimizer:
     """Muon (momentum orthogonalised by Newton-Schulz, torch.optim.Muon) for the hidden weight matrices, AdamW
     for the rest (embeddings, the output head, norms, biases). Muon's step is rescaled to AdamW's RMS
     (`adjust_lr_fn="match_rms_adamw"`), so one optim.lr serves both."""
-    hidden = muon_parameters(model)
+    hidden = muon_matrices(model)
     chosen = {id(p) for p in hidden}
     rest = [p for p in model.parameters() if p.requires_grad and id(p) not in chosen]
     inner_muon = torch.optim.Muon(hidden, lr=lr, weight_decay=weight_decay, momentum=momentum, ns_steps=ns_steps,

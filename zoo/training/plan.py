@@ -25,7 +25,7 @@ from zoo.registry import unknown_choice_message
 from zoo.tasks import TASKS, Task, default_task
 from zoo.training.distributed import check_parts
 from zoo.training.monitor import check_monitor
-from zoo.training.optim import check_optim_with_trainer, lr_multiplier
+from zoo.training.optim import check_optim_with_trainer, check_optimizer_model, lr_multiplier
 from zoo.training.options import check_config
 from zoo.training.precision import resolve_accelerator, resolve_precision
 
@@ -212,8 +212,9 @@ def prepare(cfg: DictConfig) -> Plan:
     model = init.model if init is not None else resolve_model(resolved["model"])
     task = resolve_task(resolved["task"], model)
     # the data sets a classifier's num_labels; 1 stands in for it while the finetune names are checked
-    checked(check_finetune_cfg, resolved.get("finetune") or {"name": "full"},
-            dataclasses.replace(model, num_labels=model.num_labels or 1))
+    meta = checked(check_finetune_cfg, resolved.get("finetune") or {"name": "full"},
+                   dataclasses.replace(model, num_labels=model.num_labels or 1), init)
+    checked(check_optimizer_model, meta, resolved["optim"])  # muon needs hidden matrices that train
     checked(task.check_label_smoothing, resolved["label_smoothing"])
     checked(check_memory, resolved.get("memory") or {}, task)
     checked(check_monitor, resolved.get("callbacks"), task)

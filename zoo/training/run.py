@@ -51,7 +51,7 @@ def train(cfg: DictConfig) -> TrainResult:
 
     from zoo.data import build_data
     from zoo.evaluation.callback import TestSplitEvaluation
-    from zoo.finetune.setup import announce, build_model, check_resumed_adapters, final_config, read_init
+    from zoo.finetune.setup import announce, build_model, check_resumed_training, final_config, read_init
     from zoo.training.callbacks import CallbackContext, SampleGeneration, build_callbacks
     from zoo.training.checkpoint_io import AtomicCheckpointIO
     from zoo.training.console import wandb_location
@@ -88,7 +88,7 @@ def train(cfg: DictConfig) -> TrainResult:
     try:
         model, applied = build_model(plan.init, init and init.state, model_config, finetune_cfg)
         if plan.ckpt_path is not None:
-            check_resumed_adapters(model, read_checkpoint(plan.ckpt_path), cfg.ckpt_path)
+            check_resumed_training(model, read_checkpoint(plan.ckpt_path), cfg.ckpt_path, str(plan.ckpt_path))
     except ValueError as e:
         raise ConfigError(str(e)) from None
     module = ZooLightningModule(

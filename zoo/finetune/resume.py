@@ -1,0 +1,52 @@
+"""What trains, as a checkpoint records it, and the resume check that it did not change: the optimizer state
+in a checkpoint belongs to the parameters that trained, so a resume that adds LoRA adapters, drops them or
+freezes other parts (even a same-sized set, whose moments torch would load onto the wrong tensors) is refused."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from torch import nn
+
+from zoo.finetune.freeze import frozen_names
+from zoo.finetune.lora import lora_record
+
+SHOWN = 8  # frozen parts named in an error; the rest are counted
+
+
+def training_record(model: nn.Module) -> dict[str, Any]:
+    """The checkpoint's `zoo` entries on what trains: `frozen` (freeze.frozen_names) and, with adapters,
+    `lora` (lora.lora_record, from which zoo.load also rebuilds the layers)."""
+    record: dict[str, Any] = {"frozen": frozen_names(model)}
+    adapters = lora_record(model)
+    if adapters is not None:
+        record["lora"] = adapters
+    return record
+
+
+def _parts(names: Sequence[str]) -> str:
+    if not names:
+        return "nothing"
+    more = f" and {len(names) - SHOWN} more" if len(names) > SHOWN else ""
+    return ", ".join(names[:SHOWN]) + more
+
+
+def _difference(saved: Mapping[str, Any], current: Mapping[str, Any]) -> str | None:
+    """How what trains differs, in words; None when it does not. A checkpoint written before zoo recorded
+    `frozen` is compared on its adapters only."""
+    if saved.get("lora") != current.get("lora"):
+        return f"the checkpoint's LoRA adapters {saved.get('lora')} differ from this run's {current.get('lora')}"
+    if "frozen" in saved and list(saved["frozen"]) != current["frozen"]:
+        return (f"the checkpoint trained with {_parts(saved['frozen'])} frozen, this run freezes "
+                f"{_parts(current['frozen'])}")
+    return None
+
+
+def check_resumed_training(model: nn.Module, ckpt: Mapping[str, Any], given: str, path: str) -> None:
+    """ValueError unless `model` (finetune applied) trains what the checkpoint at `path` trained."""
+    difference = _difference(ckpt["zoo"], training_record(model))
+    if difference is not None:
+        raise ValueError(f"ckpt_path={given}: {difference}: what trains cannot change on resume (the optimizer "
+                         "state belongs to the parameters that trained). Resume with the checkpoint's finetune "
+                         f"settings, or start a new run from its weights with init_from={path}")
