@@ -61,3 +61,25 @@ def test_quantize_bad_input():
         zoo.quantize(nn.Linear(2, 2), "int4")
     with pytest.raises(ValueError, match="found no nn.Linear layer"):
         zoo.quantize(nn.Sequential(nn.ReLU()), "int8")
+
+
+@pytest.mark.parametrize("tied", [False, True], ids=["untied", "tied"])
+def test_int8_model_exports_its_dequantised_weights_for_transformers(tmp_path, tied):
+    """save_pretrained(quantize(model)) writes each int8 layer's q * scale (the float weight it computes with);
+    transformers' logits equal the int8 model's. A tied pair has one table in the file: the float embedding
+    (quantize keeps it float and gives the head an int8 copy), so there the reference keeps the float head."""
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(0)
+    model = zoo.build("llama_small", vocab_size=64, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=48,
+                      tie_embeddings=tied).eval()
+    quantized = zoo.quantize(copy.deepcopy(model), "int8")
+    hf = LlamaForCausalLM.from_pretrained(zoo.save_pretrained(quantized, tmp_path / "int8")).eval()
+    reference = copy.deepcopy(quantized)
+    if tied:
+        reference.head.proj = model.head.proj  # the float table, shared with the (float) embedding
+    ids = torch.randint(0, 64, (2, 12))
+    with torch.no_grad():
+        got, ref, fp32 = hf(input_ids=ids).logits, reference(ids).logits, model(ids).logits
+    assert (got - ref).abs().max() < 1e-4
+    assert (got - fp32).abs().max() > 1e-4  # beyond that tolerance: the int8 rounding is in the file, not fp32

@@ -20,8 +20,20 @@ from zoo.registry import Registry
 QUANTIZERS: Registry[Callable[[nn.Module], int]] = Registry("quantization method")
 
 
-class Int8Linear(nn.Module):
+class QuantizedLinear(nn.Module):
+    """A linear layer whose weight is stored quantised; ``float_weight`` is the (N, K) float weight it computes
+    with, and ``stored`` the names its state dict holds in place of ``weight``."""
+
+    stored: tuple[str, ...] = ()
+
+    def float_weight(self) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class Int8Linear(QuantizedLinear):
     """y = x W^T + b with W stored as int8 (N, K) and one float scale per output row: W ~ q * scale."""
+
+    stored = ("weight_int8", "scales")
 
     def __init__(self, linear: nn.Linear) -> None:
         super().__init__()
@@ -42,6 +54,9 @@ class Int8Linear(nn.Module):
         if self.bias is not None:
             out = out + self.bias
         return out.reshape(*x.shape[:-1], self.out_features)  # (M, N) -> (..., N)
+
+    def float_weight(self) -> torch.Tensor:
+        return self.weight_int8.float() * self.scales.float()[:, None]  # (N, K): q * scale, row by row
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 weights"
@@ -74,3 +89,17 @@ def quantize(model: nn.Module, method: str = "int8") -> nn.Module:
     if replaced == 0:
         raise ValueError(f"quantize(model, {method!r}) found no nn.Linear layer to quantise in {type(model).__name__}.")
     return model
+
+
+def float_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """``model.state_dict()`` with each quantised layer's stored tensors replaced by the float ``weight`` it
+    computes with (int8: q * scale), so a quantised model exports as its dequantised weights. A model without
+    quantised layers gives its own state dict."""
+    state = dict(model.state_dict())
+    for name, module in model.named_modules():
+        if isinstance(module, QuantizedLinear):
+            prefix = f"{name}." if name else ""
+            for key in module.stored:
+                state.pop(prefix + key, None)
+            state[prefix + "weight"] = module.float_weight().detach()
+    return state

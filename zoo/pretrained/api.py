@@ -13,6 +13,7 @@ from zoo.models import ZooModel, build_model
 from zoo.pretrained.family import FAMILIES, Family, HFTensors
 from zoo.pretrained.io import read_config, read_weights, write_checkpoint
 from zoo.pretrained.roundtrip import check_roundtrip
+from zoo.quantization import float_state_dict
 from zoo.registry import unknown_choice_message
 
 
@@ -70,7 +71,7 @@ def save_pretrained(model: ZooModel, path: str | Path, *, model_type: str | None
     old model or the new one."""
     family = export_family(model, model_type)
     config = hf_config(family, model.config)
-    state = {k: t.detach().float() for k, t in model.state_dict().items()}
+    state = {k: t.detach().float() for k, t in float_state_dict(model).items()}  # int8 layers dequantised
     with torch.no_grad():
         tensors = family.state_to_hf(state, model.config)
     return write_checkpoint(path, config, tensors)
