@@ -196,7 +196,7 @@ def build_data(
         task.check_tokenizer(tokenizer)  # e.g. mlm needs a mask token: say so before encoding
         # labels belong to the data: a tokenizer file saved by a classification run must not carry its
         # label names into an LM run
-        tokenizer.label_names = corpus.label_names if isinstance(corpus, LabelledCorpus) else None
+        tokenizer.label_names = getattr(corpus, "label_names", None)
         manifest = {
             "version": CACHE_FORMAT_VERSION,
             "key": key,
@@ -205,9 +205,11 @@ def build_data(
             "dtype": id_dtype(tokenizer.vocab_size).name,
             "test_pairs": [list(p) for p in getattr(corpus, "test", [])],
         }
-        arrays, stream = ENCODERS[corpus.kind](tokenizer, corpus)  # before the temp folder: it only sees writes
+        # before the temp folder: it only sees writes; a kind without an entry in ENCODERS encodes itself
+        arrays, stream = (ENCODERS[corpus.kind](tokenizer, corpus) if corpus.kind in ENCODERS
+                          else (corpus.encode(tokenizer), None))
         entry = CacheEntry.publish(cache_dir, key, tokenizer, arrays, manifest, stream=stream)
-    loader = {k: data_cfg.get(k) for k in ("blocks_per_epoch", "mask_prob", "shards")}
+    loader = {k: data_cfg.get(k) for k in ("blocks_per_epoch", "mask_prob", "shards", "doc_stride", "max_answer_len")}
     common = dict(
         batch_size=batch_size, max_seq_len=max_seq_len, seed=seed, num_workers=data_cfg.get("num_workers", 0),
         max_tokens=data_cfg.get("max_tokens"), truncate=data_cfg.get("truncate", True),

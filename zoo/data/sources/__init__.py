@@ -2,11 +2,12 @@
 
 Built-in sources need no download: ``stdlib_text`` (the interpreter's own ``.py`` files) and
 ``translation_toy`` (a seeded Korean->English template set). ``text``, ``pairs`` and
-``classification`` read local user files; ``hf`` (optional) reads a ``datasets`` dataset for any task.
+``classification`` read local user files, ``token_tags`` (NER) and ``squad`` (extractive QA) local JSONL;
+``hf`` (optional) reads a ``datasets`` dataset for any task.
 Importing this package registers all of them.
 """
 
-from zoo.data.sources import hf, stdlib, translation, user  # noqa: F401  (registers the sources)
+from zoo.data.sources import hf, squad, stdlib, token_tags, translation, user  # noqa: F401  (registers the sources)
 from zoo.data.sources.base import (
     SOURCES,
     LabelledCorpus,

@@ -133,6 +133,8 @@ LOADER_OPTIONS = Options({
     "max_tokens": optional(integer(1)),  # seq2seq/classification: padded tokens per batch and process
     "truncate": BOOL,  # cut examples longer than model.max_seq_len (counted) instead of refusing them
     "shards": integer(1),  # LM/MLM: the training stream's contiguous parts; a rank reads only its own
+    "doc_stride": optional(integer(0)),  # QA: context tokens shared by consecutive windows (null: a quarter)
+    "max_answer_len": optional(integer(1)),  # QA: tokens of a predicted answer at most (null: 30)
 })
 LOADER_KEYS = set(LOADER_OPTIONS.rules)
 

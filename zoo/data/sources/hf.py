@@ -4,8 +4,10 @@
 jsonl, parquet, arrow, csv, txt; a glob or a list) or, as a last resort, a dataset name that ``load_dataset``
 may download. ``data.streaming=true`` reads rows lazily (an ``IterableDataset``), so a dataset far larger
 than memory can be pre-tokenised. The task picks the columns: ``text_field`` (lm, mlm), ``src_field`` and
-``tgt_field`` (seq2seq), ``text_field`` and ``label_field`` (classification). Text for lm/mlm is streamed
-(``HFColumn``); pairs and labelled examples are read into memory.
+``tgt_field`` (seq2seq), ``text_field`` and ``label_field`` (classification), ``tokens_field`` and ``tags_field``
+(token_classification), the squad columns (question_answering). Text for lm/mlm is streamed (``HFColumn``);
+pairs, labelled, tagged and QA examples are read into memory (readers of the last two: zoo.data.sources.token_tags
+and .squad, registered in CORPUS_READERS).
 """
 
 from __future__ import annotations
@@ -295,6 +297,8 @@ def load_hf(
     src_field: str = "src",
     tgt_field: str = "tgt",
     label_field: str = "label",
+    tokens_field: str = "tokens",
+    tags_field: str = "ner_tags",
     seed: int = 0,
     kind: str = "text",
 ) -> TextStreams | PairCorpus | LabelledCorpus:
@@ -303,5 +307,6 @@ def load_hf(
         raise ValueError(f"data=hf cannot give {kind!r} examples; it gives {sorted(CORPUS_READERS)}")
     ds, origin = open_dataset(path, format, config, streaming)
     train, val = splits(ds, origin, train_split, val_split, val_fraction, seed)
-    fields = {"text_field": text_field, "src_field": src_field, "tgt_field": tgt_field, "label_field": label_field}
+    fields = {"text_field": text_field, "src_field": src_field, "tgt_field": tgt_field, "label_field": label_field,
+              "tokens_field": tokens_field, "tags_field": tags_field}
     return CORPUS_READERS[kind](train, val, fields)
