@@ -4,6 +4,10 @@
 (and/or ``special_tokens_map.json``) name, keeping their ids (GPT-2's ``<|endoftext|>`` 50256, BERT's
 ``[CLS] [SEP] [PAD] [MASK] [UNK]``, T5's ``</s> <pad> <unk>``, RoBERTa/BART's ``<s> </s> <pad> <mask>``);
 the template ``tokenizer.json`` puts around one sequence (``[CLS] x [SEP]``, ``x </s>``) is kept as well.
+The file is read as transformers' fast tokenizer reads it: stored padding and truncation do not apply, the
+template is the file's (transformers 5 drops a config's ``add_bos_token`` / ``add_eos_token`` when there is a
+``tokenizer.json``), and ``clean_up_tokenization_spaces`` applies to decoding except for a BPE model
+(tests/data/test_tokenizer_parity.py).
 ``write_hf_folder`` (``ZooTokenizer.save_hf``) writes such a folder for any zoo tokenizer, loadable by
 ``transformers.AutoTokenizer.from_pretrained`` with the same ids.
 """
@@ -68,19 +72,24 @@ def load_hf_tokenizer(path: str | os.PathLike) -> ZooTokenizer:
     if problem is not None:
         raise FileNotFoundError(f"Hugging Face tokenizer: {problem}")
     hf = read_hf_tokenizer(path / TOKENIZER_FILE)
-    roles, extra = read_roles(path)
-    return ZooTokenizer(hf, kind="hf", specials=specials_from_roles(hf, roles, extra, path))
+    config = _read_object(path / CONFIG_FILE) if (path / CONFIG_FILE).is_file() else {}
+    roles, extra = read_roles(path, config)
+    return ZooTokenizer(hf, kind="hf", specials=specials_from_roles(hf, roles, extra, path),
+                        clean_up_spaces=decode_cleans_up(hf, config))
 
 
-def read_roles(folder: Path) -> tuple[dict[str, str | None], list[str]]:
-    """(role -> token text, additional special tokens) from ``tokenizer_config.json``, then
-    ``special_tokens_map.json`` for the roles the first leaves unset."""
+def read_roles(folder: Path, config: Mapping[str, Any] | None = None) -> tuple[dict[str, str | None], list[str]]:
+    """(role -> token text, additional special tokens) from ``tokenizer_config.json`` (``config`` when already
+    read), then ``special_tokens_map.json`` for the roles the first leaves unset."""
     roles: dict[str, str | None] = {}
     extra: list[str] = []
     for file in (folder / CONFIG_FILE, folder / SPECIAL_MAP_FILE):
-        if not file.is_file():
+        if config is not None and file.name == CONFIG_FILE:
+            data = config
+        elif file.is_file():
+            data = _read_object(file)
+        else:
             continue
-        data = _read_object(file)
         for role in ROLES:
             key = f"{role}_token"
             if roles.get(role) is None and key in data:
@@ -106,6 +115,15 @@ def specials_from_roles(hf: HFTokenizer, roles: Mapping[str, str | None], extra:
     prefix, suffix = _template(hf)
     return SpecialTokens(ids=ids, all_ids=union_ids(extra_ids, marked), prefix=prefix, suffix=suffix,
                          tokens={r: roles.get(r) for r in ROLES})
+
+
+def decode_cleans_up(hf: HFTokenizer, config: Mapping[str, Any]) -> bool:
+    """Whether transformers' decode of this folder removes spaces before punctuation: the config's
+    ``clean_up_tokenization_spaces``, which transformers ignores for a BPE model unless forced."""
+    if not config.get("clean_up_tokenization_spaces", False):
+        return False
+    forced = config.get("clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output", False)
+    return type(hf.model).__name__ != "BPE" or bool(forced)
 
 
 def _template(hf: HFTokenizer) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -154,7 +172,7 @@ def write_hf_folder(tokenizer: ZooTokenizer, directory: str | os.PathLike) -> Pa
         "tokenizer_class": "PreTrainedTokenizerFast",
         **named,
         "split_special_tokens": True,
-        "clean_up_tokenization_spaces": False,
+        "clean_up_tokenization_spaces": tokenizer.clean_up_spaces,
     }
     atomic_write_bytes(directory / TOKENIZER_FILE, tokenizer.hf.to_str().encode("utf-8"))
     atomic_write_json(directory / CONFIG_FILE, config)

@@ -6,6 +6,8 @@ have the special tokens ``<pad>=0 <bos>=1 <eos>=2 <unk>=3 <mask>=4`` at fixed id
 keeps its own tokens and ids. Either way the ids are properties of the instance (``tok.pad_id``...,
 ``None`` where the tokenizer has none) and ``tok.specials`` frames sequences for each task. ``encode``
 adds no special tokens; literal text such as ``"<pad>"`` is encoded as ordinary text, never as a special id.
+Padding and truncation stored in a ``tokenizer.json`` never apply (transformers' fast tokenizers ignore them too
+unless a call asks), so a text always keeps all of its tokens.
 
 Registry: ``TOKENIZERS.get(name)(texts, **cfg) -> ZooTokenizer`` where ``texts`` is the training split;
 each builder's keyword parameters are the ``tokenizer.*`` keys and their hints the values allowed.
@@ -46,17 +48,20 @@ class ZooTokenizer:
     """A tokenizer and its special tokens; optionally carries classification label names.
 
     ``specials=None`` (zoo's own kinds) means the fixed ids 0-4, checked against ``hf``; a Hugging Face
-    folder passes the :class:`SpecialTokens` read from its config (``load_hf_tokenizer``)."""
+    folder passes the :class:`SpecialTokens` read from its config (``load_hf_tokenizer``).
+    ``clean_up_spaces``: decode removes the space before punctuation and contractions as transformers'
+    ``clean_up_tokenization_spaces`` does (a Hugging Face folder's setting; off for zoo's own kinds)."""
 
     def __init__(self, hf: HFTokenizer, kind: str, label_names: Sequence[str] | None = None,
-                 specials: SpecialTokens | None = None) -> None:
+                 specials: SpecialTokens | None = None, clean_up_spaces: bool = False) -> None:
         if specials is None:
             check_special_tokens(hf, source=f"{kind} tokenizer")
         hf.encode_special_tokens = True  # "<pad>" in user text is text, not a special token
-        self.hf = hf
+        self.hf = without_stored_padding(hf)
         self.kind = kind
         self.specials = ZOO_SPECIALS if specials is None else specials
         self.label_names = list(label_names) if label_names is not None else None
+        self.clean_up_spaces = clean_up_spaces
 
     # special ids of this tokenizer; None where it has no such token (GPT-2 has no pad, BERT no bos/eos)
     pad_id = property(lambda self: self.specials["pad"])
@@ -104,7 +109,8 @@ class ZooTokenizer:
         """Text of ``ids`` (a list or a 1-D tensor/array)."""
         if hasattr(ids, "tolist"):
             ids = ids.tolist()
-        return self.hf.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+        text = self.hf.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+        return clean_up_tokenization(text) if self.clean_up_spaces else text
 
     def save(self, directory: str | os.PathLike) -> Path:
         """Write ``tokenizer.json``, ``zoo_tokenizer.json`` and (if any) ``labels.json`` atomically."""
@@ -116,6 +122,8 @@ class ZooTokenizer:
         else:  # a foreign tokenizer: its role -> token text, read back by load_tokenizer
             meta = {"kind": self.kind, "roles": dict(self.specials.tokens),
                     "special_tokens": {self.hf.id_to_token(i): i for i in self.special_ids}}
+        if self.clean_up_spaces:
+            meta["clean_up_spaces"] = True
         atomic_write_json(directory / META_FILE, meta)
         if self.label_names is not None:
             atomic_write_json(directory / LABELS_FILE, self.label_names)
@@ -149,9 +157,29 @@ def read_hf_tokenizer(path: Path) -> HFTokenizer:
     if not path.is_file():
         raise FileNotFoundError(f"tokenizer file not found: {path}")
     try:
-        return HFTokenizer.from_file(str(path))
+        hf = HFTokenizer.from_file(str(path))
     except Exception as e:  # tokenizers raises a bare Exception for malformed JSON
         raise ValueError(f"corrupt tokenizer file {path}: {e}") from None
+    return without_stored_padding(hf)
+
+
+def without_stored_padding(hf: HFTokenizer) -> HFTokenizer:
+    """``hf`` with the padding and truncation a ``tokenizer.json`` may store switched off (sentence-transformers'
+    files pad and cut every text to 128 ids); transformers applies them only when a call asks, zoo never."""
+    hf.no_padding()
+    hf.no_truncation()
+    return hf
+
+
+CLEAN_UP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"), (" 'm", "'m"),
+            (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))  # transformers' clean_up_tokenization, in order
+
+
+def clean_up_tokenization(text: str) -> str:
+    """Decoded text without the spaces a WordPiece decode leaves before punctuation and contractions."""
+    for before, after in CLEAN_UP:
+        text = text.replace(before, after)
+    return text
 
 
 def load_tokenizer(directory: str | os.PathLike) -> ZooTokenizer:
@@ -162,17 +190,17 @@ def load_tokenizer(directory: str | os.PathLike) -> ZooTokenizer:
     if not directory.is_dir():
         raise FileNotFoundError(f"tokenizer directory not found: {directory}")
     hf = read_hf_tokenizer(directory / TOKENIZER_FILE)
-    kind, labels, specials = "file", None, None
+    kind, labels, specials, clean_up = "file", None, None, False
     if (directory / META_FILE).is_file():
         meta = _read_json(directory / META_FILE)
-        kind = meta.get("kind", "file")
+        kind, clean_up = meta.get("kind", "file"), bool(meta.get("clean_up_spaces", False))
         if "roles" in meta:  # saved from a Hugging Face folder: its own special tokens
             from zoo.data.hf_tokenizer import specials_from_roles
 
             specials = specials_from_roles(hf, meta["roles"], meta.get("special_tokens", {}), directory / META_FILE)
     if (directory / LABELS_FILE).is_file():
         labels = _read_json(directory / LABELS_FILE)
-    return ZooTokenizer(hf, kind=kind, label_names=labels, specials=specials)
+    return ZooTokenizer(hf, kind=kind, label_names=labels, specials=specials, clean_up_spaces=clean_up)
 
 
 def _read_json(path: Path) -> Any:
