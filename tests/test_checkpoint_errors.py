@@ -91,6 +91,19 @@ def test_pickle_needing_code_is_refused_without_torchs_retry_advice(tmp_path):
     assert "weights_only=False" not in message and "likely succeed" not in message and "\n" not in message
 
 
+@pytest.mark.parametrize("text", ["def main():\n    pass\n", "class Note:\n", "(draft)\n", "hello\n"])
+def test_a_text_file_is_not_a_pytorch_checkpoint_whatever_its_first_letter(tmp_path, text):
+    """'d', 'c' and '(' are pickle opcodes, so torch's weights-only unpickler reads such text as a pickle and
+    refuses it like one that needs code; the file is text, and is named as not a PyTorch checkpoint."""
+    path = tmp_path / "notes.ckpt"
+    path.write_text(text)
+    expected = f"{path} is not a PyTorch checkpoint (it starts with {text.encode()[:12]!r}: text or another format)"
+    for read in (read_checkpoint, zoo.load):
+        with pytest.raises(CheckpointError) as info:
+            read(path)
+        assert str(info.value) == expected
+
+
 @pytest.fixture
 def export_dir(tmp_path) -> Path:
     return export(_save(tmp_path), tmp_path / "export")

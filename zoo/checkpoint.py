@@ -123,9 +123,18 @@ def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     return ckpt
 
 
-def torch_load_failure(file: str | os.PathLike, err: BaseException, advice: str = "") -> str:
-    """One line on why torch.load(weights_only=True) failed on `file` (`advice` is added to a refused pickle).
+PYTORCH_HEADS = (b"PK\x03\x04", b"\x80")  # torch.save's zip archive; a pickle of protocol >= 2 (legacy torch.save)
+
+
+def torch_load_failure(file: str | os.PathLike, err: BaseException, advice: str = "", *,
+                       path: str | os.PathLike | None = None) -> str:
+    """One line on why torch.load(weights_only=True) failed on `file` (`advice` is added to a refused pickle;
+    `path`: the file to look at when `file` is only its name as shown). A file that does not begin as a
+    PyTorch file (text, even text whose first byte happens to be a pickle opcode) is "not a PyTorch checkpoint".
     torch's hint that weights_only=False "will likely succeed" is left out: that runs the file's code."""
+    head = _first_bytes(path if path is not None else file)
+    if head and not head.startswith(PYTORCH_HEADS):
+        return f"{file} is not a PyTorch checkpoint (it starts with {head!r}: text or another format)"
     text = str(err)
     if "WeightsUnpickler" not in text and "weights_only" not in text:
         first = text.strip().splitlines()[0].split(". ")[0] if text.strip() else ""  # torch adds paragraphs
@@ -135,6 +144,14 @@ def torch_load_failure(file: str | os.PathLike, err: BaseException, advice: str 
     why = f" ({detail.group(1).strip()})" if detail else ""
     return (f"{file} is a pickle that needs arbitrary code to load{why}; zoo opens files with "
             f"torch.load(weights_only=True) and never unpickles untrusted code{advice}")
+
+
+def _first_bytes(path: str | os.PathLike, n: int = 12) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(n)
+    except OSError:
+        return b""
 
 
 def saved_model_config(saved: Any, where: str) -> ModelConfig:

@@ -49,6 +49,7 @@ def test_bad_config_is_one_error(lm_checkpoint, make_eval_cfg, overrides, messag
 
 @pytest.mark.parametrize(("content", "message"), [
     (b"", "is not a readable PyTorch file"),  # an empty file
+    (b"def main():\n    pass\n", "is not a PyTorch checkpoint (it starts with b'def main():\\n': text"),  # 'd': an opcode
     ("torch", "is a PyTorch file but not a zoo training checkpoint (no 'zoo' section)"),
     ("missing", "checkpoint not found"),
 ])

@@ -92,3 +92,12 @@ def test_unknown_lora_target(make_run_cfg, tmp_path, folders):
 def test_unknown_finetune_key(make_run_cfg, tmp_path):
     message = attempt(make_run_cfg, tmp_path, "finetune=lora", "+finetune.rnak=4")
     assert "Unknown key 'finetune.rnak'" in message and "Did you mean 'finetune.rank'?" in message
+
+
+def test_a_text_file_starting_with_d_is_not_a_pytorch_checkpoint(make_run_cfg, tmp_path):
+    """'d' is a pickle opcode: torch's weights-only unpickler used to make this "a pickle that needs code"."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("def main():\n    pass\n")
+    assert attempt(make_run_cfg, tmp_path, f"init_from={notes}") == (
+        f"init_from={notes} (zoo checkpoint): {notes} is not a PyTorch checkpoint (it starts with b'def main():\\n': "
+        "text or another format)")

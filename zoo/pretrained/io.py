@@ -153,7 +153,7 @@ def _read_file(file: Path) -> dict[str, torch.Tensor]:
         data = torch.load(file, map_location="cpu", weights_only=True)
     except Exception as err:  # weights_only refusals, truncated zips and foreign formats alike
         advice = "; convert it to model.safetensors with trusted tools first"
-        raise ValueError(torch_load_failure(repr(str(file)), err, advice=advice) + ".") from None
+        raise ValueError(torch_load_failure(repr(str(file)), err, advice=advice, path=file) + ".") from None
     if not isinstance(data, dict) or not all(isinstance(v, torch.Tensor) for v in data.values()):
         raise ValueError(f"{str(file)!r} does not hold a flat state dict of tensors (got {type(data).__name__}).")
     return data
