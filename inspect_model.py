@@ -10,6 +10,7 @@ distinct whitespace-separated word gets its own id): no tokenizer is involved an
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,11 @@ from rich.console import Console
 
 import zoo
 import zoo.hydra_schema  # noqa: F401  (registers model/_schema for the presets)
+from zoo.checkpoint import CheckpointError
 from zoo.inspection import attention_maps, flops_table, parameter_table, plots, trace
 from zoo.inspection.attention import token_labels
 from zoo.inspection.explorer import explorer_data, vocab_labeller, write_page
+from zoo.inspection.explorer.budget import PageBudgetError
 
 FIRST_WORD_ID = 5  # ids 0-4 are the special tokens <pad> <bos> <eos> <unk> <mask>
 
@@ -49,30 +52,75 @@ class InspectConfig:
     html_layers: list[int] | None = None  # layers whose attention the page stores (default: all within html_max_mb)
     html_beams: int = 3  # beam width of the greedy-vs-beam tree
     html_new_tokens: int = 8  # tokens the greedy and beam searches generate
-    html_max_mb: float = 4.0  # size budget for attention weights + logits (layers / positions beyond it are left out, said on the page)
+    html_max_mb: float = 4.0  # cap on the page file (attention layers / heads, logit positions, masks beyond it are left out, said on the page)
 
 
 ConfigStore.instance().store(name="inspect_model", node=InspectConfig)
 
 
-def check_html_options(cfg: DictConfig) -> None:
-    """The explorer's keys, checked before any model is built or loaded."""
-    if cfg.html is not None and (not str(cfg.html).strip() or Path(cfg.html).is_dir()):
-        raise ValueError(f"html={cfg.html!r} must name the HTML file to write (e.g. html=explorer.html), not a folder.")
-    for key in ("html_beams", "html_new_tokens"):
+class InspectError(ValueError):
+    """A bad inspect_model.py input: the script prints it as one `error: ...` line and exits with code 1."""
+
+
+def _folder_in_the_way(path: Path) -> Path | None:
+    """The nearest existing ancestor of `path` when it is not a folder (the page could not be written)."""
+    for parent in path.parents:
+        if parent.exists():
+            return None if parent.is_dir() else parent
+    return None
+
+
+def check_options(cfg: DictConfig) -> None:
+    """Every key that needs no model, checked before any model is built or loaded."""
+    if not str(cfg.text).strip():
+        raise InspectError('text is empty; give at least one word, e.g. "text=the cat sat".')
+    if cfg.html is not None:
+        page = Path(str(cfg.html))
+        if not str(cfg.html).strip() or page.is_dir():
+            raise InspectError(f"html={cfg.html!r} must name the HTML file to write (e.g. html=explorer.html), "
+                               f"not a folder.")
+        if (blocker := _folder_in_the_way(page)) is not None:
+            raise InspectError(f"html={cfg.html!r}: {blocker} is a file, so the page cannot be written under it.")
+    for key in ("html_beams", "html_new_tokens", "max_heads", "n_positions"):
         if cfg[key] < 1:
-            raise ValueError(f"{key} must be an integer >= 1, got {cfg[key]!r}.")
+            raise InspectError(f"{key} must be an integer >= 1, got {cfg[key]!r}.")
     if not cfg.html_max_mb > 0:
-        raise ValueError(f"html_max_mb must be a size in MB > 0, got {cfg.html_max_mb!r}.")
-    if cfg.html_layers is not None and any(i < 0 for i in cfg.html_layers):
-        raise ValueError(f"html_layers={list(cfg.html_layers)} must hold layer indices >= 0.")
+        raise InspectError(f"html_max_mb must be a size in MB > 0, got {cfg.html_max_mb!r}.")
+    for key in ("layers", "html_layers"):
+        if cfg[key] is not None and any(i < 0 for i in cfg[key]):
+            raise InspectError(f"{key}={list(cfg[key])} must hold layer indices >= 0.")
+
+
+def check_input(model, ids: list[int], dec_ids: list[int] | None, cfg: DictConfig) -> None:
+    """The encoded text against the model, before any forward: tokens to show, positions its scheme covers
+    (learned positions stop at max_seq_len), and html_layers within every attention stack."""
+    if not ids:
+        raise InspectError(f"text={cfg.text!r} encodes to no tokens with the checkpoint's tokenizer; give other text.")
+    if model.is_encoder_decoder:
+        spans = [(model.src_embed, len(ids), "text"), (model.tgt_embed, len(dec_ids) + 1, "target (with <start>)")]
+    else:
+        spans = [(model.embed, len(ids), "text")]
+    for embed, length, name in spans:
+        try:
+            embed.positional.check_span(0, length, name)
+        except ValueError as e:
+            raise InspectError(str(e)) from None
+    if cfg.html and cfg.html_layers is not None:
+        mcfg = model.config
+        stacks = [mcfg.n_encoder_layers, mcfg.n_decoder_layers] if model.is_encoder_decoder else [mcfg.n_layers]
+        depth = min((n for n in stacks if n), default=0) if model.transformer else 0
+        bad = [i for i in cfg.html_layers if i >= depth]
+        if bad:
+            raise InspectError(f"html_layers={list(cfg.html_layers)}: the model's attention has layers 0..{depth - 1} "
+                               f"in every stack; {bad} out of range." if depth else
+                               f"html_layers={list(cfg.html_layers)}: arch {mcfg.arch!r} has no attention layers.")
 
 
 def word_ids(text: str, vocab_size: int) -> tuple[list[int], list[str]]:
     """Fallback without a tokenizer: each distinct whitespace-separated word gets the next free id."""
     words = text.split()
     if not words:
-        raise ValueError("text is empty; give at least one word, e.g. text=\"the cat sat\".")
+        raise InspectError('text is empty; give at least one word, e.g. "text=the cat sat".')
     table: dict[str, int] = {}
     for w in words:
         table.setdefault(w, FIRST_WORD_ID + len(table) % max(1, vocab_size - FIRST_WORD_ID))
@@ -99,20 +147,21 @@ def load_model(cfg: DictConfig):
 
 def inspect(cfg: DictConfig, out_dir: Path, console: Console) -> list[Path]:
     """Print the trace, parameter and FLOP tables; write the plots and the explorer page. Returns the files."""
-    check_html_options(cfg)
+    check_options(cfg)
     model, encode, source, tokenizer = load_model(cfg)
     model.eval()
     mcfg = model.config
     ids, labels = encode(cfg.text)
+    dec_ids, dec_labels = encode(cfg.target or cfg.text) if model.is_encoder_decoder else (None, None)
+    check_input(model, ids, dec_ids, cfg)
     ids_t = torch.tensor([ids])
     kwargs: dict[str, Any] = {}
-    dec_labels = None
     if model.is_encoder_decoder:
-        dec_ids, dec_labels = encode(cfg.target or cfg.text)
         kwargs["decoder_input_ids"] = torch.tensor([[mcfg.start_id] + dec_ids])
         dec_labels = ["<start>"] + dec_labels
-    console.print(f"[bold]{source}[/bold]; {len(ids)} tokens: {labels}")
     tr = trace(model, ids_t, **kwargs)
+    page_data = explorer(cfg, model, tokenizer, (ids, labels), dec_labels, kwargs, source) if cfg.html else None
+    console.print(f"[bold]{source}[/bold]; {len(ids)} tokens: {labels}")  # (a page that cannot fit refused above)
     console.print(tr.table(layers=list(cfg.layers), title=f"shape trace (layers {list(cfg.layers)} shown)"))
     console.print(parameter_table(model))
     console.print(flops_table(model, len(ids)))
@@ -120,11 +169,22 @@ def inspect(cfg: DictConfig, out_dir: Path, console: Console) -> list[Path]:
     files = write_plots(cfg, model, tr, (ids_t, labels, dec_labels), kwargs, out_dir) if cfg.plots else []
     if cfg.plots:
         console.print(f"wrote {len(files)} PNG files and trace.json to {out_dir}")
-    if cfg.html:
-        page = write_explorer(cfg, model, tokenizer, (ids, labels), dec_labels, kwargs, source)
-        console.print(f"wrote the explorer page {page} ({page.stat().st_size / 1e6:.2f} MB)")
+    if page_data is not None:
+        page = write_page(page_data, Path(cfg.html))
+        console.print(f"wrote the explorer page {page} ({page.stat().st_size / 1e6:.3f} MB of html_max_mb="
+                      f"{cfg.html_max_mb:g}{'; see its notes for what was left out' if page_data['notes'] else ''})")
         files.append(page)
     return files
+
+
+def run(cfg: DictConfig, out_dir: Path, console: Console) -> int:
+    """`inspect`, with a bad input reported as one `error: ...` line on stderr; returns the exit code."""
+    try:
+        inspect(cfg, out_dir, console)
+    except (InspectError, CheckpointError, PageBudgetError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def write_plots(cfg: DictConfig, model, tr, inputs: tuple[torch.Tensor, list[str], list[str] | None],
@@ -148,9 +208,10 @@ def write_plots(cfg: DictConfig, model, tr, inputs: tuple[torch.Tensor, list[str
     return files
 
 
-def write_explorer(cfg: DictConfig, model, tokenizer, encoded: tuple[list[int], list[str]],
-                   dec_labels: list[str] | None, kwargs: dict[str, Any], source: str) -> Path:
-    """The interactive page for the same input; without a tokenizer, vocabulary labels are the ad-hoc words."""
+def explorer(cfg: DictConfig, model, tokenizer, encoded: tuple[list[int], list[str]],
+             dec_labels: list[str] | None, kwargs: dict[str, Any], source: str) -> dict[str, Any]:
+    """The interactive page's data for the same input, held to html_max_mb; without a tokenizer, vocabulary
+    labels are the ad-hoc words."""
     ids, labels = encoded
     names = None if tokenizer is not None else dict(zip(ids, labels, strict=True))
     label = vocab_labeller(tokenizer, names)
@@ -158,7 +219,7 @@ def write_explorer(cfg: DictConfig, model, tokenizer, encoded: tuple[list[int], 
     if tokenizer is not None:  # whole characters (byte-level BPE pieces of Korean decode to text), spaces as ·
         labels = [label(i) for i in ids]
         dec_labels = [label(i) for i in dec[0].tolist()] if dec is not None else None
-    data = explorer_data(
+    return explorer_data(
         model, ids, tokens=labels, vocab_label=label, decoder_ids=dec[0].tolist() if dec is not None else None,
         decoder_tokens=dec_labels,
         eos_ids=[tokenizer.eos_id] if tokenizer is not None else None,
@@ -166,13 +227,14 @@ def write_explorer(cfg: DictConfig, model, tokenizer, encoded: tuple[list[int], 
         max_new_tokens=cfg.html_new_tokens, n_positions=cfg.n_positions, max_mb=cfg.html_max_mb,
         title=f"zoo explorer: {cfg.ckpt or model.config.arch}", source=f"{source}; text: {cfg.text!r}",
     )
-    return write_page(data, Path(cfg.html))
 
 
 @hydra.main(config_path="conf", config_name="inspect_model", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     out_dir = Path(cfg.out_dir) if cfg.out_dir else Path(HydraConfig.get().runtime.output_dir)
-    inspect(cfg, out_dir, Console(width=140))
+    code = run(cfg, out_dir, Console(width=140))
+    if code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from tests.generation.test_tree import BOS, EOS, PAD, TREE, A, B, C, D, E, TreeL
 from zoo import ModelOutput
 from zoo.inspection.explorer import explorer_data, render, vocab_labeller
 from zoo.inspection.explorer.beams import beam_tree
+from zoo.inspection.explorer.budget import PageBudgetError, spaced
 from zoo.inspection.explorer.pack import pack_float16, pack_unit, unpack
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -160,16 +161,92 @@ def test_encoder_has_no_beam_tree_and_says_why():
     assert logits["positions"] == [0] and logits["vocab_size"] == 3 and logits["labels"]["2"] == "label 2"
 
 
-def test_size_budget_keeps_evenly_spaced_layers_and_says_so():
+def page_bytes(data: dict) -> int:
+    """Bytes of the page file written from `data`."""
+    return len(render(data).encode("utf-8"))
+
+
+def smallest_allowed(refused: PageBudgetError) -> float:
+    return float(re.search(r"set html_max_mb=([0-9.]+) or more", str(refused)).group(1))
+
+
+def test_spaced_picks_evenly_with_both_ends():
+    assert spaced(range(5), 3) == [0, 2, 4] and spaced([1, 3, 7], 2) == [1, 7] and spaced(range(8), 3) == [0, 4, 7]
+    assert spaced([4, 9], 1) == [4] and spaced([4, 9], 5) == [4, 9]
+
+
+def test_page_size_is_held_to_html_max_mb_and_the_notes_say_what_was_left_out():
+    """html_max_mb caps the written file, everything counted (template, script, masks, notes): at budgets from
+    the smallest page to the full one the page fits, and every layer, head, position, mask left out is named
+    in the notes; what is kept is the full page's numbers for those layers / positions."""
     model = tiny("decoder", n_layers=5, vocab_size=400)
     ids = list(range(5, 17))
-    # per layer 2 heads x 12 x 12 x 2 bytes x 4/3 = 768 B; per position 400 x 2 x 4/3 = 1067 B; 2.5 kB each half
-    data = explorer_data(model, ids, tokens=[str(i) for i in ids], vocab_label=str, max_mb=0.005, max_new_tokens=1)
-    assert data["attention"]["decoder"]["layers"] == [0, 2, 4]
-    assert any("layers [0, 2, 4]" in n and "html_layers" in n for n in data["notes"])
-    assert data["logits"]["positions"] == [10, 11] and any("positions 10..11" in n for n in data["notes"])
+
+    def collect(mb: float) -> dict:
+        return explorer_data(model, ids, tokens=[str(i) for i in ids], vocab_label=str, max_mb=mb, max_new_tokens=1)
+
+    full = collect(4.0)
+    assert full["notes"] == [] and full["attention"]["decoder"]["layers"] == [0, 1, 2, 3, 4]
+    assert full["logits"]["positions"] == list(range(12)) and all(m["values"] for m in full["masks"])
+    with pytest.raises(PageBudgetError, match=r"html_max_mb=0\.01 is too small .* takes 0\.04\d MB") as refused:
+        collect(0.01)
+    least = smallest_allowed(refused.value)
+    full_weights, full_logits = unpack(full["attention"]["decoder"]["weights"]), unpack(full["logits"]["values"])
+    seen_partial = set()
+    for mb in np.linspace(least, page_bytes(full) / 1e6, 7)[:-1]:
+        data = collect(float(mb))
+        assert page_bytes(data) <= mb * 1e6, mb
+        notes = " | ".join(data["notes"])
+        att, logits = data["attention"]["decoder"], data["logits"]
+        if att["weights"] is None:
+            assert "decoder attention left out: one head of one layer takes" in notes
+        else:
+            assert att["layers"] == spaced(range(5), len(att["layers"])) and att["heads"] == spaced(range(2), len(att["heads"]))
+            np.testing.assert_array_equal(unpack(att["weights"]), full_weights[att["layers"]][:, att["heads"]])
+            if (len(att["layers"]), len(att["heads"])) != (5, 2):
+                assert f"decoder attention: layers {att['layers']} of 0..4" in notes and "html_layers=[...]" in notes
+                seen_partial.add("attention")
+        n = len(logits["positions"])
+        if n == 0:
+            assert logits["values"] is None and "next-token logits left out" in notes
+        else:
+            assert logits["positions"] == list(range(12 - n, 12))
+            np.testing.assert_array_equal(unpack(logits["values"]), full_logits[12 - n:])
+            if n < 12:
+                assert f"logits kept for positions {12 - n}..11 of 0..11" in notes
+                seen_partial.add("logits")
+        assert (data["masks"][0]["values"] is None) == ("decoder mask left out" in notes)
+        assert ("html_max_mb=" in notes) == (data["notes"] != [])
+    assert seen_partial == {"attention", "logits"}
+    nothing = collect(least)  # the smallest page: every optional part left out, and said
+    assert nothing["attention"]["decoder"]["weights"] is None and nothing["logits"]["values"] is None
+    assert page_bytes(nothing) <= least * 1e6
+
+
+def test_a_layer_larger_than_the_budget_keeps_evenly_spaced_heads():
+    model = tiny("decoder", n_heads=8, d_model=32, max_seq_len=64)
+    ids = [5 + i % 30 for i in range(48)]  # one head: 48 x 48 weights (6 kB), one layer 49 kB
+
+    def collect(mb: float) -> dict:
+        return explorer_data(model, ids, tokens=[str(i) for i in ids], vocab_label=str, max_mb=mb, max_new_tokens=1)
+
+    with pytest.raises(PageBudgetError) as refused:
+        collect(0.001)
+    mb = smallest_allowed(refused.value) + 0.04
+    data = collect(mb)
+    att = data["attention"]["decoder"]
+    assert page_bytes(data) <= mb * 1e6
+    assert att["layers"] == [0] and 1 < len(att["heads"]) < 8 and att["heads"] == spaced(range(8), len(att["heads"]))
+    full = unpack(collect(4.0)["attention"]["decoder"]["weights"])
+    np.testing.assert_array_equal(unpack(att["weights"])[0], full[0, att["heads"]])
+    assert any(f"layers [0] of 0..1, heads {att['heads']} of 0..7 kept" in n for n in data["notes"])
+
+
+def test_html_layers_are_candidates_within_the_budget():
+    model = tiny("decoder", n_layers=5, vocab_size=400)
+    ids = list(range(5, 17))
     chosen = explorer_data(model, ids, tokens=[str(i) for i in ids], vocab_label=str, layers=[4, 1], max_new_tokens=1)
-    assert chosen["attention"]["decoder"]["layers"] == [1, 4]
+    assert chosen["attention"]["decoder"]["layers"] == [1, 4] and chosen["notes"] == []
     with pytest.raises(ValueError, match=r"html_layers=\[7\].*layers 0\.\.4"):
         explorer_data(model, [5], tokens=["5"], vocab_label=str, layers=[7])
 
@@ -181,6 +258,20 @@ def test_page_is_self_contained_and_data_cannot_close_its_script():
     assert page_data(html)["title"] == title
     assert not re.search(r"<script[^>]+src=|<link|@import|url\(|fetch\(|XMLHttpRequest|https://", html)
     assert "__DATA__" not in html and "/*__SCRIPT__*/" not in html and html.startswith("<!DOCTYPE html>")
+
+
+def test_no_less_than_sign_reaches_the_data_element():
+    """`<!--<script` in the data would put the HTML parser in its "double escaped" state, where the data
+    element's own </script> no longer ends it and the page's script is swallowed (a blank page, no error):
+    every `<` in the embedded JSON is written as \\u003c, so the data element holds no `<` at all."""
+    text = "a <!--<script b </script> c <!-- d"
+    html = render(explorer_data(tiny("decoder"), [5, 6], tokens=[text, "<b>"], vocab_label=str, title=text,
+                                source=text, max_new_tokens=1))
+    body = re.search(r'<script type="application/json" id="zoo-data">(.*?)</script>', html, re.S).group(1)
+    assert "<" not in body and "\\u003c!--\\u003cscript" in body
+    data = page_data(html)
+    assert data["title"] == data["source"] == text and data["tokens"]["decoder"][0]["label"] == text
+    assert html.count("<script") == 2 and html.count("</script>") == 2  # the data element and the page's script
 
 
 def test_vocab_labels_decode_whole_characters():
@@ -213,6 +304,26 @@ def test_inspect_model_html_key_writes_the_page(tmp_path):
     assert "NO tokenizer" in data["source"]
 
 
+def test_inspect_model_page_is_at_most_html_max_mb(tmp_path):
+    """html_max_mb=0.05 with gpt_nano and 30 words: the file written is at most 50,000 bytes (the template,
+    masks and notes counted too), and the page lists what it left out."""
+    from hydra import compose, initialize_config_dir
+    from rich.console import Console
+
+    import inspect_model
+
+    page = tmp_path / "explorer.html"
+    text = " ".join(f"w{i % 17}" for i in range(30))
+    overrides = ["model=gpt_nano", f"text='{text}'", f"html={page}", "html_max_mb=0.05", "html_new_tokens=2",
+                 "plots=false"]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("inspect_model", overrides=overrides)
+    inspect_model.inspect(cfg, tmp_path, Console(width=140, file=open(tmp_path / "out.txt", "w")))
+    assert page.stat().st_size <= 50_000
+    notes = page_data(page.read_text(encoding="utf-8"))["notes"]
+    assert notes and all("html_max_mb=0.05" in n for n in notes)
+
+
 @pytest.mark.parametrize("override, message", [("html_beams=0", "html_beams must be an integer >= 1"),
                                                ("html_max_mb=0", "html_max_mb must be a size in MB > 0"),
                                                ("html=.", "must name the HTML file to write")])
@@ -224,4 +335,4 @@ def test_inspect_model_rejects_bad_html_keys_before_building(override, message, 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("inspect_model", overrides=["model=gpt_nano", f"html={tmp_path / 'x.html'}", override])
     with pytest.raises(ValueError, match=message):
-        inspect_model.check_html_options(cfg)
+        inspect_model.check_options(cfg)

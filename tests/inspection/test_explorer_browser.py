@@ -222,6 +222,32 @@ def test_temperature_slider_and_cutoffs_redraw_the_bars(browser, pages, tmp_path
         page.close()
 
 
+def test_markup_in_the_text_cannot_swallow_the_script(browser, tmp_path):
+    """`<!--<script` in the text once put the parser in a state where the data element's </script> did not
+    end it, so the page's script became data: a blank page and no error (issue 28). It runs, and shows the
+    text as text."""
+    from hydra import compose, initialize_config_dir
+    from rich.console import Console
+
+    import inspect_model
+
+    text = "a <!--<script b </script> c"
+    path = tmp_path / "markup.html"
+    overrides = ["model=gpt_nano", f"text='{text}'", f"html={path}", "html_new_tokens=2", "plots=false"]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("inspect_model", overrides=overrides)
+    with open(tmp_path / "out.txt", "w") as log:
+        inspect_model.inspect(cfg, tmp_path, Console(width=140, file=log))
+    page, problems = open_page(browser, path)
+    try:
+        chips = page.eval_on_selector_all(".token-row[data-stream='decoder'] .tok .label", "es => es.map(e => e.textContent)")
+        assert chips == text.split() and text in page.inner_text("#source")
+        assert page.locator("#attn-canvas").get_attribute("data-kind") == "decoder"
+        assert problems == []
+    finally:
+        page.close()
+
+
 def test_a_missing_chromium_fails_with_install_instructions(monkeypatch):
     monkeypatch.setenv("ZOO_CHROMIUM", "/nonexistent/chromium")
     with pytest.raises(pytest.fail.Exception, match=r"apt-get install -y chromium fonts-noto-cjk"):

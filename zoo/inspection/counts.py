@@ -20,7 +20,7 @@ from torch import nn
 from zoo.modules.attention import Attention
 from zoo.modules.embedding import Embeddings
 from zoo.modules.feedforward import FeedForward
-from zoo.modules.heads import ClassifierHead, LMHead
+from zoo.modules.heads import OutputHead
 from zoo.modules.norm import norm_module_types
 
 COMPONENTS = ("embeddings", "attention", "ffn", "norms", "head")
@@ -34,7 +34,7 @@ def _component_rules() -> list[tuple[tuple[type, ...], str]]:
         ((Attention,), "attention"),
         ((FeedForward,), "ffn"),
         ((nn.Embedding, Embeddings), "embeddings"),
-        ((LMHead, ClassifierHead), "head"),
+        ((OutputHead,), "head"),
     ]
 
 

@@ -16,7 +16,7 @@ from zoo.modules.attention import Attention
 from zoo.modules.block import Block, Stack
 from zoo.modules.embedding import Embeddings
 from zoo.modules.feedforward import FeedForward
-from zoo.modules.heads import ClassifierHead, LMHead
+from zoo.modules.heads import OutputHead
 from zoo.modules.norm import norm_module_types
 from zoo.utils import module_mode
 
@@ -229,7 +229,7 @@ class Tracer:
             ((Attention,), self._probe_attention),
             ((FeedForward,), self._probe_ffn),
             (norm_module_types(), self._probe_norm),
-            ((LMHead, ClassifierHead), self._probe_head),
+            ((OutputHead,), self._probe_head),
         ]
 
     # ----- context manager -----

@@ -1,7 +1,7 @@
 """Everything the explorer page shows, gathered from one real forward pass as plain JSON-safe data: the
 tokens, the shape trace, attention weights per layer and head, masks, the positional pattern, next-token
-logits, greedy-vs-beam tree, parameter and FLOP counts. Big tensors are packed (see pack.py) and held to a
-size budget; whatever the budget leaves out is listed in `notes`, which the page shows."""
+logits, greedy-vs-beam tree, parameter and FLOP counts. Big tensors are packed (see pack.py) and the whole
+page is held to `max_mb` (budget.py); whatever it leaves out is listed in `notes`, which the page shows."""
 
 from __future__ import annotations
 
@@ -13,45 +13,30 @@ import torch
 from zoo.inspection.attention import attention_maps
 from zoo.inspection.counts import flops_per_token, parameter_counts
 from zoo.inspection.explorer.beams import beam_tree, can_generate
-from zoo.inspection.explorer.pack import downsample, pack_float16, pack_unit
+from zoo.inspection.explorer.budget import AttentionPart, LogitsPart, WholePart, fit_page
+from zoo.inspection.explorer.pack import downsample, pack_float16
 from zoo.inspection.plots import positional_pattern
 from zoo.inspection.trace import trace
 
-TOP_TOKENS = 20  # labelled candidates per position (the page draws at most this many bars)
-B64 = 4 / 3  # base64 growth
 
-
-def _layers_within(budget: int, per_layer: int, n_layers: int) -> list[int]:
-    """Evenly spaced layer indices whose payload fits `budget` bytes (at least one layer)."""
-    keep = max(1, min(n_layers, budget // max(per_layer, 1)))
-    if keep >= n_layers:
-        return list(range(n_layers))
-    return sorted({round(i * (n_layers - 1) / max(keep - 1, 1)) for i in range(keep)})
-
-
-def _attention(model, ids, kwargs, layers: Sequence[int] | None, budget: int, notes: list[str]) -> dict[str, Any]:
+def _attention(model, ids, kwargs, layers: Sequence[int] | None) -> list[AttentionPart]:
+    """Every attention kind's weights per layer; `layers` (html_layers) narrows the candidates."""
     maps = attention_maps(model, ids, **kwargs)
-    out: dict[str, Any] = {}
+    parts = []
     for kind, per_layer in maps.maps.items():
         n = len(per_layer)
         if layers is not None:
             bad = [i for i in layers if not 0 <= i < n]
             if bad:
                 raise ValueError(f"html_layers={list(layers)}: {kind} attention has layers 0..{n - 1}; {bad} out of range.")
-            keep = sorted(set(layers))
-        else:
-            per = int(per_layer[0][0].numel() * 2 * B64)
-            keep = _layers_within(budget // max(len(maps.maps), 1), per, n)
-            if len(keep) < n:
-                notes.append(f"{kind} attention: layers {keep} of 0..{n - 1} kept to stay within the size budget "
-                             f"(html_max_mb); pick others with html_layers=[...].")
+        candidates = sorted(set(layers)) if layers is not None else list(range(n))
         q_stream, k_stream = ("decoder", "encoder") if kind == "cross" else (kind, kind)
-        weights = torch.stack([per_layer[i][0] for i in keep])  # (L, H, Tq, Tk)
-        out[kind] = {"layers": keep, "q": q_stream, "k": k_stream, "weights": pack_unit(weights)}
-    return out
+        parts.append(AttentionPart(kind, [w[0] for w in per_layer], candidates, q_stream, k_stream,
+                                   chosen=layers is not None))  # each (H, Tq, Tk)
+    return parts
 
 
-def _masks(tr) -> list[dict[str, Any]]:
+def _masks(tr) -> list[WholePart]:
     """The additive masks as the explicit path adds them (first batch row, first head): -inf = hidden;
     finite non-zero entries are a bias (ALiBi, T5 relative) folded into the mask."""
     masks = []
@@ -60,40 +45,30 @@ def _masks(tr) -> list[dict[str, Any]]:
             m = rec.tensor[0, 0].float()  # (Tq, Tk)
             q = "decoder" if name == "cross_mask" else rec.stream
             k = "encoder" if name == "cross_mask" else rec.stream
-            masks.append({"name": name, "stream": rec.stream, "q": q, "k": k, "values": pack_float16(m),
-                          "heads": int(rec.tensor.shape[1])})
+            head = {"name": name, "stream": rec.stream, "q": q, "k": k, "heads": int(rec.tensor.shape[1])}
+            masks.append(WholePart({**head, "values": pack_float16(m)}, {**head, "values": None},
+                                   f"{rec.stream} {name.replace('_', ' ')}"))
     return masks
 
 
-def _positional(model, n_positions: int) -> dict[str, Any]:
+def _positional(model, n_positions: int) -> WholePart:
     scheme = model.config.positional
     drawn = positional_pattern(model.config, n_positions, model.positions)
     if drawn is None:
-        return {"scheme": scheme, "note": f"positional={scheme!r} has no pattern to draw (nothing is added or rotated)."}
+        note = {"scheme": scheme, "note": f"positional={scheme!r} has no pattern to draw (nothing is added or rotated)."}
+        return WholePart(note, note, "positional pattern")
     matrix, xlabel = drawn
     small = downsample(matrix.float(), n_positions, 128)  # (P, F)
-    return {"scheme": scheme, "xlabel": xlabel, "features": int(matrix.shape[1]), "values": pack_float16(small)}
+    kept = {"scheme": scheme, "xlabel": xlabel, "features": int(matrix.shape[1]), "values": pack_float16(small)}
+    dropped = {"scheme": scheme, "note": "The positional pattern was left out to stay within html_max_mb (see the "
+                                         "notes at the top)."}
+    return WholePart(kept, dropped, "positional pattern")
 
 
-def _logits(logits: torch.Tensor, stream: str, vocab_label: Callable[[int], str], budget: int,
-            notes: list[str]) -> dict[str, Any]:
+def _logits(logits: torch.Tensor, stream: str, vocab_label: Callable[[int], str]) -> LogitsPart:
     if logits.dim() == 2:  # a classifier head: one distribution over labels for the whole input
-        logits = logits[:, None]  # (B, 1, num_labels)
-        stream, label = "input", (lambda i: f"label {i}")
-    else:
-        label = vocab_label
-    t, v = logits.shape[1], logits.shape[2]
-    per = int(v * 2 * B64)
-    n = max(1, min(t, budget // max(per, 1)))
-    positions = list(range(t - n, t))
-    if n < t:
-        notes.append(f"next-token logits kept for positions {positions[0]}..{t - 1} of 0..{t - 1} (size budget "
-                     f"html_max_mb).")
-    kept = logits[0, positions].float()  # (P, V)
-    top = kept.topk(min(TOP_TOKENS, v), dim=-1).indices.tolist()
-    labels = {str(i): label(i) for row in top for i in row}
-    return {"stream": stream, "positions": positions, "vocab_size": v, "values": pack_float16(kept),
-            "labels": labels, "top": len(top[0])}
+        return LogitsPart(logits[0, None].float(), "input", lambda i: f"label {i}")  # (1, num_labels)
+    return LogitsPart(logits[0].float(), stream, vocab_label)  # (T, V)
 
 
 def explorer_data(
@@ -135,12 +110,10 @@ def explorer_data(
         kwargs["decoder_input_ids"] = torch.tensor([decoder_ids])
         streams["decoder"] = list(decoder_tokens or [vocab_label(i) for i in decoder_ids])
         stream_ids["decoder"] = list(decoder_ids)
-    budget = int(max_mb * 1e6)
-    notes: list[str] = []
-    attention = _attention(model, ids, kwargs, layers, budget // 2, notes)  # first: a bad html_layers fails fast
+    attention = _attention(model, ids, kwargs, layers)  # first: a bad html_layers fails fast
     tr = trace(model, ids, **kwargs)
     out_stream = "decoder" if model.is_encoder_decoder else model.self_stream
-    logits = _logits(tr.output.logits, out_stream, vocab_label, budget // 2, notes)
+    logits = _logits(tr.output.logits, out_stream, vocab_label)
     if can_generate(model):
         beams = beam_tree(model, list(input_ids), label=vocab_label, num_beams=num_beams,
                           max_new_tokens=max_new_tokens, eos_ids=eos_ids)
@@ -148,20 +121,19 @@ def explorer_data(
         beams = {"note": f"arch={mcfg.arch!r} does not generate text (zoo's decoder runs decoder and "
                          f"encoder_decoder models), so there is no greedy or beam search to show."}
     flops = flops_per_token(model, len(input_ids))
-    return {
+    fixed = {
         "title": title or f"{mcfg.arch} model",
         "source": source,
         "config": mcfg.to_dict(),
         "tokens": {s: [{"id": i, "label": lab} for i, lab in zip(stream_ids[s], streams[s], strict=True)] for s in streams},
         "trace": tr.to_rows(),
-        "attention": attention,
-        "masks": _masks(tr),
-        "positional": _positional(model, n_positions),
-        "logits": logits,
+        "attention": None, "masks": None, "positional": None, "logits": None,  # filled within the size budget
         "beams": beams,
         "params": parameter_counts(model),
         "flops": {"seq_len": flops.seq_len, "n_matmul": flops.n_matmul, "n_attn": flops.n_attn,
                   "d_attn": flops.d_attn, "attention": flops.attention, "forward": flops.forward,
                   "training": flops.training, "formula": flops.formula},
-        "notes": notes,
+        "notes": [],
     }
+    return fit_page(fixed, logits=logits, positional=_positional(model, n_positions), attention=attention,
+                    masks=_masks(tr), max_mb=max_mb)

@@ -81,7 +81,8 @@
 
   // ----- attention
   const A = {};
-  for (const [kind, a] of Object.entries(D.attention)) A[kind] = Object.assign({}, a, unpack(a.weights));
+  // a kind left out by the size budget has weights null; a kept one may hold some layers / heads only
+  for (const [kind, a] of Object.entries(D.attention)) if (a.weights) A[kind] = Object.assign({}, a, unpack(a.weights));
   const kindSel = $("attn-kind"), layerSel = $("attn-layer"), headSel = $("attn-head");
   const attnState = { hover: -1, geo: null };
   function fill(select, items) {
@@ -131,9 +132,10 @@
     });
   }
   function setKind() {
-    const a = A[kindSel.value], [, H] = a.shape;
+    const a = A[kindSel.value];
     fill(layerSel, a.layers.map((l, i) => [i, `layer ${l}`]));
-    fill(headSel, [...Array(H).keys()].map((h) => [h, `head ${h}`]).concat([["mean", "mean of heads"]]));
+    const mean = a.heads.length < a.n_heads ? `mean of the ${a.heads.length} stored heads` : "mean of heads";
+    fill(headSel, a.heads.map((h, i) => [i, `head ${h}`]).concat([["mean", mean]]));
     attnState.hover = -1;
     drawAttention();
   }
@@ -159,11 +161,19 @@
     });
     setKind();
   } else {
-    $("attention").appendChild(el("p", {}, "This model has no attention layers to show."));
+    $("attention").appendChild(el("p", {}, Object.keys(D.attention).length
+      ? "The attention weights were left out to stay within html_max_mb (see the notes at the top)."
+      : "This model has no attention layers to show."));
   }
 
   // ----- masks
+  const maskName = { mask: "self-attention mask", local_mask: "sliding-window mask", cross_mask: "cross-attention mask" };
   for (const m of D.masks) {
+    const what = maskName[m.name] || m.name;
+    if (!m.values) {  // left out by the size budget
+      $("mask-list").appendChild(el("p", { class: "hint" }, `${m.stream}: ${what} left out to stay within html_max_mb.`));
+      continue;
+    }
     const u = unpack(m.values), [Tq, Tk] = u.shape;
     let bias = 0;
     for (const v of u.values) if (isFinite(v)) bias = Math.max(bias, Math.abs(v));
@@ -175,7 +185,6 @@
       return bias > 0 ? ramp([[255, 255, 255], [150, 190, 235]], Math.abs(v) / bias) : "#f4f4f0";
     });
     fig.appendChild(canvas);
-    const what = { mask: "self-attention mask", local_mask: "sliding-window mask", cross_mask: "cross-attention mask" }[m.name] || m.name;
     const extra = bias > 0 ? `; bias up to ${bias.toFixed(2)}${m.heads > 1 ? " (head 0 of " + m.heads + ")" : ""}` : "";
     fig.appendChild(el("figcaption", {}, `${m.stream}: ${what} (${Tq}×${Tk})${extra}`));
     $("mask-list").appendChild(fig);
@@ -201,7 +210,7 @@
   })();
 
   // ----- next-token distribution: zoo.generation.logits (temperature -> top-k -> top-p), then softmax
-  const L = Object.assign({}, D.logits, unpack(D.logits.values));
+  const L = Object.assign({}, D.logits, D.logits.values ? unpack(D.logits.values) : { values: new Float64Array(0) });
   const V = L.vocab_size;
   function logitsAt(slot) { return Array.from(L.values.subarray(slot * V, (slot + 1) * V)); }
   function softmax(x) {
@@ -265,10 +274,14 @@
       barCell.appendChild(bar); tr.appendChild(barCell); body.appendChild(tr);
     }
   }
-  for (const input of [posSel, tIn, kIn, pIn]) input.addEventListener("input", drawDistribution);
-  posSel.addEventListener("change", drawDistribution);
-  kIn.max = String(V);
-  drawDistribution();
+  if (L.positions.length) {
+    for (const input of [posSel, tIn, kIn, pIn]) input.addEventListener("input", drawDistribution);
+    posSel.addEventListener("change", drawDistribution);
+    kIn.max = String(V);
+    drawDistribution();
+  } else {  // left out by the size budget
+    $("dist-summary").textContent = "The logits were left out to stay within html_max_mb (see the notes at the top).";
+  }
 
   // ----- greedy vs beam tree (SVG)
   (function () {
