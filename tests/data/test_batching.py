@@ -177,3 +177,27 @@ def _ragged(lengths):
 
 def _labelled(lengths):
     return _ragged(lengths), np.zeros(len(lengths), dtype=np.int64)
+
+
+@pytest.mark.parametrize("make, longest, over", [
+    ("classification", 10, 2),  # texts framed with one special token: 4 10 5 9; 10 and 9 exceed 8
+    ("seq2seq", 9, 1),  # sources as they are, targets 2 + <bos>: a pair costs max(source, target) = 3 9 4 8
+])
+def test_max_tokens_below_one_example_is_refused_when_batches_are_planned(make, longest, over):
+    """Refused when the data module is built (train.py: before the model), not by the loader during fit."""
+    lengths = [3, 9, 4, 8]
+    with pytest.raises(ValueError, match=rf"data.name=x: data.max_tokens=8 is smaller than one example: train example "
+                                         rf"1 is {longest} tokens as batched \(framing included, cut to "
+                                         rf"model.max_seq_len\), and {over} example\(s\) exceed it; .* "
+                                         rf"data.max_tokens must be at least {longest}"):
+        if make == "classification":
+            texts, labels = _labelled(lengths)
+            ClassificationDataModule(_Tok(), {"train": (texts, labels)}, label_names=["a"], batch_size=2,
+                                     max_seq_len=32, seed=0, max_tokens=8, origin="data.name=x")
+        else:
+            Seq2SeqDataModule(_Tok(), {"train": (_ragged(lengths), _ragged([2, 2, 2, 2]))}, batch_size=2,
+                              max_seq_len=32, seed=0, max_tokens=8, origin="data.name=x")
+    texts, labels = _labelled(lengths)
+    dm = ClassificationDataModule(_Tok(), {"train": (texts, labels)}, label_names=["a"], batch_size=2, max_seq_len=8,
+                                  seed=0, max_tokens=8)  # cut to max_seq_len=8: 4 8 5 8, each fits alone
+    assert sorted(map(sorted, dm.train_dataloader().batch_sampler)) == [[0], [1], [2], [3]]  # 2 x 5 > 8

@@ -155,6 +155,22 @@ def wanted_lengths(raw: np.ndarray, framed_length: Callable[[int], int]) -> np.n
     return raw + (framed_length(shortest) - int(raw[shortest]))
 
 
+def check_budget(max_tokens: int | None, sizes: Mapping[str, np.ndarray], *, origin: str) -> None:
+    """Refuse a ``data.max_tokens`` that one example alone exceeds (``sizes``: split -> (N,) batch-row cost of
+    each example, as batched), when the batches are planned: a batch holds at least one example."""
+    sizes = {split: np.asarray(s) for split, s in sizes.items() if len(s)}
+    if max_tokens is None or not sizes:
+        return
+    split = max(sizes, key=lambda name: int(sizes[name].max()))
+    i, longest = int(np.argmax(sizes[split])), int(sizes[split].max())
+    if longest > max_tokens:
+        count = sum(int((s > max_tokens).sum()) for s in sizes.values())
+        raise ValueError(f"{origin}: data.max_tokens={max_tokens} is smaller than one example: {split} example {i} "
+                         f"is {longest} tokens as batched (framing included, cut to model.max_seq_len), and {count} "
+                         f"example(s) exceed it; a batch holds at least one example, so data.max_tokens must be at "
+                         f"least {longest} (the longest example), or null (batches of batch_size)")
+
+
 def count_overlong(split: str, wanted: Mapping[str, np.ndarray], room: int, *, truncate: bool, origin: str) -> int:
     """How many examples of ``split`` have a side (``wanted``: side name -> (N,) lengths) longer than ``room``
     tokens (model.max_seq_len); with ``truncate=False`` the first one is a ValueError naming it instead."""

@@ -21,7 +21,14 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from zoo.data.batching import EpochSampler, EpochShuffle, TokenBudgetBatches, count_overlong, wanted_lengths
+from zoo.data.batching import (
+    EpochSampler,
+    EpochShuffle,
+    TokenBudgetBatches,
+    check_budget,
+    count_overlong,
+    wanted_lengths,
+)
 from zoo.data.cache import RaggedIds
 from zoo.data.collate import PadCollator
 from zoo.data.datasets import EpochKeySampler, LabelledDataset, LMBlocks, PairDataset
@@ -231,6 +238,8 @@ class Seq2SeqDataModule(ZooDataModule):
         self.wanted = {split: self._wanted(split) for split in self.datasets}  # split -> side -> (N,) lengths
         self.overlong = {split: count_overlong(split, wanted, self.max_seq_len, truncate=self.truncate,
                                                origin=self.origin) for split, wanted in self.wanted.items()}
+        check_budget(self.max_tokens, {split: self.example_sizes(split)[0] for split in self.datasets},
+                     origin=self.origin)  # one example alone must fit data.max_tokens
 
     def _wanted(self, split: str) -> dict[str, np.ndarray]:
         """source / target -> (N,) framed lengths before any cut (decoder inputs: the target side)."""
@@ -273,6 +282,8 @@ class ClassificationDataModule(ZooDataModule):
         self.wanted = {split: {"text": self._wanted(split)} for split in self.datasets}  # split -> (N,) lengths
         self.overlong = {split: count_overlong(split, wanted, self.max_seq_len, truncate=self.truncate,
                                                origin=self.origin) for split, wanted in self.wanted.items()}
+        check_budget(self.max_tokens, {split: self.example_sizes(split)[0] for split in self.datasets},
+                     origin=self.origin)  # one example alone must fit data.max_tokens
 
     def _wanted(self, split: str) -> np.ndarray:
         """(N,) framed text lengths before any cut."""
