@@ -147,3 +147,78 @@ def test_missing_path_and_unknown_suffix(tmp_path):
         load_source({"name": "hf", "path": str(tmp_path / "d.xyz")}, seed=0, kind="text")
     with pytest.raises(ValueError, match=r"data=hf needs data.path"):
         load_source({"name": "hf"}, seed=0, kind="text")
+
+
+def no_label_dataset(folder, labels: list[int]):
+    """A save_to_disk dataset whose ClassLabel column (names neg, pos) holds datasets' -1 ("no label") too."""
+    features = datasets.Features({"text": datasets.Value("string"),
+                                  "label": datasets.ClassLabel(names=["neg", "pos"])})
+    ds = datasets.Dataset.from_dict({"text": [sentence(i) for i in range(len(labels))], "label": labels},
+                                    features=features)
+    ds.save_to_disk(str(folder))
+    return folder
+
+
+def test_class_label_minus_one_rows_are_dropped_counted_and_logged(tmp_path, cache_dir, caplog):
+    """-1 is datasets' "no label", not a third class: those rows are left out and their count is logged."""
+    labels = [[0, 1, -1][i % 3] for i in range(60)]
+    cfg = {"name": "hf", "path": str(no_label_dataset(tmp_path / "cl", labels)), "val_fraction": 0.25}
+    with caplog.at_level("WARNING", logger="zoo.data.sources.hf"):
+        tok, dm = build_data(cfg, SMALL_BPE, task="classification", cache_dir=cache_dir, **KW)
+    assert tok.label_names == ["neg", "pos"] and dm.num_labels == 2
+    seen = {tok.decode(ids): int(y) for split in ("train", "val") for ids, y in zip(*dm.examples[split], strict=True)}
+    assert seen == {sentence(i): labels[i] for i in range(60) if labels[i] != -1}  # ids 0 neg, 1 pos: as named
+    dropped = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
+    counts = [int(m.split("dropped ")[1].split(" of")[0]) for m in dropped]
+    assert sum(counts) == labels.count(-1) == 20 and len(dropped) == 2  # train and the held-out rows, each said
+    assert all("ClassLabel -1 (no label)" in m and "data.label_field='label'" in m for m in dropped)
+
+
+def test_a_split_of_only_unlabelled_rows_is_refused_naming_the_column(tmp_path):
+    folder = tmp_path / "d"
+    features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(names=["a", "b"])})
+    datasets.DatasetDict({
+        "train": datasets.Dataset.from_dict({"text": ["x y", "z w"], "label": [0, 1]}, features=features),
+        "test": datasets.Dataset.from_dict({"text": ["x", "y"], "label": [-1, -1]}, features=features),
+    }).save_to_disk(str(folder))
+    with pytest.raises(ValueError, match=r"split 'test' of .* has no labelled rows: all 2 rows hold ClassLabel -1 "
+                                         r"\(no label\) in column 'label' \(data.label_field\)"):
+        load_source({"name": "hf", "path": str(folder), "val_split": "test"}, seed=0, kind="labelled")
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("name, content", [("empty.jsonl", b""), ("blank.jsonl", b"\n  \n"), ("empty.txt", b""),
+                                           ("empty.csv", b"")])
+def test_an_empty_file_is_named(tmp_path, name, content, streaming):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=rf"data.path: {path} is empty \(no rows\)"):
+        load_source({"name": "hf", "path": str(path), "streaming": streaming}, seed=0, kind="text").fingerprint()
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("name, content, offset", [
+    ("latin1.txt", b"hello\ncaf\xe9 au lait\n" * 3, 9),
+    ("latin1.jsonl", b'{"text": "ok"}\n{"text": "caf\xe9"}\n', 28),
+    ("latin1.csv", b"text\nfine\ncaf\xe9\n", 13),
+])
+def test_a_file_that_is_not_utf8_names_the_byte_offset_like_data_text(tmp_path, name, content, offset, streaming):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=rf"data.path: {path}: not valid UTF-8 at byte offset {offset}: "):
+        load_source({"name": "hf", "path": str(path), "streaming": streaming}, seed=0, kind="text").fingerprint()
+
+
+@pytest.mark.parametrize("kind, match", [
+    ("text", r"split 'validation' of the dataset saved at .* has no rows with text in column 'text'"),
+    ("labelled", r"split 'validation' of the dataset saved at .* has no rows; the split is empty"),
+])
+def test_an_empty_saved_split_is_named(tmp_path, kind, match):
+    """datasets writes a split with no rows but cannot read it back (IndexError): the split is named instead."""
+    folder = tmp_path / "d"
+    datasets.DatasetDict({"train": datasets.Dataset.from_list(rows(10)),
+                          "validation": datasets.Dataset.from_list(rows(2)).select([])}).save_to_disk(str(folder))
+    with pytest.raises(ValueError, match=match):
+        load_source({"name": "hf", "path": str(folder), "val_split": "validation"}, seed=0, kind=kind).fingerprint()
+    held_out = load_source({"name": "hf", "path": str(folder), "val_fraction": 0.3}, seed=0, kind="text")
+    assert sorted(held_out.train + held_out.val) == sorted(r["text"] for r in rows(10))  # the empty split unused

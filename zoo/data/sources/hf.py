@@ -15,12 +15,14 @@ from __future__ import annotations
 import glob
 import hashlib
 import importlib
+import json
+import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from zoo.data.documents import Documents
+from zoo.data.documents import Documents, FileSpan
 from zoo.data.sources.base import LabelledCorpus, PairCorpus, TextStreams, register_source
 from zoo.data.sources.user import label_order
 
@@ -28,6 +30,10 @@ FILE_FORMATS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".arro
                 ".txt": "text"}
 FORMATS = ("auto", "disk", *sorted(set(FILE_FORMATS.values())), "hub")
 TEXT_TYPES = ("string", "large_string")
+TEXT_BUILDERS = ("json", "csv", "text")  # builders that decode files as UTF-8 text
+NO_LABEL = -1  # the ClassLabel value datasets stores for "no label" (e.g. a test split without labels)
+
+log = logging.getLogger(__name__)
 
 
 def datasets_module():
@@ -48,13 +54,23 @@ class Split:
     """Rows of one split: a ``datasets`` split, optionally only the rows ``in_val`` picks (``held_out``) or
     leaves (``not held_out``), with the origin for messages."""
 
-    def __init__(self, rows: Any, origin: str, carve: tuple[int, float, bool] | None = None) -> None:
-        self.rows, self.origin, self.carve = rows, origin, carve
+    def __init__(self, rows: Any, origin: str, carve: tuple[int, float, bool] | None = None,
+                 files: Sequence[str] = ()) -> None:
+        self.rows, self.origin, self.carve, self.files = rows, origin, carve, tuple(files)
 
     def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        for i, row in enumerate(self.rows):
+        for i, row in self._read():
             if self.carve is None or in_val(i, self.carve[0], self.carve[1]) == self.carve[2]:
                 yield i, row
+
+    def _read(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Every row with its index; bad UTF-8 in a file is named with its byte offset (a streaming dataset
+        decodes its files only now)."""
+        try:
+            yield from enumerate(self.rows)
+        except Exception as e:
+            raise_unreadable(self.files, e)
+            raise
 
     @property
     def random_access(self) -> bool:
@@ -65,7 +81,7 @@ class Split:
         names = getattr(self.rows, "column_names", None)
         features = getattr(self.rows, "features", None)
         if names is None:  # a streaming dataset whose columns are not declared: look at the first row
-            first = next(iter(self.rows), None)
+            first = next((row for _, row in self._read()), None)
             names = list(first) if first is not None else []
         if column not in names:
             raise ValueError(f"data.{key}={column!r}: {self.origin} has no such column; its columns: {sorted(names)}")
@@ -155,8 +171,73 @@ def _files(path: str | Sequence[str]) -> list[str] | None:
     return found
 
 
-def open_dataset(path: str | Sequence[str], format: str, config: str | None, streaming: bool) -> tuple[Any, str]:
-    """The dataset (a dict of splits, or one split) and a description of where it came from."""
+def _caused_by(error: BaseException, kind: type[BaseException]) -> bool:
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, kind):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def raise_unreadable(files: Sequence[str], error: BaseException) -> None:
+    """For a failure of datasets' readers caused by bad UTF-8 (it names neither file nor offset), raise the
+    ValueError data=text gives: the file and the byte offset. Returns for any other failure."""
+    if not files or not _caused_by(error, UnicodeDecodeError):
+        return
+    for file in files:
+        if FILE_FORMATS.get(Path(file).suffix.lower()) not in TEXT_BUILDERS:
+            continue
+        try:
+            for _ in FileSpan(Path(file), 0, os.path.getsize(file)).text():
+                pass
+        except ValueError as bad:
+            raise ValueError(f"data.path: {bad}; data=hf reads text files as UTF-8 (re-encode it, e.g. "
+                             "iconv -f latin1 -t utf-8)") from None
+
+
+def _blank(file: str) -> bool:
+    """Whether ``file`` holds only whitespace (and a byte-order mark); reads up to its first other byte."""
+    span = FileSpan(Path(file), 0, os.path.getsize(file))
+    return not any(data.strip().removeprefix(b"\xef\xbb\xbf").strip() for _, data in span.raw())
+
+
+def check_files_have_rows(files: Sequence[str], builder: str) -> None:
+    """A text-format file that is empty or whitespace only holds no rows: name it (datasets' own readers fail
+    on it with StopIteration, a schema error or 'corresponds to no data')."""
+    if builder not in TEXT_BUILDERS:
+        return
+    empty = [f for f in files if _blank(f)]
+    if empty:
+        shown = ", ".join(empty[:3]) + (f" and {len(empty) - 3} more" if len(empty) > 3 else "")
+        raise ValueError(f"data.path: {shown} {'is' if len(empty) == 1 else 'are'} empty (no rows); data=hf "
+                         f"reads {builder} rows from every file given: remove {'it' if len(empty) == 1 else 'them'} "
+                         "or give files with rows")
+
+
+def load_saved(datasets: Any, folder: Path) -> Any:
+    """``load_from_disk``; a split saved with no rows (which datasets writes but cannot read back: IndexError)
+    comes back as an empty split with its features, so whoever uses it says which split is empty."""
+    try:
+        return datasets.load_from_disk(str(folder))
+    except IndexError:
+        pass
+    if not (folder / "dataset_dict.json").is_file():
+        raise ValueError(f"data.path={str(folder)!r}: the dataset saved there has no rows (an empty split)")
+    out = {}
+    for name in json.loads((folder / "dataset_dict.json").read_text(encoding="utf-8"))["splits"]:
+        try:
+            out[name] = datasets.Dataset.load_from_disk(str(folder / name))
+        except IndexError:
+            features = datasets.DatasetInfo.from_directory(str(folder / name)).features
+            out[name] = datasets.Dataset.from_dict({k: [] for k in features}, features=features)
+    return datasets.DatasetDict(out)
+
+
+def open_dataset(path: str | Sequence[str], format: str, config: str | None,
+                 streaming: bool) -> tuple[Any, str, list[str]]:
+    """The dataset (a dict of splits, or one split), a description of where it came from and the local files
+    it reads (none for a save_to_disk folder or a hub name)."""
     datasets = datasets_module()
     if format not in FORMATS:
         raise ValueError(f"data.format={format!r} is unknown; allowed: {list(FORMATS)}")
@@ -166,13 +247,13 @@ def open_dataset(path: str | Sequence[str], format: str, config: str | None, str
         if not folder:
             raise FileNotFoundError(f"data.path={path!r}: no such folder (data.format=disk reads a save_to_disk folder)")
         try:
-            ds = datasets.load_from_disk(str(Path(path).expanduser()))
+            ds = load_saved(datasets, Path(path).expanduser())
         except FileNotFoundError as e:
             raise ValueError(f"data.path={path!r} is a folder but not one written by save_to_disk ({e}); give data "
                              "files (data.path='folder/*.parquet') or such a folder") from None
         if streaming:
             ds = {k: v.to_iterable_dataset() for k, v in ds.items()} if hasattr(ds, "keys") else ds.to_iterable_dataset()
-        return ds, f"the dataset saved at {path}"
+        return ds, f"the dataset saved at {path}", []
     if format in ("auto", *FILE_FORMATS.values()) and files is not None:
         builder = format
         if format == "auto":
@@ -181,8 +262,13 @@ def open_dataset(path: str | Sequence[str], format: str, config: str | None, str
                 raise ValueError(f"data.format=auto cannot tell the format of {files[:3]}; set data.format to one of "
                                  f"{sorted(set(FILE_FORMATS.values()))} (suffixes: {sorted(FILE_FORMATS)})")
             builder = kinds.pop()
-        ds = datasets.load_dataset(builder, data_files=files, streaming=streaming)
-        return ds, f"the {builder} files {files[:3]}{' ...' if len(files) > 3 else ''}"
+        check_files_have_rows(files, builder)
+        try:
+            ds = datasets.load_dataset(builder, data_files=files, streaming=streaming)
+        except Exception as e:
+            raise_unreadable(files, e)
+            raise
+        return ds, f"the {builder} files {files[:3]}{' ...' if len(files) > 3 else ''}", files
     if format != "auto" and format != "hub":
         raise FileNotFoundError(f"data.path={path!r}: no such file(s) for data.format={format}")
     if not isinstance(path, str) or os.path.exists(os.path.expanduser(path)) and not folder:
@@ -191,11 +277,11 @@ def open_dataset(path: str | Sequence[str], format: str, config: str | None, str
         ds = datasets.load_dataset(path, config, streaming=streaming)
     except Exception as e:  # datasets raises many types; name what was asked for
         raise ValueError(f"data.path={path!r} (data.config={config!r}): load_dataset failed: {e}") from None
-    return ds, f"the dataset {path!r}"
+    return ds, f"the dataset {path!r}", []
 
 
 def splits(ds: Any, origin: str, train_split: str, val_split: str | None, val_fraction: float,
-           seed: int) -> tuple[Split, Split]:
+           seed: int, files: Sequence[str] = ()) -> tuple[Split, Split]:
     """(train, validation): the named splits, or, with ``val_split=null``, ``val_fraction`` of the train rows."""
     named = dict(ds.items()) if hasattr(ds, "keys") else {"train": ds}
     for key, name in (("train_split", train_split), ("val_split", val_split)):
@@ -204,12 +290,13 @@ def splits(ds: Any, origin: str, train_split: str, val_split: str | None, val_fr
             raise ValueError(f"data.{key}={name!r}: {origin} has no such split; its splits: {sorted(named)}{hint}")
     train = named[train_split]
     if val_split is not None:
-        return (Split(train, f"split {train_split!r} of {origin}"), Split(named[val_split], f"split {val_split!r} of {origin}"))
+        return (Split(train, f"split {train_split!r} of {origin}", files=files),
+                Split(named[val_split], f"split {val_split!r} of {origin}", files=files))
     if not 0.0 < val_fraction < 1.0:
         raise ValueError(f"data.val_fraction={val_fraction!r} must be in (0, 1)")
     where = f"split {train_split!r} of {origin}"
-    return (Split(train, where, (seed, val_fraction, False)),
-            Split(train, f"the held-out {val_fraction:.0%} of {where}", (seed, val_fraction, True)))
+    return (Split(train, where, (seed, val_fraction, False), files),
+            Split(train, f"the held-out {val_fraction:.0%} of {where}", (seed, val_fraction, True), files))
 
 
 def _pairs(split: Split, src_field: str, tgt_field: str) -> list[tuple[str, str]]:
@@ -225,18 +312,34 @@ def _pairs(split: Split, src_field: str, tgt_field: str) -> list[tuple[str, str]
     return out
 
 
-def _labelled(split: Split, text_field: str, label_field: str, names: Sequence[str] | None) -> list[tuple[str, str]]:
-    out = []
+def _labelled(split: Split, text_field: str, label_field: str,
+              names: Sequence[str] | None) -> list[tuple[str, str]]:
+    """(text, label name) rows. With a ClassLabel column (``names``), rows holding NO_LABEL, datasets' "no
+    label", have no class to learn or score: they are dropped, and how many is logged."""
+    out, unlabelled = [], 0
     for i, row in split:
         text, label = split.value(i, row, text_field, "text_field"), row.get(label_field)
+        if names is not None and label == NO_LABEL:
+            unlabelled += 1
+            continue
         if text is None:
             raise ValueError(f"row {i} of {split.origin}: text_field {text_field!r} is empty")
         if isinstance(label, bool) or not isinstance(label, (str, int)) or (isinstance(label, str) and not label.strip()):
             raise ValueError(f"row {i} of {split.origin}: label_field {label_field!r} must be a non-empty string or "
                              f"an int, got {label!r}")
-        out.append((text, names[label] if names is not None and isinstance(label, int) and label >= 0 else str(label)))
+        if names is not None and isinstance(label, int) and not 0 <= label < len(names):
+            raise ValueError(f"row {i} of {split.origin}: label_field {label_field!r} holds {label}, outside its "
+                             f"ClassLabel names {list(names)} (0..{len(names) - 1}, or {NO_LABEL}: no label)")
+        out.append((text, names[label] if names is not None and isinstance(label, int) else str(label)))
+    if not out and unlabelled:
+        raise ValueError(f"data=hf: {split.origin} has no labelled rows: all {unlabelled} rows hold ClassLabel "
+                         f"{NO_LABEL} (no label) in column {label_field!r} (data.label_field), as a test split "
+                         "without labels does; name a labelled split")
     if not out:
         raise ValueError(f"data=hf: {split.origin} has no rows; the split is empty")
+    if unlabelled:
+        log.warning("data=hf: dropped %d of %d rows of %s whose data.label_field=%r holds ClassLabel %d (no label)",
+                    unlabelled, unlabelled + len(out), split.origin, label_field, NO_LABEL)
     return out
 
 
@@ -305,8 +408,8 @@ def load_hf(
     """A ``datasets`` dataset as the corpus ``kind`` the task needs (text, pairs or labelled)."""
     if kind not in CORPUS_READERS:
         raise ValueError(f"data=hf cannot give {kind!r} examples; it gives {sorted(CORPUS_READERS)}")
-    ds, origin = open_dataset(path, format, config, streaming)
-    train, val = splits(ds, origin, train_split, val_split, val_fraction, seed)
+    ds, origin, files = open_dataset(path, format, config, streaming)
+    train, val = splits(ds, origin, train_split, val_split, val_fraction, seed, files)
     fields = {"text_field": text_field, "src_field": src_field, "tgt_field": tgt_field, "label_field": label_field,
               "tokens_field": tokens_field, "tags_field": tags_field}
     return CORPUS_READERS[kind](train, val, fields)
