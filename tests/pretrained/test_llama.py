@@ -147,3 +147,23 @@ def test_partial_rotary_does_not_export_as_llama(tmp_path):
     model = zoo.build("llama_small", vocab_size=64, d_model=32, n_layers=1, n_heads=4, d_ff=24, rope_fraction=0.5)
     with pytest.raises(ValueError, match=r"'llama': model.rope_fraction=0.5 \(needs 1.0\)"):
         zoo.save_pretrained(model, tmp_path / "x", model_type="llama")  # chosen by its knobs, it is a phi3
+
+
+def test_tied_file_holding_only_lm_head_loads_as_in_transformers(tmp_path):
+    """transformers loads a tied checkpoint from either tensor of the pair; one that stores only lm_head.weight
+    (no model.embed_tokens.weight) gives zoo the same logits."""
+    from safetensors.torch import load_file, save_file
+
+    folder = saved(tiny_llama(tie_word_embeddings=True), tmp_path)
+    tensors = load_file(folder / "model.safetensors")
+    table = tensors.pop("model.embed_tokens.weight")
+    tensors["lm_head.weight"] = tensors.get("lm_head.weight", table)
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    assert "model.embed_tokens.weight" not in load_file(folder / "model.safetensors")
+    hf = LlamaForCausalLM.from_pretrained(folder).eval()
+    assert torch.equal(hf.model.embed_tokens.weight, table)  # transformers ties the table to the stored head
+    model = zoo.from_pretrained(folder)
+    ids, mask = right_padded(3, 12, 99, [12, 9, 3])
+    with torch.no_grad():
+        ref, got = hf(input_ids=ids, attention_mask=mask).logits, model(ids, attention_mask=mask).logits
+    assert (got[mask.bool()] - ref[mask.bool()]).abs().max() < 1e-4

@@ -34,8 +34,8 @@ class DecoderTensors(Family):
                 "norm_ffn.weight": (f"{h}.post_attention_layernorm.weight", (cfg.d_model,))}
 
     def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
-        d, v = cfg.d_model, cfg.vocab_size
-        out = {"embed.tokens.weight": src.take("embed_tokens.weight", (v, d))}
+        d = cfg.d_model
+        out = {"embed.tokens.weight": src.take_token_table("embed_tokens.weight", cfg)}  # (vocab_size, d)
         for i in range(cfg.n_layers):
             z, h = f"decoder_stack.layers.{i}", f"layers.{i}"
             for name, (names, rows, d_in, bias) in self.linears(cfg, h).items():

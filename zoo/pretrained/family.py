@@ -77,6 +77,14 @@ class HFTensors:
     def discard(self, name: str) -> None:
         self.tensors.pop(self._key(name), None)
 
+    def take_token_table(self, name: str, cfg: ModelConfig) -> torch.Tensor:
+        """The token table `name` (vocab_size, d_model). A tied checkpoint may store either tensor of the pair
+        (transformers loads one holding only `lm_head.weight`): then the stored head is the table."""
+        shape = (cfg.vocab_size, cfg.d_model)
+        if cfg.tie_embeddings and not self.has(name) and self.has("~lm_head.weight"):
+            return self.take("~lm_head.weight", shape)
+        return self.take(name, shape)
+
     def take_lm_head(self, cfg: ModelConfig, tokens: torch.Tensor) -> torch.Tensor:
         """`lm_head.weight`, or the token table when the config ties them (a stored copy is dropped)."""
         if cfg.tie_embeddings:
