@@ -11,6 +11,7 @@ several thousand tokens. Where zoo chooses otherwise (special-token text in the 
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ import pytest
 from tests.data.tokenizer_kinds import CODE, KINDS, corpus, save_folder
 from zoo.data import build_data, load_tokenizer
 from zoo.data.documents import split_point
-from zoo.data.tokenizer import build_tokenizer
+from zoo.data.tokenizer import CHUNK_CHARS, build_tokenizer, chunk_text
 
 transformers = pytest.importorskip("transformers")
 
@@ -187,6 +188,30 @@ def test_the_data_pipeline_keeps_every_token_of_a_long_document(folders, refs, t
     assert stream == expected and len(stream) > MIN_LONG_TOKENS
 
 
+# transformers encodes a document in one call; zoo's data pipeline (encode_long, and pre-tokenisation, which cuts
+# the same pieces) encodes it in pieces of <= CHUNK_CHARS characters, cut after a newline when one is near, else
+# inside a word. Each piece keeps all of its tokens, but at a cut the ids can differ from one call on the whole:
+# a cut inside a word splits it; a piece starting after a newline gets Llama's "▁" or byte-level BPE's prefix
+# space; GPT-2's regex joins "\n" with the spaces after it. Measured here, stated in docs/data.md; not fixed yet.
+PIECES_DIFFER = {
+    "bert_wordpiece": {"long_paragraph"}, "stored_padding": {"long_paragraph"}, "t5_unigram": {"long_paragraph"},
+    "gpt2_bytelevel": {"long_paragraph", "long_code"}, "added_tokens": {"long_paragraph", "long_code"},
+    "bytelevel_prefix_space": set(LONG), "llama_bpe": set(LONG), "llama_add_eos": set(LONG),
+    "llama_metaspace": set(LONG),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_the_data_pipelines_pieces_keep_every_token_and_differ_only_at_cuts(kind, zoo_toks, refs, expected):
+    tok, ref = zoo_toks[kind][0], refs[kind]
+    for name, text in LONG.items():
+        pieces = list(chunk_text(text))
+        assert len(pieces) >= len(text) // CHUNK_CHARS  # several cuts in every long document
+        ids = tok.encode_long(text)
+        assert ids == [i for piece in ref(pieces, add_special_tokens=False).input_ids for i in piece], name
+        assert (ids != expected[kind][name]["plain"]) == (name in PIECES_DIFFER[kind]), name
+
+
 # ---------------------------------------------------------------------------------------------- decode
 
 
@@ -227,6 +252,47 @@ def test_the_files_template_wins_over_add_eos_token_in_the_config(zoo_toks, refs
     for tok in zoo_toks["llama_add_eos"]:
         assert tok.specials.prefix == (1,) and tok.specials.suffix == ()
         assert tok.specials.frame(tok.encode("the zebra")).tolist() == refs["llama_add_eos"]("the zebra").input_ids
+
+
+# ------------------------------------------------------------------------------ folders naming a family class
+
+FAMILY_CLASS = {"bert_wordpiece": "BertTokenizer", "stored_padding": "BertTokenizer", "gpt2_bytelevel": "GPT2Tokenizer",
+                "added_tokens": "GPT2Tokenizer", "bytelevel_prefix_space": "RobertaTokenizer",
+                "t5_unigram": "T5Tokenizer", "llama_bpe": "LlamaTokenizer", "llama_add_eos": "LlamaTokenizer",
+                "llama_metaspace": "LlamaTokenizer"}
+# transformers 5's LlamaTokenizer rebuilds the pipeline as Metaspace(prepend_scheme="first") and ignores the file's
+# Prepend("▁") normalizer (Llama 2's file, as sentencepiece and transformers 4.x tokenize): a text that starts
+# with spaces gets one "▁" fewer there. zoo keeps the file's pipeline (docs/data.md).
+CLASS_DIFFERS = {"llama_bpe": {"leading_trailing", "one_space"}, "llama_add_eos": {"leading_trailing", "one_space"}}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_folders_naming_a_family_class(kind, folders, zoo_toks, expected, tmp_path):
+    """Downloaded folders name a family class (``"tokenizer_class": "BertTokenizer"``), which transformers 5
+    rebuilds from the file's vocabulary with the class's own pipeline; the ids still equal zoo's, except where
+    CLASS_DIFFERS says (and there they do differ)."""
+    folder = shutil.copytree(folders[kind], tmp_path / kind)
+    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    config["tokenizer_class"] = FAMILY_CLASS[kind]
+    if kind == "t5_unigram":
+        config["extra_ids"] = 3  # T5Tokenizer checks its <extra_id_*> count
+    (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    ref = transformers.AutoTokenizer.from_pretrained(folder)
+    assert type(ref).__name__ == FAMILY_CLASS[kind]
+    tok, differs = zoo_toks[kind][0], set()
+    for name, text in {**TEXTS, "long_lines": LONG["long_lines"]}.items():
+        ids = ref(text, add_special_tokens=False).input_ids
+        if ids != tok.encode(text):
+            differs.add(name)
+            continue
+        framed = ref(text).input_ids
+        assert framed == tok.specials.frame(ids).tolist(), name
+        for skip in (True, False):
+            assert ref.decode(framed, skip_special_tokens=skip) == tok.decode(framed, skip_special_tokens=skip), name
+    assert differs == CLASS_DIFFERS.get(kind, set())
+    for name in differs:  # one "▁" fewer at the start, the rest equal
+        ours, theirs = expected[kind][name]["plain"], ref(TEXTS[name], add_special_tokens=False).input_ids
+        assert len(ours) == len(theirs) + 1 and ours[1:] == theirs and tok.hf.id_to_token(ours[0]) == "▁", name
 
 
 # ------------------------------------------------------------------------ where zoo chooses otherwise
