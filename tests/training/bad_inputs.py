@@ -135,7 +135,8 @@ OVERRIDES = [BadInput(given, message) for given, message in [
                                      "layers of the stacks, and this model has none (model.arch=decoder, "
                                      "model.n_layers=0); use optim.name=adamw"),
     ("model=mlp_lm optim.name=muon", "optim.name=muon trains the weight matrices of the attention and feed-forward "
-                                     "layers of the stacks, and this model has none (model.arch=mlp_lm,"),
+                                     "layers of the stacks, and this model has none (model.arch=mlp_lm); use "
+                                     "optim.name=adamw"),
     ("optim.name=muon finetune=freeze finetune.modules=[decoder_stack]",
      "optim.name=muon trains the weight matrices of the attention and feed-forward layers of the stacks, and "
      "finetune freezes all of them; use optim.name=adamw"),

@@ -100,7 +100,7 @@ def test_a_model_without_hidden_matrices_to_train_is_one_clear_error():
 
     advice = "; use optim.name=adamw"
     for name, why in [("bigram", "this model has none (model.arch=decoder, model.n_layers=0)"),
-                      ("mlp_lm", "this model has none (model.arch=mlp_lm, model.n_layers=")]:
+                      ("mlp_lm", "this model has none (model.arch=mlp_lm)")]:
         model = zoo.build(name)
         for check in (build_optimizer, check_optimizer_model):
             with pytest.raises(ValueError, match=re.escape(why)) as err:

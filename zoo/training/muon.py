@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from zoo.modules.attention import Attention
+from zoo.modules.block import Stack
 from zoo.modules.feedforward import FeedForward
 
 
@@ -33,9 +34,11 @@ def muon_matrices(model: nn.Module) -> list[nn.Parameter]:
     if hidden:
         return hidden
     config = getattr(model, "config", None)
-    layers = any(isinstance(m, (Attention, FeedForward)) for m in model.modules())
-    why = ("finetune freezes all of them" if layers else
-           f"this model has none (model.arch={getattr(config, 'arch', '?')}, model.n_layers={getattr(config, 'n_layers', '?')})")
+    if any(isinstance(m, (Attention, FeedForward)) for m in model.modules()):
+        why = "finetune freezes all of them"
+    else:  # n_layers only where a layer stack reads it
+        layers = f", model.n_layers={config.n_layers}" if any(isinstance(m, Stack) for m in model.modules()) else ""
+        why = f"this model has none (model.arch={getattr(config, 'arch', '?')}{layers})"
     raise ValueError("optim.name=muon trains the weight matrices of the attention and feed-forward layers of the "
                      f"stacks, and {why}; use optim.name=adamw")
 
