@@ -248,6 +248,47 @@ def test_markup_in_the_text_cannot_swallow_the_script(browser, tmp_path):
         page.close()
 
 
+def test_pages_held_to_a_small_html_max_mb_still_run(browser, tmp_path):
+    """The smallest page (every optional part left out) and one that keeps two of eight heads of one layer:
+    both run without errors, say what was left out, and the head picker names the stored heads."""
+    from zoo.inspection.explorer import explorer_data, write_page
+    from zoo.inspection.explorer.budget import PageBudgetError
+
+    torch.manual_seed(0)
+    model = zoo.build(dict(arch="decoder", vocab_size=40, d_model=32, n_layers=2, n_heads=8, positional="rope",
+                           dropout=0.0)).eval()
+    ids = [5 + i % 30 for i in range(48)]
+
+    def write(mb: float, name: str) -> Path:
+        data = explorer_data(model, ids, tokens=[f"t{i}" for i in ids], vocab_label=str, max_mb=mb, max_new_tokens=2)
+        return write_page(data, tmp_path / name)
+
+    with pytest.raises(PageBudgetError) as refused:
+        write(0.001, "never.html")
+    least = float(str(refused.value).split("set html_max_mb=")[1].split()[0])
+    page, problems = open_page(browser, write(least, "least.html"))
+    try:
+        assert "left out to stay within html_max_mb" in page.inner_text("#attention")
+        assert "left out to stay within html_max_mb" in page.inner_text("#mask-list")
+        assert "logits were left out" in page.inner_text("#dist-summary")
+        assert "positional pattern was left out" in page.inner_text("#pos-body")
+        assert page.locator("#notes li").count() == 4 and page.locator("#dist-table tbody tr").count() == 0
+        assert problems == []
+    finally:
+        page.close()
+    page, problems = open_page(browser, write(least + 0.025, "heads.html"))
+    try:
+        heads = page.eval_on_selector_all("#attn-head option", "os => os.map(o => o.textContent)")
+        assert heads == ["head 0", "head 7", "mean of the 2 stored heads"]
+        assert page.locator("#mask-list canvas").count() == 1 and page.locator("#dist-table tbody tr").count() > 0
+        first = page.eval_on_selector("#attn-canvas", "c => c.toDataURL()")
+        page.select_option("#attn-head", "1")
+        assert page.eval_on_selector("#attn-canvas", "c => c.toDataURL()") != first
+        assert "heads [0, 7] of 0..7" in page.inner_text("#notes") and problems == []
+    finally:
+        page.close()
+
+
 def test_a_missing_chromium_fails_with_install_instructions(monkeypatch):
     monkeypatch.setenv("ZOO_CHROMIUM", "/nonexistent/chromium")
     with pytest.raises(pytest.fail.Exception, match=r"apt-get install -y chromium fonts-noto-cjk"):

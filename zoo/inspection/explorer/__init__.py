@@ -13,10 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from zoo.inspection.explorer.budget import PageBudgetError
 from zoo.inspection.explorer.collect import explorer_data
 from zoo.inspection.explorer.page import render, write_page
 
-__all__ = ["explore", "explorer_data", "render", "vocab_labeller", "write_page"]
+__all__ = ["PageBudgetError", "explore", "explorer_data", "render", "vocab_labeller", "write_page"]
 
 
 def _visible(text: str) -> str:
@@ -55,7 +56,8 @@ def explore(
 ) -> Path:
     """Write the explorer page for `input_ids` to `path`. Labels come from `tokenizer` (or `tokens`, else
     the ids). An encoder-decoder's decoder input defaults to [start_id] + input_ids. `options` go to
-    `explorer_data` (layers, num_beams, max_new_tokens, eos_ids, n_positions, max_mb, title, source)."""
+    `explorer_data` (layers, num_beams, max_new_tokens, eos_ids, n_positions, max_mb, title, source); the file
+    is at most `max_mb` MB (PageBudgetError, before writing, when even its fixed parts do not fit)."""
     label = vocab_labeller(tokenizer)
     if model.is_encoder_decoder and decoder_ids is None:
         decoder_ids = [model.config.start_id] + list(input_ids)

@@ -89,7 +89,8 @@ def explorer_data(
     source: str = "",
 ) -> dict[str, Any]:
     """The page's data for `input_ids` (labels `tokens`); encoder-decoder models also take the decoder input
-    (`decoder_ids`, starting with config.start_id). `vocab_label(id)` names any vocabulary entry."""
+    (`decoder_ids`, starting with config.start_id). `vocab_label(id)` names any vocabulary entry. The page
+    rendered from it is at most `max_mb` MB (see budget.py; PageBudgetError when it cannot be)."""
     if not input_ids:
         raise ValueError("explorer: input_ids is empty; give at least one token.")
     if len(tokens) != len(input_ids):
