@@ -89,7 +89,6 @@ def test_preset_exports_to_transformers(tmp_path):
 
 @pytest.mark.parametrize(("change", "named"), [
     (dict(is_decoder=True), "is_decoder=True"),
-    (dict(architectures=["RobertaForCausalLM"]), "architectures=['RobertaForCausalLM']"),
     (dict(pad_token_id=None), "pad_token_id is a token id=False"),
     (dict(position_embedding_type="relative_key"), "position_embedding_type='relative_key'"),
 ])

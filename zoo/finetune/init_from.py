@@ -74,15 +74,13 @@ class HuggingFaceFolder(Source):
         return load_config(self.path)[1]
 
     def state(self) -> dict[str, torch.Tensor]:
-        from zoo.pretrained.api import load_config
-        from zoo.pretrained.family import HFTensors
-        from zoo.pretrained.io import read_weights
+        """The folder's weights; a head its file lacks (a bare model saved under a head class) is left out, to be
+        made fresh, since the task may replace it anyway."""
+        from zoo.pretrained.api import read_pretrained
 
-        family, config = load_config(self.path)
-        self.model_type = family.model_type
-        tensors, file = read_weights(self.path)
-        with torch.no_grad():
-            return family.state_from_hf(HFTensors(tensors, str(file), family.prefixes), config)
+        read = read_pretrained(self.path, head_optional=True)
+        self.model_type = read.family.model_type
+        return read.state
 
     def has_tokenizer(self) -> bool:
         return (self.path / "tokenizer.json").is_file()
@@ -229,6 +227,20 @@ def fit_to_tokenizer(pretrained: ModelConfig, completed: ModelConfig, tokenizer,
     return ModelConfig.from_dict({**pretrained.to_dict(), "num_labels": completed.num_labels})
 
 
+def reusable_head(state: Mapping[str, torch.Tensor], cfg: ModelConfig, model_type: str | None
+                  ) -> Mapping[str, torch.Tensor]:
+    """`state` without the head tensors of a Hugging Face folder that `cfg`'s head does not read from the same
+    checkpoint tensor, as transformers decides: BertModel's pooler is BertForSequenceClassification's, while
+    RobertaModel's pooler is not RoBERTa's classifier dense and a QA projection is no classifier."""
+    origins = getattr(state, "origins", None)  # zoo.pretrained.heads.PretrainedState
+    if origins is None or model_type is None:
+        return state
+    from zoo.pretrained.api import family_for
+
+    wanted = family_for(model_type).head_origins(cfg.head)
+    return {k: v for k, v in state.items() if k not in origins or wanted.get(k) == origins[k]}
+
+
 @dataclass
 class Loaded:
     """The model with pretrained weights in place, and the parameter names that were not loaded (fresh)."""
@@ -245,6 +257,7 @@ def build_initialised(cfg: ModelConfig, state: Mapping[str, torch.Tensor], sourc
 
     model = build(cfg)
     own = model.state_dict()
+    state = reusable_head(state, cfg, model_type)
     usable = {k: v for k, v in state.items() if k in own and tuple(own[k].shape) == tuple(v.shape)}
     dropped = sorted(k for k in state if k not in usable)
     missing = sorted(k for k in own if k not in usable)

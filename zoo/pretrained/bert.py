@@ -1,5 +1,6 @@
-"""BERT: encoder, post-LN, learned positions + token types, LayerNorm after the embeddings (eps 1e-12),
-masked-LM head (dense, activation, LayerNorm, tied decoder with bias) or the pooler + classifier head."""
+"""BERT: encoder, post-LN, learned positions + token types, LayerNorm after the embeddings (eps 1e-12); the head
+the folder's class says: BertModel (pooler), masked-LM (dense, activation, LayerNorm, tied decoder with bias),
+sequence / token classification, question answering (`HEADS` below)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ from zoo.modules.residual import uses_final_norm
 from zoo.pretrained.family import (
     FAMILIES,
     ZOO_TO_HF_ACTIVATION,
-    Family,
     HFTensors,
     hf_activation,
     require,
     special_id,
     unsupported,
 )
+from zoo.pretrained.heads import HeadedFamily, HeadLayout, stored_name
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,6 @@ BERT_LAYOUT = EncoderLayout(
     {"self_attn.o": "attention.output.dense", "norm_self": "attention.output.LayerNorm",
      "ffn.up": "intermediate.dense", "ffn.down": "output.dense", "norm_ffn": "output.LayerNorm"},
 )
-_UNUSED = {"pooler.": "the masked-LM model has no pooler", "cls.seq_relationship": "next-sentence head is not used"}
 
 
 def _linear(src: HFTensors, name: str, out_dim: int, in_dim: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -83,8 +83,6 @@ def encoder_from_hf(src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]
         "embed.types.weight": src.take("embeddings.token_type_embeddings.weight", (cfg.type_vocab_size, d)),
     }
     out["embed.norm.weight"], out["embed.norm.bias"] = _linear(src, "embeddings.LayerNorm", d)
-    src.discard("embeddings.position_ids")
-    src.discard("embeddings.token_type_ids")
     BERT_LAYOUT.from_hf(src, cfg, out)
     return out
 
@@ -120,11 +118,58 @@ def mlm_head_from_hf(src: HFTensors, cfg: ModelConfig, out: dict[str, torch.Tens
         out["head.proj.weight"] = src.take(f"{decoder}.weight", (v, d))
 
 
+@dataclass(frozen=True)
+class MaskedLMLayout(HeadLayout):
+    """A masked-LM head: `dense`, activation, `norm`, then the vocabulary projection, tied to the token table
+    unless the config unties it, whose bias is stored as `bias` (and as `decoder`.bias when untied)."""
+
+    dense: str = ""
+    norm: str = ""
+    bias: str = ""
+    decoder: str = ""
+
+    def config(self, hf: Mapping[str, Any], family: HeadedFamily) -> dict[str, Any]:
+        return {"head": "lm", **family.lm_config(hf)}
+
+    def origins(self) -> dict[str, str]:
+        pairs = {"head.transform": self.dense, "head.transform_norm": self.norm}
+        out = {f"{z}.{part}": f"{h}.{part}" for z, h in pairs.items() for part in ("weight", "bias")}
+        return {**out, "head.proj.bias": self.bias, "head.proj.weight": f"{self.decoder}.weight"}
+
+    def from_hf(self, src: HFTensors, cfg: ModelConfig, out: dict[str, torch.Tensor]) -> None:
+        mlm_head_from_hf(src, cfg, out, self.dense, self.norm, self.bias, self.decoder)
+
+    def to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str,
+              out: dict[str, torch.Tensor]) -> None:
+        for zoo_name, name in self.origins().items():
+            if zoo_name != "head.proj.weight":
+                out[stored_name(name, prefix)] = state[zoo_name]
+        if not cfg.tie_embeddings:  # transformers 5 then unties decoder.weight and decoder.bias too
+            out[stored_name(f"{self.decoder}.weight", prefix)] = state["head.proj.weight"]
+            out[stored_name(f"{self.decoder}.bias", prefix)] = state["head.proj.bias"].clone()
+
+
+NO_POOLER = {"pooler.": "this head has no pooler (transformers' class has none, or only for the next-sentence head)"}
+HEADS = {
+    "none": HeadLayout("none", pooler="pooler.dense", activation="tanh", pooler_optional=True, bare=True),
+    "lm": MaskedLMLayout("lm", dense="~cls.predictions.transform.dense", norm="~cls.predictions.transform.LayerNorm",
+                         bias="~cls.predictions.bias", decoder="~cls.predictions.decoder",
+                         unused={**NO_POOLER, "cls.seq_relationship": "the next-sentence head is not used"}),
+    "classifier": HeadLayout("classifier", proj="~classifier", pooler="pooler.dense", activation="tanh",
+                             labelled=True),
+    "token_classifier": HeadLayout("token_classifier", proj="~classifier", labelled=True, unused=NO_POOLER),
+    "qa": HeadLayout("qa", proj="~qa_outputs", proj_rows=2, unused=NO_POOLER),
+}
+
+
 @FAMILIES.register("bert")
-class Bert(Family):
+class Bert(HeadedFamily):
     model_type = "bert"
     architecture = "BertForMaskedLM"
+    class_prefix = "Bert"
+    lm_suffixes = ("ForMaskedLM", "ForPreTraining")
     prefixes = ("bert.",)
+    heads = HEADS
 
     def config_from_hf(self, hf: dict[str, Any]) -> ModelConfig:
         require(hf, "bert", {
@@ -132,7 +177,6 @@ class Bert(Family):
             "is_decoder": (hf.get("is_decoder", False), False),
             "add_cross_attention": (hf.get("add_cross_attention", False), False),
         })
-        classifier = any(a.endswith("ForSequenceClassification") for a in hf.get("architectures") or [])
         vocab = hf["vocab_size"]
         return ModelConfig(
             arch="encoder", vocab_size=vocab, d_model=hf["hidden_size"], n_layers=hf["num_hidden_layers"],
@@ -142,14 +186,14 @@ class Bert(Family):
             positional="learned", max_seq_len=hf["max_position_embeddings"],
             type_vocab_size=hf.get("type_vocab_size", 2), dropout=hf.get("hidden_dropout_prob", 0.1),
             attn_dropout=hf.get("attention_probs_dropout_prob", 0.1), bias=True,
-            head="classifier" if classifier else "lm", num_labels=len(hf.get("id2label") or {0: 0, 1: 1}) if classifier else 0,
-            head_transform=not classifier, head_bias=not classifier, tie_embeddings=hf.get("tie_word_embeddings", True),
             pad_id=special_id(hf, "pad_token_id", vocab, 0), bos_id=special_id(hf, "bos_token_id", vocab, 1),
-            eos_id=special_id(hf, "eos_token_id", vocab, 2),
+            eos_id=special_id(hf, "eos_token_id", vocab, 2), **self.head_config(hf),
         )
 
+    def lm_config(self, hf: Mapping[str, Any]) -> dict[str, Any]:
+        return {"head_transform": True, "head_bias": True, "tie_embeddings": hf.get("tie_word_embeddings", True)}
+
     def config_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
-        lm = cfg.head == "lm"
         unsupported(cfg, "bert", {
             "arch": (cfg.arch, "encoder"), "norm": (cfg.norm, "layernorm"), "norm_placement": (cfg.norm_placement, "post"),
             "use_final_norm": (uses_final_norm(cfg), False), "embed_norm": (cfg.embed_norm, True),
@@ -157,11 +201,9 @@ class Bert(Family):
             "pos_offset": (cfg.pos_offset, 0), "bias": (cfg.bias, True), "n_kv_heads": (cfg.kv_heads, cfg.n_heads),
             "activation is plain": (cfg.activation in ZOO_TO_HF_ACTIVATION, True), "residual": (cfg.residual, True),
             "ffn": (cfg.ffn, "mlp"), "type_vocab_size >= 1": (cfg.type_vocab_size >= 1, True),
-            **({"head_transform": (cfg.head_transform, True), "head_bias": (cfg.head_bias, True),
-                "tie_embeddings": (cfg.tie_embeddings, True)} if lm else {}),
         })
-        hf = {
-            "model_type": "bert", "architectures": ["BertForMaskedLM" if lm else "BertForSequenceClassification"],
+        return {
+            "model_type": "bert", **self.head_to_hf(cfg),
             "vocab_size": cfg.vocab_size, "hidden_size": cfg.d_model, "num_hidden_layers": cfg.n_layers,
             "num_attention_heads": cfg.n_heads, "intermediate_size": cfg.ffn_dim,
             "hidden_act": ZOO_TO_HF_ACTIVATION[cfg.activation], "layer_norm_eps": cfg.norm_eps,
@@ -169,35 +211,11 @@ class Bert(Family):
             "hidden_dropout_prob": cfg.dropout, "attention_probs_dropout_prob": cfg.attention_dropout,
             "pad_token_id": cfg.pad_id, "tie_word_embeddings": cfg.tie_embeddings,
         }
-        if not lm:
-            hf["id2label"] = {str(i): f"LABEL_{i}" for i in range(cfg.num_labels)}
-            hf["label2id"] = {f"LABEL_{i}": i for i in range(cfg.num_labels)}
-        return hf
 
-    def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
+    def base_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
         for key in [k for k in src.tensors if k.endswith((".gamma", ".beta"))]:  # TF-era LayerNorm names
             src.tensors[key.rsplit(".", 1)[0] + (".weight" if key.endswith("gamma") else ".bias")] = src.tensors.pop(key)
-        d = cfg.d_model
-        out = encoder_from_hf(src, cfg)
-        if cfg.head == "classifier":
-            out["head.pool.weight"], out["head.pool.bias"] = _linear(src, "pooler.dense", d, d)
-            out["head.proj.weight"], out["head.proj.bias"] = _linear(src, "~classifier", cfg.num_labels, d)
-            src.finish()
-            return out
-        mlm_head_from_hf(src, cfg, out, "~cls.predictions.transform.dense", "~cls.predictions.transform.LayerNorm",
-                         "~cls.predictions.bias", "~cls.predictions.decoder")
-        src.finish(_UNUSED)
-        return out
+        return encoder_from_hf(src, cfg)
 
-    def state_to_hf(self, state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
-        out = encoder_to_hf(state, cfg, "bert.")
-        if cfg.head == "classifier":
-            for part in ("weight", "bias"):
-                out[f"bert.pooler.dense.{part}"] = state[f"head.pool.{part}"]
-                out[f"classifier.{part}"] = state[f"head.proj.{part}"]
-            return out
-        for part in ("weight", "bias"):
-            out[f"cls.predictions.transform.dense.{part}"] = state[f"head.transform.{part}"]
-            out[f"cls.predictions.transform.LayerNorm.{part}"] = state[f"head.transform_norm.{part}"]
-        out["cls.predictions.bias"] = state["head.proj.bias"]
-        return out
+    def base_to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str) -> dict[str, torch.Tensor]:
+        return encoder_to_hf(state, cfg, prefix)

@@ -45,7 +45,6 @@ class DecoderTensors(Family):
                     out[f"{z}.{name}.bias"] = torch.cat([src.take(f"{n}.bias", (r,)) for n, r in pairs])
             for name, (hf_name, shape) in self.layer_tensors(cfg, h).items():
                 out[f"{z}.{name}"] = src.take(hf_name, shape)
-            src.discard(f"{h}.self_attn.rotary_emb.inv_freq")  # old checkpoints store the RoPE buffer
         out["decoder_stack.final_norm.weight"] = src.take("norm.weight", (d,))
         out["head.proj.weight"] = src.take_lm_head(cfg, out["embed.tokens.weight"])
         src.finish()

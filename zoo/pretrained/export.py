@@ -19,7 +19,8 @@ HF_EXPORT_FILES = (CONFIG, SAFE_WEIGHTS, *HF_TOKENIZER_FILES)  # all an HF expor
 def export_hf(ckpt_path: str | os.PathLike, out_dir: str | os.PathLike, *, model_type: str | None = None) -> Path:
     """Write the HF folder of `ckpt_path` into `out_dir`. The family is `model_type`, else the one the run was
     initialised from (init_from a HF folder), else the first whose knobs fit the model (ValueError naming
-    every knob when none does). A folder with files zoo did not write is refused, not emptied."""
+    every knob when none does). A classifier's `id2label` / `label2id` are the label names the checkpoint was
+    trained on (kept with its tokenizer). A folder with files zoo did not write is refused, not emptied."""
     from zoo.checkpoint import CheckpointError, load
     from zoo.pretrained.api import save_pretrained
 
@@ -30,7 +31,7 @@ def export_hf(ckpt_path: str | os.PathLike, out_dir: str | os.PathLike, *, model
     model, tokenizer = load(ckpt_path)  # LoRA adapters merged
     staging = staging_folder(target)
     try:
-        save_pretrained(model, staging, model_type=model_type)
+        save_pretrained(model, staging, model_type=model_type, label_names=tokenizer.label_names)
         tokenizer.save_hf(staging)
         swap_folder(staging, target)
     except BaseException:

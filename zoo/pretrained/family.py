@@ -3,6 +3,7 @@ state dict <-> zoo state dict. Families register in FAMILIES under their `model_
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -13,6 +14,22 @@ from zoo.config import ModelConfig
 from zoo.registry import Registry
 
 FAMILIES: Registry = Registry("model_type")
+
+# Tensors that checkpoints store but that are buffers computed from config.json, not weights: dropped by name
+# (anchored patterns, so a real weight never matches). A weight zoo does not know stays an error (`finish`).
+BUFFERS: dict[str, str] = {
+    r"(^|\.)embeddings\.position_ids$": "BERT-family position ids (an arange)",
+    r"(^|\.)embeddings\.token_type_ids$": "BERT-family default token types (zeros)",
+    r"(^|\.)rotary_emb\.(original_)?inv_freq$": "RoPE inverse frequencies (from rope_theta)",
+    r"(^|\.)h\.\d+\.attn\.(masked_)?bias$": "GPT-2's causal mask buffers",
+    r"(^|\.)layers\.\d+\.attention\.(masked_)?bias$": "GPT-NeoX's causal mask buffers",
+}
+_BUFFER = re.compile("|".join(f"(?:{p})" for p in BUFFERS))
+
+
+def is_buffer(name: str) -> bool:
+    """Whether checkpoint tensor `name` is a buffer on the `BUFFERS` list (not a weight)."""
+    return _BUFFER.search(name) is not None
 
 
 class Family:
@@ -36,6 +53,27 @@ class Family:
     def state_to_hf(self, state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
+    def fitted(self, cfg: ModelConfig, src: HFTensors) -> ModelConfig:
+        """`cfg` adjusted to what the weight file holds (zoo.pretrained.heads: a bare model's optional pooler)."""
+        return cfg
+
+    def read_back(self, hf: dict[str, Any], cfg: ModelConfig) -> ModelConfig:
+        """The config an export's config.json `hf` of model `cfg` loads as (the export guard compares them)."""
+        return self.config_from_hf(hf)
+
+    def label_names(self, hf: dict[str, Any], cfg: ModelConfig) -> list[str] | None:
+        """The class names of a classifier head from config.json (None: no named classes)."""
+        return None
+
+    def label_config(self, cfg: ModelConfig, names: Sequence[str] | None) -> dict[str, Any]:
+        """config.json keys naming a classifier's classes ({} for heads without named classes)."""
+        return {}
+
+    def head_origins(self, head: str) -> dict[str, str]:
+        """zoo head tensor -> the checkpoint tensor it is read from in this family's `head` class ({}: unknown,
+        so init_from reuses a head tensor only for the same head)."""
+        return {}
+
 
 class HFTensors:
     """The checkpoint's tensors, consumed by name with an expected shape. Missing names are collected and
@@ -43,23 +81,25 @@ class HFTensors:
 
     def __init__(self, tensors: dict[str, torch.Tensor], source: str, prefixes: Sequence[str] = ()) -> None:
         self.source = source
-        self.tensors = dict(tensors)
+        self.tensors = {k: t for k, t in tensors.items() if not is_buffer(k)}
         self.prefix = ""
         for prefix in prefixes:  # e.g. "transformer." present in GPT2LMHeadModel, absent in GPT2Model
             if any(k.startswith(prefix) for k in self.tensors):
                 self.prefix = prefix
                 break
         self.missing: list[str] = []
+        self.head_optional = False  # init_from: a head the file lacks is made fresh, not an error
+        self.new_head: list[str] = []  # the head tensors it lacked then
 
-    def _key(self, name: str) -> str:
-        """`~` marks a name outside the base model prefix (e.g. `lm_head.weight`)."""
+    def key(self, name: str) -> str:
+        """The stored name of `name`: `~` marks a name outside the base model prefix (e.g. `lm_head.weight`)."""
         return name[1:] if name.startswith("~") else self.prefix + name
 
     def has(self, name: str) -> bool:
-        return self._key(name) in self.tensors
+        return self.key(name) in self.tensors
 
     def take(self, name: str, shape: Sequence[int]) -> torch.Tensor:
-        key = self._key(name)
+        key = self.key(name)
         if key not in self.tensors:
             self.missing.append(key)
             return torch.zeros(tuple(shape))
@@ -75,7 +115,7 @@ class HFTensors:
         return self.take(name, shape) if self.has(name) else None
 
     def discard(self, name: str) -> None:
-        self.tensors.pop(self._key(name), None)
+        self.tensors.pop(self.key(name), None)
 
     def take_token_table(self, name: str, cfg: ModelConfig) -> torch.Tensor:
         """The token table `name` (vocab_size, d_model). A tied checkpoint may store either tensor of the pair

@@ -91,8 +91,6 @@ class GPT2(Family):
                     out[f"{z}.bias"] = src.take(f"{h}.bias", weight_shape[1:])
                 else:
                     out[f"{z}.weight"], out[f"{z}.bias"] = src.take(f"{h}.weight", (d,)), src.take(f"{h}.bias", (d,))
-            src.discard(f"h.{i}.attn.bias")  # old checkpoints store the causal mask buffers
-            src.discard(f"h.{i}.attn.masked_bias")
         out["decoder_stack.final_norm.weight"] = src.take("ln_f.weight", (d,))
         out["decoder_stack.final_norm.bias"] = src.take("ln_f.bias", (d,))
         out["head.proj.weight"] = src.take_lm_head(cfg, out["embed.tokens.weight"])

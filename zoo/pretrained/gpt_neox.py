@@ -29,7 +29,6 @@ _LAYER = {  # zoo sub-module -> HF sub-module inside `layers.{i}.` (qkv handled 
     "norm_self": "input_layernorm",
     "norm_ffn": "post_attention_layernorm",
 }
-_BUFFERS = ("attention.rotary_emb.inv_freq", "attention.bias", "attention.masked_bias")  # old checkpoints store them
 
 
 def heads_to_blocks(t: torch.Tensor, heads: int) -> torch.Tensor:
@@ -115,8 +114,6 @@ class GPTNeoX(Family):
                 shape = shapes[zoo_name]
                 out[f"{z}.{zoo_name}.weight"] = src.take(f"{h}.{hf_name}.weight", shape)
                 out[f"{z}.{zoo_name}.bias"] = src.take(f"{h}.{hf_name}.bias", shape[:1])
-            for buffer in _BUFFERS:
-                src.discard(f"{h}.{buffer}")
         out["decoder_stack.final_norm.weight"] = src.take("final_layer_norm.weight", (d,))
         out["decoder_stack.final_norm.bias"] = src.take("final_layer_norm.bias", (d,))
         out["head.proj.weight"] = self._head(src, cfg, out["embed.tokens.weight"])

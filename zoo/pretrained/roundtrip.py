@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from zoo.config import ModelConfig
 from zoo.modules.feedforward import plain_activation
+from zoo.modules.heads import without_foreign_keys
 from zoo.modules.residual import uses_final_norm
 
 # Keys that do not change what the saved weights compute (training-only settings).
@@ -15,15 +18,31 @@ NOT_IN_THE_MODEL = frozenset({"init_std", "dropout", "attn_dropout"})
 
 
 def effective(cfg: ModelConfig) -> dict[str, Any]:
-    """The config with every default resolved (d_ff=None and d_ff=ffn_ratio*d_model build the same model)."""
+    """The config with every default resolved (d_ff=None and d_ff=ffn_ratio*d_model build the same model) and
+    the keys its head does not read left out."""
+    cfg = without_foreign_keys(cfg)
     out = cfg.to_dict()
     out.update(d_ff=cfg.ffn_dim, n_kv_heads=cfg.kv_heads, head_dim=cfg.head_size, qkv_bias=cfg.use_qkv_bias,
                decoder_start_id=cfg.start_id, final_norm=uses_final_norm(cfg),
                head_activation=plain_activation(cfg.head_activation or cfg.activation).fn if cfg.head_transform else None,
                encoder_layers=cfg.n_encoder_layers, decoder_layers=cfg.n_decoder_layers)
+    out.update(head_settings(cfg))
     for key in ("ffn_ratio", "n_layers", *NOT_IN_THE_MODEL):  # n_layers: in the resolved encoder/decoder_layers
         out.pop(key)
     return out
+
+
+def head_settings(cfg: ModelConfig) -> dict[str, Any]:
+    """The head's pooling, pooler and projection bias as its module resolves them (null means a default that
+    depends on the head and the stack), for the keys the head reads."""
+    from zoo.models import build_model
+
+    with torch.device("meta"):
+        head = build_model(cfg).head
+    proj = getattr(head, "proj", None)
+    resolved = {"head_pool": getattr(head, "pooling", None), "head_pooler": getattr(head, "pooler", None),
+                "head_proj_bias": None if proj is None else proj.bias is not None}
+    return {k: v for k, v in resolved.items() if k in type(head).reads}
 
 
 def check_roundtrip(cfg: ModelConfig, read_back: ModelConfig, model_type: str,
