@@ -101,3 +101,61 @@ def test_a_text_file_starting_with_d_is_not_a_pytorch_checkpoint(make_run_cfg, t
     assert attempt(make_run_cfg, tmp_path, f"init_from={notes}") == (
         f"init_from={notes} (zoo checkpoint): {notes} is not a PyTorch checkpoint (it starts with b'def main():\\n': "
         "text or another format)")
+
+
+def _folder_with_a_larger_tokenizer(folders, tmp_path):
+    """The GPT-2 folder (320 tokens) with its embedding cut to 300 rows: config.json and weights agree, and the
+    folder's own tokenizer has 20 tokens the model has no row for (its files do not belong together)."""
+    import json
+
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "mismatched"
+    shutil.copytree(folders["gpt2"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["vocab_size"] = 300
+    (folder / "config.json").write_text(json.dumps(config))
+    tensors = load_file(folder / "model.safetensors")
+    tensors = {k: v[:300].contiguous() if k.endswith("wte.weight") or k == "lm_head.weight" else v
+               for k, v in tensors.items()}
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    return folder
+
+
+def test_own_tokenizer_larger_than_the_embedding_is_refused_before_any_data(make_run_cfg, tmp_path, folders):
+    folder = _folder_with_a_larger_tokenizer(folders, tmp_path)
+    with pytest.raises(ConfigError) as err:
+        train(make_run_cfg(["data=text", f"data.files={folders['corpus']}", *FAST, "trainer.max_steps=2",
+                            f"init_from={folder}"]))
+    assert str(err.value) == (
+        f"init_from={folder}: the tokenizer shipped in Hugging Face folder {folder} has 320 tokens but its model has "
+        "300 embedding rows (config vocab_size), so the two do not belong together; give the tokenizer the model "
+        "was trained with, of at most 300 tokens: tokenizer=hf tokenizer.path=FOLDER or tokenizer=file "
+        "tokenizer.path=tokenizer.json")
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "runs").exists()  # nothing tokenized or cached
+
+
+def test_given_tokenizer_larger_than_the_embedding_is_refused_before_any_data(make_run_cfg, tmp_path, folders):
+    """A tokenizer read from files (tokenizer=hf / file) is sized before the data is read; the advice to use the
+    folder's own tokenizer is given only when that one fits."""
+    from tokenizers import Tokenizer
+
+    larger = tmp_path / "larger"
+    shutil.copytree(folders["gpt2"], larger)
+    tok = Tokenizer.from_file(str(larger / "tokenizer.json"))
+    tok.add_tokens([f"<extra_{i}>" for i in range(20)])  # 320 -> 340
+    tok.save(str(larger / "tokenizer.json"))
+    run = ["data=text", f"data.files={folders['corpus']}", *FAST, "trainer.max_steps=2", "tokenizer=hf",
+           f"tokenizer.path={larger}"]
+    with pytest.raises(ConfigError) as err:
+        train(make_run_cfg([*run, f"init_from={folders['gpt2']}"]))
+    assert str(err.value) == (
+        f"init_from={folders['gpt2']}: the tokenizer given (tokenizer=hf) has 340 tokens but the model has 320 "
+        "embedding rows (config vocab_size); use the model's own tokenizer (leave tokenizer= unset) or one of at "
+        "most 320 tokens")
+    mismatched = _folder_with_a_larger_tokenizer(folders, tmp_path)  # its own tokenizer does not fit either
+    with pytest.raises(ConfigError) as err:
+        train(make_run_cfg([*run, f"init_from={mismatched}"]))
+    assert str(err.value).endswith("has 340 tokens but the model has 300 embedding rows (config vocab_size); give "
+                                   "a tokenizer of at most 300 tokens (the one the model was trained with)")
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "runs").exists()  # nothing tokenized or cached

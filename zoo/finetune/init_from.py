@@ -52,6 +52,11 @@ class Source:
         inside a file is written out."""
         raise NotImplementedError
 
+    def tokenizer_size(self) -> int | None:
+        """Tokens of the shipped tokenizer, read from its files before any data; None when none is shipped or
+        its size is known only once loaded (a training checkpoint's, built together with its model)."""
+        return None
+
 
 def _read_json(file: Path) -> Any:
     try:
@@ -87,6 +92,9 @@ class HuggingFaceFolder(Source):
 
     def tokenizer_cfg(self, workdir: Path) -> dict[str, Any]:
         return {"name": "hf", "path": str(self.path)}
+
+    def tokenizer_size(self) -> int | None:
+        return fixed_tokenizer_size(self.tokenizer_cfg(self.path)) if self.has_tokenizer() else None  # no workdir used
 
 
 class ZooSaved(Source):
@@ -141,6 +149,9 @@ class ZooExport(ZooSaved):
 
     def tokenizer_cfg(self, workdir: Path) -> dict[str, Any]:
         return {"name": "file", "path": str(self.path / "tokenizer")}
+
+    def tokenizer_size(self) -> int | None:
+        return fixed_tokenizer_size(self.tokenizer_cfg(self.path)) if self.has_tokenizer() else None  # no workdir used
 
 
 SOURCES: tuple[type[Source], ...] = (ZooCheckpoint, ZooExport, HuggingFaceFolder)
@@ -213,6 +224,35 @@ def with_overrides(base: ModelConfig, overrides: Mapping[str, Any], source: str)
                              f"{changed[0]}{more}; only overrides that keep every weight's shape apply with "
                              f"init_from (e.g. model.dropout, model.attn_dropout)")
     return ModelConfig.from_dict({**base.to_dict(), **overrides})
+
+
+def fixed_tokenizer_size(cfg: Mapping[str, Any]) -> int | None:
+    """Tokens of a tokenizer read from files (tokenizer=hf / file), known before any data is read; None for one
+    that learns its vocabulary from the data."""
+    from zoo.data.build import trains
+    from zoo.data.tokenizer import build_tokenizer
+
+    return None if trains(cfg) else build_tokenizer(dict(cfg), []).vocab_size
+
+
+def check_tokenizer_fits(source: Source, model: ModelConfig, value: str, given: Mapping[str, Any] | None) -> None:
+    """Before any data is read: the tokenizer (the source's own, or `given`, read from files) has no more tokens
+    than the model has embedding rows; each case is refused with advice that fits it."""
+    rows, shipped = model.vocab_size, source.tokenizer_size()
+    if given is None:
+        if shipped is not None and shipped > rows:
+            raise ValueError(f"init_from={value}: the tokenizer shipped in {source.kind} {value} has {shipped} tokens "
+                             f"but its model has {rows} embedding rows (config vocab_size), so the two do not belong "
+                             f"together; give the tokenizer the model was trained with, of at most {rows} tokens: "
+                             "tokenizer=hf tokenizer.path=FOLDER or tokenizer=file tokenizer.path=tokenizer.json")
+        return
+    size = fixed_tokenizer_size(given)
+    if size is not None and size > rows:
+        advice = (f"use the model's own tokenizer (leave tokenizer= unset) or one of at most {rows} tokens"
+                  if shipped is not None and shipped <= rows else
+                  f"give a tokenizer of at most {rows} tokens (the one the model was trained with)")
+        raise ValueError(f"init_from={value}: the tokenizer given (tokenizer={given['name']}) has {size} tokens but "
+                         f"the model has {rows} embedding rows (config vocab_size); {advice}")
 
 
 def fit_to_tokenizer(pretrained: ModelConfig, completed: ModelConfig, tokenizer, source: str) -> ModelConfig:

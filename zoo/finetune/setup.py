@@ -16,6 +16,7 @@ from zoo.finetune.init_from import (
     InitError,
     Source,
     build_initialised,
+    check_tokenizer_fits,
     fit_to_tokenizer,
     load_state,
     open_source,
@@ -70,6 +71,7 @@ def plan_init(resolved: Mapping[str, Any], task_head: str | None) -> InitPlan | 
         raise ValueError(f"init_from={value}: {source.kind} {value} has no tokenizer (no tokenizer.json); give "
                          "the tokenizer the model was trained with: tokenizer=hf tokenizer.path=FOLDER or "
                          "tokenizer=file tokenizer.path=tokenizer.json")
+    check_tokenizer_fits(source, model, str(value), None if own else dict(resolved["tokenizer"]))  # before any data
     return InitPlan(str(value), source, model, own, notes, new_head)
 
 
