@@ -51,13 +51,27 @@ def test_lm_blocks_random_and_sequential():
     starts = {train[k]["input_ids"][0].item() for k in range(200)}
     assert len(starts) > 50 and max(starts) <= 91  # 92 offsets: the last window ends at token 99
     val = LMBlocks(stream, 8, random=False, seed=0)
-    assert len(val) == 12 and val[2]["input_ids"].tolist() == list(range(16, 24))
+    assert len(val) == 13 and val[2]["input_ids"].tolist() == list(range(16, 24))
     assert val[2]["targets"].tolist() == list(range(17, 25))
-    assert [int(t) for k in range(len(val)) for t in val[k]["targets"]] == list(range(1, 97))  # each once
+    assert [int(t) for k in range(len(val)) for t in val[k]["targets"]] == list(range(1, 100))  # each once
     short = LMBlocks(stream[:5], 8, random=True, seed=0)
     assert short[0]["input_ids"].tolist() == [0, 1, 2, 3] and short[0]["targets"].tolist() == [1, 2, 3, 4]
     with pytest.raises(ValueError, match="causal LM needs at least 2"):
         LMBlocks(stream[:1], 8, random=True, seed=0)
+
+
+@pytest.mark.parametrize(("n", "block"), [(2, 8), (9, 8), (10, 8), (17, 8), (100, 8), (100, 1), (101, 33)])
+def test_validation_windows_make_every_token_after_the_first_a_target_once(n, block):
+    """Tokens 1 .. n-1 of the stream are targets exactly once, in order, the tail in a short last window
+    (99 tokens, windows of 8: 12 whole windows and one of 3: 3% of the targets were never scored before)."""
+    stream = np.arange(n, dtype=np.uint16)
+    val = LMBlocks(stream, block, random=False, seed=0)
+    assert len(val) == -(-(n - 1) // block)
+    targets = [val[k]["targets"] for k in range(len(val))]
+    assert [int(t) for row in targets for t in row] == list(range(1, n))
+    assert [val.target_span(k) for k in range(len(val))] == [(int(r[0]), int(r[-1]) + 1) for r in targets]
+    last = val[len(val) - 1]
+    assert last["input_ids"].tolist() == list(range((len(val) - 1) * block, n - 1))  # inputs precede targets
 
 
 def test_mlm_blocks_stay_block_len():

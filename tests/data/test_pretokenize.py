@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import numpy as np
 import pytest
@@ -162,7 +163,126 @@ def test_interrupted_pretokenisation_leaves_nothing_a_later_run_trusts(tmp_path,
     tok, dm = build_data(data, SMALL_BPE, task="lm", cache_dir=cache_dir, **KW)
     (entry,) = [p for p in cache_dir.iterdir() if not p.name.startswith(".")]
     manifest = json.loads((entry / "manifest.json").read_text())
-    assert manifest["arrays"] == {"train.tokens": "ragged", "val.tokens": "ragged"}
+    assert manifest["arrays"] == {"train.tokens": "ragged", "val.tokens": "ragged", "val.tokens.bytes": "uint32"}
     train_text = "".join(FileSpans(tuple(file_spans([path], 0.1)[0])).sample(None, 0))
     expected = encode_documents(tok, [train_text], append_eos=True).ids
     np.testing.assert_array_equal(dm.streams["train"], expected)
+
+
+# ---------------------------------------------------------------- source bytes per token (bits per byte)
+
+
+def counted(tok, docs, tmp_path, **kw) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, source bytes per token) of `docs` pre-tokenised with count_bytes."""
+    pretokenize(tok, TextList(docs), tmp_path, "v", append_eos=True, count_bytes=True, progress=False, **kw)
+    ids = read_ragged(tmp_path, "v", "uint16").ids
+    return np.asarray(ids), np.fromfile(tmp_path / "v.bytes.bin", dtype=np.uint32)
+
+
+def test_unknown_characters_count_their_own_bytes(tmp_path):
+    """Char tokenizer, characters it never saw: each <unk> spells its character's UTF-8 bytes, <eos> none."""
+    tok = build_tokenizer({"name": "char"}, ["ab\n"])
+    ids, counts = counted(tok, ["ab€é\n", "😀x"], tmp_path)
+    unk, eos = tok.unk_id, tok.eos_id
+    a, b, newline = tok.encode("ab\n")
+    assert ids.tolist() == [a, b, unk, unk, newline, eos, unk, unk, eos]
+    assert counts.tolist() == [1, 1, 3, 2, 1, 0, 4, 1, 0]  # by hand: € 3 bytes, é 2, 😀 4
+
+
+def test_dropped_whitespace_counts_with_the_next_token(tmp_path):
+    """A tokenizer that drops whitespace: the gap before a token is spelled by it, the text after a document's
+    last token by its <eos>, so every source byte is counted once."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from zoo.data.tokenizer import SPECIAL_TOKENS, ZooTokenizer
+
+    vocab = {t: i for i, t in enumerate([*SPECIAL_TOKENS, "hi", "there", "나는"])}
+    hf = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    hf.pre_tokenizer = pre_tokenizers.Whitespace()
+    hf.add_special_tokens(list(SPECIAL_TOKENS))
+    tok = ZooTokenizer(hf, kind="file")
+    ids, counts = counted(tok, ["hi  there \n", "  나는"], tmp_path)
+    assert ids.tolist() == [5, 6, tok.eos_id, 7, tok.eos_id]
+    assert counts.tolist() == [2, 2 + 5, 2, 2 + 6, 0]  # "hi", "  there", " \n", "  나는" (6 bytes), nothing left
+
+
+def test_byte_level_bpe_counts_every_byte_once_per_document(tmp_path, tok):
+    """Byte-level BPE cuts a character into several tokens: it counts once; each document's tokens (and its
+    <eos>) spell exactly its UTF-8 bytes, across pieces and batches."""
+    docs = [mixed_text(40, seed=5), "나는 사과를 🙂", "x", "   "]
+    ids, counts = counted(tok, docs, tmp_path, batch_chars=3_000)
+    offsets = read_ragged(tmp_path, "v", "uint16").offsets
+    assert len(counts) == len(ids)
+    assert [int(counts[offsets[i]:offsets[i + 1]].sum()) for i in range(len(docs))] == [len(d.encode()) for d in docs]
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    pretokenize(tok, TextList(docs), plain, "v", append_eos=True, progress=False, batch_chars=3_000)
+    np.testing.assert_array_equal(read_ragged(plain, "v", "uint16").ids, ids)  # counting changes no id
+
+
+def test_build_keeps_bytes_for_the_validation_split_only(tmp_path, cache_dir):
+    path = tmp_path / "c.txt"
+    path.write_text("line of text é\n" * 400, encoding="utf-8")
+    _, dm = build_data({"name": "text", "files": str(path)}, {"name": "char"}, task="lm", cache_dir=cache_dir, **KW)
+    (entry,) = [p for p in cache_dir.iterdir() if not p.name.startswith(".")]
+    assert not (entry / "train.tokens.bytes.bin").exists() and set(dm.token_bytes) == {"val"}
+    val_text = "".join(FileSpans(tuple(file_spans([path], 0.1)[1])).sample(None, 0))
+    assert int(dm.token_bytes["val"].sum()) == len(val_text.encode()) and len(dm.token_bytes["val"]) == len(dm.streams["val"])
+
+
+# ------------------------------------------------------------------ a file that changes while it is read
+
+
+REWRITES = {  # where the file is rewritten (same size) and, for the second, put back
+    "before_encoding": "rewritten after the cache key was hashed, before any text is encoded",
+    "mid_encoding": "rewritten after the first batch was encoded, restored after the second",
+}
+
+
+@pytest.mark.parametrize("when", sorted(REWRITES))
+def test_a_file_rewritten_while_it_is_tokenized_is_not_cached(tmp_path, cache_dir, monkeypatch, when):
+    """The cache key hashes the text in one pass and pre-tokenisation reads it again: a file changed in between
+    (or during) must not leave an entry under the original content's key that holds the new content's ids."""
+    import zoo.data.build as build
+    import zoo.data.pretokenize as pre
+
+    path = tmp_path / "c.txt"
+    original = mixed_text(150, seed=6)
+    path.write_text(original, encoding="utf-8")
+    rewritten = original.encode().replace(b"def", b"fed")  # same size, other text
+    assert rewritten != original.encode()
+    data = {"name": "text", "files": str(path)}
+    real_pretokenize, real_write = pre.pretokenize, pre.RaggedWriter.write
+    writes = {"n": 0}
+
+    def rewrite_first(*args, **kwargs):  # between the key's pass and the encoding pass
+        if writes["n"] == 0:
+            path.write_bytes(rewritten)
+        writes["n"] += 1
+        return real_pretokenize(*args, **kwargs)
+
+    def rewrite_mid_pass(self, *args):  # within the encoding pass (batches are read while others encode)
+        writes["n"] += 1
+        if writes["n"] == 1:
+            path.write_bytes(rewritten)
+        if writes["n"] == 2:
+            path.write_bytes(original.encode())  # and put back, as in the report
+        return real_write(self, *args)
+
+    monkeypatch.setattr(pre, "BATCH_CHARS", 2_000)
+    monkeypatch.setattr("zoo.data.documents.READ_BYTES", 1_000)  # the file is read a little at a time
+    if when == "before_encoding":
+        monkeypatch.setattr(build, "pretokenize", rewrite_first)
+    else:
+        monkeypatch.setattr(pre.RaggedWriter, "write", rewrite_mid_pass)
+    with pytest.raises(ValueError, match=re.escape(f"{path} changed while it was being read") + ".* nothing was cached"):
+        build_data(data, {"name": "char"}, task="lm", cache_dir=cache_dir, **KW)
+    assert writes["n"] >= 1 and list(cache_dir.iterdir()) == []  # no entry under any key, no temp folder
+
+    monkeypatch.undo()
+    path.write_text(original, encoding="utf-8")  # the original content: built afresh, its own ids
+    tok, dm = build_data(data, {"name": "char"}, task="lm", cache_dir=cache_dir, **KW)
+    train, val = file_spans([path], 0.1)
+    for split, spans in (("train", train), ("val", val)):
+        text = "".join(FileSpans(tuple(spans)).sample(None, 0))
+        np.testing.assert_array_equal(dm.streams[split], encode_documents(tok, [text], append_eos=True).ids)

@@ -75,3 +75,55 @@ def test_max_examples_scores_the_first_windows_only(gpt2_checkpoint, make_eval_c
     report = evaluate(make_eval_cfg([f"ckpt={ckpt}", "data=text", f"data.files={corpus}", "max_examples=2",
                                      "batch_size=3", "output=null"]))
     assert report.metrics["tokens"] == 2 * WINDOW
+
+
+# A validation split known by hand: the file is ASCII training lines and then one long last line (more than
+# val_fraction=0.1 of the file, no newline inside), so data=text's validation text is exactly that line. Its
+# characters include some the checkpoint's tokenizer never saw (<unk>: ï, é, €, 😀).
+VAL_TEXT = "naïve café costs €5 😀 and the fox naps; " * 26
+
+
+@pytest.fixture(params=[992, 1000], ids=["no_tail", "tail_of_8"])
+def unk_checkpoint(tmp_path, request):
+    """992 characters + <eos>: 31 whole windows of targets; 1000: 8 targets after the last whole window."""
+    val_line = VAL_TEXT[:request.param]
+    train_text = "".join(LINES)  # ASCII: ï, é, € and 😀 stay unknown to the char tokenizer
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(train_text + val_line, encoding="utf-8")
+    assert len(val_line.encode()) > 0.1 * corpus.stat().st_size and "\n" not in val_line
+    tokenizer = build_tokenizer({"name": "char"}, [train_text])
+    hf = GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=tokenizer.vocab_size,
+                                    n_positions=WINDOW, bos_token_id=tokenizer.bos_id, eos_token_id=tokenizer.eos_id))
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.add_(torch.randn_like(p) * 0.3)
+    hf.eval().save_pretrained(tmp_path / "hf")
+    ckpt = write_checkpoint(tmp_path / "gpt2.ckpt", zoo.from_pretrained(tmp_path / "hf"), "lm", tokenizer)
+    return hf, tokenizer, ckpt, corpus, val_line
+
+
+def test_every_validation_token_after_the_first_is_scored_once_tail_included(unk_checkpoint, make_eval_cfg):
+    """The whole validation stream (the line's characters, then <eos>) scored by hand: windows of WINDOW inputs
+    every WINDOW tokens, the last one short, so each of the N - 1 targets counts once (before: the targets
+    after the last whole window were never scored). Bits per byte divides by the UTF-8 bytes of the scored
+    characters, <unk> ones included (ï, é 2 bytes, € 3, 😀 4; <eos> none), not by what <unk> decodes to
+    (before: nothing, so bits per byte came out several times too high)."""
+    hf, tokenizer, ckpt, corpus, val_line = unk_checkpoint
+    ids = [tokenizer.hf.token_to_id(ch) for ch in val_line]  # the char tokenizer's ids, None where unseen
+    ids = [tokenizer.unk_id if i is None else i for i in ids] + [tokenizer.eos_id]
+    assert tokenizer.unk_id in ids
+    nll = 0.0
+    with torch.no_grad():
+        for start in range(0, len(ids) - 1, WINDOW):
+            window = torch.tensor(ids[start:start + WINDOW + 1])
+            logp = torch.log_softmax(hf(window[None, :-1]).logits[0].double(), -1)  # (T, V)
+            nll -= float(logp.gather(-1, window[1:, None]).sum())
+    scored_bytes = len(val_line[1:].encode("utf-8"))  # every character but the first; <eos> spells nothing
+    report = evaluate(make_eval_cfg([f"ckpt={ckpt}", "data=text", f"data.files={corpus}", "batch_size=4",
+                                     "output=null"]))
+    assert report.metrics["tokens"] == len(ids) - 1 == len(val_line)
+    assert report.metrics["loss"] == pytest.approx(nll / (len(ids) - 1), rel=1e-4)
+    assert report.metrics["bytes"] == scored_bytes
+    assert report.metrics["bits_per_byte"] == pytest.approx(nll / math.log(2) / scored_bytes, rel=1e-4)
+    assert report.metrics["windows"] == -(-(len(ids) - 1) // WINDOW)

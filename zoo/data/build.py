@@ -29,7 +29,7 @@ from zoo.data.cache import (
 from zoo.data.datamodules import ZooDataModule
 from zoo.data.documents import Documents
 from zoo.data.entry import CacheEntry
-from zoo.data.pretokenize import pretokenize
+from zoo.data.pretokenize import bytes_name, pretokenize
 from zoo.data.sources import LabelledCorpus, PairCorpus, TextCorpus, load_source
 from zoo.data.sources.base import TextStreams
 from zoo.data.tokenizer import (
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from zoo.tasks import Task
 
 ENCODE_BATCH = 4096  # text pieces per encode_batch call
+SCORED_SPLITS = ("val", "test")  # text splits evaluation scores: their tokens' source bytes are kept
 log = logging.getLogger(__name__)
 
 
@@ -72,13 +73,21 @@ def encode_documents(tokenizer: ZooTokenizer, docs: list[str], *, append_eos: bo
     return RaggedIds.from_rows(rows, id_dtype(tokenizer.vocab_size))
 
 
-def _encode_text(tok: ZooTokenizer, corpus: TextCorpus | TextStreams) -> Encoded:
-    """Nothing in memory: each split is pre-tokenised straight into the entry's temporary folder."""
+def _encode_text(tok: ZooTokenizer, corpus: TextCorpus | TextStreams, fingerprints: Mapping[str, str]) -> Encoded:
+    """Nothing in memory: each split is pre-tokenised straight into the entry's temporary folder, refused when
+    its text no longer hashes to `fingerprints` (what the key was made from); the scored splits also keep the
+    source bytes each token spells (`<split>.tokens.bytes`: what bits per byte divides by)."""
 
     def stream(folder: Path) -> dict[str, str]:
+        arrays = {}
         for split, docs in corpus.documents().items():
-            pretokenize(tok, docs, folder, f"{split}.tokens", append_eos=True)
-        return {f"{split}.tokens": "ragged" for split in corpus.documents()}
+            scored = split in SCORED_SPLITS
+            pretokenize(tok, docs, folder, f"{split}.tokens", append_eos=True, count_bytes=scored,
+                        fingerprint=fingerprints[split])
+            arrays[f"{split}.tokens"] = "ragged"
+            if scored:
+                arrays[bytes_name(f"{split}.tokens")] = "uint32"
+        return arrays
 
     return {}, stream
 
@@ -101,10 +110,11 @@ def _encode_labelled(tok: ZooTokenizer, corpus: LabelledCorpus) -> dict[str, Any
 
 # arrays held in memory, and a writer of arrays streamed to disk (CacheEntry.publish's `stream`) or None
 Encoded = tuple[dict[str, Any], Callable[[Path], dict[str, str]] | None]
-ENCODERS: dict[str, Callable[[ZooTokenizer, Any], Encoded]] = {
+# (tokenizer, corpus, its fingerprint per split) -> Encoded; pairs and labels are read once, into memory
+ENCODERS: dict[str, Callable[[ZooTokenizer, Any, Mapping[str, str]], Encoded]] = {
     "text": _encode_text,
-    "pairs": lambda tok, corpus: (_encode_pairs(tok, corpus), None),
-    "labelled": lambda tok, corpus: (_encode_labelled(tok, corpus), None),
+    "pairs": lambda tok, corpus, _: (_encode_pairs(tok, corpus), None),
+    "labelled": lambda tok, corpus, _: (_encode_labelled(tok, corpus), None),
 }
 
 
@@ -183,10 +193,11 @@ def build_data(
             f"data={data_cfg['name']} gives {corpus.kind} examples, which suit task {fits}, not task={task.name!r}"
         )
     tokenizer_docs = corpus.tokenizer_docs()
+    fingerprints = corpus.fingerprint()
     key = stable_hash(
         CACHE_FORMAT_VERSION,
         corpus.kind,
-        corpus.fingerprint(),
+        fingerprints,
         _tokenizer_fingerprint(tokenizer_cfg),
         sample_key(tokenizer_docs, tokenizer_cfg, seed),
     )
@@ -206,7 +217,7 @@ def build_data(
             "test_pairs": [list(p) for p in getattr(corpus, "test", [])],
         }
         # before the temp folder: it only sees writes; a kind without an entry in ENCODERS encodes itself
-        arrays, stream = (ENCODERS[corpus.kind](tokenizer, corpus) if corpus.kind in ENCODERS
+        arrays, stream = (ENCODERS[corpus.kind](tokenizer, corpus, fingerprints) if corpus.kind in ENCODERS
                           else (corpus.encode(tokenizer), None))
         entry = CacheEntry.publish(cache_dir, key, tokenizer, arrays, manifest, stream=stream)
     loader = {k: data_cfg.get(k) for k in ("blocks_per_epoch", "mask_prob", "shards", "doc_stride", "max_answer_len")}

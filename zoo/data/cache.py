@@ -26,7 +26,8 @@ import numpy as np
 
 from zoo.atomic import atomic_file
 
-CACHE_FORMAT_VERSION = 2  # 2: streamed text fingerprints, tokenizer sample in the key
+CACHE_FORMAT_VERSION = 3  # 2: streamed text fingerprints, tokenizer sample in the key; 3: source bytes per token
+# of the scored text splits (`<split>.tokens.bytes`)
 CACHE_DIR_ENV = "ZOO_CACHE_DIR"
 HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
 # A temp nobody has touched for this long has no live writer, whoever wrote it (its host may be another machine).

@@ -151,7 +151,8 @@ class LMDataModule(ZooDataModule):
     """Causal LM: random contiguous windows of the training stream (nanoGPT style); validation uses fixed
     windows whose inputs do not overlap. A window is ``max_seq_len + 1`` tokens: ``input_ids`` its first
     ``max_seq_len``, ``targets`` its last ``max_seq_len`` (already the next tokens: not for ``labels=``,
-    which shifts; the lm task computes the loss)."""
+    which shifts; the lm task computes the loss). ``token_bytes``: split -> the UTF-8 bytes of source text each
+    token of its stream spells (what bits per byte divides by; the cache keeps them for the scored splits)."""
 
     mask_prob: float | None = None
     packs_documents = True
@@ -163,9 +164,14 @@ class LMDataModule(ZooDataModule):
         *,
         blocks_per_epoch: int | None = None,
         shards: int | None = None,
+        token_bytes: dict[str, np.ndarray] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(tokenizer, **kwargs)
+        self.token_bytes = dict(token_bytes or {})
+        for split, counts in self.token_bytes.items():
+            if len(counts) != len(streams[split]):
+                raise ValueError(f"token_bytes[{split!r}] has {len(counts)} counts for {len(streams[split])} tokens")
         if blocks_per_epoch is not None and (not isinstance(blocks_per_epoch, int) or blocks_per_epoch < 1):
             raise ValueError(f"data.blocks_per_epoch={blocks_per_epoch!r} must be a positive int or null")
         if shards is not None and (not isinstance(shards, int) or shards < 1):

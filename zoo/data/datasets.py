@@ -85,8 +85,9 @@ class LMBlocks(Dataset):
     as in nanoGPT, inside part ``k % parts`` of the stream (``parts`` contiguous equal ranges; a window never
     crosses into the next part), so the process given keys ``r, r + W, ...`` (W dividing ``parts``) reads
     only parts ``r, r + W, ...``, never another rank's tokens. ``random=False`` (validation): item ``k`` starts at ``k * block_len``, so the inputs
-    do not overlap and every token after the first is a causal target exactly once.
-    A stream shorter than a window gives one shorter item (the collator pads it).
+    do not overlap and every token after the first is a causal target exactly once: the last window is as
+    short as the tail needs (``target_span``). A stream shorter than a window gives one shorter item (the
+    collator pads it).
     """
 
     def __init__(
@@ -121,8 +122,20 @@ class LMBlocks(Dataset):
         """Stream positions ``[lo, hi)`` of ``part``: where the training windows of keys ``part (mod parts)`` lie."""
         return int(self.bounds[part]), int(self.bounds[part + 1])
 
-    def __len__(self) -> int:  # windows per pass over the stream (a causal window's last token is a target only)
-        return max(1, (len(self.stream) - int(self.causal)) // self.block_len)
+    def __len__(self) -> int:
+        """Training: whole windows per pass over the stream (a causal window's last token is a target only);
+        causal validation: the windows that make every token after the first a target, a short one last."""
+        targets = len(self.stream) - int(self.causal)
+        if self.causal and not self.random:
+            return -(-targets // self.block_len)
+        return max(1, targets // self.block_len)
+
+    def target_span(self, key: int) -> tuple[int, int]:
+        """Stream positions ``[start, stop)`` of causal validation window ``key``'s targets, in order."""
+        if not self.causal or self.random:
+            raise ValueError("target_span is defined for causal validation windows (random=False, no mask_prob)")
+        start = key * self.block_len + 1
+        return start, min(start + self.block_len, len(self.stream))
 
     def __getitem__(self, key: int) -> Example:
         rng = np.random.default_rng((self.seed, int(key)))

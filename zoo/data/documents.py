@@ -12,7 +12,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,23 +22,47 @@ READ_BYTES = 1 << 20  # file read size while streaming
 SAMPLE_BLOCK = 1 << 16  # a tokenizer sample is made of blocks of this many bytes (characters in memory)
 
 
+class ContentHash:
+    """The content hash of documents (``Documents.fingerprint``): SHA-256 over each document's SHA-256, so
+    boundaries count. Fed as the text streams by, it hashes exactly the text that another pass (pre-tokenisation)
+    reads, which is how a file rewritten between the passes is caught."""
+
+    def __init__(self) -> None:
+        self.outer = hashlib.sha256()
+
+    def through(self, blocks: Iterable[str]) -> Iterator[str]:
+        """One document's ``blocks``, passed on unchanged and hashed on the way (counted once exhausted)."""
+        inner = hashlib.sha256()
+        for block in blocks:
+            inner.update(block.encode("utf-8"))
+            yield block
+        self.outer.update(inner.digest())
+
+    def add(self, text: str) -> None:
+        """One whole document."""
+        for _ in self.through((text,)):
+            pass
+
+    def hexdigest(self) -> str:
+        return self.outer.hexdigest()
+
+
 class Documents:
     """One split's documents, streamed. Subclasses implement ``blocks``; the rest has defaults."""
 
     nbytes: int | None = None  # total UTF-8 bytes when known (progress ETA); None: unknown (streaming)
+    origin = "the text"  # where the documents come from, for messages
 
     def blocks(self) -> Iterator[Iterator[str]]:
         """Each document as an iterator over consecutive pieces of its text."""
         raise NotImplementedError
 
     def fingerprint(self) -> str:
-        """SHA-256 of the documents' text, length-prefixed per document (boundaries count)."""
-        h = hashlib.sha256()
+        """The documents' ``ContentHash`` (one streaming pass)."""
+        h = ContentHash()
         for doc in self.blocks():
-            inner = hashlib.sha256()
-            for block in doc:
-                inner.update(block.encode("utf-8"))
-            h.update(inner.digest())
+            for _ in h.through(doc):
+                pass
         return h.hexdigest()
 
     def sample(self, max_bytes: int | None, seed: int) -> list[str]:
@@ -181,6 +205,11 @@ class FileSpans(Documents):
     @property
     def nbytes(self) -> int:  # type: ignore[override]
         return sum(s.nbytes for s in self.spans)
+
+    @property
+    def origin(self) -> str:  # type: ignore[override]
+        paths = list(dict.fromkeys(str(s.path) for s in self.spans))
+        return ", ".join(paths[:5]) + (f" (and {len(paths) - 5} more files)" if len(paths) > 5 else "")
 
     def blocks(self) -> Iterator[Iterator[str]]:
         for span in self.spans:

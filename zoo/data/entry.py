@@ -40,10 +40,7 @@ class CacheEntry:
         dtype = np.dtype(manifest["dtype"])
         arrays: dict[str, Any] = {}
         for name, kind in manifest["arrays"].items():
-            if kind == "ragged":
-                arrays[name] = RaggedIds.load(path, name, dtype)
-            else:
-                arrays[name] = np.fromfile(path / f"{name}.bin", dtype=np.int64)
+            arrays[name] = ARRAY_KINDS[kind](path, name, dtype)
         return cls(path, load_tokenizer(path / TOKENIZER_DIR), arrays, manifest)
 
     @classmethod
@@ -80,6 +77,21 @@ class CacheEntry:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return cls.load(cache_dir / key)
+
+
+def load_flat(path: Path, dtype: np.dtype) -> np.ndarray:
+    """A flat array file, memmapped read-only (np.memmap refuses an empty file: an empty array then)."""
+    if path.stat().st_size % dtype.itemsize:
+        raise ValueError(f"corrupt cache entry {path.parent}: {path.name} is not a whole number of {dtype} values")
+    return np.memmap(path, dtype=dtype, mode="r") if path.stat().st_size else np.empty(0, dtype=dtype)
+
+
+# manifest kind -> how its files load (entry folder, array name, the token-id dtype)
+ARRAY_KINDS: dict[str, Callable[[Path, str, np.dtype], Any]] = {
+    "ragged": RaggedIds.load,  # token ids per row: <name>.ids.bin + <name>.offsets.bin
+    "int64": lambda path, name, _: np.fromfile(path / f"{name}.bin", dtype=np.int64),  # labels
+    "uint32": lambda path, name, _: load_flat(path / f"{name}.bin", np.dtype(np.uint32)),  # counts per token
+}
 
 
 def write_entry(path: Path, tokenizer: ZooTokenizer, arrays: dict[str, Any], manifest: dict[str, Any]) -> None:

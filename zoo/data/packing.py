@@ -38,6 +38,10 @@ class DocumentWindows(Dataset):
     def __len__(self) -> int:
         return len(self.windows)
 
+    def target_span(self, key: int) -> tuple[int, int]:
+        """Stream positions of window ``key``'s targets (those ignored here included): ``LMBlocks.target_span``."""
+        return self.windows.target_span(key)
+
     def __getitem__(self, key: int) -> Example:
         example = dict(self.windows[key])
         inputs = example["input_ids"]

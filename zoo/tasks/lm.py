@@ -5,13 +5,15 @@ shift that the model's own `labels=` path applies."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from zoo.data.datamodules import LMDataModule
-from zoo.evaluation.loop import EvalOptions, forward_batches
+from zoo.data.pretokenize import bytes_name
+from zoo.evaluation.loop import EvalOptions, dataset, forward_batches
 from zoo.evaluation.metrics import TokenNLL
 from zoo.modules.checkpointing import chunked_cross_entropy
 from zoo.modules.heads import lm_loss
@@ -28,8 +30,10 @@ class LanguageModelling(StreamTask):
     chunked_loss = True
 
     def datamodule(self, entry, loader: Mapping[str, Any], **common: Any) -> LMDataModule:
+        token_bytes = {split: entry.arrays[name] for split in self.streams(entry)
+                       if (name := bytes_name(f"{split}.tokens")) in entry.arrays}  # kept for the scored splits
         return LMDataModule(entry.tokenizer, self.streams(entry), blocks_per_epoch=loader.get("blocks_per_epoch"),
-                            shards=loader.get("shards"), **common)
+                            shards=loader.get("shards"), token_bytes=token_bytes, **common)
 
     def model_inputs(self, batch: Mapping[str, torch.Tensor]) -> Mapping[str, torch.Tensor]:
         """Everything but `targets` (the model would shift `labels`; the targets are shifted already)."""
@@ -48,17 +52,22 @@ class LanguageModelling(StreamTask):
         return chunked_cross_entropy(hidden, head, batch["targets"], chunk_size)
 
     def evaluate(self, model, tokenizer, datamodule, split: str, options: EvalOptions) -> dict[str, float]:
-        """Perplexity = exp(mean next-token NLL) over the split's windows, and bits per byte: the summed NLL
-        in bits over the UTF-8 bytes of the scored text (the windows are contiguous, so their targets in
-        order are one stretch of the stream; special tokens such as <eos> are scored but spell no bytes)."""
-        nll, scored = TokenNLL(), []
+        """Perplexity = exp(mean next-token NLL) over the split's windows (every token after the first is a
+        target once; the last window is short), and bits per byte: the summed NLL in bits over the UTF-8 bytes
+        of source text the scored targets spell (`<unk>` its character's bytes; special tokens such as <eos>
+        none of their own). NaN without the split's bytes per token (a data module built by hand)."""
+        windows = dataset(datamodule, split)
+        counts = datamodule.token_bytes.get(split)
+        nll, seen = TokenNLL(), 0
         for batch, out in forward_batches(self, model, datamodule, split, options.max_examples):
             nll.add(self.loss(out, batch), self.counted_labels(batch))
-            targets = batch["targets"]
-            scored.append(targets[targets != IGNORE_INDEX])  # (n,) row by row: window order
-        nll.bytes = len(tokenizer.decode(torch.cat(scored).tolist()).encode("utf-8"))
+            for row in batch["targets"].cpu().numpy():  # (T,) per window, in window order
+                start, stop = windows.target_span(seen)
+                seen += 1
+                if counts is not None:
+                    nll.bytes += int(counts[start:stop][row[: stop - start] != IGNORE_INDEX].sum())
         return {"loss": nll.loss, "perplexity": nll.perplexity, "bits_per_byte": nll.bits_per_byte,
-                "tokens": nll.tokens, "bytes": nll.bytes}
+                "tokens": nll.tokens, "bytes": nll.bytes if counts is not None else math.nan, "windows": seen}
 
     def samples(self, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:
         """Sampled continuations of `cfg["prompts"]` (seeded per prompt)."""

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from zoo.data.documents import Documents, FileSpan
+from zoo.data.documents import ContentHash, Documents, FileSpan
 from zoo.data.sources.base import LabelledCorpus, PairCorpus, TextStreams, register_source
 from zoo.data.sources.user import label_order
 
@@ -118,14 +118,17 @@ class HFColumn(Documents):
         for _, text in self.texts():
             yield iter((text,))
 
+    @property
+    def origin(self) -> str:  # type: ignore[override]
+        return f"column {self.column!r} of {self.split.origin}"
+
     def fingerprint(self) -> str:
-        """Content hash of the column (one pass, which also checks every value and counts the bytes)."""
-        h, total, rows = hashlib.sha256(), 0, 0
+        """The column's ``ContentHash``, the one pre-tokenisation checks (one pass, which also checks every value
+        and counts the bytes)."""
+        h, total, rows = ContentHash(), 0, 0
         for _, text in self.texts():
-            data = text.encode("utf-8")
-            h.update(len(data).to_bytes(8, "little"))
-            h.update(data)
-            total, rows = total + len(data), rows + 1
+            h.add(text)
+            total, rows = total + len(text.encode("utf-8")), rows + 1
         if rows == 0:
             raise ValueError(f"data=hf: {self.split.origin} has no rows with text in column {self.column!r} "
                              f"(data.{self.key}); the split is empty")
