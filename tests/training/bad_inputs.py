@@ -193,6 +193,26 @@ CHECKED_ELSEWHERE = [
              "tests/test_checkpoint_export.py::test_user_files_in_an_export_folder_are_kept_and_the_export_refused"),
     BadInput("zoo.export of a checkpoint inside the export folder", "is inside the export folder",
              "tests/test_checkpoint_export.py::test_exporting_a_checkpoint_that_lives_in_the_export_folder_is_refused"),
+    # data=hf, batching, init_from (issue 28)
+    BadInput("data=hf data.path=<an empty or whitespace-only .jsonl / .csv / .txt>", "is empty (no rows)",
+             "tests/data/sources/test_hf.py::test_an_empty_file_is_named"),
+    BadInput("data=hf data.path=<a .txt / .jsonl / .csv with a latin-1 byte>", "not valid UTF-8 at byte offset",
+             "tests/data/sources/test_hf.py::test_a_file_that_is_not_utf8_names_the_byte_offset_like_data_text"),
+    BadInput("data=hf data.val_split=<a split save_to_disk wrote with no rows>", "has no rows",
+             "tests/data/sources/test_hf.py::test_an_empty_saved_split_is_named"),
+    BadInput("data=hf task=classification data.val_split=<a split whose ClassLabel is -1 (no label) in every row>",
+             "has no labelled rows", "tests/data/sources/test_hf.py::"
+             "test_a_split_of_only_unlabelled_rows_is_refused_naming_the_column"),
+    BadInput("data.max_tokens=<fewer tokens than one example>", "is smaller than one example",
+             "tests/data/test_batching.py::test_max_tokens_below_one_example_is_refused_when_batches_are_planned"),
+    BadInput("init_from=<a folder whose own tokenizer has more tokens than its embedding>",
+             "so the two do not belong together", "tests/finetune/test_bad_input.py::"
+             "test_own_tokenizer_larger_than_the_embedding_is_refused_before_any_data"),
+    BadInput("init_from=<folder> tokenizer=hf tokenizer.path=<a tokenizer larger than its embedding>",
+             "the tokenizer given (tokenizer=hf) has 340 tokens", "tests/finetune/test_bad_input.py::"
+             "test_given_tokenizer_larger_than_the_embedding_is_refused_before_any_data"),
+    BadInput("init_from= / evaluate.py ckpt= <a text file, even one starting with 'd'>", "is not a PyTorch checkpoint",
+             "tests/test_checkpoint_errors.py::test_a_text_file_is_not_a_pytorch_checkpoint_whatever_its_first_letter"),
     # generation
     BadInput("generate(..., use_cache=\"no\") / do_sample=\"yes\"", "must be True or False, got",
              "tests/generation/test_errors.py::test_true_false_options_reject_strings_and_numbers"),

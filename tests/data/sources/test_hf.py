@@ -192,8 +192,9 @@ def test_a_split_of_only_unlabelled_rows_is_refused_naming_the_column(tmp_path):
 def test_an_empty_file_is_named(tmp_path, name, content, streaming):
     path = tmp_path / name
     path.write_bytes(content)
-    with pytest.raises(ValueError, match=rf"data.path: {path} is empty \(no rows\)"):
+    with pytest.raises(ValueError) as err:
         load_source({"name": "hf", "path": str(path), "streaming": streaming}, seed=0, kind="text").fingerprint()
+    assert str(err.value).startswith(f"data.path: {path} is empty (no rows); ")
 
 
 @pytest.mark.parametrize("streaming", [False, True])
