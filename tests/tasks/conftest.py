@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import random
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -15,23 +17,75 @@ CONF = Path(__file__).resolve().parents[2] / "conf"
 # A small model of any architecture: gpt_nano's sizes with the task's arch and head.
 TINY_MODEL = ["model=gpt_nano", "model.max_seq_len=32", "tokenizer.vocab_size=300", "batch_size=4"]
 LABELS = {"pos": "good great fine", "neg": "bad awful poor", "mix": "so so okay"}
+PEOPLE = ["Alice", "Bob", "Carol", "Dmitri", "Eun-ji"]
+PLACES = ["Paris", "Rome", "Oslo", "Lima", "Seoul"]
+FILLER = "went to saw in met the and a quickly with from over".split()
 
 
-def tiny_data(kind: str, labelled_file: Path) -> list[str]:
-    """Overrides naming small data of one corpus kind (a task reading a new kind adds a row here)."""
+def tiny_data(kind: str, files: Mapping[str, Path]) -> list[str]:
+    """Overrides naming small data of one corpus kind (a task reading a new kind adds a row here); `files`:
+    corpus kind -> a generated data file (the task_files fixture)."""
     return {
         "text": ["data=stdlib_text", "data.max_bytes=120000"],
         "pairs": ["data=translation_toy", "data.n_pairs=400", "data.n_test=20"],
-        "labelled": ["data=classification", f"data.path={labelled_file}"],
+        "labelled": ["data=classification", f"data.path={files.get('labelled')}"],
+        "tagged": ["data=token_tags", f"data.path={files.get('tagged')}"],
+        "qa": ["data=squad", f"data.path={files.get('qa')}", "data.doc_stride=4"],
     }[kind]
 
 
-@pytest.fixture(scope="session")
-def labelled_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("labelled") / "labelled.jsonl"
-    path.write_text("".join(json.dumps({"text": f"{words} {i}", "label": label}) + "\n"
-                            for i in range(40) for label, words in LABELS.items()), encoding="utf-8")
+def write_tagged(path: Path, n: int, seed: int = 0, people: Sequence[str] = PEOPLE, places: Sequence[str] = PLACES,
+                 filler: Sequence[str] = FILLER) -> Path:
+    """`n` NER sentences whose entities are detectable words: people (B-PER, "Dr. X" as B-PER I-PER), places
+    (B-LOC, "New York" as B-LOC I-LOC) among filler words (O)."""
+    rng = random.Random(seed)
+    with open(path, "w", encoding="utf-8") as f:
+        for _ in range(n):
+            words, tags = [], []
+            for _ in range(rng.randint(3, 9)):
+                r = rng.random()
+                if r < 0.2:
+                    words, tags = words + [rng.choice(people)], tags + ["B-PER"]
+                elif r < 0.3:
+                    words, tags = words + ["Dr.", rng.choice(people)], tags + ["B-PER", "I-PER"]
+                elif r < 0.45:
+                    words, tags = words + [rng.choice(places)], tags + ["B-LOC"]
+                elif r < 0.52:
+                    words, tags = words + ["New", "York"], tags + ["B-LOC", "I-LOC"]
+                else:
+                    words, tags = words + [rng.choice(filler)], tags + ["O"]
+            f.write(json.dumps({"tokens": words, "tags": tags}) + "\n")
     return path
+
+
+def write_squad(path: Path, n: int, seed: int = 0, length: tuple[int, int] = (4, 30), people: Sequence[str] = PEOPLE,
+                places: Sequence[str] = PLACES, filler: Sequence[str] = FILLER) -> Path:
+    """`n` SQuAD-style examples: "Where does X live?" over a context of filler words (`length` each side)
+    around "X lives in Y." (another person living elsewhere around it); the answer is Y."""
+    rng = random.Random(seed)
+    with open(path, "w", encoding="utf-8") as f:
+        for _ in range(n):
+            person, place = rng.choice(people), rng.choice(places)
+            other = rng.choice([p for p in people if p != person])
+            parts = [" ".join(rng.choice(filler) for _ in range(rng.randint(*length))) for _ in range(2)]
+            facts = [f"{person} lives in {place}.", f"{other} lives in {rng.choice(places)}."]
+            rng.shuffle(facts)
+            context = f"{parts[0]} {facts[0]} {parts[1]} {facts[1]}"
+            start = context.index(f"{person} lives in ") + len(f"{person} lives in ")
+            f.write(json.dumps({"question": f"Where does {person} live?", "context": context,
+                                "answers": {"text": [place], "answer_start": [start]}}) + "\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def task_files(tmp_path_factory) -> dict[str, Path]:
+    """Corpus kind -> a small generated data file of that kind."""
+    folder = tmp_path_factory.mktemp("task_data")
+    labelled = folder / "labelled.jsonl"
+    labelled.write_text("".join(json.dumps({"text": f"{words} {i}", "label": label}) + "\n"
+                                for i in range(40) for label, words in LABELS.items()), encoding="utf-8")
+    return {"labelled": labelled, "tagged": write_tagged(folder / "tagged.jsonl", 120),
+            "qa": write_squad(folder / "qa.jsonl", 60)}
 
 
 @pytest.fixture(scope="session")
@@ -47,6 +101,13 @@ def compose_cfg(overrides: list[str], root: Path, cache_dir: Path):
             *overrides, f"paths.output_dir={root / 'runs' / 'run'}", f"paths.runs_dir={root / 'runs'}",
             f"paths.cache_dir={cache_dir}",
         ])
+
+
+def compose_eval(overrides: list[str], root: Path, cache_dir: Path):
+    """The config evaluate.py would compose (conf/evaluate.yaml), writing under `root`."""
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose("evaluate", overrides=[*overrides, f"paths.output_dir={root / 'eval'}",
+                                              f"paths.cache_dir={cache_dir}"])
 
 
 @pytest.fixture

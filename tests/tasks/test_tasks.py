@@ -14,6 +14,7 @@ import torch
 from zoo.config import ModelConfig
 from zoo.data import build_data
 from zoo.models import ARCHS
+from zoo.modules.heads import HEADS as HEAD_REGISTRY
 from zoo.presets import build
 from zoo.tasks import TASKS, default_task
 from zoo.training.module import ZooLightningModule
@@ -24,7 +25,7 @@ from zoo.utils import IGNORE_INDEX
 from .conftest import TINY_MODEL, compose_cfg, tiny_data
 
 NAMES = TASKS.names()
-HEADS = ("lm", "classifier")
+HEADS = tuple(HEAD_REGISTRY.names())
 VAL_BATCHES = 2
 
 
@@ -52,10 +53,10 @@ def test_at_most_one_task_is_the_default_for_a_model(arch, head):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_task_resolves_from_its_name_and_from_auto(make_cfg, name, labelled_file):
+def test_task_resolves_from_its_name_and_from_auto(make_cfg, name, task_files):
     task = TASKS.get(name)
     assert set(task.archs) <= set(ARCHS.names()) and task.head in HEADS
-    data = tiny_data(task.corpus_kind, labelled_file)
+    data = tiny_data(task.corpus_kind, task_files)
     plan = prepare(make_cfg([*own_model(task), f"task={name}", *data]))
     assert plan.task is task and plan.model.arch == task.archs[0] and isinstance(plan.model, ModelConfig)
     if task.auto:
@@ -77,9 +78,9 @@ def test_data_auto_is_the_builtin_data(make_cfg, name):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_label_smoothing_is_refused_unless_the_task_implements_it(make_cfg, name, labelled_file):
+def test_label_smoothing_is_refused_unless_the_task_implements_it(make_cfg, name, task_files):
     task = TASKS.get(name)
-    cfg = make_cfg([*own_model(task), f"task={name}", *tiny_data(task.corpus_kind, labelled_file),
+    cfg = make_cfg([*own_model(task), f"task={name}", *tiny_data(task.corpus_kind, task_files),
                     "label_smoothing=0.1"])
     if task.label_smoothing:
         assert prepare(cfg).task is task
@@ -92,11 +93,11 @@ def test_label_smoothing_is_refused_unless_the_task_implements_it(make_cfg, name
 
 
 @pytest.fixture(scope="module", params=NAMES)
-def trained(request, tmp_path_factory, cache_dir, labelled_file):
+def trained(request, tmp_path_factory, cache_dir, task_files):
     """(task, plan, tokenizer, datamodule, module, trainer) after one training step and one validation."""
     name = request.param
     task = TASKS.get(name)
-    overrides = [*own_model(task), f"task={name}", *tiny_data(task.corpus_kind, labelled_file)]
+    overrides = [*own_model(task), f"task={name}", *tiny_data(task.corpus_kind, task_files)]
     plan = prepare(compose_cfg(overrides, tmp_path_factory.mktemp(name), cache_dir))
     tokenizer, datamodule = build_data(plan.data_cfg, plan.tokenizer_cfg, task=plan.task,
                                        max_seq_len=plan.model.max_seq_len, batch_size=4,
@@ -140,14 +141,17 @@ def test_loss_weight_averages_batches_like_one_batch(trained):
     example, does not)."""
     task, plan, tokenizer, datamodule, module, trainer = trained
     batch = dict(next(iter(datamodule.train_dataloader())))
-    key = "targets" if "targets" in batch else "labels"  # causal LM batches carry shifted targets
-    shape = batch[key].shape
-    classes = module.model.config.num_labels if len(shape) == 1 else module.model.config.vocab_size
-    labels = torch.randint(0, classes, shape, generator=torch.Generator().manual_seed(0))
-    if len(shape) == 2:  # (B, T): where the conventions differ (a shift, a start token) is the first positions
-        labels[0, 2:] = IGNORE_INDEX
-        labels[1:, 0] = IGNORE_INDEX
-    batch[key] = labels
+    generator = torch.Generator().manual_seed(0)
+    if "start_positions" in batch:  # extractive QA: one (start, end) pair of positions per window (B,)
+        for key in ("start_positions", "end_positions"):
+            batch[key] = torch.randint(0, batch["input_ids"].shape[1], batch[key].shape, generator=generator)
+    else:
+        key = "targets" if "targets" in batch else "labels"  # causal LM batches carry shifted targets
+        labels = torch.randint(0, module.model.label_classes, batch[key].shape, generator=generator)
+        if labels.dim() == 2:  # (B, T): where the conventions differ (a shift, a start token) is the first positions
+            labels[0, 2:] = IGNORE_INDEX
+            labels[1:, 0] = IGNORE_INDEX
+        batch[key] = labels
     parts = [{k: v[rows] for k, v in batch.items()} for rows in (slice(0, 1), slice(1, None))]
 
     def loss(b):
@@ -173,7 +177,8 @@ def test_samples_and_references(trained):
     assert all(math.isfinite(v) for v in report.metrics.values())
     if task.has_references:
         hyps, refs = task.references(module.model, tokenizer, datamodule, 3)
-        assert len(hyps) == len(refs) == 3 and all(isinstance(r, str) and r for r in refs)
+        assert len(hyps) == len(refs) == 3 and all(r for r in refs)  # texts, or lists (gold answers, tags)
+        assert all(math.isfinite(fn(hyps, refs)) for fn in task.reference_metrics.values())
 
 
 def test_training_loss_with_and_without_smoothing(trained):

@@ -1,0 +1,201 @@
+"""task=token_classification: word/tag alignment (first sub-token labelled, -100 elsewhere) against
+transformers' own `word_ids` on a BERT tokenizer folder built locally, the framing and truncation of the
+data set, the JSONL / data=hf readers and their errors, and entity scores against seqeval."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import seqeval.metrics as sm
+import torch
+
+from zoo.data import build_data
+from zoo.data.hf_tokenizer import load_hf_tokenizer
+from zoo.data.sources.token_tags import load_token_tags, read_tagged
+from zoo.data.tagging import TaggedDataset, align_words, first_tokens, word_spans
+from zoo.data.tokenizer import train_bpe
+from zoo.evaluation.metrics import entity_scores
+from zoo.utils import IGNORE_INDEX
+
+from ..data.hf_folders import corpus, make_bert, make_roberta
+
+SENTENCES = [["the", "zebra", "Runs", "quickly", "under", "the", "river"], ["Hello", "world", "!"],
+             ["나는", "사과를", "먹었다", "🦓"], ["unbelievably", "zoo", "x"]]
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory):
+    return make_bert(tmp_path_factory.mktemp("bert"))
+
+
+def first_subtoken_labels(word_ids: list[int | None], tags: list[int]) -> list[int]:
+    """transformers' run_ner labelling (label_all_tokens=False): a word's tag on its first sub-token."""
+    out, previous = [], None
+    for w in word_ids:
+        out.append(IGNORE_INDEX if w is None or w == previous else tags[w])
+        previous = w
+    return out
+
+
+def test_alignment_equals_transformers_word_ids_on_a_bert_folder(bert):
+    from transformers import AutoTokenizer
+
+    tok, reference = load_hf_tokenizer(bert), AutoTokenizer.from_pretrained(bert)
+    tags = [list(range(len(words))) for words in SENTENCES]
+    ids, labels = align_words(tok, SENTENCES, tags)
+    data = TaggedDataset(ids, labels, max_len=64, specials=tok.specials)
+    for i, (words, t) in enumerate(zip(SENTENCES, tags, strict=True)):
+        enc = reference(words, is_split_into_words=True)
+        assert data[i]["input_ids"].tolist() == enc["input_ids"]  # [CLS] ... [SEP], the same sub-tokens
+        assert data[i]["labels"].tolist() == first_subtoken_labels(enc.word_ids(), t)
+    assert any(len(reference.tokenize(w)) > 1 for w in SENTENCES[3])  # some word has several sub-tokens
+
+
+def test_byte_level_bpe_words_get_their_joined_text_ids():
+    """zoo's byte-level BPE: the ids the joined sentence gets, the tag on each word's first piece (the first
+    piece whose decoded prefix reaches into the word: a lone space piece belongs to no word), -100 on the rest."""
+    tok = train_bpe(corpus(), vocab_size=300)
+    words = ["zebra", "unbelievably", "runs", "🦓"]
+    ids, labels = align_words(tok, [words], [[5, 6, 7, 8]])
+    row = ids[0].tolist()
+    assert row == tok.encode(" ".join(words))
+    reach = [len(tok.decode(row[: k + 1])) for k in range(len(row))]  # characters spelled through piece k
+    firsts = [next(k for k in range(len(row)) if reach[k] > start) for start, _ in word_spans(words)]
+    assert labels.tolist() == [[5, 6, 7, 8][firsts.index(k)] if k in firsts else IGNORE_INDEX for k in range(len(row))]
+    assert tok.hf.id_to_token(row[firsts[1] - 1]) == "Ġ"  # the space before "unbelievably" is a piece of its own
+
+
+def test_first_tokens_by_character_overlap():
+    spans = word_spans(["ab", "c", "de"])  # "ab c de"
+    assert spans == [(0, 2), (3, 4), (5, 7)]
+    # pieces: "a" "b" " " "c" " d" "e" (a lone space piece belongs to no word; " d" begins "de")
+    assert first_tokens([(0, 1), (1, 2), (2, 3), (3, 4), (4, 6), (6, 7)], spans, "x") == [0, 3, 4]
+    with pytest.raises(ValueError, match="x: word 1 encodes to no token of its own"):
+        first_tokens([(0, 2), (5, 7)], spans, "x")
+    with pytest.raises(ValueError, match="words 0 and 1 begin in the same token"):
+        first_tokens([(0, 4), (5, 7)], spans, "x")
+
+
+def test_framing_and_truncation_keep_labels_on_real_tokens(bert):
+    tok = load_hf_tokenizer(bert)
+    ids, labels = align_words(tok, [SENTENCES[0]], [[1, 2, 3, 4, 5, 6, 7]])
+    cut = TaggedDataset(ids, labels, max_len=5, specials=tok.specials)[0]  # [CLS] + 3 tokens + [SEP]
+    assert cut["input_ids"].tolist() == [tok.cls_id, *ids[0][:3].tolist(), tok.sep_id]
+    assert cut["labels"].tolist() == [IGNORE_INDEX, *labels[:3].tolist(), IGNORE_INDEX]
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(("row", "message"), [
+    ({"tokens": ["a", "b"], "tags": ["O"]}, "field 'tags' must hold one tag per word (2 words), got 1 tags"),
+    ({"tokens": ["a", "b"], "tags": ["O", "PER"]}, "tags[1]: tag 'PER' is not an IOB2 tag; allowed: 'O', 'B-<type>'"),
+    ({"tokens": ["a", " "], "tags": ["O", "O"]}, "tokens[1] must be a non-blank string, got ' '"),
+    ({"tokens": [], "tags": []}, "field 'tokens' must be a non-empty list of words"),
+    ({"tokens": ["a"]}, "missing field(s) ['tags']"),
+])
+def test_bad_jsonl_names_line_and_field(tmp_path, row, message):
+    path = write_jsonl(tmp_path / "t.jsonl", [{"tokens": ["ok"], "tags": ["O"]}, row])
+    with pytest.raises(ValueError) as err:
+        read_tagged(path)
+    assert f"{path}:2" in str(err.value) and message in str(err.value)
+
+
+def test_label_names_are_every_tag_of_both_splits_sorted(tmp_path):
+    train = write_jsonl(tmp_path / "train.jsonl", [{"tokens": ["Ann", "x"], "tags": ["B-PER", "O"]}] * 3)
+    val = write_jsonl(tmp_path / "val.jsonl", [{"tokens": ["in", "Rome"], "tags": ["O", "B-LOC"]}])
+    corpus_ = load_token_tags(path=str(train), val_path=str(val))
+    assert corpus_.label_names == ["B-LOC", "B-PER", "O"]  # B-LOC occurs in validation only
+    assert corpus_.train == [(["Ann", "x"], [1, 2])] * 3 and corpus_.val == [(["in", "Rome"], [2, 0])]
+
+
+def test_hf_sequence_classlabel_tags_are_named(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    names = ["O", "B-PER", "I-PER"]
+    features = datasets.Features({"tokens": datasets.Sequence(datasets.Value("string")),
+                                  "ner_tags": datasets.Sequence(datasets.ClassLabel(names=names))})
+    rows = {"tokens": [["Ann", "Lee", "ran"], ["Bo", "sat"]] * 20, "ner_tags": [[1, 2, 0], [1, 0]] * 20}
+    datasets.Dataset.from_dict(rows, features=features).save_to_disk(str(tmp_path / "ds"))
+    tok, dm = build_data({"name": "hf", "path": str(tmp_path / "ds")}, {"name": "char"}, task="token_classification",
+                         max_seq_len=32, batch_size=2, cache_dir=tmp_path / "cache")
+    assert tok.label_names == ["B-PER", "I-PER", "O"]
+    first = dm.datasets["train"][0]
+    words = tok.decode(first["input_ids"])
+    tags = [tok.label_names[y] for y in first["labels"].tolist() if y != IGNORE_INDEX]
+    assert tags == {"Ann Lee ran": ["B-PER", "I-PER", "O"], "Bo sat": ["B-PER", "O"]}[words]
+    bad = {"tokens": [["Ann"]] * 20, "ner_tags": [["O"]] * 19 + [["PER"]]}  # strings: no ClassLabel
+    datasets.Dataset.from_dict(bad).save_to_disk(str(tmp_path / "bad"))
+    with pytest.raises(ValueError, match=r"row 19 of .*data.tags_field='ner_tags'\): ner_tags\[0\]: tag 'PER' is not an IOB2"):
+        build_data({"name": "hf", "path": str(tmp_path / "bad")}, {"name": "char"}, task="token_classification",
+                   max_seq_len=32, batch_size=2, cache_dir=tmp_path / "cache")
+
+
+def test_cache_arrays_round_trip(tmp_path):
+    rows = [{"tokens": words, "tags": ["O"] * len(words)} for words in SENTENCES] * 3
+    path = write_jsonl(tmp_path / "t.jsonl", rows)
+    cfg = {"name": "token_tags", "path": str(path)}
+    tok, dm = build_data(cfg, {"name": "char"}, task="token_classification", max_seq_len=64, batch_size=2,
+                         cache_dir=tmp_path / "cache")
+    again = build_data(cfg, {"name": "char"}, task="token_classification", max_seq_len=64, batch_size=2,
+                       cache_dir=tmp_path / "cache")[1]  # a cache hit: the arrays read back from disk
+    for split in ("train", "val"):
+        for i in range(len(dm.datasets[split])):
+            a, b = dm.datasets[split][i], again.datasets[split][i]
+            assert torch.equal(a["input_ids"], b["input_ids"]) and torch.equal(a["labels"], b["labels"])
+            words = tok.decode(a["input_ids"]).split(" ")
+            assert int((a["labels"] != IGNORE_INDEX).sum()) == len(words)  # one label per word
+
+
+def test_roberta_words_after_the_first_begin_with_their_space_piece(tmp_path):
+    tok = load_hf_tokenizer(make_roberta(tmp_path / "roberta"))
+    ids, labels = align_words(tok, [["hello", "world"]], [[0, 1]])
+    pieces = [tok.hf.id_to_token(i) for i in ids[0].tolist()]
+    assert pieces[np.flatnonzero(labels == 1)[0]].startswith("Ġ")
+
+
+# ------------------------------------------------------------------------------------------- metrics
+
+GOLD = [["B-PER", "I-PER", "O", "B-LOC"], ["O", "B-ORG", "I-ORG", "I-ORG", "O"], ["B-LOC", "O"]]
+PRED = [["B-PER", "I-PER", "O", "B-ORG"], ["O", "B-ORG", "I-ORG", "O", "O"], ["I-LOC", "O"]]
+
+
+def test_entity_scores_by_hand():
+    """Gold entities: PER(0-1), LOC(3), ORG(1-3), LOC(0) = 4; predicted: PER(0-1), ORG(3), ORG(1-2), and
+    I-LOC after nothing starts LOC(0) in seqeval's default mode = 4; right: PER(0-1), LOC(0) = 2."""
+    scores = entity_scores(GOLD, PRED)
+    assert scores["precision"] == pytest.approx(2 / 4) and scores["recall"] == pytest.approx(2 / 4)
+    assert scores["f1"] == pytest.approx(0.5)
+    assert scores["accuracy"] == pytest.approx(8 / 11)  # 11 words, wrong: LOC/ORG, I-ORG/O, B-LOC/I-LOC
+
+
+def test_entity_scores_equal_seqeval_on_random_tag_sequences():
+    rng = np.random.default_rng(0)
+    tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
+    for _ in range(20):
+        lengths = rng.integers(1, 12, size=8)
+        gold = [[tags[t] for t in rng.integers(0, 7, size=n)] for n in lengths]
+        pred = [[tags[t] for t in rng.integers(0, 7, size=n)] for n in lengths]
+        scores = entity_scores(gold, pred)
+        assert scores["precision"] == sm.precision_score(gold, pred)
+        assert scores["recall"] == sm.recall_score(gold, pred)
+        assert scores["f1"] == sm.f1_score(gold, pred)
+        assert scores["accuracy"] == sm.accuracy_score(gold, pred)
+
+
+def test_entity_scores_with_no_predicted_entity_are_zero_and_lengths_must_match():
+    assert entity_scores([["B-PER"]], [["O"]]) == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "accuracy": 0.0}
+    with pytest.raises(ValueError, match="sentence 0 has 2 gold tags but 1 predicted"):
+        entity_scores([["O", "O"]], [["O"]])
+
+
+def test_missing_seqeval_says_how_to_install(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "seqeval.metrics", None)
+    with pytest.raises(ImportError, match=r"need seqeval: pip install 'zoo\[ner\]'"):
+        entity_scores([["O"]], [["O"]])
