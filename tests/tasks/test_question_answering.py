@@ -270,3 +270,26 @@ def test_squad_scores_by_hand():
     assert squad_exact_match(predictions, golds) == 25.0
     with pytest.raises(ValueError, match="reference 0 has no gold answer"):
         squad_f1(["x"], [[]])
+
+
+# ---------------------------------------------------------------------------------- both architectures
+
+
+@pytest.mark.parametrize("arch", ["encoder", "decoder"])
+def test_a_step_and_an_evaluation_on_each_architecture(tmp_path, arch):
+    from zoo.config import ModelConfig
+    from zoo.presets import build
+
+    from .conftest import write_squad
+
+    tok, dm = build_data({"name": "squad", "path": str(write_squad(tmp_path / "qa.jsonl", 30))}, {"name": "char"},
+                         task=QA, max_seq_len=48, batch_size=4, cache_dir=tmp_path / "cache")
+    model = build(QA.model_config(ModelConfig(arch=arch, head="qa", d_model=32, n_heads=2, n_layers=1, d_ff=64,
+                                              max_seq_len=48), tok))
+    batch = next(iter(dm.train_dataloader()))
+    loss = QA.loss(model(**QA.model_inputs(batch)), batch)
+    loss.backward()
+    assert torch.isfinite(loss) and all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    metrics = QA.evaluate(model, tok, dm, "val", EvalOptions(max_examples=2))
+    assert metrics["examples"] == 2 and metrics["windows"] == dm.datasets["val"].first_window[2] > 2
+    assert all(math.isfinite(v) for v in metrics.values())

@@ -5,6 +5,7 @@ data set, the JSONL / data=hf readers and their errors, and entity scores agains
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -199,3 +200,29 @@ def test_missing_seqeval_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "seqeval.metrics", None)
     with pytest.raises(ImportError, match=r"need seqeval: pip install 'zoo\[ner\]'"):
         entity_scores([["O"]], [["O"]])
+
+
+# ---------------------------------------------------------------------------------- both architectures
+
+
+@pytest.mark.parametrize("arch", ["encoder", "decoder"])
+def test_a_step_and_an_evaluation_on_each_architecture(tmp_path, arch):
+    from zoo.config import ModelConfig
+    from zoo.evaluation.loop import EvalOptions
+    from zoo.presets import build
+    from zoo.tasks import get_task
+
+    from .conftest import write_tagged
+
+    task = get_task("token_classification")
+    tok, dm = build_data({"name": "token_tags", "path": str(write_tagged(tmp_path / "t.jsonl", 40))}, {"name": "char"},
+                         task=task, max_seq_len=48, batch_size=4, cache_dir=tmp_path / "cache")
+    cfg = ModelConfig(arch=arch, head="token_classifier", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_seq_len=48)
+    model = build(task.model_config(cfg, tok))
+    assert model.config.num_labels == len(tok.label_names) == 5
+    batch = next(iter(dm.train_dataloader()))
+    loss = task.loss(model(**task.model_inputs(batch)), batch)
+    loss.backward()
+    assert torch.isfinite(loss) and all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    metrics = task.evaluate(model, tok, dm, "val", EvalOptions())
+    assert metrics["examples"] == len(dm.datasets["val"]) and all(math.isfinite(v) for v in metrics.values())
