@@ -22,6 +22,7 @@ import torch
 
 from zoo.atomic import atomic_file, default_mode, recover_folder, remove_tree, staging_folder, swap_folder
 from zoo.config import ModelConfig
+from zoo.modules.heads import HEADS, foreign_keys
 
 FORMAT_VERSION = 1
 EXPORT_WEIGHTS = "model.safetensors"
@@ -219,10 +220,12 @@ def check_compatible(
     # a key an older checkpoint lacks is a knob added since, whose default keeps the old behaviour
     saved = {**ModelConfig().to_dict(), **ckpt["zoo"]["model_config"]}
     current = config.to_dict()
+    # keys only other heads read mean nothing here (a checkpoint written before they were reset may hold them)
+    unread = foreign_keys(config.head) if config.head in HEADS else frozenset()
     diffs = [
         f"model.{key}: checkpoint {saved.get(key)!r}, this run {value!r}"
         for key, value in current.items()
-        if key not in RESUMABLE_KEYS and saved.get(key) != value
+        if key not in RESUMABLE_KEYS and key not in unread and saved.get(key) != value
     ]
     if ckpt["zoo"].get("task") != task:
         diffs.append(f"task: checkpoint {ckpt['zoo'].get('task')!r}, this run {task!r}")

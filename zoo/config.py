@@ -2,7 +2,7 @@
 properties; `validate()` rejects bad values of its own fields with the key, the value and what is allowed.
 
 Config is data: it imports no module it configures. Named choices (arch, activation, norm, positional,
-norm_placement) are resolved, and checked against what each chosen component needs, where their registries
+norm_placement, head) are resolved, and checked against what each chosen component needs, where their registries
 live, when the model is built (`zoo.models.check_config`)."""
 
 from __future__ import annotations
@@ -74,8 +74,13 @@ class ModelConfig:
     tie_embeddings: bool = True  # output projection shares the (decoder) token embedding
     share_embeddings: bool = True  # encoder_decoder: one token table for source and target
     type_vocab_size: int = 0  # token-type (segment) embeddings, BERT; 0 = none
-    head: str = "lm"  # lm | classifier (encoder only)
-    num_labels: int = 0  # classifier head size
+    head: str = "lm"  # output head (zoo.modules.heads.HEADS): lm | none | classifier | token_classifier | qa
+    num_labels: int = 0  # classifier / token_classifier: label count (the data sets it in training)
+    head_pool: str | None = None  # classifier, none's pooler: first | last; null: first (encoder), last (decoder)
+    head_pooler: str | None = None  # dense + activation on the pooled position: tanh | relu | ... | none;
+    #                                 null: classifier tanh on an encoder (BERT), none on a decoder; none: none
+    head_proj_bias: bool | None = None  # classifier / token_classifier / qa projection bias; null: true, except
+    #                                     a decoder's classifier (transformers' `score` has none)
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
@@ -230,12 +235,12 @@ class ModelConfig:
 
 
 MODEL_SPEC = "a preset name, mapping or ModelConfig"  # what `model` may be, in error messages
-_NAMED_CHOICES = ("arch", "activation", "head_activation", "norm", "norm_placement", "positional")
-_OPTIONAL_CHOICES = ("head_activation",)
+_NAMED_CHOICES = ("arch", "activation", "head_activation", "norm", "norm_placement", "positional", "head",
+                  "head_pool", "head_pooler")
+_OPTIONAL_CHOICES = ("head_activation", "head_pool", "head_pooler")
 _ENUMS: dict[str, tuple[str, ...]] = {
     "sinusoidal_layout": ("interleaved", "half"),
     "rope_layout": ("half", "interleaved"),
     "ffn": ("mlp", "none"),
-    "head": ("lm", "classifier"),
 }
 

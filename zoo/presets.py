@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.config import MODEL_SPEC, ModelConfig
+from zoo.modules.heads import settle_head_keys
 from zoo.registry import Registry, unknown_choice_message
 from zoo.utils import plain_dict
 
@@ -63,14 +64,18 @@ def preset_dict(name: str) -> dict[str, Any]:
 
 
 def resolve_config(spec: str | Mapping[str, Any] | ModelConfig, **overrides: Any) -> ModelConfig:
-    """Preset name, mapping, OmegaConf node or ModelConfig, with keyword overrides laid on top."""
+    """Preset name, mapping, OmegaConf node or ModelConfig, with keyword overrides laid on top. Keys that only
+    another head reads are reset to their defaults when they come from `spec` and refused when they are
+    overrides (`zoo.modules.heads.settle_head_keys`): `build("bert_small", head="classifier", num_labels=2)`
+    drops the preset's masked-LM head knobs, `build("gpt2", num_labels=2)` is an error."""
     if isinstance(spec, str):
         base: Any = preset_dict(spec)
     elif isinstance(spec, ModelConfig):
         base = spec.to_dict()
     else:
         base = plain_dict(spec, "model", expected=MODEL_SPEC)
-    return ModelConfig.from_dict({**base, **overrides})
+    merged, _ = settle_head_keys(base, overrides)
+    return ModelConfig.from_dict(merged)
 
 
 def build(spec: str | Mapping[str, Any] | ModelConfig, **overrides: Any):

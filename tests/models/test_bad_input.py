@@ -21,7 +21,20 @@ import zoo
         ("gpt_nano", {"d_model": 24, "n_heads": 8, "positional": "rope"}, r"rope.*= 3 features per head; that must be even"),
         ("gpt_nano", {"dropout": 1.5}, r"model.dropout must be in \[0, 1\)"),
         ("gpt_nano", {"pad_id": 9999}, r"model.pad_id=9999 is outside the vocabulary"),
-        ("gpt_nano", {"head": "classifier", "num_labels": 2}, r"needs model.arch='encoder'"),
+        ("transformer_tiny", {"head": "classifier", "num_labels": 2},
+         r"model.head='classifier' is not available on arch 'encoder_decoder', which carries model.head=lm \| none"),
+        ("gpt_nano", {"head": "classifer"}, r"model.head: Unknown head 'classifer'. Did you mean 'classifier'\?"),
+        ("bert_small", {"head": "token_classifier"}, r"model.head='token_classifier' needs model.num_labels >= 1"),
+        ("bert_small", {"head": "classifier", "num_labels": 2, "head_pool": "mean"},
+         r"model.head_pool: Unknown pooling 'mean'.*Allowed: first, last"),
+        ("gpt_nano", {"head": "classifier", "num_labels": 2, "head_pooler": "swiglu"},
+         r"model.head_pooler: Unknown pooler 'swiglu'.*Allowed: .*none.*tanh"),
+        ("gpt_nano", {"head": "none", "head_pool": "first"}, r"model.head=none has no pooler; set model.head_pooler"),
+        # a key only another head reads, given explicitly (from a preset it is reset: test_heads_keys.py)
+        ("gpt_nano", {"num_labels": 2}, r"model.num_labels=2 is read by model.head=classifier\|token_classifier, not "
+                                         r"by model.head=lm"),
+        ("bert_small", {"head": "classifier", "num_labels": 2, "head_bias": True},
+         r"model.head_bias=True is read by model.head=lm, not by model.head=classifier"),
         ("gpt_nano", {"encoder_layers": 3}, r"model.encoder_layers=3 applies to arch 'encoder_decoder' only"),
         ("gpt_nano", {"positional": "rope", "rope_base": 0}, r"model.rope_base must be > 0"),  # was NaN gradients
         ("gpt_nano", {"init_std": -0.02}, r"model.init_std must be >= 0"),

@@ -14,6 +14,7 @@ from zoo.modules.block import Stack
 from zoo.modules.cache import KVCache
 from zoo.modules.embedding import Embeddings
 from zoo.modules.feedforward import ACTIVATIONS
+from zoo.modules.heads import HEADS, HeadOutput, OutputHead
 from zoo.modules.mask import (
     AttentionMask,
     build_mask,
@@ -26,7 +27,7 @@ from zoo.modules.positional import POSITIONALS, Positional, PositionTerms
 from zoo.modules.residual import WIRINGS
 from zoo.modules.rope_scaling import ROPE_SCALINGS
 from zoo.registry import Registry, unknown_choice_message
-from zoo.utils import IGNORE_INDEX, check_range
+from zoo.utils import check_range
 
 ARCHS: Registry = Registry("arch")
 
@@ -34,7 +35,7 @@ ARCHS: Registry = Registry("arch")
 def named_choices() -> dict[str, Registry]:
     """Config key -> the registry its name is resolved in."""
     return {"arch": ARCHS, "activation": ACTIVATIONS, "head_activation": ACTIVATIONS, "norm": NORMS,
-            "norm_placement": WIRINGS, "positional": POSITIONALS, "rope_scaling": ROPE_SCALINGS}
+            "norm_placement": WIRINGS, "positional": POSITIONALS, "rope_scaling": ROPE_SCALINGS, "head": HEADS}
 
 
 def check_config(cfg: ModelConfig) -> None:
@@ -49,34 +50,33 @@ def check_config(cfg: ModelConfig) -> None:
         check = getattr(registry.get(value), "check_config", None)
         if check is not None:
             check(cfg)
-    if cfg.head_activation is not None and ACTIVATIONS.get(cfg.head_activation).gated:
-        plain = [n for n in ACTIVATIONS.names() if not ACTIVATIONS.get(n).gated]
-        raise ValueError(f"model.head_activation={cfg.head_activation!r} is gated; the head transform takes an "
-                         f"ungated one: {', '.join(plain)} (default: the ungated form of model.activation).")
 
 
 @dataclass
 class ModelOutput:
-    """Hugging Face-style result: `.logits` always, `.loss` only when labels were given."""
+    """Hugging Face-style result: what the head gives (`.logits`: None for head=none), `.loss` only when
+    targets were given, the last hidden states and, with output_hidden_states=True, every layer's."""
 
-    logits: torch.Tensor
+    logits: torch.Tensor | None
     loss: torch.Tensor | None = None
-    hidden_states: torch.Tensor | None = None  # last layer output (B, T, C)
+    hidden_states: torch.Tensor | None = None  # last layer output (B, T, C), after the final norm if any
     attentions: list = field(default_factory=list)  # self-attention weights per layer (need_weights=True)
     cross_attentions: list = field(default_factory=list)
-    encoder_hidden_states: torch.Tensor | None = None
+    encoder_hidden_states: torch.Tensor | None = None  # encoder_decoder: the encoder's last output (memory)
     encoder_attentions: list = field(default_factory=list)
     cache: KVCache | None = None
+    # output_hidden_states=True: n_layers + 1 tensors (B, T, C) as transformers' `hidden_states`: the embedding
+    # output, then each layer's output, the last one after the final norm (GPT-2's ln_f, Llama's norm)
+    all_hidden_states: tuple[torch.Tensor, ...] | None = None
+    encoder_all_hidden_states: tuple[torch.Tensor, ...] | None = None  # encoder_decoder: the encoder's, alike
+    pooler_output: torch.Tensor | None = None  # head=none with a pooler (B, C)
+    start_logits: torch.Tensor | None = None  # head=qa (B, T)
+    end_logits: torch.Tensor | None = None  # head=qa (B, T)
 
-
-def check_label_range(labels: torch.Tensor, n_classes: int, ignore_index: int = IGNORE_INDEX,
-                      name: str = "labels") -> None:
-    """Every label in [0, n_classes) or ignore_index (one host sync): a clear error instead of an IndexError on
-    CPU or a device-side assert on GPU."""
-    if bool((((labels < 0) & (labels != ignore_index)) | (labels >= n_classes)).any()):
-        counted = labels[labels != ignore_index]
-        raise ValueError(f"{name} hold values in [{int(counted.min())}, {int(counted.max())}]; allowed are "
-                         f"[0, {n_classes}) and {ignore_index} (ignored).")
+    @property
+    def last_hidden_state(self) -> torch.Tensor | None:
+        """transformers' name for `hidden_states` (the last layer's output)."""
+        return self.hidden_states
 
 
 class ZooModel(nn.Module):
@@ -109,11 +109,17 @@ class ZooModel(nn.Module):
                 raise ValueError(f"model.{key}={getattr(cfg, key)} applies to arch 'encoder_decoder' only; "
                                  f"arch {cfg.arch!r} takes its depth from model.n_layers.")
 
+    # the model.head values this architecture carries (zoo.modules.heads.HEADS); None: every registered head
+    heads: tuple[str, ...] | None = ("lm",)
+
     @classmethod
     def check_head(cls, cfg: ModelConfig) -> None:
-        """Vocabulary logits only (sequence classification is an encoder's)."""
-        if cfg.head == "classifier":
-            raise ValueError(f"model.head='classifier' needs model.arch='encoder', got {cfg.arch!r}.")
+        """The head is one this architecture carries (the head checks its own keys, through HEADS)."""
+        if cls.heads is not None and cfg.head in HEADS and cfg.head not in cls.heads:
+            every = [n for n in ARCHS if ARCHS.get(n).heads is None]
+            raise ValueError(f"model.head={cfg.head!r} is not available on arch {cfg.arch!r}, which carries "
+                             f"model.head={' | '.join(cls.heads)}; every head ({', '.join(HEADS)}) needs "
+                             f"model.arch={' | '.join(every)}.")
 
     @property
     def positions(self) -> Positional:
@@ -142,31 +148,62 @@ class ZooModel(nn.Module):
                                             f"[0, {v}) (model.vocab_size={v}).")
 
     @property
-    def label_classes(self) -> int:
-        """How many values a label may take: the vocabulary (a sequence classifier overrides it)."""
-        return self.config.vocab_size
+    def label_classes(self) -> int | None:
+        """How many values a label may take, as the head says: the vocabulary (lm), num_labels (classifiers);
+        None where targets are not class ids (qa positions) or there are none (head=none)."""
+        return type(self.head).label_classes(self.config)
 
-    def check_labels(self, labels: torch.Tensor, shape: tuple[int, ...], ignore_index: int = IGNORE_INDEX) -> None:
-        """Labels are integer class ids in [0, label_classes) or ignore_index; anything else would be a deep
-        IndexError on CPU and a device-side assert on GPU."""
+    def check_labels(self, labels: torch.Tensor, shape: tuple[int, ...], name: str = "labels") -> None:
+        """A target is an integer tensor of the head's shape whose values the head allows (class ids in
+        [0, label_classes) or -100); anything else would be a deep IndexError on CPU and a device-side assert
+        on GPU."""
         if not isinstance(labels, torch.Tensor) or labels.is_floating_point() or tuple(labels.shape) != tuple(shape):
             got = f"{tuple(labels.shape)} {labels.dtype}" if isinstance(labels, torch.Tensor) else type(labels).__name__
-            raise ValueError(f"labels must be an integer tensor of shape {tuple(shape)}, got {got}.")
+            raise ValueError(f"{name} must be an integer tensor of shape {tuple(shape)}, got {got}.")
         if not self.inputs_checked_on_host:
-            check_label_range(labels, self.label_classes, ignore_index)
+            type(self.head).check_target_values(self.config, {name: labels})
 
     def check_values(self, batch: Mapping[str, torch.Tensor]) -> None:
         """Every value check forward makes, on a whole batch (call it on the host, before the transfer, with
-        `inputs_checked_on_host` set): token ids in the vocabulary, labels / targets in [0, label_classes) or
-        ignored, document ids in order. Keys absent from the batch are skipped."""
+        `inputs_checked_on_host` set): token ids in the vocabulary, the head's targets (and a causal LM's
+        `targets`) as the head allows, document ids in order. Keys absent from the batch are skipped."""
         for name in ("input_ids", "decoder_input_ids"):
             if isinstance(batch.get(name), torch.Tensor):
                 self.check_id_range(batch[name], name)
-        for name in ("labels", "targets"):
-            if isinstance(batch.get(name), torch.Tensor):
-                check_label_range(batch[name], self.label_classes, IGNORE_INDEX, name)
+        names = dict.fromkeys(("labels", "targets", *self.head.targets))
+        targets = {name: batch[name] for name in names if isinstance(batch.get(name), torch.Tensor)}
+        type(self.head).check_target_values(self.config, targets)
         if isinstance(batch.get("document_ids"), torch.Tensor):
             check_document_order(batch["document_ids"])
+
+    # ----- the output head (zoo.modules.heads) -----
+    def build_head(self, tokens: nn.Embedding, *, causal: bool) -> OutputHead:
+        """The head model.head names, over a `causal` stack or not (which sets the pooling heads' defaults)."""
+        return HEADS.get(self.config.head)(self.config, tokens, causal=causal)
+
+    def apply_head(
+        self, x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+        targets: Mapping[str, torch.Tensor | None], *, shift: bool, logits_to_keep: int = 0,
+    ) -> tuple[HeadOutput, torch.Tensor | None]:
+        """x (B, T, C) -> the head's outputs and, when its targets are given (all of them), its loss.
+        `targets`: every target keyword the forward takes (None: not given); a target of another head is
+        refused, naming what this head takes."""
+        given = {name: value for name, value in targets.items() if value is not None}
+        takes = self.head.targets
+        for name in given:
+            if name not in takes:
+                raise ValueError(f"{name} is not a target of model.head={self.config.head}; it takes "
+                                 f"{', '.join(takes) if takes else 'no targets (a bare model gives hidden states)'}.")
+        if given and len(given) != len(takes):
+            raise ValueError(f"model.head={self.config.head} needs {' and '.join(takes)} together; got "
+                             f"{', '.join(given)} only.")
+        out = self.head.outputs(x, input_ids, attention_mask, logits_to_keep)
+        if not given:
+            return out, None
+        shape = type(self.head).target_shape(tuple(input_ids.shape))
+        for name, value in given.items():
+            self.check_labels(value, shape, name)
+        return out, self.head.loss(out, given, shift=shift)
 
     @staticmethod
     def check_mask(attention_mask: torch.Tensor | None, batch: int, length: int, name: str = "attention_mask") -> None:

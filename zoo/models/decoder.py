@@ -1,4 +1,5 @@
-"""Decoder-only causal language model (GPT, Llama): embed -> causal stack -> vocabulary logits."""
+"""Decoder-only causal model (GPT, Llama): embed -> causal stack -> the head model.head names (vocabulary
+logits by default; none, a sequence classifier pooling the last real token, a token classifier, QA)."""
 
 from __future__ import annotations
 
@@ -10,19 +11,21 @@ from zoo.models.base import ARCHS, ModelOutput, ZooModel
 from zoo.modules.block import Stack
 from zoo.modules.cache import KVCache
 from zoo.modules.embedding import Embeddings
-from zoo.modules.heads import LMHead, lm_loss
 
 
 @ARCHS.register("decoder")
 class DecoderLM(ZooModel):
-    """`labels=input_ids` trains next-token prediction: the loss shifts internally."""
+    """`labels=input_ids` trains next-token prediction: the loss shifts internally (head=lm; the other heads'
+    targets are as on an encoder: none is shifted)."""
+
+    heads = None  # every registered head
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__(config)
         tokens = nn.Embedding(config.vocab_size, config.d_model)
         self.embed = Embeddings(config, tokens)
         self.decoder_stack = Stack(config, config.n_layers)
-        self.head = LMHead(config, tokens)
+        self.head = self.build_head(tokens, causal=True)
         self.init_weights()
 
     def forward(
@@ -38,28 +41,35 @@ class DecoderLM(ZooModel):
         logits_to_keep: int = 0,
         document_ids: torch.Tensor | None = None,
         skip_head: bool = False,
+        output_hidden_states: bool = False,
+        start_positions: torch.Tensor | None = None,
+        end_positions: torch.Tensor | None = None,
     ) -> ModelOutput:
         """input_ids (B, T); attention_mask (B, past + T), 1 = real token; cache continues a sequence.
         `logits_to_keep=n` projects only the last n positions to the vocabulary (decoding needs 1).
         `document_ids` (B, T): packed documents, each attended and positioned as if alone.
         `skip_head=True` returns `hidden_states` only (logits None): for a loss that applies `self.head` a
-        chunk at a time (zoo.modules.checkpointing.chunked_cross_entropy)."""
+        chunk at a time (zoo.modules.checkpointing.chunked_cross_entropy).
+        `output_hidden_states=True` fills `all_hidden_states` (embedding output, then every layer's)."""
         x, mask, terms = self.embed_and_mask(
             self.embed, input_ids, causal=True, start=cache.length if cache is not None else 0,
             attention_mask=attention_mask, position_ids=position_ids, token_type_ids=token_type_ids,
             document_ids=document_ids,
         )
-        x, self_w, _ = self.decoder_stack(x, mask, terms, cache=cache, need_weights=need_weights)
+        every: list[torch.Tensor] | None = [] if output_hidden_states else None
+        x, self_w, _ = self.decoder_stack(x, mask, terms, cache=cache, need_weights=need_weights, hidden_states=every)
+        every = None if every is None else tuple(every)
         if cache is not None:
             cache.length += input_ids.shape[1]
         if skip_head:
             if labels is not None:
                 raise ValueError("skip_head=True returns no logits, so it takes no labels (compute the loss "
                                  "from hidden_states with self.head)")
-            return ModelOutput(logits=None, hidden_states=x, attentions=self_w, cache=cache)
-        logits = self.head(x[:, -logits_to_keep:] if logits_to_keep else x)  # (B, T | n, V)
-        loss = None
-        if labels is not None:
-            self.check_labels(labels, input_ids.shape)
-            loss = lm_loss(logits, labels, shift=True)
-        return ModelOutput(logits=logits, loss=loss, hidden_states=x, attentions=self_w, cache=cache)
+            return ModelOutput(logits=None, hidden_states=x, attentions=self_w, cache=cache, all_hidden_states=every)
+        head, loss = self.apply_head(
+            x, input_ids, attention_mask,
+            {"labels": labels, "start_positions": start_positions, "end_positions": end_positions},
+            shift=True, logits_to_keep=logits_to_keep,
+        )
+        return ModelOutput(**head.as_dict(), loss=loss, hidden_states=x, attentions=self_w, cache=cache,
+                           all_hidden_states=every)

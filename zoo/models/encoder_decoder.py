@@ -11,7 +11,6 @@ from zoo.models.base import ARCHS, ModelOutput, ZooModel
 from zoo.modules.block import Stack
 from zoo.modules.cache import KVCache
 from zoo.modules.embedding import Embeddings
-from zoo.modules.heads import LMHead, lm_loss
 from zoo.modules.mask import build_mask
 from zoo.utils import IGNORE_INDEX
 
@@ -21,6 +20,7 @@ class EncoderDecoder(ZooModel):
     """Source -> encoder stack; target -> decoder stack that cross-attends to the encoder's top layer."""
 
     is_encoder_decoder = True
+    heads = ("lm", "none")  # vocabulary logits, or the bare model (T5Model): the decoder's hidden states
 
     @classmethod
     def check_depth(cls, cfg: ModelConfig) -> None:
@@ -46,7 +46,7 @@ class EncoderDecoder(ZooModel):
         self.tgt_embed = Embeddings(config, tgt_tokens)
         self.encoder_stack = Stack(config, config.n_encoder_layers)
         self.decoder_stack = Stack(config, config.n_decoder_layers, cross=True)
-        self.head = LMHead(config, tgt_tokens)
+        self.head = self.build_head(tgt_tokens, causal=True)
         self.init_weights()
 
     def shift_right(self, labels: torch.Tensor) -> torch.Tensor:
@@ -56,11 +56,13 @@ class EncoderDecoder(ZooModel):
         return shifted
 
     def encode(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *, need_weights: bool = False
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *, need_weights: bool = False,
+        hidden_states: list[torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, list]:
-        """Source ids (B, S) -> memory (B, S, C) and per-layer encoder self-attention weights."""
+        """Source ids (B, S) -> memory (B, S, C) and per-layer encoder self-attention weights (`hidden_states`:
+        a list that receives every layer's input and the final output, see Stack)."""
         x, mask, terms = self.embed_and_mask(self.src_embed, input_ids, causal=False, attention_mask=attention_mask)
-        memory, self_w, _ = self.encoder_stack(x, mask, terms, need_weights=need_weights)
+        memory, self_w, _ = self.encoder_stack(x, mask, terms, need_weights=need_weights, hidden_states=hidden_states)
         return memory, self_w
 
     def decode(
@@ -74,10 +76,30 @@ class EncoderDecoder(ZooModel):
         cache: KVCache | None = None,
         need_weights: bool = False,
         logits_to_keep: int = 0,
-    ) -> tuple[torch.Tensor, torch.Tensor, list, list]:
+    ) -> tuple[torch.Tensor | None, torch.Tensor, list, list]:
         """Target ids (B, T) attending to memory (B, S, C) -> (logits (B, T, V), hidden, self_w, cross_w).
         `attention_mask` is the source padding mask; pads in the source are never attended.
         `logits_to_keep=n` projects only the last n positions to the vocabulary (decoding needs 1)."""
+        x, self_w, cross_w = self.decoder_states(
+            decoder_input_ids, memory, attention_mask, decoder_attention_mask=decoder_attention_mask,
+            position_ids=position_ids, cache=cache, need_weights=need_weights,
+        )
+        out = self.head.outputs(x, decoder_input_ids, decoder_attention_mask, logits_to_keep)
+        return out.logits, x, self_w, cross_w
+
+    def decoder_states(
+        self,
+        decoder_input_ids: torch.Tensor,
+        memory: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        *,
+        decoder_attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+        need_weights: bool = False,
+        hidden_states: list[torch.Tensor] | None = None,
+    ) -> tuple[torch.Tensor, list, list]:
+        """The decoder stack alone: target ids (B, T) -> (hidden (B, T, C), self_w, cross_w)."""
         t = decoder_input_ids.shape[1]
         x, self_mask, terms = self.embed_and_mask(
             self.tgt_embed, decoder_input_ids, causal=True, start=cache.length if cache is not None else 0,
@@ -86,11 +108,12 @@ class EncoderDecoder(ZooModel):
         self.check_mask(attention_mask, memory.shape[0], memory.shape[1])  # source padding (B, S)
         cross_mask = build_mask(self.padding_mask(attention_mask), causal=False, q_len=t, k_len=memory.shape[1])
         x, self_w, cross_w = self.decoder_stack(
-            x, self_mask, terms, memory=memory, memory_mask=cross_mask, cache=cache, need_weights=need_weights
+            x, self_mask, terms, memory=memory, memory_mask=cross_mask, cache=cache, need_weights=need_weights,
+            hidden_states=hidden_states,
         )
         if cache is not None:
             cache.length += t
-        return self.head(x[:, -logits_to_keep:] if logits_to_keep else x), x, self_w, cross_w
+        return x, self_w, cross_w
 
     def forward(
         self,
@@ -103,23 +126,29 @@ class EncoderDecoder(ZooModel):
         encoder_hidden_states: torch.Tensor | None = None,
         cache: KVCache | None = None,
         need_weights: bool = False,
+        output_hidden_states: bool = False,
     ) -> ModelOutput:
+        """`output_hidden_states=True` fills `all_hidden_states` (the decoder's: embedding output, then every
+        layer's) and, when the encoder runs here, `encoder_all_hidden_states`."""
         if decoder_input_ids is None:
             if labels is None:
                 raise ValueError("encoder_decoder needs decoder_input_ids or labels (to shift right).")
             decoder_input_ids = self.shift_right(labels)
         enc_w: list = []
+        enc_every: list[torch.Tensor] | None = None
         if encoder_hidden_states is None:
-            encoder_hidden_states, enc_w = self.encode(input_ids, attention_mask, need_weights=need_weights)
-        logits, x, self_w, cross_w = self.decode(
+            enc_every = [] if output_hidden_states else None
+            encoder_hidden_states, enc_w = self.encode(input_ids, attention_mask, need_weights=need_weights,
+                                                       hidden_states=enc_every)
+        every: list[torch.Tensor] | None = [] if output_hidden_states else None
+        x, self_w, cross_w = self.decoder_states(
             decoder_input_ids, encoder_hidden_states, attention_mask,
-            decoder_attention_mask=decoder_attention_mask, cache=cache, need_weights=need_weights,
+            decoder_attention_mask=decoder_attention_mask, cache=cache, need_weights=need_weights, hidden_states=every,
         )
-        loss = None
-        if labels is not None:
-            self.check_labels(labels, decoder_input_ids.shape)
-            loss = lm_loss(logits, labels, shift=False)
+        head, loss = self.apply_head(x, decoder_input_ids, decoder_attention_mask, {"labels": labels}, shift=False)
         return ModelOutput(
-            logits=logits, loss=loss, hidden_states=x, attentions=self_w, cross_attentions=cross_w,
+            **head.as_dict(), loss=loss, hidden_states=x, attentions=self_w, cross_attentions=cross_w,
             encoder_hidden_states=encoder_hidden_states, encoder_attentions=enc_w, cache=cache,
+            all_hidden_states=None if every is None else tuple(every),
+            encoder_all_hidden_states=None if enc_every is None else tuple(enc_every),
         )

@@ -84,15 +84,24 @@ class Stack(nn.Module):
         memory_mask: AttentionMask | None = None,
         cache: KVCache | None = None,
         need_weights: bool = False,
+        hidden_states: list[torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, list, list]:
+        """x (B, T, C) -> (final-normed output, self-attention weights, cross-attention weights) per layer.
+        `hidden_states`, when a list, receives n_layers + 1 tensors as transformers' output_hidden_states: each
+        layer's input (the first is the embedding output), then the stack's output after the final norm."""
         self_weights, cross_weights = [], []
         recompute = self.checkpoint_layers and self.training and torch.is_grad_enabled() and cache is None
         for i, layer in enumerate(self.layers):
             step = functools.partial(run_checkpointed, layer) if recompute else layer
+            if hidden_states is not None:
+                hidden_states.append(x)
             x, sw, cw = step(
                 x, mask.for_layer(self.local[i]), positions, memory=memory, memory_mask=memory_mask,
                 cache=cache.layers[i] if cache is not None else None, need_weights=need_weights,
             )
             self_weights.append(sw)
             cross_weights.append(cw)
-        return self.final_norm(x), self_weights, cross_weights
+        x = self.final_norm(x)
+        if hidden_states is not None:
+            hidden_states.append(x)
+        return x, self_weights, cross_weights

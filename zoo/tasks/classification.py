@@ -1,5 +1,7 @@
-"""Sequence classification: an encoder with a classifier head labels whole texts; the label count comes
-from the data. Validation reports accuracy; samples show predicted and true labels."""
+"""Sequence classification: an encoder or a decoder with a classifier head labels whole texts (an encoder
+pools its first token, a decoder its last real one: zoo.modules.heads); the label count comes from the data.
+Batches are right-padded with an attention mask, which the decoder's pooling reads. Validation reports
+accuracy; samples show predicted and true labels."""
 
 from __future__ import annotations
 
@@ -42,12 +44,12 @@ class Accuracy(Metric):
 @register
 class Classification(Task):
     name = "classification"
-    archs = ("encoder",)
+    archs = ("encoder", "decoder")
     head = "classifier"
     user_data = "data=classification data.path=..."
     corpus_kind = "labelled"
     perplexity = False
-    needed_specials = (("cls", "bos"),)  # the first token, which the classifier pools
+    needed_specials = (("cls", "bos"),)  # the first token, which an encoder's classifier pools
 
     def check_model(self, cfg: ModelConfig) -> None:
         """model.num_labels may still be 0: the data gives it (model_config); the rest is checked now."""

@@ -18,7 +18,9 @@ from zoo.checkpoint import CheckpointError, read_checkpoint
 from zoo.config import ModelConfig
 from zoo.data.datamodules import DEFAULT_SHARDS
 from zoo.data.sources.base import check_data_cfg
+from zoo.finetune.given import command_line, given_in_group
 from zoo.finetune.setup import check_finetune_cfg, plan_init
+from zoo.modules.heads import settle_head_keys
 from zoo.options import ANY, Options, Rule, any_of, integer, list_of, one_of
 from zoo.presets import config_root
 from zoo.registry import unknown_choice_message
@@ -65,8 +67,11 @@ def checked(check: Callable[..., Any], *args: Any) -> Any:
 
 
 def resolve_model(model: dict[str, Any]) -> ModelConfig:
-    """The model group as a ModelConfig (its own fields checked; names are resolved with the task)."""
+    """The model group as a ModelConfig (its own fields checked; names are resolved with the task). A key only
+    another head than model.head reads is reset to its default when the preset set it, and refused when the
+    command line did (`zoo.modules.heads.settle_head_keys`; composed outside a run, every key is the preset's)."""
     try:
+        model, _ = settle_head_keys(model, given_in_group("model", command_line() or [], model))
         return ModelConfig.from_dict(model)
     except (ValueError, TypeError) as e:
         raise ConfigError(str(e)) from None

@@ -1,4 +1,4 @@
-"""Output heads: vocabulary logits (LM / masked-LM) and sequence classification."""
+"""head=lm: vocabulary logits for (masked / causal) language modelling, and the LM loss."""
 
 from __future__ import annotations
 
@@ -6,19 +6,24 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from zoo.modules.feedforward import plain_activation
+from zoo.config import ModelConfig
+from zoo.modules.feedforward import ACTIVATIONS, plain_activation
+from zoo.modules.heads.base import HeadOutput, OutputHead, masked_mean_ce, register_head
 from zoo.modules.norm import make_norm
 from zoo.utils import IGNORE_INDEX
 
 
-class LMHead(nn.Module):
+@register_head("lm")
+class LMHead(OutputHead):
     """(B, T, C) -> logits (B, T, V); softmax of these is the next-token (or masked-token) distribution.
     Optional BERT-style transform (dense, activation, norm) first; its activation is model.head_activation, by
     default the plain form of the FFN's (a SwiGLU FFN gives a SiLU transform); weight tied to the token table if
     asked; `model.head_scale` multiplies the projection's input (T5's tied head: d_model ** -0.5);
     `model.final_softcap` squashes the logits into (-c, c) with c * tanh(logits / c) (Gemma 2)."""
 
-    def __init__(self, cfg, tokens: nn.Embedding) -> None:
+    reads = ("head_transform", "head_bias", "head_activation", "head_scale", "final_softcap", "tie_embeddings")
+
+    def __init__(self, cfg, tokens: nn.Embedding, *, causal: bool = True) -> None:
         super().__init__()
         self.transform = None
         if cfg.head_transform:
@@ -39,18 +44,27 @@ class LMHead(nn.Module):
         logits = self.proj(x)  # (B, T, V)
         return logits if self.softcap is None else self.softcap * torch.tanh(logits / self.softcap)
 
+    @classmethod
+    def check_config(cls, cfg: ModelConfig) -> None:
+        """The transform's activation is applied alone, so it must be ungated."""
+        if cfg.head_activation is not None and ACTIVATIONS.get(cfg.head_activation).gated:
+            plain = [n for n in ACTIVATIONS.names() if not ACTIVATIONS.get(n).gated]
+            raise ValueError(f"model.head_activation={cfg.head_activation!r} is gated; the head transform takes an "
+                             f"ungated one: {', '.join(plain)} (default: the ungated form of model.activation).")
 
-class ClassifierHead(nn.Module):
-    """Pool the first token (BERT's [CLS]; the data puts <bos> there), tanh dense, dropout, linear."""
+    @classmethod
+    def label_classes(cls, cfg: ModelConfig) -> int:
+        """A token label is a vocabulary id."""
+        return cfg.vocab_size
 
-    def __init__(self, cfg) -> None:
-        super().__init__()
-        self.pool = nn.Linear(cfg.d_model, cfg.d_model)
-        self.drop = nn.Dropout(cfg.dropout)
-        self.proj = nn.Linear(cfg.d_model, cfg.num_labels)
+    def outputs(self, x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+                logits_to_keep: int = 0) -> HeadOutput:
+        """`logits_to_keep=n` projects only the last n positions (decoding needs 1)."""
+        return HeadOutput(logits=self(x[:, -logits_to_keep:] if logits_to_keep else x))  # (B, T | n, V)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.proj(self.drop(torch.tanh(self.pool(x[:, 0]))))  # (B, C) -> (B, num_labels)
+    def loss(self, out: HeadOutput, targets, *, shift: bool) -> torch.Tensor:
+        """Token labels (B, T), -100 ignored; shifted for a causal LM (labels=input_ids)."""
+        return lm_loss(out.logits, targets["labels"], shift=shift)
 
 
 def lm_loss(logits: torch.Tensor, labels: torch.Tensor, *, shift: bool, ignore_index: int = IGNORE_INDEX) -> torch.Tensor:
@@ -58,7 +72,4 @@ def lm_loss(logits: torch.Tensor, labels: torch.Tensor, *, shift: bool, ignore_i
     position t (causal LM). A batch with no counted label gives 0, not NaN."""
     if shift:  # shift the labels, not the logits: slicing logits would copy (B, T, V)
         labels = F.pad(labels[:, 1:], (0, 1), value=ignore_index)
-    total = F.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=ignore_index, reduction="sum"
-    )
-    return total / (labels != ignore_index).sum().clamp(min=1)
+    return masked_mean_ce(logits, labels, ignore_index)

@@ -1,0 +1,158 @@
+"""What every output head answers for, the HEADS registry, and the one rule for the config keys heads own.
+
+A head is an `OutputHead` registered under its `model.head` name. It says which config keys it reads and
+checks them, builds its own tensors (`head.*` in the state dict), turns the stack's last hidden states into
+its outputs, names the forward arguments that hold its targets, their shape and the values they may take, and
+computes its loss. A model asks its head; nothing outside a head's own class compares head names."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from zoo.config import ModelConfig
+from zoo.registry import Registry
+from zoo.utils import IGNORE_INDEX
+
+HEADS: Registry[type[OutputHead]] = Registry("head", key="model.head")
+
+
+@dataclass
+class HeadOutput:
+    """What a head gives the model's output record (names as in transformers' outputs)."""
+
+    logits: torch.Tensor | None = None  # lm (B, T, V); classifier (B, L); token_classifier (B, T, L); qa (B, T, 2)
+    pooler_output: torch.Tensor | None = None  # none with a pooler: (B, C)
+    start_logits: torch.Tensor | None = None  # qa: (B, T)
+    end_logits: torch.Tensor | None = None  # qa: (B, T)
+
+    def as_dict(self) -> dict[str, torch.Tensor | None]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def check_label_range(labels: torch.Tensor, n_classes: int, ignore_index: int = IGNORE_INDEX,
+                      name: str = "labels") -> None:
+    """Every label in [0, n_classes) or ignore_index (one host sync): a clear error instead of an IndexError on
+    CPU or a device-side assert on GPU."""
+    if bool((((labels < 0) & (labels != ignore_index)) | (labels >= n_classes)).any()):
+        counted = labels[labels != ignore_index]
+        raise ValueError(f"{name} hold values in [{int(counted.min())}, {int(counted.max())}]; allowed are "
+                         f"[0, {n_classes}) and {ignore_index} (ignored).")
+
+
+def masked_mean_ce(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int) -> torch.Tensor:
+    """Mean cross-entropy over the targets that are not `ignore_index`; logits (..., K), targets (...).
+    A batch with no counted target gives 0, not NaN."""
+    total = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
+                                              ignore_index=ignore_index, reduction="sum")
+    return total / (targets != ignore_index).sum().clamp(min=1)
+
+
+class OutputHead(nn.Module):
+    """Base of every head. Subclasses set `reads` (and `targets` when they are not `labels`) and implement
+    `outputs` and `loss`; `__init__(cfg, *, tokens, causal)` gets the token table (a tied LM head shares it) and
+    whether the stack below is causal: a decoder's summary of a sequence is its last token, an encoder's its
+    first, and the defaults of the heads that pool follow transformers' decoders and encoders."""
+
+    name: ClassVar[str] = ""
+    reads: ClassVar[tuple[str, ...]] = ()  # model config keys this head reads (model.head aside)
+    targets: ClassVar[tuple[str, ...]] = ("labels",)  # forward keyword arguments holding its training targets
+
+    @classmethod
+    def check_config(cls, cfg: ModelConfig) -> None:
+        """Raise ValueError naming the key when `cfg` gives this head a value it cannot take."""
+
+    @classmethod
+    def label_classes(cls, cfg: ModelConfig) -> int | None:
+        """How many values a target may take (class ids in [0, n)); None: targets are not class ids."""
+        return None
+
+    @classmethod
+    def target_shape(cls, ids_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """Shape of each target given input ids of shape (B, T)."""
+        return tuple(ids_shape)
+
+    @classmethod
+    def check_target_values(cls, cfg: ModelConfig, targets: Mapping[str, torch.Tensor]) -> None:
+        """Every target value allowed (one host sync per target): class ids in range or ignored."""
+        classes = cls.label_classes(cfg)
+        if classes is None:
+            return
+        for name, value in targets.items():
+            check_label_range(value, classes, IGNORE_INDEX, name)
+
+    def outputs(self, x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+                logits_to_keep: int = 0) -> HeadOutput:
+        """x (B, T, C): the stack's last hidden states (after its final norm) -> this head's outputs."""
+        raise NotImplementedError
+
+    def loss(self, out: HeadOutput, targets: Mapping[str, torch.Tensor], *, shift: bool) -> torch.Tensor:
+        """The mean loss of `out` against `targets` (every name in `self.targets`, checked). `shift`: the
+        model predicts position t+1 from t (a causal LM); only a vocabulary head can use it."""
+        raise NotImplementedError
+
+    def no_logits_to_keep(self, logits_to_keep: int) -> None:
+        """`logits_to_keep` (decoding) projects last positions to the vocabulary: a head=lm matter."""
+        if logits_to_keep:
+            raise ValueError(f"logits_to_keep={logits_to_keep} keeps vocabulary logits for decoding (model.head=lm); "
+                             f"model.head={self.name} has none.")
+
+
+def register_head(name: str):
+    """Class decorator: register an OutputHead subclass in HEADS under `name` (its `model.head` value)."""
+
+    def add(cls: type[OutputHead]) -> type[OutputHead]:
+        cls.name = name
+        HEADS.register(name, cls)
+        return cls
+
+    return add
+
+
+# ----------------------------------------------------------------------------- keys owned by heads
+
+_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(ModelConfig)}
+
+
+def head_owned_keys() -> frozenset[str]:
+    """Every config key some head reads."""
+    return frozenset(key for name in HEADS for key in HEADS.get(name).reads)
+
+
+def foreign_keys(head: str) -> frozenset[str]:
+    """Keys that other heads read and head `head` does not: under `head` they mean nothing."""
+    return head_owned_keys() - frozenset(HEADS.get(head).reads)
+
+
+def settle_head_keys(base: Mapping[str, Any], explicit: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The one rule for head-owned keys: a key the chosen head does not read holds its default.
+    `base` is where the config comes from (a preset, a saved or pretrained config, a mapping given whole);
+    `explicit` what the user laid over it (keyword overrides, `model.*=` on the command line). A foreign key
+    in `base` is reset to its default (returned in the list); one given explicitly with any other value than
+    its default is a ValueError naming it, the head and the heads that read it. Returns (merged, reset)."""
+    merged = {**base, **explicit}
+    head = merged.get("head", _DEFAULTS["head"])
+    if not isinstance(head, str) or head not in HEADS:
+        return merged, []  # ModelConfig.validate / check_config name the bad head
+    foreign = foreign_keys(head)
+    given = [k for k in explicit if k in foreign and explicit[k] != _DEFAULTS[k]]
+    if given:
+        key = given[0]
+        readers = [n for n in HEADS if key in HEADS.get(n).reads]
+        raise ValueError(f"model.{key}={explicit[key]!r} is read by model.head={'|'.join(readers)}, not by "
+                         f"model.head={head}; drop it (model.head={head} reads: "
+                         f"{', '.join(HEADS.get(head).reads) or 'no key of its own'})")
+    reset = sorted(k for k in foreign if k in merged and merged[k] != _DEFAULTS[k])
+    for key in reset:
+        merged[key] = _DEFAULTS[key]
+    return merged, reset
+
+
+def without_foreign_keys(cfg: ModelConfig) -> ModelConfig:
+    """`cfg` with every key its head does not read at its default (a config saved before the rule held)."""
+    merged, _ = settle_head_keys(cfg.to_dict(), {})
+    return ModelConfig.from_dict(merged)

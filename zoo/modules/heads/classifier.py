@@ -1,0 +1,98 @@
+"""head=classifier (one label per sequence) and head=token_classifier (one label per token)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from torch import nn
+
+from zoo.config import ModelConfig
+from zoo.modules.heads.base import HeadOutput, OutputHead, masked_mean_ce, register_head
+from zoo.modules.heads.pooling import PoolingHead
+from zoo.utils import IGNORE_INDEX
+
+
+def check_num_labels(cfg: ModelConfig) -> None:
+    if cfg.num_labels < 1:
+        raise ValueError(f"model.head={cfg.head!r} needs model.num_labels >= 1 (the data sets it in training), "
+                         f"got {cfg.num_labels}.")
+
+
+def projection_bias(cfg: ModelConfig, default: bool) -> bool:
+    """model.head_proj_bias, or the head's default when it is null."""
+    return default if cfg.head_proj_bias is None else cfg.head_proj_bias
+
+
+@register_head("classifier")
+class ClassifierHead(PoolingHead):
+    """Sequence classification, as transformers' *ForSequenceClassification: pool one position (an encoder
+    its first, a decoder its last real token; model.head_pool), the pooler dense + activation (encoders'
+    default tanh as BERT/RoBERTa, relu is DistilBERT's; decoders' default none), dropout, then `proj` to
+    num_labels (with a bias on an encoder; a decoder's `score` has none; model.head_proj_bias)."""
+
+    reads = ("num_labels", "head_pool", "head_pooler", "head_proj_bias")
+
+    def __init__(self, cfg: ModelConfig, tokens: nn.Embedding | None = None, *, causal: bool = False) -> None:
+        super().__init__()
+        self.init_pooler(cfg, causal=causal, default_pooler="none" if causal else "tanh")
+        self.drop = nn.Dropout(cfg.dropout)
+        self.proj = nn.Linear(cfg.d_model, cfg.num_labels, bias=projection_bias(cfg, default=not causal))
+
+    @classmethod
+    def check_config(cls, cfg: ModelConfig) -> None:
+        super().check_config(cfg)
+        check_num_labels(cfg)
+
+    @classmethod
+    def label_classes(cls, cfg: ModelConfig) -> int:
+        return cfg.num_labels
+
+    @classmethod
+    def target_shape(cls, ids_shape: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(ids_shape[:1])  # (B,) one class id per sequence
+
+    def forward(self, x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        return self.proj(self.drop(self.pooled(x, input_ids, attention_mask)))  # (B, C) -> (B, num_labels)
+
+    def outputs(self, x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+                logits_to_keep: int = 0) -> HeadOutput:
+        self.no_logits_to_keep(logits_to_keep)
+        return HeadOutput(logits=self(x, input_ids, attention_mask))
+
+    def loss(self, out: HeadOutput, targets: Mapping[str, torch.Tensor], *, shift: bool) -> torch.Tensor:
+        """Cross-entropy of the (B, num_labels) logits against the (B,) labels (-100: not counted)."""
+        return masked_mean_ce(out.logits, targets["labels"], IGNORE_INDEX)
+
+
+@register_head("token_classifier")
+class TokenClassifierHead(OutputHead):
+    """Per-token classification (NER), as transformers' *ForTokenClassification: dropout, then `proj` to
+    num_labels at every position (with a bias unless model.head_proj_bias=false). Labels (B, T), -100 not
+    counted (sub-tokens after a word's first, padding); no shift."""
+
+    reads = ("num_labels", "head_proj_bias")
+
+    def __init__(self, cfg: ModelConfig, tokens: nn.Embedding | None = None, *, causal: bool = False) -> None:
+        super().__init__()
+        self.drop = nn.Dropout(cfg.dropout)
+        self.proj = nn.Linear(cfg.d_model, cfg.num_labels, bias=projection_bias(cfg, default=True))
+
+    @classmethod
+    def check_config(cls, cfg: ModelConfig) -> None:
+        check_num_labels(cfg)
+
+    @classmethod
+    def label_classes(cls, cfg: ModelConfig) -> int:
+        return cfg.num_labels
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(self.drop(x))  # (B, T, C) -> (B, T, num_labels)
+
+    def outputs(self, x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+                logits_to_keep: int = 0) -> HeadOutput:
+        self.no_logits_to_keep(logits_to_keep)
+        return HeadOutput(logits=self(x))
+
+    def loss(self, out: HeadOutput, targets: Mapping[str, torch.Tensor], *, shift: bool) -> torch.Tensor:
+        return masked_mean_ce(out.logits, targets["labels"], IGNORE_INDEX)

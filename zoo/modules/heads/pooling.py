@@ -1,0 +1,81 @@
+"""How a head sums a sequence up in one vector: the position it pools (model.head_pool) and the optional
+dense + activation on it (model.head_pooler): BERT's pooler, RoBERTa's and DistilBERT's classifier dense."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from zoo.config import ModelConfig
+from zoo.modules.feedforward import ACTIVATIONS
+from zoo.modules.heads.base import OutputHead
+from zoo.registry import Registry, unknown_choice_message
+
+Pooling = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None", "int | None"], torch.Tensor]
+POOLINGS: Registry[Pooling] = Registry("pooling", key="model.head_pool")
+NO_POOLER = "none"  # model.head_pooler value: no dense before the projection
+
+
+@POOLINGS.register("first")
+def pool_first(x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+               pad_id: int | None) -> torch.Tensor:
+    """(B, T, C) -> (B, C): the first position ([CLS], <s>, zoo's <bos>), as BERT-style encoders pool."""
+    return x[:, 0]
+
+
+@POOLINGS.register("last")
+def pool_last(x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+              pad_id: int | None) -> torch.Tensor:
+    """(B, T, C) -> (B, C): the last real token, as transformers' decoder *ForSequenceClassification: with an
+    attention mask the rightmost position whose mask is 1, without one the rightmost token that is not pad_id
+    (`(arange(T) * (ids != pad)).argmax(-1)`), the last position when pad_id is None. A row with no real
+    token pools position 0 (argmax of zeros), as there."""
+    b, t = x.shape[:2]
+    if attention_mask is not None:
+        real = attention_mask[:, -t:] != 0  # (B, T); a cached prefix's columns come first
+    elif pad_id is not None:
+        real = input_ids != pad_id
+    else:
+        return x[:, -1]
+    index = (torch.arange(t, device=x.device) * real).argmax(-1)  # (B,) rightmost real position
+    return x[torch.arange(b, device=x.device), index]
+
+
+def default_pooling(causal: bool) -> str:
+    """A causal stack has seen the whole sequence only at its last token; a bidirectional one everywhere,
+    and BERT-style models pool the first."""
+    return "last" if causal else "first"
+
+
+def pooler_names() -> list[str]:
+    """Values model.head_pooler takes: none, or an ungated activation."""
+    return [NO_POOLER, *(n for n in ACTIVATIONS.names() if not ACTIVATIONS.get(n).gated)]
+
+
+class PoolingHead(OutputHead):
+    """A head that pools one position and, with a pooler, applies dense + activation to it. Tensors:
+    `head.pool.weight`, `head.pool.bias` (only with a pooler)."""
+
+    def init_pooler(self, cfg: ModelConfig, *, causal: bool, default_pooler: str) -> None:
+        self.pooling = cfg.head_pool or default_pooling(causal)
+        self.pool_fn = POOLINGS.get(self.pooling)
+        self.pooler = cfg.head_pooler or default_pooler
+        self.pool = None if self.pooler == NO_POOLER else nn.Linear(cfg.d_model, cfg.d_model)
+        self.pool_activation = None if self.pool is None else ACTIVATIONS.get(self.pooler).fn
+        self.pad_id = cfg.pad_id
+
+    @classmethod
+    def check_config(cls, cfg: ModelConfig) -> None:
+        if cfg.head_pool is not None and cfg.head_pool not in POOLINGS:
+            raise ValueError("model.head_pool: " + unknown_choice_message("pooling", cfg.head_pool, POOLINGS.names())
+                             + " (null: first on an encoder, last on a decoder)")
+        if cfg.head_pooler is not None and cfg.head_pooler not in pooler_names():
+            raise ValueError("model.head_pooler: " + unknown_choice_message("pooler", cfg.head_pooler, pooler_names())
+                             + " (null: the head's default)")
+
+    def pooled(self, x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """x (B, T, C) -> (B, C): the pooled position, through the pooler when there is one."""
+        h = self.pool_fn(x, input_ids, attention_mask, self.pad_id)  # (B, C)
+        return h if self.pool is None else self.pool_activation(self.pool(h))
