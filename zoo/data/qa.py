@@ -29,6 +29,7 @@ from zoo.data.tokenizer import ZooTokenizer
 
 DEFAULT_MAX_ANSWER_LEN = 30  # tokens of a predicted answer at most (transformers' run_qa max_answer_length)
 ARRAYS = ("question", "context", "offsets", "context_utf8", "answers", "answer_counts", "answer_tokens")
+PAIR_PROBES = (("a", "b"), ("hello", "world"), ("1", "2"), ("<unk>", "<unk>"))  # how a pair is framed: seen once
 
 
 @dataclass(frozen=True)
@@ -49,10 +50,15 @@ class PairTemplate:
     def of(cls, tokenizer: ZooTokenizer) -> PairTemplate:
         """The template `tokenizer.hf` applies to a pair (probed once), with a leading cls/bos and a closing
         sep/eos supplied where it has none (zoo's own tokenizers: ``<bos> q <eos> c <eos>``)."""
-        enc = tokenizer.hf.encode("a", "b", add_special_tokens=True)
-        seq = enc.sequence_ids
-        firsts = [k for k, s in enumerate(seq) if s == 0]
-        seconds = [k for k, s in enumerate(seq) if s == 1]
+        for probe in PAIR_PROBES:  # two texts that each encode to at least one token
+            enc = tokenizer.hf.encode(*probe, add_special_tokens=True)
+            firsts = [k for k, s in enumerate(enc.sequence_ids) if s == 0]
+            seconds = [k for k, s in enumerate(enc.sequence_ids) if s == 1]
+            if firsts and seconds:
+                break
+        else:
+            raise ValueError(f"the tokenizer ({tokenizer!r}) encodes none of {list(PAIR_PROBES)} to tokens; cannot "
+                             "tell how it frames a (question, context) pair")
         ids, types = list(enc.ids), list(enc.type_ids)
         cut = (firsts[0], firsts[-1] + 1, seconds[0], seconds[-1] + 1)
         before, between, after = tuple(ids[:cut[0]]), tuple(ids[cut[1]:cut[2]]), tuple(ids[cut[3]:])
