@@ -129,7 +129,10 @@ OVERRIDES = [BadInput(given, message) for given, message in [
      "task=question_answering has no built-in data; name one, e.g. data=squad data.path=..."),
     ("data=squad data.path=x.jsonl data.doc_stride=-1", "data.doc_stride must be null or an integer >= 0, got -1"),
     ("task=mlm model=bert_small model.head=classifier model.num_labels=2", "task=mlm needs model.head=lm"),
-    ("model.head=classifier", "model.head='classifier' needs model.arch='encoder', got 'decoder'"),
+    ("model=transformer_tiny model.head=classifier",
+     "model.head='classifier' is not available on arch 'encoder_decoder', which carries model.head=lm | none"),
+    ("model=bert_small model.head=classifier model.num_labels=2 model.head_pool=mean",
+     "model.head_pool: Unknown pooling 'mean'. Allowed: first, last"),
     ("ckpt_path=/nonexistent/last.ckpt", "checkpoint not found"),
     ("finetune=freeze finetune.modules=[embed,decoder_stack,head]",
      "finetune=freeze finetune.modules=['embed', 'decoder_stack', 'head'] finetune.first_layers=0 leaves no "
@@ -148,6 +151,8 @@ OVERRIDES = [BadInput(given, message) for given, message in [
 ]]
 
 CHECKED_ELSEWHERE = [
+    BadInput("model=bert_small model.head=classifier model.head_bias=true",
+             "model.head_bias=True is read by model.head=lm", "tests/models/test_head_keys.py::test_command_line_rule"),
     BadInput("ckpt_path=<a gpt_nano run's last.ckpt> model.n_heads=4", "model.n_heads: checkpoint 2, this run 4",
              "tests/training/test_run.py::test_resume_from_other_architecture_is_refused_before_training"),
     # resume, validation, cache
