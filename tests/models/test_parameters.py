@@ -19,6 +19,19 @@ def _norm(c: ModelConfig, dim: int | None = None) -> int:
 GATED = ("swiglu", "geglu", "geglu_tanh")  # up projection holds [gate | value]
 
 
+def _task_head(c: ModelConfig) -> int:
+    """A head other than lm, as transformers builds it: a pooler dense (BERT's, on an encoder's classifier by
+    default; on head=none only when asked), then a projection to num_labels (2 for qa), with a bias except on
+    a decoder's classifier (`score`)."""
+    decoder = c.arch != "encoder"
+    default_pooler = "tanh" if c.head == "classifier" and not decoder else "none"
+    pool = _linear(c.d_model, c.d_model, True) if (c.head_pooler or default_pooler) != "none" else 0
+    if c.head == "none":
+        return pool
+    bias = c.head_proj_bias if c.head_proj_bias is not None else not (decoder and c.head == "classifier")
+    return pool + _linear(c.d_model, 2 if c.head == "qa" else c.num_labels, bias)
+
+
 def closed_form(c: ModelConfig) -> int:
     d, v, b = c.d_model, c.vocab_size, c.bias
     head = c.head_dim or d // c.n_heads
@@ -46,12 +59,12 @@ def closed_form(c: ModelConfig) -> int:
         return tokens + _linear(c.context_size * d, hidden, b) + _linear(hidden, d, b) + out
     if c.head_transform:
         out += _linear(d, d, b) + _norm(c)
+    if c.head != "lm":
+        out = _task_head(c)
     if c.arch == "encoder_decoder":
         enc, dec = c.encoder_layers or c.n_layers, c.decoder_layers or c.n_layers
         tokens *= 1 if c.share_embeddings else 2
         return tokens + 2 * side() + enc * (self_attn + ffn) + dec * (self_attn + cross_attn + ffn) + 2 * final + out
-    if c.head == "classifier":
-        out = _linear(d, d, True) + _linear(d, c.num_labels, True)
     return tokens + side() + c.n_layers * (self_attn + ffn) + final + out
 
 
@@ -69,6 +82,22 @@ def test_every_preset_matches_closed_form(name):
 @pytest.mark.parametrize("arch", ["decoder", "encoder", "encoder_decoder"])
 def test_new_knobs_match_closed_form(arch, knobs):
     model = zoo.build(dict(arch=arch, d_model=32, n_heads=4, n_layers=2, vocab_size=50, **knobs))
+    assert model.num_parameters() == closed_form(model.config)
+
+
+@pytest.mark.parametrize("knobs", [dict(head="none"), dict(head="none", head_pooler="tanh"),
+                                   dict(head="classifier", num_labels=3),
+                                   dict(head="classifier", num_labels=3, head_pooler="relu", head_proj_bias=False),
+                                   dict(head="token_classifier", num_labels=5), dict(head="qa"),
+                                   dict(head="qa", head_proj_bias=False)])
+@pytest.mark.parametrize("arch", ["decoder", "encoder"])
+def test_heads_match_closed_form(arch, knobs):
+    model = zoo.build(dict(arch=arch, d_model=32, n_heads=4, n_layers=2, vocab_size=50, **knobs))
+    assert model.num_parameters() == closed_form(model.config)
+
+
+def test_bare_encoder_decoder_matches_closed_form():
+    model = zoo.build(dict(arch="encoder_decoder", d_model=32, n_heads=4, n_layers=2, vocab_size=50, head="none"))
     assert model.num_parameters() == closed_form(model.config)
 
 
