@@ -5,9 +5,13 @@ tensors, and a head tensor is reused only where transformers would reuse it (the
 from __future__ import annotations
 
 import json
+import random
 import shutil
+from pathlib import Path
 
+import pytest
 import torch
+import transformers
 from safetensors.torch import load_file, save_file
 
 import zoo
@@ -82,3 +86,48 @@ def test_a_head_missing_from_the_file_is_made_fresh_not_an_error(shipped, tmp_pa
     assert fresh == ["head.proj.bias", "head.proj.weight"]
     assert torch.equal(model.head.pool.weight, tensors["bert.pooler.dense.weight"])
     assert json.loads((folder / "config.json").read_text())["architectures"] == ["BertForSequenceClassification"]
+
+
+@pytest.mark.e2e
+def test_train_classification_from_a_sentence_transformers_folder_and_export_it(shipped, tmp_path, capsys):
+    """The whole path of `python train.py init_from=<MiniLM-like folder> task=classification`: it trains, names
+    the new tensors, and exports as BertForSequenceClassification with the data's label names."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    from zoo.training.run import train
+
+    rng = random.Random(0)
+    animals, things = ["cat", "dog"], ["mat", "house", "sentence", "model", "text"]
+    rows = [{"text": f"the {rng.choice(['big', 'small', 'red'])} {rng.choice(pool)} sat on the mat",
+             "label": label} for _ in range(60) for pool, label in ((animals, "animal"), (things, "thing"))]
+    data = tmp_path / "labels.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    folder = shipped.sentence_transformers()
+    overrides = [f"init_from={folder}", "task=classification", "data=classification", f"data.path={data}",
+                 "logger=csv", "trainer.accelerator=cpu", "trainer.num_sanity_val_steps=0", "callbacks.samples=null",
+                 "trainer.enable_progress_bar=false", "batch_size=8", "trainer.max_steps=40", "eval_every=40",
+                 "optim.lr=3e-3", "scheduler.warmup_steps=2", f"paths.output_dir={tmp_path / 'run'}",
+                 f"paths.runs_dir={tmp_path}", f"paths.cache_dir={tmp_path / 'cache'}"]
+    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[2] / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=overrides, return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    try:
+        result = train(cfg)
+    finally:
+        HydraConfig.instance().cfg = None
+    assert "new (trained from scratch): head.proj.bias, head.proj.weight" in capsys.readouterr().out
+    assert result.metrics["val/accuracy"] >= 0.9
+
+    out = zoo.export(result.last_checkpoint, tmp_path / "hf", format="hf")
+    hf = transformers.BertForSequenceClassification.from_pretrained(out).eval()
+    assert hf.config.id2label == {0: "animal", 1: "thing"}
+    model, _ = zoo.load(result.last_checkpoint)
+    ids = transformers.AutoTokenizer.from_pretrained(out)(["the red cat sat on the mat"], return_tensors="pt")
+    with torch.no_grad():
+        ref = hf(input_ids=ids["input_ids"], attention_mask=ids["attention_mask"]).logits
+        got = model(ids["input_ids"], attention_mask=ids["attention_mask"]).logits
+    assert (got - ref).abs().max() < 1e-4
