@@ -68,7 +68,7 @@ def test_gpu_settings_without_a_gpu_raise_one_clear_error(make_cfg, overrides):
 def test_not_a_checkpoint(make_cfg, tmp_path):
     junk = tmp_path / "junk.ckpt"
     junk.write_bytes(b"this is not a checkpoint")
-    with pytest.raises(ConfigError, match="is not a readable"):
+    with pytest.raises(ConfigError, match="junk.ckpt is not a PyTorch checkpoint"):
         prepare(make_cfg([f"ckpt_path={junk}"]))
 
 
