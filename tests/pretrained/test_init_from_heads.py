@@ -48,6 +48,28 @@ def test_bare_bert_folder_with_task_classification_gets_a_fresh_projection(shipp
         assert torch.equal(model.eval()(ids).hidden_states, bare(ids).last_hidden_state)
 
 
+def test_a_new_head_is_built_as_the_family_builds_it_and_exports(shipped, tmp_path):
+    """DistilBERT's bare model has no pooler and its QA class none either, but its classifier pools with
+    `pre_classifier` + ReLU: task=classification gets that head (fresh), so the run exports as
+    DistilBertForSequenceClassification."""
+    for suffix in ("Model", "ForQuestionAnswering"):
+        folder = tmp_path / suffix
+        shutil.copytree(shipped.folder("distilbert", suffix), folder)
+        for name in ("tokenizer.json", "tokenizer_config.json"):  # a tokenizer that fits its 99 rows
+            shutil.copy(shipped.sentence_transformers() / name, folder / name)
+        plan = plan_init({"init_from": str(folder), "model": {}}, TASKS.get("classification").head)
+        assert (plan.model.head, plan.model.head_pooler, plan.model.head_proj_bias) == ("classifier", "relu", True)
+        config = ModelConfig.from_dict({**plan.model.to_dict(), "num_labels": 2})
+        model, applied = build_model(plan, read_init(plan, tmp_path).state, config, {"name": "full"})
+        assert applied.description.endswith("new (trained from scratch): head.pool.bias, head.pool.weight, "
+                                            "head.proj.bias, head.proj.weight")
+        out = zoo.save_pretrained(model.eval(), tmp_path / f"{suffix}-export", label_names=["no", "yes"])
+        hf = transformers.DistilBertForSequenceClassification.from_pretrained(out).eval()
+        ids = torch.tensor([[2, 9, 10, 11, 3]])
+        with torch.no_grad():
+            assert (hf(input_ids=ids).logits - model(ids).logits).abs().max() < 1e-4
+
+
 def test_roberta_pooler_is_not_the_classifier_dense(shipped):
     """RobertaForSequenceClassification's dense is `classifier.dense`, not RobertaModel's `pooler.dense`."""
     model, fresh = fresh_head(shipped.folder("roberta", "Model"), "classifier", 2)

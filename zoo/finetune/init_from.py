@@ -14,9 +14,13 @@ from typing import Any
 import torch
 
 from zoo.config import ModelConfig
+from zoo.modules.heads import head_owned_keys
 
-# keys of the output head only: its tensors missing from the weights are made fresh (and reported as new)
-HEAD_KEYS = frozenset({"head", "num_labels", "head_transform", "head_bias", "head_activation"})
+
+def is_head_key(key: str) -> bool:
+    """A key of the output head only (model.head, or one a head reads): its tensors missing from the weights
+    are made fresh (and reported as new)."""
+    return key == "head" or key in head_owned_keys()
 
 
 class InitError(ValueError):
@@ -46,6 +50,11 @@ class Source:
     def has_tokenizer(self) -> bool:
         """Whether the tokenizer the model was trained with is shipped with it."""
         raise NotImplementedError
+
+    def head_keys(self, head: str) -> dict[str, Any]:
+        """Config keys of a new `head` as the source's family builds it (DistilBERT's classifier pools with
+        ReLU, BERT's with tanh), laid under the user's; {} when the source has no say."""
+        return {}
 
     def tokenizer_cfg(self, workdir: Path) -> dict[str, Any]:
         """The `tokenizer` config that loads the shipped tokenizer; `workdir` is where a tokenizer stored
@@ -89,6 +98,16 @@ class HuggingFaceFolder(Source):
 
     def has_tokenizer(self) -> bool:
         return (self.path / "tokenizer.json").is_file()
+
+    def head_keys(self, head: str) -> dict[str, Any]:
+        from zoo.pretrained.api import family_for
+        from zoo.pretrained.io import read_config
+
+        hf = read_config(self.path)
+        family = family_for(hf["model_type"])
+        layout = getattr(family, "heads", {}).get(head)  # zoo.pretrained.heads.HeadLayout
+        keys = layout.config(hf, family) if layout is not None else {}
+        return {k: v for k, v in keys.items() if k not in ("head", "num_labels")}  # the data gives num_labels
 
     def tokenizer_cfg(self, workdir: Path) -> dict[str, Any]:
         return {"name": "hf", "path": str(self.path)}
@@ -198,7 +217,7 @@ def meta_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
 
 def shape_changes(base: ModelConfig, key: str, value: Any) -> list[str]:
     """The tensors whose shape (or presence) setting `key=value` on `base` changes; [] when none does."""
-    if key in HEAD_KEYS:  # a new head is made fresh: its shapes are free
+    if is_head_key(key):  # a new head is made fresh: its shapes are free
         return []
     before, after = meta_shapes(base), meta_shapes(ModelConfig.from_dict({**base.to_dict(), key: value}))
     changed = [f"{k} {before.get(k)} -> {after.get(k)}" for k in sorted(before.keys() | after.keys())

@@ -63,7 +63,7 @@ def plan_init(resolved: Mapping[str, Any], task_head: str | None) -> InitPlan | 
     new_head = changes.get("head", pretrained.head) != pretrained.head
     if new_head:  # the old head's own knobs go with it
         defaults = ModelConfig()
-        changes = {**{k: getattr(defaults, k) for k in OLD_HEAD_KEYS}, **changes}
+        changes = {**{k: getattr(defaults, k) for k in OLD_HEAD_KEYS}, **source.head_keys(changes["head"]), **changes}
         notes.append(f"a new {changes['head']} head replaces the pretrained {pretrained.head} head")
     model = with_overrides(pretrained, changes, str(value))
     own = not group_given("tokenizer", overrides)
