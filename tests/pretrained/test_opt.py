@@ -69,12 +69,17 @@ def test_export_round_trip_is_exact_and_loads_in_transformers(tmp_path, kw):
     assert written["word_embed_proj_dim"] == 32 and written["tie_word_embeddings"] == kw.get("tie_word_embeddings", True)
 
 
-def test_bare_opt_model_checkpoint_loads(tmp_path):
-    """OPTModel (and the original facebook/opt-* files) store `decoder.*` without the `model.` prefix."""
+def test_original_opt_files_without_the_model_prefix_load_as_the_causal_lm(tmp_path):
+    """The original facebook/opt-* files name OPTForCausalLM but store OPTModel's `decoder.*` names (no `model.`
+    prefix, the tied head left out). An OPTModel folder that says OPTModel loads bare (test_decoder_heads.py)."""
     hf = tiny_opt()
     bare = OPTModel(hf.config)
     bare.load_state_dict(hf.model.state_dict())
-    model = zoo.from_pretrained(saved(bare, tmp_path))
+    folder = saved(bare, tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "architectures": ["OPTForCausalLM"]}))
+    model = zoo.from_pretrained(folder)
+    assert model.config.head == "lm"
     right_padded_logits_match(hf, model)
 
 

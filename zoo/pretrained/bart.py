@@ -1,25 +1,31 @@
 """BART: encoder-decoder, post-LN, learned positions offset by 2, LayerNorm after both embeddings,
 optional sqrt(d_model) embedding scale, one shared token table, `final_logits_bias` as the head bias.
-`Seq2SeqFamily` holds the layer mapping that Marian reuses."""
+`Seq2SeqFamily` holds the layer mapping and the heads that Marian reuses: the bare BartModel (the decoder's
+hidden states and the encoder's, names without `model.`) and BartForConditionalGeneration. BART's sequence
+classification and QA classes read the decoder's output at the last `eos`, which zoo's encoder_decoder
+heads (lm, none) do not express; they are named in the error."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from zoo.config import ModelConfig
 from zoo.modules.residual import uses_final_norm
+from zoo.pretrained.decoder_heads import BARE, CausalLMLayout
 from zoo.pretrained.family import (
     FAMILIES,
     ZOO_TO_HF_ACTIVATION,
-    Family,
     HFTensors,
     hf_activation,
     require,
     special_id,
     unsupported,
 )
+from zoo.pretrained.heads import HeadedFamily, stored_name
 
 # zoo sub-module -> HF sub-module inside `{encoder,decoder}.layers.{i}.` (self q/k/v and cross k/v fused)
 _LAYER = {
@@ -36,11 +42,44 @@ def _pair(src: HFTensors, name: str, shape: tuple[int, ...]) -> tuple[torch.Tens
     return src.take(f"{name}.weight", shape), src.take(f"{name}.bias", shape[:1])
 
 
-class Seq2SeqFamily(Family):
+@dataclass(frozen=True)
+class BiasedLMLayout(CausalLMLayout):
+    """The LM head of BART and Marian: `lm_head` (tied to the target token table unless config.json unties it)
+    plus `final_logits_bias` (1, V) as its bias; a zoo model without head bias exports an all-zero one."""
+
+    bias: str = "~final_logits_bias"
+    tokens: str = "tgt_embed.tokens.weight"
+
+    def origins(self) -> dict[str, str]:
+        return {**super().origins(), "head.proj.bias": self.bias}
+
+    def from_hf(self, src: HFTensors, cfg: ModelConfig, out: dict[str, torch.Tensor]) -> None:
+        out["head.proj.bias"] = src.take(self.bias, (1, cfg.vocab_size))[0]
+        super().from_hf(src, cfg, out)
+
+    def to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str,
+              out: dict[str, torch.Tensor]) -> None:
+        bias = state.get("head.proj.bias")
+        out[stored_name(self.bias, prefix)] = (bias if bias is not None else torch.zeros(cfg.vocab_size))[None]
+        super().to_hf(state, cfg, prefix, out)
+
+
+SEQ2SEQ_NOT_LOADED = {  # class-name suffix -> why zoo does not load it
+    "ForSequenceClassification": "it classifies the decoder's output at the last eos token, and zoo's "
+                                 "encoder_decoder carries model.head=lm | none",
+    "ForQuestionAnswering": "it reads start/end logits from the decoder's output, and zoo's encoder_decoder "
+                            "carries model.head=lm | none",
+    "ForCausalLM": "the decoder alone (with cross-attention layers) is not a zoo model",
+}
+
+
+class Seq2SeqFamily(HeadedFamily):
     """BART-layout encoder-decoder; subclasses say how embeddings and positions are stored."""
 
     same_model = frozenset({"head_bias"})  # no head bias is written as a zero final_logits_bias
     prefixes = ("model.",)
+    lm_suffixes = ("ForConditionalGeneration",)
+    heads = {"none": BARE, "lm": BiasedLMLayout("lm", proj="~lm_head")}
 
     def base_config(self, hf: dict[str, Any], **knobs: Any) -> ModelConfig:
         model_type = hf["model_type"]
@@ -60,7 +99,7 @@ class Seq2SeqFamily(Family):
             attn_dropout=hf.get("attention_dropout", 0.0), bias=True, head_bias=True,
             tie_embeddings=hf.get("tie_word_embeddings", True), pad_id=special_id(hf, "pad_token_id", vocab, 1),
             bos_id=special_id(hf, "bos_token_id", vocab, 0), eos_id=eos,
-            decoder_start_id=special_id(hf, "decoder_start_token_id", vocab, None), **knobs,
+            decoder_start_id=special_id(hf, "decoder_start_token_id", vocab, None), **knobs, **self.head_config(hf),
         )
 
     def base_hf_config(self, cfg: ModelConfig, checks: dict[str, tuple[Any, Any]], **extra: Any) -> dict[str, Any]:
@@ -74,7 +113,7 @@ class Seq2SeqFamily(Family):
             "head_transform": (cfg.head_transform, False), **checks,
         })
         return {
-            "model_type": self.model_type, "architectures": [self.architecture], "vocab_size": cfg.vocab_size,
+            "model_type": self.model_type, **self.head_to_hf(cfg), "vocab_size": cfg.vocab_size,
             "d_model": cfg.d_model, "encoder_layers": cfg.n_encoder_layers, "decoder_layers": cfg.n_decoder_layers,
             "encoder_attention_heads": cfg.n_heads, "decoder_attention_heads": cfg.n_heads,
             "encoder_ffn_dim": cfg.ffn_dim, "decoder_ffn_dim": cfg.ffn_dim,
@@ -104,10 +143,11 @@ class Seq2SeqFamily(Family):
                     out[f"{z}.cross_attn.kv.weight"] = torch.cat([w for w, _ in kv])  # rows [k | v]
                     out[f"{z}.cross_attn.kv.bias"] = torch.cat([b for _, b in kv])
 
-    def layers_to_hf(self, state: dict[str, torch.Tensor], cfg: ModelConfig, out: dict[str, torch.Tensor]) -> None:
+    def layers_to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str,
+                     out: dict[str, torch.Tensor]) -> None:
         for side, n_layers in (("encoder", cfg.n_encoder_layers), ("decoder", cfg.n_decoder_layers)):
             for i in range(n_layers):
-                z, h = f"{side}_stack.layers.{i}", f"model.{side}.layers.{i}"
+                z, h = f"{side}_stack.layers.{i}", f"{prefix}{side}.layers.{i}"
                 mapping = {**_LAYER, **(_CROSS if side == "decoder" else {})}
                 for part in ("weight", "bias"):
                     for p, chunk in zip("qkv", state[f"{z}.self_attn.qkv.{part}"].chunk(3), strict=True):
@@ -133,22 +173,13 @@ class Seq2SeqFamily(Family):
             )
         return enc
 
-    def head_from_hf(self, src: HFTensors, cfg: ModelConfig, out: dict[str, torch.Tensor]) -> None:
-        v = cfg.vocab_size
-        out["head.proj.bias"] = src.take("~final_logits_bias", (1, v))[0]
-        out["head.proj.weight"] = src.take_lm_head(cfg, out["tgt_embed.tokens.weight"])
-
-    def head_to_hf(self, state: dict[str, torch.Tensor], cfg: ModelConfig, out: dict[str, torch.Tensor]) -> None:
-        bias = state.get("head.proj.bias")  # a zoo model without head bias exports an all-zero one
-        out["final_logits_bias"] = (bias if bias is not None else torch.zeros(cfg.vocab_size))[None]
-        if not cfg.tie_embeddings:
-            out["lm_head.weight"] = state["head.proj.weight"]
-
 
 @FAMILIES.register("bart")
 class Bart(Seq2SeqFamily):
     model_type = "bart"
     architecture = "BartForConditionalGeneration"
+    class_prefix = "Bart"
+    not_loaded = {f"Bart{suffix}": why for suffix, why in SEQ2SEQ_NOT_LOADED.items()}
 
     def config_from_hf(self, hf: dict[str, Any]) -> ModelConfig:
         return self.base_config(hf, positional="learned", pos_offset=2, embed_norm=True, share_embeddings=True)
@@ -159,7 +190,7 @@ class Bart(Seq2SeqFamily):
             "embed_norm": (cfg.embed_norm, True), "share_embeddings": (cfg.share_embeddings, True),
         })
 
-    def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
+    def base_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
         v, d = cfg.vocab_size, cfg.d_model
         tokens = self.shared_tokens(src, v, d)
         out = {"src_embed.tokens.weight": tokens, "tgt_embed.tokens.weight": tokens}
@@ -169,16 +200,13 @@ class Bart(Seq2SeqFamily):
             )
             out[f"{zoo_side}.norm.weight"], out[f"{zoo_side}.norm.bias"] = _pair(src, f"{side}.layernorm_embedding", (d,))
         self.layers_from_hf(src, cfg, out)
-        self.head_from_hf(src, cfg, out)
-        src.finish()
         return out
 
-    def state_to_hf(self, state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
-        out = {"model.shared.weight": state["src_embed.tokens.weight"]}
+    def base_to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str) -> dict[str, torch.Tensor]:
+        out = {f"{prefix}shared.weight": state["src_embed.tokens.weight"]}
         for side, zoo_side in (("encoder", "src_embed"), ("decoder", "tgt_embed")):
-            out[f"model.{side}.embed_positions.weight"] = state[f"{zoo_side}.positional.table.weight"]
-            out[f"model.{side}.layernorm_embedding.weight"] = state[f"{zoo_side}.norm.weight"]
-            out[f"model.{side}.layernorm_embedding.bias"] = state[f"{zoo_side}.norm.bias"]
-        self.layers_to_hf(state, cfg, out)
-        self.head_to_hf(state, cfg, out)
+            out[f"{prefix}{side}.embed_positions.weight"] = state[f"{zoo_side}.positional.table.weight"]
+            out[f"{prefix}{side}.layernorm_embedding.weight"] = state[f"{zoo_side}.norm.weight"]
+            out[f"{prefix}{side}.layernorm_embedding.bias"] = state[f"{zoo_side}.norm.bias"]
+        self.layers_to_hf(state, cfg, prefix, out)
         return out

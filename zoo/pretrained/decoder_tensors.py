@@ -1,20 +1,29 @@
 """Tensor moving for the Llama-layout decoders (Llama, Mistral, Qwen, Phi-3, Gemma, Gemma 2): `model.embed_tokens`,
-`model.layers.{i}.*`, `model.norm`, `lm_head`. A family says which HF matrices zoo stacks in each of its linears
-(`linears`) and which tensors it takes unchanged (`layer_tensors`); the loops here do the rest both ways."""
+`model.layers.{i}.*`, `model.norm`, then the head the folder's class says (decoder_heads.py: `lm_head`, `score`,
+`qa_outputs`, none). A family says which HF matrices zoo stacks in each of its linears (`linears`) and which
+tensors it takes unchanged (`layer_tensors`); the loops here do the rest both ways."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import torch
 
 from zoo.config import ModelConfig
-from zoo.pretrained.family import Family, HFTensors
+from zoo.pretrained.decoder_heads import LLAMA_HEADS
+from zoo.pretrained.family import HFTensors
+from zoo.pretrained.heads import HeadedFamily
 
 # zoo linear -> (the HF matrices stacked in its rows, their row counts, input size, whether it has a bias)
 Linears = dict[str, tuple[list[str], list[int], int, bool]]
 
 
-class DecoderTensors(Family):
-    """state_from_hf / state_to_hf from the two per-layer hooks below."""
+class DecoderTensors(HeadedFamily):
+    """base_from_hf / base_to_hf from the two per-layer hooks below; the heads from `heads`."""
+
+    lm_suffixes = ("ForCausalLM",)
+    prefixes = ("model.", "transformer.")  # *ForCausalLM, *ForSequenceClassification, ...; LlamaForQuestionAnswering
+    heads = LLAMA_HEADS
 
     def linears(self, cfg: ModelConfig, h: str) -> Linears:
         """zoo linear of layer `h` -> (the HF matrices stacked in its rows, their row counts, input size, bias).
@@ -33,7 +42,7 @@ class DecoderTensors(Family):
         return {"norm_self.weight": (f"{h}.input_layernorm.weight", (cfg.d_model,)),
                 "norm_ffn.weight": (f"{h}.post_attention_layernorm.weight", (cfg.d_model,))}
 
-    def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
+    def base_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
         d = cfg.d_model
         out = {"embed.tokens.weight": src.take_token_table("embed_tokens.weight", cfg)}  # (vocab_size, d)
         for i in range(cfg.n_layers):
@@ -46,21 +55,17 @@ class DecoderTensors(Family):
             for name, (hf_name, shape) in self.layer_tensors(cfg, h).items():
                 out[f"{z}.{name}"] = src.take(hf_name, shape)
         out["decoder_stack.final_norm.weight"] = src.take("norm.weight", (d,))
-        out["head.proj.weight"] = src.take_lm_head(cfg, out["embed.tokens.weight"])
-        src.finish()
         return out
 
-    def state_to_hf(self, state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
-        out = {"model.embed_tokens.weight": state["embed.tokens.weight"],
-               "model.norm.weight": state["decoder_stack.final_norm.weight"]}
+    def base_to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str) -> dict[str, torch.Tensor]:
+        out = {f"{prefix}embed_tokens.weight": state["embed.tokens.weight"],
+               f"{prefix}norm.weight": state["decoder_stack.final_norm.weight"]}
         for i in range(cfg.n_layers):
-            z, h = f"decoder_stack.layers.{i}", f"model.layers.{i}"
+            z, h = f"decoder_stack.layers.{i}", f"{prefix}layers.{i}"
             for name, (names, rows, _, bias) in self.linears(cfg, h).items():
                 for part in ("weight", "bias") if bias else ("weight",):
                     for hf_name, chunk in zip(names, state[f"{z}.{name}.{part}"].split(rows), strict=True):
                         out[f"{hf_name}.{part}"] = chunk
             for name, (hf_name, _) in self.layer_tensors(cfg, h).items():
                 out[hf_name] = state[f"{z}.{name}"]
-        if not cfg.tie_embeddings:
-            out["lm_head.weight"] = state["head.proj.weight"]
         return out

@@ -125,13 +125,6 @@ class HFTensors:
             return self.take("~lm_head.weight", shape)
         return self.take(name, shape)
 
-    def take_lm_head(self, cfg: ModelConfig, tokens: torch.Tensor) -> torch.Tensor:
-        """`lm_head.weight`, or the token table when the config ties them (a stored copy is dropped)."""
-        if cfg.tie_embeddings:
-            self.discard("~lm_head.weight")
-            return tokens
-        return self.take("~lm_head.weight", (cfg.vocab_size, cfg.d_model))
-
     def finish(self, unused_ok: dict[str, str] | None = None) -> None:
         """Raise for missing tensors; raise for leftovers unless a family said why they are unused (warn)."""
         if self.missing:

@@ -10,6 +10,7 @@ from typing import Any
 
 from zoo.config import ModelConfig
 from zoo.modules.residual import uses_final_norm
+from zoo.pretrained.decoder_heads import NO_QA
 from zoo.pretrained.decoder_tensors import DecoderTensors
 from zoo.pretrained.family import FAMILIES, require, special_id, unsupported
 
@@ -29,7 +30,8 @@ def rope_base(hf: dict[str, Any], model_type: str) -> float:
 class Gemma(DecoderTensors):
     model_type = "gemma"
     architecture = "GemmaForCausalLM"
-    prefixes = ("model.",)
+    class_prefix = "Gemma"
+    heads = NO_QA  # transformers has no Gemma(2)ForQuestionAnswering
     # config.json key of the MLP activation -> its values zoo reproduces (transformers 5 reads Gemma's legacy
     # "gelu" as the tanh approximation too, GemmaConfig.__post_init__); exports write "gelu_pytorch_tanh"
     activation_key = "hidden_act"
@@ -39,7 +41,7 @@ class Gemma(DecoderTensors):
     layer_norms = {"input_layernorm": "norm_self", "post_attention_layernorm": "norm_ffn"}  # HF -> zoo, per layer
 
     def config_from_hf(self, hf: dict[str, Any]) -> ModelConfig:
-        return ModelConfig(**self.knobs(hf))
+        return ModelConfig(**self.knobs(hf), **self.head_config(hf))
 
     def knobs(self, hf: dict[str, Any]) -> dict[str, Any]:
         """ModelConfig fields for config.json (absent keys take transformers' defaults); raises naming every
@@ -86,7 +88,7 @@ class Gemma(DecoderTensors):
     def config_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
         unsupported(cfg, self.model_type, self.export_checks(cfg))
         return {
-            "model_type": self.model_type, "architectures": [self.architecture], "vocab_size": cfg.vocab_size,
+            "model_type": self.model_type, **self.head_to_hf(cfg), "vocab_size": cfg.vocab_size,
             "hidden_size": cfg.d_model, "num_hidden_layers": cfg.n_layers, "num_attention_heads": cfg.n_heads,
             "num_key_value_heads": cfg.kv_heads, "head_dim": cfg.head_size, "intermediate_size": cfg.ffn_dim,
             self.activation_key: "gelu_pytorch_tanh", "rms_norm_eps": cfg.norm_eps,

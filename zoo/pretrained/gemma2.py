@@ -34,6 +34,7 @@ def global_every_for(local: list[bool]) -> int | None:
 class Gemma2(Gemma):
     model_type = "gemma2"
     architecture = "Gemma2ForCausalLM"
+    class_prefix = "Gemma2"
     activation_key = "hidden_activation"  # Gemma2MLP reads this one; `hidden_act` is ignored
     activations = ("gelu_pytorch_tanh",)
     legacy_activation_key = None

@@ -1,24 +1,27 @@
 """GPT-2: decoder, learned positions, pre-LN, tanh-GELU, tied head. HF stores Conv1D weights as
-(in, out), the transpose of nn.Linear's (out, in)."""
+(in, out), the transpose of nn.Linear's (out, in). Heads as the folder's class says: GPT2Model, GPT2LMHeadModel,
+GPT2ForSequenceClassification (`score`), GPT2ForTokenClassification (`classifier`), GPT2ForQuestionAnswering."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from zoo.config import ModelConfig
 from zoo.modules.residual import uses_final_norm
+from zoo.pretrained.decoder_heads import BARE, LM, QA, SCORE, token_classifier
 from zoo.pretrained.family import (
     FAMILIES,
     ZOO_TO_HF_ACTIVATION,
-    Family,
     HFTensors,
     hf_activation,
     require,
     special_id,
     unsupported,
 )
+from zoo.pretrained.heads import HeadedFamily
 
 # zoo sub-module -> GPT-2 sub-module inside `h.{i}.`; Conv1D ones are transposed
 _LAYER = {
@@ -33,10 +36,15 @@ _CONV1D = {"self_attn.qkv", "self_attn.o", "ffn.up", "ffn.down"}
 
 
 @FAMILIES.register("gpt2")
-class GPT2(Family):
+class GPT2(HeadedFamily):
     model_type = "gpt2"
     architecture = "GPT2LMHeadModel"
+    class_prefix = "GPT2"
+    lm_suffixes = ("LMHeadModel",)
     prefixes = ("transformer.",)
+    heads = {"none": BARE, "lm": LM, "classifier": SCORE, "token_classifier": token_classifier("~classifier"),
+             "qa": QA}
+    not_loaded = {"GPT2DoubleHeadsModel": "its multiple-choice head is not a zoo head"}
 
     def config_from_hf(self, hf: dict[str, Any]) -> ModelConfig:
         require(hf, "gpt2", {
@@ -55,7 +63,7 @@ class GPT2(Family):
             dropout=hf.get("resid_pdrop", 0.1), attn_dropout=hf.get("attn_pdrop", 0.1), bias=True,
             tie_embeddings=hf.get("tie_word_embeddings", True),
             pad_id=special_id(hf, "pad_token_id", vocab, eos), bos_id=special_id(hf, "bos_token_id", vocab, eos),
-            eos_id=eos,
+            eos_id=eos, **self.head_config(hf),
         )
 
     def config_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
@@ -69,7 +77,7 @@ class GPT2(Family):
             "residual": (cfg.residual, True), "ffn": (cfg.ffn, "mlp"),
         })
         return {
-            "model_type": "gpt2", "architectures": [self.architecture], "vocab_size": cfg.vocab_size,
+            "model_type": "gpt2", **self.head_to_hf(cfg), "vocab_size": cfg.vocab_size,
             "n_embd": cfg.d_model, "n_layer": cfg.n_layers, "n_head": cfg.n_heads, "n_inner": cfg.ffn_dim,
             "n_positions": cfg.max_seq_len, "activation_function": ZOO_TO_HF_ACTIVATION[cfg.activation],
             "layer_norm_epsilon": cfg.norm_eps, "resid_pdrop": cfg.dropout, "embd_pdrop": cfg.dropout,
@@ -77,7 +85,7 @@ class GPT2(Family):
             "bos_token_id": cfg.bos_id, "eos_token_id": cfg.eos_id, "pad_token_id": cfg.pad_id,
         }
 
-    def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
+    def base_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
         d, f, v = cfg.d_model, cfg.ffn_dim, cfg.vocab_size
         shapes = {"self_attn.qkv": (d, 3 * d), "self_attn.o": (d, d), "ffn.up": (d, f), "ffn.down": (f, d)}
         out = {"embed.tokens.weight": src.take("wte.weight", (v, d)),
@@ -93,21 +101,17 @@ class GPT2(Family):
                     out[f"{z}.weight"], out[f"{z}.bias"] = src.take(f"{h}.weight", (d,)), src.take(f"{h}.bias", (d,))
         out["decoder_stack.final_norm.weight"] = src.take("ln_f.weight", (d,))
         out["decoder_stack.final_norm.bias"] = src.take("ln_f.bias", (d,))
-        out["head.proj.weight"] = src.take_lm_head(cfg, out["embed.tokens.weight"])
-        src.finish()
         return out
 
-    def state_to_hf(self, state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
-        out = {"transformer.wte.weight": state["embed.tokens.weight"],
-               "transformer.wpe.weight": state["embed.positional.table.weight"],
-               "transformer.ln_f.weight": state["decoder_stack.final_norm.weight"],
-               "transformer.ln_f.bias": state["decoder_stack.final_norm.bias"]}
+    def base_to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str) -> dict[str, torch.Tensor]:
+        out = {f"{prefix}wte.weight": state["embed.tokens.weight"],
+               f"{prefix}wpe.weight": state["embed.positional.table.weight"],
+               f"{prefix}ln_f.weight": state["decoder_stack.final_norm.weight"],
+               f"{prefix}ln_f.bias": state["decoder_stack.final_norm.bias"]}
         for i in range(cfg.n_layers):
             for zoo_name, hf_name in _LAYER.items():
-                z, h = f"decoder_stack.layers.{i}.{zoo_name}", f"transformer.h.{i}.{hf_name}"
+                z, h = f"decoder_stack.layers.{i}.{zoo_name}", f"{prefix}h.{i}.{hf_name}"
                 weight = state[f"{z}.weight"]
                 out[f"{h}.weight"] = weight.t() if zoo_name in _CONV1D else weight
                 out[f"{h}.bias"] = state[f"{z}.bias"]
-        if not cfg.tie_embeddings:
-            out["lm_head.weight"] = state["head.proj.weight"]
         return out

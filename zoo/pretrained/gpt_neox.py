@@ -1,25 +1,29 @@
 """GPT-NeoX (Pythia): decoder, LayerNorm, parallel residual (x + attn(ln1(x)) + mlp(ln2(x))) or pre-norm,
 partial rotary (rotate-half on the first `rotary_pct` of each head), biases everywhere, untied `embed_out`.
-HF fuses q/k/v per head, rows ordered (head, q|k|v, feature); zoo's `qkv` rows are [q (H*D) | k | v]."""
+HF fuses q/k/v per head, rows ordered (head, q|k|v, feature); zoo's `qkv` rows are [q (H*D) | k | v]. Heads as the
+folder's class says: GPTNeoXModel, GPTNeoXForCausalLM (`embed_out`), ...ForSequenceClassification (`score`),
+...ForTokenClassification (`classifier`), ...ForQuestionAnswering (`qa_outputs`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from zoo.config import ModelConfig
 from zoo.modules.residual import uses_final_norm
+from zoo.pretrained.decoder_heads import BARE, QA, SCORE, CausalLMLayout, token_classifier
 from zoo.pretrained.family import (
     FAMILIES,
     ZOO_TO_HF_ACTIVATION,
-    Family,
     HFTensors,
     hf_activation,
     require,
     special_id,
     unsupported,
 )
+from zoo.pretrained.heads import HeadedFamily
 
 _WIRING = {True: "parallel", False: "pre"}  # use_parallel_residual -> norm_placement
 _LAYER = {  # zoo sub-module -> HF sub-module inside `layers.{i}.` (qkv handled apart: its rows are reordered)
@@ -54,10 +58,14 @@ def _rope(hf: dict[str, Any]) -> dict[str, Any]:
 
 
 @FAMILIES.register("gpt_neox")
-class GPTNeoX(Family):
+class GPTNeoX(HeadedFamily):
     model_type = "gpt_neox"
     architecture = "GPTNeoXForCausalLM"
+    class_prefix = "GPTNeoX"
+    lm_suffixes = ("ForCausalLM",)
     prefixes = ("gpt_neox.",)
+    heads = {"none": BARE, "lm": CausalLMLayout("lm", proj="~embed_out", alias="~lm_head"),  # lm_head: transformers 5
+             "classifier": SCORE, "token_classifier": token_classifier("~classifier"), "qa": QA}
 
     def config_from_hf(self, hf: dict[str, Any]) -> ModelConfig:
         # attention_bias=False drops the attention biases but keeps the MLP and LayerNorm ones: no zoo knob
@@ -73,7 +81,7 @@ class GPTNeoX(Family):
             dropout=hf.get("hidden_dropout", 0.0), attn_dropout=hf.get("attention_dropout", 0.0), bias=True,
             tie_embeddings=hf.get("tie_word_embeddings", False),
             pad_id=special_id(hf, "pad_token_id", vocab, eos), bos_id=special_id(hf, "bos_token_id", vocab, eos),
-            eos_id=eos,
+            eos_id=eos, **self.head_config(hf),
         )
 
     def config_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
@@ -89,7 +97,7 @@ class GPTNeoX(Family):
             "head_bias": (cfg.head_bias, False), "residual": (cfg.residual, True), "ffn": (cfg.ffn, "mlp"),
         })
         return {
-            "model_type": "gpt_neox", "architectures": [self.architecture], "vocab_size": cfg.vocab_size,
+            "model_type": "gpt_neox", **self.head_to_hf(cfg), "vocab_size": cfg.vocab_size,
             "hidden_size": cfg.d_model, "num_hidden_layers": cfg.n_layers, "num_attention_heads": cfg.n_heads,
             "intermediate_size": cfg.ffn_dim, "hidden_act": ZOO_TO_HF_ACTIVATION[cfg.activation],
             "layer_norm_eps": cfg.norm_eps, "use_parallel_residual": cfg.norm_placement == "parallel",
@@ -101,7 +109,7 @@ class GPTNeoX(Family):
             "bos_token_id": cfg.bos_id, "eos_token_id": cfg.eos_id, "pad_token_id": cfg.pad_id,
         }
 
-    def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
+    def base_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
         d, f, v, heads = cfg.d_model, cfg.ffn_dim, cfg.vocab_size, cfg.n_heads
         shapes = {"self_attn.o": (d, d), "ffn.up": (f, d), "ffn.down": (d, f), "norm_self": (d,), "norm_ffn": (d,)}
         out = {"embed.tokens.weight": src.take("embed_in.weight", (v, d))}
@@ -116,30 +124,16 @@ class GPTNeoX(Family):
                 out[f"{z}.{zoo_name}.bias"] = src.take(f"{h}.{hf_name}.bias", shape[:1])
         out["decoder_stack.final_norm.weight"] = src.take("final_layer_norm.weight", (d,))
         out["decoder_stack.final_norm.bias"] = src.take("final_layer_norm.bias", (d,))
-        out["head.proj.weight"] = self._head(src, cfg, out["embed.tokens.weight"])
-        src.finish()
         return out
 
-    def _head(self, src: HFTensors, cfg: ModelConfig, tokens: torch.Tensor) -> torch.Tensor:
-        """`embed_out.weight` (checkpoints) or `lm_head.weight` (transformers 5's name), or the token table
-        when the config ties them."""
-        if cfg.tie_embeddings:
-            src.discard("~embed_out.weight")
-            src.discard("~lm_head.weight")
-            return tokens
-        name = "~lm_head.weight" if src.has("~lm_head.weight") else "~embed_out.weight"
-        return src.take(name, (cfg.vocab_size, cfg.d_model))
-
-    def state_to_hf(self, state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
-        out = {"gpt_neox.embed_in.weight": state["embed.tokens.weight"],
-               "gpt_neox.final_layer_norm.weight": state["decoder_stack.final_norm.weight"],
-               "gpt_neox.final_layer_norm.bias": state["decoder_stack.final_norm.bias"]}
+    def base_to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str) -> dict[str, torch.Tensor]:
+        out = {f"{prefix}embed_in.weight": state["embed.tokens.weight"],
+               f"{prefix}final_layer_norm.weight": state["decoder_stack.final_norm.weight"],
+               f"{prefix}final_layer_norm.bias": state["decoder_stack.final_norm.bias"]}
         for i in range(cfg.n_layers):
-            z, h = f"decoder_stack.layers.{i}", f"gpt_neox.layers.{i}"
+            z, h = f"decoder_stack.layers.{i}", f"{prefix}layers.{i}"
             for part in ("weight", "bias"):
                 out[f"{h}.attention.query_key_value.{part}"] = blocks_to_heads(state[f"{z}.self_attn.qkv.{part}"], cfg.n_heads)
                 for zoo_name, hf_name in _LAYER.items():
                     out[f"{h}.{hf_name}.{part}"] = state[f"{z}.{zoo_name}.{part}"]
-        if not cfg.tie_embeddings:
-            out["embed_out.weight"] = state["head.proj.weight"]
         return out

@@ -22,6 +22,7 @@ CLASS_HEADS: dict[str, str] = {
     "ForCausalLM": "lm",
     "LMHeadModel": "lm",
     "ForConditionalGeneration": "lm",
+    "MTModel": "lm",  # Marian's translation model
     "ForSequenceClassification": "classifier",
     "ForTokenClassification": "token_classifier",
     "ForQuestionAnswering": "qa",
@@ -45,23 +46,26 @@ class HeadLayout:
     head: str  # zoo model.head
     proj: str | None = None  # Linear -> head.proj (classifier / token_classifier / qa)
     proj_rows: int | None = None  # fixed output size (qa: start, end); None: model.num_labels
+    proj_bias: bool = True  # whether the projection has a bias (a decoder's `score` has none)
     pooler: str | None = None  # dense before the projection (or a bare model's pooler) -> head.pool
     activation: str | None = None  # the pooler's activation -> model.head_pooler
     pooler_optional: bool = False  # a bare model keeps the pooler only when its file has one
     bare: bool = False  # the class is the base model itself: its tensors are stored without the prefix
+    prefix: str | None = None  # the class's base-model prefix when not the family's first (LlamaForQA: transformer.)
     labelled: bool = False  # outputs are named classes: config.json's id2label / label2id
     unused: Mapping[str, str] = field(default_factory=dict)  # tensors the class has and zoo does not use
 
     def config(self, hf: Mapping[str, Any], family: HeadedFamily) -> dict[str, Any]:
         """The model config keys of this head read from config.json `hf`."""
-        keys: dict[str, Any] = {"head": self.head, "num_labels": num_labels(hf), "head_proj_bias": True,
+        keys: dict[str, Any] = {"head": self.head, "num_labels": num_labels(hf), "head_proj_bias": self.proj_bias,
                                 "head_pooler": self.activation if self.pooler else NO_POOLER}
         return {k: v for k, v in keys.items() if k == "head" or k in HEADS.get(self.head).reads}
 
     def origins(self) -> dict[str, str]:
         """zoo tensor -> the tensor of the transformers class it is (layout names)."""
         pairs = {"head.pool": self.pooler, "head.proj": self.proj}
-        return {f"{z}.{part}": f"{h}.{part}" for z, h in pairs.items() if h for part in ("weight", "bias")}
+        out = {f"{z}.{part}": f"{h}.{part}" for z, h in pairs.items() if h for part in ("weight", "bias")}
+        return out if self.proj_bias else {k: v for k, v in out.items() if k != "head.proj.bias"}
 
     def fitted(self, cfg: ModelConfig, has_pooler: bool) -> ModelConfig:
         """`cfg` for weights with or without a pooler: a bare model whose file has none gets none."""
@@ -77,7 +81,10 @@ class HeadLayout:
         if self.pooler is not None and cfg.head_pooler != NO_POOLER:
             out["head.pool.weight"], out["head.pool.bias"] = _linear(src, self.pooler, d, d)
         if self.proj is not None:
-            out["head.proj.weight"], out["head.proj.bias"] = _linear(src, self.proj, self.proj_rows or cfg.num_labels, d)
+            rows = self.proj_rows or cfg.num_labels
+            out["head.proj.weight"] = src.take(f"{self.proj}.weight", (rows, d))
+            if self.proj_bias:
+                out["head.proj.bias"] = src.take(f"{self.proj}.bias", (rows,))
 
     def to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str,
               out: dict[str, torch.Tensor]) -> None:
@@ -135,6 +142,7 @@ class HeadedFamily(Family):
     class_prefix: str = ""  # "Bert": BertModel, BertForMaskedLM, ...
     lm_suffixes: tuple[str, ...] = ("ForMaskedLM",)  # the CLASS_HEADS suffixes of this family's LM; first exported
     heads: Mapping[str, HeadLayout] = {}
+    not_loaded: Mapping[str, str] = {}  # transformers classes of the family zoo does not load -> why (in the error)
 
     def base_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
         raise NotImplementedError
@@ -163,8 +171,9 @@ class HeadedFamily(Family):
         unknown = [a for a in named if a not in classes]
         heads = {classes[a] for a in named if a in classes}
         if unknown or len(heads) != 1:
+            why = "".join(f" {name}: {self.not_loaded[name]}." for name in unknown if name in self.not_loaded)
             raise ValueError(f"{self.model_type} config.json names architectures={list(named)}: zoo loads one "
-                             f"{self.model_type} class of: {', '.join(classes)}.")
+                             f"{self.model_type} class of: {', '.join(classes)}.{why}")
         return self.heads[heads.pop()]
 
     def head_config(self, hf: Mapping[str, Any]) -> dict[str, Any]:
@@ -201,7 +210,7 @@ class HeadedFamily(Family):
     def state_to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
         """The class's names: a bare model (head none) stores its base without the prefix, as transformers does."""
         layout = self.heads[cfg.head]
-        prefix = "" if layout.bare else self.prefixes[0]
+        prefix = "" if layout.bare else self.prefixes[0] if layout.prefix is None else layout.prefix
         out = self.base_to_hf(state, cfg, prefix)
         layout.to_hf(state, cfg, prefix, out)
         return out

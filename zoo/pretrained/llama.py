@@ -30,7 +30,7 @@ _ROPE_DEFAULTS = {"beta_fast": 32, "beta_slow": 1, "truncate": True, "mscale": N
 class Llama(DecoderTensors):
     model_type = "llama"
     architecture = "LlamaForCausalLM"
-    prefixes = ("model.",)
+    class_prefix = "Llama"
     hf_defaults: dict[str, Any] = {"max_position_embeddings": 2048, "rms_norm_eps": 1e-6}  # for keys config.json omits
     rope_types: dict[str, str] = _ROPE_TYPES  # the HF rope_type values the family's rotary embedding computes
     partial_rotary = False  # whether partial_rotary_factor rotates the first features only (-> rope_fraction)
@@ -42,7 +42,7 @@ class Llama(DecoderTensors):
             hf.setdefault(key, value)
         settings, checks = self.from_hf(hf)
         require(hf, self.model_type, checks)
-        return ModelConfig(**settings)
+        return ModelConfig(**settings, **self.head_config(hf))
 
     def from_hf(self, hf: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
         """ModelConfig keys of config.json `hf`, and the settings zoo must check it can reproduce."""
@@ -112,7 +112,7 @@ class Llama(DecoderTensors):
             "head_bias": (cfg.head_bias, False), "residual": (cfg.residual, True), "ffn": (cfg.ffn, "mlp"), **bias_checks,
         }
         hf = {
-            "model_type": self.model_type, "architectures": [self.architecture], "vocab_size": cfg.vocab_size,
+            "model_type": self.model_type, **self.head_to_hf(cfg), "vocab_size": cfg.vocab_size,
             "hidden_size": cfg.d_model, "num_hidden_layers": cfg.n_layers, "num_attention_heads": cfg.n_heads,
             "num_key_value_heads": cfg.kv_heads, "head_dim": cfg.head_size, "intermediate_size": cfg.ffn_dim,
             "hidden_act": {v: k for k, v in _GATED.items()}.get(cfg.activation), "rms_norm_eps": cfg.norm_eps, **rope,

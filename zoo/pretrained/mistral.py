@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from zoo.config import ModelConfig
+from zoo.pretrained.decoder_heads import LLAMA_HEADS, QA
 from zoo.pretrained.family import FAMILIES
 from zoo.pretrained.llama import Checks, Llama
 
@@ -15,6 +16,8 @@ from zoo.pretrained.llama import Checks, Llama
 class Mistral(Llama):
     model_type = "mistral"
     architecture = "MistralForCausalLM"
+    class_prefix = "Mistral"
+    heads = {**LLAMA_HEADS, "qa": QA}  # MistralForQuestionAnswering keeps its base under `model.`
     hf_defaults = {"max_position_embeddings": 4096 * 32, "rms_norm_eps": 1e-6, "sliding_window": 4096}
 
     def from_hf(self, hf: dict[str, Any]) -> tuple[dict[str, Any], Checks]:

@@ -1,26 +1,30 @@
 """OPT: decoder, learned positions offset by 2, LayerNorm pre-norm (`do_layer_norm_before`) or post-norm,
 ReLU, biases, tied head. A final LayerNorm exists only with pre-norm, unless `_remove_final_layer_norm`.
 transformers reads OPT's positions from the mask (cumsum - 1); zoo's default 0..T-1 agrees at every real
-token of an unpadded or right-padded batch, and left-padded batches pass position_ids = cumsum(mask) - 1."""
+token of an unpadded or right-padded batch, and left-padded batches pass position_ids = cumsum(mask) - 1.
+Heads as the folder's class says: OPTModel (`decoder.*`), OPTForCausalLM, OPTForSequenceClassification (`score`),
+OPTForQuestionAnswering (`qa_outputs`); transformers has no OPTForTokenClassification."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from zoo.config import ModelConfig
 from zoo.modules.residual import uses_final_norm
+from zoo.pretrained.decoder_heads import LM, QA, SCORE
 from zoo.pretrained.family import (
     FAMILIES,
     ZOO_TO_HF_ACTIVATION,
-    Family,
     HFTensors,
     hf_activation,
     require,
     special_id,
     unsupported,
 )
+from zoo.pretrained.heads import HeadedFamily, HeadLayout
 
 POS_OFFSET = 2  # OPTLearnedPositionalEmbedding reads row position + 2
 _WIRING = {True: "pre", False: "post"}  # do_layer_norm_before -> norm_placement
@@ -34,10 +38,13 @@ _LAYER = {  # zoo sub-module -> HF sub-module inside `layers.{i}.` (q/k/v fused 
 
 
 @FAMILIES.register("opt")
-class OPT(Family):
+class OPT(HeadedFamily):
     model_type = "opt"
     architecture = "OPTForCausalLM"
+    class_prefix = "OPT"
+    lm_suffixes = ("ForCausalLM",)
     prefixes = ("model.decoder.", "decoder.")  # OPTForCausalLM; OPTModel (and the original facebook/opt-* files)
+    heads = {"none": HeadLayout("none", prefix="decoder."), "lm": LM, "classifier": SCORE, "qa": QA}
 
     def config_from_hf(self, hf: dict[str, Any]) -> ModelConfig:
         d = hf["hidden_size"]
@@ -58,7 +65,7 @@ class OPT(Family):
             dropout=hf.get("dropout", 0.1), attn_dropout=hf.get("attention_dropout", 0.0), bias=True,
             tie_embeddings=hf.get("tie_word_embeddings", True),
             pad_id=special_id(hf, "pad_token_id", vocab, 1), bos_id=special_id(hf, "bos_token_id", vocab, 2),
-            eos_id=special_id(hf, "eos_token_id", vocab, 2),
+            eos_id=special_id(hf, "eos_token_id", vocab, 2), **self.head_config(hf),
         )
 
     def config_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
@@ -77,7 +84,7 @@ class OPT(Family):
         })
         pre = cfg.norm_placement == "pre"
         return {
-            "model_type": "opt", "architectures": [self.architecture], "vocab_size": cfg.vocab_size,
+            "model_type": "opt", **self.head_to_hf(cfg), "vocab_size": cfg.vocab_size,
             "hidden_size": cfg.d_model, "word_embed_proj_dim": cfg.d_model, "num_hidden_layers": cfg.n_layers,
             "num_attention_heads": cfg.n_heads, "ffn_dim": cfg.ffn_dim,
             "activation_function": ZOO_TO_HF_ACTIVATION[cfg.activation], "do_layer_norm_before": pre,
@@ -87,7 +94,7 @@ class OPT(Family):
             "bos_token_id": cfg.bos_id, "eos_token_id": cfg.eos_id, "pad_token_id": cfg.pad_id,
         }
 
-    def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
+    def base_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
         d, f, v = cfg.d_model, cfg.ffn_dim, cfg.vocab_size
         shapes = {"self_attn.o": (d, d), "ffn.up": (f, d), "ffn.down": (d, f), "norm_self": (d,), "norm_ffn": (d,)}
         out = {"embed.tokens.weight": src.take("embed_tokens.weight", (v, d)),
@@ -104,24 +111,19 @@ class OPT(Family):
         if uses_final_norm(cfg):
             out["decoder_stack.final_norm.weight"] = src.take("final_layer_norm.weight", (d,))
             out["decoder_stack.final_norm.bias"] = src.take("final_layer_norm.bias", (d,))
-        out["head.proj.weight"] = src.take_lm_head(cfg, out["embed.tokens.weight"])
-        src.finish()
         return out
 
-    def state_to_hf(self, state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
-        p = "model.decoder"
-        out = {f"{p}.embed_tokens.weight": state["embed.tokens.weight"],
-               f"{p}.embed_positions.weight": state["embed.positional.table.weight"]}
+    def base_to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str) -> dict[str, torch.Tensor]:
+        out = {f"{prefix}embed_tokens.weight": state["embed.tokens.weight"],
+               f"{prefix}embed_positions.weight": state["embed.positional.table.weight"]}
         for i in range(cfg.n_layers):
-            z, h = f"decoder_stack.layers.{i}", f"{p}.layers.{i}"
+            z, h = f"decoder_stack.layers.{i}", f"{prefix}layers.{i}"
             for part in ("weight", "bias"):
                 for name, chunk in zip("qkv", state[f"{z}.self_attn.qkv.{part}"].chunk(3), strict=True):
                     out[f"{h}.self_attn.{name}_proj.{part}"] = chunk
                 for zoo_name, hf_name in _LAYER.items():
                     out[f"{h}.{hf_name}.{part}"] = state[f"{z}.{zoo_name}.{part}"]
         if uses_final_norm(cfg):
-            out[f"{p}.final_layer_norm.weight"] = state["decoder_stack.final_norm.weight"]
-            out[f"{p}.final_layer_norm.bias"] = state["decoder_stack.final_norm.bias"]
-        if not cfg.tie_embeddings:
-            out["lm_head.weight"] = state["head.proj.weight"]
+            out[f"{prefix}final_layer_norm.weight"] = state["decoder_stack.final_norm.weight"]
+            out[f"{prefix}final_layer_norm.bias"] = state["decoder_stack.final_norm.bias"]
         return out

@@ -6,6 +6,7 @@ plain RoPE frequencies: `longrope` (Phi-3 128k, Phi-3.5, Phi-4-mini; 4.x `su` / 
 from __future__ import annotations
 
 from zoo.config import ModelConfig
+from zoo.pretrained.decoder_heads import NO_QA
 from zoo.pretrained.decoder_tensors import Linears
 from zoo.pretrained.family import FAMILIES
 from zoo.pretrained.mistral import Mistral
@@ -15,6 +16,8 @@ from zoo.pretrained.mistral import Mistral
 class Phi3(Mistral):
     model_type = "phi3"
     architecture = "Phi3ForCausalLM"
+    class_prefix = "Phi3"
+    heads = NO_QA  # transformers has no Phi3ForQuestionAnswering
     hf_defaults = {"max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "sliding_window": None}
     rope_types = {"default": "none"}
     partial_rotary = True

@@ -17,6 +17,7 @@ _KINDS = ("full_attention", "sliding_attention")
 class Qwen2(Llama):
     model_type = "qwen2"
     architecture = "Qwen2ForCausalLM"
+    class_prefix = "Qwen2"
     hf_defaults = {"max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "sliding_window": 4096,
                    "max_window_layers": 28}
 

@@ -16,6 +16,7 @@ from zoo.pretrained.qwen2 import Qwen2
 class Qwen3(Qwen2):
     model_type = "qwen3"
     architecture = "Qwen3ForCausalLM"
+    class_prefix = "Qwen3"
     hf_defaults = {**Qwen2.hf_defaults, "head_dim": 128}
 
     def from_hf(self, hf: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
