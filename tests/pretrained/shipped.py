@@ -1,6 +1,6 @@
 """Folders "as shipped", built locally with transformers and sentence-transformers (nothing downloaded): every
-encoder family x head (bare base model with tensor names without the prefix, masked LM with the tied decoder
-left out of the file, sequence / token classification with named labels, question answering), fp16 / bf16
+family x head (bare base model with tensor names without the prefix, masked / causal LM with the tied head left
+out of the file, sequence / token classification with named labels, question answering), fp16 / bf16
 weight files, sharded safetensors, a `pytorch_model.bin` only as transformers 4 wrote it (tied weights and
 `position_ids` inside), and a sentence-transformers folder (`modules.json`, `1_Pooling/`, a tokenizer.json that
 stores padding and truncation at 128) written by that package itself. `Shipped` builds each folder once."""
@@ -28,6 +28,36 @@ FAMILIES = {
     "distilbert": ("DistilBertConfig", dict(dim=32, n_layers=2, n_heads=4, hidden_dim=48, vocab_size=99,
                                             max_position_embeddings=40), "DistilBert"),
 }
+ENCODERS = tuple(FAMILIES)
+# decoders: pad_token_id 0, bos 1, eos 2 (the test ids start at 3, so a classifier's last real token is the last
+# non-pad one); GQA where the family has it; Gemma's and Qwen3's head_dim given (their defaults are 256 / 128)
+_LLAMA = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=40,
+              vocab_size=99, max_position_embeddings=40, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+DECODERS = {
+    "gpt2": ("GPT2Config", dict(n_embd=32, n_layer=2, n_head=4, vocab_size=99, n_positions=40, pad_token_id=0,
+                                bos_token_id=1, eos_token_id=2), "GPT2"),
+    "llama": ("LlamaConfig", _LLAMA, "Llama"),
+    "mistral": ("MistralConfig", _LLAMA, "Mistral"),
+    "qwen2": ("Qwen2Config", _LLAMA, "Qwen2"),
+    "qwen3": ("Qwen3Config", dict(_LLAMA, head_dim=8), "Qwen3"),
+    "phi3": ("Phi3Config", _LLAMA, "Phi3"),
+    "gemma": ("GemmaConfig", dict(_LLAMA, head_dim=8), "Gemma"),
+    "gemma2": ("Gemma2Config", dict(_LLAMA, head_dim=8), "Gemma2"),
+    "gpt_neox": ("GPTNeoXConfig", {k: v for k, v in _LLAMA.items() if k != "num_key_value_heads"}, "GPTNeoX"),
+    "opt": ("OPTConfig", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, ffn_dim=40, vocab_size=99,
+                              max_position_embeddings=40, word_embed_proj_dim=32, pad_token_id=0, bos_token_id=1,
+                              eos_token_id=2), "OPT"),
+}
+_SEQ2SEQ = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+                encoder_ffn_dim=48, decoder_ffn_dim=48, vocab_size=99, max_position_embeddings=40, pad_token_id=0,
+                bos_token_id=1, eos_token_id=2, decoder_start_token_id=2)
+SEQ2SEQ = {
+    "bart": ("BartConfig", _SEQ2SEQ, "Bart"),
+    "marian": ("MarianConfig", dict(_SEQ2SEQ, decoder_start_token_id=0, forced_eos_token_id=2), "Marian"),
+    "t5": ("T5Config", dict(d_model=32, d_kv=8, d_ff=48, num_layers=2, num_heads=4, vocab_size=99, pad_token_id=0,
+                            eos_token_id=1, decoder_start_token_id=0), "T5"),
+}
+FAMILIES.update({**DECODERS, **SEQ2SEQ})
 # zoo head -> the transformers class-name suffix a folder of that head names in `architectures`
 CLASSES = {"none": "Model", "lm": "ForMaskedLM", "classifier": "ForSequenceClassification",
            "token_classifier": "ForTokenClassification", "qa": "ForQuestionAnswering"}
@@ -96,10 +126,11 @@ class Shipped:
             self._folders[key] = save(model, self.root / f"{family}-{suffix}-{variant}", variant)
         return self._folders[key]
 
-    def sentence_transformers(self) -> Path:
-        if "st" not in self._folders:
-            self._folders["st"] = sentence_transformers_folder(self.root / "st")
-        return self._folders["st"]
+    def sentence_transformers(self, pooling: str = "mean", normalize: bool = False) -> Path:
+        name = "st" + ("" if pooling == "mean" else f"-{pooling}") + ("-normalize" if normalize else "")
+        if name not in self._folders:
+            self._folders[name] = sentence_transformers_folder(self.root / name, pooling, normalize)
+        return self._folders[name]
 
 
 # ------------------------------------------------------------------------------- sentence-transformers
@@ -128,10 +159,11 @@ def wordpiece_tokenizer(folder: Path) -> None:
     fast.save_pretrained(folder)
 
 
-def sentence_transformers_folder(folder: Path) -> Path:
-    """A bare BertModel (pooler included, names without `bert.`) + mean Pooling, saved by sentence-transformers."""
+def sentence_transformers_folder(folder: Path, pooling: str = "mean", normalize: bool = False) -> Path:
+    """A bare BertModel (pooler included, names without `bert.`) + `pooling` Pooling (+ Normalize), saved by
+    sentence-transformers."""
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
     base = folder.parent / f"{folder.name}-base"
     wordpiece_tokenizer(base)
@@ -141,6 +173,6 @@ def sentence_transformers_folder(folder: Path) -> Path:
         max_position_embeddings=STORED_LENGTH + 2, pad_token_id=0)))
     bert.save_pretrained(base)
     word = Transformer(str(base), max_seq_length=STORED_LENGTH)
-    pooling = Pooling(word.get_embedding_dimension(), "mean")
-    SentenceTransformer(modules=[word, pooling], device="cpu").save(str(folder))
+    modules = [word, Pooling(word.get_embedding_dimension(), pooling), *([Normalize()] if normalize else [])]
+    SentenceTransformer(modules=modules, device="cpu").save(str(folder))
     return folder
