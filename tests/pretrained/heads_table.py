@@ -1,4 +1,4 @@
-"""Every encoder family x head that `zoo.from_pretrained` loads, and what test_heads.py checks for each. The
+"""Every family x head that `zoo.from_pretrained` loads, and what test_heads.py checks for each. The
 "Family x head" table of docs/pretrained.md is rendered from CASES: `python -m tests.pretrained.heads_table`
 rewrites it, test_heads.py::test_docs_table_is_rendered_from_the_cases checks it is current, and every other
 test of test_heads.py runs over CASES, so each cell is a claim a test makes. Add a case to add a row."""
@@ -9,20 +9,44 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.pretrained.shipped import CLASSES, FAMILIES, NAMED
+import transformers
+
+from tests.pretrained.shipped import CLASSES, DECODERS, ENCODERS, FAMILIES, NAMED
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "pretrained.md"
 START, END = "<!-- family-x-head:start -->", "<!-- family-x-head:end -->"
 
 # zoo head -> the outputs compared with transformers' (zoo ModelOutput field -> transformers output field);
-# every case also compares `all_hidden_states` with transformers' `hidden_states` (every layer)
+# every case also compares every layer's hidden states (Kind.hidden)
 OUTPUTS = {
     "none": {"last_hidden_state": "last_hidden_state", "pooler_output": "pooler_output"},
     "lm": {"logits": "logits"},
     "classifier": {"logits": "logits"},
     "token_classifier": {"logits": "logits"},
     "qa": {"start_logits": "start_logits", "end_logits": "end_logits"},
+}
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How a case's models are fed and compared: an encoder's batch (token types where the family has them), a
+    decoder's (also left-padded with position_ids), an encoder-decoder's (source + decoder_input_ids)."""
+
+    name: str
+    hidden: tuple[tuple[str, str], ...]  # (zoo field, transformers field) holding every layer's hidden states
+    real_only: bool = False  # per-token outputs compared at real tokens (a decoder's right pads are a convention)
+    left_padded: bool = False  # also compared left-padded, with position_ids = cumsum(mask) - 1
+    decoder_ids: bool = False  # takes decoder_input_ids beside the source
+    padding: str = ""  # how the batch is padded, for the docs
+
+
+KINDS = {
+    "encoder": Kind("encoder", (("all_hidden_states", "hidden_states"),)),
+    "decoder": Kind("decoder", (("all_hidden_states", "hidden_states"),), real_only=True, left_padded=True,
+                    padding=" at real tokens, right-padded and left-padded with `position_ids`"),
+    "seq2seq": Kind("seq2seq", (("all_hidden_states", "decoder_hidden_states"),
+                                ("encoder_all_hidden_states", "encoder_hidden_states")), decoder_ids=True),
 }
 
 
@@ -37,6 +61,8 @@ class Case:
     outputs: tuple[tuple[str, str], ...] = ()  # (zoo, transformers) fields compared; () -> OUTPUTS[head]
     why: str = ""  # why the export class differs
     warns: str = ""  # the warning loading gives (tensors of the class zoo does not use)
+    kind: str = "encoder"  # KINDS: how it is run
+    note: str = ""  # what else the row says about how it loads
 
     @property
     def id(self) -> str:
@@ -58,6 +84,10 @@ class Case:
     def labelled(self) -> bool:
         return self.head in NAMED
 
+    @property
+    def runs(self) -> Kind:
+        return KINDS[self.kind]
+
 
 def _case(family: str, head: str) -> Case:
     if (family, head) == ("distilbert", "none"):  # DistilBertModel has no pooler
@@ -65,11 +95,42 @@ def _case(family: str, head: str) -> Case:
     return Case(family, CLASSES[head], head)
 
 
-CASES = [
-    *(_case(family, head) for family in FAMILIES for head in CLASSES),
+HIDDEN = (("last_hidden_state", "last_hidden_state"),)  # a bare model without pooler
+LM_SUFFIX = {"gpt2": "LMHeadModel"}  # the decoders' causal LM when not *ForCausalLM
+
+
+def _decoder_cases(family: str) -> list[Case]:
+    """Every class of the decoder family that transformers has, among the bare model and the heads zoo loads."""
+    suffixes = {"none": "Model", "lm": LM_SUFFIX.get(family, "ForCausalLM"), **{h: CLASSES[h] for h in NAMED},
+                "qa": CLASSES["qa"]}
+    return [Case(family, suffix, head, kind="decoder", outputs=HIDDEN if head == "none" else ())
+            for head, suffix in suffixes.items() if hasattr(transformers, FAMILIES[family][2] + suffix)]
+
+
+SEQ2SEQ_OUT = ("encoder_hidden_states", "encoder_last_hidden_state")  # the encoder's last output
+ENCODER_ONLY = "`arch: encoder` (T5's encoder with its relative position bias)"
+SEQ2SEQ_CASES = [
+    Case("bart", "Model", "none", kind="seq2seq", outputs=(*HIDDEN, SEQ2SEQ_OUT)),
+    Case("bart", "ForConditionalGeneration", "lm", kind="seq2seq", outputs=(("logits", "logits"), SEQ2SEQ_OUT)),
+    Case("marian", "Model", "none", kind="seq2seq", outputs=(*HIDDEN, SEQ2SEQ_OUT)),
+    Case("marian", "MTModel", "lm", kind="seq2seq", outputs=(("logits", "logits"), SEQ2SEQ_OUT)),
+    Case("t5", "Model", "none", kind="seq2seq", outputs=(*HIDDEN, SEQ2SEQ_OUT)),
+    Case("t5", "ForConditionalGeneration", "lm", kind="seq2seq", outputs=(("logits", "logits"), SEQ2SEQ_OUT)),
+    Case("t5", "EncoderModel", "none", outputs=HIDDEN, note=ENCODER_ONLY),
+    Case("t5", "ForTokenClassification", "token_classifier", note=ENCODER_ONLY),
+]
+# classes transformers has that zoo refuses, naming why: they read the decoder's output, and zoo's
+# encoder_decoder carries model.head=lm | none
+REFUSED = [("bart", "ForSequenceClassification"), ("bart", "ForQuestionAnswering"), ("bart", "ForCausalLM"),
+           ("marian", "ForCausalLM"), ("t5", "ForSequenceClassification"), ("t5", "ForQuestionAnswering")]
+
+ENCODER_CASES = [
+    *(_case(family, head) for family in ENCODERS for head in CLASSES),
     Case("bert", "ForPreTraining", "lm", exports="ForMaskedLM", outputs=(("logits", "prediction_logits"),),
          why="the next-sentence head is not kept", warns="the next-sentence head is not used"),
 ]
+DECODER_CASES = [case for family in DECODERS for case in _decoder_cases(family)]
+CASES = [*ENCODER_CASES, *DECODER_CASES, *SEQ2SEQ_CASES]
 
 
 def _cell(text: str) -> str:
@@ -84,10 +145,14 @@ def render() -> str:
              "|---|---|---|---|---|"]
     for case in CASES:
         compared = ", ".join(f"`{zoo}`" for zoo in case.compared)
+        hidden = " and ".join(f"`{zoo}`" for zoo, _ in case.runs.hidden)
         exported = "the same class" if case.export_class == case.hf_class else f"`{case.export_class}` ({case.why})"
         reload = "yes" + (", `id2label` / `label2id` kept" if case.labelled else "")
-        lines.append(f"| `{case.hf_class}` | `head: {case.head}` | {_cell(compared)}, every layer's "
-                     f"`all_hidden_states` | {_cell(exported)} | {reload} |")
+        loads = f"`head: {case.head}`" + (f", {case.note}" if case.note else "")
+        lines.append(f"| `{case.hf_class}` | {loads} | {_cell(compared)}, every layer's {hidden}{case.runs.padding} | "
+                     f"{_cell(exported)} | {reload} |")
+    refused = ", ".join(f"`{FAMILIES[family][2]}{suffix}`" for family, suffix in REFUSED)
+    lines += ["", f"Not loaded (the error names each and why): {refused}."]
     return "\n".join([*lines, END])
 
 

@@ -1,7 +1,8 @@
-"""Heads as the folder says, for every encoder family x head (tests/pretrained/heads_table.py: CASES): zoo loads
-the transformers class the folder names with outputs equal to transformers' (padded batches, every layer's
-hidden states), exports it back as the same class with its label names, and transformers reloads the export
-with equal outputs. The docs table is rendered from the same cases."""
+"""Heads as the folder says, for every family x head (tests/pretrained/heads_table.py: CASES): zoo loads the
+transformers class the folder names with outputs equal to transformers' (padded batches, every layer's hidden
+states; decoders right- and left-padded, encoder-decoders with the encoder's states too), exports it back as the
+same class with its label names, and transformers reloads the export with equal outputs. The docs table is
+rendered from the same cases."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch
 import transformers
 
 import zoo
-from tests.pretrained.heads_table import CASES, DOC, OUTPUTS, Case, render
+from tests.pretrained.heads_table import CASES, DOC, FAMILIES, OUTPUTS, REFUSED, SEQ2SEQ_CASES, Case, render
 from tests.pretrained.helpers import right_padded
 from tests.pretrained.shipped import NAMED
 
@@ -22,37 +23,53 @@ TOL = 1e-4
 
 
 def batch(case: Case, config) -> dict[str, torch.Tensor]:
-    """Right-padded ids (pads hold pad_token_id, as a tokenizer gives them) and token types where there are."""
+    """Right-padded ids (pads hold pad_token_id, as a tokenizer gives them; real ids from 3 up, never the pad),
+    token types where there are, and an encoder-decoder's decoder_input_ids."""
     ids, mask = right_padded(3, 12, config.vocab_size, [12, 8, 5], seed=1)
     pad = config.pad_token_id or 0
     inputs = {"input_ids": ids.masked_fill(mask == 0, pad), "attention_mask": mask}
     if getattr(config, "type_vocab_size", 0) > 1:
         inputs["token_type_ids"] = torch.randint(0, config.type_vocab_size, ids.shape)
+    if case.runs.decoder_ids:
+        inputs["decoder_input_ids"] = right_padded(3, 7, config.vocab_size, [7, 7, 7], seed=2)[0]
     return inputs
 
 
-def run_hf(model, inputs):
+def left_padded(config) -> dict[str, torch.Tensor]:
+    """Rows of the same lengths padded on the left, with position_ids = cumsum(mask) - 1 (given to both)."""
+    ids, mask = right_padded(3, 12, config.vocab_size, [12, 8, 5], seed=4)
+    mask = mask.flip(-1)
+    return {"input_ids": ids.masked_fill(mask == 0, config.pad_token_id), "attention_mask": mask,
+            "position_ids": (mask.cumsum(-1) - 1).clamp(min=0)}
+
+
+def run(model, inputs):
+    """transformers' model or zoo's: both take the same keyword arguments here."""
     with torch.no_grad():
         return model(**inputs, output_hidden_states=True)
 
 
-def run_zoo(model, inputs):
-    with torch.no_grad():
-        return model(inputs["input_ids"], attention_mask=inputs["attention_mask"],
-                     token_type_ids=inputs.get("token_type_ids"), output_hidden_states=True)
+def close(ours: torch.Tensor, theirs: torch.Tensor, real: torch.Tensor | None) -> float:
+    """The largest difference; per-token outputs at the `real` tokens only when given."""
+    diff = (ours - theirs).abs()
+    return float((diff[real] if real is not None and diff.shape[:2] == real.shape else diff).max())
 
 
-def assert_same_outputs(case: Case, got, ref) -> None:
-    """Every compared output and every layer's hidden states within TOL; outputs the class lacks are None."""
+def assert_same_outputs(case: Case, got, ref, mask: torch.Tensor | None = None) -> None:
+    """Every compared output and every layer's hidden states within TOL (a decoder's per-token outputs at real
+    tokens); outputs the class lacks are None."""
+    real = mask.bool() if case.runs.real_only else None
     for zoo_field, hf_field in case.compared.items():
         ours, theirs = getattr(got, zoo_field), getattr(ref, hf_field)
         assert ours is not None and ours.shape == theirs.shape, (zoo_field, None if ours is None else ours.shape)
-        assert (ours - theirs).abs().max() < TOL, (zoo_field, float((ours - theirs).abs().max()))
+        assert close(ours, theirs, real) < TOL, (zoo_field, close(ours, theirs, real))
     for absent in set(OUTPUTS[case.head]) - set(case.compared):
         assert getattr(got, absent) is None, absent
-    assert len(got.all_hidden_states) == len(ref.hidden_states)
-    for layer, (ours, theirs) in enumerate(zip(got.all_hidden_states, ref.hidden_states, strict=True)):
-        assert (ours - theirs).abs().max() < TOL, f"hidden states of layer {layer}"
+    for zoo_field, hf_field in case.runs.hidden:
+        ours, theirs = getattr(got, zoo_field), getattr(ref, hf_field)
+        assert len(ours) == len(theirs), zoo_field
+        for layer, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+            assert close(a, b, real) < TOL, f"{zoo_field} of layer {layer}"
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
@@ -65,8 +82,11 @@ def test_loads_as_the_head_and_exports_as_its_class(shipped, case, tmp_path):
     assert getattr(model, "label_names", None) == NAMED.get(case.head)
     reference = shipped.model(case.family, case.suffix)
     inputs = batch(case, reference.config)
-    ours = run_zoo(model, inputs)
-    assert_same_outputs(case, ours, run_hf(reference, inputs))
+    ours = run(model, inputs)
+    assert_same_outputs(case, ours, run(reference, inputs), inputs["attention_mask"])
+    if case.runs.left_padded:  # a decoder: the same rows padded on the left
+        left = left_padded(reference.config)
+        assert_same_outputs(case, run(model, left), run(reference, left), left["attention_mask"])
 
     out = zoo.save_pretrained(model, tmp_path / "export")
     config = json.loads((out / "config.json").read_text())
@@ -78,10 +98,39 @@ def test_loads_as_the_head_and_exports_as_its_class(shipped, case, tmp_path):
     reloaded = getattr(transformers, case.export_class).from_pretrained(out).eval()
     assert reloaded.config.id2label == reference.config.id2label
     exported = replace(case, suffix=case.exports, exports="", outputs=()) if case.exports else case  # its names
-    assert_same_outputs(exported, ours, run_hf(reloaded, inputs))
+    assert_same_outputs(exported, ours, run(reloaded, inputs), inputs["attention_mask"])
     again = zoo.from_pretrained(out)
     for (name, a), (_, b) in zip(model.state_dict().items(), again.state_dict().items(), strict=True):
         assert torch.equal(a, b), name  # zoo -> HF -> zoo is exact
+
+
+@pytest.mark.parametrize(("family", "suffix"), REFUSED, ids=lambda v: v)
+def test_a_class_transformers_has_and_zoo_does_not_load_is_named_with_why(shipped, tmp_path, family, suffix):
+    """BART / T5 sequence classification and QA read the decoder's output (zoo's encoder_decoder carries head
+    lm | none); the error names the class, why, and the classes that load."""
+    name = FAMILIES[family][2] + suffix
+    assert hasattr(transformers, name)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    config = json.loads((shipped.folder(family, "Model") / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "architectures": [name]}))
+    with pytest.raises(ValueError) as err:
+        zoo.from_pretrained(folder)
+    message = str(err.value)
+    assert f"architectures=['{name}']" in message and f" {name}: " in message
+    loaded = [case.hf_class for case in SEQ2SEQ_CASES if case.family == family]
+    assert all(cls in message for cls in loaded), loaded
+
+
+def test_every_seq2seq_class_transformers_has_is_a_case_or_refused():
+    """The encoder-decoder rows are listed by hand: none of transformers' classes of those families is missed."""
+    suffixes = ("Model", "ForConditionalGeneration", "MTModel", "EncoderModel", "ForCausalLM",
+                "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering")
+    listed = {(c.family, c.suffix) for c in SEQ2SEQ_CASES} | set(REFUSED)
+    families = {c.family for c in SEQ2SEQ_CASES}
+    missed = [FAMILIES[f][2] + s for f in families for s in suffixes
+              if hasattr(transformers, FAMILIES[f][2] + s) and (f, s) not in listed]
+    assert not missed
 
 
 def test_docs_table_is_rendered_from_the_cases():
