@@ -241,6 +241,15 @@ CHECKED_ELSEWHERE = [
              "tests/generation/test_cli.py::test_prompts_file_that_is_not_utf8_is_named"),
     BadInput("generate.py device=cuda (no GPU)", "is not available on this machine; available: cpu",
              "tests/generation/test_cli.py::test_unavailable_device_is_named_before_loading"),
+    # sentence embeddings (zoo.embed, zoo.load_embedder, python -m zoo.embedding)
+    BadInput("zoo.embed(..., pooling=\"meen\") / python -m zoo.embedding pooling=avg", "Unknown sentence pooling",
+             "tests/pretrained/test_embed.py::test_unknown_pooling_is_refused_before_the_weights_are_read"),
+    BadInput("zoo.load_embedder(<a sentence-transformers folder with a Dense module>)", "modules zoo does not run",
+             "tests/pretrained/test_embed.py::test_a_pipeline_zoo_does_not_run_is_refused_by_name"),
+    BadInput("python -m zoo.embedding input=<an empty file>", "holds no text",
+             "tests/pretrained/test_embed_cli.py::test_cli_bad_arguments_are_one_error_each"),
+    BadInput("python -m zoo.embedding output=emb.csv", "must end in",
+             "tests/pretrained/test_embed_cli.py::test_cli_bad_arguments_are_one_error_each"),
 ]
 
 
