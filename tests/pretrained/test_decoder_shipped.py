@@ -97,3 +97,33 @@ def test_a_sequence_classifier_folder_for_token_classification_reuses_only_the_s
     assert log.endswith(f"new (trained from scratch): {fresh}")
     if reused is not None:
         assert torch.equal(model.head.proj.weight, load_file(folder / "model.safetensors")[reused])
+
+
+@pytest.mark.parametrize(("preset", "head", "hf_class"), [
+    ("llama_small", "classifier", "LlamaForSequenceClassification"),
+    ("gpt2", "qa", "GPT2ForQuestionAnswering"),
+    ("pythia_70m", "token_classifier", "GPTNeoXForTokenClassification"),
+])
+def test_a_zoo_built_decoder_head_exports_as_the_family_class(tmp_path, preset, head, hf_class):
+    """A decoder trained from a preset with a task head (no folder to remember): the family is found by its knobs,
+    the class by its head, and transformers gives the same outputs."""
+    small = dict(vocab_size=99, d_model=32, n_layers=1, n_heads=4, max_seq_len=32)
+    labels = {"num_labels": 3} if head != "qa" else {}
+    model = zoo.build(preset, **small, head=head, **labels).eval()
+    out = zoo.save_pretrained(model, tmp_path / "export")
+    hf = getattr(transformers, hf_class).from_pretrained(out).eval()
+    ids, mask = right_padded(3, 10, 99, [10, 6, 2], seed=6)
+    ids = ids.masked_fill(mask == 0, model.config.pad_id)
+    with torch.no_grad():
+        ours, theirs = model(ids, attention_mask=mask), hf(input_ids=ids, attention_mask=mask)
+    field = "start_logits" if head == "qa" else "logits"
+    diff = (getattr(ours, field) - getattr(theirs, field)).abs()
+    assert float((diff if head == "classifier" else diff[mask.bool()]).max()) < 1e-4  # per token: real tokens
+
+
+def test_a_decoder_head_its_class_cannot_express_is_refused_naming_the_key(tmp_path):
+    """transformers' decoder `score` has no bias: a zoo decoder classifier with one is no LlamaForSequenceClassification."""
+    model = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=1, n_heads=4, max_seq_len=32,
+                      head="classifier", num_labels=2, head_proj_bias=True)
+    with pytest.raises(ValueError, match=r"'llama'.*model.head_proj_bias=True \(would load as False\)"):
+        zoo.save_pretrained(model, tmp_path / "export", model_type="llama")
