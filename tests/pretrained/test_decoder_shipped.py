@@ -15,6 +15,7 @@ from safetensors.torch import load_file
 
 import zoo
 from tests.pretrained.helpers import right_padded
+from tests.pretrained.shipped import hf_model
 from zoo.config import ModelConfig
 from zoo.finetune.setup import build_model, plan_init, read_init
 from zoo.tasks import TASKS
@@ -49,6 +50,22 @@ def test_tied_weights_left_out_of_the_file_are_the_token_table(shipped, family, 
     assert state["head.proj.weight"] is state[table]
     if family in ("bart", "t5"):
         assert state["src_embed.tokens.weight"] is state["tgt_embed.tokens.weight"]
+
+
+def test_a_reward_model_scores_the_last_real_token_as_transformers(tmp_path):
+    """A reward model is a *ForSequenceClassification with one label (LABEL_0): one score per sequence, read at
+    the last real token of a right-padded batch, exported back with equal scores."""
+    hf = hf_model("qwen2", "ForSequenceClassification", num_labels=1, id2label={0: "LABEL_0"}, label2id={"LABEL_0": 0})
+    hf.save_pretrained(tmp_path / "rm")
+    model = zoo.from_pretrained(tmp_path / "rm")
+    assert model.config.num_labels == 1
+    ids, mask = right_padded(3, 10, 99, [10, 7, 3], seed=7)
+    ids = ids.masked_fill(mask == 0, hf.config.pad_token_id)
+    with torch.no_grad():
+        scores = model(ids, attention_mask=mask).logits
+        assert scores.shape == (3, 1) and (scores - hf(input_ids=ids, attention_mask=mask).logits).abs().max() < 1e-4
+        again = transformers.Qwen2ForSequenceClassification.from_pretrained(zoo.save_pretrained(model, tmp_path / "x"))
+        assert (again.eval()(input_ids=ids, attention_mask=mask).logits - scores).abs().max() < 1e-4
 
 
 def folder_with_tokenizer(shipped, tmp_path, family: str, suffix: str):
