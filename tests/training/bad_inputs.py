@@ -222,6 +222,9 @@ CHECKED_ELSEWHERE = [
              "test_given_tokenizer_larger_than_the_embedding_is_refused_before_any_data"),
     BadInput("init_from= / evaluate.py ckpt= <a text file, even one starting with 'd'>", "is not a PyTorch checkpoint",
              "tests/test_checkpoint_errors.py::test_a_text_file_is_not_a_pytorch_checkpoint_whatever_its_first_letter"),
+    BadInput("zoo.from_pretrained / init_from=<a BART or T5 folder of *ForSequenceClassification / "
+             "*ForQuestionAnswering>", "zoo's encoder_decoder carries model.head=lm | none",
+             "tests/pretrained/test_heads.py::test_a_class_transformers_has_and_zoo_does_not_load_is_named_with_why"),
     # token classification / question answering data
     BadInput("data=token_tags: a tag that is not IOB2 (line 2: \"PER\")", "is not an IOB2 tag; allowed: 'O', 'B-<type>'",
              "tests/tasks/test_token_classification.py::test_bad_jsonl_names_line_and_field"),
