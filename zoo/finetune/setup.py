@@ -24,8 +24,7 @@ from zoo.finetune.init_from import (
 )
 from zoo.finetune.methods import Applied, apply_finetune, check_finetune, trainable_line
 from zoo.finetune.resume import check_resumed_training
-
-OLD_HEAD_KEYS = ("head_transform", "head_bias", "head_activation")  # describe one head; reset when it is replaced
+from zoo.modules.heads import HEADS, settle_head_keys
 
 
 @dataclass
@@ -61,11 +60,15 @@ def plan_init(resolved: Mapping[str, Any], task_head: str | None) -> InitPlan | 
     if task_head is not None and task_head != pretrained.head and "head" not in changes:
         changes = {**changes, "head": task_head, "num_labels": 0}  # the data gives num_labels
     new_head = changes.get("head", pretrained.head) != pretrained.head
-    if new_head:  # the old head's own knobs go with it
+    base = pretrained.to_dict()
+    if new_head:  # the old head's own knobs go with it; the new one is built as the source's family builds it
         defaults = ModelConfig()
-        changes = {**{k: getattr(defaults, k) for k in OLD_HEAD_KEYS}, **source.head_keys(changes["head"]), **changes}
+        old = {k: getattr(defaults, k) for k in HEADS.get(pretrained.head).reads}
+        base = {**base, **old, **source.head_keys(changes["head"])}
         notes.append(f"a new {changes['head']} head replaces the pretrained {pretrained.head} head")
-    model = with_overrides(pretrained, changes, str(value))
+    merged, _ = settle_head_keys(base, changes)  # a key the chosen head does not read: ValueError naming it
+    changed = {k: v for k, v in merged.items() if k not in pretrained.to_dict() or v != getattr(pretrained, k)}
+    model = with_overrides(pretrained, changed, str(value))
     own = not group_given("tokenizer", overrides)
     if own and not source.has_tokenizer():
         raise ValueError(f"init_from={value}: {source.kind} {value} has no tokenizer (no tokenizer.json); give "
