@@ -106,7 +106,8 @@ def whole_corpus(tok_dir: Path, corpus: Path) -> dict:
 def slice_sides(tok_dir: Path, corpus: Path, slice_mb: int) -> dict:
     """The three sides on the first ``slice_mb`` MB of the corpus, as zero-argument callables."""
     from zoo.data.documents import FileSpan, FileSpans
-    from zoo.data.pretokenize import pieces, pretokenize
+    from zoo.data.pretokenize import pretokenize
+    from zoo.data.tiling import windows
     from zoo.data.tokenizer import load_tokenizer
 
     tok = load_tokenizer(tok_dir)
@@ -114,7 +115,7 @@ def slice_sides(tok_dir: Path, corpus: Path, slice_mb: int) -> dict:
     with open(corpus, "rb") as f:
         cut = f.read(cut).rfind(b"\n") + 1
     docs = FileSpans((FileSpan(corpus, 0, cut),))
-    in_memory = list(pieces(docs.spans[0].text()))
+    in_memory = [window.text for window in windows(docs.spans[0].text())]
     out = WORK / "slice_out"
     out.mkdir(exist_ok=True)
 

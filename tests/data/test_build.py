@@ -2,11 +2,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 from omegaconf import OmegaConf
 
 from zoo.data import build_data, load_tokenizer, model_overrides
+from zoo.data.tokenizer import build_tokenizer
 
 from .conftest import SMALL_BPE, SMALL_STDLIB, SMALL_TOY
 
@@ -202,3 +204,40 @@ def test_labels_do_not_leak_through_a_tokenizer_file(cache_dir, tmp_path):
                            cache_dir=cache_dir, **KW)
     assert lm_tok.label_names is None
     assert "num_labels" not in model_overrides(lm_tok)
+
+
+def test_a_tokenizer_read_from_files_is_keyed_by_their_content_not_their_folder(cache_dir, tmp_path):
+    """evaluate.py saves the checkpoint's tokenizer to a new temporary folder on every run: the same tokenizer in
+    another folder reuses the entry (it used to be keyed by the folder's path, so evaluations never hit the cache);
+    a changed tokenizer.json, zoo_tokenizer.json or tokenizer_config.json never does; labels.json, which the data's
+    labels replace, does not count."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the zebra runs under a blue river\n" * 200, encoding="utf-8")
+    data = {"name": "text", "files": str(corpus)}
+
+    def build(name: str, path) -> list:
+        build_data(data, {"name": name, "path": str(path)}, task="lm", cache_dir=cache_dir, **KW)
+        return entries(cache_dir)
+
+    char = build_tokenizer({"name": "char"}, ["the zebra runs under a blue river\n"])
+    first = build("file", char.save(tmp_path / "a"))
+    moved = shutil.copytree(tmp_path / "a", tmp_path / "scratch" / "tokenizer")
+    (moved / "labels.json").write_text('["x", "y"]', encoding="utf-8")
+    assert build("file", moved) == first  # the same tokenizer elsewhere: the same entry
+    build_tokenizer({"name": "char"}, ["the zebra runs under a blue river!\n"]).save(tmp_path / "other")
+    assert len(build("file", tmp_path / "other")) == 2  # another vocabulary
+    meta = shutil.copytree(tmp_path / "a", tmp_path / "meta")
+    (meta / "zoo_tokenizer.json").write_text(json.dumps({"kind": "char", "clean_up_spaces": True}), encoding="utf-8")
+    assert len(build("file", meta)) == 3  # the same tokenizer.json read with other metadata
+    for name in ("x.json", "y.json"):  # bare files: their bytes, not their names
+        (tmp_path / name).write_bytes((tmp_path / "a" / "tokenizer.json").read_bytes())
+    assert len(build("file", tmp_path / "x.json")) == len(build("file", tmp_path / "y.json")) == 4
+
+    char.save_hf(tmp_path / "hf1")
+    assert len(build("hf", tmp_path / "hf1")) == 5
+    copy = shutil.copytree(tmp_path / "hf1", tmp_path / "hf2")
+    assert len(build("hf", copy)) == 5
+    config = json.loads((copy / "tokenizer_config.json").read_text(encoding="utf-8"))
+    (copy / "tokenizer_config.json").write_text(json.dumps({**config, "clean_up_tokenization_spaces": True}),
+                                                encoding="utf-8")
+    assert len(build("hf", copy)) == 6

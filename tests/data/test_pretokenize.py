@@ -1,5 +1,5 @@
-"""Streaming pre-tokenisation against the in-memory encoder, the file reader's splits and checks, the bounded
-tokenizer sample, and an interrupted build."""
+"""Streaming pre-tokenisation against one tokenizer call on each whole document and the in-memory encoder, the
+file reader's splits and checks, the bounded tokenizer sample, and an interrupted build."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from zoo.data import build_data
 from zoo.data.build import encode_documents
 from zoo.data.cache import RaggedIds
 from zoo.data.documents import FileSpan, FileSpans, TextList, file_spans
-from zoo.data.pretokenize import pieces, pretokenize
+from zoo.data.pretokenize import pretokenize
 from zoo.data.sources.stdlib import load_stdlib_text
-from zoo.data.tokenizer import build_tokenizer, chunk_text
+from zoo.data.tiling import CUTS, Cuts, windows
+from zoo.data.tokenizer import build_tokenizer
 
 from .conftest import SMALL_BPE
 
@@ -41,11 +42,20 @@ def mixed_text(n_lines: int, seed: int) -> str:
     return "\n".join(lines) + "tail without newline" + "b" * 3000
 
 
+SMALL_CUTS = Cuts(piece=300, context=40, longest=1200)  # many cuts in a short text
+
+
+@pytest.mark.parametrize("cuts", [CUTS, SMALL_CUTS], ids=["default", "small"])
 @pytest.mark.parametrize("block", [1, 7, 500, 1024, 1025, 5000])
-def test_pieces_from_blocks_equal_chunk_text_of_the_whole(block):
+def test_windows_from_blocks_equal_windows_of_the_whole(block, cuts):
     text = mixed_text(200, seed=block)
     blocks = [text[i : i + block] for i in range(0, len(text), block)]
-    assert list(pieces(blocks)) == list(chunk_text(text))
+    whole = list(windows([text], cuts))
+    assert list(windows(blocks, cuts)) == whole
+    assert "".join(w.piece for w in whole) == text and len(whole) > 1  # the pieces tile the text
+    for w in whole:  # each window is the document's text around its piece, with the context it has room for
+        assert w.text == text[w.at : w.at + len(w.text)] and 0 < len(w.piece) <= cuts.longest
+        assert w.lo == min(cuts.context, w.start) and len(w.text) - w.hi == min(cuts.context, len(text) - w.end)
 
 
 def read_ragged(folder, name, dtype):
@@ -53,6 +63,7 @@ def read_ragged(folder, name, dtype):
 
 
 def test_shards_equal_in_memory_encoding_token_for_token(tmp_path, texts, tok):
+    """... and one tokenizer call on each whole document (the windows' cuts leave no trace)."""
     docs = [*texts[:30], mixed_text(50, seed=1), "", "x"]
     n = pretokenize(tok, TextList(docs), tmp_path, "train.tokens", append_eos=True, batch_chars=20_000)
     streamed = read_ragged(tmp_path, "train.tokens", "uint16")
@@ -61,8 +72,9 @@ def test_shards_equal_in_memory_encoding_token_for_token(tmp_path, texts, tok):
     np.testing.assert_array_equal(streamed.offsets, reference.offsets)
     np.testing.assert_array_equal(streamed.ids, reference.ids)
     # and against the tokenizer itself, document by document (small batches cut documents across batches)
-    for i in (0, len(docs) - 3, len(docs) - 2, len(docs) - 1):
-        assert streamed[i].tolist() == tok.encode_long(docs[i]) + [tok.eos_id]
+    assert max(map(len, docs)) > 4 * CUTS.piece
+    for i, doc in enumerate(docs):
+        assert streamed[i].tolist() == tok.encode(doc) + [tok.eos_id] == tok.encode_long(doc) + [tok.eos_id]
 
 
 def test_file_spans_stream_in_blocks_and_equal_the_in_memory_encoding(tmp_path, tok, monkeypatch):

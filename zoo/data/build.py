@@ -1,9 +1,9 @@
 """``build_data``: config -> (tokenizer, datamodule), with a content-hash cache.
 
-The cache key hashes the corpus content (every split), the tokenizer config (and file bytes for
-``tokenizer=file``) and the format version. A hit reuses the saved tokenizer and the memmapped ids,
-so nothing is retrained or re-encoded; a miss writes the whole entry in a temporary directory and
-publishes it with one rename.
+The cache key hashes the corpus content (every split), the tokenizer config (for a tokenizer read from files,
+``tokenizer=file|hf``, the files' bytes in place of their path) and the format version. A hit reuses the saved
+tokenizer and the memmapped ids, so nothing is retrained or re-encoded; a miss writes the whole entry in a
+temporary directory and publishes it with one rename.
 """
 
 from __future__ import annotations
@@ -32,11 +32,12 @@ from zoo.data.entry import CacheEntry
 from zoo.data.pretokenize import bytes_name, pretokenize
 from zoo.data.sources import LabelledCorpus, PairCorpus, TextCorpus, load_source
 from zoo.data.sources.base import TextStreams
+from zoo.data.tiling import encode_texts
 from zoo.data.tokenizer import (
     DEFAULT_TRAIN_BYTES,
+    TOKENIZER_FILE,
     ZooTokenizer,
     build_tokenizer,
-    chunk_text,
     tokenizer_files,
     tokenizer_options,
     validate_tokenizer_cfg,
@@ -46,7 +47,7 @@ from zoo.utils import plain_dict
 if TYPE_CHECKING:
     from zoo.tasks import Task
 
-ENCODE_BATCH = 4096  # text pieces per encode_batch call
+ENCODE_BATCH = 4096  # windows per encode_batch call
 SCORED_SPLITS = ("val", "test")  # text splits evaluation scores: their tokens' source bytes are kept
 log = logging.getLogger(__name__)
 
@@ -55,18 +56,10 @@ log = logging.getLogger(__name__)
 
 
 def encode_documents(tokenizer: ZooTokenizer, docs: list[str], *, append_eos: bool) -> RaggedIds:
-    """Encode ``docs`` (long ones piecewise) into ragged rows; ``append_eos`` frames each as one document of a
-    stream (zoo, GPT-2: ``doc <eos>``; BERT: ``[CLS] doc [SEP]``: ``tokenizer.specials.document``)."""
-    pieces, owner = [], []
-    for i, doc in enumerate(docs):
-        for piece in chunk_text(doc):
-            pieces.append(piece)
-            owner.append(i)
-    rows: list[list[int]] = [[] for _ in docs]
-    for start in range(0, len(pieces), ENCODE_BATCH):
-        encoded = tokenizer.encode_batch(pieces[start : start + ENCODE_BATCH])
-        for doc_index, ids in zip(owner[start : start + ENCODE_BATCH], encoded, strict=True):
-            rows[doc_index].extend(ids)
+    """Encode ``docs`` into ragged rows, each equal to one tokenizer call on the document (long ones in bounded
+    windows, zoo.data.tiling); ``append_eos`` frames each as one document of a stream (zoo, GPT-2: ``doc <eos>``;
+    BERT: ``[CLS] doc [SEP]``: ``tokenizer.specials.document``)."""
+    rows = encode_texts(tokenizer.hf, docs, batch=ENCODE_BATCH)
     if append_eos:
         before, after = tokenizer.specials.document_ends()
         rows = [[*before, *row, *after] for row in rows]
@@ -151,15 +144,18 @@ def tokenizer_sample(docs: Documents, tokenizer_cfg: Mapping[str, Any], seed: in
 
 
 def _tokenizer_fingerprint(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The tokenizer config plus a hash of each file it reads (``tokenizer=file``, ``tokenizer=hf``)."""
+    """The tokenizer config, where it reads files (``tokenizer=file``, ``tokenizer=hf``) with a hash of each in
+    place of their folder: two folders holding the same tokenizer (evaluate.py saves the checkpoint's to a new
+    temporary folder each run) share cache entries, a changed file never does."""
     files = tokenizer_files(cfg)
     if not files:
         return cfg
     for target in files:
         if not target.is_file():
             raise FileNotFoundError(f"tokenizer.path: tokenizer file not found: {target}")
-    digests = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
-    return {**cfg, "sha256": next(iter(digests.values())) if len(digests) == 1 else digests}
+    given = Path(cfg["path"])
+    digests = {TOKENIZER_FILE if f == given else f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+    return {**{k: v for k, v in cfg.items() if k != "path"}, "sha256": digests}
 
 
 def build_data(

@@ -1,8 +1,9 @@
 """Streaming pre-tokenisation: documents -> token ids on disk, with memory that does not grow with the corpus.
 
-Text arrives in blocks (``Documents.blocks``), is cut into the same <= CHUNK_CHARS pieces as
-``chunk_text`` would cut the whole document, and is encoded a batch at a time with the ``tokenizers``
-library's multi-threaded ``encode_batch`` while the next batch is read (the library releases the GIL).
+Text arrives in blocks (``Documents.blocks``) and is cut into bounded pieces, each inside a window of context
+(zoo.data.tiling), so that a document's ids equal one tokenizer call on the whole document. Windows are encoded a
+batch at a time with the ``tokenizers`` library's multi-threaded ``encode_batch`` while the next batch is read (the
+library releases the GIL), and each piece keeps the tokens that start in it (``Tiler``, which checks every cut).
 Ids are appended straight to ``<name>.ids.bin`` (uint16/uint32 by vocabulary size) and document ends to
 ``<name>.offsets.bin``: the ``RaggedIds`` layout of a cache entry; on request, the UTF-8 bytes of source text
 each token spells go to ``<name>.bytes.bin`` (uint32, one per token: what bits per byte divides by, ``<unk>``
@@ -17,7 +18,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -25,49 +26,24 @@ import numpy as np
 
 from zoo.data.cache import id_dtype
 from zoo.data.documents import ContentHash, Documents
-from zoo.data.tokenizer import CHUNK_CHARS, ZooTokenizer
+from zoo.data.tiling import CUTS, Cuts, Tiler, Tokens, Window, windows
+from zoo.data.tokenizer import ZooTokenizer
 
 BATCH_CHARS = 4 << 20  # characters of text per encode_batch call (~4 MB: memory stays at a few batches)
-END = None  # marks the end of a document in the piece stream
+END = None  # marks the end of a document in the window stream
 log = logging.getLogger(__name__)
 
 
-def pieces(blocks: Iterable[str], max_chars: int = CHUNK_CHARS) -> Iterator[str]:
-    """The pieces ``chunk_text("".join(blocks), max_chars)`` gives, without joining the blocks: a piece is
-    cut once more than ``max_chars`` characters follow its start (then ``end < n`` holds either way)."""
-    buf = ""
-    for block in blocks:
-        buf += block
-        start = 0
-        while len(buf) - start > max_chars:
-            end = start + max_chars
-            cut = buf.rfind("\n", start, end)
-            if cut >= start + max_chars // 2:
-                end = cut + 1
-            yield buf[start:end]
-            start = end
-        buf = buf[start:]
-    start = 0
-    while start < len(buf):  # the last (<= max_chars + a bit) characters: the same rule, now knowing n
-        end = min(start + max_chars, len(buf))
-        if end < len(buf):
-            cut = buf.rfind("\n", start, end)
-            if cut >= start + max_chars // 2:
-                end = cut + 1
-        yield buf[start:end]
-        start = end
-
-
-def batches(docs: Documents, batch_chars: int = BATCH_CHARS, content: ContentHash | None = None
-            ) -> Iterator[list[str | None]]:
-    """Pieces of every document with ``END`` after each document, grouped into ~``batch_chars`` batches;
+def batches(docs: Documents, batch_chars: int = BATCH_CHARS, content: ContentHash | None = None,
+            cuts: Cuts = CUTS) -> Iterator[list[Window | None]]:
+    """The windows of every document with ``END`` after each document, grouped into ~``batch_chars`` batches;
     ``content`` hashes the text as it is read."""
-    batch: list[str | None] = []
+    batch: list[Window | None] = []
     size = 0
     for doc in docs.blocks():
-        for piece in pieces(content.through(doc) if content is not None else doc):
-            batch.append(piece)
-            size += len(piece)
+        for window in windows(content.through(doc) if content is not None else doc, cuts):
+            batch.append(window)
+            size += len(window.text)
             if size >= batch_chars:
                 yield batch
                 batch, size = [], 0
@@ -137,45 +113,45 @@ def utf8_sizes(text: str) -> np.ndarray:
     return 1 + (points >= 0x80).astype(np.int64) + (points >= 0x800) + (points >= 0x10000)
 
 
-def token_bytes(piece: str, offsets: Sequence[tuple[int, int]]) -> tuple[np.ndarray, int]:
-    """(n,) UTF-8 bytes of ``piece`` that each of its n tokens spells, from the end of the token before to its
-    own end (character ``offsets``), and the bytes after the last token. Text a tokenizer drops (stripped
-    whitespace) counts with the token after it; a character cut into several byte-level tokens counts once;
-    an unknown character as ``<unk>`` counts its own bytes."""
-    at = np.zeros(len(piece) + 1, dtype=np.int64)  # byte offset of each character position
-    np.cumsum(utf8_sizes(piece), out=at[1:])
-    ends = np.maximum.accumulate(np.fromiter((end for _, end in offsets), dtype=np.int64, count=len(offsets)))
-    reached = at[ends]  # (n,) byte offset where each token ends
-    return np.diff(reached, prepend=0), int(at[-1] - (reached[-1] if len(reached) else 0))
-
-
 class RaggedWriter:
     """Appends documents' ids to ``<name>.ids.bin`` and their end offsets to ``<name>.offsets.bin`` (and with
-    ``count_bytes`` each token's source bytes to ``<name>.bytes.bin``)."""
+    ``count_bytes`` each token's source bytes to ``<name>.bytes.bin``); ``tiler`` turns encoded windows into the
+    tokens each piece keeps."""
 
     def __init__(self, directory: Path, name: str, dtype: np.dtype,
-                 frame: tuple[Sequence[int], Sequence[int]], count_bytes: bool = False) -> None:
+                 frame: tuple[Sequence[int], Sequence[int]], tiler: Tiler, count_bytes: bool = False) -> None:
         """``frame``: the ids written before and after each document (``specials.document_ends()``)."""
         self.ids = open(directory / f"{name}.ids.bin", "wb")  # noqa: SIM115  (closed by close())
         self.offsets = open(directory / f"{name}.offsets.bin", "wb")  # noqa: SIM115
         self.offsets.write(np.zeros(1, dtype=np.int64).tobytes())
         counts = directory / f"{bytes_name(name)}.bin"
         self.counts = open(counts, "w+b") if count_bytes else None  # noqa: SIM115
-        self.dtype, (self.before, self.after) = dtype, frame
+        self.dtype, (self.before, self.after), self.tiler = dtype, frame, tiler
         self.n_tokens, self.in_document = 0, False
         self.carry = 0  # source bytes read but not yet spelled by a token (given to the next one)
+        self.read = self.reached = 0  # UTF-8 bytes of the open document read so far / spelled by its tokens
 
-    def _spelled(self, counts: np.ndarray, rest: int = 0) -> np.ndarray:
-        """``counts`` with the carried bytes added to the first token; ``rest`` carried on."""
+    def _carried(self, counts: np.ndarray) -> np.ndarray:
+        """``counts`` with the carried bytes added to the first token."""
         if len(counts):
             counts[0] += self.carry
             self.carry = 0
-        self.carry += rest
         return counts
 
-    def write(self, batch: list[str | None], encodings: list) -> int:
-        """One encoded batch (``END`` closes a document); returns the UTF-8 bytes of text it held."""
-        encoded = iter(encodings)
+    def _spelled(self, tokens: Tokens) -> tuple[np.ndarray, int]:
+        """(kept tokens' source bytes, the piece's bytes): each token spells the document's bytes from the
+        furthest any token before it reached to its own end (text a tokenizer drops counts with the token after
+        it, a character cut into several byte-level tokens once), wherever the piece boundaries fall."""
+        window = tokens.window
+        at = np.zeros(len(window.text) - window.lo + 1, dtype=np.int64)  # bytes from the piece's start
+        np.cumsum(utf8_sizes(window.text[window.lo :]), out=at[1:])
+        ends = np.clip(tokens.kept_ends() - window.lo, 0, len(at) - 1)
+        reach = np.maximum.accumulate(np.concatenate(([self.reached], self.read + at[ends])))
+        self.reached, self.read = int(reach[-1]), self.read + int(at[window.hi - window.lo])
+        return self._carried(np.diff(reach)), int(at[window.hi - window.lo])
+
+    def write(self, batch: list[Window | None], encodings: list) -> int:
+        """One encoded batch (``END`` closes a document); returns the UTF-8 bytes of text written."""
         parts: list[np.ndarray] = []
         counts: list[np.ndarray] = []  # (with count_bytes) the source bytes of each token in `parts`
         ends: list[int] = []
@@ -184,25 +160,29 @@ class RaggedWriter:
         def frame(ids: Sequence[int]) -> None:  # frame tokens spell no text of their own, only what was carried
             parts.append(np.asarray(ids, dtype=self.dtype))
             if self.counts is not None:
-                counts.append(self._spelled(np.zeros(len(ids), dtype=np.int64)))
+                counts.append(self._carried(np.zeros(len(ids), dtype=np.int64)))
 
-        for piece in batch:
+        for tokens in self.tiler.feed(batch, encodings):
             if not self.in_document:
                 frame(self.before)
                 position += len(self.before)
                 self.in_document = True
-            if piece is END:
+            if tokens is END:
+                self.carry += self.read - self.reached  # the text after the document's last token
+                self.read = self.reached = 0
                 frame(self.after)
                 position += len(self.after)
                 self.in_document = False
                 ends.append(position)
+                continue
+            parts.append(tokens.kept_ids().astype(self.dtype))
+            position += len(parts[-1])
+            if self.counts is not None:
+                spelled, size = self._spelled(tokens)
+                counts.append(spelled)
             else:
-                encoding = next(encoded)
-                parts.append(np.asarray(encoding.ids, dtype=self.dtype))
-                position += len(parts[-1])
-                nbytes += len(piece.encode("utf-8"))
-                if self.counts is not None:
-                    counts.append(self._spelled(*token_bytes(piece, encoding.offsets)))
+                size = len(tokens.window.piece.encode("utf-8"))
+            nbytes += size
         flat = np.concatenate(parts) if parts else np.empty(0, dtype=self.dtype)
         self.ids.write(flat.tobytes())
         self.n_tokens = position
@@ -236,25 +216,28 @@ def pretokenize(
     progress: bool = True,
     count_bytes: bool = False,
     fingerprint: str | None = None,
+    cuts: Cuts = CUTS,
 ) -> int:
     """Encode ``docs`` into ``directory/<name>.ids.bin`` + ``<name>.offsets.bin`` (one row per document,
     framed as ``encode_documents`` frames it when ``append_eos``; ``count_bytes``: ``<name>.bytes.bin`` too);
     returns the number of tokens. One batch is encoded while the next is read and split, so the reader and
     the tokenizer's threads overlap. ``fingerprint``: the ``docs.fingerprint()`` the caller keyed the result
-    on; text that hashes otherwise as it is encoded (a file rewritten meanwhile) raises ValueError."""
+    on; text that hashes otherwise as it is encoded (a file rewritten meanwhile) raises ValueError. ``cuts``:
+    how documents are cut into windows (zoo.data.tiling)."""
     hf = tokenizer.hf
     frame = tokenizer.specials.document_ends() if append_eos else ((), ())
-    writer = RaggedWriter(directory, name, id_dtype(tokenizer.vocab_size), frame, count_bytes=count_bytes)
+    tiler = Tiler(lambda text: hf.encode(text, add_special_tokens=False), cuts)
+    writer = RaggedWriter(directory, name, id_dtype(tokenizer.vocab_size), frame, tiler, count_bytes=count_bytes)
     meter = Progress(f"tokenizing {name}", docs.nbytes, enabled=progress)
     content = ContentHash()
 
-    def encode(batch: list[str | None]):
-        return batch, hf.encode_batch([p for p in batch if p is not END], add_special_tokens=False)
+    def encode(batch: list[Window | None]):
+        return batch, hf.encode_batch([w.text for w in batch if w is not END], add_special_tokens=False)
 
     try:
         with ThreadPoolExecutor(max_workers=1) as pool:
             pending = None
-            for batch in batches(docs, batch_chars, content):  # read the next batch while the previous one encodes
+            for batch in batches(docs, batch_chars, content, cuts):  # read the next batch while the previous one encodes
                 submitted = pool.submit(encode, batch)
                 if pending is not None:
                     meter.advance(writer.write(*pending.result()))
@@ -264,6 +247,11 @@ def pretokenize(
     finally:
         writer.close()
         meter.close()
+    if tiler.hard_cuts:
+        log.warning("%s: %d cut(s) where the windows either side disagreed even as one piece of %s characters (a "
+                    "run that long without whitespace or punctuation): each side encoded alone, so the ids near "
+                    "such a cut may differ from one call on the whole document", name, tiler.hard_cuts,
+                    f"{tiler.cuts.longest:,}")
     if fingerprint is not None and content.hexdigest() != fingerprint:
         raise ValueError(f"{docs.origin} changed while it was being read: the text tokenized for {name} is not the "
                          "text the data cache key was computed from, so nothing was cached; run again once the "

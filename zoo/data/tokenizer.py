@@ -27,13 +27,15 @@ from tokenizers import Tokenizer as HFTokenizer
 
 from zoo.data.cache import atomic_write_bytes, atomic_write_json
 from zoo.data.specials import SpecialTokens
+from zoo.data.tiling import encode_texts
 from zoo.options import TEXT, Options, check_entry, integer, optional
 from zoo.registry import Registry
 
 SPECIAL_TOKENS: tuple[str, ...] = ("<pad>", "<bos>", "<eos>", "<unk>", "<mask>")
 PAD_ID, BOS_ID, EOS_ID, UNK_ID, MASK_ID = range(len(SPECIAL_TOKENS))
 BYTE_ALPHABET_SIZE = 256
-CHUNK_CHARS = 1024  # longest piece handed to the BPE trainer/encoder (a huge line must not hang it)
+CHUNK_CHARS = 1024  # longest piece handed to the BPE trainer (a huge line must not hang it); encoding cuts
+# documents as zoo.data.tiling says
 TOKENIZER_FILE = "tokenizer.json"
 META_FILE = "zoo_tokenizer.json"
 LABELS_FILE = "labels.json"
@@ -99,11 +101,9 @@ class ZooTokenizer:
         return [e.ids for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
 
     def encode_long(self, text: str) -> list[int]:
-        """Encode arbitrarily long text piecewise (pieces end at line breaks where possible)."""
-        out: list[int] = []
-        for ids in self.encode_batch(list(chunk_text(text))):
-            out.extend(ids)
-        return out
+        """``encode(text)``'s ids, computed in bounded windows of the text (zoo.data.tiling), so a text of any
+        length takes bounded memory per call and the windows encode in parallel."""
+        return encode_texts(self.hf, [text])[0]
 
     def decode(self, ids: Sequence[int] | Any, skip_special_tokens: bool = True) -> str:
         """Text of ``ids`` (a list or a 1-D tensor/array)."""
@@ -211,7 +211,9 @@ def _read_json(path: Path) -> Any:
 
 
 def chunk_text(text: str, max_chars: int = CHUNK_CHARS) -> Iterator[str]:
-    """Split text into pieces of at most ``max_chars``, cutting after a newline when one is near."""
+    """Split text into pieces of at most ``max_chars``, cutting after a newline when one is near: what BPE
+    training counts words in (a word cut at a piece's end adds one rare fragment to the counts; encoding never
+    cuts this way, see zoo.data.tiling)."""
     start, n = 0, len(text)
     while start < n:
         end = min(start + max_chars, n)
@@ -330,8 +332,17 @@ def tokenizer_from_file(texts: Sequence[str], *, path: str) -> ZooTokenizer:
     return load_tokenizer(path)
 
 
+def _saved_files(path: Path) -> list[Path]:
+    """What ``load_tokenizer(path)`` reads that decides the ids: a bare file, or a saved folder's tokenizer and
+    its metadata (special-token roles; ``labels.json`` is not: the data's labels replace it)."""
+    if not path.is_dir():
+        return [path]
+    meta = path / META_FILE
+    return [path / TOKENIZER_FILE, meta] if meta.is_file() else [path / TOKENIZER_FILE]
+
+
 TOKENIZER_FILES: dict[str, Callable[[Path], list[Path]]] = {
-    "file": lambda path: [path / TOKENIZER_FILE if path.is_dir() else path],
+    "file": _saved_files,
 }  # tokenizer name -> the files its `path` names (a tokenizer read from files registers one here)
 
 
