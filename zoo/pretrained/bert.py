@@ -210,6 +210,9 @@ class Bert(HeadedFamily):
             "max_position_embeddings": cfg.max_seq_len, "type_vocab_size": cfg.type_vocab_size,
             "hidden_dropout_prob": cfg.dropout, "attention_probs_dropout_prob": cfg.attention_dropout,
             "pad_token_id": cfg.pad_id, "tie_word_embeddings": cfg.tie_embeddings,
+            # BertConfig has no bos/eos of its own but keeps these (as RoBERTa's and DistilBERT's do), so a model
+            # whose bos is [CLS] (101, a BERT tokenizer's) reads back as itself
+            "bos_token_id": cfg.bos_id, "eos_token_id": cfg.eos_id,
         }
 
     def base_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:

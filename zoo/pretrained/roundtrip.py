@@ -29,6 +29,8 @@ def effective(cfg: ModelConfig) -> dict[str, Any]:
     out.update(head_settings(cfg))
     for key in ("ffn_ratio", "n_layers", *NOT_IN_THE_MODEL):  # n_layers: in the resolved encoder/decoder_layers
         out.pop(key)
+    if cfg.arch != "encoder_decoder":  # only a seq2seq decoder starts from it (a BERT tokenizer's is its [PAD])
+        out.pop("decoder_start_id")
     return out
 
 
