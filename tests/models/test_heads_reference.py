@@ -173,6 +173,22 @@ def test_decoder_classifier_pools_the_last_real_token_as_llama(llama_classifier,
         torch.testing.assert_close(mine[mask.bool()], theirs[mask.bool()], atol=TOL, rtol=0)  # real positions
 
 
+def test_decoder_classifier_with_pad_equal_to_eos_pools_as_llama(llama_classifier, batch):
+    """A reward model whose pad token is its eos (common for Llama / Qwen): each text ends in eos, then pads of
+    the same id. transformers pools the rightmost token that is not pad_id, so the trailing eos is skipped; zoo
+    must pool the same token whether or not it is given the mask that marks that eos as real."""
+    hf, model = llama_classifier
+    ids, mask = batch
+    eos = 0  # == pad_id of both models
+    lengths = mask.sum(-1)
+    ids = ids.clone()
+    ids[torch.arange(3), lengths - 1] = eos  # the last real token of each row is the eos
+    with torch.no_grad():
+        ref = hf(input_ids=ids, attention_mask=mask).logits
+        for got in (model(ids, attention_mask=mask).logits, model(ids).logits):
+            torch.testing.assert_close(got, ref, atol=TOL, rtol=0)
+
+
 def test_bare_decoder_hidden_states_match_llama_model(llama_classifier, batch):
     """head=none on the same weights: last_hidden_state is LlamaModel's (after the final norm)."""
     hf, _ = llama_classifier

@@ -28,16 +28,17 @@ def pool_first(x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.T
 @POOLINGS.register("last")
 def pool_last(x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
               pad_id: int | None) -> torch.Tensor:
-    """(B, T, C) -> (B, C): the last real token, as transformers' decoder *ForSequenceClassification: with an
-    attention mask the rightmost position whose mask is 1, without one the rightmost token that is not pad_id
-    (`(arange(T) * (ids != pad)).argmax(-1)`), the last position when pad_id is None. A row with no real
-    token pools position 0 (argmax of zeros), as there."""
+    """(B, T, C) -> (B, C): the last real token, as transformers' decoder *ForSequenceClassification pools it:
+    the rightmost token that is not pad_id (`(arange(T) * (ids != pad)).argmax(-1)`), so a reward model whose pad
+    is its eos skips the trailing eos exactly as it was trained to; a given attention mask further excludes the
+    positions it marks as padding; with neither, the last position. A row with no real token pools position 0
+    (argmax of zeros), as there."""
     b, t = x.shape[:2]
+    real = None if pad_id is None else input_ids != pad_id  # (B, T)
     if attention_mask is not None:
-        real = attention_mask[:, -t:] != 0  # (B, T); a cached prefix's columns come first
-    elif pad_id is not None:
-        real = input_ids != pad_id
-    else:
+        marked = attention_mask[:, -t:] != 0  # (B, T); a cached prefix's columns come first
+        real = marked if real is None else real & marked
+    if real is None:
         return x[:, -1]
     index = (torch.arange(t, device=x.device) * real).argmax(-1)  # (B,) rightmost real position
     return x[torch.arange(b, device=x.device), index]
