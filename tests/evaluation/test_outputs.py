@@ -66,3 +66,18 @@ def test_default_output_writes_only_the_metrics(lm_checkpoint, make_eval_cfg, tm
     ckpt, corpus = lm_checkpoint
     evaluate(make_eval_cfg([f"ckpt={ckpt}", "data=text", f"data.files={corpus}"]))
     assert list(tree(tmp_path / "eval")) == ["metrics.json"]  # paths.output_dir: no tokenizer/ beside it
+
+
+def test_a_second_evaluation_reuses_the_data_cache(lm_checkpoint, make_eval_cfg, monkeypatch):
+    """The checkpoint's tokenizer is saved to a new temporary folder on each run; the data cache is keyed by the
+    tokenizer's files' content, not that folder, so the second run of the same evaluation encodes nothing (it used
+    to build a new entry every run)."""
+    ckpt, corpus = lm_checkpoint
+    cfg = [f"ckpt={ckpt}", "data=text", f"data.files={corpus}"]
+    first = evaluate(make_eval_cfg(cfg))
+
+    def no_new_entry(*args, **kwargs):
+        raise AssertionError("the second evaluation built a new cache entry")
+
+    monkeypatch.setattr("zoo.data.build.CacheEntry.publish", no_new_entry)
+    assert evaluate(make_eval_cfg(cfg)).metrics == first.metrics
