@@ -226,3 +226,73 @@ def test_a_step_and_an_evaluation_on_each_architecture(tmp_path, arch):
     assert torch.isfinite(loss) and all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
     metrics = task.evaluate(model, tok, dm, "val", EvalOptions())
     assert metrics["examples"] == len(dm.datasets["val"]) and all(math.isfinite(v) for v in metrics.values())
+
+
+# ---------------------------------------------------------------------------- validation entity scores
+
+
+def test_entity_metric_equals_seqeval_over_batches_and_merged_processes():
+    """EntityScore (val/precision, recall, f1) against seqeval on the same tag sequences: random logits and
+    tags, -100 on sub-tokens and padding, batches split over two 'processes' whose states are merged."""
+    from types import SimpleNamespace
+
+    from zoo.tasks.token_classification import EntityScore
+
+    names = ["B-LOC", "B-PER", "I-LOC", "I-PER", "O"]
+    gen = torch.Generator().manual_seed(0)
+    batches, gold, predicted = [], [], []
+    for _ in range(6):
+        logits = torch.randn(4, 9, len(names), generator=gen)  # (B, T, num_labels)
+        labels = torch.randint(0, len(names), (4, 9), generator=gen)
+        labels[torch.rand(4, 9, generator=gen) < 0.3] = -100
+        batches.append((SimpleNamespace(logits=logits), {"labels": labels}))
+        for row, guess in zip(labels, logits.argmax(-1), strict=True):
+            gold.append([names[i] for i in row[row != -100].tolist()])
+            predicted.append([names[i] for i in guess[row != -100].tolist()])
+    expected = {"precision": sm.precision_score(gold, predicted), "recall": sm.recall_score(gold, predicted),
+                "f1": sm.f1_score(gold, predicted)}
+    assert 0 < expected["f1"] < 1
+    for score, value in expected.items():
+        one, other = EntityScore(names, score), EntityScore(names, score)
+        for k, (out, batch) in enumerate(batches):
+            (one if k % 2 == 0 else other).update(out, batch)
+        whole = EntityScore(names, score)
+        for out, batch in batches:
+            whole.update(out, batch)
+        assert float(whole.compute()) == pytest.approx(value), score
+        one.merge_state(other)  # what DDP's cat gathering does: the sentences of both, per sentence
+        assert float(one.compute()) == pytest.approx(value), score
+
+
+def test_validation_entity_scores_cover_the_whole_split_as_evaluate(tmp_path):
+    """Was: val/precision, recall, f1 came from the exact_match callback over its first max_examples (200)
+    sentences only (the module logged val/accuracy alone). Now the module logs all four over every validation
+    sentence, equal to evaluate's numbers on the split and to seqeval on the tags it predicts."""
+    import lightning as L
+
+    from zoo.config import ModelConfig
+    from zoo.evaluation.loop import EvalOptions
+    from zoo.presets import build
+    from zoo.tasks import get_task
+    from zoo.training.module import ZooLightningModule
+
+    from .conftest import write_tagged
+
+    task = get_task("token_classification")
+    tok, dm = build_data({"name": "token_tags", "path": str(write_tagged(tmp_path / "t.jsonl", 120))},
+                         {"name": "char"}, task=task, max_seq_len=48, batch_size=4, cache_dir=tmp_path / "cache")
+    torch.manual_seed(0)
+    cfg = ModelConfig(arch="encoder", head="token_classifier", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_seq_len=48)
+    model = build(task.model_config(cfg, tok))
+    module = ZooLightningModule(model, task=task, tokenizer=tok, optim={"name": "adamw", "lr": 1e-3},
+                                scheduler={"name": "constant"})
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer.validate(module, datamodule=dm, verbose=False)
+    logged = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    report = task.evaluate(model.eval(), tok, dm, "val", EvalOptions())
+    gold, predicted, _, _ = task.tag_sequences(model, dm, "val", None)
+    assert report["examples"] == len(gold) == len(dm.datasets["val"]) > 4  # more than one batch
+    assert report["precision"] == pytest.approx(sm.precision_score(gold, predicted))
+    assert report["precision"] > 0  # the random model predicts some entities: the scores are not all 0
+    for name in ("precision", "recall", "f1", "accuracy"):
+        assert logged[f"val/{name}"] == pytest.approx(report[name]), name

@@ -124,8 +124,10 @@ class Task:
         `chunk_size` positions at a time so the (B, T, V) logits never exist (tasks with `chunked_loss`)."""
         raise NotImplementedError(f"task {self.name} computes its loss from logits only")
 
-    def val_metrics(self) -> dict[str, Metric]:
-        """Validation metrics besides the loss, logged as val/<name>; each takes update(out, batch)."""
+    def val_metrics(self, label_names: Sequence[str] = ()) -> dict[str, Metric]:
+        """Validation metrics besides the loss, logged as val/<name>; each takes update(out, batch).
+        `label_names`: the data's class / tag names (the tokenizer's), for metrics that name what they count;
+        left empty where only the metrics' names are wanted."""
         return {}
 
     # ------------------------------------------------------------------------------- outputs

@@ -6,7 +6,7 @@ accuracy; samples show predicted and true labels."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -72,7 +72,7 @@ class Classification(Task):
         labels = batch["labels"]
         return torch.tensor(labels.shape[0], device=labels.device)
 
-    def val_metrics(self) -> dict[str, Metric]:
+    def val_metrics(self, label_names: Sequence[str] = ()) -> dict[str, Metric]:
         return {"accuracy": Accuracy()}
 
     def evaluate(self, model, tokenizer, datamodule, split: str, options: EvalOptions) -> dict[str, float]:

@@ -1,17 +1,17 @@
 """Token classification (NER): a token_classifier head tags every token; each word's tag sits on its first
-sub-token (zoo.data.tagging). Validation logs the word-level tag accuracy (every validation sentence) and
-entity-level precision / recall / F1 as seqeval computes them (the exact_match callback's first
-`max_examples` sentences); evaluate.py reports all four over the split, with the loss."""
+sub-token (zoo.data.tagging). Validation logs the word-level tag accuracy and entity-level precision / recall /
+F1 as seqeval computes them, over every validation sentence (and process); evaluate.py reports the same four
+over the split, with the loss."""
 
 from __future__ import annotations
 
 import dataclasses
-import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 from torchmetrics import Metric
+from torchmetrics.utilities import dim_zero_cat
 
 from zoo.config import ModelConfig
 from zoo.data.tagging import TokenClassificationDataModule
@@ -44,9 +44,38 @@ class TagAccuracy(Metric):
         return self.correct / self.total
 
 
-def _entity(name: str):
-    """reference_metrics entry: seqeval's `name` of predicted tag sequences against the gold ones."""
-    return lambda predicted, gold: entity_scores(gold, predicted)[name]
+class EntityScore(Metric):
+    """seqeval's entity-level `score` (precision | recall | f1, `entity_scores`) of the predicted tag sequences
+    against the gold ones: each sentence's tags at its labelled positions are kept (tag ids, gathered from every
+    process) and named by `label_names` once, at the end of the validation."""
+
+    full_state_update = False
+
+    def __init__(self, label_names: Sequence[str], score: str) -> None:
+        super().__init__()
+        self.label_names, self.score = list(label_names), score
+        self.add_state("gold", default=[], dist_reduce_fx="cat")  # tag ids of every labelled position
+        self.add_state("predicted", default=[], dist_reduce_fx="cat")
+        self.add_state("lengths", default=[], dist_reduce_fx="cat")  # labelled positions per sentence
+
+    def update(self, out, batch: Mapping[str, torch.Tensor]) -> None:
+        labels = batch["labels"]  # (B, T)
+        counted = labels != IGNORE_INDEX
+        self.gold.append(labels[counted])  # row by row: each sentence's positions stay together
+        self.predicted.append(out.logits.argmax(-1)[counted])  # logits (B, T, num_labels)
+        self.lengths.append(counted.sum(-1))
+
+    def compute(self) -> torch.Tensor:
+        if not self.label_names:
+            raise ValueError(f"val/{self.score} names the tags by the data's label names; none were given")
+        if not self.lengths:  # no validation sentence: no entity, which seqeval scores 0
+            return torch.tensor(0.0, device=self.device)
+        lengths = dim_zero_cat(self.lengths).tolist()
+        gold, predicted = (dim_zero_cat(s).split(lengths) for s in (self.gold, self.predicted))
+        names = self.label_names
+        scores = entity_scores([[names[i] for i in s.tolist()] for s in gold],
+                               [[names[i] for i in s.tolist()] for s in predicted])
+        return torch.tensor(scores[self.score], device=self.device)
 
 
 @register
@@ -57,8 +86,6 @@ class TokenClassification(Task):
     user_data = "data=token_tags data.path=..."
     corpus_kind = "tagged"
     perplexity = False
-    has_references = True  # the gold tag sequences: the exact_match callback logs val/precision, recall, f1
-    reference_metrics = types.MappingProxyType({name: _entity(name) for name in ("precision", "recall", "f1")})
 
     def check_model(self, cfg: ModelConfig) -> None:
         """model.num_labels may still be 0: the data gives it (model_config); the rest is checked now."""
@@ -77,8 +104,8 @@ class TokenClassification(Task):
         return TokenClassificationDataModule(entry.tokenizer, examples, label_names=entry.tokenizer.label_names,
                                              **common)
 
-    def val_metrics(self) -> dict[str, Metric]:
-        return {"accuracy": TagAccuracy()}
+    def val_metrics(self, label_names: Sequence[str] = ()) -> dict[str, Metric]:
+        return {"accuracy": TagAccuracy(), **{s: EntityScore(label_names, s) for s in ("precision", "recall", "f1")}}
 
     # ------------------------------------------------------------------------------- outputs
     def tag_sequences(self, model, datamodule, split: str, max_examples: int | None
@@ -97,11 +124,6 @@ class TokenClassification(Task):
                 predicted.append([names[i] for i in guess[counted].tolist()])
                 inputs.append(ids[mask.bool()].cpu())
         return gold, predicted, inputs, nll
-
-    def references(self, model, tokenizer, datamodule, n: int) -> tuple[list[list[str]], list[list[str]]]:
-        """Predicted and gold tag sequences of the first `n` validation sentences."""
-        gold, predicted, _, _ = self.tag_sequences(model, datamodule, "val", n)
-        return predicted, gold
 
     def evaluate(self, model, tokenizer, datamodule, split: str, options: EvalOptions) -> dict[str, float]:
         """Entity-level precision, recall and F1 (seqeval, default mode), word-level tag accuracy and the

@@ -91,7 +91,8 @@ class ZooLightningModule(L.LightningModule):
         self.seed = int(seed)
         self.val_loss = ValidationLoss()
         self.val_non_finite: tuple[int, int] = (0, 0)  # (non-finite, counted) batches of the latest validation
-        self.val_metrics = torch.nn.ModuleDict(self.task.val_metrics())  # name -> Metric, logged as val/<name>
+        label_names = getattr(tokenizer, "label_names", None) or ()
+        self.val_metrics = torch.nn.ModuleDict(self.task.val_metrics(label_names))  # name -> Metric: val/<name>
         memory = dict(memory or {})  # the memory.* levers (conf/config.yaml)
         if memory.get("activation_checkpointing"):
             set_activation_checkpointing(model, True)
