@@ -16,6 +16,7 @@ from zoo.data.batching import (
 from zoo.data.collate import PadCollator
 from zoo.data.datamodules import ClassificationDataModule, LMDataModule, Seq2SeqDataModule
 from zoo.data.packing import DocumentWindows, document_ids
+from zoo.data.tagging import TokenClassificationDataModule
 from zoo.utils import IGNORE_INDEX
 
 
@@ -182,6 +183,7 @@ def _labelled(lengths):
 @pytest.mark.parametrize("make, longest, over", [
     ("classification", 10, 2),  # texts framed with one special token: 4 10 5 9; 10 and 9 exceed 8
     ("seq2seq", 9, 1),  # sources as they are, targets 2 + <bos>: a pair costs max(source, target) = 3 9 4 8
+    ("token_classification", 9, 1),  # tagged sentences as they are (zoo's tokenizers frame nothing): 3 9 4 8
 ])
 def test_max_tokens_below_one_example_is_refused_when_batches_are_planned(make, longest, over):
     """Refused when the data module is built (train.py: before the model), not by the loader during fit."""
@@ -194,6 +196,11 @@ def test_max_tokens_below_one_example_is_refused_when_batches_are_planned(make, 
             texts, labels = _labelled(lengths)
             ClassificationDataModule(_Tok(), {"train": (texts, labels)}, label_names=["a"], batch_size=2,
                                      max_seq_len=32, seed=0, max_tokens=8, origin="data.name=x")
+        elif make == "token_classification":  # was: not checked (its data module was a copy without the check)
+            ids = _ragged(lengths)
+            TokenClassificationDataModule(_Tok(), {"train": (ids, np.zeros(len(ids.ids), dtype=np.int64))},
+                                          label_names=["O"], batch_size=2, max_seq_len=32, seed=0, max_tokens=8,
+                                          origin="data.name=x")
         else:
             Seq2SeqDataModule(_Tok(), {"train": (_ragged(lengths), _ragged([2, 2, 2, 2]))}, batch_size=2,
                               max_seq_len=32, seed=0, max_tokens=8, origin="data.name=x")

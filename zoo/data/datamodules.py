@@ -271,8 +271,12 @@ class Seq2SeqDataModule(ZooDataModule):
         return self._loader("test")
 
 
-class ClassificationDataModule(ZooDataModule):
-    """Labelled text; ``label_names[i]`` is the name of class ``i`` (also saved with the tokenizer)."""
+class LabelledDataModule(ZooDataModule):
+    """Tokenized examples with their labels (a class per text, or a tag per token): ``label_names[i]`` names
+    label ``i`` (also saved with the tokenizer); ``dataset_class`` frames one split's (ids, labels). An example
+    longer than max_seq_len is cut (counted; data.truncate=false refuses it)."""
+
+    dataset_class: type[Dataset]  # (ids, labels, *, max_len, specials)
 
     def __init__(
         self,
@@ -292,7 +296,7 @@ class ClassificationDataModule(ZooDataModule):
                      origin=self.origin)  # one example alone must fit data.max_tokens
 
     def _wanted(self, split: str) -> np.ndarray:
-        """(N,) framed text lengths before any cut."""
+        """(N,) framed example lengths before any cut."""
         dataset = self.datasets[split]
         return wanted_lengths(np.diff(self.examples[split][0].offsets), lambda i: len(dataset[i]["input_ids"]))
 
@@ -305,6 +309,12 @@ class ClassificationDataModule(ZooDataModule):
 
     def setup(self, stage: str | None = None) -> None:
         self.datasets = {
-            split: LabelledDataset(texts, labels, max_len=self.max_seq_len, specials=self.tokenizer.specials)
-            for split, (texts, labels) in self.examples.items()
+            split: self.dataset_class(ids, labels, max_len=self.max_seq_len, specials=self.tokenizer.specials)
+            for split, (ids, labels) in self.examples.items()
         }
+
+
+class ClassificationDataModule(LabelledDataModule):
+    """Labelled text; ``label_names[i]`` is the name of class ``i``."""
+
+    dataset_class = LabelledDataset

@@ -17,9 +17,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from zoo.data.batching import count_overlong, wanted_lengths
 from zoo.data.cache import RaggedIds, id_dtype
-from zoo.data.datamodules import ZooDataModule
+from zoo.data.datamodules import LabelledDataModule
 from zoo.data.datasets import Example
 from zoo.data.specials import SpecialTokens
 from zoo.data.tokenizer import ZooTokenizer
@@ -104,33 +103,7 @@ class TaggedDataset(Dataset):
         return {"input_ids": torch.from_numpy(framed), "labels": torch.from_numpy(labels)}
 
 
-class TokenClassificationDataModule(ZooDataModule):
-    """Tagged sentences; ``label_names[i]`` is tag ``i`` (also saved with the tokenizer). A sentence longer
-    than max_seq_len is cut (counted; data.truncate=false refuses it) and its cut words carry no label."""
+class TokenClassificationDataModule(LabelledDataModule):
+    """Tagged sentences; ``label_names[i]`` is tag ``i``. A sentence's cut words carry no label."""
 
-    def __init__(self, tokenizer: ZooTokenizer, examples: dict[str, tuple[RaggedIds, np.ndarray]], *,
-                 label_names: list[str], **kwargs: Any) -> None:
-        super().__init__(tokenizer, **kwargs)
-        self.examples, self.label_names = examples, label_names
-        self.setup("fit")
-        self.wanted = {split: {"text": self._wanted(split)} for split in self.datasets}  # split -> (N,) lengths
-        self.overlong = {split: count_overlong(split, wanted, self.max_seq_len, truncate=self.truncate,
-                                               origin=self.origin) for split, wanted in self.wanted.items()}
-
-    def _wanted(self, split: str) -> np.ndarray:
-        """(N,) framed sentence lengths before any cut."""
-        dataset = self.datasets[split]
-        return wanted_lengths(np.diff(self.examples[split][0].offsets), lambda i: len(dataset[i]["input_ids"]))
-
-    def example_sizes(self, split: str) -> tuple[np.ndarray, None]:
-        return np.minimum(self.wanted[split]["text"], self.max_seq_len), None
-
-    @property
-    def num_labels(self) -> int:
-        return len(self.label_names)
-
-    def setup(self, stage: str | None = None) -> None:
-        self.datasets = {
-            split: TaggedDataset(ids, labels, max_len=self.max_seq_len, specials=self.tokenizer.specials)
-            for split, (ids, labels) in self.examples.items()
-        }
+    dataset_class = TaggedDataset

@@ -192,3 +192,22 @@ class StreamTask(Task):
     def streams(entry) -> dict[str, Any]:
         """split -> the cache entry's flat token ids of that split."""
         return {split: entry.arrays[f"{split}.tokens"].ids for split in ("train", "val")}
+
+
+class LabelledTask(Task):
+    """A task whose data names its labels (classification's classes, token classification's tags: the
+    tokenizer's `label_names`) and so sets model.num_labels."""
+
+    label_kind = "labels"  # what the data's labels are called in errors
+
+    def check_model(self, cfg: ModelConfig) -> None:
+        """model.num_labels may still be 0: the data gives it (model_config); the rest is checked now."""
+        super().check_model(dataclasses.replace(cfg, num_labels=cfg.num_labels or 1))
+
+    def model_config(self, cfg: ModelConfig, tokenizer) -> ModelConfig:
+        """num_labels from the data's label names; a num_labels the user set must match them."""
+        found = len(tokenizer.label_names)
+        if cfg.num_labels and cfg.num_labels != found:
+            raise ValueError(f"model.num_labels={cfg.num_labels} but the data has {found} {self.label_kind} "
+                             f"{tokenizer.label_names}; leave model.num_labels unset (the data sets it)")
+        return super().model_config(cfg, tokenizer)

@@ -5,44 +5,24 @@ accuracy; samples show predicted and true labels."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 from torchmetrics import Metric
 
-from zoo.config import ModelConfig
 from zoo.data.datamodules import ClassificationDataModule
 from zoo.evaluation.loop import EvalOptions, forward_batches
 from zoo.evaluation.metrics import TokenNLL, accuracy, macro_f1
-from zoo.tasks.base import Task, register
+from zoo.tasks.base import LabelledTask, register
+from zoo.tasks.metrics import Accuracy
 from zoo.training.samples import Sample, SampleReport
 
 SHOWN_CHARS = 200  # characters of each sample text printed
 
 
-class Accuracy(Metric):
-    """Fraction of examples whose arg-max class is the label, over all batches (and processes)."""
-
-    full_state_update = False
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.add_state("correct", default=torch.tensor(0.0), dist_reduce_fx="sum")
-        self.add_state("total", default=torch.tensor(0.0), dist_reduce_fx="sum")
-
-    def update(self, out, batch: Mapping[str, torch.Tensor]) -> None:
-        labels = batch["labels"]  # (B,)
-        self.correct += (out.logits.argmax(-1) == labels).sum()  # logits (B, num_labels)
-        self.total += labels.numel()
-
-    def compute(self) -> torch.Tensor:
-        return self.correct / self.total
-
-
 @register
-class Classification(Task):
+class Classification(LabelledTask):
     name = "classification"
     archs = ("encoder", "decoder")
     head = "classifier"
@@ -50,18 +30,6 @@ class Classification(Task):
     corpus_kind = "labelled"
     perplexity = False
     needed_specials = (("cls", "bos"),)  # the first token, which an encoder's classifier pools
-
-    def check_model(self, cfg: ModelConfig) -> None:
-        """model.num_labels may still be 0: the data gives it (model_config); the rest is checked now."""
-        super().check_model(dataclasses.replace(cfg, num_labels=cfg.num_labels or 1))
-
-    def model_config(self, cfg: ModelConfig, tokenizer) -> ModelConfig:
-        """num_labels from the data's label names; a num_labels the user set must match them."""
-        found = len(tokenizer.label_names)
-        if cfg.num_labels and cfg.num_labels != found:
-            raise ValueError(f"model.num_labels={cfg.num_labels} but the data has {found} labels; "
-                             "leave model.num_labels unset (the data sets it)")
-        return super().model_config(cfg, tokenizer)
 
     def datamodule(self, entry, loader: Mapping[str, Any], **common: Any) -> ClassificationDataModule:
         examples = {s: (entry.arrays[f"{s}.text"], entry.arrays[f"{s}.labels"]) for s in ("train", "val")}

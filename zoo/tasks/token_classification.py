@@ -5,7 +5,6 @@ over the split, with the loss."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -13,35 +12,15 @@ import torch
 from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
 
-from zoo.config import ModelConfig
 from zoo.data.tagging import TokenClassificationDataModule
 from zoo.evaluation.loop import EvalOptions, forward_batches
 from zoo.evaluation.metrics import TokenNLL, entity_scores
-from zoo.tasks.base import Task, register
+from zoo.tasks.base import LabelledTask, register
+from zoo.tasks.metrics import Accuracy
 from zoo.training.samples import Sample, SampleReport
 from zoo.utils import IGNORE_INDEX
 
 SHOWN_CHARS = 200  # characters of each sample sentence printed
-
-
-class TagAccuracy(Metric):
-    """Fraction of labelled positions (each word's first sub-token) whose arg-max tag is the label."""
-
-    full_state_update = False
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.add_state("correct", default=torch.tensor(0.0), dist_reduce_fx="sum")
-        self.add_state("total", default=torch.tensor(0.0), dist_reduce_fx="sum")
-
-    def update(self, out, batch: Mapping[str, torch.Tensor]) -> None:
-        labels = batch["labels"]  # (B, T)
-        counted = labels != IGNORE_INDEX
-        self.correct += ((out.logits.argmax(-1) == labels) & counted).sum()  # logits (B, T, num_labels)
-        self.total += counted.sum()
-
-    def compute(self) -> torch.Tensor:
-        return self.correct / self.total
 
 
 class EntityScore(Metric):
@@ -79,25 +58,14 @@ class EntityScore(Metric):
 
 
 @register
-class TokenClassification(Task):
+class TokenClassification(LabelledTask):
     name = "token_classification"
     archs = ("encoder", "decoder")
     head = "token_classifier"
     user_data = "data=token_tags data.path=..."
     corpus_kind = "tagged"
     perplexity = False
-
-    def check_model(self, cfg: ModelConfig) -> None:
-        """model.num_labels may still be 0: the data gives it (model_config); the rest is checked now."""
-        super().check_model(dataclasses.replace(cfg, num_labels=cfg.num_labels or 1))
-
-    def model_config(self, cfg: ModelConfig, tokenizer) -> ModelConfig:
-        """num_labels from the data's tag names; a num_labels the user set must match them."""
-        found = len(tokenizer.label_names)
-        if cfg.num_labels and cfg.num_labels != found:
-            raise ValueError(f"model.num_labels={cfg.num_labels} but the data has {found} tags "
-                             f"{tokenizer.label_names}; leave model.num_labels unset (the data sets it)")
-        return super().model_config(cfg, tokenizer)
+    label_kind = "tags"
 
     def datamodule(self, entry, loader: Mapping[str, Any], **common: Any) -> TokenClassificationDataModule:
         examples = {s: (entry.arrays[f"{s}.ids"], entry.arrays[f"{s}.labels"]) for s in ("train", "val")}
@@ -105,7 +73,7 @@ class TokenClassification(Task):
                                              **common)
 
     def val_metrics(self, label_names: Sequence[str] = ()) -> dict[str, Metric]:
-        return {"accuracy": TagAccuracy(), **{s: EntityScore(label_names, s) for s in ("precision", "recall", "f1")}}
+        return {"accuracy": Accuracy(), **{s: EntityScore(label_names, s) for s in ("precision", "recall", "f1")}}
 
     # ------------------------------------------------------------------------------- outputs
     def tag_sequences(self, model, datamodule, split: str, max_examples: int | None
