@@ -4,6 +4,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.e2e  # trains, spawns processes or drives a browser: outside the inner loop
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -74,6 +74,7 @@ def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
                           cwd=cwd, timeout=300)
 
 
+@pytest.mark.e2e
 def test_cli_exits_1_with_one_error_line(tmp_path, eval_cache):
     """Only what needs the script runs as a subprocess: the exit status and the `error:` line (the report
     itself is checked in-process: test_lm_reference.py, test_report_table_lists_every_metric)."""

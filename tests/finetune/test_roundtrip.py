@@ -13,6 +13,8 @@ from zoo.training.run import train
 from .conftest import FAST
 from .folders import CORPUS
 
+pytestmark = pytest.mark.e2e  # trains, spawns processes or drives a browser: outside the inner loop
+
 transformers = pytest.importorskip("transformers")
 TEXT = "def add(a, b):\n    return a + b\nclass Point:\n    def __init__(self, x, y):\n"
 

@@ -108,6 +108,7 @@ def test_checkpoint_problems_are_clear(tmp_path):
         main([f"ckpt={tmp_path / 'missing.ckpt'}", "prompt=hi"])
 
 
+@pytest.mark.e2e
 def test_script_exits_with_message(tmp_path):
     """generate.py turns any ValueError (bad overrides, inputs, checkpoints) into one `error:` line, exit 2."""
     path, _, _ = _checkpoint(tmp_path, "decoder", with_tokenizer=False)

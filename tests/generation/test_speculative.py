@@ -90,6 +90,7 @@ def _tv(a: dict, b: dict) -> float:
     return 0.5 * sum(abs(a.get(k, 0.0) - b.get(k, 0.0)) for k in set(a) | set(b))
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("k", [1, 2])
 def test_rejection_step_emits_the_target_distribution(k):
     """Draft tokens drawn from q, kept with probability min(1, p/q), else a draw from max(0, p - q): the first
@@ -108,6 +109,7 @@ def test_rejection_step_emits_the_target_distribution(k):
     assert _tv(dict(enumerate(empirical.tolist())), dict(enumerate(q[0].tolist()))) > 0.5  # q itself would fail
 
 
+@pytest.mark.e2e
 def test_speculative_sampling_matches_the_target_joint_distribution():
     """Two sampled tokens through the whole loop (draft, verify, cache crops) against the target's exact joint
     distribution after temperature and top-k; the draft's own joint is far from it, so the check can fail."""

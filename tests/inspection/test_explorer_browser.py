@@ -25,6 +25,8 @@ from zoo.inspection.explorer.pack import unpack
 from .test_explorer import page_data
 from .test_plots import assert_png
 
+pytestmark = pytest.mark.e2e  # trains, spawns processes or drives a browser: outside the inner loop
+
 ROOT = Path(__file__).resolve().parents[2]
 TEXTS = ["the cat sat on the mat", "고양이가 매트 위에 앉았다", "a dog ran far away"]
 PROMPT = "고양이가 the cat"

@@ -57,6 +57,7 @@ def per_position_val_loss(model, stream, t: int) -> torch.Tensor:
     return torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view(n, t).mean(0)
 
 
+@pytest.mark.e2e
 def test_last_position_loss_is_not_an_outlier_after_training(cache_dir):
     """300 AdamW steps of a learned-position gpt_nano on 8-token windows (~2 s each way): the last position's
     validation loss stays within 0.06 nats of positions 4..6 (the ones with comparable context). The same

@@ -54,6 +54,7 @@ def test_docs_table_is_rendered_from_the_list():
     assert render() in DOC.read_text(encoding="utf-8"), "run `python -m tests.training.bad_inputs`"
 
 
+@pytest.mark.e2e
 def test_train_py_prints_one_error_line(run_cli, tmp_path):
     case = next(row for row in OVERRIDES if row.given == "optim.lr=abc")
     proc = run_cli([*case.overrides, f"hydra.run.dir={tmp_path / 'run'}", f"paths.cache_dir={tmp_path / 'cache'}"])

@@ -17,6 +17,8 @@ from zoo.training.run import train
 
 from .conftest import TINY_LM, train_losses
 
+pytestmark = pytest.mark.e2e  # trains, spawns processes or drives a browser: outside the inner loop
+
 
 def patch_val_loss(monkeypatch, change) -> None:
     """Validation batches see `change(module, batch_idx, loss) -> loss` applied to the task's batch loss."""

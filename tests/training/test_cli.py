@@ -16,6 +16,8 @@ from zoo.training.run import train
 from .conftest import train_losses
 from .wandb_reader import config_keys, history
 
+pytestmark = pytest.mark.e2e  # trains, spawns processes or drives a browser: outside the inner loop
+
 SMOKE = ["experiment=smoke", "data.max_bytes=120000", "tokenizer.vocab_size=300", "model.max_seq_len=32",
          "trainer.log_every_n_steps=1", "trainer.num_sanity_val_steps=0"]
 

@@ -16,6 +16,7 @@ SMOKE = ["experiment=smoke", "data.max_bytes=120000", "tokenizer.vocab_size=300"
          "trainer.num_sanity_val_steps=0", "callbacks.samples.max_new_tokens=4"]
 
 
+@pytest.mark.e2e
 def test_piped_run_prints_progress_lines_without_third_party_noise(tmp_path, run_cli, cache_dir):
     run_dir = tmp_path / "run"
     proc = run_cli([*SMOKE, "logger=wandb", "trainer.max_steps=6", "eval_every=3", "callbacks.progress_bar.every_n_steps=2",

@@ -85,6 +85,7 @@ def test_state_dict_round_trip_resumes_exactly():
         torch.testing.assert_close(a, b)
 
 
+@pytest.mark.e2e
 def test_train_py_trains_with_muon(make_cfg):
     result = train(make_cfg([*TINY_LM, "optim.name=muon", "optim.lr=0.02"]))
     losses = train_losses(result.output_dir)

@@ -17,6 +17,8 @@ from zoo.training.run import train
 
 from .conftest import TINY_LM, killed_and_resumed, train_losses
 
+pytestmark = pytest.mark.e2e  # trains, spawns processes or drives a browser: outside the inner loop
+
 RUN = ["logger=csv", "trainer.accelerator=cpu", "trainer.limit_val_batches=1", "trainer.num_sanity_val_steps=0",
        "trainer.enable_progress_bar=false", "trainer.log_every_n_steps=1", "optim.lr=3e-3", "scheduler.warmup_steps=2",
        "tokenizer.vocab_size=300", "callbacks.samples=null", "callbacks.progress_bar=null"]

@@ -6,10 +6,14 @@ from __future__ import annotations
 import glob
 from pathlib import Path
 
+import pytest
+
 from zoo.checkpoint import read_checkpoint
 from zoo.training.run import train
 
 from .conftest import TINY_LM
+
+pytestmark = pytest.mark.e2e  # trains, spawns processes or drives a browser: outside the inner loop
 
 WANDB = [o for o in TINY_LM if not o.startswith("logger=")] + ["logger=wandb", "callbacks.samples=null"]
 
