@@ -225,6 +225,9 @@ CHECKED_ELSEWHERE = [
     BadInput("zoo.from_pretrained / init_from=<a BART or T5 folder of *ForSequenceClassification / "
              "*ForQuestionAnswering>", "zoo's encoder_decoder carries model.head=lm | none",
              "tests/pretrained/test_heads.py::test_a_class_transformers_has_and_zoo_does_not_load_is_named_with_why"),
+    BadInput("init_from=<a BertModel folder> task=token_classification model.head_pooler=relu",
+             "model.head_pooler='relu' is read by model.head=classifier|none, not by model.head=token_classifier",
+             "tests/pretrained/test_init_from_head_keys.py::test_an_override_of_a_key_the_head_does_not_read_is_refused"),
     # token classification / question answering data
     BadInput("data=token_tags: a tag that is not IOB2 (line 2: \"PER\")", "is not an IOB2 tag; allowed: 'O', 'B-<type>'",
              "tests/tasks/test_token_classification.py::test_bad_jsonl_names_line_and_field"),
