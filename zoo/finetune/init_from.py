@@ -56,6 +56,10 @@ class Source:
         ReLU, BERT's with tanh), laid under the user's; {} when the source has no say."""
         return {}
 
+    def label_names(self) -> list[str] | None:
+        """The names of the head's outputs (index = output) when the source names them; None otherwise."""
+        return None
+
     def tokenizer_cfg(self, workdir: Path) -> dict[str, Any]:
         """The `tokenizer` config that loads the shipped tokenizer; `workdir` is where a tokenizer stored
         inside a file is written out."""
@@ -108,6 +112,19 @@ class HuggingFaceFolder(Source):
         layout = getattr(family, "heads", {}).get(head)  # zoo.pretrained.heads.HeadLayout
         keys = layout.config(hf, family) if layout is not None else {}
         return {k: v for k, v in keys.items() if k not in ("head", "num_labels")}  # the data gives num_labels
+
+    def label_names(self) -> list[str] | None:
+        """config.json's id2label, for a labelled head (*ForSequenceClassification, *ForTokenClassification);
+        transformers' generic LABEL_i when it names none (transformers 5 leaves a default id2label out)."""
+        from zoo.pretrained.api import family_for
+        from zoo.pretrained.io import read_config
+
+        hf, cfg = read_config(self.path), self.config()
+        family = family_for(hf["model_type"])
+        layout = getattr(family, "heads", {}).get(cfg.head)  # zoo.pretrained.heads.HeadLayout
+        if layout is None or not layout.labelled:
+            return None
+        return family.label_names(hf, cfg) or [f"LABEL_{i}" for i in range(cfg.num_labels)]
 
     def tokenizer_cfg(self, workdir: Path) -> dict[str, Any]:
         return {"name": "hf", "path": str(self.path)}

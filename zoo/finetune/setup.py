@@ -22,6 +22,7 @@ from zoo.finetune.init_from import (
     open_source,
     with_overrides,
 )
+from zoo.finetune.labels import order_labels, relabel
 from zoo.finetune.methods import Applied, apply_finetune, check_finetune, trainable_line
 from zoo.finetune.resume import check_resumed_training
 from zoo.modules.heads import HEADS, settle_head_keys
@@ -30,7 +31,8 @@ from zoo.modules.heads import HEADS, settle_head_keys
 @dataclass
 class InitPlan:
     """What `init_from` decided: the source, its config with the user's overrides, where the tokenizer comes
-    from (the source's own unless `tokenizer` was given), whether a new head replaces the source's."""
+    from (the source's own unless `tokenizer` was given), whether a new head replaces the source's (`fresh_head`:
+    one of the same kind, asked for with model.head), and the names of a reused head's outputs (`labels`)."""
 
     value: str
     source: Source
@@ -38,6 +40,8 @@ class InitPlan:
     own_tokenizer: bool
     notes: list[str]
     new_head: bool = False
+    fresh_head: bool = False
+    labels: list[str] | None = None
 
 
 def plan_init(resolved: Mapping[str, Any], task_head: str | None) -> InitPlan | None:
@@ -57,6 +61,13 @@ def plan_init(resolved: Mapping[str, Any], task_head: str | None) -> InitPlan | 
                          "choice (model.* keys that keep the weight shapes still apply, e.g. model.dropout=0.1)")
     pretrained = source.config()
     changes = given_in_group("model", overrides, dict(resolved["model"]))
+    folder_labels = source.label_names()
+    # model.head=<the folder's own labelled head> given: a fresh one of that kind, its labels from the data
+    fresh_head = folder_labels is not None and changes.get("head") == pretrained.head
+    if fresh_head:
+        changes = {"num_labels": 0, **changes}
+        notes.append(f"model.head={pretrained.head} given: a fresh {pretrained.head} head replaces the pretrained "
+                     "one (its labels from the data)")
     if task_head is not None and task_head != pretrained.head and "head" not in changes:
         changes = {**changes, "head": task_head, "num_labels": 0}  # the data gives num_labels
     new_head = changes.get("head", pretrained.head) != pretrained.head
@@ -75,7 +86,8 @@ def plan_init(resolved: Mapping[str, Any], task_head: str | None) -> InitPlan | 
                          "the tokenizer the model was trained with: tokenizer=hf tokenizer.path=FOLDER or "
                          "tokenizer=file tokenizer.path=tokenizer.json")
     check_tokenizer_fits(source, model, str(value), None if own else dict(resolved["tokenizer"]))  # before any data
-    return InitPlan(str(value), source, model, own, notes, new_head)
+    reused_labels = folder_labels if not (new_head or fresh_head) else None  # the head's outputs keep their names
+    return InitPlan(str(value), source, model, own, notes, new_head or fresh_head, fresh_head, reused_labels)
 
 
 def check_finetune_cfg(cfg: Mapping[str, Any], model: ModelConfig, init: InitPlan | None = None) -> torch.nn.Module:
@@ -108,6 +120,23 @@ def read_init(init: InitPlan, output_dir: Path) -> Initialised:
     return Initialised(state, tokenizer_cfg)
 
 
+def align_labels(init: InitPlan | None, tokenizer, datamodule) -> None:
+    """A reused labelled head keeps its outputs' names: the data's labels are indexed in the folder's id2label
+    order (the run's label names become the folder's); ValueError for data labels the folder lacks."""
+    data = getattr(datamodule, "label_names", None)
+    if init is None or init.labels is None or data is None:
+        return
+    order = order_labels(init.labels, data, f"init_from={init.value}", init.model.head)
+    if order.note:
+        init.notes.append(order.note)
+    if order.names == list(data):  # the same order: nothing moves
+        return
+    datamodule.examples = {split: (ids, relabel(labels, order.to_run))
+                           for split, (ids, labels) in datamodule.examples.items()}
+    datamodule.label_names = tokenizer.label_names = order.names
+    datamodule.setup("fit")  # the datasets again, from the relabelled examples
+
+
 def final_config(init: InitPlan | None, completed: ModelConfig, tokenizer) -> ModelConfig:
     """The config the data completed; with init_from the pretrained vocabulary size is kept."""
     return completed if init is None else fit_to_tokenizer(init.model, completed, tokenizer, init.value)
@@ -122,7 +151,10 @@ def build_model(init: InitPlan | None, state: Mapping[str, torch.Tensor] | None,
     if init is None:
         model = build(config)
     else:
-        loaded = build_initialised(config, state or {}, init.value, init.source.model_type)
+        state = state or {}
+        if init.fresh_head:  # model.head named the folder's own head: none of its tensors are kept
+            state = {k: v for k, v in state.items() if not k.startswith("head.")}
+        loaded = build_initialised(config, state, init.value, init.source.model_type)
         model, fresh = loaded.model, loaded.fresh
     applied = apply_finetune(model, finetune_cfg, fresh)
     if fresh:
@@ -137,5 +169,5 @@ def announce(model: torch.nn.Module, applied: Applied, init: InitPlan | None) ->
     print(f"[zoo] {trainable_line(model)}")
 
 
-__all__ = ["InitError", "InitPlan", "announce", "build_model", "check_finetune_cfg", "check_resumed_training",
+__all__ = ["InitError", "InitPlan", "align_labels", "announce", "build_model", "check_finetune_cfg", "check_resumed_training",
            "final_config", "plan_init", "read_init"]

@@ -51,7 +51,14 @@ def train(cfg: DictConfig) -> TrainResult:
 
     from zoo.data import build_data
     from zoo.evaluation.callback import TestSplitEvaluation
-    from zoo.finetune.setup import announce, build_model, check_resumed_training, final_config, read_init
+    from zoo.finetune.setup import (
+        align_labels,
+        announce,
+        build_model,
+        check_resumed_training,
+        final_config,
+        read_init,
+    )
     from zoo.training.callbacks import CallbackContext, SampleGeneration, build_callbacks
     from zoo.training.checkpoint_io import AtomicCheckpointIO
     from zoo.training.console import wandb_location
@@ -74,6 +81,7 @@ def train(cfg: DictConfig) -> TrainResult:
             max_seq_len=plan.model.max_seq_len,
             batch_size=cfg.batch_size, cache_dir=cfg.paths.cache_dir, seed=cfg.seed,
         )
+        align_labels(plan.init, tokenizer, datamodule)  # a reused head's labels keep the folder's order
         model_config = plan.task.model_config(plan.model, tokenizer)  # + vocabulary, special ids, num_labels
         model_config = final_config(plan.init, model_config, tokenizer)  # init_from keeps its vocabulary
     except (ValueError, FileNotFoundError) as e:

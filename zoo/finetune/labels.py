@@ -1,0 +1,57 @@
+"""The label order of a run whose `init_from` head is reused (a *ForSequenceClassification or
+*ForTokenClassification folder): the head's outputs are the folder's `id2label`, so the data's labels are
+indexed in the folder's order. The data's own order (sorted names) would silently swap the classes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def generic_names(names: Sequence[str]) -> bool:
+    """transformers' default id2label (LABEL_0 .. LABEL_{n-1}): names that carry no meaning."""
+    return list(names) == [f"LABEL_{i}" for i in range(len(names))]
+
+
+@dataclass
+class LabelOrder:
+    """The run's label names (index = head output) and where each data label id goes (data id -> run id)."""
+
+    names: list[str]
+    to_run: np.ndarray  # (len(data names),) int64
+    note: str | None = None  # what the run should say about it
+
+
+def order_labels(folder: Sequence[str], data: Sequence[str], where: str, head: str, kind: str = "labels"
+                 ) -> LabelOrder:
+    """The folder's id2label wins: the data's labels indexed in its order (the data may use a subset of them).
+    Generic folder names (LABEL_i) take the data's sorted order in place when the count matches, as
+    transformers' run_glue does. ValueError naming the data's labels the folder lacks and the way out."""
+    folder, data = list(folder), list(data)
+    way_out = (f"relabel the data with the folder's names, or train a fresh head from the data's {kind}: "
+               f"model.head={head} on the command line replaces the folder's head")
+    if generic_names(folder):
+        if len(folder) != len(data):
+            raise ValueError(f"{where}: the folder's head has {len(folder)} outputs with generic names "
+                             f"(id2label LABEL_0..LABEL_{len(folder) - 1}) but the data has {len(data)} {kind} "
+                             f"{data}; {way_out}")
+        return LabelOrder(data, np.arange(len(data), dtype=np.int64),
+                          f"the folder's label names are generic (LABEL_0..LABEL_{len(folder) - 1}): the data's "
+                          f"{kind} {data} take their places in that order")
+    missing = [name for name in data if name not in folder]
+    if missing:
+        raise ValueError(f"{where}: the data has {kind} {missing} that the folder's head does not know; its "
+                         f"id2label is {folder}; {way_out}")
+    index = {name: i for i, name in enumerate(folder)}
+    to_run = np.array([index[name] for name in data], dtype=np.int64)
+    same = folder == data
+    note = None if same else f"the data's {kind} are indexed in the folder's id2label order {folder}"
+    return LabelOrder(folder, to_run, note)
+
+
+def relabel(labels: np.ndarray, to_run: np.ndarray) -> np.ndarray:
+    """`labels` (data ids; negative = ignored, e.g. -100 on a word's later sub-tokens) as run ids."""
+    labels = np.asarray(labels)
+    return np.where(labels >= 0, to_run[np.clip(labels, 0, None)], labels).astype(labels.dtype)
