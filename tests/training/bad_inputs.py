@@ -228,6 +228,9 @@ CHECKED_ELSEWHERE = [
     BadInput("init_from=<a BertModel folder> task=token_classification model.head_pooler=relu",
              "model.head_pooler='relu' is read by model.head=classifier|none, not by model.head=token_classifier",
              "tests/pretrained/test_init_from_head_keys.py::test_an_override_of_a_key_the_head_does_not_read_is_refused"),
+    BadInput("init_from=<a *ForSequenceClassification / *ForTokenClassification folder> with data labels its "
+             "id2label lacks", "that the folder's head does not",
+             "tests/finetune/test_labels.py::test_labels_the_folder_lacks_are_one_clear_error"),
     # token classification / question answering data
     BadInput("data=token_tags: a tag that is not IOB2 (line 2: \"PER\")", "is not an IOB2 tag; allowed: 'O', 'B-<type>'",
              "tests/tasks/test_token_classification.py::test_bad_jsonl_names_line_and_field"),
