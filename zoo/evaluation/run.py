@@ -104,6 +104,12 @@ def evaluate(cfg: DictConfig | Mapping[str, Any]) -> EvalReport:
             split = resolve_split(datamodule, resolved["split"])
         except (ValueError, FileNotFoundError) as e:
             raise ConfigError(f"{e} (checkpoint {resolved['ckpt']} holds a model for task {task.name})") from None
+    trained, found = tokenizer.label_names, data_tokenizer.label_names
+    if found is not None and trained is not None and found != trained and set(found) <= set(trained):
+        from zoo.finetune.labels import in_order, reindex
+
+        # the checkpoint's order (a head kept from init_from keeps its folder's id2label order)
+        reindex(datamodule, data_tokenizer, in_order(trained, found))
     if data_tokenizer.label_names != tokenizer.label_names:
         raise ConfigError(f"data={data_cfg['name']} has labels {data_tokenizer.label_names}, checkpoint "
                           f"{resolved['ckpt']} was trained on labels {tokenizer.label_names}")

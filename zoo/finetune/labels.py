@@ -44,14 +44,30 @@ def order_labels(folder: Sequence[str], data: Sequence[str], where: str, head: s
     if missing:
         raise ValueError(f"{where}: the data has {kind} {missing} that the folder's head does not know; its "
                          f"id2label is {folder}; {way_out}")
-    index = {name: i for i, name in enumerate(folder)}
-    to_run = np.array([index[name] for name in data], dtype=np.int64)
-    same = folder == data
-    note = None if same else f"the data's {kind} are indexed in the folder's id2label order {folder}"
-    return LabelOrder(folder, to_run, note)
+    order = in_order(folder, data)
+    if folder != data:
+        order.note = f"the data's {kind} are indexed in the folder's id2label order {folder}"
+    return order
+
+
+def in_order(names: Sequence[str], data: Sequence[str]) -> LabelOrder:
+    """The data's labels (each one of `names`) indexed in the order of `names`."""
+    index = {name: i for i, name in enumerate(names)}
+    return LabelOrder(list(names), np.array([index[name] for name in data], dtype=np.int64))
 
 
 def relabel(labels: np.ndarray, to_run: np.ndarray) -> np.ndarray:
     """`labels` (data ids; negative = ignored, e.g. -100 on a word's later sub-tokens) as run ids."""
     labels = np.asarray(labels)
     return np.where(labels >= 0, to_run[np.clip(labels, 0, None)], labels).astype(labels.dtype)
+
+
+def reindex(datamodule, tokenizer, order: LabelOrder) -> None:
+    """The datamodule's examples relabelled to `order` (its datasets rebuilt); its and the tokenizer's label
+    names become `order.names`. Nothing moves when the names already are."""
+    if order.names == list(datamodule.label_names):
+        return
+    datamodule.examples = {split: (ids, relabel(labels, order.to_run))
+                           for split, (ids, labels) in datamodule.examples.items()}
+    datamodule.label_names = tokenizer.label_names = order.names
+    datamodule.setup("fit")  # the datasets again, from the relabelled examples

@@ -22,7 +22,7 @@ from zoo.finetune.init_from import (
     open_source,
     with_overrides,
 )
-from zoo.finetune.labels import order_labels, relabel
+from zoo.finetune.labels import order_labels, reindex
 from zoo.finetune.methods import Applied, apply_finetune, check_finetune, trainable_line
 from zoo.finetune.resume import check_resumed_training
 from zoo.modules.heads import HEADS, settle_head_keys
@@ -129,12 +129,7 @@ def align_labels(init: InitPlan | None, tokenizer, datamodule) -> None:
     order = order_labels(init.labels, data, f"init_from={init.value}", init.model.head)
     if order.note:
         init.notes.append(order.note)
-    if order.names == list(data):  # the same order: nothing moves
-        return
-    datamodule.examples = {split: (ids, relabel(labels, order.to_run))
-                           for split, (ids, labels) in datamodule.examples.items()}
-    datamodule.label_names = tokenizer.label_names = order.names
-    datamodule.setup("fit")  # the datasets again, from the relabelled examples
+    reindex(datamodule, tokenizer, order)
 
 
 def final_config(init: InitPlan | None, completed: ModelConfig, tokenizer) -> ModelConfig:
