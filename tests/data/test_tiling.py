@@ -31,6 +31,14 @@ def test_where_a_piece_ends(text, start, final, end):
     assert piece_end(text, start, final, TEN) == end
 
 
+def test_a_cut_is_not_put_before_a_long_word_when_another_will_do():
+    """Context 6: a word of 3+ characters in the 6 after a cut is long. Of the run starts 10, 12, 14, 16, 18 in the
+    second half, 18 has "ghi" after it and 16 is the last without one; with none such, the last run start."""
+    cuts = Cuts(piece=20, context=6, longest=60)
+    assert piece_end("aaaaaaaaaa b c d e f ghijklmnopqrstuvwxyz", 0, True, cuts) == 16
+    assert piece_end("aaaaaaaaaa bcd efg hij klmnopqrstuvwxyz", 0, True, cuts) == 18
+
+
 def test_windows_hold_their_piece_and_context():
     text = "abcdefg hij klmnop"
     assert list(windows([text], TEN)) == [Window("abcdefg h", 0, 7, 0), Window("fg hij klmnop", 2, 13, 5)]

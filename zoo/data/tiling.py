@@ -1,16 +1,17 @@
 """Long documents encoded in bounded pieces, with the ids one tokenizer call on the whole document gives.
 
-A document is cut into pieces of at most ``Cuts.piece`` characters: at the start of a whitespace run in the
-piece's second half, else before a punctuation or symbol character there, else at the first such place after it
-(the piece grows, up to ``Cuts.longest``; past that, anywhere). Each piece is encoded inside a *window* that holds
+A document is cut into pieces of about ``Cuts.piece`` characters: at the start of a whitespace run in the
+piece's second half (one with no long word just after it, if there is one), else before a punctuation or symbol
+character there, else at the first such place after it (the piece grows, up to ``Cuts.longest``; past that,
+anywhere). Each piece is encoded inside a *window* that holds
 up to ``Cuts.context`` characters of the document on either side, and keeps the tokens whose start offset falls in
 the piece: its first tokens see the text before them as they do in the whole document, and what a window's edge
 changes (Llama's "▁" or a byte-level prefix space before its first word, a word cut in two) falls on tokens that
-are dropped. The two windows at a cut must agree on every token within ``Cuts.check`` characters of it (ids and
-offsets); then the kept tokens tile the text there, none twice and none missing. Where they do not
-(a word longer than the context), the two pieces are encoded again as one, up to ``Cuts.longest`` characters;
-past that the cut is a hard one, each side encoded without the other (every character still encoded once, the
-ids near it may differ from one call), and counted.
+are dropped. The two windows at a cut must agree on the tokens just after it (those that start within
+``Cuts.check`` characters of it and any across it: ids and offsets); then the kept tokens tile the text there, none
+twice and none missing. Where they do not (a word longer than the context), the two pieces are encoded again as one, up
+to ``Cuts.longest`` characters; past that the cut is a hard one, each side encoded without the other (every
+character still encoded once, the ids near it may differ from one call), and counted.
 
 ``windows`` cuts a document streamed in blocks; ``Tiler`` turns encoded windows into kept tokens; ``encode_texts``
 does both in memory (zoo.data.pretokenize streams them to disk).
@@ -21,14 +22,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 import numpy as np
 
 PIECE_CHARS = 4096  # longest piece in a window when a soft cut is near (memory per window stays small)
 CONTEXT_CHARS = 256  # document text either side of a piece, seen but not kept
-LONGEST_PIECE_CHARS = 16 * PIECE_CHARS  # a piece grows to a soft cut, or a failing cut is mended, up to this
+LONGEST_PIECE_CHARS = 4 * PIECE_CHARS  # a piece grows to a soft cut, or a failing cut is mended, up to this
 
 _RUN_START = re.compile(r"(?<=\S)\s")  # the first character of a whitespace run
 _SYMBOL = re.compile(r"[^\w\s]")  # punctuation or a symbol
@@ -51,7 +52,7 @@ class Cuts:
 
     @property
     def check(self) -> int:
-        """Two windows at a cut must agree on the tokens within this many characters of it."""
+        """Two windows at a cut must agree on the tokens that start within this many characters of it."""
         return max(1, self.context // 2)
 
 
@@ -90,10 +91,12 @@ def piece_end(text: str, start: int, final: bool, cuts: Cuts = CUTS) -> int | No
     if not final and n - start < cuts.piece + cuts.context:
         return None
     half, full = start + cuts.piece // 2, start + cuts.piece
-    for pattern in (_RUN_START, _SYMBOL):
-        found = _LAST[pattern].match(text, half, full)
-        if found:
-            return found.end() - 1
+    end = _last_run_start(text, half, full, cuts.context)
+    if end is not None:
+        return end
+    found = _LAST[_SYMBOL].match(text, half, full)
+    if found:
+        return found.end() - 1
     limit = start + cuts.longest
     found = _SOFT.search(text, full, min(n, limit))
     end = found.start() if found else min(n, limit)
@@ -102,18 +105,40 @@ def piece_end(text: str, start: int, final: bool, cuts: Cuts = CUTS) -> int | No
     return end
 
 
+def _last_run_start(text: str, low: int, high: int, context: int) -> int | None:
+    """The last start of a whitespace run in ``text[low:high]`` with no word of ``context // 2`` characters in the
+    ``context`` after it, else the last one (None: there is none). A long word just after a cut is cut short in the
+    window before, whose tokens then differ from the next window's: the windows would have to be joined."""
+    last, long_word = None, _long_word(max(1, context // 2))
+    while found := _LAST[_RUN_START].match(text, low, high):
+        cut = found.end() - 1
+        if not long_word.search(text, cut, cut + context):
+            return cut
+        last, high = cut if last is None else last, cut
+    return last
+
+
+@lru_cache
+def _long_word(length: int) -> re.Pattern:
+    return re.compile(rf"\S{{{length}}}")
+
+
 def windows(blocks: Iterable[str], cuts: Cuts = CUTS) -> Iterator[Window]:
     """The windows of one document given as consecutive ``blocks``, without joining them: held in memory is the
     text from ``cuts.context`` characters before the current piece to what deciding its end needs. The same
     windows for any split into blocks."""
     buf, base, start = "", 0, 0  # buf[0] is document position `base`; `start` indexes the next piece in buf
+    ready = 0  # try to cut once buf is this long (small blocks would otherwise search the same text again)
     for block in blocks:
         buf += block
+        if len(buf) < ready:
+            continue
         while (end := piece_end(buf, start, final=False, cuts=cuts)) is not None:
             yield _window(buf, start, end, cuts.context, base)
             start = end
         keep = max(0, start - cuts.context)
         buf, base, start = buf[keep:], base + keep, start - keep
+        ready = len(buf) + cuts.piece // 2
     while start < len(buf):
         end = piece_end(buf, start, final=True, cuts=cuts)
         yield _window(buf, start, end, cuts.context, base)
@@ -170,20 +195,26 @@ class Tokens:
         """(k,) int64: window offset where each kept token ends"""
         return np.asarray([end for _, end in self.encoding.offsets[self.kept]], dtype=np.int64)
 
-    def near(self, cut: int, width: int) -> tuple[list[int], list[tuple[int, int]]]:
-        """Ids and document offsets of the tokens that start within ``width`` characters of document position
-        ``cut``, and of the token before them (it may reach across)."""
+    def past(self, cut: int, width: int) -> tuple[list[int], list[tuple[int, int]]]:
+        """Ids and document offsets of the tokens after document position ``cut`` that start within ``width``
+        characters of it, and of any token across it."""
         at = self.window.at
-        first = max(0, self.first_from(cut - width - at) - 1)
+        first = self.first_from(cut - at)
+        while first > 0 and self.span(first - 1)[1] > cut - at:
+            first -= 1
         last = self.first_from(cut + width - at)
         spans = [self.span(i) for i in range(first, last)]
         return self.ids[first:last], [(start + at, end + at) for start, end in spans]
 
 
 def agree(before: Tokens, after: Tokens, width: int) -> bool:
-    """Whether the windows either side of the cut between them tokenize the text around it alike."""
+    """Whether the windows either side of a cut tokenize the text just after it alike (a token across the cut
+    included). What a window's edge changes spreads from the edge through the word there: had the end of the
+    window before reached back over the cut, or the start of the one after reached past it, these tokens would
+    differ (each window's is changed by its own edge only). Tokens before the cut are not compared: the one after
+    sees a long word that ends at the cut cut short, and drops it anyway."""
     cut = before.window.end
-    return before.near(cut, width) == after.near(cut, width)
+    return before.past(cut, width) == after.past(cut, width)
 
 
 def joined(before: Window, after: Window) -> Window:
