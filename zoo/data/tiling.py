@@ -211,8 +211,8 @@ def agree(before: Tokens, after: Tokens, width: int) -> bool:
     """Whether the windows either side of a cut tokenize the text just after it alike (a token across the cut
     included). What a window's edge changes spreads from the edge through the word there: had the end of the
     window before reached back over the cut, or the start of the one after reached past it, these tokens would
-    differ (each window's is changed by its own edge only). Tokens before the cut are not compared: the one after
-    sees a long word that ends at the cut cut short, and drops it anyway."""
+    differ (each window's is changed by its own edge only). Tokens before the cut are not compared: of a long word
+    that ends at the cut, the window after sees only the end, and drops it anyway."""
     cut = before.window.end
     return before.past(cut, width) == after.past(cut, width)
 
