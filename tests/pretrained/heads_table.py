@@ -11,6 +11,7 @@ from pathlib import Path
 
 import transformers
 
+from tests.doc_tables import cell, rewrite
 from tests.pretrained.shipped import CLASSES, DECODERS, ENCODERS, FAMILIES, NAMED
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,10 +134,6 @@ DECODER_CASES = [case for family in DECODERS for case in _decoder_cases(family)]
 CASES = [*ENCODER_CASES, *DECODER_CASES, *SEQ2SEQ_CASES]
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
 def render() -> str:
     """The markdown table, markers included."""
     lines = [START,
@@ -149,22 +146,16 @@ def render() -> str:
         exported = "the same class" if case.export_class == case.hf_class else f"`{case.export_class}` ({case.why})"
         reload = "yes" + (", `id2label` / `label2id` kept" if case.labelled else "")
         loads = f"`head: {case.head}`" + (f", {case.note}" if case.note else "")
-        lines.append(f"| `{case.hf_class}` | {loads} | {_cell(compared)}, every layer's {hidden}{case.runs.padding} | "
-                     f"{_cell(exported)} | {reload} |")
+        lines.append(f"| `{case.hf_class}` | {loads} | {cell(compared)}, every layer's {hidden}{case.runs.padding} | "
+                     f"{cell(exported)} | {reload} |")
     refused = ", ".join(f"`{FAMILIES[family][2]}{suffix}`" for family, suffix in REFUSED)
     lines += ["", f"Not loaded (the error names each and why): {refused}."]
     return "\n".join([*lines, END])
 
 
-def replace_table(text: str) -> str:
-    """`text` with everything from START to END replaced by the rendered table."""
-    head, rest = text.split(START, 1)
-    return head + render() + rest.split(END, 1)[1]
-
-
 def main() -> int:
     """Rewrite the table in docs/pretrained.md (`python -m tests.pretrained.heads_table`)."""
-    DOC.write_text(replace_table(DOC.read_text(encoding="utf-8")), encoding="utf-8")
+    rewrite(DOC, START, END, render)
     print(f"{DOC}: {len(CASES)} rows")
     return 0
 

@@ -12,6 +12,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.doc_tables import cell, rewrite
+
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "training.md"
 START, END = "<!-- bad-inputs:start -->", "<!-- bad-inputs:end -->"
@@ -262,29 +264,19 @@ CHECKED_ELSEWHERE = [
 ]
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
 def render() -> str:
     """The markdown table, markers included."""
     lines = [START, "| bad input (`python train.py ...` unless said) | error (fragment) | checked by |", "|---|---|---|"]
     for row in [*OVERRIDES, *CHECKED_ELSEWHERE]:
         test_file, test = row.checked_by.split("::")
         by = "`prepare`" if row.checked_by == PREPARE_TEST else f"`{Path(test_file).name}::{test}`"
-        lines.append(f"| `{_cell(row.given)}` | {_cell(row.message)} | {by} |")
+        lines.append(f"| `{cell(row.given)}` | {cell(row.message)} | {by} |")
     return "\n".join([*lines, END])
-
-
-def replace_table(text: str) -> str:
-    """`text` with everything from START to END replaced by the rendered table."""
-    head, rest = text.split(START, 1)
-    return head + render() + rest.split(END, 1)[1]
 
 
 def main() -> int:
     """Rewrite the table in docs/training.md (`python -m tests.training.bad_inputs`)."""
-    DOC.write_text(replace_table(DOC.read_text(encoding="utf-8")), encoding="utf-8")
+    rewrite(DOC, START, END, render)
     print(f"{DOC}: {len(OVERRIDES) + len(CHECKED_ELSEWHERE)} rows")
     return 0
 
