@@ -107,6 +107,12 @@ def _optim(quick: bool) -> Section:
     return run(quick)
 
 
+def _init_from(quick: bool) -> Section:
+    from bench.bench_init_from import run
+
+    return run(quick)
+
+
 def _gpu(quick: bool) -> Section:
     from bench.gpu import run
 
@@ -119,7 +125,7 @@ SECTIONS: dict[str, Callable[[bool], Section]] = {
     "tokenizer": _tokenizer, "scaling": _scaling, "parity": _parity, "pretokenize": _pretokenize,
     "memory": _memory,
     "batching": _batching,
-    "compile": _compile, "optim": _optim, "gpu": _gpu,
+    "compile": _compile, "optim": _optim, "init_from": _init_from, "gpu": _gpu,
 }
 GPU_ONLY = ("gpu",)  # left out of a full run on a machine without CUDA (run them by name on a GPU)
 

@@ -106,6 +106,27 @@ def test_plain_model_folder_pools_the_callers_way(shipped, tmp_path):
     assert (load_embedder(folder, pooling="cls").encode(texts) - hidden[:, 0]).abs().max() < 1e-5
 
 
+def test_last_token_of_a_decoder_in_a_right_padded_batch(shipped, tmp_path):
+    """pooling="last" on a bare GPT2Model: each text's last real token, in a batch with right padding, equals
+    transformers' last hidden state of that text run alone."""
+    import transformers
+
+    from tests.pretrained.helpers import perturbed
+
+    torch.manual_seed(0)
+    gpt2 = perturbed(transformers.GPT2Model(transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=99,
+                                                                      n_positions=140)))
+    gpt2.save_pretrained(tmp_path / "gpt2")
+    tokenizer = load_hf_tokenizer(shipped.sentence_transformers())  # any tokenizer whose ids the model holds
+    texts = TEXTS[:3]
+    ours = zoo.embed(zoo.from_pretrained(tmp_path / "gpt2"), tokenizer, texts, pooling="last")
+    words = [tokenizer.specials.frame(tokenizer.encode(t)) for t in texts]
+    with torch.no_grad():
+        alone = torch.stack([gpt2(torch.as_tensor(ids)[None]).last_hidden_state[0, -1] for ids in words])
+    assert len({len(w) for w in words}) == 3  # three lengths: two rows padded
+    assert (ours - alone).abs().max() < 1e-5
+
+
 def test_special_token_text_is_text(shipped):
     """The one stated difference (docs/pretrained.md): "[SEP]" inside a text is text for zoo, as everywhere in
     zoo's tokenizers, and the special token for transformers; texts without such strings give equal ids."""
