@@ -70,7 +70,7 @@ def tokenizer_file() -> Path:
     folder = WORK / f"bpe{VOCAB}"
     if not (folder / "tokenizer.json").is_file():
         from zoo.data.sources.stdlib import load_stdlib_text
-        from zoo.data.tokenizer import build_tokenizer
+        from zoo.tokenizers import build_tokenizer
 
         build_tokenizer({"name": "bpe", "vocab_size": VOCAB}, load_stdlib_text().train).save(folder)
     return folder
@@ -81,7 +81,7 @@ import json, resource, sys, tempfile, time
 from pathlib import Path
 from zoo.data.documents import FileSpan, FileSpans
 from zoo.data.pretokenize import pretokenize
-from zoo.data.tokenizer import load_tokenizer
+from zoo.tokenizers import load_tokenizer
 tok = load_tokenizer(sys.argv[1]); path = Path(sys.argv[2])
 docs = FileSpans((FileSpan(path, 0, path.stat().st_size),))
 base_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # after the imports (zoo imports torch)
@@ -107,8 +107,8 @@ def slice_sides(tok_dir: Path, corpus: Path, slice_mb: int) -> dict:
     """The three sides on the first ``slice_mb`` MB of the corpus, as zero-argument callables."""
     from zoo.data.documents import FileSpan, FileSpans
     from zoo.data.pretokenize import pretokenize
-    from zoo.data.tiling import windows
-    from zoo.data.tokenizer import load_tokenizer
+    from zoo.tokenizers import load_tokenizer
+    from zoo.tokenizers.tiling import windows
 
     tok = load_tokenizer(tok_dir)
     cut = min(corpus.stat().st_size, slice_mb * 1_000_000)

@@ -17,7 +17,7 @@ import time
 
 from zoo.data.build import encode_documents
 from zoo.data.sources.stdlib import load_stdlib_text
-from zoo.data.tokenizer import build_tokenizer
+from zoo.tokenizers import build_tokenizer
 
 
 def bench(texts: list[str], cfg: dict) -> dict[str, float]:

@@ -15,7 +15,7 @@ import zoo.atomic
 from tests.crash import STEPS, Killed, hidden, state, stop_at
 from zoo.atomic import _umask
 from zoo.checkpoint import CheckpointError, atomic_torch_save, zoo_section
-from zoo.data.tokenizer import train_char
+from zoo.tokenizers.trained import train_char
 
 EXPORT_STEPS = [*STEPS, (zoo.atomic, "exchange")]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import json
 import os
 import re
 import secrets
@@ -41,6 +42,17 @@ def atomic_file(path: str | os.PathLike) -> Iterator[BinaryIO]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` through `atomic_file`."""
+    with atomic_file(path) as f:
+        f.write(data)
+
+
+def atomic_write_json(path: str | os.PathLike, obj: object) -> None:
+    """``obj`` as indented UTF-8 JSON, written through `atomic_file`."""
+    atomic_write_bytes(path, json.dumps(obj, indent=2, ensure_ascii=False).encode("utf-8"))
 
 
 def default_mode(path: str | os.PathLike, *, directory: bool = False) -> None:

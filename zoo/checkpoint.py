@@ -55,7 +55,7 @@ def tokenizer_files(tokenizer) -> dict[str, str]:
 
 def tokenizer_from_files(files: Mapping[str, str]):
     """Rebuild a ZooTokenizer from `tokenizer_files` output."""
-    from zoo.data import load_tokenizer
+    from zoo.tokenizers import load_tokenizer
 
     with tempfile.TemporaryDirectory() as tmp:
         for name, text in files.items():

@@ -139,7 +139,7 @@ def test_lm_datamodule_with_document_mask_pads_documents_apart():
 
 def test_document_mask_with_a_bert_framed_stream_ends_documents_at_sep():
     """A WordPiece tokenizer has no eos: its documents are `[CLS] doc [SEP]` and [SEP] closes each one."""
-    from zoo.data.specials import SpecialTokens
+    from zoo.tokenizers.specials import SpecialTokens
 
     cls_, sep = 101, 102
     bert = type("Bert", (_Tok,), {"eos_id": None, "specials": SpecialTokens(
@@ -165,7 +165,7 @@ class _Tok:
 
     @property
     def specials(self):
-        from zoo.data.specials import SpecialTokens
+        from zoo.tokenizers.specials import SpecialTokens
 
         return SpecialTokens.plain(pad=0, bos=1, eos=2)
 

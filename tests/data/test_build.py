@@ -8,7 +8,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from zoo.data import build_data, load_tokenizer, model_overrides
-from zoo.data.tokenizer import build_tokenizer
+from zoo.tokenizers import build_tokenizer
 
 from .conftest import SMALL_BPE, SMALL_STDLIB, SMALL_TOY
 

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 import zoo.data.cache as cache
-from zoo.data.cache import RaggedIds, atomic_write_bytes, hash_texts, id_dtype, stable_hash
+from zoo.atomic import atomic_write_bytes
+from zoo.data.cache import RaggedIds, hash_texts, id_dtype, stable_hash
 
 
 def test_atomic_write_replaces_and_leaves_no_temp(tmp_path):

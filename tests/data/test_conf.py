@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 
 from zoo.data.sources import SOURCES
 from zoo.data.sources.base import LOADER_KEYS, source_keys
-from zoo.data.tokenizer import TOKENIZERS, tokenizer_options, validate_tokenizer_cfg
+from zoo.tokenizers import TOKENIZERS, tokenizer_options, validate_tokenizer_cfg
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 

@@ -14,7 +14,7 @@ from tests.data.hf_folders import MAKERS, corpus
 from zoo.config import ModelConfig
 from zoo.data import build_data, load_hf_tokenizer, load_tokenizer, model_overrides
 from zoo.data.datasets import mask_tokens
-from zoo.data.tokenizer import build_tokenizer, validate_tokenizer_cfg
+from zoo.tokenizers import build_tokenizer, validate_tokenizer_cfg
 from zoo.utils import IGNORE_INDEX
 
 transformers = pytest.importorskip("transformers")

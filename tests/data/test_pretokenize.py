@@ -16,8 +16,8 @@ from zoo.data.cache import RaggedIds
 from zoo.data.documents import FileSpan, FileSpans, TextList, file_spans
 from zoo.data.pretokenize import pretokenize
 from zoo.data.sources.stdlib import load_stdlib_text
-from zoo.data.tiling import CUTS, Cuts, windows
-from zoo.data.tokenizer import build_tokenizer
+from zoo.tokenizers import build_tokenizer
+from zoo.tokenizers.tiling import CUTS, Cuts, windows
 
 from .conftest import SMALL_BPE
 
@@ -206,7 +206,7 @@ def test_dropped_whitespace_counts_with_the_next_token(tmp_path):
     last token by its <eos>, so every source byte is counted once."""
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    from zoo.data.tokenizer import SPECIAL_TOKENS, ZooTokenizer
+    from zoo.tokenizers import SPECIAL_TOKENS, ZooTokenizer
 
     vocab = {t: i for i, t in enumerate([*SPECIAL_TOKENS, "hi", "there", "나는"])}
     hf = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))

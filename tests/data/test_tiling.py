@@ -1,4 +1,4 @@
-"""Long documents cut into windows and tiled back (zoo.data.tiling): where a piece ends (worked by hand), a cut the
+"""Long documents cut into windows and tiled back (zoo.tokenizers.tiling): where a piece ends (worked by hand), a cut the
 windows either side disagree on is mended (checked against one call on the whole text, and shown to be needed),
 and past ``Cuts.longest`` the hard cut encodes every character once. The parity of every tokenizer kind with
 transformers on long documents is in tests/data/test_tokenizer_parity.py."""
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-import zoo.data.tiling as tiling
-from zoo.data.tiling import Cuts, Window, encode_texts, piece_end, windows
-from zoo.data.tokenizer import build_tokenizer
+import zoo.tokenizers.tiling as tiling
+from zoo.tokenizers import build_tokenizer
+from zoo.tokenizers.tiling import Cuts, Window, encode_texts, piece_end, windows
 
 TEN = Cuts(piece=10, context=2, longest=30)
 

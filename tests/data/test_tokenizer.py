@@ -6,16 +6,16 @@ import time
 import pytest
 from tokenizers import Tokenizer, models
 
-from zoo.data.tokenizer import (
+from zoo.tokenizers import (
     SPECIAL_TOKENS,
     TOKENIZERS,
     ZooTokenizer,
     build_tokenizer,
-    chunk_text,
     load_tokenizer,
     register_tokenizer,
     validate_tokenizer_cfg,
 )
+from zoo.tokenizers.trained import chunk_text
 
 TRAIN = ["def f(x):\n    return x + 1\n", "나는 사과를 먹었다\n", "hello world, hello zoo 🦓\n"] * 20
 HARD = [

@@ -6,7 +6,7 @@ saved as transformers saves it and loaded both by zoo's public paths (``tokenize
 cache saves and reads back as ``tokenizer=file``) and by ``transformers.AutoTokenizer``: ids with and without the
 template, and decoding with and without special tokens, are equal on a multilingual text set with documents of
 several thousand tokens, and so are the data pipeline's ids of those documents, which it encodes in bounded windows
-(zoo.data.tiling), with the source bytes each token spells. Where zoo chooses otherwise (special-token text in the
+(zoo.tokenizers.tiling), with the source bytes each token spells. Where zoo chooses otherwise (special-token text in the
 input stays text), the test says so.
 """
 
@@ -22,8 +22,8 @@ from tests.data.tokenizer_kinds import CODE, KINDS, corpus, save_folder
 from zoo.data import build_data, load_tokenizer
 from zoo.data.documents import TextList, split_point
 from zoo.data.pretokenize import pretokenize
-from zoo.data.tiling import CUTS, Cuts, encode_texts, windows
-from zoo.data.tokenizer import build_tokenizer
+from zoo.tokenizers import build_tokenizer
+from zoo.tokenizers.tiling import CUTS, Cuts, encode_texts, windows
 
 transformers = pytest.importorskip("transformers")
 
@@ -169,7 +169,7 @@ def test_stored_padding_is_off_wherever_zoo_reads_a_tokenizer_json(folders, tmp_
     assert again.encode("the zebra") == hf_tok.encode("the zebra") and len(again.encode("the zebra")) == 2
     assert again.specials == hf_tok.specials
 
-    from zoo.data.tokenizer import ZooTokenizer
+    from zoo.tokenizers import ZooTokenizer
 
     assert len(ZooTokenizer(padded, kind="file").encode("the zebra")) < 64
 
@@ -237,7 +237,7 @@ def test_the_data_pipeline_encodes_a_long_document_as_one_call(kind, cuts, zoo_t
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_token_starts_never_decrease(kind, zoo_toks):
-    """What the windows' tiling bisects on (zoo.data.tiling.Tokens): along an encoding, token starts never
+    """What the windows' tiling bisects on (zoo.tokenizers.tiling.Tokens): along an encoding, token starts never
     decrease, and ``token_to_chars`` reads the offsets one token at a time."""
     for name, text in {**TEXTS, **LONG}.items():
         encoding = zoo_toks[kind][0].hf.encode(text, add_special_tokens=False)

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import zoo
-from zoo.data.tokenizer import build_tokenizer
 from zoo.evaluation.run import evaluate, report_table
+from zoo.tokenizers import build_tokenizer
 from zoo.training.plan import ConfigError
 
 from .conftest import write_checkpoint

@@ -13,8 +13,8 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 import zoo
 from zoo.data import build_data
-from zoo.data.tokenizer import build_tokenizer
 from zoo.evaluation.run import evaluate
+from zoo.tokenizers import build_tokenizer
 
 from .conftest import write_checkpoint
 

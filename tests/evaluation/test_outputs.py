@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import zoo
-from zoo.data.tokenizer import build_tokenizer
 from zoo.evaluation.run import evaluate
+from zoo.tokenizers import build_tokenizer
 
 from .conftest import write_checkpoint
 

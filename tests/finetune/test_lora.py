@@ -95,8 +95,8 @@ def test_freeze_embeddings_and_first_layer():
 def test_lora_checkpoint_loads_merged(tmp_path):
     """zoo.load rebuilds the adapters a checkpoint records, loads them and merges (export has no adapters)."""
     from zoo.checkpoint import load, zoo_section
-    from zoo.data.tokenizer import train_char
     from zoo.finetune.lora import lora_record
+    from zoo.tokenizers.trained import train_char
 
     model = tiny()
     apply_finetune(model, {"name": "lora", "rank": 2, "targets": ["qkv"]})

@@ -14,8 +14,8 @@ import torch
 
 import zoo
 from tests.pretrained.shipped import WORDS
-from zoo.data.hf_tokenizer import load_hf_tokenizer
 from zoo.embedding import POOLINGS, Embedder, EmbedSettings, load_embedder
+from zoo.tokenizers import load_hf_tokenizer
 
 LONG = " ".join(WORDS[i % len(WORDS)] for i in range(170))  # > 128 tokens: cut at max_seq_length
 TEXTS = ["the cat sat on the mat", "a big red dog ran very quickly under the small blue house and not slowly",

@@ -12,7 +12,7 @@ import transformers
 
 import zoo
 from zoo.checkpoint import atomic_torch_save, zoo_section
-from zoo.data.tokenizer import train_char
+from zoo.tokenizers.trained import train_char
 
 SMALL = dict(d_model=32, n_layers=1, n_heads=4, max_seq_len=32)
 

@@ -12,9 +12,9 @@ import torch
 import transformers
 
 import zoo
-from zoo.data.hf_tokenizer import load_hf_tokenizer
 from zoo.presets import resolve_config
 from zoo.tasks import get_task
+from zoo.tokenizers import load_hf_tokenizer
 
 from ..data.hf_folders import make_bert
 from .test_export_labels import checkpoint

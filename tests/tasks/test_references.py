@@ -9,11 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from zoo.training.samples import make_samples
 
-from zoo.data.specials import SpecialTokens
 from zoo.tasks import TASKS
 from zoo.tasks.classification import Accuracy
-from zoo.training.samples import make_samples
+from zoo.tokenizers.specials import SpecialTokens
 from zoo.utils import IGNORE_INDEX
 
 X = IGNORE_INDEX

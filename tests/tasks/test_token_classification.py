@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import seqeval.metrics as sm
 import torch
+from zoo.evaluation.metrics import entity_scores
 
 from zoo.data import build_data
-from zoo.data.hf_tokenizer import load_hf_tokenizer
 from zoo.data.sources.token_tags import load_token_tags, read_tagged
 from zoo.data.tagging import TaggedDataset, align_words, first_tokens, word_spans
-from zoo.data.tokenizer import train_bpe
-from zoo.evaluation.metrics import entity_scores
+from zoo.tokenizers import load_hf_tokenizer
+from zoo.tokenizers.trained import train_bpe
 from zoo.utils import IGNORE_INDEX
 
 from ..data.hf_folders import corpus, make_bert, make_roberta
@@ -207,8 +207,9 @@ def test_missing_seqeval_says_how_to_install(monkeypatch):
 
 @pytest.mark.parametrize("arch", ["encoder", "decoder"])
 def test_a_step_and_an_evaluation_on_each_architecture(tmp_path, arch):
-    from zoo.config import ModelConfig
     from zoo.evaluation.loop import EvalOptions
+
+    from zoo.config import ModelConfig
     from zoo.presets import build
     from zoo.tasks import get_task
 
@@ -269,9 +270,9 @@ def test_validation_entity_scores_cover_the_whole_split_as_evaluate(tmp_path):
     sentences only (the module logged val/accuracy alone). Now the module logs all four over every validation
     sentence, equal to evaluate's numbers on the split and to seqeval on the tags it predicts."""
     import lightning as L
+    from zoo.evaluation.loop import EvalOptions
 
     from zoo.config import ModelConfig
-    from zoo.evaluation.loop import EvalOptions
     from zoo.presets import build
     from zoo.tasks import get_task
     from zoo.training.module import ZooLightningModule

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from zoo.checkpoint import tokenizer_differences, tokenizer_files
-from zoo.data.tokenizer import train_char
+from zoo.tokenizers.trained import train_char
 from zoo.training.run import ConfigError, train
 
 from .conftest import TINY_LM, train_losses

@@ -16,7 +16,7 @@ Entry point::
     trainer.fit(model, datamodule=dm); tok.save(run_dir / "tokenizer")
 """
 
-from zoo.data.build import build_data, model_overrides
+from zoo.data.build import build_data
 from zoo.data.datamodules import (
     ClassificationDataModule,
     LMDataModule,
@@ -26,7 +26,14 @@ from zoo.data.datamodules import (
 )
 from zoo.data.sources import SOURCES
 from zoo.data.sources.translation import exact_match
-from zoo.data.tokenizer import SPECIAL_TOKENS, TOKENIZERS, ZooTokenizer, load_hf_tokenizer, load_tokenizer
+from zoo.tokenizers import (  # re-exported: tokenizers are a floor below data (zoo/tokenizers)
+    SPECIAL_TOKENS,
+    TOKENIZERS,
+    ZooTokenizer,
+    load_hf_tokenizer,
+    load_tokenizer,
+    model_overrides,
+)
 
 __all__ = [
     "SOURCES",

@@ -32,16 +32,10 @@ from zoo.data.entry import CacheEntry
 from zoo.data.pretokenize import bytes_name, pretokenize
 from zoo.data.sources import LabelledCorpus, PairCorpus, TextCorpus, load_source
 from zoo.data.sources.base import TextStreams
-from zoo.data.tiling import encode_texts
-from zoo.data.tokenizer import (
-    DEFAULT_TRAIN_BYTES,
-    TOKENIZER_FILE,
-    ZooTokenizer,
-    build_tokenizer,
-    tokenizer_files,
-    tokenizer_options,
-    validate_tokenizer_cfg,
-)
+from zoo.tokenizers import ZooTokenizer, build_tokenizer, tokenizer_files, trains, validate_tokenizer_cfg
+from zoo.tokenizers.tiling import encode_texts
+from zoo.tokenizers.tokenizer import TOKENIZER_FILE
+from zoo.tokenizers.trained import DEFAULT_TRAIN_BYTES
 from zoo.utils import plain_dict
 
 if TYPE_CHECKING:
@@ -57,7 +51,7 @@ log = logging.getLogger(__name__)
 
 def encode_documents(tokenizer: ZooTokenizer, docs: list[str], *, append_eos: bool) -> RaggedIds:
     """Encode ``docs`` into ragged rows, each equal to one tokenizer call on the document (long ones in bounded
-    windows, zoo.data.tiling); ``append_eos`` frames each as one document of a stream (zoo, GPT-2: ``doc <eos>``;
+    windows, zoo.tokenizers.tiling); ``append_eos`` frames each as one document of a stream (zoo, GPT-2: ``doc <eos>``;
     BERT: ``[CLS] doc [SEP]``: ``tokenizer.specials.document``)."""
     rows = encode_texts(tokenizer.hf, docs, batch=ENCODE_BATCH)
     if append_eos:
@@ -112,11 +106,6 @@ ENCODERS: dict[str, Callable[[ZooTokenizer, Any, Mapping[str, str]], Encoded]] =
 
 
 # --------------------------------------------------------------------------------- tokenizer sample
-
-
-def trains(tokenizer_cfg: Mapping[str, Any]) -> bool:
-    """Whether the tokenizer learns from text: its builder takes `train_bytes` (tokenizer=file does not)."""
-    return "train_bytes" in tokenizer_options(tokenizer_cfg["name"]).rules
 
 
 def sample_key(docs: Documents, tokenizer_cfg: Mapping[str, Any], seed: int) -> dict[str, Any]:
@@ -225,11 +214,3 @@ def build_data(
     )
     task.check_tokenizer(entry.tokenizer)
     return entry.tokenizer, task.datamodule(entry, loader, **common)
-
-
-def model_overrides(tokenizer: ZooTokenizer) -> dict[str, int]:
-    """Model-config fields that come from the tokenizer (``num_labels`` for classification data)."""
-    out = {"vocab_size": tokenizer.vocab_size, **tokenizer.specials.model_ids()}  # pad/bos/eos (+ decoder start)
-    if tokenizer.label_names is not None:
-        out["num_labels"] = len(tokenizer.label_names)
-    return out

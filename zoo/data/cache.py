@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from zoo.atomic import atomic_file
+from zoo.atomic import atomic_write_bytes
 
 CACHE_FORMAT_VERSION = 4  # 2: streamed text fingerprints, tokenizer sample in the key; 3: source bytes per token
-# of the scored text splits (`<split>.tokens.bytes`); 4: a long document's ids are one call's (zoo.data.tiling), a
+# of the scored text splits (`<split>.tokens.bytes`); 4: a long document's ids are one call's (zoo.tokenizers.tiling), a
 # tokenizer read from files is keyed by their content, not their path
 CACHE_DIR_ENV = "ZOO_CACHE_DIR"
 HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
@@ -54,16 +54,6 @@ def hash_texts(texts: Iterable[str]) -> str:
         h.update(len(data).to_bytes(8, "little"))
         h.update(data)
     return h.hexdigest()
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same directory and ``os.replace``."""
-    with atomic_file(path) as f:
-        f.write(data)
-
-
-def atomic_write_json(path: str | os.PathLike, obj: object) -> None:
-    atomic_write_bytes(path, json.dumps(obj, indent=2, ensure_ascii=False).encode("utf-8"))
 
 
 def id_dtype(vocab_size: int) -> np.dtype:

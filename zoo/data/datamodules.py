@@ -33,7 +33,7 @@ from zoo.data.cache import RaggedIds
 from zoo.data.collate import PadCollator
 from zoo.data.datasets import EpochKeySampler, LabelledDataset, LMBlocks, PairDataset
 from zoo.data.packing import DocumentWindows
-from zoo.data.tokenizer import ZooTokenizer
+from zoo.tokenizers.tokenizer import ZooTokenizer
 
 
 class ZooDataModule(L.LightningDataModule):

@@ -16,7 +16,7 @@ from torch.utils.data import Dataset
 
 from zoo.data.batching import EpochSampler
 from zoo.data.cache import RaggedIds
-from zoo.data.specials import SpecialTokens
+from zoo.tokenizers.specials import SpecialTokens
 from zoo.utils import IGNORE_INDEX
 
 Example = dict[str, torch.Tensor]

@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from zoo.data.cache import RaggedIds, atomic_write_json, discard, new_tmp_dir, publish_dir
-from zoo.data.tokenizer import ZooTokenizer, load_tokenizer
+from zoo.atomic import atomic_write_json
+from zoo.data.cache import RaggedIds, discard, new_tmp_dir, publish_dir
+from zoo.tokenizers import ZooTokenizer, load_tokenizer
 
 MANIFEST = "manifest.json"
 TOKENIZER_DIR = "tokenizer"

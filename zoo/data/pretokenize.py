@@ -1,7 +1,7 @@
 """Streaming pre-tokenisation: documents -> token ids on disk, with memory that does not grow with the corpus.
 
 Text arrives in blocks (``Documents.blocks``) and is cut into bounded pieces, each inside a window of context
-(zoo.data.tiling), so that a document's ids equal one tokenizer call on the whole document. Windows are encoded a
+(zoo.tokenizers.tiling), so that a document's ids equal one tokenizer call on the whole document. Windows are encoded a
 batch at a time with the ``tokenizers`` library's multi-threaded ``encode_batch`` while the next batch is read (the
 library releases the GIL), and each piece keeps the tokens that start in it (``Tiler``, which checks every cut).
 Ids are appended straight to ``<name>.ids.bin`` (uint16/uint32 by vocabulary size) and document ends to
@@ -26,8 +26,8 @@ import numpy as np
 
 from zoo.data.cache import id_dtype
 from zoo.data.documents import ContentHash, Documents
-from zoo.data.tiling import CUTS, Cuts, Tiler, Tokens, Window, windows
-from zoo.data.tokenizer import ZooTokenizer
+from zoo.tokenizers.tiling import CUTS, Cuts, Tiler, Tokens, Window, windows
+from zoo.tokenizers.tokenizer import ZooTokenizer
 
 BATCH_CHARS = 4 << 20  # characters of text per encode_batch call (~4 MB: memory stays at a few batches)
 END = None  # marks the end of a document in the window stream
@@ -223,7 +223,7 @@ def pretokenize(
     returns the number of tokens. One batch is encoded while the next is read and split, so the reader and
     the tokenizer's threads overlap. ``fingerprint``: the ``docs.fingerprint()`` the caller keyed the result
     on; text that hashes otherwise as it is encoded (a file rewritten meanwhile) raises ValueError. ``cuts``:
-    how documents are cut into windows (zoo.data.tiling)."""
+    how documents are cut into windows (zoo.tokenizers.tiling)."""
     hf = tokenizer.hf
     frame = tokenizer.specials.document_ends() if append_eos else ((), ())
     tiler = Tiler(lambda text: hf.encode(text, add_special_tokens=False), cuts)

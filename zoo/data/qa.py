@@ -25,7 +25,7 @@ from torch.utils.data import Dataset
 from zoo.data.collate import PadCollator
 from zoo.data.datamodules import ZooDataModule
 from zoo.data.datasets import Example
-from zoo.data.tokenizer import ZooTokenizer
+from zoo.tokenizers.tokenizer import ZooTokenizer
 
 DEFAULT_MAX_ANSWER_LEN = 30  # tokens of a predicted answer at most (transformers' run_qa max_answer_length)
 ARRAYS = ("question", "context", "offsets", "context_utf8", "answers", "answer_counts", "answer_tokens")

@@ -20,8 +20,8 @@ from torch.utils.data import Dataset
 from zoo.data.cache import RaggedIds, id_dtype
 from zoo.data.datamodules import LabelledDataModule
 from zoo.data.datasets import Example
-from zoo.data.specials import SpecialTokens
-from zoo.data.tokenizer import ZooTokenizer
+from zoo.tokenizers.specials import SpecialTokens
+from zoo.tokenizers.tokenizer import ZooTokenizer
 from zoo.utils import IGNORE_INDEX
 
 IOB2_TAG = re.compile(r"O|[BI]-\S.*")  # "O", or "B-" / "I-" and an entity type

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from zoo.embedding.folder import EmbedSettings, is_sentence_transformers, read_settings
 from zoo.embedding.pooling import POOLINGS
+from zoo.tokenizers import load_hf_tokenizer
 from zoo.utils import eval_mode
 
 
@@ -116,7 +117,6 @@ def load_embedder(folder: str | os.PathLike, *, pooling: str | None = None, norm
     given = {"pooling": pooling, "normalize": normalize, "max_length": max_length}
     settings = dataclasses.replace(settings, **{k: v for k, v in given.items() if v is not None})
     POOLINGS.get(settings.pooling)  # an unknown name fails before the weights are read
-    from zoo.data.hf_tokenizer import load_hf_tokenizer  # deferred: the data floor imports lightning
     from zoo.pretrained import from_pretrained
 
     model_dir = settings.model_dir or folder

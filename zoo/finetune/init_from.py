@@ -265,8 +265,7 @@ def with_overrides(base: ModelConfig, overrides: Mapping[str, Any], source: str)
 def fixed_tokenizer_size(cfg: Mapping[str, Any]) -> int | None:
     """Tokens of a tokenizer read from files (tokenizer=hf / file), known before any data is read; None for one
     that learns its vocabulary from the data."""
-    from zoo.data.build import trains
-    from zoo.data.tokenizer import build_tokenizer
+    from zoo.tokenizers import build_tokenizer, trains
 
     return None if trains(cfg) else build_tokenizer(dict(cfg), []).vocab_size
 

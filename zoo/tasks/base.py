@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from zoo.config import ModelConfig
-from zoo.data import exact_match, model_overrides
+from zoo.data import exact_match
 from zoo.models import check_config
 from zoo.registry import Registry
+from zoo.tokenizers import model_overrides
 from zoo.utils import IGNORE_INDEX
 
 if TYPE_CHECKING:

@@ -92,7 +92,7 @@ def check_logger(cfg: Mapping[str, Any]) -> None:
 
 def check_tokenizer(cfg: Mapping[str, Any]) -> None:
     """The tokenizer's keys (its builder's keyword parameters, did-you-mean) and its own value checks."""
-    from zoo.data.tokenizer import validate_tokenizer_cfg
+    from zoo.tokenizers import validate_tokenizer_cfg
 
     validate_tokenizer_cfg(dict(cfg))
 

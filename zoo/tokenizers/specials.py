@@ -15,12 +15,15 @@ Fallbacks where a tokenizer lacks a role (documented in docs/data.md):
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from tokenizers import Tokenizer as HFTokenizer
 
 ROLES: tuple[str, ...] = ("pad", "bos", "eos", "unk", "mask", "cls", "sep")
+PROBES = ("a", "hello world 1")  # texts encoded once to see which specials the template adds around them
 
 
 @dataclass(frozen=True)
@@ -146,3 +149,35 @@ def template_of(encoded_ids: Sequence[int], special_mask: Sequence[int]) -> tupl
 def union_ids(*groups: Iterable[int | None]) -> tuple[int, ...]:
     """Sorted distinct ids of several groups (``None`` left out)."""
     return tuple(sorted({i for g in groups for i in g if i is not None}))
+
+
+def specials_from_roles(hf: HFTokenizer, roles: Mapping[str, str | None], extra: Iterable[str],
+                        source: str | os.PathLike) -> SpecialTokens:
+    """The ids of the named tokens in ``hf`` (each must be in its vocabulary), every special id (named,
+    additional, and tokens ``tokenizer.json`` marks special) and the template around one sequence."""
+    ids: dict[str, int | None] = {}
+    for role, token in roles.items():
+        if role not in ROLES:
+            raise ValueError(f"{source}: unknown special-token role {role!r}; known: {list(ROLES)}")
+        ids[role] = None if token is None else _id_of(hf, token, source, f"{role}_token")
+    extra_ids = [_id_of(hf, token, source, "additional special token") for token in extra]
+    marked = [i for i, added in hf.get_added_tokens_decoder().items() if added.special]
+    prefix, suffix = _template(hf)
+    return SpecialTokens(ids=ids, all_ids=union_ids(extra_ids, marked), prefix=prefix, suffix=suffix,
+                         tokens={r: roles.get(r) for r in ROLES})
+
+
+def _template(hf: HFTokenizer) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The special ids the tokenizer's post-processor puts before and after one sequence."""
+    for probe in PROBES:
+        enc = hf.encode(probe, add_special_tokens=True)
+        if not all(enc.special_tokens_mask):
+            return template_of(enc.ids, enc.special_tokens_mask)
+    return (), ()
+
+
+def _id_of(hf: HFTokenizer, token: str, source: str | os.PathLike, what: str) -> int:
+    found = hf.token_to_id(token)
+    if found is None:
+        raise ValueError(f"{source}: {what} {token!r} is not in the vocabulary of its tokenizer.json")
+    return found
