@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from zoo.training import callbacks
-from zoo.training.callbacks import TokensPerSecond, batch_tokens, token_count
+from zoo.training.callbacks import TokensPerSecond
+from zoo.training.console import batch_tokens, token_count
 
 
 def _batch(lengths: list[int], width: int = 8) -> dict[str, torch.Tensor]:

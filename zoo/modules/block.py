@@ -9,10 +9,10 @@ import functools
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from zoo.modules.attention import Attention
 from zoo.modules.cache import KVCache
-from zoo.modules.checkpointing import run_checkpointed
 from zoo.modules.feedforward import FeedForward
 from zoo.modules.mask import AttentionMask
 from zoo.modules.norm import make_norm
@@ -92,7 +92,8 @@ class Stack(nn.Module):
         self_weights, cross_weights = [], []
         recompute = self.checkpoint_layers and self.training and torch.is_grad_enabled() and cache is None
         for i, layer in enumerate(self.layers):
-            step = functools.partial(run_checkpointed, layer) if recompute else layer
+            # recompute: activations rebuilt in backward, the RNG replayed (dropout draws the same masks)
+            step = functools.partial(checkpoint, layer, use_reentrant=False) if recompute else layer
             if hidden_states is not None:
                 hidden_states.append(x)
             x, sw, cw = step(

@@ -16,24 +16,17 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from zoo.modules.block import Stack
 from zoo.utils import IGNORE_INDEX
 
 
 def set_activation_checkpointing(model: nn.Module, enabled: bool = True) -> int:
     """Switch activation checkpointing on (or off) for every layer stack in `model`; returns the number of
     stacks switched. It applies in training with gradients on and no KV cache; inference is unchanged."""
-    from zoo.modules.block import Stack  # block imports nothing from here; late import keeps it that way
-
     stacks = [m for m in model.modules() if isinstance(m, Stack)]
     for stack in stacks:
         stack.checkpoint_layers = bool(enabled)
     return len(stacks)
-
-
-def run_checkpointed(layer: nn.Module, *args, **kwargs):
-    """`layer(*args, **kwargs)` with its activations recomputed in backward (non-reentrant checkpoint; the
-    RNG state is replayed, so dropout draws the same masks both times)."""
-    return checkpoint(layer, *args, use_reentrant=False, **kwargs)
 
 
 def _chunk_nll_sum(head: Callable[[torch.Tensor], torch.Tensor], hidden: torch.Tensor, targets: torch.Tensor,

@@ -13,7 +13,7 @@ import math
 import torch
 from torch import nn
 
-from zoo.modules.rope_scaling import ROPE_SCALINGS
+from zoo.modules.rope_scaling import ROPE_SCALINGS, RopeScaling
 from zoo.registry import Registry
 from zoo.utils import check_range
 
@@ -63,7 +63,11 @@ class Positional(nn.Module):
 
     @classmethod
     def check_config(cls, cfg) -> None:
-        """Raise ValueError naming the model key if `cfg` cannot carry this scheme."""
+        """Raise ValueError naming the model key if `cfg` cannot carry this scheme (one that does not rotate
+        refuses a RoPE frequency scaling: there is nothing to scale). A scheme's own checks call this too."""
+        if not cls.rotates and ROPE_SCALINGS.get(cfg.rope_scaling) is not RopeScaling:
+            raise ValueError(f"model.rope_scaling={cfg.rope_scaling!r} scales rotary frequencies, but "
+                             f"model.positional={cfg.positional!r} does not rotate; use positional=rope.")
 
     def check_span(self, start: int, length: int, name: str) -> None:
         """Positions start .. start+length-1 are implied for `name` (no explicit position_ids)."""
@@ -106,6 +110,7 @@ class Sinusoidal(Positional):
     def check_config(cls, cfg) -> None:
         if cfg.d_model % 2:
             raise ValueError(f"model.positional='sinusoidal' needs an even d_model, got {cfg.d_model}.")
+        super().check_config(cfg)
 
     def encoding(self, position_ids: torch.Tensor) -> torch.Tensor:
         """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...) in the interleaved layout."""
@@ -145,6 +150,7 @@ class Learned(Positional):
         if cfg.pos_skip_pads and cfg.pad_id >= rows:
             raise ValueError(f"model.pos_skip_pads=true gives pads table row model.pad_id={cfg.pad_id}, but the table "
                              f"has model.max_seq_len + model.pos_offset = {rows} rows.")
+        super().check_config(cfg)
 
     def default_position_ids(self, ids: torch.Tensor, start: int, attention_mask: torch.Tensor | None) -> torch.Tensor:
         """With pos_skip_pads, a token's position is the number of real tokens (attention_mask, past + new) before

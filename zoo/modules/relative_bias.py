@@ -46,6 +46,7 @@ class T5RelativeBias(Positional):
         if not isinstance(cfg.rel_max_distance, int) or cfg.rel_max_distance <= 2 * exact:
             raise ValueError(f"model.rel_max_distance must be an integer > rel_buckets / 2 = {2 * exact} "
                              f"(T5 uses 128), got {cfg.rel_max_distance!r}.")
+        super().check_config(cfg)
 
     def terms(self, position_ids: torch.Tensor, q_start: int, k_len: int, *, causal: bool) -> PositionTerms:
         device = self.relative_bias.weight.device

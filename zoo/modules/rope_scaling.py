@@ -38,12 +38,6 @@ class RopeScaling:
                 reads = ", ".join(f"model.{k}" for k in cls.keys) or "no scaling key"
                 raise ValueError(f"model.{key}={getattr(cfg, key)!r} has no effect with model.rope_scaling="
                                  f"{cfg.rope_scaling!r} (it reads {reads}); remove it or pick a scaling that uses it.")
-        if cls is not RopeScaling:  # a scaling only means something to a scheme that rotates q and k
-            from zoo.modules.positional import POSITIONALS  # late: the rotary scheme imports this module
-
-            if not POSITIONALS.get(cfg.positional).rotates:
-                raise ValueError(f"model.rope_scaling={cfg.rope_scaling!r} scales rotary frequencies, but "
-                                 f"model.positional={cfg.positional!r} does not rotate; use positional=rope.")
         if "rope_factor" in cls.keys and cfg.rope_factor < 1:
             raise ValueError(f"model.rope_factor is how far the context is stretched and must be >= 1, "
                              f"got {cfg.rope_factor!r}.")

@@ -17,6 +17,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 
 from zoo.registry import Registry
 from zoo.tasks import Task, get_task
+from zoo.training.console import LineProgress, is_terminal, token_count
 from zoo.training.samples import make_samples
 
 CALLBACKS: Registry = Registry("callback")
@@ -38,21 +39,6 @@ class CallbackContext:
 
 class NonFiniteLossError(RuntimeError):
     """Raised before backward when the loss is NaN/inf; no checkpoint is written after it."""
-
-
-def batch_tokens(batch: Mapping[str, torch.Tensor]) -> int:
-    """Real (unpadded) tokens in a batch: encoder/decoder inputs, counted by their attention masks."""
-    return int(token_count(batch))
-
-
-def token_count(batch: Mapping[str, torch.Tensor]) -> int | torch.Tensor:
-    """`batch_tokens` without a host sync: a masked batch's count stays a tensor on its device (per-step
-    callbacks add them up and read the sum once, when they log)."""
-    total: int | torch.Tensor = 0
-    for ids_key, mask_key in (("input_ids", "attention_mask"), ("decoder_input_ids", "decoder_attention_mask")):
-        if ids_key in batch:
-            total = total + (batch[mask_key].sum() if mask_key in batch else batch[ids_key].numel())
-    return total
 
 
 class TokensPerSecond(Callback):
@@ -207,8 +193,6 @@ class StepProgressBar(RichProgressBar):
 @CALLBACKS.register("progress_bar")
 def _progress(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback | None:
     """style auto: the rich bar in a terminal, progress lines (zoo.training.console) when stdout is not one."""
-    from zoo.training.console import LineProgress, is_terminal
-
     if not ctx.progress_bar:
         return None
     opts = dict(opts)

@@ -2,7 +2,8 @@
 for third-party messages that tell the user nothing, and the closing summary (where things are, how to go on).
 
 In a terminal the rich bar (callbacks.StepProgressBar) redraws in place; redirected, a bar only shows up at the
-end, so `LineProgress` prints one plain line every `every_n_steps` optimizer steps instead."""
+end, so `LineProgress` prints one plain line every `every_n_steps` optimizer steps instead. `token_count`
+(a batch's real tokens) feeds its tok/s and the callbacks' `train/tokens_per_s`."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import shlex
 import sys
 import time
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
 import lightning as L
+import torch
 from lightning.pytorch.callbacks.progress.progress_bar import ProgressBar
 
 # Third-party noise, silenced by exact message (and module): real warnings still show.
@@ -63,6 +66,21 @@ def is_terminal(stream: IO[str] | None = None) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)())
 
 
+def batch_tokens(batch: Mapping[str, torch.Tensor]) -> int:
+    """Real (unpadded) tokens in a batch: encoder/decoder inputs, counted by their attention masks."""
+    return int(token_count(batch))
+
+
+def token_count(batch: Mapping[str, torch.Tensor]) -> int | torch.Tensor:
+    """`batch_tokens` without a host sync: a masked batch's count stays a tensor on its device (per-step
+    callbacks add them up and read the sum once, when they log)."""
+    total: int | torch.Tensor = 0
+    for ids_key, mask_key in (("input_ids", "attention_mask"), ("decoder_input_ids", "decoder_attention_mask")):
+        if ids_key in batch:
+            total = total + (batch[mask_key].sum() if mask_key in batch else batch[ids_key].numel())
+    return total
+
+
 def _clock(seconds: float) -> str:
     seconds = int(max(0.0, seconds))
     h, rest = divmod(seconds, 3600)
@@ -99,8 +117,6 @@ class LineProgress(ProgressBar):
         self._tokens = 0
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int) -> None:
-        from zoo.training.callbacks import token_count
-
         self._tokens = self._tokens + token_count(batch) * trainer.world_size  # a tensor for masked batches
         step = trainer.global_step
         if not self._enabled or step == self._printed_step or step % self.every_n_steps:
