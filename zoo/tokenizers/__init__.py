@@ -1,7 +1,7 @@
 """Tokenizers (io floor): the :class:`ZooTokenizer` object, its special tokens, and the kinds by name.
 
-``build_tokenizer({"name": "bpe", "vocab_size": 4096}, texts)`` trains or reads one (kinds: bpe, char, file, hf;
-each registers itself in its own module, all imported here); ``load_tokenizer(folder)`` reads back what
+``build_tokenizer({"name": "bpe", "vocab_size": 4096}, texts)`` trains or reads one (kinds: bpe, char, file,
+hf; each registers itself in its own module, all imported here); ``load_tokenizer(folder)`` reads back what
 ``tok.save(folder)`` wrote; ``load_hf_tokenizer(folder)`` reads a Hugging Face tokenizer folder;
 ``model_overrides(tok)`` gives the model-config fields a tokenizer decides (vocab size, special ids)."""
 

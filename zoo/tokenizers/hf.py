@@ -39,25 +39,28 @@ EXPECTED = (f"a Hugging Face tokenizer folder with {TOKENIZER_FILE} and {HF_CONF
 
 
 def hf_folder_problem(path: str | os.PathLike) -> str | None:
-    """Why ``path`` is not a Hugging Face tokenizer folder (None: it looks like one; contents not yet read)."""
+    """Why ``path`` is not a Hugging Face tokenizer folder (None: it looks like one, unread as yet)."""
     path = Path(path)
     if not path.exists():
         return f"{path} does not exist; expected {EXPECTED}"
     if not path.is_dir():
-        return f"{path} is a file; expected {EXPECTED} (a bare tokenizer.json with zoo's ids is tokenizer=file)"
+        return (f"{path} is a file; expected {EXPECTED} (a bare tokenizer.json with zoo's ids is "
+                "tokenizer=file)")
     if not (path / TOKENIZER_FILE).is_file():
         slow = [name for name in SLOW_FILES if (path / name).is_file()]
         hint = (f"; it holds only a slow tokenizer ({', '.join(slow)}): save it once with transformers "
-                "(AutoTokenizer.from_pretrained(folder).save_pretrained(folder)) to write tokenizer.json") if slow else ""
+                "(AutoTokenizer.from_pretrained(folder).save_pretrained(folder)) to write tokenizer.json"
+                ) if slow else ""
         return f"{path} has no {TOKENIZER_FILE}; expected {EXPECTED}{hint}"
     if not any((path / name).is_file() for name in (HF_CONFIG_FILE, HF_SPECIAL_MAP_FILE)):
-        return (f"{path} has {TOKENIZER_FILE} but neither {HF_CONFIG_FILE} nor {HF_SPECIAL_MAP_FILE}, which name its "
-                "special tokens; expected " + EXPECTED)
+        return (f"{path} has {TOKENIZER_FILE} but neither {HF_CONFIG_FILE} nor {HF_SPECIAL_MAP_FILE}, "
+                "which name its special tokens; expected " + EXPECTED)
     return None
 
 
 HF_FOLDER = Rule(lambda v: isinstance(v, str) and hf_folder_problem(v) is None, EXPECTED,
-                 explain=lambda key, v: f"{key}={v!r}: {hf_folder_problem(v)}" if isinstance(v, str) else None)
+                 explain=lambda key, v: f"{key}={v!r}: {hf_folder_problem(v)}" if isinstance(v, str)
+                 else None)
 
 
 def load_hf_tokenizer(path: str | os.PathLike) -> ZooTokenizer:
@@ -74,7 +77,8 @@ def load_hf_tokenizer(path: str | os.PathLike) -> ZooTokenizer:
                         clean_up_spaces=decode_cleans_up(hf, config))
 
 
-def read_roles(folder: Path, config: Mapping[str, Any] | None = None) -> tuple[dict[str, str | None], list[str]]:
+def read_roles(folder: Path, config: Mapping[str, Any] | None = None
+               ) -> tuple[dict[str, str | None], list[str]]:
     """(role -> token text, additional special tokens) from ``tokenizer_config.json`` (``config`` when already
     read), then ``special_tokens_map.json`` for the roles the first leaves unset."""
     roles: dict[str, str | None] = {}
@@ -121,12 +125,14 @@ def _read_object(file: Path) -> dict[str, Any]:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"corrupt tokenizer config {file}: {e}") from None
     if not isinstance(data, dict):
-        raise ValueError(f"corrupt tokenizer config {file}: expected a JSON object, got {type(data).__name__}")
+        raise ValueError(f"corrupt tokenizer config {file}: expected a JSON object, "
+                         f"got {type(data).__name__}")
     return data
 
 
 def _hf_files(path: Path) -> list[Path]:
-    return [path / name for name in (TOKENIZER_FILE, HF_CONFIG_FILE, HF_SPECIAL_MAP_FILE) if (path / name).is_file()]
+    names = (TOKENIZER_FILE, HF_CONFIG_FILE, HF_SPECIAL_MAP_FILE)
+    return [path / name for name in names if (path / name).is_file()]
 
 
 @register_tokenizer("hf", files=_hf_files)

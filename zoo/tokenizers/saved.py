@@ -11,8 +11,8 @@ from zoo.tokenizers.tokenizer import META_FILE, TOKENIZER_FILE, ZooTokenizer, lo
 
 
 def saved_files(path: Path) -> list[Path]:
-    """What ``load_tokenizer(path)`` reads that decides the ids: a bare file, or a saved folder's tokenizer and
-    its metadata (special-token roles; ``labels.json`` is not: the data's labels replace it)."""
+    """What ``load_tokenizer(path)`` reads that decides the ids: a bare file, or a saved folder's tokenizer
+    and its metadata (special-token roles; ``labels.json`` is not: the data's labels replace it)."""
     if not path.is_dir():
         return [path]
     meta = path / META_FILE

@@ -43,7 +43,8 @@ class SpecialTokens:
             raise ValueError(f"unknown special-token roles {sorted(unknown)}; known: {list(ROLES)}")
         object.__setattr__(self, "ids", {role: self.ids.get(role) for role in ROLES})
         named = {i for i in self.ids.values() if i is not None}
-        object.__setattr__(self, "all_ids", tuple(sorted(named | set(self.all_ids) | set(self.prefix) | set(self.suffix))))
+        every = named | set(self.all_ids) | set(self.prefix) | set(self.suffix)
+        object.__setattr__(self, "all_ids", tuple(sorted(every)))
 
     @classmethod
     def plain(cls, **ids: int | None) -> SpecialTokens:
@@ -75,9 +76,9 @@ class SpecialTokens:
         return self.ids["cls"] if self.ids["cls"] is not None else self.ids["bos"]
 
     def model_ids(self) -> dict[str, int]:
-        """ModelConfig fields: pad/bos/eos ids with the fallbacks above (bos: else cls, else the decoder start;
-        eos: else sep, else padding), and ``decoder_start_id`` only when it is not that bos (ModelConfig's
-        default start is bos_id, so zoo's own tokenizers leave it unset as before)."""
+        """ModelConfig fields: pad/bos/eos ids with the fallbacks above (bos: else cls, else the decoder
+        start; eos: else sep, else padding), and ``decoder_start_id`` only when it is not that bos
+        (ModelConfig's default start is bos_id, so zoo's own tokenizers leave it unset as before)."""
         bos = next((i for i in (self.ids["bos"], self.ids["cls"]) if i is not None), self.decoder_start_id)
         out = {
             "pad_id": self.padding_id,
@@ -91,8 +92,8 @@ class SpecialTokens:
     # -------------------------------------------------------------------------------- framing
     def frame(self, ids: Sequence[int] | np.ndarray, max_len: int | None = None, *, first: int | None = None,
               last: int | None = None) -> np.ndarray:
-        """``prefix + ids + suffix`` as int64, the content cut so the whole fits ``max_len``; ``first``/``last``
-        are put at the ends when the template does not already start/end with them."""
+        """``prefix + ids + suffix`` as int64, the content cut so the whole fits ``max_len``;
+        ``first``/``last`` are put at the ends when the template does not already start/end with them."""
         head = list(self.prefix) if first is None or self.prefix[:1] == (first,) else [first, *self.prefix]
         tail = list(self.suffix) if last is None or self.suffix[-1:] == (last,) else [*self.suffix, last]
         body = np.asarray(ids, dtype=np.int64)
@@ -105,8 +106,8 @@ class SpecialTokens:
         return np.concatenate([np.asarray(head, dtype=np.int64), body, np.asarray(tail, dtype=np.int64)])
 
     def document_ends(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """(ids before, ids after) each document of an LM/MLM stream: the tokenizer's template, closed by
-        its document end (zoo: ``((), (eos,))``; GPT-2: ``((), (<|endoftext|>,))``; BERT: ``([CLS], [SEP])``)."""
+        """(ids before, ids after) each document of an LM/MLM stream: the tokenizer's template, closed by its
+        document end (zoo: ``((), (eos,))``; GPT-2: ``((), (<|endoftext|>,))``; BERT: ``([CLS], [SEP])``)."""
         if self.suffix:
             return self.prefix, self.suffix
         if self.document_end_id is None:
@@ -137,7 +138,8 @@ class SpecialTokens:
         return self.frame(ids, max_len, first=self.first_id)
 
 
-def template_of(encoded_ids: Sequence[int], special_mask: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def template_of(encoded_ids: Sequence[int], special_mask: Sequence[int]
+                ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Split the specials a tokenizer added around one probe text into (prefix, suffix)."""
     content = [k for k, m in enumerate(special_mask) if not m]
     if not content:

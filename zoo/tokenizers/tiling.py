@@ -1,20 +1,20 @@
 """Long documents encoded in bounded pieces, with the ids one tokenizer call on the whole document gives.
 
 A document is cut into pieces of about ``Cuts.piece`` characters: at the start of a whitespace run in the
-piece's second half (one with no long word just after it, if there is one), else before a punctuation or symbol
-character there, else at the first such place after it (the piece grows, up to ``Cuts.longest``; past that,
-anywhere). Each piece is encoded inside a *window* that holds
-up to ``Cuts.context`` characters of the document on either side, and keeps the tokens whose start offset falls in
-the piece: its first tokens see the text before them as they do in the whole document, and what a window's edge
-changes (Llama's "▁" or a byte-level prefix space before its first word, a word cut in two) falls on tokens that
-are dropped. The two windows at a cut must agree on the tokens just after it (those that start within
-``Cuts.check`` characters of it and any across it: ids and offsets); then the kept tokens tile the text there, none
-twice and none missing. Where they do not (a word longer than the context), the two pieces are encoded again as one, up
-to ``Cuts.longest`` characters; past that the cut is a hard one, each side encoded without the other (every
+piece's second half (one with no long word just after it, if there is one), else before a punctuation or
+symbol character there, else at the first such place after it (the piece grows, up to ``Cuts.longest``; past
+that, anywhere). Each piece is encoded inside a *window* that holds up to ``Cuts.context`` characters of the
+document on either side, and keeps the tokens whose start offset falls in the piece: its first tokens see the
+text before them as they do in the whole document, and what a window's edge changes (Llama's "▁" or a
+byte-level prefix space before its first word, a word cut in two) falls on tokens that are dropped. The two
+windows at a cut must agree on the tokens just after it (those that start within ``Cuts.check`` characters of
+it and any across it: ids and offsets); then the kept tokens tile the text there, none twice and none missing.
+Where they do not (a word longer than the context), the two pieces are encoded again as one, up to
+``Cuts.longest`` characters; past that the cut is a hard one, each side encoded without the other (every
 character still encoded once, the ids near it may differ from one call), and counted.
 
-``windows`` cuts a document streamed in blocks; ``Tiler`` turns encoded windows into kept tokens; ``encode_texts``
-does both in memory (zoo.data.pretokenize streams them to disk).
+``windows`` cuts a document streamed in blocks; ``Tiler`` turns encoded windows into kept tokens;
+``encode_texts`` does both in memory (zoo.data.pretokenize streams them to disk).
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ LONGEST_PIECE_CHARS = 4 * PIECE_CHARS  # a piece grows to a soft cut, or a faili
 
 _RUN_START = re.compile(r"(?<=\S)\s")  # the first character of a whitespace run
 _SYMBOL = re.compile(r"[^\w\s]")  # punctuation or a symbol
-_LAST = {p: re.compile(r"(?s:.*)(?:" + p.pattern + ")") for p in (_RUN_START, _SYMBOL)}  # greedy: the last one
+# greedy: the last one
+_LAST = {p: re.compile(r"(?s:.*)(?:" + p.pattern + ")") for p in (_RUN_START, _SYMBOL)}
 _SOFT = re.compile(f"{_RUN_START.pattern}|{_SYMBOL.pattern}")
 
 
@@ -61,7 +62,8 @@ CUTS = Cuts()
 
 @dataclass(frozen=True)
 class Window:
-    """A piece of a document with its context: the piece is ``text[lo:hi]``; ``text[0]`` is character ``at``."""
+    """A piece of a document with its context: the piece is ``text[lo:hi]``; ``text[0]`` is character ``at``
+    of the document."""
 
     text: str
     lo: int
@@ -83,8 +85,9 @@ class Window:
 
 
 def piece_end(text: str, start: int, final: bool, cuts: Cuts = CUTS) -> int | None:
-    """End of the piece of ``text`` starting at ``start`` (see the module docstring); None when ``text`` is not
-    ``final`` (more of the document follows) and holds too little to decide, or to give the cut its context."""
+    """End of the piece of ``text`` starting at ``start`` (see the module docstring); None when ``text`` is
+    not ``final`` (more of the document follows) and holds too little to decide, or to give the cut its
+    context."""
     n = len(text)
     if final and n - start <= cuts.piece:
         return n
@@ -106,9 +109,10 @@ def piece_end(text: str, start: int, final: bool, cuts: Cuts = CUTS) -> int | No
 
 
 def _last_run_start(text: str, low: int, high: int, context: int) -> int | None:
-    """The last start of a whitespace run in ``text[low:high]`` with no word of ``context // 2`` characters in the
-    ``context`` after it, else the last one (None: there is none). A long word just after a cut is cut short in the
-    window before, whose tokens then differ from the next window's: the windows would have to be joined."""
+    """The last start of a whitespace run in ``text[low:high]`` with no word of ``context // 2`` characters in
+    the ``context`` after it, else the last one (None: there is none). A long word just after a cut is cut
+    short in the window before, whose tokens then differ from the next window's: the windows would have to be
+    joined."""
     last, long_word = None, _long_word(max(1, context // 2))
     while found := _LAST[_RUN_START].match(text, low, high):
         cut = found.end() - 1
@@ -124,9 +128,9 @@ def _long_word(length: int) -> re.Pattern:
 
 
 def windows(blocks: Iterable[str], cuts: Cuts = CUTS) -> Iterator[Window]:
-    """The windows of one document given as consecutive ``blocks``, without joining them: held in memory is the
-    text from ``cuts.context`` characters before the current piece to what deciding its end needs. The same
-    windows for any split into blocks."""
+    """The windows of one document given as consecutive ``blocks``, without joining them: held in memory is
+    the text from ``cuts.context`` characters before the current piece to what deciding its end needs. The
+    same windows for any split into blocks."""
     buf, base, start = "", 0, 0  # buf[0] is document position `base`; `start` indexes the next piece in buf
     ready = 0  # try to cut once buf is this long (small blocks would otherwise search the same text again)
     for block in blocks:
@@ -151,10 +155,10 @@ def _window(buf: str, start: int, end: int, context: int, base: int) -> Window:
 
 
 class Tokens:
-    """A window's encoding (a ``tokenizers`` Encoding of ``window.text``). Token starts never decrease along an
-    encoding (the library emits tokens in text order; tests check it for every tokenizer kind), so the tokens a
-    piece keeps are a range of indices found by bisection, and only tokens near a cut are read one by one: reading
-    every token's offsets would cost a third of the encoding itself."""
+    """A window's encoding (a ``tokenizers`` Encoding of ``window.text``). Token starts never decrease along
+    an encoding (the library emits tokens in text order; tests check it for every tokenizer kind), so the
+    tokens a piece keeps are a range of indices found by bisection, and only tokens near a cut are read one by
+    one: reading every token's offsets would cost a third of the encoding itself."""
 
     def __init__(self, window: Window, encoding: Any) -> None:
         self.window, self.encoding = window, encoding
@@ -211,8 +215,8 @@ def agree(before: Tokens, after: Tokens, width: int) -> bool:
     """Whether the windows either side of a cut tokenize the text just after it alike (a token across the cut
     included). What a window's edge changes spreads from the edge through the word there: had the end of the
     window before reached back over the cut, or the start of the one after reached past it, these tokens would
-    differ (each window's is changed by its own edge only). Tokens before the cut are not compared: of a long word
-    that ends at the cut, the window after sees only the end, and drops it anyway."""
+    differ (each window's is changed by its own edge only). Tokens before the cut are not compared: of a long
+    word that ends at the cut, the window after sees only the end, and drops it anyway."""
     cut = before.window.end
     return before.past(cut, width) == after.past(cut, width)
 
@@ -228,7 +232,8 @@ class Tiler:
 
     ``push(window, encoding)`` for each window and ``push(None)`` at each document's end return what is final:
     ``Tokens`` (``tokens.kept_ids()``) and ``None`` where a document ends. One window is held back until the
-    next one has checked the cut between them. ``encode``: one text -> a ``tokenizers`` Encoding (for mending)."""
+    next one has checked the cut between them. ``encode``: one text -> a ``tokenizers`` Encoding (for
+    mending)."""
 
     def __init__(self, encode: Callable[[str], Any], cuts: Cuts = CUTS) -> None:
         self.encode, self.cuts = encode, cuts
@@ -247,7 +252,7 @@ class Tiler:
         return out
 
     def feed(self, items: Sequence[Window | None], encodings: Iterable[Any]) -> list[Tokens | None]:
-        """``push`` each of ``items`` (windows and document ends) with the encodings of its windows, in order."""
+        """``push`` each of ``items`` (windows and document ends), in order, with its windows' encodings."""
         encoded = iter(encodings)
         return [out for item in items for out in self.push(item, None if item is None else next(encoded))]
 
@@ -269,8 +274,9 @@ class Tiler:
 
 
 def encode_texts(hf: Any, texts: Sequence[str], cuts: Cuts = CUTS, batch: int = 4096) -> list[list[int]]:
-    """Each text's ids without special tokens, equal to ``hf.encode(text)``'s; a long text is encoded window by
-    window, ``batch`` windows per multi-threaded ``encode_batch`` call. ``hf``: a ``tokenizers.Tokenizer``."""
+    """Each text's ids without special tokens, equal to ``hf.encode(text)``'s; a long text is encoded window
+    by window, ``batch`` windows per multi-threaded ``encode_batch`` call. ``hf``: a
+    ``tokenizers.Tokenizer``."""
     items: list[Window | None] = []
     for text in texts:
         items.extend(windows((text,), cuts))

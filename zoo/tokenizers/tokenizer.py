@@ -3,10 +3,10 @@
 zoo's own kinds (bpe, char, file: zoo/tokenizers/trained.py, saved.py) have the special tokens
 ``<pad>=0 <bos>=1 <eos>=2 <unk>=3 <mask>=4`` at fixed ids; a Hugging Face folder (``tokenizer=hf``,
 zoo/tokenizers/hf.py) keeps its own tokens and ids. Either way the ids are properties of the instance
-(``tok.pad_id``..., ``None`` where the tokenizer has none) and ``tok.specials`` frames sequences for each task.
-``encode`` adds no special tokens; literal text such as ``"<pad>"`` is encoded as ordinary text, never as a special
-id. Padding and truncation stored in a ``tokenizer.json`` never apply (transformers' fast tokenizers ignore them
-too unless a call asks), so a text always keeps all of its tokens.
+(``tok.pad_id``..., ``None`` where the tokenizer has none) and ``tok.specials`` frames sequences for each
+task. ``encode`` adds no special tokens; literal text such as ``"<pad>"`` is encoded as ordinary text, never
+as a special id. Padding and truncation stored in a ``tokenizer.json`` never apply (transformers' fast
+tokenizers ignore them too unless a call asks), so a text always keeps all of its tokens.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ PAD_ID, BOS_ID, EOS_ID, UNK_ID, MASK_ID = range(len(SPECIAL_TOKENS))
 TOKENIZER_FILE = "tokenizer.json"
 META_FILE = "zoo_tokenizer.json"
 LABELS_FILE = "labels.json"
-HF_CONFIG_FILE = "tokenizer_config.json"  # a Hugging Face folder's special tokens (zoo/tokenizers/hf.py reads it)
+HF_CONFIG_FILE = "tokenizer_config.json"  # a Hugging Face folder's special tokens (zoo/tokenizers/hf.py)
 HF_SPECIAL_MAP_FILE = "special_tokens_map.json"
 ZOO_SPECIALS = SpecialTokens(
     ids={"pad": PAD_ID, "bos": BOS_ID, "eos": EOS_ID, "unk": UNK_ID, "mask": MASK_ID},
@@ -92,8 +92,8 @@ class ZooTokenizer:
         return [e.ids for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
 
     def encode_long(self, text: str) -> list[int]:
-        """``encode(text)``'s ids, computed in bounded windows of the text (zoo.tokenizers.tiling), so a text of any
-        length takes bounded memory per call and the windows encode in parallel."""
+        """``encode(text)``'s ids, computed in bounded windows of the text (zoo.tokenizers.tiling), so a text
+        of any length takes bounded memory per call and the windows encode in parallel."""
         return encode_texts(self.hf, [text])[0]
 
     def decode(self, ids: Sequence[int] | Any, skip_special_tokens: bool = True) -> str:
@@ -122,9 +122,10 @@ class ZooTokenizer:
 
     def save_hf(self, directory: str | os.PathLike) -> Path:
         """Write a Hugging Face tokenizer folder (``tokenizer.json``, ``tokenizer_config.json``,
-        ``special_tokens_map.json``, each atomically) that ``transformers.AutoTokenizer.from_pretrained`` loads
-        with the same ids as this tokenizer. The config names the generic fast class, so transformers uses
-        ``tokenizer.json`` as it is, and ``split_special_tokens`` so special-token text in input stays text."""
+        ``special_tokens_map.json``, each atomically) that ``transformers.AutoTokenizer.from_pretrained``
+        loads with the same ids as this tokenizer. The config names the generic fast class, so transformers
+        uses ``tokenizer.json`` as it is, and ``split_special_tokens`` so special-token text in input stays
+        text."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         named = {f"{role}_token": token for role, token in self.specials.tokens.items() if token is not None}
@@ -162,8 +163,9 @@ def read_hf_tokenizer(path: Path) -> HFTokenizer:
 
 
 def without_stored_padding(hf: HFTokenizer) -> HFTokenizer:
-    """``hf`` with the padding and truncation a ``tokenizer.json`` may store switched off (sentence-transformers'
-    files pad and cut every text to 128 ids); transformers applies them only when a call asks, zoo never."""
+    """``hf`` with the padding and truncation a ``tokenizer.json`` may store switched off
+    (sentence-transformers' files pad and cut every text to 128 ids); transformers applies them only when a
+    call asks, zoo never."""
     hf.no_padding()
     hf.no_truncation()
     return hf
@@ -193,7 +195,8 @@ def load_tokenizer(directory: str | os.PathLike) -> ZooTokenizer:
         meta = _read_json(directory / META_FILE)
         kind, clean_up = meta.get("kind", "file"), bool(meta.get("clean_up_spaces", False))
         if "roles" in meta:  # saved from a Hugging Face folder: its own special tokens
-            specials = specials_from_roles(hf, meta["roles"], meta.get("special_tokens", {}), directory / META_FILE)
+            extra = meta.get("special_tokens", {})
+            specials = specials_from_roles(hf, meta["roles"], extra, directory / META_FILE)
     if (directory / LABELS_FILE).is_file():
         labels = _read_json(directory / LABELS_FILE)
     return ZooTokenizer(hf, kind=kind, label_names=labels, specials=specials, clean_up_spaces=clean_up)
@@ -208,7 +211,8 @@ def _read_json(path: Path) -> Any:
 
 def model_overrides(tokenizer: ZooTokenizer) -> dict[str, int]:
     """Model-config fields that come from the tokenizer (``num_labels`` for classification data)."""
-    out = {"vocab_size": tokenizer.vocab_size, **tokenizer.specials.model_ids()}  # pad/bos/eos (+ decoder start)
+    # pad/bos/eos (+ decoder start)
+    out = {"vocab_size": tokenizer.vocab_size, **tokenizer.specials.model_ids()}
     if tokenizer.label_names is not None:
         out["num_labels"] = len(tokenizer.label_names)
     return out

@@ -20,8 +20,8 @@ CHAR_MIN_VOCAB = 6  # the special tokens and one character
 CHUNK_CHARS = 1024  # longest piece handed to the BPE trainer (a huge line must not hang it); encoding cuts
 # documents as zoo.tokenizers.tiling says
 
-# tokenizer.train_bytes of a trained tokenizer: the UTF-8 bytes of training text it sees, a seeded sample drawn
-# by zoo.data.build.tokenizer_sample before the builder is called (null = the whole training split)
+# tokenizer.train_bytes of a trained tokenizer: the UTF-8 bytes of training text it sees, a seeded sample
+# drawn by zoo.data.build.tokenizer_sample before the builder is called (null = the whole training split)
 TRAIN_BYTES = optional(integer(1))
 DEFAULT_TRAIN_BYTES = 100_000_000
 
