@@ -50,9 +50,9 @@ log = logging.getLogger(__name__)
 
 
 def encode_documents(tokenizer: ZooTokenizer, docs: list[str], *, append_eos: bool) -> RaggedIds:
-    """Encode ``docs`` into ragged rows, each equal to one tokenizer call on the document (long ones in bounded
-    windows, zoo.tokenizers.tiling); ``append_eos`` frames each as one document of a stream (zoo, GPT-2: ``doc <eos>``;
-    BERT: ``[CLS] doc [SEP]``: ``tokenizer.specials.document``)."""
+    """Encode ``docs`` into ragged rows, each equal to one tokenizer call on the document (long ones in
+    bounded windows, zoo.tokenizers.tiling); ``append_eos`` frames each as one document of a stream (zoo,
+    GPT-2: ``doc <eos>``; BERT: ``[CLS] doc [SEP]``: ``tokenizer.specials.document``)."""
     rows = encode_texts(tokenizer.hf, docs, batch=ENCODE_BATCH)
     if append_eos:
         before, after = tokenizer.specials.document_ends()
