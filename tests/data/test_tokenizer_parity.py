@@ -1,13 +1,14 @@
 """zoo reads a ``tokenizer.json`` exactly as transformers reads it (issue 22 item 4).
 
-Every kind in tests/data/tokenizer_kinds.py (WordPiece + BertNormalizer, byte-level BPE with and without prefix
-space, Metaspace + Unigram, Llama's byte-fallback BPE, added tokens, stored padding/truncation) is built locally,
-saved as transformers saves it and loaded both by zoo's public paths (``tokenizer=hf``, the folder a run or the data
-cache saves and reads back as ``tokenizer=file``) and by ``transformers.AutoTokenizer``: ids with and without the
-template, and decoding with and without special tokens, are equal on a multilingual text set with documents of
-several thousand tokens, and so are the data pipeline's ids of those documents, which it encodes in bounded windows
-(zoo.tokenizers.tiling), with the source bytes each token spells. Where zoo chooses otherwise (special-token text in the
-input stays text), the test says so.
+Every kind in tests/data/tokenizer_kinds.py (WordPiece + BertNormalizer, byte-level BPE with and without
+prefix space, Metaspace + Unigram, Llama's byte-fallback BPE, added tokens, stored padding/truncation) is
+built locally, saved as transformers saves it and loaded both by zoo's public paths (``tokenizer=hf``, the
+folder a run or the data cache saves and reads back as ``tokenizer=file``) and by
+``transformers.AutoTokenizer``: ids with and without the template, and decoding with and without special
+tokens, are equal on a multilingual text set with documents of several thousand tokens, and so are the data
+pipeline's ids of those documents, which it encodes in bounded windows (zoo.tokenizers.tiling), with the
+source bytes each token spells. Where zoo chooses otherwise (special-token text in the input stays text), the
+test says so.
 """
 
 from __future__ import annotations
@@ -237,8 +238,8 @@ def test_the_data_pipeline_encodes_a_long_document_as_one_call(kind, cuts, zoo_t
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_token_starts_never_decrease(kind, zoo_toks):
-    """What the windows' tiling bisects on (zoo.tokenizers.tiling.Tokens): along an encoding, token starts never
-    decrease, and ``token_to_chars`` reads the offsets one token at a time."""
+    """What the windows' tiling bisects on (zoo.tokenizers.tiling.Tokens): along an encoding, token starts
+    never decrease, and ``token_to_chars`` reads the offsets one token at a time."""
     for name, text in {**TEXTS, **LONG}.items():
         encoding = zoo_toks[kind][0].hf.encode(text, add_special_tokens=False)
         starts = [start for start, _ in encoding.offsets]

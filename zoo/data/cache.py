@@ -26,9 +26,10 @@ import numpy as np
 
 from zoo.atomic import atomic_write_bytes
 
-CACHE_FORMAT_VERSION = 4  # 2: streamed text fingerprints, tokenizer sample in the key; 3: source bytes per token
-# of the scored text splits (`<split>.tokens.bytes`); 4: a long document's ids are one call's (zoo.tokenizers.tiling), a
-# tokenizer read from files is keyed by their content, not their path
+# 2: streamed text fingerprints, tokenizer sample in the key; 3: source bytes per token of the scored text splits
+# (`<split>.tokens.bytes`); 4: a long document's ids are one call's (zoo.tokenizers.tiling), a tokenizer read from
+# files is keyed by their content, not their path
+CACHE_FORMAT_VERSION = 4
 CACHE_DIR_ENV = "ZOO_CACHE_DIR"
 HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
 # A temp nobody has touched for this long has no live writer, whoever wrote it (its host may be another machine).

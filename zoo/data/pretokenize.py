@@ -1,15 +1,16 @@
 """Streaming pre-tokenisation: documents -> token ids on disk, with memory that does not grow with the corpus.
 
 Text arrives in blocks (``Documents.blocks``) and is cut into bounded pieces, each inside a window of context
-(zoo.tokenizers.tiling), so that a document's ids equal one tokenizer call on the whole document. Windows are encoded a
-batch at a time with the ``tokenizers`` library's multi-threaded ``encode_batch`` while the next batch is read (the
-library releases the GIL), and each piece keeps the tokens that start in it (``Tiler``, which checks every cut).
-Ids are appended straight to ``<name>.ids.bin`` (uint16/uint32 by vocabulary size) and document ends to
-``<name>.offsets.bin``: the ``RaggedIds`` layout of a cache entry; on request, the UTF-8 bytes of source text
-each token spells go to ``<name>.bytes.bin`` (uint32, one per token: what bits per byte divides by, ``<unk>``
-included). The files are written inside the entry's temporary folder, so an interrupted run leaves nothing a
-later run trusts (``CacheEntry.publish``). The text is hashed as it is encoded: given the fingerprint the cache
-key was made from, a corpus that changed in between is refused instead of cached under the old content's key.
+(zoo.tokenizers.tiling), so that a document's ids equal one tokenizer call on the whole document. Windows are
+encoded a batch at a time with the ``tokenizers`` library's multi-threaded ``encode_batch`` while the next
+batch is read (the library releases the GIL), and each piece keeps the tokens that start in it (``Tiler``,
+which checks every cut). Ids are appended straight to ``<name>.ids.bin`` (uint16/uint32 by vocabulary size)
+and document ends to ``<name>.offsets.bin``: the ``RaggedIds`` layout of a cache entry; on request, the UTF-8
+bytes of source text each token spells go to ``<name>.bytes.bin`` (uint32, one per token: what bits per byte
+divides by, ``<unk>`` included). The files are written inside the entry's temporary folder, so an interrupted
+run leaves nothing a later run trusts (``CacheEntry.publish``). The text is hashed as it is encoded: given the
+fingerprint the cache key was made from, a corpus that changed in between is refused instead of cached under
+the old content's key.
 """
 
 from __future__ import annotations

@@ -75,7 +75,8 @@ def token_count(batch: Mapping[str, torch.Tensor]) -> int | torch.Tensor:
     """`batch_tokens` without a host sync: a masked batch's count stays a tensor on its device (per-step
     callbacks add them up and read the sum once, when they log)."""
     total: int | torch.Tensor = 0
-    for ids_key, mask_key in (("input_ids", "attention_mask"), ("decoder_input_ids", "decoder_attention_mask")):
+    for ids_key, mask_key in (("input_ids", "attention_mask"),
+                              ("decoder_input_ids", "decoder_attention_mask")):
         if ids_key in batch:
             total = total + (batch[mask_key].sum() if mask_key in batch else batch[ids_key].numel())
     return total
