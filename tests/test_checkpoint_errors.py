@@ -11,8 +11,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import zoo
-from zoo.checkpoint import CheckpointError, atomic_torch_save, export, read_checkpoint, zoo_section
+from zoo.checkpoint import CheckpointError, atomic_torch_save, read_checkpoint, zoo_section
 from zoo.data import TOKENIZERS
+from zoo.export import export
 from zoo.training.run import ConfigError, resolve_ckpt_path
 
 FFN_UP = "decoder_stack.layers.0.ffn.up.weight"

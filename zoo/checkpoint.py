@@ -1,4 +1,5 @@
-"""Checkpoints: atomic writes, validation on open, `load(path) -> (model, tokenizer)` and `export`.
+"""The checkpoint format: atomic writes and validation on open (`zoo.loader.load` restores a model from
+it, `zoo.export` writes exports).
 
 A training checkpoint is a Lightning checkpoint plus a `zoo` section holding plain data only: the model
 config (`ModelConfig.to_dict()`), the task, the tokenizer files (as text) and the RNG states. It opens
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from zoo.atomic import atomic_file, default_mode, recover_folder, remove_tree, staging_folder, swap_folder
+from zoo.atomic import atomic_file
 from zoo.config import ModelConfig
 from zoo.modules.heads import HEADS, foreign_keys
 
@@ -175,8 +176,8 @@ def check_state_shapes(ckpt: Mapping[str, Any], path: str | os.PathLike) -> None
     config = saved_model_config(ckpt["zoo"].get("model_config"), f"{path}: zoo.model_config")
     with torch.device("meta"):
         model = build(config)
-        _restore_adapters(model, ckpt["zoo"], path)
-    state = _model_state(ckpt["state_dict"])
+        restore_adapters(model, ckpt["zoo"], path)
+    state = model_state(ckpt["state_dict"])
     shapes = {k: tuple(v.shape) if isinstance(v, torch.Tensor) else None for k, v in state.items()}
     problems = state_problems(shapes, model, tied_stored_once=False)
     if problems:
@@ -289,32 +290,12 @@ def _merges(tokenizer_json: Mapping[str, Any]) -> list[str]:
     return [m if isinstance(m, str) else " ".join(m) for m in tokenizer_json.get("model", {}).get("merges") or []]
 
 
-def _model_state(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def model_state(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The model's tensors of a Lightning state dict (its `model.` prefix removed)."""
     return {k.removeprefix("model."): v for k, v in state_dict.items() if k.startswith("model.")}
 
 
-def load(path: str | os.PathLike):
-    """Restore `(model, tokenizer)` from a training checkpoint (`.ckpt`) or an export folder.
-    The model is in eval mode on CPU. Example: `model, tok = zoo.load("outputs/.../checkpoints/best.ckpt")`."""
-    from zoo.presets import build
-
-    path = Path(path)
-    if not os.path.lexists(path):  # an export swap killed half way (non-Linux) left the old folder aside
-        recover_folder(path, EXPORT_FILES)
-    if path.is_dir():
-        return _load_export(path)
-    ckpt = read_checkpoint(path)  # checks the state dict's names and shapes against the saved config
-    model = build(ModelConfig.from_dict(ckpt["zoo"]["model_config"]))
-    _restore_adapters(model, ckpt["zoo"], path)
-    model.load_state_dict(_model_state(ckpt["state_dict"]))
-    if ckpt["zoo"].get("hf_model_type"):  # initialised from a HF folder: export writes that family back
-        model.pretrained_family = ckpt["zoo"]["hf_model_type"]
-    from zoo.finetune.lora import merge_lora
-
-    return merge_lora(model).eval(), tokenizer_from_files(ckpt["zoo"]["tokenizer_files"])
-
-
-def _restore_adapters(model: torch.nn.Module, section: Mapping[str, Any], path: str | os.PathLike) -> None:
+def restore_adapters(model: torch.nn.Module, section: Mapping[str, Any], path: str | os.PathLike) -> None:
     """The LoRA layers a fine-tuning run saved (`zoo.lora`), so its weights load; none for other checkpoints."""
     if section.get("lora") is None:
         return
@@ -324,128 +305,3 @@ def _restore_adapters(model: torch.nn.Module, section: Mapping[str, Any], path: 
         restore_lora(model, section["lora"], f"{path}: zoo.lora")
     except ValueError as e:
         raise CheckpointError(str(e)) from None
-
-
-def export(ckpt_path: str | os.PathLike, out_dir: str | os.PathLike, format: str = "zoo", **options: Any) -> Path:
-    """Write `model.safetensors` (tied weights stored once), `config.json` and `tokenizer/` to `out_dir`.
-    The export is built beside the folder and swapped in whole, so the folder holds the complete old export
-    or the complete new one at every moment. A folder with files zoo did not write is refused, not emptied.
-    `format="hf"` writes a Hugging Face folder instead (zoo.pretrained.export.export_hf; `model_type=`);
-    LoRA adapters of a fine-tuning checkpoint are merged into the weights either way."""
-    if format != "zoo":
-        return _export_other(format, ckpt_path, out_dir, **options)
-    out = Path(out_dir)
-    target = out.resolve()  # swap the real folder, never a link to it
-    recover_folder(target, EXPORT_FILES)
-    _check_export_target(target, Path(ckpt_path))
-    model, tokenizer = load(ckpt_path)
-    staging = staging_folder(target)
-    try:
-        _write_export(staging, model, tokenizer)
-        swap_folder(staging, target)
-    except BaseException:
-        remove_tree(staging)  # nothing there once the swap has renamed it in
-        raise
-    return out
-
-
-def _export_other(format: str, ckpt_path: str | os.PathLike, out_dir: str | os.PathLike, **options: Any) -> Path:
-    """The export formats besides zoo's own, by name."""
-    from zoo.pretrained.export import export_hf
-
-    formats = {"hf": export_hf}
-    if format not in formats:
-        from zoo.registry import unknown_choice_message
-
-        raise ValueError(unknown_choice_message("export format", format, ["zoo", *formats]))
-    return formats[format](ckpt_path, out_dir, **options)
-
-
-def _check_export_target(target: Path, ckpt_path: Path) -> None:
-    """Refuse an export folder that re-exporting would lose files from: a file, a folder that is not a zoo
-    export, one holding the checkpoint being exported, or one holding files zoo did not write."""
-    if not target.exists():
-        return
-    if not target.is_dir():
-        raise CheckpointError(f"export folder {target} is a file; give a new folder or an earlier export.")
-    names = sorted(p.name for p in target.iterdir())
-    if names and not _is_export(target):
-        raise CheckpointError(f"export folder {target} exists and is not a zoo export; give an empty or new folder.")
-    if target in ckpt_path.resolve().parents:
-        raise CheckpointError(
-            f"checkpoint {ckpt_path} is inside the export folder {target}, which re-exporting replaces as a "
-            f"whole; move the checkpoint out of it or export to another folder."
-        )
-    foreign = [n for n in names if n not in EXPORT_FILES]
-    if foreign:
-        raise CheckpointError(
-            f"export folder {target} holds files zoo did not write: {', '.join(foreign)}; re-exporting "
-            f"replaces the folder as a whole (allowed: {', '.join(EXPORT_FILES)}), so move them out or export "
-            f"to another folder."
-        )
-
-
-def _write_export(folder: Path, model: torch.nn.Module, tokenizer) -> None:
-    """The three parts of an export, written into an empty `folder`."""
-    from safetensors.torch import save_model
-
-    save_model(model, str(folder / EXPORT_WEIGHTS))
-    default_mode(folder / EXPORT_WEIGHTS)  # safetensors writes 0600; checkpoints are 0666 less the umask
-    meta = {"format_version": FORMAT_VERSION, "model_config": model.config.to_dict()}
-    (folder / EXPORT_CONFIG).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    tokenizer.save(folder / EXPORT_TOKENIZER)
-
-
-def _is_export(folder: Path) -> bool:
-    """A folder an earlier `export` wrote (safe to replace as a whole)."""
-    try:
-        meta = json.loads((folder / EXPORT_CONFIG).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(meta, dict) and "format_version" in meta and "model_config" in meta
-
-
-def _load_export(folder: Path):
-    """`(model, tokenizer)` from an export folder; config.json and model.safetensors are checked first."""
-    from zoo.data import load_tokenizer
-    from zoo.presets import build
-
-    missing = [n for n in (EXPORT_WEIGHTS, EXPORT_CONFIG, EXPORT_TOKENIZER) if not (folder / n).exists()]
-    if missing:
-        raise CheckpointError(f"{folder} is not a zoo export: missing {missing}")
-    model = build(_export_config(folder / EXPORT_CONFIG))
-    _load_export_weights(model, folder / EXPORT_WEIGHTS)
-    return model.eval(), load_tokenizer(folder / EXPORT_TOKENIZER)
-
-
-def _export_config(file: Path) -> ModelConfig:
-    """The ModelConfig of an export's config.json, with an error naming the file for bad JSON or keys."""
-    try:
-        meta = json.loads(file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(
-            f"{file} is not valid JSON ({e}); an export's config.json holds format_version and model_config"
-        ) from None
-    if not isinstance(meta, dict) or "model_config" not in meta:
-        hf = isinstance(meta, dict) and "model_type" in meta
-        hint = "; it looks like a Hugging Face config: load that folder with zoo.from_pretrained" if hf else ""
-        raise CheckpointError(f"{file} has no 'model_config', so {file.parent} is not a zoo export{hint}")
-    if meta.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(f"{file}: zoo export format {meta.get('format_version')!r}, expected {FORMAT_VERSION}")
-    return saved_model_config(meta["model_config"], f"{file}: model_config")
-
-
-def _load_export_weights(model: torch.nn.Module, file: Path) -> None:
-    """Check the names and shapes in `file`'s header against `model`, then load it (tied tensors stored once)."""
-    from safetensors import SafetensorError, safe_open
-    from safetensors.torch import load_model
-
-    try:
-        with safe_open(str(file), framework="pt") as f:
-            shapes = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
-    except (SafetensorError, OSError) as e:
-        raise CheckpointError(f"{file} is not a readable safetensors file (truncated or corrupt?): {e}") from None
-    problems = state_problems(shapes, model, tied_stored_once=True)
-    if problems:
-        raise CheckpointError(f"{file} does not fit the model its config.json describes: {problems}")
-    load_model(model, str(file))

@@ -31,7 +31,7 @@ class TestSplitEvaluation(Callback):
         model, self.evaluated = pl_module.model, "final weights"
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         if best:
-            from zoo.checkpoint import load
+            from zoo.loader import load
 
             model, _ = load(best)
             model.to(pl_module.device)

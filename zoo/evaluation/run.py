@@ -48,7 +48,8 @@ class EvalReport:
 def open_checkpoint(path: str):
     """(model, tokenizer, task) of a training checkpoint (the task it was trained on) or an export folder
     (the model's default task); anything else is a ConfigError naming the file."""
-    from zoo.checkpoint import CheckpointError, load, read_checkpoint
+    from zoo.checkpoint import CheckpointError, read_checkpoint
+    from zoo.loader import load
     from zoo.tasks import default_task, get_task
 
     try:

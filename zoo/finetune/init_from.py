@@ -143,7 +143,7 @@ class ZooSaved(Source):
         return dict(self._loaded()[0].state_dict())
 
     def _loaded(self):
-        from zoo.checkpoint import load
+        from zoo.loader import load
 
         if not hasattr(self, "_cache"):
             self._cache = load(self.path)

@@ -117,8 +117,9 @@ def check_device(name: str) -> None:
 
 
 def load_model_and_tokenizer(path: str):
-    """`zoo.checkpoint.load` plus a clear error when the checkpoint carries no tokenizer."""
-    from zoo.checkpoint import CheckpointError, load, read_checkpoint
+    """`zoo.loader.load` plus a clear error when the checkpoint carries no tokenizer."""
+    from zoo.checkpoint import CheckpointError, read_checkpoint
+    from zoo.loader import load
 
     p = Path(path)
     if p.is_file() and not read_checkpoint(p)["zoo"].get("tokenizer_files"):

@@ -21,7 +21,8 @@ def export_hf(ckpt_path: str | os.PathLike, out_dir: str | os.PathLike, *, model
     initialised from (init_from a HF folder), else the first whose knobs fit the model (ValueError naming
     every knob when none does). A classifier's `id2label` / `label2id` are the label names the checkpoint was
     trained on (kept with its tokenizer). A folder with files zoo did not write is refused, not emptied."""
-    from zoo.checkpoint import CheckpointError, load
+    from zoo.checkpoint import CheckpointError
+    from zoo.loader import load
     from zoo.pretrained.api import save_pretrained
 
     out = Path(out_dir)

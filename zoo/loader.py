@@ -1,0 +1,103 @@
+"""`load(path) -> (model, tokenizer)`: a model back from a training checkpoint (`.ckpt`) or an export folder
+(`model.safetensors`, `config.json`, `tokenizer/`), each checked against its saved config before loading."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+
+from zoo.atomic import recover_folder
+from zoo.checkpoint import (
+    EXPORT_CONFIG,
+    EXPORT_FILES,
+    EXPORT_TOKENIZER,
+    EXPORT_WEIGHTS,
+    FORMAT_VERSION,
+    CheckpointError,
+    model_state,
+    read_checkpoint,
+    restore_adapters,
+    saved_model_config,
+    state_problems,
+    tokenizer_from_files,
+)
+from zoo.config import ModelConfig
+
+
+def load(path: str | os.PathLike):
+    """Restore `(model, tokenizer)` from a training checkpoint (`.ckpt`) or an export folder.
+    The model is in eval mode on CPU. Example: `model, tok = zoo.load("outputs/.../checkpoints/best.ckpt")`."""
+    from zoo.presets import build
+
+    path = Path(path)
+    if not os.path.lexists(path):  # an export swap killed half way (non-Linux) left the old folder aside
+        recover_folder(path, EXPORT_FILES)
+    if path.is_dir():
+        return _load_export(path)
+    ckpt = read_checkpoint(path)  # checks the state dict's names and shapes against the saved config
+    model = build(ModelConfig.from_dict(ckpt["zoo"]["model_config"]))
+    restore_adapters(model, ckpt["zoo"], path)
+    model.load_state_dict(model_state(ckpt["state_dict"]))
+    if ckpt["zoo"].get("hf_model_type"):  # initialised from a HF folder: export writes that family back
+        model.pretrained_family = ckpt["zoo"]["hf_model_type"]
+    from zoo.finetune.lora import merge_lora
+
+    return merge_lora(model).eval(), tokenizer_from_files(ckpt["zoo"]["tokenizer_files"])
+
+
+def is_export(folder: Path) -> bool:
+    """A folder an earlier `export` wrote (safe to replace as a whole)."""
+    try:
+        meta = json.loads((folder / EXPORT_CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and "format_version" in meta and "model_config" in meta
+
+
+def _load_export(folder: Path):
+    """`(model, tokenizer)` from an export folder; config.json and model.safetensors are checked first."""
+    from zoo.presets import build
+    from zoo.tokenizers import load_tokenizer
+
+    missing = [n for n in (EXPORT_WEIGHTS, EXPORT_CONFIG, EXPORT_TOKENIZER) if not (folder / n).exists()]
+    if missing:
+        raise CheckpointError(f"{folder} is not a zoo export: missing {missing}")
+    model = build(_export_config(folder / EXPORT_CONFIG))
+    _load_export_weights(model, folder / EXPORT_WEIGHTS)
+    return model.eval(), load_tokenizer(folder / EXPORT_TOKENIZER)
+
+
+def _export_config(file: Path) -> ModelConfig:
+    """The ModelConfig of an export's config.json, with an error naming the file for bad JSON or keys."""
+    try:
+        meta = json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(
+            f"{file} is not valid JSON ({e}); an export's config.json holds format_version and model_config"
+        ) from None
+    if not isinstance(meta, dict) or "model_config" not in meta:
+        hf = isinstance(meta, dict) and "model_type" in meta
+        hint = "; it looks like a Hugging Face config: load that folder with zoo.from_pretrained" if hf else ""
+        raise CheckpointError(f"{file} has no 'model_config', so {file.parent} is not a zoo export{hint}")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(f"{file}: zoo export format {meta.get('format_version')!r}, expected {FORMAT_VERSION}")
+    return saved_model_config(meta["model_config"], f"{file}: model_config")
+
+
+def _load_export_weights(model: torch.nn.Module, file: Path) -> None:
+    """Check the names and shapes in `file`'s header against `model`, then load it (tied tensors stored once)."""
+    from safetensors import SafetensorError, safe_open
+    from safetensors.torch import load_model
+
+    try:
+        with safe_open(str(file), framework="pt") as f:
+            shapes = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
+    except (SafetensorError, OSError) as e:
+        raise CheckpointError(f"{file} is not a readable safetensors file (truncated or corrupt?): {e}") from None
+    problems = state_problems(shapes, model, tied_stored_once=True)
+    if problems:
+        raise CheckpointError(f"{file} does not fit the model its config.json describes: {problems}")
+    load_model(model, str(file))
