@@ -11,9 +11,9 @@ from collections.abc import Callable
 import torch
 
 from bench.common import Section, interleaved, markdown_table
-from zoo.data import build_data
 from zoo.data.datamodules import Seq2SeqDataModule
 from zoo.presets import build
+from zoo.tasks import build_data
 
 SIZES = {False: {"n_pairs": 6000, "batch_size": 32, "steps": 48, "max_seq_len": 64},
          True: {"n_pairs": 400, "batch_size": 8, "steps": 2, "max_seq_len": 32}}

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 import zoo
 from bench.common import Section, markdown_table
-from zoo.data import build_data
+from zoo.tasks import build_data
 from zoo.training.optim import build_optimizer, build_scheduler
 
 

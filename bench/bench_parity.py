@@ -168,7 +168,7 @@ def compose(overrides: list[str]):
 
 def streams(cfg) -> tuple[torch.Tensor, torch.Tensor, int]:
     """The train and val token streams and vocabulary of zoo's data for `cfg` (the reference reads the same)."""
-    from zoo.data import build_data
+    from zoo.tasks import build_data
     from zoo.training.plan import prepare
 
     plan = prepare(cfg)

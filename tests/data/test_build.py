@@ -7,7 +7,8 @@ import shutil
 import pytest
 from omegaconf import OmegaConf
 
-from zoo.data import build_data, load_tokenizer, model_overrides
+from zoo.data import load_tokenizer, model_overrides
+from zoo.tasks import build_data
 from zoo.tokenizers import build_tokenizer
 
 from .conftest import SMALL_BPE, SMALL_STDLIB, SMALL_TOY

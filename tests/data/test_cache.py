@@ -78,7 +78,7 @@ def test_hashes():
 
 
 def _build(cache_dir, **kw):
-    from zoo.data import build_data
+    from zoo.tasks import build_data
 
     from .conftest import SMALL_BPE, SMALL_TOY
 

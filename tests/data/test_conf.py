@@ -38,7 +38,7 @@ def test_tokenizer_yaml_keys_are_accepted(name):
 def test_groups_compose_with_hydra_overrides(tmp_path):
     from hydra import compose, initialize_config_dir
 
-    from zoo.data import build_data
+    from zoo.tasks import build_data
 
     (tmp_path / "a.txt").write_text("hydra composes the text group\n" * 30)
     overrides = ["+data=text", f"data.files={tmp_path}/*.txt", "+tokenizer=char"]

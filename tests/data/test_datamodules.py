@@ -6,7 +6,7 @@ import lightning as L
 import pytest
 import torch
 
-from zoo.data import build_data
+from zoo.tasks import build_data
 
 from .conftest import SMALL_BPE, SMALL_STDLIB, SMALL_TOY
 

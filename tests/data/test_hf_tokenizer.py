@@ -12,8 +12,9 @@ import pytest
 from tests.data.conftest import SMALL_BPE
 from tests.data.hf_folders import MAKERS, corpus
 from zoo.config import ModelConfig
-from zoo.data import build_data, load_hf_tokenizer, load_tokenizer, model_overrides
+from zoo.data import load_hf_tokenizer, load_tokenizer, model_overrides
 from zoo.data.datasets import mask_tokens
+from zoo.tasks import build_data
 from zoo.tokenizers import build_tokenizer, validate_tokenizer_cfg
 from zoo.utils import IGNORE_INDEX
 

@@ -10,12 +10,12 @@ import re
 import numpy as np
 import pytest
 
-from zoo.data import build_data
 from zoo.data.build import encode_documents
 from zoo.data.cache import RaggedIds
 from zoo.data.documents import FileSpan, FileSpans, TextList, file_spans
 from zoo.data.pretokenize import pretokenize
 from zoo.data.sources.stdlib import load_stdlib_text
+from zoo.tasks import build_data
 from zoo.tokenizers import build_tokenizer
 from zoo.tokenizers.tiling import CUTS, Cuts, windows
 

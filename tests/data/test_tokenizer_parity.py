@@ -20,9 +20,10 @@ import numpy as np
 import pytest
 
 from tests.data.tokenizer_kinds import CODE, KINDS, corpus, save_folder
-from zoo.data import build_data, load_tokenizer
+from zoo.data import load_tokenizer
 from zoo.data.documents import TextList, split_point
 from zoo.data.pretokenize import pretokenize
+from zoo.tasks import build_data
 from zoo.tokenizers import build_tokenizer
 from zoo.tokenizers.tiling import CUTS, Cuts, encode_texts, windows
 

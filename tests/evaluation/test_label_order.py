@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import zoo
-from zoo.data import build_data
 from zoo.evaluation.run import evaluate
+from zoo.tasks import build_data
 
 from .conftest import write_checkpoint
 

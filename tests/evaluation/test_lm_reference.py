@@ -12,8 +12,8 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 import zoo
-from zoo.data import build_data
 from zoo.evaluation.run import evaluate
+from zoo.tasks import build_data
 from zoo.tokenizers import build_tokenizer
 
 from .conftest import write_checkpoint

@@ -11,12 +11,13 @@ import types
 import numpy as np
 import pytest
 import sacrebleu
-from zoo.evaluation.loop import encoder_inputs
 
 import zoo
 from tests.data.hf_folders import corpus, make_t5
-from zoo.data import build_data, model_overrides
+from zoo.data import model_overrides
 from zoo.evaluation.run import evaluate
+from zoo.tasks import build_data
+from zoo.tasks.evaluating import encoder_inputs
 from zoo.tokenizers.specials import SpecialTokens
 
 from .conftest import write_checkpoint

@@ -11,9 +11,9 @@ import sacrebleu
 import torch
 
 import zoo
-from zoo.data import build_data
-from zoo.evaluation.metrics import exact_match
 from zoo.evaluation.run import evaluate
+from zoo.tasks import build_data
+from zoo.tasks.metrics import exact_match
 
 from .conftest import write_checkpoint
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from zoo.data import build_data
 from zoo.finetune.labels import generic_names, order_labels
 from zoo.finetune.setup import align_labels, build_model, final_config, read_init
+from zoo.tasks import build_data
 from zoo.training.plan import prepare
 
 TEXTS = {"positive": ["def add(a, b):", "def f(x):"], "negative": ["import os", "print(i)"],

@@ -8,8 +8,8 @@ import math
 import lightning as L
 import torch
 
-from zoo.data import build_data
 from zoo.presets import build
+from zoo.tasks import build_data
 from zoo.training.module import ZooLightningModule
 from zoo.training.plan import prepare
 

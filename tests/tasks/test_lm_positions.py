@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from zoo.data import build_data
 from zoo.presets import build
-from zoo.tasks import TASKS
+from zoo.tasks import TASKS, build_data
 
 T = 16
 

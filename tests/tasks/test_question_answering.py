@@ -14,13 +14,12 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from zoo.evaluation.loop import EvalOptions
-from zoo.evaluation.metrics import squad_exact_match, squad_f1, squad_normalize, squad_scores
 
-from zoo.data import build_data
 from zoo.data.qa import PairTemplate, QADataset, QAExamples, windows
 from zoo.data.sources.squad import QAExample, check_example, encode_split, load_squad
-from zoo.tasks import get_task
+from zoo.tasks import build_data, get_task
+from zoo.tasks.evaluating import EvalOptions
+from zoo.tasks.metrics import squad_exact_match, squad_f1, squad_normalize, squad_scores
 from zoo.tasks.question_answering import best_span
 from zoo.tokenizers import load_hf_tokenizer
 from zoo.tokenizers.trained import train_bpe

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from zoo.training.samples import make_samples
 
 from zoo.tasks import TASKS
 from zoo.tasks.classification import Accuracy
+from zoo.tasks.samples import make_samples
 from zoo.tokenizers.specials import SpecialTokens
 from zoo.utils import IGNORE_INDEX
 

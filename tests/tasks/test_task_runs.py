@@ -13,8 +13,8 @@ import seqeval.metrics as sm
 import torch
 
 import zoo
-from zoo.evaluation.metrics import squad_exact_match, squad_f1
 from zoo.evaluation.run import evaluate
+from zoo.tasks.metrics import squad_exact_match, squad_f1
 from zoo.training.run import train
 
 from ..data.hf_folders import WORDS, make_bert

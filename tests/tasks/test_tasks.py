@@ -12,14 +12,13 @@ import pytest
 import torch
 
 from zoo.config import ModelConfig
-from zoo.data import build_data
 from zoo.models import ARCHS
 from zoo.modules.heads import HEADS as HEAD_REGISTRY
 from zoo.presets import build
-from zoo.tasks import TASKS, default_task
+from zoo.tasks import TASKS, build_data, default_task
+from zoo.tasks.samples import SampleReport, make_samples
 from zoo.training.module import ZooLightningModule
 from zoo.training.plan import ConfigError, prepare
-from zoo.training.samples import SampleReport, make_samples
 from zoo.utils import IGNORE_INDEX
 
 from .conftest import TINY_MODEL, compose_cfg, tiny_data

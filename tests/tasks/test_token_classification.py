@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import seqeval.metrics as sm
 import torch
-from zoo.evaluation.metrics import entity_scores
 
-from zoo.data import build_data
 from zoo.data.sources.token_tags import load_token_tags, read_tagged
 from zoo.data.tagging import TaggedDataset, align_words, first_tokens, word_spans
+from zoo.tasks import build_data
+from zoo.tasks.metrics import entity_scores
 from zoo.tokenizers import load_hf_tokenizer
 from zoo.tokenizers.trained import train_bpe
 from zoo.utils import IGNORE_INDEX
@@ -207,11 +207,10 @@ def test_missing_seqeval_says_how_to_install(monkeypatch):
 
 @pytest.mark.parametrize("arch", ["encoder", "decoder"])
 def test_a_step_and_an_evaluation_on_each_architecture(tmp_path, arch):
-    from zoo.evaluation.loop import EvalOptions
-
     from zoo.config import ModelConfig
     from zoo.presets import build
     from zoo.tasks import get_task
+    from zoo.tasks.evaluating import EvalOptions
 
     from .conftest import write_tagged
 
@@ -270,11 +269,11 @@ def test_validation_entity_scores_cover_the_whole_split_as_evaluate(tmp_path):
     sentences only (the module logged val/accuracy alone). Now the module logs all four over every validation
     sentence, equal to evaluate's numbers on the split and to seqeval on the tags it predicts."""
     import lightning as L
-    from zoo.evaluation.loop import EvalOptions
 
     from zoo.config import ModelConfig
     from zoo.presets import build
     from zoo.tasks import get_task
+    from zoo.tasks.evaluating import EvalOptions
     from zoo.training.module import ZooLightningModule
 
     from .conftest import write_tagged

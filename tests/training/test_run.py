@@ -12,11 +12,11 @@ import torch
 
 import zoo
 from zoo.checkpoint import CheckpointError, read_checkpoint
-from zoo.data import build_data
+from zoo.tasks import build_data
+from zoo.tasks.samples import translate
 from zoo.training.callbacks import NonFiniteLossError
 from zoo.training.module import ZooLightningModule
 from zoo.training.run import ConfigError, prepare, train
-from zoo.training.samples import translate
 
 from .conftest import TINY_LM, killed_and_resumed, read_csv_metrics
 

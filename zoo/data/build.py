@@ -1,4 +1,4 @@
-"""``build_data``: config -> (tokenizer, datamodule), with a content-hash cache.
+"""``open_data``: config -> (tokenizer, datamodule), with a content-hash cache.
 
 The cache key hashes the corpus content (every split), the tokenizer config (for a tokenizer read from files,
 ``tokenizer=file|hf``, the files' bytes in place of their path) and the format version. A hit reuses the saved
@@ -13,7 +13,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -37,9 +37,6 @@ from zoo.tokenizers.tiling import encode_texts
 from zoo.tokenizers.tokenizer import TOKENIZER_FILE
 from zoo.tokenizers.trained import DEFAULT_TRAIN_BYTES
 from zoo.utils import plain_dict
-
-if TYPE_CHECKING:
-    from zoo.tasks import Task
 
 ENCODE_BATCH = 4096  # windows per encode_batch call
 SCORED_SPLITS = ("val", "test")  # text splits evaluation scores: their tokens' source bytes are kept
@@ -147,36 +144,38 @@ def _tokenizer_fingerprint(cfg: dict[str, Any]) -> dict[str, Any]:
     return {**{k: v for k, v in cfg.items() if k != "path"}, "sha256": digests}
 
 
-def build_data(
+class CorpusKindError(ValueError):
+    """The data gives another kind of examples (`kind`) than its reader takes (zoo.tasks names who fits)."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def open_data(
     data_cfg: Mapping[str, Any],
     tokenizer_cfg: Mapping[str, Any],
     *,
-    task: Task | str,
+    corpus_kind: str,
+    check_tokenizer: Callable[[ZooTokenizer], None],
+    datamodule: Callable[..., ZooDataModule],
     max_seq_len: int,
     batch_size: int,
     cache_dir: str | os.PathLike | None = None,
     seed: int = 0,
 ) -> tuple[ZooTokenizer, ZooDataModule]:
     """Read (or generate) the data, train or reuse the tokenizer, tokenize into the cache and return
-    ``(tokenizer, datamodule)``; ``task`` (a ``zoo.tasks`` Task or its name) builds the datamodule.
-    Raises ValueError/FileNotFoundError on bad input before training."""
-    from zoo.tasks import TASKS  # not at the top: the tasks import this package's data modules
-
-    if isinstance(task, str):
-        if task not in TASKS:
-            raise ValueError(f"task={task!r} is unknown; known: {TASKS.names()}")
-        task = TASKS.get(task)
+    ``(tokenizer, datamodule)``. The data's reader (a task: zoo.tasks.build_data) gives the `corpus_kind` it
+    reads (another kind: CorpusKindError), `check_tokenizer` (run before any text is encoded) and
+    `datamodule(entry, loader, **common)`. Bad input: ValueError/FileNotFoundError, before training."""
     cache_dir = open_cache_dir(cache_dir)
     for leftover in remove_stale_temps(cache_dir):
         log.info("removed %s, left by an interrupted cache build", leftover)
     data_cfg, tokenizer_cfg = plain_dict(data_cfg, "data"), plain_dict(tokenizer_cfg, "tokenizer")
     validate_tokenizer_cfg(tokenizer_cfg)
-    corpus = load_source(data_cfg, seed, task.corpus_kind)
-    if corpus.kind != task.corpus_kind:
-        fits = [name for name in TASKS.names() if TASKS.get(name).corpus_kind == corpus.kind]
-        raise ValueError(
-            f"data={data_cfg['name']} gives {corpus.kind} examples, which suit task {fits}, not task={task.name!r}"
-        )
+    corpus = load_source(data_cfg, seed, corpus_kind)
+    if corpus.kind != corpus_kind:
+        raise CorpusKindError(f"data={data_cfg['name']} gives {corpus.kind} examples", corpus.kind)
     tokenizer_docs = corpus.tokenizer_docs()
     fingerprints = corpus.fingerprint()
     key = stable_hash(
@@ -189,7 +188,7 @@ def build_data(
     entry = CacheEntry.find(cache_dir / key)
     if entry is None:
         tokenizer = build_tokenizer(tokenizer_cfg, tokenizer_sample(tokenizer_docs, tokenizer_cfg, seed))
-        task.check_tokenizer(tokenizer)  # e.g. mlm needs a mask token: say so before encoding
+        check_tokenizer(tokenizer)  # e.g. mlm needs a mask token: say so before encoding
         # labels belong to the data: a tokenizer file saved by a classification run must not carry its
         # label names into an LM run
         tokenizer.label_names = getattr(corpus, "label_names", None)
@@ -212,5 +211,5 @@ def build_data(
         document_mask=data_cfg.get("document_mask", False),
         origin=" ".join(f"data.{k}={data_cfg[k]}" for k in ("name", "path", "files", "dataset") if data_cfg.get(k)),
     )
-    task.check_tokenizer(entry.tokenizer)
-    return entry.tokenizer, task.datamodule(entry, loader, **common)
+    check_tokenizer(entry.tokenizer)
+    return entry.tokenizer, datamodule(entry, loader, **common)

@@ -10,7 +10,7 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.callbacks import Callback
 
-from zoo.evaluation.loop import EvalOptions, available_splits
+from zoo.tasks.evaluating import EvalOptions, available_splits
 
 
 class TestSplitEvaluation(Callback):

@@ -17,8 +17,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from zoo.atomic import atomic_file
-from zoo.evaluation.loop import EvalOptions, resolve_split
 from zoo.options import ANY, BOOL, MAPPING, TEXT, Options, integer, number, one_of, optional
+from zoo.tasks.evaluating import EvalOptions, resolve_split
 from zoo.training.plan import ConfigError, checked, resolve_data
 
 GENERATION_OPTIONS = Options({"num_beams": integer(1), "length_penalty": number(), "max_new_tokens": optional(integer(1)),
@@ -76,9 +76,9 @@ def _plain(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
 
 def evaluate(cfg: DictConfig | Mapping[str, Any]) -> EvalReport:
     """Evaluate `cfg.ckpt` on `cfg.data`'s split `cfg.split`; writes `cfg.output` (JSON) when set."""
-    from zoo.data import build_data
     from zoo.data.sources.base import check_data_cfg
     from zoo.generation.config import GenerationConfig
+    from zoo.tasks import build_data
 
     resolved = _plain(cfg)
     checked(EVALUATE_OPTIONS.check, "", resolved)

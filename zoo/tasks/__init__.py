@@ -1,6 +1,6 @@
 """Training tasks, one file each, registered in TASKS: lm, mlm, seq2seq, classification, token_classification,
 question_answering. See base.py for what a task answers; `get_task(name)` and `default_task(model_cfg)`
-(task=auto) pick one."""
+(task=auto) pick one; `build_data(data_cfg, tokenizer_cfg, task=...)` reads a task's data."""
 
 from zoo.tasks import (  # noqa: F401  (each registers its task)
     classification,
@@ -11,5 +11,6 @@ from zoo.tasks import (  # noqa: F401  (each registers its task)
     token_classification,
 )
 from zoo.tasks.base import TASKS, StreamTask, Task, all_tasks, default_task, get_task, register
+from zoo.tasks.data import build_data
 
-__all__ = ["TASKS", "StreamTask", "Task", "all_tasks", "default_task", "get_task", "register"]
+__all__ = ["TASKS", "StreamTask", "Task", "all_tasks", "build_data", "default_task", "get_task", "register"]

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from zoo.config import ModelConfig
-from zoo.data import exact_match
 from zoo.models import check_config
 from zoo.registry import Registry
+from zoo.tasks.metrics import exact_match
 from zoo.tokenizers import model_overrides
 from zoo.utils import IGNORE_INDEX
 
@@ -25,9 +25,9 @@ if TYPE_CHECKING:
     from torchmetrics import Metric
 
     from zoo.data.datamodules import ZooDataModule
-    from zoo.evaluation.loop import EvalOptions
     from zoo.models.base import ModelOutput
-    from zoo.training.samples import SampleReport
+    from zoo.tasks.evaluating import EvalOptions
+    from zoo.tasks.samples import SampleReport
 
 TASKS: Registry[Task] = Registry("task")
 

@@ -12,11 +12,10 @@ import torch
 from torchmetrics import Metric
 
 from zoo.data.datamodules import ClassificationDataModule
-from zoo.evaluation.loop import EvalOptions, forward_batches
-from zoo.evaluation.metrics import TokenNLL, accuracy, macro_f1
 from zoo.tasks.base import LabelledTask, register
-from zoo.tasks.metrics import Accuracy
-from zoo.training.samples import Sample, SampleReport
+from zoo.tasks.evaluating import EvalOptions, forward_batches
+from zoo.tasks.metrics import Accuracy, TokenNLL, accuracy, macro_f1
+from zoo.tasks.samples import Sample, SampleReport
 
 SHOWN_CHARS = 200  # characters of each sample text printed
 

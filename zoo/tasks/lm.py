@@ -13,12 +13,12 @@ import torch
 
 from zoo.data.datamodules import LMDataModule
 from zoo.data.pretokenize import bytes_name
-from zoo.evaluation.loop import EvalOptions, dataset, forward_batches
-from zoo.evaluation.metrics import TokenNLL
 from zoo.modules.checkpointing import chunked_cross_entropy
 from zoo.modules.heads import lm_loss
 from zoo.tasks.base import StreamTask, register
-from zoo.training.samples import Sample, SampleReport
+from zoo.tasks.evaluating import EvalOptions, dataset, forward_batches
+from zoo.tasks.metrics import TokenNLL
+from zoo.tasks.samples import Sample, SampleReport
 from zoo.utils import IGNORE_INDEX
 
 

@@ -9,10 +9,10 @@ from typing import Any
 import torch
 
 from zoo.data.datamodules import MLMDataModule
-from zoo.evaluation.loop import EvalOptions, forward_batches
-from zoo.evaluation.metrics import TokenNLL
 from zoo.tasks.base import StreamTask, register
-from zoo.training.samples import Sample, SampleReport
+from zoo.tasks.evaluating import EvalOptions, forward_batches
+from zoo.tasks.metrics import TokenNLL
+from zoo.tasks.samples import Sample, SampleReport
 from zoo.utils import IGNORE_INDEX
 
 SHOWN_TOKENS = 48  # tokens of each sample window printed

@@ -2,7 +2,7 @@
 Long contexts are strided windows (zoo.data.qa); an example's answer is the best span over all its windows:
 start <= end within data.max_answer_len tokens of the window's context, scored start + end logit, cut from
 the context by the tokens' character offsets. Exact match and F1 as the SQuAD v1.1 script defines them
-(zoo.evaluation.metrics, 0-100): logged at validation by the exact_match callback, reported by evaluate.py."""
+(zoo.tasks.metrics, 0-100): logged at validation by the exact_match callback, reported by evaluate.py."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from typing import Any
 import torch
 
 from zoo.data.qa import ARRAYS, QADataModule, QADataset
-from zoo.evaluation.loop import EvalOptions, dataset
-from zoo.evaluation.metrics import TokenNLL, squad_exact_match, squad_f1
 from zoo.tasks.base import Task, register
-from zoo.training.samples import Sample, SampleReport
+from zoo.tasks.evaluating import EvalOptions, dataset
+from zoo.tasks.metrics import TokenNLL, squad_exact_match, squad_f1
+from zoo.tasks.samples import Sample, SampleReport
 from zoo.utils import eval_mode
 
 SHOWN_CHARS = 200  # characters of each sample's context printed

@@ -10,12 +10,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from zoo.data import exact_match
 from zoo.data.datamodules import Seq2SeqDataModule
-from zoo.evaluation.loop import EvalOptions, dataset, forward_batches, generate_texts
-from zoo.evaluation.metrics import TokenNLL, bleu, chrf
 from zoo.tasks.base import Task, register
-from zoo.training.samples import Sample, SampleReport, translate
+from zoo.tasks.evaluating import EvalOptions, dataset, forward_batches, generate_texts
+from zoo.tasks.metrics import TokenNLL, bleu, chrf, exact_match
+from zoo.tasks.samples import Sample, SampleReport, translate
 from zoo.utils import IGNORE_INDEX
 
 

@@ -13,11 +13,10 @@ from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
 
 from zoo.data.tagging import TokenClassificationDataModule
-from zoo.evaluation.loop import EvalOptions, forward_batches
-from zoo.evaluation.metrics import TokenNLL, entity_scores
 from zoo.tasks.base import LabelledTask, register
-from zoo.tasks.metrics import Accuracy
-from zoo.training.samples import Sample, SampleReport
+from zoo.tasks.evaluating import EvalOptions, forward_batches
+from zoo.tasks.metrics import Accuracy, TokenNLL, entity_scores
+from zoo.tasks.samples import Sample, SampleReport
 from zoo.utils import IGNORE_INDEX
 
 SHOWN_CHARS = 200  # characters of each sample sentence printed

@@ -17,8 +17,8 @@ from lightning.pytorch.utilities import rank_zero_warn
 
 from zoo.registry import Registry
 from zoo.tasks import Task, get_task
+from zoo.tasks.samples import make_samples
 from zoo.training.console import LineProgress, is_terminal, token_count
-from zoo.training.samples import make_samples
 
 CALLBACKS: Registry = Registry("callback")
 

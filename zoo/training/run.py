@@ -49,7 +49,6 @@ def train(cfg: DictConfig) -> TrainResult:
     loss diverges; the logger is finished in every case."""
     from lightning.pytorch.callbacks import Checkpoint
 
-    from zoo.data import build_data
     from zoo.evaluation.callback import TestSplitEvaluation
     from zoo.finetune.setup import (
         align_labels,
@@ -59,6 +58,7 @@ def train(cfg: DictConfig) -> TrainResult:
         final_config,
         read_init,
     )
+    from zoo.tasks import build_data
     from zoo.training.callbacks import CallbackContext, SampleGeneration, build_callbacks
     from zoo.training.checkpoint_io import AtomicCheckpointIO
     from zoo.training.console import wandb_location

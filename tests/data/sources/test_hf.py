@@ -10,9 +10,9 @@ import pytest
 
 datasets = pytest.importorskip("datasets")
 
-from zoo.data import build_data  # noqa: E402
 from zoo.data.build import encode_documents  # noqa: E402
 from zoo.data.sources.base import load_source  # noqa: E402
+from zoo.tasks import build_data  # noqa: E402
 
 from ..conftest import SMALL_BPE  # noqa: E402
 

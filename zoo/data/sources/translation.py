@@ -1,4 +1,4 @@
-"""A seeded Korean->English toy translation set and its exact-match metric.
+"""A seeded Korean->English toy translation set (scored by exact match: zoo.tasks.metrics).
 
 Sentences are generated from templates: Korean is SOV with particles (``나는 어제 학교에서 책을
 읽었다``) and English is SVO with agreement and tense (``i read a book at school yesterday``), so a
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from zoo.data.sources.base import PairCorpus, register_source
@@ -196,18 +195,3 @@ def load_translation_toy(
     pairs = seen[:n_pairs]
     n_val = min(n_pairs - 1, max(1, round(n_pairs * val_fraction)))
     return PairCorpus(train=pairs[n_val:], val=pairs[:n_val], test=unseen[:n_test])
-
-
-def normalize(text: str) -> str:
-    return " ".join(text.split())
-
-
-def exact_match(predictions: Sequence[str], references: Sequence[str]) -> float:
-    """Fraction of predictions equal to their reference after collapsing whitespace."""
-    if len(predictions) != len(references):
-        raise ValueError(f"exact_match: {len(predictions)} predictions but {len(references)} references")
-    if not references:
-        raise ValueError("exact_match: no references")
-    return sum(normalize(p) == normalize(r) for p, r in zip(predictions, references, strict=True)) / len(
-        references
-    )

@@ -7,7 +7,7 @@ import math
 import pytest
 import sacrebleu
 
-from zoo.evaluation.metrics import TokenNLL, accuracy, bleu, chrf, exact_match, macro_f1
+from zoo.tasks.metrics import TokenNLL, accuracy, bleu, chrf, exact_match, macro_f1
 
 HYPS = ["the cat sat on the mat", "a dog barks loudly", "hello there world", "completely different"]
 REFS = ["the cat sat on a mat", "a dog barks", "hello world", "nothing alike here"]
@@ -17,6 +17,12 @@ def test_bleu_and_chrf_are_sacrebleus_corpus_scores():
     assert bleu(HYPS, REFS) == pytest.approx(sacrebleu.corpus_bleu(HYPS, [REFS]).score)
     assert chrf(HYPS, REFS) == pytest.approx(sacrebleu.corpus_chrf(HYPS, [REFS]).score)
     assert 0 < bleu(HYPS, REFS) < 100 and bleu(REFS, REFS) == pytest.approx(100)
+
+
+def test_exact_match():
+    assert exact_match(["i am  a student ", "he ate"], ["i am a student", "he eats"]) == 0.5
+    with pytest.raises(ValueError, match="2 predictions but 1 references"):
+        exact_match(["a", "b"], ["a"])
 
 
 def test_exact_match_accuracy_and_macro_f1_by_hand():

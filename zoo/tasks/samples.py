@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zoo.evaluation.loop import EvalOptions, generate_texts
+from zoo.tasks.evaluating import EvalOptions, generate_texts
 from zoo.utils import eval_mode
 
 
@@ -29,7 +29,7 @@ class SampleReport:
 
 def translate(model, tokenizer, sources: Sequence[str], *, max_new_tokens: int, batch_size: int = 64) -> list[str]:
     """Greedy translations of `sources` (decoded without special tokens); the sources are framed as in
-    training by the same path evaluation takes (`zoo.evaluation.loop.generate_texts`)."""
+    training by the same path evaluation takes (`zoo.tasks.evaluating.generate_texts`)."""
     ids = [tokenizer.encode(s) for s in sources]
     return generate_texts(model, tokenizer, ids, EvalOptions(generation={"max_new_tokens": max_new_tokens}), batch_size)
 
