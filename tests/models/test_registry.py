@@ -98,8 +98,9 @@ def test_presets_match_their_documented_shapes():
     assert 10e6 <= zoo.build("gpt_small").num_parameters() <= 20e6
 
 
-def test_presets_compose_in_hydra_after_a_plain_import(tmp_path):
-    """A user's own Hydra app can use conf/model presets after a plain `import zoo` (the schema is registered)."""
+def test_presets_compose_in_hydra_after_the_schema_import(tmp_path):
+    """A user's own Hydra app can use conf/model presets after `import zoo.hydra_schema`, which registers the
+    schema (a plain `import zoo` imports no Hydra: tests/test_import.py)."""
     import subprocess
     import sys
 
@@ -109,6 +110,7 @@ def test_presets_compose_in_hydra_after_a_plain_import(tmp_path):
     )
     code = (
         "import zoo\n"
+        "import zoo.hydra_schema\n"
         "from hydra import compose, initialize_config_dir\n"
         f"with initialize_config_dir(config_dir={str(tmp_path)!r}, version_base='1.3'):\n"
         "    cfg = compose('app', overrides=['model.n_heads=4', 'model.init_std=0.05'])\n"
