@@ -42,7 +42,7 @@ class Task:
     builtin_data: str | None = None  # conf/data/<name>.yaml that data=auto reads; None: the user names data
     user_data: str = ""  # how to name one's own data, for messages: "data=text data.files=..."
     corpus_kind: str = "text"  # the corpus its data source must give: text | pairs | labelled
-    perplexity: bool = True  # the loss is a per-token cross-entropy over the vocabulary: exp(loss) means something
+    perplexity: bool = True  # the loss is a per-token cross-entropy over the vocabulary (exp: perplexity)
     label_smoothing: bool = False  # training_loss implements label smoothing
     has_references: bool = False  # validation examples carry reference texts (the exact_match callback)
     # special tokens its data needs from the tokenizer; each group: any one of those roles (check_tokenizer)
@@ -64,11 +64,13 @@ class Task:
         """Raise ValueError unless this task trains `cfg`'s architecture and head, then check the model as
         it will be built (names resolved, each component's needs: `zoo.models.check_config`)."""
         if cfg.arch not in self.archs:
-            raise ValueError(f"task={self.name} needs model.arch in {list(self.archs)}, but model.arch={cfg.arch}")
+            raise ValueError(f"task={self.name} needs model.arch in {list(self.archs)}, "
+                             f"but model.arch={cfg.arch}")
         if cfg.head != self.head:
             other = [t.name for t in all_tasks() if t.is_default_for(cfg)]
             hint = f" (that trains task={other[0]})" if other else ""
-            raise ValueError(f"task={self.name} needs model.head={self.head}, but model.head={cfg.head}{hint}")
+            raise ValueError(f"task={self.name} needs model.head={self.head}, "
+                             f"but model.head={cfg.head}{hint}")
         check_config(cfg)
 
     def check_label_smoothing(self, value: float) -> None:
@@ -115,7 +117,8 @@ class Task:
         own, computed from `labels`)."""
         return out.loss
 
-    def training_loss(self, out: ModelOutput, batch: Mapping[str, torch.Tensor], label_smoothing: float) -> torch.Tensor:
+    def training_loss(self, out: ModelOutput, batch: Mapping[str, torch.Tensor],
+                      label_smoothing: float) -> torch.Tensor:
         """The loss to minimise: `loss` (check_label_smoothing refuses smoothing where unsupported)."""
         return self.loss(out, batch)
 
@@ -171,8 +174,8 @@ def default_task(cfg: ModelConfig) -> Task:
         raise ValueError(f"tasks {[t.name for t in found]} all claim model.arch={cfg.arch} with "
                          f"model.head={cfg.head} for task=auto; set auto = False on all but one")
     check_config(cfg)  # an unknown arch or a head the arch cannot carry says so itself
-    raise ValueError(f"task=auto: no task trains model.arch={cfg.arch} with model.head={cfg.head} by default; "
-                     f"name one: task={'|'.join(TASKS.names())}")
+    raise ValueError(f"task=auto: no task trains model.arch={cfg.arch} with model.head={cfg.head} "
+                     f"by default; name one: task={'|'.join(TASKS.names())}")
 
 
 class StreamTask(Task):

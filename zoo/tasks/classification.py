@@ -32,7 +32,8 @@ class Classification(LabelledTask):
 
     def datamodule(self, entry, loader: Mapping[str, Any], **common: Any) -> ClassificationDataModule:
         examples = {s: (entry.arrays[f"{s}.text"], entry.arrays[f"{s}.labels"]) for s in ("train", "val")}
-        return ClassificationDataModule(entry.tokenizer, examples, label_names=entry.tokenizer.label_names, **common)
+        return ClassificationDataModule(entry.tokenizer, examples, label_names=entry.tokenizer.label_names,
+                                        **common)
 
     def counted_labels(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """One label per example: labels are (B,)."""
@@ -59,7 +60,8 @@ class Classification(LabelledTask):
         names = tokenizer.label_names or []
         device = next(model.parameters()).device
         with torch.inference_mode():
-            logits = model(batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device)).logits
+            ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)
+            logits = model(ids, attention_mask=mask).logits
 
         def label(i: int) -> str:
             return names[i] if i < len(names) else str(i)

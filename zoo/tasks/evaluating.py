@@ -43,7 +43,8 @@ def resolve_split(datamodule, split: str) -> str:
     if split == "auto":
         return "test" if "test" in found else "val"
     if split not in found:
-        raise ValueError(f"split={split}: this data has no {split!r} split; available: {', '.join(found)} (or auto)")
+        raise ValueError(f"split={split}: this data has no {split!r} split; "
+                         f"available: {', '.join(found)} (or auto)")
     return split
 
 

@@ -30,9 +30,10 @@ class LanguageModelling(StreamTask):
     chunked_loss = True
 
     def datamodule(self, entry, loader: Mapping[str, Any], **common: Any) -> LMDataModule:
-        token_bytes = {split: entry.arrays[name] for split in self.streams(entry)
-                       if (name := bytes_name(f"{split}.tokens")) in entry.arrays}  # kept for the scored splits
-        return LMDataModule(entry.tokenizer, self.streams(entry), blocks_per_epoch=loader.get("blocks_per_epoch"),
+        streams = self.streams(entry)
+        token_bytes = {split: entry.arrays[name] for split in streams  # kept for the scored splits
+                       if (name := bytes_name(f"{split}.tokens")) in entry.arrays}
+        return LMDataModule(entry.tokenizer, streams, blocks_per_epoch=loader.get("blocks_per_epoch"),
                             shards=loader.get("shards"), token_bytes=token_bytes, **common)
 
     def model_inputs(self, batch: Mapping[str, torch.Tensor]) -> Mapping[str, torch.Tensor]:
@@ -47,7 +48,8 @@ class LanguageModelling(StreamTask):
         """Mean next-token cross-entropy: logits at position t against targets[t] (no further shift)."""
         return lm_loss(out.logits, batch["targets"], shift=False)
 
-    def loss_from_hidden(self, hidden, head, batch: Mapping[str, torch.Tensor], chunk_size: int) -> torch.Tensor:
+    def loss_from_hidden(self, hidden, head, batch: Mapping[str, torch.Tensor],
+                         chunk_size: int) -> torch.Tensor:
         """`loss` without the (B, T, V) logits: hidden (B, T, C) against targets, chunk by chunk."""
         return chunked_cross_entropy(hidden, head, batch["targets"], chunk_size)
 

@@ -27,8 +27,10 @@ class MaskedLanguageModelling(StreamTask):
 
     def datamodule(self, entry, loader: Mapping[str, Any], **common: Any) -> MLMDataModule:
         mask_prob = loader.get("mask_prob")
-        return MLMDataModule(entry.tokenizer, self.streams(entry), mask_prob=0.15 if mask_prob is None else mask_prob,
-                             blocks_per_epoch=loader.get("blocks_per_epoch"), shards=loader.get("shards"), **common)
+        return MLMDataModule(entry.tokenizer, self.streams(entry),
+                             mask_prob=0.15 if mask_prob is None else mask_prob,
+                             blocks_per_epoch=loader.get("blocks_per_epoch"), shards=loader.get("shards"),
+                             **common)
 
     def evaluate(self, model, tokenizer, datamodule, split: str, options: EvalOptions) -> dict[str, float]:
         """Masked-token accuracy (top guess = original token at the picked positions; the validation
@@ -48,7 +50,8 @@ class MaskedLanguageModelling(StreamTask):
         device = next(model.parameters()).device
         with torch.inference_mode():
             ids = batch["input_ids"][: cfg["num_shown"]].to(device)
-            logits = model(ids, attention_mask=batch["attention_mask"][: len(ids)].to(device)).logits  # (B, T, V)
+            mask = batch["attention_mask"][: len(ids)].to(device)
+            logits = model(ids, attention_mask=mask).logits  # (B, T, V)
             labels = batch["labels"][: len(ids)].to(device)
             picked = labels != IGNORE_INDEX
             filled = torch.where(picked, logits.argmax(-1), ids)

@@ -65,13 +65,16 @@ class QuestionAnswering(Task):
         return torch.tensor(positions.shape[0], device=positions.device)
 
     # ------------------------------------------------------------------------------- outputs
-    def window_outputs(self, model, datamodule, split: str, count: int) -> Iterator[tuple[dict[str, torch.Tensor], Any]]:
-        """(batch, output) over the split's first `count` windows in order (batch_size at a time), dropout off."""
+    def window_outputs(self, model, datamodule, split: str,
+                       count: int) -> Iterator[tuple[dict[str, torch.Tensor], Any]]:
+        """(batch, output) over the split's first `count` windows in order (batch_size at a time), dropout
+        off."""
         data = dataset(datamodule, split)
         device = next(model.parameters()).device
         with eval_mode(model), torch.inference_mode():
             for start in range(0, count, datamodule.batch_size):
-                batch = datamodule.collate([data[k] for k in range(start, min(start + datamodule.batch_size, count))])
+                stop = min(start + datamodule.batch_size, count)
+                batch = datamodule.collate([data[k] for k in range(start, stop)])
                 batch = {k: v.to(device) for k, v in batch.items()}
                 yield batch, model(**self.model_inputs(batch))
 
@@ -86,7 +89,7 @@ class QuestionAnswering(Task):
         for batch, out in self.window_outputs(model, datamodule, split, data.first_window[n]):
             nll.add(self.loss(out, batch), self.counted_labels(batch))
             for row, k in enumerate(batch["window"].tolist()):
-                w, begin = data.windows[k], data.frame(k)[2]  # the window's context starts at position `begin`
+                w, begin = data.windows[k], data.frame(k)[2]  # the window's context starts at `begin`
                 spans = torch.as_tensor(examples.offsets(w.example)[w.start:w.end])  # (L, 2) characters
                 score, i, j = best_span(out.start_logits[row, begin:begin + len(spans)].cpu(),
                                         out.end_logits[row, begin:begin + len(spans)].cpu(),
@@ -107,13 +110,14 @@ class QuestionAnswering(Task):
         predicted, nll = self.predict(model, datamodule, split, options.max_examples)
         examples = dataset(datamodule, split).examples
         gold = [examples.answers(i) for i in range(len(predicted))]
-        return {"loss": nll.loss, "exact_match": squad_exact_match(predicted, gold), "f1": squad_f1(predicted, gold),
-                "examples": len(predicted), "windows": nll.tokens}
+        return {"loss": nll.loss, "exact_match": squad_exact_match(predicted, gold),
+                "f1": squad_f1(predicted, gold), "examples": len(predicted), "windows": nll.tokens}
 
     def samples(self, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:
         """Question, context, predicted and first gold answer of the first validation examples."""
         predicted, _ = self.predict(model, datamodule, "val", cfg["num_shown"])
         examples = dataset(datamodule, "val").examples
-        return SampleReport([
-            Sample(f"{tokenizer.decode(examples.question[i])} | {examples.context_text(i)[:SHOWN_CHARS]}", answer,
-                   examples.answers(i)[0]) for i, answer in enumerate(predicted)], {})
+        shown = [f"{tokenizer.decode(examples.question[i])} | {examples.context_text(i)[:SHOWN_CHARS]}"
+                 for i in range(len(predicted))]
+        return SampleReport([Sample(text, answer, examples.answers(i)[0])
+                             for i, (text, answer) in enumerate(zip(shown, predicted, strict=True))], {})

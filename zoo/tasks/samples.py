@@ -27,11 +27,13 @@ class SampleReport:
     metrics: dict[str, float]
 
 
-def translate(model, tokenizer, sources: Sequence[str], *, max_new_tokens: int, batch_size: int = 64) -> list[str]:
+def translate(model, tokenizer, sources: Sequence[str], *, max_new_tokens: int,
+              batch_size: int = 64) -> list[str]:
     """Greedy translations of `sources` (decoded without special tokens); the sources are framed as in
     training by the same path evaluation takes (`zoo.tasks.evaluating.generate_texts`)."""
     ids = [tokenizer.encode(s) for s in sources]
-    return generate_texts(model, tokenizer, ids, EvalOptions(generation={"max_new_tokens": max_new_tokens}), batch_size)
+    options = EvalOptions(generation={"max_new_tokens": max_new_tokens})
+    return generate_texts(model, tokenizer, ids, options, batch_size)
 
 
 def make_samples(task, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:

@@ -74,4 +74,4 @@ class SequenceToSequence(Task):
         sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
         hyps = translate(model, tokenizer, sources, max_new_tokens=model.config.max_seq_len)
         shown = [Sample(s, h, r) for s, h, r in zip(sources, hyps, refs, strict=True)][: cfg["num_shown"]]
-        return SampleReport(shown, {"sample/exact_match": exact_match(hyps, refs)})  # test/*: the test callback
+        return SampleReport(shown, {"sample/exact_match": exact_match(hyps, refs)})

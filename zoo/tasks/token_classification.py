@@ -1,7 +1,7 @@
 """Token classification (NER): a token_classifier head tags every token; each word's tag sits on its first
-sub-token (zoo.data.tagging). Validation logs the word-level tag accuracy and entity-level precision / recall /
-F1 as seqeval computes them, over every validation sentence (and process); evaluate.py reports the same four
-over the split, with the loss."""
+sub-token (zoo.data.tagging). Validation logs the word-level tag accuracy and entity-level precision /
+recall / F1 as seqeval computes them, over every validation sentence (and process); evaluate.py reports the
+same four over the split, with the loss."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ SHOWN_CHARS = 200  # characters of each sample sentence printed
 
 
 class EntityScore(Metric):
-    """seqeval's entity-level `score` (precision | recall | f1, `entity_scores`) of the predicted tag sequences
-    against the gold ones: each sentence's tags at its labelled positions are kept (tag ids, gathered from every
-    process) and named by `label_names` once, at the end of the validation."""
+    """seqeval's entity-level `score` (precision | recall | f1, `entity_scores`) of the predicted tag
+    sequences against the gold ones: each sentence's tags at its labelled positions are kept (tag ids,
+    gathered from every process) and named by `label_names` once, at the end of the validation."""
 
     full_state_update = False
 
@@ -68,11 +68,12 @@ class TokenClassification(LabelledTask):
 
     def datamodule(self, entry, loader: Mapping[str, Any], **common: Any) -> TokenClassificationDataModule:
         examples = {s: (entry.arrays[f"{s}.ids"], entry.arrays[f"{s}.labels"]) for s in ("train", "val")}
-        return TokenClassificationDataModule(entry.tokenizer, examples, label_names=entry.tokenizer.label_names,
-                                             **common)
+        return TokenClassificationDataModule(entry.tokenizer, examples,
+                                             label_names=entry.tokenizer.label_names, **common)
 
     def val_metrics(self, label_names: Sequence[str] = ()) -> dict[str, Metric]:
-        return {"accuracy": Accuracy(), **{s: EntityScore(label_names, s) for s in ("precision", "recall", "f1")}}
+        entities = {s: EntityScore(label_names, s) for s in ("precision", "recall", "f1")}
+        return {"accuracy": Accuracy(), **entities}
 
     # ------------------------------------------------------------------------------- outputs
     def tag_sequences(self, model, datamodule, split: str, max_examples: int | None
@@ -96,7 +97,8 @@ class TokenClassification(LabelledTask):
         """Entity-level precision, recall and F1 (seqeval, default mode), word-level tag accuracy and the
         mean cross-entropy per labelled token."""
         gold, predicted, _, nll = self.tag_sequences(model, datamodule, split, options.max_examples)
-        return {"loss": nll.loss, **entity_scores(gold, predicted), "examples": len(gold), "words": nll.tokens}
+        scores = entity_scores(gold, predicted)
+        return {"loss": nll.loss, **scores, "examples": len(gold), "words": nll.tokens}
 
     def samples(self, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:
         """Predicted and gold tags of the first validation sentences."""
