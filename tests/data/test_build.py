@@ -44,6 +44,22 @@ def test_key_changes_with_tokenizer_and_data(cache_dir):
     assert len(entries(cache_dir)) == 3
 
 
+def test_open_data_takes_what_the_task_decides_as_plain_arguments(cache_dir):
+    """The data layer knows no task: zoo.tasks.build_data hands it a task's corpus kind, tokenizer check and
+    datamodule; another kind of data is a CorpusKindError carrying the kind it gives."""
+    from zoo.data.build import CorpusKindError, open_data
+
+    checked = []
+    plain = dict(check_tokenizer=checked.append, datamodule=lambda entry, loader, **common: (entry, loader, common),
+                 cache_dir=cache_dir, **KW)
+    tok, (entry, loader, common) = open_data(SMALL_TOY, SMALL_BPE, corpus_kind="pairs", **plain)
+    assert entry.tokenizer is tok and len(checked) == 2 and checked[-1] is tok  # before encoding, and the entry's
+    assert (common["batch_size"], common["max_seq_len"], common["seed"]) == (4, 16, 0) and "mask_prob" in loader
+    with pytest.raises(CorpusKindError, match=r"^data=translation_toy gives pairs examples$") as e:
+        open_data(SMALL_TOY, SMALL_BPE, corpus_kind="text", **plain)
+    assert e.value.kind == "pairs"
+
+
 def test_failed_build_leaves_no_cache_entry(cache_dir, monkeypatch):
     def crash(*args, **kwargs):
         raise RuntimeError("killed mid-write")
