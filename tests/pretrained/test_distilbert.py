@@ -63,5 +63,5 @@ def test_preset_exports_to_transformers(tmp_path):
 def test_export_refuses_token_types():
     model = zoo.build("distilbert_base", d_model=32, n_layers=1, n_heads=4, d_ff=48, vocab_size=99, max_seq_len=16,
                       type_vocab_size=2)
-    with pytest.raises(ValueError, match="type_vocab_size=2 \\(needs 0\\)"):
+    with pytest.raises(ValueError, match="type_vocab_size=2 \\(would load as 0\\)"):
         zoo.save_pretrained(model, "unused", model_type="distilbert")

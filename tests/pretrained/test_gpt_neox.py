@@ -17,7 +17,7 @@ from tests.pretrained.decoder_checks import (
     right_padded_logits_match,
 )
 from tests.pretrained.helpers import perturbed, saved
-from zoo.pretrained.gpt_neox import blocks_to_heads, heads_to_blocks
+from zoo.pretrained.tensor_map import blocks_to_heads, heads_to_blocks
 
 GPT_NEOX = zoo.pretrained.FAMILIES.get("gpt_neox")()
 
@@ -86,8 +86,8 @@ def test_transformers_4_keys_and_lm_head_name_are_read(tmp_path):
 @pytest.mark.parametrize(("change", "message"), [
     ({"attention_bias": False}, r"attention_bias=False \(supported: True\)"),
     ({"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}},
-     r"rope_type='linear' \(supported: 'default'\), rope_parameters.factor=2.0 \(supported: 'absent'\)"),
-    ({"hidden_act": "gelu_fast"}, r"gpt_neox activation 'gelu_fast' is not supported"),
+     r"rope_type='linear' \(supported: default\), rope_parameters.factor=2.0 \(supported: 'absent'\)"),
+    ({"hidden_act": "gelu_fast"}, r"gpt_neox config.json .*hidden_act='gelu_fast' \(supported: gelu, gelu_new"),
 ])
 def test_settings_zoo_cannot_reproduce_are_named(change, message):
     hf = {"model_type": "gpt_neox", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4,
@@ -101,5 +101,5 @@ def test_pythia_preset_exports_and_other_models_do_not(tmp_path):
     hf = GPTNeoXForCausalLM.from_pretrained(zoo.save_pretrained(model, tmp_path / "fresh", model_type="gpt_neox"))
     right_padded_logits_match(hf.eval(), model, vocab=64)
     llama = zoo.build("llama_small", vocab_size=64, d_model=32, n_layers=1, n_heads=4, d_ff=24)
-    with pytest.raises(ValueError, match=r"'gpt_neox'.*model.norm='rmsnorm' \(needs 'layernorm'\)"):
+    with pytest.raises(ValueError, match=r"'gpt_neox'.*model.norm='rmsnorm' \(would load as 'layernorm'\)"):
         zoo.save_pretrained(llama, tmp_path / "x", model_type="gpt_neox")

@@ -107,7 +107,7 @@ def test_settings_qwen_cannot_express_are_named(tmp_path):
         zoo.pretrained.FAMILIES.get("qwen3")().config_from_hf(hf)
     assert zoo.pretrained.FAMILIES.get("qwen3")().config_from_hf({**hf, "attention_bias": False}).head_size == 128
     plain = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=1, n_heads=4, d_ff=24)
-    with pytest.raises(ValueError, match=r"'qwen2': model.qkv_bias=False \(needs True\)"):
+    with pytest.raises(ValueError, match=r"'qwen2': .*model.qkv_bias=False \(would load as True\)"):
         zoo.save_pretrained(plain, tmp_path / "x", model_type="qwen2")
-    with pytest.raises(ValueError, match=r"'qwen3': .*model.qk_norm=False \(needs True\)"):
+    with pytest.raises(ValueError, match=r"'qwen3': .*model.qk_norm=False \(would load as True\)"):
         zoo.save_pretrained(plain, tmp_path / "x", model_type="qwen3")

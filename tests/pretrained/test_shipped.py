@@ -13,7 +13,7 @@ from safetensors import safe_open
 
 import zoo
 from tests.pretrained.helpers import right_padded
-from zoo.pretrained.family import BUFFERS, is_buffer
+from zoo.pretrained.tensor_map import BUFFERS, is_buffer
 
 IDS, MASK = right_padded(2, 10, 99, [10, 6], seed=3)
 

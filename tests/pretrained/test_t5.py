@@ -177,5 +177,5 @@ def test_checkpoint_tensors_that_do_not_fit_the_config(tmp_path):
 def test_untied_head_with_scale_does_not_export(tmp_path):
     model = zoo.build("t5_small", vocab_size=64, d_model=32, n_heads=4, d_ff=48, encoder_layers=1, decoder_layers=1,
                       tie_embeddings=False)
-    with pytest.raises(ValueError, match=r"'t5': model.head_scale=0.044\d+ \(needs None\)"):
+    with pytest.raises(ValueError, match=r"'t5': .*model.head_scale=0.044\d+ \(would load as None\)"):
         zoo.save_pretrained(model, tmp_path / "x")

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import torch
 
 from zoo.config import ModelConfig
-from zoo.pretrained.family import HFTensors
-from zoo.pretrained.heads import HeadLayout, stored_name
+from zoo.pretrained.heads import HeadLayout
+from zoo.pretrained.tensor_map import HFTensors, stored_name
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,8 @@ class CausalLMLayout(HeadLayout):
     def origins(self) -> dict[str, str]:
         return {"head.proj.weight": f"{self.proj}.weight"}
 
-    def from_hf(self, src: HFTensors, cfg: ModelConfig, out: dict[str, torch.Tensor]) -> None:
+    def from_hf(self, src: HFTensors, cfg: ModelConfig, out: dict[str, torch.Tensor],
+                shapes: Mapping[str, tuple[int, ...]]) -> None:
         names = [f"{n}.weight" for n in (self.proj, self.alias) if n]
         if cfg.tie_embeddings:
             for name in names:
@@ -37,16 +38,16 @@ class CausalLMLayout(HeadLayout):
         stored = next((n for n in reversed(names) if src.has(n)), names[0])
         out["head.proj.weight"] = src.take(stored, (cfg.vocab_size, cfg.d_model))
 
-    def to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str,
-              out: dict[str, torch.Tensor]) -> None:
-        if not cfg.tie_embeddings:  # a tied head is left out of the file, as transformers 5 saves it
-            out[stored_name(f"{self.proj}.weight", prefix)] = state["head.proj.weight"]
+    def to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str) -> dict[str, torch.Tensor]:
+        if cfg.tie_embeddings:  # a tied head is left out of the file, as transformers 5 saves it
+            return {}
+        return {stored_name(f"{self.proj}.weight", prefix): state["head.proj.weight"]}
 
 
 BARE = HeadLayout("none", bare=True)
 LM = CausalLMLayout("lm", proj="~lm_head")
 SCORE = HeadLayout("classifier", proj="~score", proj_bias=False, labelled=True)
-QA = HeadLayout("qa", proj="~qa_outputs", proj_rows=2)
+QA = HeadLayout("qa", proj="~qa_outputs")
 
 
 def token_classifier(proj: str) -> HeadLayout:
@@ -57,6 +58,6 @@ def token_classifier(proj: str) -> HeadLayout:
 # zoo head -> layout of a Llama-shaped family (Llama, Qwen2, Qwen3: its QA class keeps the base as `transformer.`)
 LLAMA_HEADS: dict[str, HeadLayout] = {
     "none": BARE, "lm": LM, "classifier": SCORE, "token_classifier": token_classifier("~score"),
-    "qa": HeadLayout("qa", proj="~qa_outputs", proj_rows=2, prefix="transformer."),
+    "qa": HeadLayout("qa", proj="~qa_outputs", prefix="transformer."),
 }
 NO_QA = {head: layout for head, layout in LLAMA_HEADS.items() if head != "qa"}  # Phi-3, Gemma, Gemma 2

@@ -1,18 +1,41 @@
-"""Imports every family module so each registers itself in FAMILIES."""
+"""Hugging Face `model_type` -> the module of its family. A module is imported on the first lookup of one of
+its types, so `import zoo.pretrained` imports none; importing it registers its families (family.py)."""
 
-import zoo.pretrained.bart  # noqa: F401
-import zoo.pretrained.bert  # noqa: F401
-import zoo.pretrained.distilbert  # noqa: F401
-import zoo.pretrained.gemma  # noqa: F401
-import zoo.pretrained.gemma2  # noqa: F401
-import zoo.pretrained.gpt2  # noqa: F401
-import zoo.pretrained.gpt_neox  # noqa: F401
-import zoo.pretrained.llama  # noqa: F401
-import zoo.pretrained.marian  # noqa: F401
-import zoo.pretrained.mistral  # noqa: F401
-import zoo.pretrained.opt  # noqa: F401
-import zoo.pretrained.phi3  # noqa: F401
-import zoo.pretrained.qwen2  # noqa: F401
-import zoo.pretrained.qwen3  # noqa: F401
-import zoo.pretrained.roberta  # noqa: F401
-import zoo.pretrained.t5  # noqa: F401
+from __future__ import annotations
+
+import fnmatch
+import importlib
+
+from zoo.registry import Registry, unknown_choice_message
+
+MODULES = {
+    "bart": "bart", "bert": "bert", "distilbert": "bert", "gemma": "gemma", "gemma2": "gemma", "gpt2": "gpt2",
+    "gpt_neox": "gpt_neox", "llama": "llama", "marian": "bart", "mistral": "llama", "opt": "opt", "phi3": "llama",
+    "qwen2": "llama", "qwen3": "llama", "roberta": "bert", "t5": "t5", "xlm-roberta": "bert",
+}
+
+
+class Families(Registry):
+    """FAMILIES: every type of `MODULES` is known before its module is imported."""
+
+    def get(self, name: str):
+        if name not in MODULES:
+            raise ValueError(unknown_choice_message(self.kind, name, list(MODULES)))
+        if name not in self._items:
+            importlib.import_module(f"zoo.pretrained.{MODULES[name]}")
+        return self._items[name]
+
+    def names(self, pattern: str = "*") -> list[str]:
+        return sorted(n for n in MODULES if fnmatch.fnmatch(n, pattern))
+
+    def __contains__(self, name: object) -> bool:
+        return name in MODULES
+
+    def __len__(self) -> int:
+        return len(MODULES)
+
+    def __iter__(self):
+        return iter(self.names())
+
+
+FAMILIES = Families("Hugging Face model_type")

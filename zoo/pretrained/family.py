@@ -1,189 +1,168 @@
-"""A pretrained family converts one Hugging Face `model_type` both ways: config.json <-> ModelConfig and
-state dict <-> zoo state dict. Families register in FAMILIES under their `model_type`."""
+"""A pretrained family converts one Hugging Face `model_type` both ways, config.json <-> ModelConfig and state
+dict <-> zoo state dict, from tables: its config keys (`keys`, config_map.py), its base model's tensor map
+(`tensors`, tensor_map.py) and one head layout per zoo head (`heads`, heads.py), the class `architectures`
+names. A subclass that sets `model_type` is registered in FAMILIES under it; what the tables cannot say goes in
+the hooks `more_from_hf` / `more_to_hf` / `read_first`. Export refuses a model its config.json cannot express
+through the round trip (roundtrip.py), not through per-family lists."""
 
 from __future__ import annotations
 
-import re
-import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 
 from zoo.config import ModelConfig
-from zoo.registry import Registry
+from zoo.modules.heads import NO_POOLER
+from zoo.pretrained.config_map import Key, read, require, write
+from zoo.pretrained.families import FAMILIES
+from zoo.pretrained.heads import CLASS_HEADS, HeadLayout, PretrainedState, label_maps, label_names
+from zoo.pretrained.tensor_map import HFTensors, Rows, load, save, zoo_shapes
 
-FAMILIES: Registry = Registry("model_type")
+Checks = dict[str, tuple[Any, Any]]  # {setting: (value, supported)}, as `require` takes them
 
-# Tensors that checkpoints store but that are buffers computed from config.json, not weights: dropped by name
-# (anchored patterns, so a real weight never matches). A weight zoo does not know stays an error (`finish`).
-BUFFERS: dict[str, str] = {
-    r"(^|\.)embeddings\.position_ids$": "BERT-family position ids (an arange)",
-    r"(^|\.)embeddings\.token_type_ids$": "BERT-family default token types (zeros)",
-    r"(^|\.)rotary_emb\.(original_)?inv_freq$": "RoPE inverse frequencies (from rope_theta)",
-    r"(^|\.)h\.\d+\.attn\.(masked_)?bias$": "GPT-2's causal mask buffers",
-    r"(^|\.)layers\.\d+\.attention\.(masked_)?bias$": "GPT-NeoX's causal mask buffers",
-}
-_BUFFER = re.compile("|".join(f"(?:{p})" for p in BUFFERS))
-
-
-def is_buffer(name: str) -> bool:
-    """Whether checkpoint tensor `name` is a buffer on the `BUFFERS` list (not a weight)."""
-    return _BUFFER.search(name) is not None
+__all__ = ["FAMILIES", "Checks", "Family", "HFTensors"]
 
 
 class Family:
-    """Subclasses set `model_type` / `architecture` and implement the four conversions."""
+    """A family's tables; subclasses set them (and `model_type`, which registers the class)."""
 
     model_type: str = ""
-    architecture: str = ""  # the transformers class an export is written for
     prefixes: tuple[str, ...] = ()  # base-model prefix of the task model (absent in bare-model checkpoints)
     same_model: frozenset[str] = frozenset()  # config keys written in an equivalent form (see roundtrip.py)
+    keys: tuple[Key, ...] = ()  # config.json key <-> ModelConfig key
+    defaults: Mapping[str, Any] = {}  # config.json defaults of this family where they differ from the keys'
+    fixed: Mapping[str, Any] = {}  # ModelConfig keys every checkpoint of the family has
+    requires: Mapping[str, Any] = {}  # config.json keys zoo reproduces at one value (null or absent: that one)
+    tensors: Rows = {}  # the base model's tensor map (heads: zoo.pretrained.heads)
+    class_prefix: str = ""  # "Bert": BertModel, BertForMaskedLM, ...
+    lm_suffixes: tuple[str, ...] = ("ForCausalLM",)  # the CLASS_HEADS suffixes of this family's LM; first exported
+    heads: Mapping[str, HeadLayout] = {}  # zoo head -> where the family's class keeps it
+    not_loaded: Mapping[str, str] = {}  # transformers classes of the family zoo does not load -> why (in the error)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "model_type" in cls.__dict__:
+            FAMILIES.register(cls.model_type, cls)
+
+    # ----- config.json <-> ModelConfig -----
     def config_from_hf(self, hf: dict[str, Any]) -> ModelConfig:
-        raise NotImplementedError
+        """The zoo config of config.json `hf`; raises naming every setting zoo cannot reproduce."""
+        settings, checks = read(self.keys, hf, self.defaults)
+        checks.update({k: (ok if hf.get(k) is None else hf[k], ok) for k, ok in self.requires.items()})
+        more, more_checks = self.more_from_hf(hf, settings)
+        require(hf, self.model_type, {**checks, **more_checks})
+        return ModelConfig(**{**self.fixed, **settings, **more, **self.head_config(hf)})
 
     def config_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
-        """HF config.json content; raises ValueError naming every knob this family cannot express."""
-        raise NotImplementedError
+        """config.json content for `cfg` (what it cannot express, the round trip names)."""
+        return {"model_type": self.model_type, **self.head_to_hf(cfg), **self.requires,
+                **write(self.keys, cfg), **self.more_to_hf(cfg)}
 
-    def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
-        raise NotImplementedError
+    def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
+        """ModelConfig keys the key table cannot read (from config.json `hf` and the keys read so far), and the
+        checks of settings zoo cannot reproduce."""
+        return {}, {}
 
-    def state_to_hf(self, state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
-        raise NotImplementedError
-
-    def fitted(self, cfg: ModelConfig, src: HFTensors) -> ModelConfig:
-        """`cfg` adjusted to what the weight file holds (zoo.pretrained.heads: a bare model's optional pooler)."""
-        return cfg
+    def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
+        """config.json keys the key table cannot write."""
+        return {}
 
     def read_back(self, hf: dict[str, Any], cfg: ModelConfig) -> ModelConfig:
-        """The config an export's config.json `hf` of model `cfg` loads as (the export guard compares them)."""
-        return self.config_from_hf(hf)
+        """The config an export's config.json `hf` of model `cfg` loads as (the export guard compares them).
+        config.json cannot say whether a bare model has a pooler (its weights do): read back as `cfg` has."""
+        try:
+            back = self.config_from_hf(hf)
+        except ValueError as err:
+            raise ValueError(f"This zoo model cannot be exported as {self.model_type!r}: the config.json it would "
+                             f"write does not load: {err}") from None
+        return self.heads[back.head].fitted(back, has_pooler=cfg.head_pooler not in (None, NO_POOLER))
+
+    # ----- heads: one HeadLayout per zoo head, the class named by `architectures` -----
+    def classes(self) -> dict[str, str]:
+        """Every transformers class this family loads -> its zoo head; the first per head is the export class."""
+        suffixes = [*self.lm_suffixes, *(s for s, h in CLASS_HEADS.items() if h != "lm")]
+        return {self.class_prefix + s: CLASS_HEADS[s] for s in suffixes if CLASS_HEADS[s] in self.heads}
+
+    def class_for(self, head: str) -> str:
+        """The transformers class an export of `head` is written as."""
+        found = [name for name, h in self.classes().items() if h == head]
+        if not found:
+            raise ValueError(f"This zoo model cannot be exported as {self.model_type!r}: model.head={head!r} has no "
+                             f"{self.model_type} class; heads it has: {', '.join(self.heads)}.")
+        return found[0]
+
+    def layout(self, hf: Mapping[str, Any]) -> HeadLayout:
+        """The head config.json's `architectures` names; one error naming an unknown class and listing these."""
+        named = hf.get("architectures") or [self.class_for("lm")]
+        classes = self.classes()
+        unknown = [a for a in named if a not in classes]
+        heads = {classes[a] for a in named if a in classes}
+        if unknown or len(heads) != 1:
+            why = "".join(f" {name}: {self.not_loaded[name]}." for name in unknown if name in self.not_loaded)
+            raise ValueError(f"{self.model_type} config.json names architectures={list(named)}: zoo loads one "
+                             f"{self.model_type} class of: {', '.join(classes)}.{why}")
+        return self.heads[heads.pop()]
+
+    def head_config(self, hf: Mapping[str, Any]) -> dict[str, Any]:
+        """The head's model config keys read from config.json."""
+        return self.layout(hf).config(hf, self)
+
+    def head_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
+        """config.json keys that say the head: `architectures`, and a classifier's label maps (LABEL_i here;
+        save_pretrained writes the real names)."""
+        return {"architectures": [self.class_for(cfg.head)], **self.label_config(cfg, None)}
 
     def label_names(self, hf: dict[str, Any], cfg: ModelConfig) -> list[str] | None:
         """The class names of a classifier head from config.json (None: no named classes)."""
-        return None
+        names = label_names(hf) if self.heads[cfg.head].labelled else None
+        return names if names is not None and len(names) == cfg.num_labels else None
 
     def label_config(self, cfg: ModelConfig, names: Sequence[str] | None) -> dict[str, Any]:
         """config.json keys naming a classifier's classes ({} for heads without named classes)."""
-        return {}
+        layout = self.heads.get(cfg.head)
+        if layout is None or not layout.labelled:
+            return {}
+        return label_maps(names, cfg.num_labels, f"export of model.head={cfg.head} as {self.class_for(cfg.head)}")
 
     def head_origins(self, head: str) -> dict[str, str]:
-        """zoo head tensor -> the checkpoint tensor it is read from in this family's `head` class ({}: unknown,
+        """zoo head tensor -> the checkpoint tensor of this family's `head` class it is read from ({}: unknown,
         so init_from reuses a head tensor only for the same head)."""
+        return self.heads[head].origins() if head in self.heads else {}
+
+    # ----- tensors -----
+    def tensor_map(self, cfg: ModelConfig) -> Rows:
+        """The base model's rows for `cfg` (`tensors`, unless they depend on the config)."""
+        return self.tensors
+
+    def read_first(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
+        """zoo tensors read by hand before the map reads the rest (token tables kept in several copies)."""
         return {}
 
+    def fitted(self, cfg: ModelConfig, src: HFTensors) -> ModelConfig:
+        """`cfg` for the tensors in `src` (a bare model keeps a pooler only where its file has one)."""
+        layout = self.heads[cfg.head]
+        return layout.fitted(cfg, layout.has_pooler(src))
 
-class HFTensors:
-    """The checkpoint's tensors, consumed by name with an expected shape. Missing names are collected and
-    reported together; a wrong shape raises at once naming the tensor and both shapes."""
+    def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
+        """Base model, then the head. With `src.head_optional` (init_from), head tensors the file lacks are left
+        out (they are made fresh) instead of failing."""
+        layout, shapes = self.heads[cfg.head], zoo_shapes(cfg)
+        out = self.read_first(src, cfg)
+        out.update(load(self.tensor_map(cfg), src, {k: s for k, s in shapes.items() if k not in out}, cfg))
+        before = len(src.missing)
+        layout.from_hf(src, cfg, out, shapes)  # the head's tensors join the base's (a tied head reads the table)
+        origins = {k: v for k, v in layout.origins().items() if k in out}
+        if src.head_optional and len(src.missing) > before:
+            src.new_head = src.missing[before:]
+            del src.missing[before:]
+            for key in [k for k, name in origins.items() if src.key(name) in src.new_head]:
+                del out[key], origins[key]
+        src.finish(layout.unused)
+        return PretrainedState(out, origins)
 
-    def __init__(self, tensors: dict[str, torch.Tensor], source: str, prefixes: Sequence[str] = ()) -> None:
-        self.source = source
-        self.tensors = {k: t for k, t in tensors.items() if not is_buffer(k)}
-        self.prefix = ""
-        for prefix in prefixes:  # e.g. "transformer." present in GPT2LMHeadModel, absent in GPT2Model
-            if any(k.startswith(prefix) for k in self.tensors):
-                self.prefix = prefix
-                break
-        self.missing: list[str] = []
-        self.head_optional = False  # init_from: a head the file lacks is made fresh, not an error
-        self.new_head: list[str] = []  # the head tensors it lacked then
-
-    def key(self, name: str) -> str:
-        """The stored name of `name`: `~` marks a name outside the base model prefix (e.g. `lm_head.weight`)."""
-        return name[1:] if name.startswith("~") else self.prefix + name
-
-    def has(self, name: str) -> bool:
-        return self.key(name) in self.tensors
-
-    def take(self, name: str, shape: Sequence[int]) -> torch.Tensor:
-        key = self.key(name)
-        if key not in self.tensors:
-            self.missing.append(key)
-            return torch.zeros(tuple(shape))
-        tensor = self.tensors.pop(key)
-        if tuple(tensor.shape) != tuple(shape):
-            raise ValueError(
-                f"Tensor {key!r} in {self.source} has shape {tuple(tensor.shape)} but config.json implies "
-                f"{tuple(shape)}."
-            )
-        return tensor.float() if tensor.is_floating_point() else tensor
-
-    def take_optional(self, name: str, shape: Sequence[int]) -> torch.Tensor | None:
-        return self.take(name, shape) if self.has(name) else None
-
-    def discard(self, name: str) -> None:
-        self.tensors.pop(self.key(name), None)
-
-    def take_token_table(self, name: str, cfg: ModelConfig) -> torch.Tensor:
-        """The token table `name` (vocab_size, d_model). A tied checkpoint may store either tensor of the pair
-        (transformers loads one holding only `lm_head.weight`): then the stored head is the table."""
-        shape = (cfg.vocab_size, cfg.d_model)
-        if cfg.tie_embeddings and not self.has(name) and self.has("~lm_head.weight"):
-            return self.take("~lm_head.weight", shape)
-        return self.take(name, shape)
-
-    def finish(self, unused_ok: dict[str, str] | None = None) -> None:
-        """Raise for missing tensors; raise for leftovers unless a family said why they are unused (warn)."""
-        if self.missing:
-            shown = ", ".join(self.missing[:8]) + (f" and {len(self.missing) - 8} more" if len(self.missing) > 8 else "")
-            raise ValueError(f"{self.source} is missing {len(self.missing)} tensor(s) the model needs: {shown}.")
-        leftover = sorted(self.tensors)
-        explained = {k: why for k in leftover for pat, why in (unused_ok or {}).items() if pat in k}
-        unknown = [k for k in leftover if k not in explained]
-        if unknown:
-            shown = ", ".join(unknown[:8]) + (f" and {len(unknown) - 8} more" if len(unknown) > 8 else "")
-            raise ValueError(
-                f"{self.source} holds {len(unknown)} tensor(s) zoo does not know how to load: {shown}. "
-                f"The checkpoint uses a feature this converter does not support."
-            )
-        if explained:
-            reasons = sorted(set(explained.values()))
-            warnings.warn(
-                f"Ignoring {len(explained)} tensor(s) of {self.source} ({', '.join(sorted(explained)[:4])}...): "
-                f"{'; '.join(reasons)}.",
-                stacklevel=3,
-            )
-
-
-def require(hf: dict[str, Any], model_type: str, checks: dict[str, tuple[Any, Any]]) -> None:
-    """Raise if any config.json key holds a value zoo cannot reproduce: {key: (value, supported)}."""
-    bad = [f"{k}={v!r} (supported: {ok!r})" for k, (v, ok) in checks.items() if v != ok]
-    if bad:
-        raise ValueError(f"{model_type} config.json uses settings zoo does not support: {', '.join(bad)}.")
-
-
-def special_id(hf: dict[str, Any], key: str, vocab_size: int, default: int | None) -> int | None:
-    """A token id from config.json; an id outside the vocabulary (e.g. GPT-2's 50256 in a tiny test
-    config) cannot index anything, so it is replaced by `default` with a warning."""
-    value = hf.get(key)
-    if isinstance(value, list):  # generation configs may list several eos ids; zoo keeps the first
-        value = value[0] if value else None
-    if value is None:
-        return default
-    if not 0 <= int(value) < vocab_size:
-        warnings.warn(f"config.json {key}={value} is outside the vocabulary [0, {vocab_size}); using {default}.", stacklevel=3)
-        return default
-    return int(value)
-
-
-def hf_activation(name: str, model_type: str) -> str:
-    """HF activation name -> zoo activation name."""
-    mapping = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": None,
-               "relu": "relu", "silu": "silu", "swish": "silu"}
-    if mapping.get(name) is None:
-        allowed = sorted(k for k, v in mapping.items() if v)
-        raise ValueError(f"{model_type} activation {name!r} is not supported; supported: {', '.join(allowed)}.")
-    return mapping[name]
-
-
-ZOO_TO_HF_ACTIVATION = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "silu": "silu"}
-
-
-def unsupported(cfg: ModelConfig, model_type: str, checks: dict[str, tuple[Any, Any]]) -> None:
-    """Export guard: raise naming every zoo knob whose value the HF family cannot express."""
-    bad = [f"model.{k}={v!r} (needs {ok!r})" for k, (v, ok) in checks.items() if v != ok]
-    if bad:
-        raise ValueError(f"This zoo model cannot be exported as {model_type!r}: {', '.join(bad)}.")
+    def state_to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
+        """The class's names: a bare model (head none) stores its base without the prefix, as transformers does."""
+        layout = self.heads[cfg.head]
+        prefix = "" if layout.bare else self.prefixes[0] if layout.prefix is None else layout.prefix
+        return {**save(self.tensor_map(cfg), state, cfg, prefix), **layout.to_hf(state, cfg, prefix)}

@@ -1,139 +1,140 @@
-"""Llama: decoder, RMSNorm pre-norm, RoPE (rotate-half), SwiGLU, grouped-query attention, no biases.
-HF keeps q/k/v and gate/up as separate matrices; zoo fuses them as [q | k | v] and [gate | value].
-
-The Llama-shaped families (Mistral, Qwen2, Qwen3, Phi3) subclass `Llama` and change only its hooks: the
-biases a config implies (`bias_from_hf` / `bias_to_hf`), their own keys (`from_hf` / `to_hf`), the RoPE
-types they know (`rope_types`, `partial_rotary`) and the per-layer tensor names (`linears`, `layer_tensors`)."""
+"""Llama and the Llama-shaped decoders: RMSNorm pre-norm, RoPE (rotate-half), a gated MLP, grouped-query
+attention; `model.embed_tokens`, `model.layers.{i}.*`, `model.norm`, then the head the folder's class says
+(decoder_heads.py). HF keeps q/k/v and gate/up as separate matrices; zoo stacks them as [q | k | v] and
+[gate | value]. Each family below is Llama's tables with what differs:
+Mistral: no biases, every layer attending within `sliding_window` (null: full attention; transformers ignores a
+Mistral config's `layer_types`, and so does zoo). Qwen2 (and 2.5): biases on q, k and v only; its sliding window
+(`use_sliding_window` from `max_window_layers` on, or `layer_types`) only where zoo's reproduces it: every layer
+or none. Qwen3: Qwen2 with an RMSNorm on each head's q and k (`qk_norm`), head_dim 128 when omitted, no q/k/v
+bias. Phi-3: Mistral's with q/k/v fused in `qkv_proj`, gate/up in `gate_up_proj`, a partial rotary
+(`rope_fraction`) and plain RoPE only (`longrope`: Phi-3 128k, Phi-3.5, Phi-4-mini, is refused)."""
 
 from __future__ import annotations
 
-import copy
+from collections.abc import Mapping
 from typing import Any
 
+import torch
+
 from zoo.config import ModelConfig
-from zoo.modules.residual import uses_final_norm
-from zoo.modules.rope_scaling import ROPE_SCALINGS
-from zoo.pretrained.decoder_tensors import DecoderTensors
-from zoo.pretrained.family import FAMILIES, require, special_id, unsupported
+from zoo.pretrained.config_map import PLAIN_ROPE, ROPE_TYPES, Key, Rope
+from zoo.pretrained.decoder_heads import LLAMA_HEADS, NO_QA, QA
+from zoo.pretrained.family import Checks, Family
+from zoo.pretrained.tensor_map import HFTensors, within
 
-Checks = dict[str, tuple[Any, Any]]  # {setting: (value, supported)}, as `require` / `unsupported` take them
+LAYER = {  # zoo -> HF inside a layer
+    "self_attn.qkv.{p}": ("self_attn.q_proj.{p}", "self_attn.k_proj.{p}", "self_attn.v_proj.{p}"),
+    "self_attn.o.{p}": "self_attn.o_proj.{p}",
+    "self_attn.q_norm.weight": "self_attn.q_norm.weight", "self_attn.k_norm.weight": "self_attn.k_norm.weight",
+    "ffn.up.{p}": ("mlp.gate_proj.{p}", "mlp.up_proj.{p}"), "ffn.down.{p}": "mlp.down_proj.{p}",
+    "norm_self.weight": "input_layernorm.weight", "norm_ffn.weight": "post_attention_layernorm.weight",
+}
+TENSORS = {"embed.tokens.weight": "embed_tokens.weight", "decoder_stack.final_norm.weight": "norm.weight",
+           **within("decoder_stack.layers.{i}.", "layers.{i}.", LAYER)}
+GATED = {"silu": "swiglu", "gelu": "geglu", "gelu_pytorch_tanh": "geglu_tanh"}  # HF hidden_act -> zoo activation
+KEYS = (
+    Key("vocab_size", "vocab_size"), Key("d_model", "hidden_size"), Key("n_layers", "num_hidden_layers"),
+    Key("n_heads", "num_attention_heads"), Key("n_kv_heads", "num_key_value_heads", None),
+    Key("head_dim", "head_dim", None), Key("d_ff", "intermediate_size"), Key("activation", "hidden_act", "silu", GATED),
+    Key("norm_eps", "rms_norm_eps", 1e-6), Key("max_seq_len", "max_position_embeddings", 2048),
+    Key("attn_dropout", "attention_dropout", 0.0), Key("tie_embeddings", "tie_word_embeddings", False),
+    Key("pad_id", "pad_token_id", 0, token=True), Key("bos_id", "bos_token_id", 1, token=True),
+    Key("eos_id", "eos_token_id", 2, token=True),
+)
+DECODER = {"arch": "decoder", "norm": "rmsnorm", "norm_placement": "pre", "positional": "rope", "rope_layout": "half",
+           "dropout": 0.0, "bias": False}
+WINDOW = Key("sliding_window", "sliding_window", 4096)
 
-_GATED = {"silu": "swiglu", "gelu": "geglu", "gelu_pytorch_tanh": "geglu_tanh"}  # HF hidden_act -> zoo gated activation
-_ROPE_TYPES = {"default": "none", "linear": "linear", "llama3": "llama3", "yarn": "yarn"}  # HF rope_type -> rope_scaling
-_ROPE_KEYS = {"factor": "rope_factor", "low_freq_factor": "rope_low_freq_factor",  # HF rope_parameters -> zoo key
-              "high_freq_factor": "rope_high_freq_factor", "original_max_position_embeddings": "rope_original_max_len"}
-_ROPE_DEFAULTS = {"beta_fast": 32, "beta_slow": 1, "truncate": True, "mscale": None, "mscale_all_dim": None,
-                  "attention_factor": None, "partial_rotary_factor": 1.0}  # other HF keys zoo reproduces only at these
 
+class LlamaShaped(Family):
+    """The tables the Llama-shaped families share (RoPE through `rope`)."""
 
-@FAMILIES.register("llama")
-class Llama(DecoderTensors):
-    model_type = "llama"
-    architecture = "LlamaForCausalLM"
     class_prefix = "Llama"
-    hf_defaults: dict[str, Any] = {"max_position_embeddings": 2048, "rms_norm_eps": 1e-6}  # for keys config.json omits
-    rope_types: dict[str, str] = _ROPE_TYPES  # the HF rope_type values the family's rotary embedding computes
-    partial_rotary = False  # whether partial_rotary_factor rotates the first features only (-> rope_fraction)
+    prefixes = ("model.", "transformer.")  # *ForCausalLM, *ForSequenceClassification, ...; LlamaForQuestionAnswering
+    heads = LLAMA_HEADS
+    tensors = TENSORS
+    keys = KEYS
+    fixed = DECODER
+    rope = Rope(ROPE_TYPES)
 
-    # ----- config.json -> ModelConfig -----
-    def config_from_hf(self, hf: dict[str, Any]) -> ModelConfig:
-        hf = copy.copy(hf)  # keeps its type: io.HFConfig names the file and key a checkpoint lacks
-        for key, value in self.hf_defaults.items():
-            hf.setdefault(key, value)
-        settings, checks = self.from_hf(hf)
-        require(hf, self.model_type, checks)
-        return ModelConfig(**settings, **self.head_config(hf))
+    def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
+        return self.rope.from_hf(hf)
 
-    def from_hf(self, hf: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
-        """ModelConfig keys of config.json `hf`, and the settings zoo must check it can reproduce."""
-        d, heads, vocab = hf["hidden_size"], hf["num_attention_heads"], hf["vocab_size"]
-        act, head_dim = hf.get("hidden_act", "silu"), hf.get("head_dim")
-        biases, checks = self.bias_from_hf(hf)
-        settings = dict(
-            arch="decoder", vocab_size=vocab, d_model=d, n_layers=hf["num_hidden_layers"], n_heads=heads,
-            n_kv_heads=hf.get("num_key_value_heads") or heads, d_ff=hf["intermediate_size"], activation=_GATED.get(act),
-            norm="rmsnorm", norm_eps=hf["rms_norm_eps"], norm_placement="pre", positional="rope",
-            head_dim=None if head_dim in (None, d // heads) else head_dim, rope_layout="half", **self.rope_from_hf(hf),
-            max_seq_len=hf["max_position_embeddings"], dropout=0.0, attn_dropout=hf.get("attention_dropout", 0.0),
-            **biases, tie_embeddings=hf.get("tie_word_embeddings", False),
-            pad_id=special_id(hf, "pad_token_id", vocab, 0), bos_id=special_id(hf, "bos_token_id", vocab, 1),
-            eos_id=special_id(hf, "eos_token_id", vocab, 2),
-        )
-        return settings, {f"hidden_act in ({', '.join(_GATED)})": (act in _GATED, True), **checks}
+    def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
+        return self.rope.to_hf(cfg)
 
-    def bias_from_hf(self, hf: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
-        """Llama: `attention_bias` on q, k, v and o; zoo's `bias` also covers the MLP, so `mlp_bias` must match."""
-        attn = hf.get("attention_bias", False)
-        return {"bias": attn}, {"mlp_bias == attention_bias": (hf.get("mlp_bias", False) == attn, True)}
+    def read_first(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
+        """A tied checkpoint may store either tensor of the pair (transformers loads one holding only
+        `lm_head.weight`): then the stored head is the token table."""
+        if cfg.tie_embeddings and not src.has("embed_tokens.weight") and src.has("~lm_head.weight"):
+            return {"embed.tokens.weight": src.take("~lm_head.weight", (cfg.vocab_size, cfg.d_model))}
+        return {}
 
-    def rope_from_hf(self, hf: dict[str, Any]) -> dict[str, Any]:
-        """zoo's RoPE keys (rope_base, rope_scaling and the keys that scaling reads, rope_fraction where the family
-        rotates part of a head) from transformers 5's `rope_parameters` or 4.x's `rope_theta` / `rope_scaling`;
-        raises naming any setting zoo cannot reproduce."""
-        params = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
-        rope_type = params.get("rope_type", params.get("type", "default"))
-        require(hf, self.model_type, {f"rope_type in ({', '.join(self.rope_types)})": (rope_type in self.rope_types, True)})
-        scaling = self.rope_types[rope_type]
-        reads = ROPE_SCALINGS.get(scaling).keys
-        out = {"rope_base": float(params.get("rope_theta", hf.get("rope_theta", 10000.0))), "rope_scaling": scaling}
-        own = {"rope_type", "type", "rope_theta"}
-        if self.partial_rotary:  # 4.x configs keep it at the top level
-            own.add("partial_rotary_factor")
-            out["rope_fraction"] = float(params.get("partial_rotary_factor", hf.get("partial_rotary_factor", 1.0)))
-        checks = {}
-        for hf_key, key in _ROPE_KEYS.items():
-            if key in reads:
-                value = params.get(hf_key)
-                checks[f"rope_parameters.{hf_key} given"] = (value is not None, True)
-                out[key] = value if value is None or key == "rope_original_max_len" else float(value)
-        for hf_key, value in params.items():
-            if hf_key not in own and _ROPE_KEYS.get(hf_key) not in reads:
-                checks[f"rope_parameters.{hf_key}"] = (value, _ROPE_DEFAULTS.get(hf_key, "absent"))
-        require(hf, self.model_type, checks)
-        return out
 
-    # ----- ModelConfig -> config.json -----
-    def config_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
-        hf, checks = self.to_hf(cfg)
-        unsupported(cfg, self.model_type, checks)
-        return hf
+class Llama(LlamaShaped):
+    """`attention_bias` on q, k, v and o; zoo's `bias` also covers the MLP, so `mlp_bias` must match."""
 
-    def to_hf(self, cfg: ModelConfig) -> tuple[dict[str, Any], Checks]:
-        """config.json for `cfg`, and the knobs the family can express only at one value."""
-        biases, bias_checks = self.bias_to_hf(cfg)
-        rope, rope_checks = self.rope_to_hf(cfg)
-        checks = {
-            "arch": (cfg.arch, "decoder"), "norm": (cfg.norm, "rmsnorm"), "norm_placement": (cfg.norm_placement, "pre"),
-            "positional": (cfg.positional, "rope"), "rope_layout": (cfg.rope_layout, "half"), **rope_checks,
-            f"activation in ({', '.join(_GATED.values())})": (cfg.activation in _GATED.values(), True),
-            "use_final_norm": (uses_final_norm(cfg), True),
-            "embed_norm": (cfg.embed_norm, False), "embed_scale": (cfg.embed_scale, False),
-            "type_vocab_size": (cfg.type_vocab_size, 0), "head_transform": (cfg.head_transform, False),
-            "head_bias": (cfg.head_bias, False), "residual": (cfg.residual, True), "ffn": (cfg.ffn, "mlp"), **bias_checks,
-        }
-        hf = {
-            "model_type": self.model_type, **self.head_to_hf(cfg), "vocab_size": cfg.vocab_size,
-            "hidden_size": cfg.d_model, "num_hidden_layers": cfg.n_layers, "num_attention_heads": cfg.n_heads,
-            "num_key_value_heads": cfg.kv_heads, "head_dim": cfg.head_size, "intermediate_size": cfg.ffn_dim,
-            "hidden_act": {v: k for k, v in _GATED.items()}.get(cfg.activation), "rms_norm_eps": cfg.norm_eps, **rope,
-            "max_position_embeddings": cfg.max_seq_len, **biases,
-            "attention_dropout": cfg.attention_dropout, "tie_word_embeddings": cfg.tie_embeddings,
-            "bos_token_id": cfg.bos_id, "eos_token_id": cfg.eos_id, "pad_token_id": cfg.pad_id,
-        }
-        return hf, checks
+    model_type = "llama"
+    keys = (*KEYS, Key("bias", "attention_bias", False))
 
-    def bias_to_hf(self, cfg: ModelConfig) -> tuple[dict[str, Any], Checks]:
-        return {"attention_bias": cfg.bias, "mlp_bias": cfg.bias}, {"qkv_bias": (cfg.use_qkv_bias, cfg.bias)}
+    def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
+        rope, checks = super().more_from_hf(hf, settings)
+        same = hf.get("mlp_bias", False) == settings["bias"]
+        return rope, {**checks, "mlp_bias == attention_bias": (same, True)}
 
-    def rope_to_hf(self, cfg: ModelConfig) -> tuple[dict[str, Any], Checks]:
-        """transformers 5's `rope_parameters` (and 4.x's `rope_theta`) for zoo's RoPE keys."""
-        rope_type = {v: k for k, v in self.rope_types.items()}.get(cfg.rope_scaling)
-        reads = ROPE_SCALINGS.get(cfg.rope_scaling).keys
-        params = {"rope_type": rope_type, "rope_theta": cfg.rope_base,
-                  **{hf_key: getattr(cfg, key) for hf_key, key in _ROPE_KEYS.items() if key in reads}}
-        checks = {f"rope_scaling in ({', '.join(self.rope_types.values())})": (rope_type is not None, True)}
-        if self.partial_rotary:
-            params["partial_rotary_factor"] = cfg.rope_fraction
-        else:
-            checks["rope_fraction"] = (cfg.rope_fraction, 1.0)
-        return {"rope_parameters": params, "rope_theta": cfg.rope_base}, checks
+    def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
+        return {**super().more_to_hf(cfg), "mlp_bias": cfg.bias}
+
+
+class Mistral(LlamaShaped):
+    model_type = "mistral"
+    class_prefix = "Mistral"
+    heads = {**LLAMA_HEADS, "qa": QA}  # MistralForQuestionAnswering keeps its base under `model.`
+    keys = (*KEYS, WINDOW)
+    defaults = {"max_position_embeddings": 4096 * 32}
+
+
+class Qwen2(LlamaShaped):
+    model_type = "qwen2"
+    class_prefix = "Qwen2"
+    fixed = {**DECODER, "qkv_bias": True}
+    defaults = {"max_position_embeddings": 32768}
+    KINDS = ("full_attention", "sliding_attention")
+
+    def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
+        rope, checks = super().more_from_hf(hf, settings)
+        window = hf.get("sliding_window", 4096) if hf.get("use_sliding_window", False) else None  # as Qwen2Config
+        kinds = set(hf.get("layer_types") or [self.KINDS[window is not None and i >= hf.get("max_window_layers", 28)]
+                                              for i in range(settings["n_layers"])])
+        if window is not None:
+            uniform = len(kinds) == 1 and kinds <= set(self.KINDS)
+            checks["layer_types all full_attention or all sliding_attention"] = (uniform, True)
+        local = window is not None and kinds == {"sliding_attention"}
+        return {**rope, "sliding_window": window if local else None}, checks
+
+    def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
+        window = cfg.sliding_window
+        return {**super().more_to_hf(cfg), "use_sliding_window": window is not None, "sliding_window": window,
+                "max_window_layers": 0 if window is not None else cfg.n_layers,
+                "layer_types": [self.KINDS[cfg.layer_is_local(i)] for i in range(cfg.n_layers)]}
+
+
+class Qwen3(Qwen2):
+    """`attention_bias: true` biases o as well but not the MLP, which zoo cannot express."""
+
+    model_type = "qwen3"
+    class_prefix = "Qwen3"
+    fixed = {**DECODER, "qk_norm": True}
+    defaults = {**Qwen2.defaults, "head_dim": 128}
+    requires = {"attention_bias": False}
+
+
+class Phi3(LlamaShaped):
+    model_type = "phi3"
+    class_prefix = "Phi3"
+    heads = NO_QA  # transformers has no Phi3ForQuestionAnswering
+    tensors = {**TENSORS, **within("decoder_stack.layers.{i}.", "layers.{i}.", {
+        "self_attn.qkv.{p}": "self_attn.qkv_proj.{p}", "ffn.up.{p}": "mlp.gate_up_proj.{p}"})}
+    keys = (*KEYS, WINDOW)
+    defaults = {"max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "sliding_window": None}
+    rope = Rope(PLAIN_ROPE, partial=("partial_rotary_factor", 1.0))

@@ -1,0 +1,141 @@
+"""A family's config.json as one table of `Key` rows (config.json key <-> ModelConfig key, a default, a choice
+of values), read and written by `read` / `write`; the RoPE keys every rotary family shares (`rope_from_hf`,
+`rope_to_hf`). A setting zoo cannot reproduce is named with what is supported (`require`)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from zoo.config import ModelConfig
+from zoo.modules.rope_scaling import ROPE_SCALINGS
+
+REQUIRED = object()  # a Key without a default: config.json must hold it (io.HFConfig names the file and key)
+# ModelConfig keys written as their resolved value (d_ff=None is written as the d_ff it builds)
+RESOLVED = {"d_ff": "ffn_dim", "n_kv_heads": "kv_heads", "head_dim": "head_size", "attn_dropout": "attention_dropout",
+            "encoder_layers": "n_encoder_layers", "decoder_layers": "n_decoder_layers", "decoder_start_id": "start_id"}
+# HF activation -> zoo activation (plain MLPs); export writes the first HF name of each
+PLAIN = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu", "silu": "silu",
+         "swish": "silu"}
+
+
+@dataclass(frozen=True)
+class Key:
+    """config.json key `hf` <-> ModelConfig key `zoo`: read as `default` when absent, through `choices` (HF value
+    -> zoo value) when given. `token`: a token id, kept only inside the vocabulary (its default may name a key
+    read before, e.g. GPT-2's pad id defaults to its eos id)."""
+
+    zoo: str
+    hf: str
+    default: Any = REQUIRED
+    choices: Mapping[Any, Any] | None = None
+    token: bool = False
+
+
+def read(keys: tuple[Key, ...], hf: Mapping[str, Any], defaults: Mapping[str, Any]
+         ) -> tuple[dict[str, Any], dict[str, tuple[Any, Any]]]:
+    """ModelConfig keys of config.json `hf` (`defaults`: the family's own defaults, by HF key), and the checks
+    `require` makes of them."""
+    out: dict[str, Any] = {}
+    checks: dict[str, tuple[Any, Any]] = {}
+    for key in keys:
+        default = defaults.get(key.hf, key.default)
+        if key.token:
+            out[key.zoo] = special_id(hf, key.hf, out["vocab_size"], out.get(default, default))
+            continue
+        value = hf[key.hf] if default is REQUIRED else hf.get(key.hf, default)
+        if key.choices is not None:
+            checks[key.hf] = (value, tuple(key.choices))
+            value = key.choices.get(value)
+        out[key.zoo] = value
+    if out.get("head_dim") is not None and out["head_dim"] * out["n_heads"] == out["d_model"]:
+        out["head_dim"] = None  # the default, as zoo writes it
+    return out, checks
+
+
+def write(keys: tuple[Key, ...], cfg: ModelConfig) -> dict[str, Any]:
+    """config.json keys for `cfg`. A zoo value no HF value stands for is written as the first choice, which
+    reads back as another model: the round trip (roundtrip.py) names it with everything else lost."""
+    out = {}
+    for key in keys:
+        value = getattr(cfg, RESOLVED.get(key.zoo, key.zoo))
+        if key.choices is not None:
+            spelled = {z: h for h, z in reversed(list(key.choices.items()))}  # the first HF value of each
+            value = spelled.get(value, next(iter(key.choices)))
+        out[key.hf] = value
+    return out
+
+
+def require(hf: Mapping[str, Any], model_type: str, checks: Mapping[str, tuple[Any, Any]]) -> None:
+    """Raise if any config.json setting holds a value zoo cannot reproduce: {setting: (value, supported)}, where
+    a tuple of supported values means any of them."""
+    bad = [f"{k}={v!r} (supported: {', '.join(map(str, ok)) if isinstance(ok, tuple) else repr(ok)})"
+           for k, (v, ok) in checks.items() if (v not in ok if isinstance(ok, tuple) else v != ok)]
+    if bad:
+        raise ValueError(f"{model_type} config.json uses settings zoo does not support: {', '.join(bad)}.")
+
+
+def special_id(hf: Mapping[str, Any], key: str, vocab_size: int, default: int | None) -> int | None:
+    """A token id from config.json; an id outside the vocabulary (e.g. GPT-2's 50256 in a tiny test
+    config) cannot index anything, so it is replaced by `default` with a warning."""
+    value = hf.get(key)
+    if isinstance(value, list):  # generation configs may list several eos ids; zoo keeps the first
+        value = value[0] if value else None
+    if value is None:
+        return default
+    if not 0 <= int(value) < vocab_size:
+        warnings.warn(f"config.json {key}={value} is outside the vocabulary [0, {vocab_size}); using {default}.",
+                      stacklevel=4)
+        return default
+    return int(value)
+
+
+# ----- RoPE: transformers 5's `rope_parameters`, 4.x's `rope_theta` / `rope_scaling` -----
+ROPE_TYPES = {"default": "none", "linear": "linear", "llama3": "llama3", "yarn": "yarn"}  # HF rope_type -> zoo
+PLAIN_ROPE = {"default": "none"}
+_ROPE_KEYS = {"factor": "rope_factor", "low_freq_factor": "rope_low_freq_factor",  # HF rope_parameters -> zoo key
+              "high_freq_factor": "rope_high_freq_factor", "original_max_position_embeddings": "rope_original_max_len"}
+_ROPE_DEFAULTS = {"beta_fast": 32, "beta_slow": 1, "truncate": True, "mscale": None, "mscale_all_dim": None,
+                  "attention_factor": None, "partial_rotary_factor": 1.0}  # other HF keys zoo reproduces only at these
+
+
+@dataclass(frozen=True)
+class Rope:
+    """A family's RoPE: the HF rope types it computes, and, where it rotates part of each head, the 4.x top-level
+    key of that share and its default (`partial`); `base` is 4.x's key of the base (GPT-NeoX: rotary_emb_base)."""
+
+    types: Mapping[str, str]
+    partial: tuple[str, float] | None = None
+    base: str = "rope_theta"
+
+    def from_hf(self, hf: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, tuple[Any, Any]]]:
+        """zoo's RoPE keys (rope_base, rope_scaling and the keys it reads, rope_fraction), and the checks."""
+        params = dict(hf.get("rope_parameters") or hf.get("rope_scaling") or {})
+        rope_type = params.pop("rope_type", params.pop("type", "default"))
+        scaling = self.types.get(rope_type, "none")
+        out = {"rope_base": float(params.pop("rope_theta", hf.get(self.base, 10000.0))), "rope_scaling": scaling}
+        checks: dict[str, tuple[Any, Any]] = {"rope_type": (rope_type, tuple(self.types))}
+        if self.partial:
+            key, default = self.partial
+            out["rope_fraction"] = float(params.pop("partial_rotary_factor", hf.get(key, default)))
+        for hf_key, key in _ROPE_KEYS.items():
+            if key in ROPE_SCALINGS.get(scaling).keys:
+                value = params.pop(hf_key, None)
+                checks[f"rope_parameters.{hf_key} given"] = (value is not None, True)
+                out[key] = value if value is None or key == "rope_original_max_len" else float(value)
+        checks.update({f"rope_parameters.{k}": (v, _ROPE_DEFAULTS.get(k, "absent")) for k, v in params.items()})
+        return out, checks
+
+    def to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
+        """`rope_parameters` (and 4.x's keys) for zoo's RoPE keys; a scaling the family lacks is written as none
+        (the round trip names it)."""
+        rope_type = {v: k for k, v in self.types.items()}.get(cfg.rope_scaling, "default")
+        reads = ROPE_SCALINGS.get(self.types.get(rope_type, "none")).keys
+        params = {"rope_type": rope_type, "rope_theta": cfg.rope_base,
+                  **{h: getattr(cfg, k) for h, k in _ROPE_KEYS.items() if k in reads}}
+        legacy = {self.base: cfg.rope_base}
+        if self.partial:
+            params["partial_rotary_factor"] = legacy[self.partial[0]] = cfg.rope_fraction
+        return {"rope_parameters": params, **legacy}
