@@ -12,7 +12,6 @@ from typing import Any
 
 import torch
 
-import zoo.pretrained.families  # noqa: F401  (registers every family)
 from zoo.config import ModelConfig
 from zoo.models import ZooModel, build_model
 from zoo.pretrained.family import FAMILIES, Family, HFTensors
