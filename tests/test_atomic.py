@@ -1,10 +1,13 @@
 """zoo/atomic.py: a file or folder appears whole or not at all, with the mode a plain open()/mkdir() gives,
-and what a killed swap leaves is put back (the old folder) or removed (staging), never a user's folder."""
+and what a killed swap leaves is put back (the old folder) or removed (staging), never a user's folder nor a
+live writer's temp."""
 
 from __future__ import annotations
 
 import os
+import re
 import stat
+import subprocess
 import sys
 import time
 
@@ -12,13 +15,15 @@ import pytest
 
 import zoo.atomic
 from zoo.atomic import (
+    HOST,
     atomic_file,
     default_mode,
+    discard,
     exchange,
-    recover_folder,
+    publish_folder,
     remove_tree,
     staging_folder,
-    swap_folder,
+    sweep,
 )
 
 
@@ -83,20 +88,20 @@ def test_default_mode_is_what_open_and_mkdir_give(tmp_path):
 def test_staging_folder_is_a_fresh_sibling_with_the_default_mode(tmp_path):
     target = tmp_path / "parent" / "export"
     staging = staging_folder(target)
-    assert staging.parent == target.parent and staging.name.startswith(".export.new-")
+    assert staging.parent == target.parent and staging.name.startswith(f".export.{HOST}-{os.getpid()}.")
     assert list(staging.iterdir()) == [] and _mode(staging) == 0o777 & ~_umask()
     assert staging_folder(target) != staging
 
 
 @pytest.mark.parametrize("can_exchange", [True, False], ids=["exchange", "rename-aside"])
-def test_swap_folder_replaces_the_target_and_removes_the_old_one(tmp_path, monkeypatch, can_exchange):
+def test_publish_folder_replaces_the_target_and_removes_the_old_one(tmp_path, monkeypatch, can_exchange):
     if not can_exchange:
         monkeypatch.setattr(zoo.atomic, "exchange", lambda a, b: False)
     target = _folder(tmp_path / "export", {"a.txt": "old", "gone.txt": "old"})
-    swap_folder(_folder(tmp_path / ".export.new-1", {"a.txt": "new"}), target)
+    publish_folder(_folder(tmp_path / ".export.new-1", {"a.txt": "new"}), target)
     assert _tree(target) == {"a.txt": "new"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]  # no staging, no old folder left
-    swap_folder(_folder(tmp_path / ".fresh.new-1", {"b.txt": "b"}), tmp_path / "fresh")  # no target yet
+    publish_folder(_folder(tmp_path / ".fresh.new-1", {"b.txt": "b"}), tmp_path / "fresh")  # no target yet
     assert _tree(tmp_path / "fresh") == {"b.txt": "b"}
 
 
@@ -113,7 +118,7 @@ def test_failed_rename_in_puts_the_old_folder_back(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "rename", rename)
     with pytest.raises(OSError, match="disk gone"):
-        swap_folder(staging, target)
+        publish_folder(staging, target)
     assert _tree(target) == {"a.txt": "old"}
 
 
@@ -132,7 +137,7 @@ def test_exchange_error_other_than_unsupported_is_raised(tmp_path):
         exchange(tmp_path / "missing", _folder(tmp_path / "b", {}))
 
 
-def test_recover_folder_puts_back_the_newest_old_folder_when_the_target_is_missing(tmp_path):
+def test_sweep_puts_back_the_newest_old_folder_when_the_target_is_missing(tmp_path):
     target = tmp_path / "export"
     older = _folder(tmp_path / ".export.old-aaaa", {"config.json": "older"})
     newer = _folder(tmp_path / ".export.old-bbbb", {"config.json": "newer"})
@@ -140,17 +145,17 @@ def test_recover_folder_puts_back_the_newest_old_folder_when_the_target_is_missi
     os.chmod(newer, _mode(newer))  # a later ctime than `older`'s, whatever the clock's resolution
     staging = _folder(tmp_path / ".export.new-cccc", {"config.json": "half"})
     legacy = _folder(tmp_path / ".export.abcd1234", {"config.json": "older zoo's staging"})
-    recover_folder(target, ["config.json", "model.safetensors"])
+    sweep(tmp_path, "export", shared=False, contents=["config.json", "model.safetensors"])
     assert _tree(target) == {"config.json": "newer"}
     assert not older.exists() and not staging.exists() and not legacy.exists()
 
 
-def test_recover_folder_keeps_the_target_and_any_folder_holding_other_files(tmp_path):
+def test_sweep_keeps_the_target_and_any_folder_holding_other_files(tmp_path):
     target = _folder(tmp_path / "export", {"config.json": "current"})
     aside = _folder(tmp_path / ".export.old-aaaa", {"config.json": "old"})
     users = _folder(tmp_path / ".export.new-mine", {"config.json": "x", "notes.txt": "a user's file"})
     other = _folder(tmp_path / ".other.new-1", {"config.json": "another target's"})
-    recover_folder(target, ["config.json"])
+    sweep(tmp_path, "export", shared=False, contents=["config.json"])
     assert _tree(target) == {"config.json": "current"}
     assert not aside.exists()  # the target is there: the old copy is a leftover
     assert users.exists() and other.exists()
@@ -167,3 +172,53 @@ def test_remove_tree_deletes_read_only_folders_but_never_follows_a_link(tmp_path
     link.symlink_to(keep, target_is_directory=True)
     remove_tree(link)
     assert _tree(keep) == {"k": "kept"}
+
+
+def test_publish_folder_keeps_an_equal_target_when_told(tmp_path):
+    """A data-cache entry another build published first is kept (same key, same content); one without its
+    manifest is replaced."""
+    complete = lambda folder: (folder / "manifest.json").is_file()  # noqa: E731
+    target = _folder(tmp_path / "entry", {"manifest.json": "theirs"})
+    publish_folder(_folder(tmp_path / ".entry.x.tmp", {"manifest.json": "mine"}), target, keep=complete)
+    assert _tree(target) == {"manifest.json": "theirs"} and sorted(os.listdir(tmp_path)) == ["entry"]
+    (target / "manifest.json").unlink()
+    publish_folder(_folder(tmp_path / ".entry.y.tmp", {"manifest.json": "mine"}), target, keep=complete)
+    assert _tree(target) == {"manifest.json": "mine"} and sorted(os.listdir(tmp_path)) == ["entry"]
+
+
+def _aged(path, age_s: float):
+    path.write_bytes(b"x")
+    os.utime(path, (time.time() - age_s, time.time() - age_s))
+    return path
+
+
+def test_shared_sweep_removes_only_temps_whose_writer_is_gone(tmp_path):
+    """Checkpoint temps in a runs folder: this process's and a live one's stay, a dead process's go after a
+    minute, another host's and an older zoo's untagged names after an hour; other names never."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    me, ghost = f"{HOST}-{os.getpid()}", f"{HOST}-{dead.pid}"
+    kept = [_aged(tmp_path / f".last.ckpt.{me}.aaaa1111.tmp", 86400),
+            _aged(tmp_path / f".last.ckpt.{ghost}.bbbb2222.tmp", 5),
+            _aged(tmp_path / ".last.ckpt.otherhost-7.cccc3333.tmp", 600),
+            _aged(tmp_path / ".best.ckpt.q8w3e4rt.tmp", 600),
+            _aged(tmp_path / ".notes.tmp", 86400), _aged(tmp_path / ".notes.txt.k2j_x9ab.tmp", 86400)]
+    gone = [_aged(tmp_path / f".last.ckpt.{ghost}.dddd4444.tmp", 120),
+            _aged(tmp_path / ".last.ckpt.otherhost-7.eeee5555.tmp", 7200),
+            _aged(tmp_path / ".last.ckpt.k2j_x9ab.tmp", 7200)]
+    assert sorted(sweep(tmp_path, r".+\.ckpt", shared=True)) == sorted(gone)
+    assert all(p.exists() for p in kept) and not any(p.exists() for p in gone)
+
+
+def test_discard_leaves_nothing_under_the_name_or_beside_it(tmp_path):
+    entry = _folder(tmp_path / "0123456789abcdef", {"a.bin": "x"})
+    discard(entry)
+    discard(entry)  # gone already: nothing to do
+    assert os.listdir(tmp_path) == []
+
+
+def test_temp_names_are_what_sweep_matches(tmp_path):
+    with atomic_file(tmp_path / "best.ckpt") as f:
+        (temp,) = [p.name for p in tmp_path.iterdir()]
+        f.write(b"x")
+    assert re.fullmatch(rf"\.best\.ckpt\.{HOST}-{os.getpid()}\.[0-9a-f]{{8}}\.tmp", temp)

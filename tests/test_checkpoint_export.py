@@ -170,7 +170,7 @@ def test_an_export_stopped_at_any_step_leaves_the_old_or_the_new_export(tmp_path
             if atomic_exchange or how == "exception":  # never a moment without a complete export
                 assert target.exists() or first, f"{how} at step {k} ({steps[k]}): no export"
             if not target.exists():  # killed between renaming the old one aside and the new one in
-                zoo.atomic.recover_folder(target, zoo.checkpoint.EXPORT_FILES)
+                zoo.atomic.sweep(folder, "export", shared=False, contents=zoo.checkpoint.EXPORT_FILES)
             if target.exists():
                 assert which(target) in ("old", "new"), (how, k)
             elif not first:

@@ -1,6 +1,10 @@
-"""Atomic file writes: write a temporary file beside the target, fsync, then rename over it, so a reader
-(or a crash) never sees a half-written cache entry or checkpoint. Whole folders (exports) are swapped the
-same way: built beside the target, then renamed in."""
+"""One publish protocol for everything zoo writes (training checkpoints, data-cache entries, exports,
+save_pretrained): build the file or folder under a temporary name beside its target, fsync, rename (or swap)
+it into place, and `sweep` what killed writers left. A reader, or a crash, never sees half of it.
+
+A temporary name says whose it is: `.<target>.<host>-<pid>.<random>.tmp` (`.old`: a folder swapped out of
+the way), so a sweep of a place other processes write too removes a dead writer's leftovers, never a live
+one's. Names older zoo versions left (`.<target>.<random>.tmp`, `.<target>.new-*`, `.old-*`) are swept too."""
 
 from __future__ import annotations
 
@@ -11,13 +15,24 @@ import os
 import re
 import secrets
 import shutil
+import socket
 import stat
 import sys
-import tempfile
-from collections.abc import Collection, Iterator
+import time
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
+
+HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
+# A temp nobody has touched for this long has no live writer, whoever wrote it (its host may be another one).
+STALE_AFTER_S = 3600.0
+# A temp of a dead process on this host: stale once idle this long (a guard against pid namespaces sharing a
+# host name and a folder).
+DEAD_OWNER_GRACE_S = 60.0
+# after `.<target>.`: this version's names, or those of older versions (untagged; exports' new-/old-/8 chars)
+TEMP_SUFFIX = (r"(?:(?:(?P<host>[A-Za-z0-9-]+)-(?P<pid>\d+)\.)?[A-Za-z0-9_]+\.(?P<kind>tmp|old)"
+               r"|(?P<legacy>old|new)-.+|[a-z0-9_]{8})")
 
 
 def _umask() -> int:
@@ -26,21 +41,26 @@ def _umask() -> int:
     return mask
 
 
+def temp_path(target: Path, kind: str = "tmp", token: str | None = None) -> Path:
+    """Where this process stages `target` (`kind="tmp"`) or swaps it out to (`"old"`): beside it, so one
+    rename on the same file system puts it in place. `token` is the random part (default: 8 hex digits)."""
+    return target.with_name(f".{target.name}.{HOST}-{os.getpid()}.{token or secrets.token_hex(4)}.{kind}")
+
+
 @contextmanager
 def atomic_file(path: str | os.PathLike) -> Iterator[BinaryIO]:
     """`with atomic_file(p) as f: f.write(...)`: `p` appears only if the block finishes without error."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = temp_path(path)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give what a plain open() would (shared runs/caches)
-        with os.fdopen(fd, "wb") as f:
+        with open(tmp, "xb") as f:  # a plain open's mode, 0666 less the umask (shared runs and caches)
             yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -56,8 +76,8 @@ def atomic_write_json(path: str | os.PathLike, obj: object) -> None:
 
 
 def default_mode(path: str | os.PathLike, *, directory: bool = False) -> None:
-    """Give `path` the mode a plain open() or mkdir() would (0666 / 0777 less the umask): mkstemp, mkdtemp
-    and safetensors create 0600 / 0700, which hides exports from everyone else who reads checkpoints."""
+    """Give `path` the mode a plain open() or mkdir() would (0666 / 0777 less the umask): safetensors creates
+    0600, which hides exports from everyone else who reads checkpoints."""
     os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
 
 
@@ -78,48 +98,58 @@ def fsync_tree(path: str | os.PathLike) -> None:
         fsync_path(root)
 
 
-# ----------------------------------------------------------------------------- whole-folder swaps
-# A folder is built complete under `.<name>.new-*` beside its target, then swapped in (exchanged with it, or
-# the old one renamed to `.<name>.old-*` and the new one renamed in), and only then the old one deleted. A
-# kill at any point leaves a complete folder under one of those names; `recover_folder` (called before the
-# next swap) puts the old one back if the target is missing and deletes the rest.
+# ----------------------------------------------------------------------------------------- folders
 
 
 def staging_folder(target: Path) -> Path:
-    """A new empty folder beside `target` (same filesystem, so it can be renamed onto it), mode 0777-umask."""
+    """A new empty folder to build `target` in, beside it, with the mode a plain mkdir gives."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-", dir=target.parent))
-    default_mode(staging, directory=True)
+    staging = temp_path(target)
+    staging.mkdir()
     return staging
 
 
-def swap_folder(staging: Path, target: Path) -> None:
-    """Replace folder `target` (if any) by the complete folder `staging`. On Linux the two are exchanged in
-    one atomic step; elsewhere the old one is renamed aside first, and a kill before the new one is renamed
-    in leaves the target missing until `recover_folder` puts the old one back."""
+def publish_folder(staging: Path, target: Path, *, keep: Callable[[Path], bool] | None = None) -> None:
+    """Put the complete folder `staging` at `target`. A folder already there is swapped out and deleted,
+    unless `keep(target)` says it is as good (another writer's copy of the same cache entry): then `staging`
+    goes.
+    On Linux the swap is one atomic exchange; elsewhere the old folder is renamed aside first, and a kill
+    before the new one is renamed in leaves the target missing until `sweep` puts the old one back."""
     fsync_tree(staging)
-    aside = None
-    if not target.exists():
-        os.rename(staging, target)
-    elif exchange(staging, target):
-        aside = staging  # now holds the old folder
-    else:
-        aside = target.with_name(f".{target.name}.old-{secrets.token_hex(4)}")
-        os.rename(target, aside)
-        try:
-            os.rename(staging, target)
-        except BaseException:
-            os.rename(aside, target)
+    try:
+        os.rename(staging, target)  # no target yet
+        old = None
+    except OSError:
+        if not target.is_dir():
             raise
+        if keep is not None and keep(target):
+            remove_tree(staging)
+            return
+        old = _swap(staging, target)
     fsync_path(target.parent)
-    if aside is not None:
-        remove_tree(aside)
+    if old is not None:
+        remove_tree(old)
+
+
+def _swap(staging: Path, target: Path) -> Path:
+    """Exchange the folders `staging` and `target`; returns where the old folder now is."""
+    if exchange(staging, target):
+        return staging
+    aside = temp_path(target, "old")
+    os.rename(target, aside)
+    try:
+        os.rename(staging, target)
+    except BaseException:
+        os.rename(aside, target)
+        raise
+    return aside
 
 
 def exchange(a: Path, b: Path) -> bool:
     """Swap two paths in one atomic step (Linux `renameat2(RENAME_EXCHANGE)`); False where the system or
     the file system cannot."""
-    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None) if sys.platform == "linux" else None
+    libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+    renameat2 = getattr(libc, "renameat2", None)
     if renameat2 is None:
         return False
     at_cwd, rename_exchange = -100, 2
@@ -131,30 +161,85 @@ def exchange(a: Path, b: Path) -> bool:
     raise OSError(err, os.strerror(err), str(a), None, str(b))
 
 
-def recover_folder(target: Path, contents: Collection[str]) -> None:
-    """Undo what a swap killed half way left beside `target`: the old folder goes back if the target is
-    missing; other staging and old folders are deleted, but only those holding nothing beyond `contents`
-    (the names zoo writes there), so a user's look-alike folder is never touched."""
-    asides = sorted(_leftovers(target, r"old-.+"), key=lambda p: p.lstat().st_ctime)
-    if asides and not os.path.lexists(target):
-        os.rename(asides.pop(), target)  # the newest: the one a killed swap had just moved aside
-    for leftover in asides + _leftovers(target, r"new-.+|[a-z0-9_]{8}"):  # 8 chars: older zoo's staging
-        if {p.name for p in leftover.iterdir()} <= set(contents):
-            remove_tree(leftover)
+def discard(path: Path) -> None:
+    """Delete a file or folder zoo wrote: renamed to a temporary name first, so a kill half way leaves a
+    leftover `sweep` knows, never half of it under its own name."""
+    aside = temp_path(path)
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return  # another process discarded it first
+    remove_tree(aside)
 
 
 def remove_tree(path: Path) -> None:
-    """Delete a folder zoo wrote, read-only sub-folders included; what cannot go is left for the next call."""
-    if path.is_symlink():  # never follow a link out of the folder
+    """Delete a file or a folder zoo wrote, read-only sub-folders included; what cannot go is left for the
+    next sweep. A link is never followed."""
+    if path.is_symlink() or not path.is_dir():
+        path.unlink(missing_ok=True)  # a file, or a link (removed, never followed)
         return
     for root, _dirs, _files in os.walk(path):
         os.chmod(root, os.lstat(root).st_mode | stat.S_IRWXU)
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _leftovers(target: Path, kind: str) -> list[Path]:
-    """Folders beside `target` named `.<target name>.<kind>`."""
-    if not target.parent.is_dir():
+# ----------------------------------------------------------------------------------------- leftovers
+
+
+def sweep(folder: Path, names: str, *, shared: bool, contents: Collection[str] | None = None) -> list[Path]:
+    """Delete the temporaries killed writers left in `folder` for the targets whose names match the regex
+    `names`, and put back the newest swapped-out folder of a target that is missing. `shared`: other
+    processes write there too (a data cache, a runs folder), so a temp goes only once its writer is gone
+    (`writer_gone`); otherwise (one target a user named) every leftover goes now. `contents`: a folder goes only if it holds
+    nothing beyond these names, so a user's look-alike folder stays. Returns what was removed."""
+    if not folder.is_dir():
         return []
-    pattern = re.compile(rf"\.{re.escape(target.name)}\.(?:{kind})")
-    return [p for p in target.parent.iterdir() if pattern.fullmatch(p.name) and p.is_dir() and not p.is_symlink()]
+    pattern, now = re.compile(rf"\.(?P<name>{names})\.{TEMP_SUFFIX}"), time.time()
+    found = [(p, m) for p in folder.iterdir()  # older versions' export names are folders
+             if (m := pattern.fullmatch(p.name)) and not p.is_symlink() and (m["kind"] or p.is_dir())]
+    found = [(p, m) for p, m in found if not shared or writer_gone(p, m["host"], m["pid"], now)]
+    olds = sorted(((p, m) for p, m in found if "old" in (m["kind"], m["legacy"]) and p.is_dir()),
+                  key=lambda pm: pm[0].lstat().st_ctime)
+    for path, match in reversed(olds):
+        if not os.path.lexists(folder / match["name"]):  # a swap killed between its two renames
+            os.rename(path, folder / match["name"])
+    removed = [p for p, _ in found if os.path.lexists(p) and (
+        contents is None or not p.is_dir() or {c.name for c in p.iterdir()} <= set(contents))]
+    for path in removed:
+        remove_tree(path)
+    return removed
+
+
+def writer_gone(path: Path, host: str | None, pid: str | None, now: float) -> bool:
+    """Whether the process that wrote temp `path` is gone: a live process on this host keeps its temps; a dead
+    one's go after a short idle time; another host's (or an untagged, older name's) after an hour without any
+    change under it."""
+    try:
+        idle = now - newest_mtime(path)
+    except FileNotFoundError:  # swept by another process just now
+        return False
+    if host == HOST and pid is not None:
+        return not pid_alive(int(pid)) and idle > DEAD_OWNER_GRACE_S
+    return idle > STALE_AFTER_S
+
+
+def newest_mtime(path: Path) -> float:
+    """The latest modification time of `path` or anything under it (a writer touches the file it writes)."""
+    newest = path.lstat().st_mtime
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            try:
+                newest = max(newest, os.lstat(os.path.join(root, name)).st_mtime)
+            except FileNotFoundError:
+                pass
+    return newest
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    return True

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import torch
 
-from zoo.atomic import recover_folder
+from zoo.atomic import sweep
 from zoo.checkpoint import (
     EXPORT_CONFIG,
     EXPORT_FILES,
@@ -34,7 +35,7 @@ def load(path: str | os.PathLike):
 
     path = Path(path)
     if not os.path.lexists(path):  # an export swap killed half way (non-Linux) left the old folder aside
-        recover_folder(path, EXPORT_FILES)
+        sweep(path.parent, re.escape(path.name), shared=False, contents=EXPORT_FILES)
     if path.is_dir():
         return _load_export(path)
     ckpt = read_checkpoint(path)  # checks the state dict's names and shapes against the saved config
@@ -46,15 +47,6 @@ def load(path: str | os.PathLike):
     from zoo.finetune.lora import merge_lora
 
     return merge_lora(model).eval(), tokenizer_from_files(ckpt["zoo"]["tokenizer_files"])
-
-
-def is_export(folder: Path) -> bool:
-    """A folder an earlier `export` wrote (safe to replace as a whole)."""
-    try:
-        meta = json.loads((folder / EXPORT_CONFIG).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(meta, dict) and "format_version" in meta and "model_config" in meta
 
 
 def _load_export(folder: Path):

@@ -17,13 +17,14 @@ from typing import Any
 
 import numpy as np
 
+from zoo.atomic import sweep
 from zoo.data.cache import (
     CACHE_FORMAT_VERSION,
+    ENTRY_NAMES,
     RaggedIds,
     default_cache_dir,  # noqa: F401  (re-exported: zoo.data.build.default_cache_dir)
     id_dtype,
     open_cache_dir,
-    remove_stale_temps,
     stable_hash,
 )
 from zoo.data.datamodules import ZooDataModule
@@ -169,7 +170,7 @@ def open_data(
     reads (another kind: CorpusKindError), `check_tokenizer` (run before any text is encoded) and
     `datamodule(entry, loader, **common)`. Bad input: ValueError/FileNotFoundError, before training."""
     cache_dir = open_cache_dir(cache_dir)
-    for leftover in remove_stale_temps(cache_dir):
+    for leftover in sweep(cache_dir, ENTRY_NAMES, shared=True):
         log.info("removed %s, left by an interrupted cache build", leftover)
     data_cfg, tokenizer_cfg = plain_dict(data_cfg, "data"), plain_dict(tokenizer_cfg, "tokenizer")
     validate_tokenizer_cfg(tokenizer_cfg)

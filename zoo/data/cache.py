@@ -1,10 +1,8 @@
-"""Content-hash cache: atomic writes, hashing helpers and compact token-id storage.
+"""Content-hash cache: hashing helpers and compact token-id storage.
 
-A cache entry is a directory ``<cache_dir>/<key>/`` built in a temporary sibling directory and
-moved into place with one ``os.rename``, so readers never see a half-written entry.
+A cache entry is a directory ``<cache_dir>/<key>/`` published with zoo.atomic's protocol (built beside,
+renamed into place; a later run sweeps what a killed build left, never a live writer's temp).
 Token ids are stored as a flat ``uint16``/``uint32`` memmap plus ``int64`` offsets (ragged rows).
-Temporary folders carry their writer's ``<host>-<pid>``, so a later run removes what a killed one left
-(never a live writer's); a folder at an entry's place without a complete entry in it is rebuilt.
 """
 
 from __future__ import annotations
@@ -12,12 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
-import secrets
-import shutil
-import socket
-import tempfile
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,14 +23,8 @@ from zoo.atomic import atomic_write_bytes
 # files is keyed by their content, not their path
 CACHE_FORMAT_VERSION = 4
 CACHE_DIR_ENV = "ZOO_CACHE_DIR"
-HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
-# A temp nobody has touched for this long has no live writer, whoever wrote it (its host may be another machine).
-STALE_AFTER_S = 3600.0
-# A temp of a dead process on this host: stale once idle this long (a guard against pid namespaces sharing a
-# host name and a cache).
-DEAD_OWNER_GRACE_S = 60.0
-# `.<key[:16]>.<host>-<pid>.<random>.tmp` (this version) or `.<key[:16]>.<random>.tmp` (earlier versions).
-TEMP_DIR_NAME = re.compile(r"\.[0-9a-f]{16}\.(?:(?P<host>[A-Za-z0-9-]+)-(?P<pid>\d+)\.)?[A-Za-z0-9_]+\.tmp")
+# Entry names (sha256 hex keys) for `zoo.atomic.sweep` (older versions named temps by the first 16 digits).
+ENTRY_NAMES = r"[0-9a-f]{64}|[0-9a-f]{16}"
 
 
 def stable_hash(*parts: object) -> str:
@@ -101,91 +87,6 @@ class RaggedIds:
         if len(offsets) == 0 or offsets[-1] != len(ids):
             raise ValueError(f"corrupt cache entry {directory}: {name} offsets do not match ids")
         return cls(ids, offsets)
-
-
-def publish_dir(tmp_dir: Path, final_dir: Path) -> None:
-    """Move a fully written ``tmp_dir`` to ``final_dir`` atomically; if another process won, keep theirs. A
-    folder there without a manifest (an interrupted copy, not an entry) is moved aside and replaced."""
-    for attempt in range(3):
-        try:
-            os.rename(tmp_dir, final_dir)
-            return
-        except OSError:
-            if (final_dir / "manifest.json").is_file():
-                shutil.rmtree(tmp_dir, ignore_errors=True)
-                return
-            if attempt == 2:
-                raise
-            discard(final_dir)
-
-
-def discard(path: Path) -> None:
-    """Remove a broken cache entry: renamed to one of this process's temp names first, so a kill half way
-    through leaves a leftover `remove_stale_temps` knows, never half an entry under the entry's name."""
-    aside = path.with_name(f".{path.name[:16]}.{owner_tag()}.{secrets.token_hex(4)}.tmp")
-    try:
-        os.rename(path, aside)
-    except FileNotFoundError:
-        return  # another process discarded it first
-    if aside.is_dir():
-        shutil.rmtree(aside, ignore_errors=True)
-    else:
-        aside.unlink(missing_ok=True)
-
-
-def new_tmp_dir(cache_dir: Path, key: str) -> Path:
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{key[:16]}.{owner_tag()}.", suffix=".tmp", dir=cache_dir))
-
-
-def owner_tag() -> str:
-    """``<host>-<pid>`` of this process, for temp names."""
-    return f"{HOST}-{os.getpid()}"
-
-
-def remove_stale_temps(cache_dir: Path) -> list[Path]:
-    """Delete the temp folders of cache builds that were killed (see `is_stale_temp`); returns them."""
-    if not cache_dir.is_dir():
-        return []
-    now, removed = time.time(), []
-    for path in cache_dir.iterdir():
-        match = TEMP_DIR_NAME.fullmatch(path.name)
-        if match and path.is_dir() and not path.is_symlink() and is_stale_temp(path, match["host"], match["pid"], now):
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
-    return removed
-
-
-def is_stale_temp(path: Path, host: str | None, pid: str | None, now: float) -> bool:
-    """A live writer's temp is never stale: one of a live process on this host is kept; one of a dead process
-    on this host goes after a short idle time; one of another host (or an older, untagged name) after an hour
-    without any change under it."""
-    idle = now - newest_mtime(path)
-    if host == HOST and pid is not None:
-        return not pid_alive(int(pid)) and idle > DEAD_OWNER_GRACE_S
-    return idle > STALE_AFTER_S
-
-
-def newest_mtime(path: Path) -> float:
-    """The latest modification time of `path` or anything under it (a writer touches the file it writes)."""
-    newest = path.lstat().st_mtime
-    for root, dirs, files in os.walk(path):
-        for name in dirs + files:
-            try:
-                newest = max(newest, os.lstat(os.path.join(root, name)).st_mtime)
-            except FileNotFoundError:
-                pass
-    return newest
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by another user
-        return True
-    return True
 
 
 def default_cache_dir() -> Path:

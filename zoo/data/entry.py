@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from zoo.atomic import atomic_write_json
-from zoo.data.cache import RaggedIds, discard, new_tmp_dir, publish_dir
+from zoo.atomic import atomic_write_json, discard, publish_folder, remove_tree, staging_folder
+from zoo.data.cache import RaggedIds
 from zoo.tokenizers import ZooTokenizer, load_tokenizer
 
 MANIFEST = "manifest.json"
@@ -48,8 +47,8 @@ class CacheEntry:
     def find(cls, path: Path) -> CacheEntry | None:
         """The published entry at `path`; None on a miss. An entry that does not load (files missing or cut
         short, e.g. an interrupted copy) is discarded and counts as a miss: the caller rebuilds it."""
-        if not (path / MANIFEST).is_file():
-            return None  # nothing there, or a folder without its manifest (publish_dir replaces it)
+        if not is_complete(path):
+            return None  # nothing there, or a folder without its manifest (publishing replaces it)
         try:
             return cls.load(path)
         except (FileNotFoundError, ValueError, KeyError) as e:  # not PermissionError: someone else's entry
@@ -70,14 +69,19 @@ class CacheEntry:
         """Write the entry in a temporary folder of `cache_dir`, move it to `cache_dir/key` and load it back.
         `stream(folder)`, if given, writes more arrays straight into the temporary folder (pre-tokenised
         shards too large to hold in memory) and returns their kinds (name -> "ragged")."""
-        tmp = new_tmp_dir(cache_dir, key)
+        tmp = staging_folder(cache_dir / key)
         try:
             streamed = stream(tmp) if stream is not None else {}
             write_entry(tmp, tokenizer, arrays, {**manifest, "streamed": streamed})
-            publish_dir(tmp, cache_dir / key)
+            publish_folder(tmp, cache_dir / key, keep=is_complete)  # another build's entry: the same content
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_tree(tmp)
         return cls.load(cache_dir / key)
+
+
+def is_complete(path: Path) -> bool:
+    """Whether `path` holds a whole entry: the manifest is written last."""
+    return (path / MANIFEST).is_file()
 
 
 def load_flat(path: Path, dtype: np.dtype) -> np.ndarray:

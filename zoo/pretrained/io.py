@@ -1,25 +1,28 @@
 """Reading and writing Hugging Face checkpoint directories: `config.json` plus `model.safetensors` or
 `pytorch_model.bin`. Pickles are opened with `torch.load(weights_only=True)` only, so a checkpoint can
 never run code on load. A save into a folder that holds a checkpoint leaves the old one or the new one at
-every moment (see `write_checkpoint`)."""
+every moment (see `write_checkpoint`, which follows zoo.atomic's protocol)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from zoo.atomic import default_mode, fsync_path
+from zoo.atomic import default_mode, fsync_path, sweep, temp_path
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 SAFE_WEIGHTS, CONFIG = "model.safetensors", "config.json"
 SAVE_ID = "zoo_save_id"  # in config.json and in model.safetensors' metadata: the save that wrote them
-PENDING = ".zoo-save-"  # a save's files before they are renamed into place: `.zoo-save-<id>.<name>`
+# A save's files wait beside their place under zoo.atomic's temp names, whose random part is the save id;
+# older versions named them `.zoo-save-<id>.<name>`.
+OLD_PENDING = ".zoo-save-"
 
 
 class MissingConfigKey(KeyError, ValueError):
@@ -80,8 +83,10 @@ def weights_save_id(folder: Path) -> str | None:
 def _config_file(folder: Path, weights_id: str | None) -> Path:
     """config.json, or the pending config of a save killed after renaming its weights in but before its
     config (`weights_id`, the save id in `model.safetensors`, names that save)."""
-    pending = _pending(folder, weights_id, CONFIG) if weights_id else None
-    return pending if pending is not None and pending.is_file() else folder / CONFIG
+    if weights_id and re.fullmatch(r"[0-9a-f]{16}", weights_id):
+        pending = [*folder.glob(f".{CONFIG}.*.{weights_id}.tmp"), folder / f"{OLD_PENDING}{weights_id}.{CONFIG}"]
+        return next((p for p in pending if p.is_file()), folder / CONFIG)
+    return folder / CONFIG
 
 
 def _check_same_save(folder: Path, config: dict[str, Any], weights_id: str | None) -> None:
@@ -166,7 +171,7 @@ def write_checkpoint(path: str | Path, config: dict[str, Any], tensors: dict[str
     folder = _save_folder(path)
     _finish_interrupted_save(folder)
     save_id = uuid.uuid4().hex[:16]
-    weights, config_file = _pending(folder, save_id, SAFE_WEIGHTS), _pending(folder, save_id, CONFIG)
+    weights, config_file = (temp_path(folder / name, token=save_id) for name in (SAFE_WEIGHTS, CONFIG))
     try:
         _write_weights(weights, tensors, save_id)
         _write_config(config_file, {**config, SAVE_ID: save_id})
@@ -192,11 +197,6 @@ def _save_folder(path: str | Path) -> Path:
     return folder
 
 
-def _pending(folder: Path, save_id: str, name: str) -> Path:
-    """Where save `save_id` writes `name` before renaming it into place (hidden; no reader lists it)."""
-    return folder / f"{PENDING}{save_id}.{name}"
-
-
 def _write_weights(file: Path, tensors: dict[str, torch.Tensor], save_id: str) -> None:
     """safetensors of contiguous copies (no shared storage), tagged with the save id, mode 0666-umask, synced."""
     from safetensors.torch import save_file
@@ -220,7 +220,8 @@ def _finish_interrupted_save(folder: Path) -> None:
     config_file = _config_file(folder, weights_save_id(folder))
     if config_file.name != CONFIG:
         os.replace(config_file, folder / CONFIG)
-    for leftover in folder.glob(f"{PENDING}*"):
+    sweep(folder, f"{re.escape(SAFE_WEIGHTS)}|{re.escape(CONFIG)}", shared=False)
+    for leftover in folder.glob(f"{OLD_PENDING}*"):
         if leftover.is_file():
             leftover.unlink()
 

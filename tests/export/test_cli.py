@@ -1,0 +1,79 @@
+"""export.py (zoo.export.cli): key=value arguments, the same folder zoo.export writes, and bad input as one
+`error:` line with exit code 1 and nothing written."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import zoo
+from tests.test_checkpoint_export import checkpoint, files
+from zoo.export.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def ckpt(tmp_path):
+    return checkpoint(tmp_path / "model.ckpt", 0)
+
+
+def test_writes_what_zoo_export_writes(tmp_path, ckpt, capsys):
+    assert main([f"ckpt={ckpt}", f"dir={tmp_path / 'cli'}"]) == 0
+    assert files(tmp_path / "cli") == files(zoo.export(ckpt, tmp_path / "api"))
+    assert f"exported {ckpt} to {tmp_path / 'cli'} (format zoo)" in capsys.readouterr().out
+
+
+def test_hf_format_takes_the_family_as_an_option(tmp_path, ckpt):
+    assert main([f"ckpt={ckpt}", f"dir={tmp_path / 'hf'}", "format=hf", "model_type=gpt2"]) == 0
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["model_type"] == "gpt2"
+    assert {"model.safetensors", "tokenizer.json"} <= {p.name for p in (tmp_path / "hf").iterdir()}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["dir={out}"], "ckpt is required; usage: python export.py ckpt="),
+    (["ckpt={ckpt}"], "dir is required"),
+    (["ckpt", "dir={out}"], "argument 'ckpt' is not key=value"),
+    (["ckpt={tmp}/missing.ckpt", "dir={out}"], "checkpoint not found: {tmp}/missing.ckpt"),
+    (["ckpt={ckpt}", "dir={out}", "format=onnx"], "Unknown export format 'onnx'. Allowed: hf, zoo."),
+    (["ckpt={ckpt}", "dir={out}", "model_type=gpt2"], "export format 'zoo' has no option 'model_type'"),
+    (["ckpt={ckpt}", "dir={out}", "format=hf", "model_type=gtp2"], "Unknown Hugging Face model_type 'gtp2'"),
+    (["ckpt={ckpt}", "dir={tmp}/model.ckpt"], "model.ckpt is a file; give a new folder"),
+], ids=["no-ckpt", "no-dir", "bare", "missing-ckpt", "unknown-format", "option-of-another-format",
+        "unknown-family", "dir-is-a-file"])
+def test_bad_input_is_one_error_line(tmp_path, ckpt, capsys, args, message):
+    out = tmp_path / "out"
+    argv = [a.format(ckpt=ckpt, out=out, tmp=tmp_path) for a in args]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and message.format(tmp=tmp_path) in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.ckpt"]  # nothing written, no staging left
+
+
+def test_help_prints_the_usage(capsys):
+    assert main(["--help"]) == 0
+    assert "python export.py ckpt=PATH dir=OUT" in capsys.readouterr().out
+
+
+def test_the_package_stays_callable_as_zoo_export(tmp_path, ckpt):
+    """`import zoo.export` binds the package to `zoo.export`; calling it still exports."""
+    import zoo.export
+
+    assert zoo.export(ckpt, tmp_path / "out") == tmp_path / "out"
+
+
+@pytest.mark.e2e
+def test_export_py_exits_1_with_one_error_line(tmp_path, ckpt):
+    def run(*args: str) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "export.py", f"ckpt={ckpt}", f"dir={tmp_path / 'out'}", *args]
+        return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+    proc = run("format=onnx")
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == ["error: Unknown export format 'onnx'. Allowed: hf, zoo."]
+    proc = run()
+    assert proc.returncode == 0 and zoo.load(tmp_path / "out")[0] is not None, proc.stderr

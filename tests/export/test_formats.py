@@ -1,0 +1,35 @@
+"""Every registered export format (zoo.export.FORMATS): exports a checkpoint, re-exports over its own
+earlier export, and refuses a folder it did not write (another format's export, a user's files) untouched."""
+
+from __future__ import annotations
+
+import pytest
+
+import zoo
+from tests.test_checkpoint_export import checkpoint, files
+from zoo.checkpoint import CheckpointError
+from zoo.export.registry import FORMATS
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    return checkpoint(tmp_path_factory.mktemp("ckpt") / "model.ckpt", 0)
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_a_format_replaces_only_its_own_exports(tmp_path, ckpt, name):
+    kind = FORMATS[name]
+    out = zoo.export(ckpt, tmp_path / "out", format=name)
+    assert kind.wrote(out) and {p.name for p in out.iterdir()} <= set(kind.files)
+    assert zoo.export(ckpt, out, format=name) == out and kind.wrote(out)  # over its own earlier export
+    for other in FORMATS:
+        if other != name:
+            theirs = zoo.export(ckpt, tmp_path / other, format=other)
+            before = files(theirs)
+            with pytest.raises(CheckpointError, match=f"exists and is not a {kind.label}; give an empty"):
+                zoo.export(ckpt, theirs, format=name)
+            assert files(theirs) == before
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(CheckpointError, match="holds files zoo did not write: notes.txt"):
+        zoo.export(ckpt, out, format=name)
+    assert (out / "notes.txt").read_text() == "mine"

@@ -1,0 +1,53 @@
+"""The export formats by name (`FORMATS`; each registers itself in its own module) and the one check of an
+export's target folder that they share."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from zoo.checkpoint import CheckpointError
+from zoo.registry import Registry
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    """A folder layout `zoo.export` writes. A re-export replaces the folder as a whole, so a folder may only
+    be replaced if it holds nothing beyond `files` and an earlier export of this format `wrote` it."""
+
+    label: str  # in errors: "is not a <label>"
+    files: tuple[str, ...]  # every name such a folder may hold
+    wrote: Callable[[Path], bool]  # whether an earlier export of this format wrote the folder
+    write: Callable[..., None]  # (empty folder, model, tokenizer, **options): writes the export there
+    options: tuple[str, ...] = ()  # the keyword options `write` takes
+
+
+FORMATS: Registry[ExportFormat] = Registry("export format")
+
+
+def check_target(target: Path, ckpt_path: Path, kind: ExportFormat) -> None:
+    """Refuse an export folder that re-exporting would lose files from: a file, a folder that is not an
+    export of this format, one holding the checkpoint being exported, or one holding files zoo did not
+    write."""
+    if not target.exists():
+        return
+    if not target.is_dir():
+        raise CheckpointError(f"export folder {target} is a file; give a new folder or an earlier export.")
+    names = sorted(p.name for p in target.iterdir())
+    if names and not kind.wrote(target):
+        raise CheckpointError(
+            f"export folder {target} exists and is not a {kind.label}; give an empty or new folder."
+        )
+    if target in ckpt_path.resolve().parents:
+        raise CheckpointError(
+            f"checkpoint {ckpt_path} is inside the export folder {target}, which re-exporting replaces as a "
+            f"whole; move the checkpoint out of it or export to another folder."
+        )
+    foreign = [n for n in names if n not in kind.files]
+    if foreign:
+        raise CheckpointError(
+            f"export folder {target} holds files zoo did not write: {', '.join(foreign)}; re-exporting "
+            f"replaces the folder as a whole (allowed: {', '.join(kind.files)}), so move them out or export "
+            f"to another folder."
+        )
