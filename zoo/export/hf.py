@@ -6,7 +6,6 @@ label names the checkpoint was trained on (kept with its tokenizer)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
@@ -25,14 +24,6 @@ def write(folder: Path, model: torch.nn.Module, tokenizer, *, model_type: str | 
     tokenizer.save_hf(folder)
 
 
-def wrote(folder: Path) -> bool:
-    """A folder zoo's save_pretrained wrote (its config.json carries a zoo_save_id)."""
-    try:
-        meta = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(meta, dict) and SAVE_ID in meta
-
-
 FILES = (CONFIG, SAFE_WEIGHTS, *TOKENIZER_FILES)
-FORMATS.register("hf", ExportFormat("zoo Hugging Face export", FILES, wrote, write, options=("model_type",)))
+FORMATS.register("hf", ExportFormat("zoo Hugging Face export", FILES, marks=(SAVE_ID,), write=write,
+                                    options=("model_type",)))

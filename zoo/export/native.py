@@ -24,13 +24,4 @@ def write(folder: Path, model: torch.nn.Module, tokenizer) -> None:
     tokenizer.save(folder / EXPORT_TOKENIZER)
 
 
-def wrote(folder: Path) -> bool:
-    """A folder an earlier `zoo` export wrote (its config.json holds format_version and model_config)."""
-    try:
-        meta = json.loads((folder / EXPORT_CONFIG).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(meta, dict) and "format_version" in meta and "model_config" in meta
-
-
-FORMATS.register("zoo", ExportFormat("zoo export", EXPORT_FILES, wrote, write))
+FORMATS.register("zoo", ExportFormat("zoo export", EXPORT_FILES, ("format_version", "model_config"), write))

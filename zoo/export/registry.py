@@ -3,6 +3,7 @@ export's target folder that they share."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +19,17 @@ class ExportFormat:
 
     label: str  # in errors: "is not a <label>"
     files: tuple[str, ...]  # every name such a folder may hold
-    wrote: Callable[[Path], bool]  # whether an earlier export of this format wrote the folder
+    marks: tuple[str, ...]  # keys its config.json holds (how an earlier export of this format is known)
     write: Callable[..., None]  # (empty folder, model, tokenizer, **options): writes the export there
     options: tuple[str, ...] = ()  # the keyword options `write` takes
+
+    def wrote(self, folder: Path) -> bool:
+        """Whether an earlier export of this format wrote `folder` (its config.json holds the marks)."""
+        try:
+            meta = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        return isinstance(meta, dict) and all(key in meta for key in self.marks)
 
 
 FORMATS: Registry[ExportFormat] = Registry("export format")
