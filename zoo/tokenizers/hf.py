@@ -7,7 +7,7 @@ the template ``tokenizer.json`` puts around one sequence (``[CLS] x [SEP]``, ``x
 The file is read as transformers' fast tokenizer reads it: stored padding and truncation do not apply, the
 template is the file's (transformers 5 drops a config's ``add_bos_token`` / ``add_eos_token`` when there is a
 ``tokenizer.json``), and ``clean_up_tokenization_spaces`` applies to decoding except for a BPE model
-(tests/data/test_tokenizer_parity.py).
+(tests/tokenizers/test_tokenizer_parity.py).
 ``ZooTokenizer.save_hf`` writes such a folder for any zoo tokenizer (zoo/tokenizers/tokenizer.py).
 """
 

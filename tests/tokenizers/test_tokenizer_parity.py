@@ -1,6 +1,6 @@
 """zoo reads a ``tokenizer.json`` exactly as transformers reads it (issue 22 item 4).
 
-Every kind in tests/data/tokenizer_kinds.py (WordPiece + BertNormalizer, byte-level BPE with and without
+Every kind in tests/tokenizers/tokenizer_kinds.py (WordPiece + BertNormalizer, byte-level BPE with and without
 prefix space, Metaspace + Unigram, Llama's byte-fallback BPE, added tokens, stored padding/truncation) is
 built locally, saved as transformers saves it and loaded both by zoo's public paths (``tokenizer=hf``, the
 folder a run or the data cache saves and reads back as ``tokenizer=file``) and by
@@ -19,7 +19,7 @@ import shutil
 import numpy as np
 import pytest
 
-from tests.data.tokenizer_kinds import CODE, KINDS, corpus, save_folder
+from tests.tokenizers.tokenizer_kinds import CODE, KINDS, corpus, save_folder
 from zoo.data import load_tokenizer
 from zoo.data.documents import TextList, split_point
 from zoo.data.pretokenize import pretokenize

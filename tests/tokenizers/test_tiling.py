@@ -1,7 +1,7 @@
 """Long documents cut into windows and tiled back (zoo.tokenizers.tiling): where a piece ends (worked by
 hand), a cut the windows either side disagree on is mended (checked against one call on the whole text, and
 shown to be needed), and past ``Cuts.longest`` the hard cut encodes every character once. The parity of every
-tokenizer kind with transformers on long documents is in tests/data/test_tokenizer_parity.py."""
+tokenizer kind with transformers on long documents is in tests/tokenizers/test_tokenizer_parity.py."""
 
 from __future__ import annotations
 
