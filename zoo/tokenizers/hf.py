@@ -77,19 +77,13 @@ def load_hf_tokenizer(path: str | os.PathLike) -> ZooTokenizer:
                         clean_up_spaces=decode_cleans_up(hf, config))
 
 
-def read_roles(folder: Path, config: Mapping[str, Any] | None = None
-               ) -> tuple[dict[str, str | None], list[str]]:
-    """(role -> token text, additional special tokens) from ``tokenizer_config.json`` (``config`` when already
+def read_roles(folder: Path, config: Mapping[str, Any]) -> tuple[dict[str, str | None], list[str]]:
+    """(role -> token text, additional special tokens) from ``tokenizer_config.json`` (``config``, already
     read), then ``special_tokens_map.json`` for the roles the first leaves unset."""
     roles: dict[str, str | None] = {}
     extra: list[str] = []
     for file in (folder / HF_CONFIG_FILE, folder / HF_SPECIAL_MAP_FILE):
-        if config is not None and file.name == HF_CONFIG_FILE:
-            data = config
-        elif file.is_file():
-            data = _read_object(file)
-        else:
-            continue
+        data = config if file.name == HF_CONFIG_FILE else _read_object(file) if file.is_file() else {}
         for role in ROLES:
             key = f"{role}_token"
             if roles.get(role) is None and key in data:

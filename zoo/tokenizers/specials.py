@@ -114,11 +114,6 @@ class SpecialTokens:
             raise ValueError("the tokenizer has no eos or sep token to end documents with")
         return self.prefix, (self.document_end_id,)
 
-    def document(self, ids: Sequence[int]) -> list[int]:
-        """One document of an LM/MLM stream: ``before + ids + after`` (:meth:`document_ends`)."""
-        before, after = self.document_ends()
-        return [*before, *ids, *after]
-
     def source(self, ids: Sequence[int] | np.ndarray, max_len: int) -> np.ndarray:
         """Encoder input of a seq2seq pair (T5: ``x </s>``; BART: ``<s> x </s>``; zoo: ``x``)."""
         return self.frame(ids, max_len)
@@ -138,21 +133,6 @@ class SpecialTokens:
         return self.frame(ids, max_len, first=self.first_id)
 
 
-def template_of(encoded_ids: Sequence[int], special_mask: Sequence[int]
-                ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Split the specials a tokenizer added around one probe text into (prefix, suffix)."""
-    content = [k for k, m in enumerate(special_mask) if not m]
-    if not content:
-        return (), ()
-    ids = list(encoded_ids)
-    return tuple(ids[: content[0]]), tuple(ids[content[-1] + 1 :])
-
-
-def union_ids(*groups: Iterable[int | None]) -> tuple[int, ...]:
-    """Sorted distinct ids of several groups (``None`` left out)."""
-    return tuple(sorted({i for g in groups for i in g if i is not None}))
-
-
 def specials_from_roles(hf: HFTokenizer, roles: Mapping[str, str | None], extra: Iterable[str],
                         source: str | os.PathLike) -> SpecialTokens:
     """The ids of the named tokens in ``hf`` (each must be in its vocabulary), every special id (named,
@@ -165,16 +145,18 @@ def specials_from_roles(hf: HFTokenizer, roles: Mapping[str, str | None], extra:
     extra_ids = [_id_of(hf, token, source, "additional special token") for token in extra]
     marked = [i for i, added in hf.get_added_tokens_decoder().items() if added.special]
     prefix, suffix = _template(hf)
-    return SpecialTokens(ids=ids, all_ids=union_ids(extra_ids, marked), prefix=prefix, suffix=suffix,
+    return SpecialTokens(ids=ids, all_ids=(*extra_ids, *marked), prefix=prefix, suffix=suffix,
                          tokens={r: roles.get(r) for r in ROLES})
 
 
 def _template(hf: HFTokenizer) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The special ids the tokenizer's post-processor puts before and after one sequence."""
+    """The special ids the tokenizer's post-processor puts before and after one sequence (the ids around
+    the first probe text it encodes to some content)."""
     for probe in PROBES:
         enc = hf.encode(probe, add_special_tokens=True)
-        if not all(enc.special_tokens_mask):
-            return template_of(enc.ids, enc.special_tokens_mask)
+        content = [k for k, special in enumerate(enc.special_tokens_mask) if not special]
+        if content:
+            return tuple(enc.ids[: content[0]]), tuple(enc.ids[content[-1] + 1 :])
     return (), ()
 
 

@@ -20,6 +20,7 @@ character still encoded once, the ids near it may differ from one call), and cou
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
@@ -173,14 +174,7 @@ class Tokens:
 
     def first_from(self, position: int) -> int:
         """Index of the first token that starts at or after window ``position`` (the count when none does)."""
-        low, high = 0, len(self.encoding)
-        while low < high:
-            mid = (low + high) // 2
-            if self.span(mid)[0] < position:
-                low = mid + 1
-            else:
-                high = mid
-        return low
+        return bisect_left(range(len(self.encoding)), position, key=lambda i: self.span(i)[0])
 
     @cached_property
     def kept(self) -> slice:

@@ -4,7 +4,7 @@ character-level (``tokenizer=char``), both with zoo's special tokens at the fixe
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Annotated, Any
 
 from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
@@ -41,11 +41,6 @@ def chunk_text(text: str, max_chars: int = CHUNK_CHARS) -> Iterator[str]:
         start = end
 
 
-def _chunks(texts: Iterable[str]) -> Iterator[str]:
-    for text in texts:
-        yield from chunk_text(text)
-
-
 def _below_bpe_minimum(key: str, value: Any) -> str | None:
     """Why a BPE vocabulary needs BPE_MIN_VOCAB ids (None: not an integer, the plain message says so)."""
     if not isinstance(value, int) or isinstance(value, bool):
@@ -73,7 +68,7 @@ def train_bpe(
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    hf.train_from_iterator(_chunks(texts), trainer=trainer)
+    hf.train_from_iterator((c for text in texts for c in chunk_text(text)), trainer=trainer)
     return ZooTokenizer(hf, kind="bpe")
 
 
@@ -82,19 +77,14 @@ def train_char(texts: Sequence[str], *, vocab_size: Annotated[int | None, _CHAR_
                train_bytes: Annotated[int | None, TRAIN_BYTES] = DEFAULT_TRAIN_BYTES) -> ZooTokenizer:
     """One token per Unicode character seen in ``texts``; unseen characters map to ``<unk>``."""
     del train_bytes  # ``texts`` is already the bounded sample (zoo.data.build.tokenizer_sample)
-    counts: dict[str, int] = {}
-    for text in texts:
-        for ch in text:
-            counts[ch] = counts.get(ch, 0) + 1
-    needed = len(counts) + len(SPECIAL_TOKENS)
+    alphabet = sorted(set().union(*texts))  # every character seen
+    needed = len(alphabet) + len(SPECIAL_TOKENS)
     if vocab_size is not None and vocab_size < needed:
         raise ValueError(
-            f"tokenizer.vocab_size={vocab_size} is smaller than the alphabet ({len(counts)} characters) "
+            f"tokenizer.vocab_size={vocab_size} is smaller than the alphabet ({len(alphabet)} characters) "
             f"+ {len(SPECIAL_TOKENS)} special tokens = {needed}; use vocab_size=null or >= {needed}"
         )
-    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
-    for ch in sorted(counts):
-        vocab.setdefault(ch, len(vocab))
+    vocab = {tok: i for i, tok in enumerate([*SPECIAL_TOKENS, *alphabet])}  # specials at ids 0-4
     hf = HFTokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     hf.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     hf.decoder = decoders.Fuse()
