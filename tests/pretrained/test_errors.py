@@ -99,8 +99,8 @@ def test_directory_without_weights(gpt2_dir):
 
 def test_export_of_unrepresentable_model_explains_each_family(tmp_path):
     model = zoo.build({"arch": "decoder", "positional": "alibi", "vocab_size": 32, "d_model": 16, "n_heads": 2})
-    with pytest.raises(ValueError, match=r"(?s)No Hugging Face family.*'gpt2': its config.json cannot express "
-                                         r"model.positional='alibi' \(would load as 'learned'\)"):
+    with pytest.raises(ValueError, match=r"(?s)No Hugging Face family.*'gpt2': its config.json cannot "
+                                         r"express model.positional='alibi' \(would load as 'learned'\)"):
         zoo.save_pretrained(model, tmp_path / "out")
     with pytest.raises(ValueError, match="Unknown Hugging Face model_type 'xlnet'"):
         zoo.save_pretrained(model, tmp_path / "out", model_type="xlnet")

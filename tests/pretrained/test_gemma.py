@@ -183,7 +183,8 @@ def test_gemma2_layer_types_map_to_window_and_global_every(settings, window, eve
     ("gemma", {"qk_norm": True}, r"model.qk_norm=True \(would load as False\)"),
     ("gemma", {"norm_placement": "sandwich"}, r"model.norm_placement='sandwich' \(would load as 'pre'\)"),
     ("gemma", {"attn_softcap": 5.0}, r"model.attn_softcap=5.0 \(would load as None\)"),
-    ("gemma2", {"rope_scaling": "linear", "rope_factor": 2.0}, r"model.rope_scaling='linear' \(would load as 'none'\)"),
+    ("gemma2", {"rope_scaling": "linear", "rope_factor": 2.0},
+     r"model.rope_scaling='linear' \(would load as 'none'\)"),
     ("gemma2", {"bias": True}, r"model.bias=True \(would load as False\)"),
 ])
 def test_export_names_what_the_family_cannot_express(tmp_path, model_type, overrides, message):

@@ -66,15 +66,17 @@ def test_zoo_model_with_a_window_on_every_layer_exports_as_mistral(tmp_path):
 def test_settings_mistral_cannot_express_are_named(tmp_path):
     model = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=2, n_heads=4, d_ff=24, sliding_window=4,
                       global_every=2, bias=True)
-    with pytest.raises(ValueError, match=r"'mistral': its config.json cannot express model.qkv_bias=True \(would load as "
-                                         r"False\); model.global_every=2 \(would load as 0\); model.bias=True \(would "
-                                         r"load as False\)"):
+    with pytest.raises(ValueError, match=r"'mistral': its config.json cannot express model.qkv_bias=True "
+                                         r"\(would load as False\); model.global_every=2 \(would load as "
+                                         r"0\); model.bias=True \(would load as False\)"):
         zoo.save_pretrained(model, tmp_path / "x", model_type="mistral")
     hf = {"model_type": "mistral", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4,
           "intermediate_size": 40, "vocab_size": 99, "hidden_act": "relu",
           "rope_parameters": {"rope_type": "dynamic", "rope_theta": 500.0, "factor": 2.0}}
-    with pytest.raises(ValueError, match=r"mistral config.json .*rope_type='dynamic' \(supported: default, linear, llama3, yarn\)"):
+    with pytest.raises(ValueError, match=r"mistral config.json .*rope_type='dynamic' \(supported: default, "
+                                         r"linear, llama3, yarn\)"):
         zoo.pretrained.FAMILIES.get("mistral")().config_from_hf(hf)
     hf["rope_parameters"]["rope_type"] = "linear"
-    with pytest.raises(ValueError, match=r"mistral config.json .*hidden_act='relu' \(supported: silu, gelu, gelu_pytorch_tanh\)"):
+    with pytest.raises(ValueError, match=r"mistral config.json .*hidden_act='relu' \(supported: silu, gelu, "
+                                         r"gelu_pytorch_tanh\)"):
         zoo.pretrained.FAMILIES.get("mistral")().config_from_hf(hf)

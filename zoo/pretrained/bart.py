@@ -1,10 +1,10 @@
-"""BART and Marian (OPUS-MT): encoder-decoder, post-LN, fairseq-style layers, learned positions offset by 2 and
-a LayerNorm after both embeddings (BART) or fixed sinusoidal positions in the sin-half/cos-half layout, no table
-stored, no embedding LayerNorm (Marian), optional sqrt(d_model) embedding scale, one shared token table (Marian:
-or one per side), `final_logits_bias` as the head bias. Heads: the bare model (the decoder's hidden states and
-the encoder's, names without `model.`) and the LM (BartForConditionalGeneration, MarianMTModel). The sequence
-classification and QA classes read the decoder's output at the last `eos`, which zoo's encoder_decoder heads
-(lm, none) do not express; they are named in the error."""
+"""BART and Marian (OPUS-MT): encoder-decoder, post-LN, fairseq-style layers, learned positions offset by 2
+and a LayerNorm after both embeddings (BART) or fixed sinusoidal positions in the sin-half/cos-half layout, no
+table stored, no embedding LayerNorm (Marian), optional sqrt(d_model) embedding scale, one shared token table
+(Marian: or one per side), `final_logits_bias` as the head bias. Heads: the bare model (the decoder's hidden
+states and the encoder's, names without `model.`) and the LM (BartForConditionalGeneration, MarianMTModel).
+The sequence classification and QA classes read the decoder's output at the last `eos`, which zoo's
+encoder_decoder heads (lm, none) do not express; they are named in the error."""
 
 from __future__ import annotations
 
@@ -38,7 +38,8 @@ class BiasedLMLayout(CausalLMLayout):
         out["head.proj.bias"] = src.take(self.bias, (1, cfg.vocab_size))[0]
         super().from_hf(src, cfg, out, shapes)
 
-    def to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str) -> dict[str, torch.Tensor]:
+    def to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str
+              ) -> dict[str, torch.Tensor]:
         bias = state.get("head.proj.bias")
         bias = (bias if bias is not None else torch.zeros(cfg.vocab_size))[None]
         return {stored_name(self.bias, prefix): bias, **super().to_hf(state, cfg, prefix)}
@@ -52,7 +53,8 @@ NOT_LOADED = {  # class-name suffix -> why zoo does not load it
     "ForCausalLM": "the decoder alone (with cross-attention layers) is not a zoo model",
 }
 LAYERS = within("{s}_stack.layers.{i}.", "{s}.layers.{i}.", {
-    **FAIRSEQ_LAYER, "cross_attn.q.{p}": "encoder_attn.q_proj.{p}", "cross_attn.o.{p}": "encoder_attn.out_proj.{p}",
+    **FAIRSEQ_LAYER, "cross_attn.q.{p}": "encoder_attn.q_proj.{p}",
+    "cross_attn.o.{p}": "encoder_attn.out_proj.{p}",
     "cross_attn.kv.{p}": ("encoder_attn.k_proj.{p}", "encoder_attn.v_proj.{p}"),
     "norm_cross.{p}": "encoder_attn_layer_norm.{p}"})
 SHARED = {"src_embed.tokens.weight": "shared.weight", "tgt_embed.tokens.weight": "shared.weight"}
@@ -74,23 +76,25 @@ class Bart(Family):
         Key("vocab_size", "vocab_size"), Key("d_model", "d_model"), Key("n_layers", "encoder_layers"),
         Key("encoder_layers", "encoder_layers"), Key("decoder_layers", "decoder_layers"),
         Key("n_heads", "encoder_attention_heads"), Key("d_ff", "encoder_ffn_dim"),
-        Key("activation", "activation_function", "gelu", PLAIN), Key("max_seq_len", "max_position_embeddings"),
+        Key("activation", "activation_function", "gelu", PLAIN),
+        Key("max_seq_len", "max_position_embeddings"),
         Key("dropout", "dropout", 0.1), Key("attn_dropout", "attention_dropout", 0.0),
         Key("embed_scale", "scale_embedding", False), Key("tie_embeddings", "tie_word_embeddings", True),
         Key("pad_id", "pad_token_id", 1, token=True), Key("bos_id", "bos_token_id", 0, token=True),
-        Key("eos_id", "eos_token_id", 2, token=True), Key("decoder_start_id", "decoder_start_token_id", None, token=True),
+        Key("eos_id", "eos_token_id", 2, token=True),
+        Key("decoder_start_id", "decoder_start_token_id", None, token=True),
     )
     fixed = {"arch": "encoder_decoder", "norm": "layernorm", "norm_eps": 1e-5, "norm_placement": "post",
              "final_norm": False, "bias": True, "head_bias": True, "positional": "learned", "pos_offset": 2,
              "embed_norm": True, "share_embeddings": True}
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
-        return {}, {"decoder_attention_heads": (hf.get("decoder_attention_heads"), hf.get("encoder_attention_heads")),
-                    "decoder_ffn_dim": (hf.get("decoder_ffn_dim"), hf.get("encoder_ffn_dim"))}
+        return {}, {f"decoder_{k}": (hf.get(f"decoder_{k}"), hf.get(f"encoder_{k}"))
+                    for k in ("attention_heads", "ffn_dim")}
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
-        return {"decoder_attention_heads": cfg.n_heads, "decoder_ffn_dim": cfg.ffn_dim, "activation_dropout": 0.0,
-                "forced_eos_token_id": cfg.eos_id, "is_encoder_decoder": True}
+        return {"decoder_attention_heads": cfg.n_heads, "decoder_ffn_dim": cfg.ffn_dim,
+                "activation_dropout": 0.0, "forced_eos_token_id": cfg.eos_id, "is_encoder_decoder": True}
 
     def read_first(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
         """The one token table of a shared-embedding model. The forward pass reads `encoder.embed_tokens` and
@@ -100,13 +104,14 @@ class Bart(Family):
             return {}
         v, d = cfg.vocab_size, cfg.d_model
         shared = src.take("shared.weight", (v, d))
-        enc, dec = (src.take_optional(f"{side}.embed_tokens.weight", (v, d)) for side in ("encoder", "decoder"))
+        enc, dec = (src.take_optional(f"{side}.embed_tokens.weight", (v, d))
+                    for side in ("encoder", "decoder"))
         enc, dec = shared if enc is None else enc, shared if dec is None else dec
         if not torch.equal(enc, dec):
             raise ValueError(
                 f"{src.source}: encoder.embed_tokens and decoder.embed_tokens hold different weights (untied "
-                f"embeddings, e.g. tie_word_embeddings=false), but {self.model_type} in zoo shares one token table "
-                f"(share_embeddings=true); untied encoder/decoder token tables are not supported."
+                f"embeddings, e.g. tie_word_embeddings=false), but {self.model_type} in zoo shares one token "
+                f"table (share_embeddings=true); untied encoder/decoder token tables are not supported."
             )
         return {"src_embed.tokens.weight": enc, "tgt_embed.tokens.weight": enc}
 
@@ -121,8 +126,9 @@ class Marian(Bart):
              "embed_norm": False}
 
     def tensor_map(self, cfg: ModelConfig) -> Rows:
-        tokens = SHARED if cfg.share_embeddings else {"src_embed.tokens.weight": "encoder.embed_tokens.weight",
-                                                      "tgt_embed.tokens.weight": "decoder.embed_tokens.weight"}
+        tokens = SHARED if cfg.share_embeddings else {
+            "src_embed.tokens.weight": "encoder.embed_tokens.weight",
+            "tgt_embed.tokens.weight": "decoder.embed_tokens.weight"}
         return {**tokens, **LAYERS}
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
@@ -134,7 +140,7 @@ class Marian(Bart):
         return {**super().more_to_hf(cfg), "decoder_vocab_size": cfg.vocab_size}
 
     def read_first(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
-        """Older exports store the fixed sinusoid tables (zoo computes them); unshared tables leave `shared`."""
+        """Older exports store the sinusoid tables (zoo computes them); unshared tables skip `shared`."""
         for name in ("encoder.embed_positions.weight", "decoder.embed_positions.weight", "shared.weight"):
             if name != "shared.weight" or not cfg.share_embeddings:
                 src.discard(name)

@@ -1,11 +1,12 @@
 """The BERT-kind encoders: post-LN, learned positions, a LayerNorm after the embeddings, and the head the
 folder's class says: the bare model (BERT's and RoBERTa's with a pooler), masked LM (dense, activation,
-LayerNorm, tied decoder with bias), sequence / token classification, question answering (`HEADS` below).
-BERT: token types, eps 1e-12. RoBERTa and XLM-RoBERTa: positions that count only real tokens, starting at row
-pad_id + 1 (`pos_offset`, `pos_skip_pads`); the masked-LM head always uses GELU; the classifier is a tanh dense
-on <s> then `out_proj`. DistilBERT: no token types, no pooler, every LayerNorm at eps 1e-12, the classifier a
-ReLU `pre_classifier` then `classifier`; `sinusoidal_pos_embds` only initialises the stored position table,
-which transformers then reads like any learned one, so such checkpoints load as `learned` with that table."""
+LayerNorm, tied decoder with bias), sequence / token classification, question answering (each family's
+`heads`). BERT: token types, eps 1e-12. RoBERTa and XLM-RoBERTa: positions that count only real tokens,
+starting at row pad_id + 1 (`pos_offset`, `pos_skip_pads`); the masked-LM head always uses GELU; the
+classifier is a tanh dense on <s> then `out_proj`. DistilBERT: no token types, no pooler, every LayerNorm at
+eps 1e-12, the classifier a ReLU `pre_classifier` then `classifier`; `sinusoidal_pos_embds` only initialises
+the stored position table, which transformers then reads like any learned one, so such checkpoints load as
+`learned` with that table."""
 
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ from zoo.pretrained.tensor_map import HFTensors, load, save, stored_name, within
 @dataclass(frozen=True)
 class MaskedLMLayout(HeadLayout):
     """A masked-LM head: `dense`, activation, `norm`, then the vocabulary projection, tied to the token table
-    unless the config unties it, whose bias is stored as `bias` (and as `decoder`.bias when untied). The forward
-    pass adds `decoder`.bias: an alias of `bias` unless transformers 5 untied them (tie_word_embeddings=false)."""
+    unless the config unties it, whose bias is stored as `bias` (and as `decoder`.bias when untied). The
+    forward pass adds `decoder`.bias: an alias of `bias` unless transformers 5 untied them
+    (tie_word_embeddings=false)."""
 
     dense: str = ""
     norm: str = ""
@@ -44,7 +46,8 @@ class MaskedLMLayout(HeadLayout):
     def from_hf(self, src: HFTensors, cfg: ModelConfig, out: dict[str, torch.Tensor],
                 shapes: Mapping[str, tuple[int, ...]]) -> None:
         v = cfg.vocab_size
-        out.update(load({k: h for k, h in self.origins().items() if k.startswith("head.transform")}, src, shapes, cfg))
+        transform = {k: h for k, h in self.origins().items() if k.startswith("head.transform")}
+        out.update(load(transform, src, shapes, cfg))
         shared_bias, decoder_bias = src.take(self.bias, (v,)), src.take_optional(f"{self.decoder}.bias", (v,))
         out["head.proj.bias"] = shared_bias if decoder_bias is None else decoder_bias
         if cfg.tie_embeddings:
@@ -53,7 +56,8 @@ class MaskedLMLayout(HeadLayout):
         else:
             out["head.proj.weight"] = src.take(f"{self.decoder}.weight", (v, cfg.d_model))
 
-    def to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str) -> dict[str, torch.Tensor]:
+    def to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str
+              ) -> dict[str, torch.Tensor]:
         out = save({k: h for k, h in self.origins().items() if k != "head.proj.weight"}, state, cfg, prefix)
         if not cfg.tie_embeddings:  # transformers 5 then unties decoder.weight and decoder.bias too
             out[stored_name(f"{self.decoder}.weight", prefix)] = state["head.proj.weight"]
@@ -64,26 +68,30 @@ class MaskedLMLayout(HeadLayout):
 def encoder(layers: str, qkv: tuple[str, str, str], names: Mapping[str, str]) -> dict:
     """The tensor map of a BERT-kind encoder whose layers sit under `layers`: q/k/v stacked as zoo's rows,
     `names` the other sub-modules (zoo -> HF)."""
-    rows = {"self_attn.qkv.{p}": tuple(f"{n}.{{p}}" for n in qkv), **{f"{z}.{{p}}": f"{h}.{{p}}" for z, h in names.items()}}
+    rows = {"self_attn.qkv.{p}": tuple(f"{n}.{{p}}" for n in qkv),
+            **{f"{z}.{{p}}": f"{h}.{{p}}" for z, h in names.items()}}
     return {"embed.tokens.weight": "embeddings.word_embeddings.weight",
             "embed.positional.table.weight": "embeddings.position_embeddings.weight",
-            "embed.types.weight": "embeddings.token_type_embeddings.weight", "embed.norm.{p}": "embeddings.LayerNorm.{p}",
+            "embed.types.weight": "embeddings.token_type_embeddings.weight",
+            "embed.norm.{p}": "embeddings.LayerNorm.{p}",
             **within("encoder_stack.layers.{i}.", f"{layers}.{{i}}.", rows)}
 
 
-NO_POOLER = {"pooler.": "this head has no pooler (transformers' class has none, or only for the next-sentence head)"}
+NO_POOLER = {"pooler.": "this head has no pooler (transformers' class has none, or only for the "
+                        "next-sentence head)"}
 POOLED = HeadLayout("none", pooler="pooler.dense", activation="tanh", pooler_optional=True, bare=True)
-TOKENS, QA = HeadLayout("token_classifier", proj="~classifier", labelled=True), HeadLayout("qa", proj="~qa_outputs")
-ENCODER = {"arch": "encoder", "norm": "layernorm", "norm_placement": "post", "final_norm": False, "embed_norm": True,
-           "positional": "learned", "bias": True}
+TOKENS = HeadLayout("token_classifier", proj="~classifier", labelled=True)
+QA = HeadLayout("qa", proj="~qa_outputs")
+ENCODER = {"arch": "encoder", "norm": "layernorm", "norm_placement": "post", "final_norm": False,
+           "embed_norm": True, "positional": "learned", "bias": True}
 KEYS = (
     Key("vocab_size", "vocab_size"), Key("d_model", "hidden_size"), Key("n_layers", "num_hidden_layers"),
     Key("n_heads", "num_attention_heads"), Key("d_ff", "intermediate_size"),
     Key("activation", "hidden_act", "gelu", PLAIN), Key("norm_eps", "layer_norm_eps", 1e-12),
     Key("max_seq_len", "max_position_embeddings"), Key("type_vocab_size", "type_vocab_size", 2),
     Key("dropout", "hidden_dropout_prob", 0.1), Key("attn_dropout", "attention_probs_dropout_prob", 0.1),
-    # BertConfig has no bos/eos of its own but keeps these (as RoBERTa's and DistilBERT's do), so a model whose
-    # bos is [CLS] (101, a BERT tokenizer's) reads back as itself
+    # BertConfig has no bos/eos of its own but keeps these (as RoBERTa's and DistilBERT's do), so a model
+    # whose bos is [CLS] (101, a BERT tokenizer's) reads back as itself
     Key("pad_id", "pad_token_id", 0, token=True), Key("bos_id", "bos_token_id", 1, token=True),
     Key("eos_id", "eos_token_id", 2, token=True),
 )
@@ -96,22 +104,25 @@ class Bert(Family):
     prefixes = ("bert.",)
     heads = {
         "none": POOLED,
-        "lm": MaskedLMLayout("lm", dense="~cls.predictions.transform.dense", norm="~cls.predictions.transform.LayerNorm",
-                             bias="~cls.predictions.bias", decoder="~cls.predictions.decoder",
-                             unused={**NO_POOLER, "cls.seq_relationship": "the next-sentence head is not used"}),
+        "lm": MaskedLMLayout("lm", dense="~cls.predictions.transform.dense",
+                             norm="~cls.predictions.transform.LayerNorm", bias="~cls.predictions.bias",
+                             decoder="~cls.predictions.decoder", unused={
+                                 **NO_POOLER, "cls.seq_relationship": "the next-sentence head is not used"}),
         "classifier": HeadLayout("classifier", proj="~classifier", pooler="pooler.dense", activation="tanh",
                                  labelled=True),
         "token_classifier": replace(TOKENS, unused=NO_POOLER), "qa": replace(QA, unused=NO_POOLER),
     }
-    tensors = encoder("encoder.layer", ("attention.self.query", "attention.self.key", "attention.self.value"), {
-        "self_attn.o": "attention.output.dense", "norm_self": "attention.output.LayerNorm",
-        "ffn.up": "intermediate.dense", "ffn.down": "output.dense", "norm_ffn": "output.LayerNorm"})
+    tensors = encoder("encoder.layer", ("attention.self.query", "attention.self.key", "attention.self.value"),
+                      {"self_attn.o": "attention.output.dense", "norm_self": "attention.output.LayerNorm",
+                       "ffn.up": "intermediate.dense", "ffn.down": "output.dense",
+                       "norm_ffn": "output.LayerNorm"})
     keys = KEYS
     fixed = ENCODER
     requires = {"position_embedding_type": "absolute", "is_decoder": False, "add_cross_attention": False}
 
     def lm_config(self, hf: Mapping[str, Any]) -> dict[str, Any]:
-        return {"head_transform": True, "head_bias": True, "tie_embeddings": hf.get("tie_word_embeddings", True)}
+        return {"head_transform": True, "head_bias": True,
+                "tie_embeddings": hf.get("tie_word_embeddings", True)}
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:  # transformers always adds type 0's embedding
         return {"tie_word_embeddings": cfg.tie_embeddings, "type_vocab_size": max(cfg.type_vocab_size, 1)}
@@ -134,17 +145,16 @@ class Roberta(Bert):
     defaults = {"bos_token_id": 0}
 
     def lm_config(self, hf: Mapping[str, Any]) -> dict[str, Any]:
-        gelu = PLAIN.get(hf.get("hidden_act", "gelu")) == "gelu"
-        return {**super().lm_config(hf), "head_activation": None if gelu else "gelu"}  # RobertaLMHead's fixed gelu
+        gelu = PLAIN.get(hf.get("hidden_act", "gelu")) == "gelu"  # RobertaLMHead's gelu, whatever hidden_act
+        return {**super().lm_config(hf), "head_activation": None if gelu else "gelu"}
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
-        more, checks = super().more_from_hf(hf, settings)
         pad, positions = hf.get("pad_token_id"), hf["max_position_embeddings"]
         ok = isinstance(pad, int) and 0 <= pad < settings["vocab_size"]
-        checks.update({"pad_token_id is a token id": (ok, True),
-                       "max_position_embeddings > pad_token_id + 1": (positions > (pad if ok else 0) + 1, True)})
         pad = pad if ok else 0
-        return {**more, "pad_id": pad, "pos_offset": pad + 1, "pos_skip_pads": True,
+        checks = {"pad_token_id is a token id": (ok, True),
+                  "max_position_embeddings > pad_token_id + 1": (positions > pad + 1, True)}
+        return {"pad_id": pad, "pos_offset": pad + 1, "pos_skip_pads": True,
                 "max_seq_len": positions - pad - 1}, checks
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
@@ -166,18 +176,18 @@ class DistilBert(Bert):
     prefixes = ("distilbert.",)
     heads = {
         "none": HeadLayout("none", bare=True),
-        "lm": MaskedLMLayout("lm", dense="~vocab_transform", norm="~vocab_layer_norm", bias="~vocab_projector.bias",
-                             decoder="~vocab_projector"),
-        "classifier": HeadLayout("classifier", proj="~classifier", pooler="~pre_classifier", activation="relu",
-                                 labelled=True),
+        "lm": MaskedLMLayout("lm", dense="~vocab_transform", norm="~vocab_layer_norm",
+                             bias="~vocab_projector.bias", decoder="~vocab_projector"),
+        "classifier": HeadLayout("classifier", proj="~classifier", pooler="~pre_classifier",
+                                 activation="relu", labelled=True),
         "token_classifier": TOKENS, "qa": QA,
     }
-    tensors = encoder("transformer.layer", ("attention.q_lin", "attention.k_lin", "attention.v_lin"), {
-        "self_attn.o": "attention.out_lin", "norm_self": "sa_layer_norm", "ffn.up": "ffn.lin1", "ffn.down": "ffn.lin2",
-        "norm_ffn": "output_layer_norm"})
+    tensors = encoder("transformer.layer", ("attention.q_lin", "attention.k_lin", "attention.v_lin"),
+                      {"self_attn.o": "attention.out_lin", "norm_self": "sa_layer_norm", "ffn.up": "ffn.lin1",
+                       "ffn.down": "ffn.lin2", "norm_ffn": "output_layer_norm"})
     keys = (
-        Key("vocab_size", "vocab_size"), Key("d_model", "dim"), Key("n_layers", "n_layers"), Key("n_heads", "n_heads"),
-        Key("d_ff", "hidden_dim"), Key("activation", "activation", "gelu", PLAIN),
+        Key("vocab_size", "vocab_size"), Key("d_model", "dim"), Key("n_layers", "n_layers"),
+        Key("n_heads", "n_heads"), Key("d_ff", "hidden_dim"), Key("activation", "activation", "gelu", PLAIN),
         Key("max_seq_len", "max_position_embeddings"), Key("dropout", "dropout", 0.1),
         Key("attn_dropout", "attention_dropout", 0.1), *KEYS[-3:],
     )

@@ -1,6 +1,6 @@
 """A family's config.json as one table of `Key` rows (config.json key <-> ModelConfig key, a default, a choice
-of values), read and written by `read` / `write`; the RoPE keys every rotary family shares (`rope_from_hf`,
-`rope_to_hf`). A setting zoo cannot reproduce is named with what is supported (`require`)."""
+of values), read and written by `read` / `write`; the RoPE keys every rotary family shares (`Rope`). A setting
+zoo cannot reproduce is named with what is supported (`require`)."""
 
 from __future__ import annotations
 
@@ -14,18 +14,19 @@ from zoo.modules.rope_scaling import ROPE_SCALINGS
 
 REQUIRED = object()  # a Key without a default: config.json must hold it (io.HFConfig names the file and key)
 # ModelConfig keys written as their resolved value (d_ff=None is written as the d_ff it builds)
-RESOLVED = {"d_ff": "ffn_dim", "n_kv_heads": "kv_heads", "head_dim": "head_size", "attn_dropout": "attention_dropout",
-            "encoder_layers": "n_encoder_layers", "decoder_layers": "n_decoder_layers", "decoder_start_id": "start_id"}
+RESOLVED = {"d_ff": "ffn_dim", "n_kv_heads": "kv_heads", "head_dim": "head_size",
+            "attn_dropout": "attention_dropout", "encoder_layers": "n_encoder_layers",
+            "decoder_layers": "n_decoder_layers", "decoder_start_id": "start_id"}
 # HF activation -> zoo activation (plain MLPs); export writes the first HF name of each
-PLAIN = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu", "silu": "silu",
-         "swish": "silu"}
+PLAIN = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu",
+         "silu": "silu", "swish": "silu"}
 
 
 @dataclass(frozen=True)
 class Key:
-    """config.json key `hf` <-> ModelConfig key `zoo`: read as `default` when absent, through `choices` (HF value
-    -> zoo value) when given. `token`: a token id, kept only inside the vocabulary (its default may name a key
-    read before, e.g. GPT-2's pad id defaults to its eos id)."""
+    """config.json key `hf` <-> ModelConfig key `zoo`: read as `default` when absent, through `choices` (HF
+    value -> zoo value) when given. `token`: a token id, kept only inside the vocabulary (its default may name
+    a key read before, e.g. GPT-2's pad id defaults to its eos id)."""
 
     zoo: str
     hf: str
@@ -69,8 +70,8 @@ def write(keys: tuple[Key, ...], cfg: ModelConfig) -> dict[str, Any]:
 
 
 def require(hf: Mapping[str, Any], model_type: str, checks: Mapping[str, tuple[Any, Any]]) -> None:
-    """Raise if any config.json setting holds a value zoo cannot reproduce: {setting: (value, supported)}, where
-    a tuple of supported values means any of them."""
+    """Raise if any config.json setting holds a value zoo cannot reproduce: {setting: (value, supported)},
+    where a tuple of supported values means any of them."""
     bad = [f"{k}={v!r} (supported: {', '.join(map(str, ok)) if isinstance(ok, tuple) else repr(ok)})"
            for k, (v, ok) in checks.items() if (v not in ok if isinstance(ok, tuple) else v != ok)]
     if bad:
@@ -86,25 +87,26 @@ def special_id(hf: Mapping[str, Any], key: str, vocab_size: int, default: int | 
     if value is None:
         return default
     if not 0 <= int(value) < vocab_size:
-        warnings.warn(f"config.json {key}={value} is outside the vocabulary [0, {vocab_size}); using {default}.",
-                      stacklevel=4)
+        warnings.warn(f"config.json {key}={value} is outside the vocabulary [0, {vocab_size}); using "
+                      f"{default}.", stacklevel=4)
         return default
     return int(value)
 
 
 # ----- RoPE: transformers 5's `rope_parameters`, 4.x's `rope_theta` / `rope_scaling` -----
-ROPE_TYPES = {"default": "none", "linear": "linear", "llama3": "llama3", "yarn": "yarn"}  # HF rope_type -> zoo
+ROPE_TYPES = {"default": "none", "linear": "linear", "llama3": "llama3", "yarn": "yarn"}  # HF -> zoo
 PLAIN_ROPE = {"default": "none"}
-_ROPE_KEYS = {"factor": "rope_factor", "low_freq_factor": "rope_low_freq_factor",  # HF rope_parameters -> zoo key
-              "high_freq_factor": "rope_high_freq_factor", "original_max_position_embeddings": "rope_original_max_len"}
+_ROPE_KEYS = {"factor": "rope_factor", "low_freq_factor": "rope_low_freq_factor",  # HF rope_parameters -> zoo
+              "high_freq_factor": "rope_high_freq_factor",
+              "original_max_position_embeddings": "rope_original_max_len"}
 _ROPE_DEFAULTS = {"beta_fast": 32, "beta_slow": 1, "truncate": True, "mscale": None, "mscale_all_dim": None,
-                  "attention_factor": None, "partial_rotary_factor": 1.0}  # other HF keys zoo reproduces only at these
+                  "attention_factor": None, "partial_rotary_factor": 1.0}  # other keys: zoo reproduces these
 
 
 @dataclass(frozen=True)
 class Rope:
-    """A family's RoPE: the HF rope types it computes, and, where it rotates part of each head, the 4.x top-level
-    key of that share and its default (`partial`); `base` is 4.x's key of the base (GPT-NeoX: rotary_emb_base)."""
+    """A family's RoPE: the HF rope types it computes, and, where it rotates part of each head, the 4.x
+    top-level key of that share and its default (`partial`); `base`: 4.x's key of the base."""
 
     types: Mapping[str, str]
     partial: tuple[str, float] | None = None
@@ -115,7 +117,8 @@ class Rope:
         params = dict(hf.get("rope_parameters") or hf.get("rope_scaling") or {})
         rope_type = params.pop("rope_type", params.pop("type", "default"))
         scaling = self.types.get(rope_type, "none")
-        out = {"rope_base": float(params.pop("rope_theta", hf.get(self.base, 10000.0))), "rope_scaling": scaling}
+        base = float(params.pop("rope_theta", hf.get(self.base, 10000.0)))
+        out = {"rope_base": base, "rope_scaling": scaling}
         checks: dict[str, tuple[Any, Any]] = {"rope_type": (rope_type, tuple(self.types))}
         if self.partial:
             key, default = self.partial
@@ -125,12 +128,13 @@ class Rope:
                 value = params.pop(hf_key, None)
                 checks[f"rope_parameters.{hf_key} given"] = (value is not None, True)
                 out[key] = value if value is None or key == "rope_original_max_len" else float(value)
-        checks.update({f"rope_parameters.{k}": (v, _ROPE_DEFAULTS.get(k, "absent")) for k, v in params.items()})
+        checks.update({f"rope_parameters.{k}": (v, _ROPE_DEFAULTS.get(k, "absent")) for k, v in
+                       params.items()})
         return out, checks
 
     def to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
-        """`rope_parameters` (and 4.x's keys) for zoo's RoPE keys; a scaling the family lacks is written as none
-        (the round trip names it)."""
+        """`rope_parameters` (and 4.x's keys) for zoo's RoPE keys; a scaling the family lacks is written as
+        none (the round trip names it)."""
         rope_type = {v: k for k, v in self.types.items()}.get(cfg.rope_scaling, "default")
         reads = ROPE_SCALINGS.get(self.types.get(rope_type, "none")).keys
         params = {"rope_type": rope_type, "rope_theta": cfg.rope_base,

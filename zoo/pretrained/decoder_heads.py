@@ -38,7 +38,8 @@ class CausalLMLayout(HeadLayout):
         stored = next((n for n in reversed(names) if src.has(n)), names[0])
         out["head.proj.weight"] = src.take(stored, (cfg.vocab_size, cfg.d_model))
 
-    def to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str) -> dict[str, torch.Tensor]:
+    def to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str
+              ) -> dict[str, torch.Tensor]:
         if cfg.tie_embeddings:  # a tied head is left out of the file, as transformers 5 saves it
             return {}
         return {stored_name(f"{self.proj}.weight", prefix): state["head.proj.weight"]}

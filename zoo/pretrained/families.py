@@ -10,8 +10,8 @@ from zoo.registry import Registry, unknown_choice_message
 
 MODULES = {
     "bart": "bart", "bert": "bert", "distilbert": "bert", "gemma": "gemma", "gemma2": "gemma", "gpt2": "gpt2",
-    "gpt_neox": "gpt_neox", "llama": "llama", "marian": "bart", "mistral": "llama", "opt": "opt", "phi3": "llama",
-    "qwen2": "llama", "qwen3": "llama", "roberta": "bert", "t5": "t5", "xlm-roberta": "bert",
+    "gpt_neox": "gpt_neox", "llama": "llama", "marian": "bart", "mistral": "llama", "opt": "opt",
+    "phi3": "llama", "qwen2": "llama", "qwen3": "llama", "roberta": "bert", "t5": "t5", "xlm-roberta": "bert",
 }
 
 

@@ -1,9 +1,9 @@
 """A pretrained family converts one Hugging Face `model_type` both ways, config.json <-> ModelConfig and state
 dict <-> zoo state dict, from tables: its config keys (`keys`, config_map.py), its base model's tensor map
 (`tensors`, tensor_map.py) and one head layout per zoo head (`heads`, heads.py), the class `architectures`
-names. A subclass that sets `model_type` is registered in FAMILIES under it; what the tables cannot say goes in
-the hooks `more_from_hf` / `more_to_hf` / `read_first`. Export refuses a model its config.json cannot express
-through the round trip (roundtrip.py), not through per-family lists."""
+names. A subclass that sets `model_type` is registered in FAMILIES under it; what the tables cannot say goes
+in the hooks `more_from_hf` / `more_to_hf` / `read_first`. Export refuses a model its config.json cannot
+express through the round trip (roundtrip.py), not through per-family lists."""
 
 from __future__ import annotations
 
@@ -33,12 +33,12 @@ class Family:
     keys: tuple[Key, ...] = ()  # config.json key <-> ModelConfig key
     defaults: Mapping[str, Any] = {}  # config.json defaults of this family where they differ from the keys'
     fixed: Mapping[str, Any] = {}  # ModelConfig keys every checkpoint of the family has
-    requires: Mapping[str, Any] = {}  # config.json keys zoo reproduces at one value (null or absent: that one)
+    requires: Mapping[str, Any] = {}  # config.json keys zoo reproduces at one value (null, absent: that one)
     tensors: Rows = {}  # the base model's tensor map (heads: zoo.pretrained.heads)
     class_prefix: str = ""  # "Bert": BertModel, BertForMaskedLM, ...
-    lm_suffixes: tuple[str, ...] = ("ForCausalLM",)  # the CLASS_HEADS suffixes of this family's LM; first exported
+    lm_suffixes: tuple[str, ...] = ("ForCausalLM",)  # CLASS_HEADS suffixes of the family's LM; first exported
     heads: Mapping[str, HeadLayout] = {}  # zoo head -> where the family's class keeps it
-    not_loaded: Mapping[str, str] = {}  # transformers classes of the family zoo does not load -> why (in the error)
+    not_loaded: Mapping[str, str] = {}  # transformers classes of the family zoo does not load -> why
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -60,8 +60,8 @@ class Family:
                 **write(self.keys, cfg), **self.more_to_hf(cfg)}
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
-        """ModelConfig keys the key table cannot read (from config.json `hf` and the keys read so far), and the
-        checks of settings zoo cannot reproduce."""
+        """ModelConfig keys the key table cannot read (from config.json `hf` and the keys read so far), and
+        the checks of settings zoo cannot reproduce."""
         return {}, {}
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
@@ -74,13 +74,13 @@ class Family:
         try:
             back = self.config_from_hf(hf)
         except ValueError as err:
-            raise ValueError(f"This zoo model cannot be exported as {self.model_type!r}: the config.json it would "
-                             f"write does not load: {err}") from None
+            raise ValueError(f"This zoo model cannot be exported as {self.model_type!r}: the config.json it "
+                             f"would write does not load: {err}") from None
         return self.heads[back.head].fitted(back, has_pooler=cfg.head_pooler not in (None, NO_POOLER))
 
     # ----- heads: one HeadLayout per zoo head, the class named by `architectures` -----
     def classes(self) -> dict[str, str]:
-        """Every transformers class this family loads -> its zoo head; the first per head is the export class."""
+        """Each transformers class the family loads -> its zoo head; the first per head is exported."""
         suffixes = [*self.lm_suffixes, *(s for s, h in CLASS_HEADS.items() if h != "lm")]
         return {self.class_prefix + s: CLASS_HEADS[s] for s in suffixes if CLASS_HEADS[s] in self.heads}
 
@@ -88,20 +88,20 @@ class Family:
         """The transformers class an export of `head` is written as."""
         found = [name for name, h in self.classes().items() if h == head]
         if not found:
-            raise ValueError(f"This zoo model cannot be exported as {self.model_type!r}: model.head={head!r} has no "
-                             f"{self.model_type} class; heads it has: {', '.join(self.heads)}.")
+            raise ValueError(f"This zoo model cannot be exported as {self.model_type!r}: model.head={head!r} "
+                             f"has no {self.model_type} class; heads it has: {', '.join(self.heads)}.")
         return found[0]
 
     def layout(self, hf: Mapping[str, Any]) -> HeadLayout:
-        """The head config.json's `architectures` names; one error naming an unknown class and listing these."""
+        """The head config.json's `architectures` names; one error naming an unknown class, listing these."""
         named = hf.get("architectures") or [self.class_for("lm")]
         classes = self.classes()
         unknown = [a for a in named if a not in classes]
         heads = {classes[a] for a in named if a in classes}
         if unknown or len(heads) != 1:
             why = "".join(f" {name}: {self.not_loaded[name]}." for name in unknown if name in self.not_loaded)
-            raise ValueError(f"{self.model_type} config.json names architectures={list(named)}: zoo loads one "
-                             f"{self.model_type} class of: {', '.join(classes)}.{why}")
+            raise ValueError(f"{self.model_type} config.json names architectures={list(named)}: zoo loads "
+                             f"one {self.model_type} class of: {', '.join(classes)}.{why}")
         return self.heads[heads.pop()]
 
     def head_config(self, hf: Mapping[str, Any]) -> dict[str, Any]:
@@ -123,11 +123,12 @@ class Family:
         layout = self.heads.get(cfg.head)
         if layout is None or not layout.labelled:
             return {}
-        return label_maps(names, cfg.num_labels, f"export of model.head={cfg.head} as {self.class_for(cfg.head)}")
+        where = f"export of model.head={cfg.head} as {self.class_for(cfg.head)}"
+        return label_maps(names, cfg.num_labels, where)
 
     def head_origins(self, head: str) -> dict[str, str]:
-        """zoo head tensor -> the checkpoint tensor of this family's `head` class it is read from ({}: unknown,
-        so init_from reuses a head tensor only for the same head)."""
+        """zoo head tensor -> the checkpoint tensor of this family's `head` class it is read from ({}:
+        unknown, so init_from reuses a head tensor only for the same head)."""
         return self.heads[head].origins() if head in self.heads else {}
 
     # ----- tensors -----
@@ -145,13 +146,13 @@ class Family:
         return layout.fitted(cfg, layout.has_pooler(src))
 
     def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
-        """Base model, then the head. With `src.head_optional` (init_from), head tensors the file lacks are left
-        out (they are made fresh) instead of failing."""
+        """Base model, then the head. With `src.head_optional` (init_from), head tensors the file lacks are
+        left out (they are made fresh) instead of failing."""
         layout, shapes = self.heads[cfg.head], zoo_shapes(cfg)
         out = self.read_first(src, cfg)
         out.update(load(self.tensor_map(cfg), src, {k: s for k, s in shapes.items() if k not in out}, cfg))
         before = len(src.missing)
-        layout.from_hf(src, cfg, out, shapes)  # the head's tensors join the base's (a tied head reads the table)
+        layout.from_hf(src, cfg, out, shapes)  # joins the base's tensors (a tied head reads the table)
         origins = {k: v for k, v in layout.origins().items() if k in out}
         if src.head_optional and len(src.missing) > before:
             src.new_head = src.missing[before:]
@@ -162,7 +163,7 @@ class Family:
         return PretrainedState(out, origins)
 
     def state_to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
-        """The class's names: a bare model (head none) stores its base without the prefix, as transformers does."""
+        """The class's names: a bare model (head none) stores its base without the prefix, as transformers."""
         layout = self.heads[cfg.head]
         prefix = "" if layout.bare else self.prefixes[0] if layout.prefix is None else layout.prefix
         return {**save(self.tensor_map(cfg), state, cfg, prefix), **layout.to_hf(state, cfg, prefix)}

@@ -1,10 +1,10 @@
 """Gemma: Llama's layout with Gemma's details: RMSNorm with a (1 + w) gain (`rmsnorm_1p`; HF stores w), a
-tanh-GELU gate (`geglu_tanh`), token embeddings times sqrt(hidden) (`embed_scale`), an explicit head size, a tied
-head, no biases, plain RoPE. Gemma 2 adds sandwich norms (a second norm on each sub-layer's output: HF
+tanh-GELU gate (`geglu_tanh`), token embeddings times sqrt(hidden) (`embed_scale`), an explicit head size, a
+tied head, no biases, plain RoPE. Gemma 2 adds sandwich norms (a second norm on each sub-layer's output: HF
 `post_attention_layernorm` / `post_feedforward_layernorm` -> zoo `post_norm_self` / `post_norm_ffn`, and
 `pre_feedforward_layernorm` -> `norm_ffn`), tanh soft caps on the attention scores and the logits, a score
-scale of query_pre_attn_scalar ** -0.5, and a sliding window on the layers `layer_types` marks (every other one,
-starting with layer 0, by default)."""
+scale of query_pre_attn_scalar ** -0.5, and a sliding window on the layers `layer_types` marks (every other
+one, starting with layer 0, by default)."""
 
 from __future__ import annotations
 
@@ -23,20 +23,23 @@ LOCAL, GLOBAL = "sliding_attention", "full_attention"
 # the MLP activation: transformers 5 reads Gemma's legacy "gelu" as the tanh approximation too
 # (GemmaConfig.__post_init__); exports write "gelu_pytorch_tanh"
 TANH_GATE = {"gelu_pytorch_tanh": "geglu_tanh", "gelu": "geglu_tanh"}
-GEMMA_KEYS = tuple(Key("activation", "hidden_act", "gelu_pytorch_tanh", TANH_GATE) if k.zoo == "activation" else k
-                   for k in KEYS)
+def with_activation(key: str, choices: dict[str, str]) -> tuple[Key, ...]:
+    """Llama's keys with the MLP activation read from `key` through `choices`."""
+    return tuple(Key("activation", key, "gelu_pytorch_tanh", choices) if k.zoo == "activation" else k
+                 for k in KEYS)
 
 
 class Gemma(LlamaShaped):
     model_type = "gemma"
     class_prefix = "Gemma"
     heads = NO_QA  # transformers has no Gemma(2)ForQuestionAnswering
-    keys = GEMMA_KEYS
-    defaults = {"head_dim": 256, "max_position_embeddings": 8192, "tie_word_embeddings": True, "bos_token_id": 2,
-                "eos_token_id": 1}
+    keys = with_activation("hidden_act", TANH_GATE)
+    defaults = {"head_dim": 256, "max_position_embeddings": 8192, "tie_word_embeddings": True,
+                "bos_token_id": 2, "eos_token_id": 1}
     fixed = {**DECODER, "norm": "rmsnorm_1p", "embed_scale": True}
     # transformers 4.x ran `hidden_activation` instead of hidden_act when set
-    requires = {"attention_bias": False, "use_bidirectional_attention": False, "hidden_activation": "gelu_pytorch_tanh"}
+    requires = {"attention_bias": False, "use_bidirectional_attention": False,
+                "hidden_activation": "gelu_pytorch_tanh"}
     rope = Rope(PLAIN_ROPE)
 
 
@@ -47,7 +50,7 @@ def local_layers(n_layers: int, global_every: int) -> list[bool]:
 
 
 def global_every_for(local: list[bool]) -> int | None:
-    """zoo's `global_every` giving this local/global pattern (Gemma 2's alternation first), or None if none does."""
+    """zoo's `global_every` giving this local/global pattern (Gemma 2's alternation first), or None."""
     for every in (2, 0, *range(1, len(local) + 1)):
         if local_layers(len(local), every) == local:
             return every
@@ -58,17 +61,17 @@ class Gemma2(Gemma):
     model_type = "gemma2"
     class_prefix = "Gemma2"
     tensors = {**TENSORS, **within("decoder_stack.layers.{i}.", "layers.{i}.", {
-        "post_norm_self.weight": "post_attention_layernorm.weight", "norm_ffn.weight": "pre_feedforward_layernorm.weight",
+        "post_norm_self.weight": "post_attention_layernorm.weight",
+        "norm_ffn.weight": "pre_feedforward_layernorm.weight",
         "post_norm_ffn.weight": "post_feedforward_layernorm.weight"})}
     # Gemma2MLP reads `hidden_activation`; `hidden_act` is ignored
-    keys = tuple(Key("activation", "hidden_activation", "gelu_pytorch_tanh", {"gelu_pytorch_tanh": "geglu_tanh"})
-                 if k.zoo == "activation" else k for k in KEYS)
+    keys = with_activation("hidden_activation", {"gelu_pytorch_tanh": "geglu_tanh"})
     fixed = {**Gemma.fixed, "norm_placement": "sandwich"}
     requires = {"attention_bias": False, "use_bidirectional_attention": False}
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
         rope, checks = super().more_from_hf(hf, settings)
-        n, window = settings["n_layers"], hf.get("sliding_window", 4096)
+        n, d, window = settings["n_layers"], settings["d_model"], hf.get("sliding_window", 4096)
         types = hf.get("layer_types") or [LOCAL if local else GLOBAL for local in local_layers(n, 2)]
         local = [t == LOCAL for t in types]
         every = global_every_for(local)
@@ -77,16 +80,17 @@ class Gemma2(Gemma):
             "len(layer_types) == num_hidden_layers": (len(types) == n, True),
             "layer_types global every k-th layer": (every is not None, True),
             "sliding_window given for sliding_attention layers": (window is not None or not any(local), True),
-            "hidden_size a multiple of num_attention_heads": (settings["d_model"] % settings["n_heads"] == 0, True),
+            "hidden_size a multiple of num_attention_heads": (d % settings["n_heads"] == 0, True),
         })
         scalar = hf.get("query_pre_attn_scalar", 256)
         caps = [hf.get(key, default) for key, default in (("attn_logit_softcapping", 50.0),
                                                            ("final_logit_softcapping", 30.0))]
-        head_size = settings["head_dim"] or settings["d_model"] // settings["n_heads"]
+        head_size = settings["head_dim"] or d // settings["n_heads"]
         return {**rope, "attn_scale": None if scalar == head_size else float(scalar) ** -0.5,
                 "attn_softcap": None if caps[0] is None else float(caps[0]),
                 "final_softcap": None if caps[1] is None else float(caps[1]),
-                "sliding_window": window if any(local) else None, "global_every": every if any(local) else 0}, checks
+                "sliding_window": window if any(local) else None,
+                "global_every": every if any(local) else 0}, checks
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
         scalar: float = cfg.head_size if cfg.attn_scale is None else cfg.attn_scale**-2

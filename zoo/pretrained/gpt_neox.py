@@ -1,8 +1,8 @@
 """GPT-NeoX (Pythia): decoder, LayerNorm, parallel residual (x + attn(ln1(x)) + mlp(ln2(x))) or pre-norm,
 partial rotary (rotate-half on the first `rotary_pct` of each head), biases everywhere, untied `embed_out`.
-HF fuses q/k/v per head, rows ordered (head, q|k|v, feature); zoo's `qkv` rows are [q (H*D) | k | v]. Heads as the
-folder's class says: GPTNeoXModel, GPTNeoXForCausalLM (`embed_out`), ...ForSequenceClassification (`score`),
-...ForTokenClassification (`classifier`), ...ForQuestionAnswering (`qa_outputs`)."""
+HF fuses q/k/v per head, rows ordered (head, q|k|v, feature); zoo's `qkv` rows are [q (H*D) | k | v]. Heads
+as the folder's class says: GPTNeoXModel, GPTNeoXForCausalLM (`embed_out`), ...ForSequenceClassification
+(`score`), ...ForTokenClassification (`classifier`), ...ForQuestionAnswering (`qa_outputs`)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,10 @@ class GPTNeoX(Family):
     model_type = "gpt_neox"
     class_prefix = "GPTNeoX"
     prefixes = ("gpt_neox.",)
-    heads = {"none": BARE, "lm": CausalLMLayout("lm", proj="~embed_out", alias="~lm_head"),  # lm_head: transformers 5
+    heads = {"none": BARE, "lm": CausalLMLayout("lm", proj="~embed_out", alias="~lm_head"),  # lm_head: 5.x
              "classifier": SCORE, "token_classifier": token_classifier("~classifier"), "qa": QA}
-    tensors = {"embed.tokens.weight": "embed_in.weight", "decoder_stack.final_norm.{p}": "final_layer_norm.{p}",
+    tensors = {"embed.tokens.weight": "embed_in.weight",
+               "decoder_stack.final_norm.{p}": "final_layer_norm.{p}",
                **within("decoder_stack.layers.{i}.", "layers.{i}.", {
                    "self_attn.qkv.{p}": Op("heads", "attention.query_key_value.{p}"),
                    "self_attn.o.{p}": "attention.dense.{p}", "ffn.up.{p}": "mlp.dense_h_to_4h.{p}",
@@ -40,7 +41,8 @@ class GPTNeoX(Family):
         Key("eos_id", "eos_token_id", 0, token=True), Key("pad_id", "pad_token_id", "eos_id", token=True),
         Key("bos_id", "bos_token_id", "eos_id", token=True),
     )
-    fixed = {"arch": "decoder", "norm": "layernorm", "positional": "rope", "rope_layout": "half", "bias": True}
+    fixed = {"arch": "decoder", "norm": "layernorm", "positional": "rope", "rope_layout": "half",
+             "bias": True}
     # attention_bias=False drops the attention biases but keeps the MLP and LayerNorm ones: no zoo knob
     requires = {"attention_bias": True}
 

@@ -68,10 +68,11 @@ class HeadLayout:
 
     def from_hf(self, src: HFTensors, cfg: ModelConfig, out: dict[str, torch.Tensor],
                 shapes: Mapping[str, tuple[int, ...]]) -> None:
-        """The head's tensors into `out` (`shapes`: the zoo model's; the origins are the head's tensor map)."""
+        """The head's tensors into `out` (`shapes`: the zoo model's; `origins` is the head's tensor map)."""
         out.update(load(self.origins(), src, shapes, cfg))
 
-    def to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str) -> dict[str, torch.Tensor]:
+    def to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str
+              ) -> dict[str, torch.Tensor]:
         return save(self.origins(), state, cfg, prefix)
 
 

@@ -2,12 +2,12 @@
 attention; `model.embed_tokens`, `model.layers.{i}.*`, `model.norm`, then the head the folder's class says
 (decoder_heads.py). HF keeps q/k/v and gate/up as separate matrices; zoo stacks them as [q | k | v] and
 [gate | value]. Each family below is Llama's tables with what differs:
-Mistral: no biases, every layer attending within `sliding_window` (null: full attention; transformers ignores a
-Mistral config's `layer_types`, and so does zoo). Qwen2 (and 2.5): biases on q, k and v only; its sliding window
-(`use_sliding_window` from `max_window_layers` on, or `layer_types`) only where zoo's reproduces it: every layer
-or none. Qwen3: Qwen2 with an RMSNorm on each head's q and k (`qk_norm`), head_dim 128 when omitted, no q/k/v
-bias. Phi-3: Mistral's with q/k/v fused in `qkv_proj`, gate/up in `gate_up_proj`, a partial rotary
-(`rope_fraction`) and plain RoPE only (`longrope`: Phi-3 128k, Phi-3.5, Phi-4-mini, is refused)."""
+Mistral: no biases, every layer attending within `sliding_window` (null: full attention; transformers ignores
+a Mistral config's `layer_types`, and so does zoo). Qwen2 (and 2.5): biases on q, k and v only; its sliding
+window (`use_sliding_window` from `max_window_layers` on, or `layer_types`) only where zoo's reproduces it:
+every layer or none. Qwen3: Qwen2 with an RMSNorm on each head's q and k (`qk_norm`), head_dim 128 when
+omitted, no q/k/v bias. Phi-3: Mistral's with q/k/v fused in `qkv_proj`, gate/up in `gate_up_proj`, a partial
+rotary (`rope_fraction`) and plain RoPE only (`longrope`: Phi-3 128k, Phi-3.5, Phi-4-mini, is refused)."""
 
 from __future__ import annotations
 
@@ -25,24 +25,26 @@ from zoo.pretrained.tensor_map import HFTensors, within
 LAYER = {  # zoo -> HF inside a layer
     "self_attn.qkv.{p}": ("self_attn.q_proj.{p}", "self_attn.k_proj.{p}", "self_attn.v_proj.{p}"),
     "self_attn.o.{p}": "self_attn.o_proj.{p}",
-    "self_attn.q_norm.weight": "self_attn.q_norm.weight", "self_attn.k_norm.weight": "self_attn.k_norm.weight",
+    "self_attn.q_norm.weight": "self_attn.q_norm.weight",
+    "self_attn.k_norm.weight": "self_attn.k_norm.weight",
     "ffn.up.{p}": ("mlp.gate_proj.{p}", "mlp.up_proj.{p}"), "ffn.down.{p}": "mlp.down_proj.{p}",
     "norm_self.weight": "input_layernorm.weight", "norm_ffn.weight": "post_attention_layernorm.weight",
 }
 TENSORS = {"embed.tokens.weight": "embed_tokens.weight", "decoder_stack.final_norm.weight": "norm.weight",
            **within("decoder_stack.layers.{i}.", "layers.{i}.", LAYER)}
-GATED = {"silu": "swiglu", "gelu": "geglu", "gelu_pytorch_tanh": "geglu_tanh"}  # HF hidden_act -> zoo activation
+GATED = {"silu": "swiglu", "gelu": "geglu", "gelu_pytorch_tanh": "geglu_tanh"}  # HF hidden_act -> zoo
 KEYS = (
     Key("vocab_size", "vocab_size"), Key("d_model", "hidden_size"), Key("n_layers", "num_hidden_layers"),
     Key("n_heads", "num_attention_heads"), Key("n_kv_heads", "num_key_value_heads", None),
-    Key("head_dim", "head_dim", None), Key("d_ff", "intermediate_size"), Key("activation", "hidden_act", "silu", GATED),
+    Key("head_dim", "head_dim", None), Key("d_ff", "intermediate_size"),
+    Key("activation", "hidden_act", "silu", GATED),
     Key("norm_eps", "rms_norm_eps", 1e-6), Key("max_seq_len", "max_position_embeddings", 2048),
     Key("attn_dropout", "attention_dropout", 0.0), Key("tie_embeddings", "tie_word_embeddings", False),
     Key("pad_id", "pad_token_id", 0, token=True), Key("bos_id", "bos_token_id", 1, token=True),
     Key("eos_id", "eos_token_id", 2, token=True),
 )
-DECODER = {"arch": "decoder", "norm": "rmsnorm", "norm_placement": "pre", "positional": "rope", "rope_layout": "half",
-           "dropout": 0.0, "bias": False}
+DECODER = {"arch": "decoder", "norm": "rmsnorm", "norm_placement": "pre", "positional": "rope",
+           "rope_layout": "half", "dropout": 0.0, "bias": False}
 WINDOW = Key("sliding_window", "sliding_window", 4096)
 
 
@@ -50,7 +52,7 @@ class LlamaShaped(Family):
     """The tables the Llama-shaped families share (RoPE through `rope`)."""
 
     class_prefix = "Llama"
-    prefixes = ("model.", "transformer.")  # *ForCausalLM, *ForSequenceClassification, ...; LlamaForQuestionAnswering
+    prefixes = ("model.", "transformer.")  # *ForCausalLM, ...; LlamaForQuestionAnswering
     heads = LLAMA_HEADS
     tensors = TENSORS
     keys = KEYS
@@ -103,9 +105,9 @@ class Qwen2(LlamaShaped):
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
         rope, checks = super().more_from_hf(hf, settings)
-        window = hf.get("sliding_window", 4096) if hf.get("use_sliding_window", False) else None  # as Qwen2Config
-        kinds = set(hf.get("layer_types") or [self.KINDS[window is not None and i >= hf.get("max_window_layers", 28)]
-                                              for i in range(settings["n_layers"])])
+        window = hf.get("sliding_window", 4096) if hf.get("use_sliding_window", False) else None  # as Qwen2
+        first = hf.get("max_window_layers", 28) if window is not None else settings["n_layers"]
+        kinds = set(hf.get("layer_types") or [self.KINDS[i >= first] for i in range(settings["n_layers"])])
         if window is not None:
             uniform = len(kinds) == 1 and kinds <= set(self.KINDS)
             checks["layer_types all full_attention or all sliding_attention"] = (uniform, True)

@@ -2,8 +2,8 @@
 ReLU, biases, tied head. A final LayerNorm exists only with pre-norm, unless `_remove_final_layer_norm`.
 transformers reads OPT's positions from the mask (cumsum - 1); zoo's default 0..T-1 agrees at every real
 token of an unpadded or right-padded batch, and left-padded batches pass position_ids = cumsum(mask) - 1.
-Heads as the folder's class says: OPTModel (`decoder.*`), OPTForCausalLM, OPTForSequenceClassification (`score`),
-OPTForQuestionAnswering (`qa_outputs`); transformers has no OPTForTokenClassification."""
+Heads as the folder's class says: OPTModel (`decoder.*`), OPTForCausalLM, OPTForSequenceClassification
+(`score`), OPTForQuestionAnswering (`qa_outputs`); transformers has no OPTForTokenClassification."""
 
 from __future__ import annotations
 
@@ -29,9 +29,10 @@ FAIRSEQ_LAYER = {
 class OPT(Family):
     model_type = "opt"
     class_prefix = "OPT"
-    prefixes = ("model.decoder.", "decoder.")  # OPTForCausalLM; OPTModel (and the original facebook/opt-* files)
+    prefixes = ("model.decoder.", "decoder.")  # OPTForCausalLM; OPTModel (and the facebook/opt-* files)
     heads = {"none": HeadLayout("none", prefix="decoder."), "lm": LM, "classifier": SCORE, "qa": QA}
-    tensors = {"embed.tokens.weight": "embed_tokens.weight", "embed.positional.table.weight": "embed_positions.weight",
+    tensors = {"embed.tokens.weight": "embed_tokens.weight",
+               "embed.positional.table.weight": "embed_positions.weight",
                "decoder_stack.final_norm.{p}": "final_layer_norm.{p}",
                **within("decoder_stack.layers.{i}.", "layers.{i}.", FAIRSEQ_LAYER)}
     keys = (
@@ -44,8 +45,8 @@ class OPT(Family):
         Key("pad_id", "pad_token_id", 1, token=True), Key("bos_id", "bos_token_id", 2, token=True),
         Key("eos_id", "eos_token_id", 2, token=True),
     )
-    fixed = {"arch": "decoder", "norm": "layernorm", "norm_eps": 1e-5, "positional": "learned", "pos_offset": 2,
-             "bias": True}  # OPTLearnedPositionalEmbedding reads row position + 2
+    fixed = {"arch": "decoder", "norm": "layernorm", "norm_eps": 1e-5, "positional": "learned",
+             "pos_offset": 2, "bias": True}  # OPTLearnedPositionalEmbedding reads row position + 2
     # enable_bias=False keeps the LayerNorm biases: no zoo knob
     requires = {"enable_bias": True, "layer_norm_elementwise_affine": True}
 
@@ -57,4 +58,5 @@ class OPT(Family):
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
         pre = cfg.norm_placement == "pre"
-        return {"word_embed_proj_dim": cfg.d_model, "_remove_final_layer_norm": pre and not uses_final_norm(cfg)}
+        return {"word_embed_proj_dim": cfg.d_model,
+                "_remove_final_layer_norm": pre and not uses_final_norm(cfg)}

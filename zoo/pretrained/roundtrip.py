@@ -53,7 +53,7 @@ def check_roundtrip(cfg: ModelConfig, read_back: ModelConfig, model_type: str,
     are keys the family writes in an equivalent form (e.g. no head bias saved as a zero bias)."""
     mine, theirs = effective(cfg), effective(read_back)
     lost = [f"model.{k}={mine[k]!r} (would load as {theirs[k]!r})" for k in mine
-            if k in theirs and mine[k] != theirs[k] and k not in same_model]  # not in theirs: another arch's key
+            if k in theirs and mine[k] != theirs[k] and k not in same_model]  # absent: another arch's key
     if lost:
         raise ValueError(f"This zoo model cannot be exported as {model_type!r}: its config.json cannot express "
                          + "; ".join(lost) + ".")

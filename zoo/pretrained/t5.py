@@ -63,15 +63,17 @@ def _stack(side: str, ffn: str, up: tuple[str, ...]) -> dict:
     """The rows of one T5 stack's layers (`ffn`: the feed-forward's sub-layer; `up`: its input matrices)."""
     attn, cross = "layer.0.SelfAttention.", "layer.1.EncDecAttention."
     return within(side + "_stack.layers.{i}.", side + ".block.{i}.", {
-        "self_attn.qkv.weight": tuple(f"{attn}{p}.weight" for p in "qkv"), "self_attn.o.weight": f"{attn}o.weight",
+        "self_attn.qkv.weight": tuple(f"{attn}{p}.weight" for p in "qkv"),
+        "self_attn.o.weight": f"{attn}o.weight",
         "norm_self.weight": "layer.0.layer_norm.weight", "ffn.down.weight": f"{ffn}.DenseReluDense.wo.weight",
         "ffn.up.weight": tuple(f"{ffn}.DenseReluDense.{u}.weight" for u in up),  # [gate | value]
         "norm_ffn.weight": f"{ffn}.layer_norm.weight", "cross_attn.q.weight": f"{cross}q.weight",
-        "cross_attn.kv.weight": (f"{cross}k.weight", f"{cross}v.weight"), "cross_attn.o.weight": f"{cross}o.weight",
+        "cross_attn.kv.weight": (f"{cross}k.weight", f"{cross}v.weight"),
+        "cross_attn.o.weight": f"{cross}o.weight",
         "norm_cross.weight": "layer.1.layer_norm.weight"})
 
 
-_BIAS = "{}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"  # one table per stack, on its layer 0
+_BIAS = "{}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"  # one per stack, on its layer 0
 # (zoo arch, model.head) -> the transformers class it is; the first per head is what a folder without
 # `architectures` loads as (the LM) and the class name says the arch a folder loads as
 ARCH_CLASSES = {("encoder_decoder", "lm"): "T5ForConditionalGeneration", ("encoder_decoder", "none"): "T5Model",
@@ -105,7 +107,8 @@ class T5LMLayout(HeadLayout):
             head = src.take_optional("~lm_head.weight", tuple(tokens.shape))
             out["head.proj.weight"] = tokens.clone() if head is None else head
 
-    def to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str) -> dict[str, torch.Tensor]:
+    def to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str
+              ) -> dict[str, torch.Tensor]:
         return {} if cfg.tie_embeddings else {"lm_head.weight": state["head.proj.weight"]}
 
 
@@ -121,7 +124,8 @@ class T5(Family):
         Key("vocab_size", "vocab_size"), Key("d_model", "d_model"), Key("n_heads", "num_heads"),
         Key("n_layers", "num_layers"), Key("head_dim", "d_kv", 64), Key("d_ff", "d_ff"),
         Key("norm_eps", "layer_norm_epsilon", 1e-6), Key("rel_buckets", "relative_attention_num_buckets", 32),
-        Key("rel_max_distance", "relative_attention_max_distance", 128), Key("max_seq_len", "n_positions", 512),
+        Key("rel_max_distance", "relative_attention_max_distance", 128),
+        Key("max_seq_len", "n_positions", 512),
         Key("dropout", "dropout_rate", 0.1), Key("pad_id", "pad_token_id", 0, token=True),
         Key("eos_id", "eos_token_id", 1, token=True),  # T5 starts every target with the pad id:
         Key("decoder_start_id", "decoder_start_token_id", "pad_id", token=True),
@@ -134,7 +138,7 @@ class T5(Family):
         return {name: head for (_, head), name in ARCH_CLASSES.items()}
 
     def head_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
-        named = ARCH_CLASSES.get((cfg.arch, cfg.head)) or self.class_for(cfg.head)  # another arch: the round trip
+        named = ARCH_CLASSES.get((cfg.arch, cfg.head)) or self.class_for(cfg.head)  # else: the round trip
         return {**super().head_to_hf(cfg), "architectures": [named]}
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
@@ -147,8 +151,10 @@ class T5(Family):
             tied = bool(hf["scale_decoder_outputs"])
         else:
             tied = hf.get("tie_word_embeddings", True) is not False
-        depth = {"encoder_layers": layers, "decoder_layers": decoder_layers} if arch == "encoder_decoder" else {}
-        checks = {"num_layers >= 1": (layers >= 1, True), "num_decoder_layers >= 1": (decoder_layers >= 1, True)}
+        depth = ({"encoder_layers": layers, "decoder_layers": decoder_layers} if arch == "encoder_decoder"
+                 else {})
+        checks = {"num_layers >= 1": (layers >= 1, True),
+                  "num_decoder_layers >= 1": (decoder_layers >= 1, True)}
         return {"arch": arch, **depth, "activation": _activation(hf), "tie_embeddings": tied,
                 "head_scale": settings["d_model"] ** -0.5 if tied else None}, checks
 
@@ -161,7 +167,8 @@ class T5(Family):
 
     def tensor_map(self, cfg: ModelConfig) -> Rows:
         up = ("wi_0", "wi_1") if cfg.activation in _GATED.values() else ("wi",)
-        return {"{e}.tokens.weight": "shared.weight", "src_embed.positional.relative_bias.weight": _BIAS.format("encoder"),
+        return {"{e}.tokens.weight": "shared.weight",
+                "src_embed.positional.relative_bias.weight": _BIAS.format("encoder"),
                 "embed.positional.relative_bias.weight": _BIAS.format("encoder"),
                 "tgt_embed.positional.relative_bias.weight": _BIAS.format("decoder"),
                 "encoder_stack.final_norm.weight": "encoder.final_layer_norm.weight",

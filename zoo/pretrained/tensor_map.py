@@ -1,8 +1,9 @@
-"""A family's tensors as one declarative map (torchtune's `_FROM_HF`, inverted for export too): rows of zoo name
-pattern -> the Hugging Face tensor(s) it is. `load` reads every tensor the zoo model has through its row, `save`
-writes each one back. A `{field}` matches one part of a name (`{i}` a layer, `{p}` weight or bias) and carries
-into the HF names. Shapes come from the zoo model (built on the meta device), so rows name tensors only. A row
-of several HF names stacks them row-wise ([q | k | v], [gate | up]); `Op` marks a tensor stored otherwise."""
+"""A family's tensors as one declarative map (torchtune's `_FROM_HF`, inverted for export too): rows of zoo
+name pattern -> the Hugging Face tensor(s) it is. `load` reads every tensor the zoo model has through its row,
+`save` writes each one back. A `{field}` matches one part of a name (`{i}` a layer, `{p}` weight or bias) and
+carries into the HF names. Shapes come from the zoo model (built on the meta device), so rows name tensors
+only. A row of several HF names stacks them row-wise ([q | k | v], [gate | up]); `Op` marks a tensor stored
+otherwise."""
 
 from __future__ import annotations
 
@@ -36,14 +37,14 @@ def is_buffer(name: str) -> bool:
 
 
 def stored_name(name: str, prefix: str) -> str:
-    """A row's name as stored by a class whose base model sits under `prefix` (`~`: outside the base model)."""
+    """A row's name as stored by a class whose base model is under `prefix` (`~`: outside the base model)."""
     return name[1:] if name.startswith("~") else prefix + name
 
 
 class HFTensors:
-    """The checkpoint's tensors, consumed by name with an expected shape (a name read twice, a shared table, is
-    the same tensor). Missing names are collected and reported together; a wrong shape raises at once naming
-    the tensor and both shapes."""
+    """The checkpoint's tensors, consumed by name with an expected shape (a name read twice, a shared table,
+    is the same tensor). Missing names are collected and reported together; a wrong shape raises at once
+    naming the tensor and both shapes."""
 
     def __init__(self, tensors: dict[str, torch.Tensor], source: str, prefixes: Sequence[str] = ()) -> None:
         self.source = source
@@ -59,7 +60,7 @@ class HFTensors:
         self.new_head: list[str] = []  # the head tensors it lacked then
 
     def key(self, name: str) -> str:
-        """The stored name of `name`: `~` marks a name outside the base model prefix (e.g. `lm_head.weight`)."""
+        """The stored name of `name`: `~` marks a name outside the base-model prefix (`lm_head.weight`)."""
         return stored_name(name, self.prefix)
 
     def has(self, name: str) -> bool:
@@ -96,13 +97,13 @@ class HFTensors:
         unknown = [k for k in leftover if k not in explained]
         if unknown:
             raise ValueError(
-                f"{self.source} holds {len(unknown)} tensor(s) zoo does not know how to load: {_some(unknown)}. "
-                f"The checkpoint uses a feature this converter does not support."
+                f"{self.source} holds {len(unknown)} tensor(s) zoo does not know how to load: "
+                f"{_some(unknown)}. The checkpoint uses a feature this converter does not support."
             )
         if explained:
             warnings.warn(
-                f"Ignoring {len(explained)} tensor(s) of {self.source} ({', '.join(sorted(explained)[:4])}...): "
-                f"{'; '.join(sorted(set(explained.values())))}.",
+                f"Ignoring {len(explained)} tensor(s) of {self.source} ({', '.join(sorted(explained)[:4])}"
+                f"...): {'; '.join(sorted(set(explained.values())))}.",
                 stacklevel=3,
             )
 
@@ -113,8 +114,8 @@ def _some(names: list[str]) -> str:
 
 @dataclass(frozen=True)
 class Op:
-    """An HF tensor stored otherwise than zoo's: `t` transposed (GPT-2's Conv1D), `heads` with q/k/v interleaved
-    per head (GPT-NeoX)."""
+    """An HF tensor stored otherwise than zoo's: `t` transposed (GPT-2's Conv1D), `heads` with q/k/v
+    interleaved per head (GPT-NeoX)."""
 
     kind: str
     hf: str
@@ -124,7 +125,7 @@ Rows = Mapping[str, str | tuple[str, ...] | Op]
 
 
 def heads_to_blocks(t: torch.Tensor, heads: int) -> torch.Tensor:
-    """GPT-NeoX rows (H, 3, D) -> zoo rows (3, H, D): [q_0 k_0 v_0 q_1 ...] -> [q_0 q_1 ... | k ... | v ...]."""
+    """GPT-NeoX rows (H, 3, D) -> zoo rows (3, H, D): [q_0 k_0 v_0 q_1 ...] -> [q_0 q_1 ... | k | v]."""
     return t.reshape(heads, 3, -1, *t.shape[1:]).transpose(0, 1).reshape(t.shape)
 
 
@@ -193,7 +194,8 @@ def load(rows: Rows, src: HFTensors, shapes: Mapping[str, tuple[int, ...]], cfg:
     return out
 
 
-def save(rows: Rows, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str) -> dict[str, torch.Tensor]:
+def save(rows: Rows, state: Mapping[str, torch.Tensor], cfg: ModelConfig, prefix: str
+         ) -> dict[str, torch.Tensor]:
     """The HF tensors of every zoo tensor in `state` a row names, under the base-model `prefix`."""
     out = {}
     for name, tensor in state.items():
