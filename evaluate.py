@@ -9,9 +9,9 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-import zoo.training  # noqa: F401  (registers Hydra configs: data/auto)
+import zoo.hydra_schema  # noqa: F401  (registers Hydra configs: data/auto)
+from zoo.apps import ConfigError
 from zoo.evaluation.run import evaluate, report_table
-from zoo.training.plan import ConfigError
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")

@@ -24,6 +24,7 @@ from rich.console import Console
 
 import zoo
 import zoo.hydra_schema  # noqa: F401  (registers model/_schema for the presets)
+from zoo.apps import open_model
 from zoo.checkpoint import CheckpointError
 from zoo.inspection import attention_maps, flops_table, parameter_table, plots, trace
 from zoo.inspection.attention import token_labels
@@ -131,7 +132,7 @@ def load_model(cfg: DictConfig):
     """(model, encode, source, tokenizer) where encode(text) -> (ids, labels); from a checkpoint (with its
     tokenizer) or a fresh preset (tokenizer None)."""
     if cfg.ckpt:
-        model, tokenizer = zoo.load(cfg.ckpt)
+        model, tokenizer, _ = open_model(cfg.ckpt)  # a training checkpoint (read once) or an export folder
 
         def encode(text: str) -> tuple[list[int], list[str]]:
             ids = tokenizer.encode(text)

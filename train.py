@@ -8,9 +8,9 @@ import hydra
 from omegaconf import DictConfig
 
 import zoo.training  # noqa: F401  (registers Hydra configs: model/_schema, data/auto)
+from zoo.apps import ConfigError
 from zoo.training.callbacks import NonFiniteLossError
 from zoo.training.console import quiet_third_party, summary_lines
-from zoo.training.plan import ConfigError
 from zoo.training.run import train
 
 

@@ -20,7 +20,7 @@ from bench.common import SelfTimed
 from zoo.presets import config_root
 from zoo.training.callbacks import CallbackContext, build_callbacks
 from zoo.training.module import ZooLightningModule
-from zoo.training.run import trainer_kwargs
+from zoo.training.plan import trainer_kwargs
 from zoo.utils import IGNORE_INDEX
 
 PER_STEP_CALLBACKS = ("progress_bar", "tokens_per_s", "non_finite")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 import zoo
-from zoo.checkpoint import atomic_torch_save, check_compatible, read_checkpoint, zoo_section
+from zoo.checkpoint import Checkpoint, atomic_torch_save, check_compatible, zoo_section
 from zoo.data import TOKENIZERS
 
 ADDED_SINCE = ("head_activation", "rel_buckets", "rel_max_distance")
@@ -23,4 +23,5 @@ def test_checkpoint_without_newer_keys_loads_and_resumes(tmp_path):
     loaded, _ = zoo.load(path)
     ids = torch.tensor([[1, 2, 3]])
     torch.testing.assert_close(loaded(ids).logits, model.eval()(ids).logits)
-    check_compatible(read_checkpoint(path), model.config, "lm", path, tok)  # raises if any key "differs"
+    record = Checkpoint.read(path).record
+    check_compatible(record, model.config, "lm", path, tok)  # raises if any key "differs"

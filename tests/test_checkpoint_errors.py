@@ -11,10 +11,12 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import zoo
+from zoo.apps import ConfigError
 from zoo.checkpoint import CheckpointError, atomic_torch_save, read_checkpoint, zoo_section
 from zoo.data import TOKENIZERS
 from zoo.export import export
-from zoo.training.run import ConfigError, resolve_ckpt_path
+from zoo.training.plan import resolve_ckpt_path
+from zoo.training.run import read_resumed
 
 FFN_UP = "decoder_stack.layers.0.ffn.up.weight"
 
@@ -53,7 +55,7 @@ def test_wrong_shaped_tensor_is_named_by_every_reader(tmp_path):
     with pytest.raises(CheckpointError, match=message):
         zoo.load(path)
     with pytest.raises(ConfigError, match=rf"ckpt_path={path}: .*{FFN_UP}"):  # train.py, before any data
-        resolve_ckpt_path(str(path), tmp_path, tmp_path / "run")
+        read_resumed(resolve_ckpt_path(str(path), tmp_path, tmp_path / "run"), str(path))
 
 
 def test_missing_and_unknown_tensors_are_listed(tmp_path):

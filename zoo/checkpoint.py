@@ -1,10 +1,10 @@
 """The checkpoint format: atomic writes and validation on open (`zoo.loader.load` restores a model from
 it, `zoo.export` writes exports).
 
-A training checkpoint is a Lightning checkpoint plus a `zoo` section holding plain data only: the model
-config (`ModelConfig.to_dict()`), the task, the tokenizer files (as text) and the RNG states. It opens
-with `torch.load(weights_only=True)`. An export is a folder: `model.safetensors`, `config.json`,
-`tokenizer/`.
+A training checkpoint is a Lightning checkpoint plus a `zoo` section holding plain data only
+(`CheckpointRecord`: the model config, the task, the tokenizer files as text, the RNG states, what trains). It
+opens with `torch.load(weights_only=True)`, once per run (`Checkpoint.read`). An export is a folder:
+`model.safetensors`, `config.json`, `tokenizer/`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import random
 import re
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -89,39 +90,80 @@ def set_rng_states(states: Mapping[str, Any]) -> None:
         torch.cuda.set_rng_state_all(states["cuda"])
 
 
-def zoo_section(config: ModelConfig, task: str, tokenizer) -> dict[str, Any]:
-    """The `zoo` entry every training checkpoint carries."""
-    return {
-        "format_version": FORMAT_VERSION,
-        "model_config": config.to_dict(),
-        "task": task,
-        "tokenizer_files": tokenizer_files(tokenizer),
-        "rng": rng_states(),
-    }
+@dataclass
+class CheckpointRecord:
+    """The `zoo` section of a training checkpoint, plain data only: written by `to_dict` and read by
+    `from_dict` alone. A key an older checkpoint lacks reads as None (not recorded then)."""
+
+    format_version: int | None = FORMAT_VERSION
+    model_config: dict[str, Any] | None = None  # ModelConfig.to_dict()
+    task: str | None = None
+    tokenizer_files: dict[str, str] | None = None  # `tokenizer_files`: {file name: text}
+    rng: dict[str, Any] | None = None  # `rng_states` when it was saved
+    frozen: list[str] | None = None  # zoo.finetune.freeze.frozen_names (None: saved before zoo recorded it)
+    lora: dict[str, Any] | None = None  # zoo.finetune.lora.lora_record: the adapters a load rebuilds
+    hf_model_type: str | None = None  # the Hugging Face family the weights came from: export format=hf
+    wandb_run_id: str | None = None  # the W&B run a resume continues
+
+    def to_dict(self) -> dict[str, Any]:
+        """The section as saved (a field left None is not written)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+    @classmethod
+    def from_dict(cls, section: Mapping[str, Any]) -> CheckpointRecord:
+        return cls(**{f.name: section.get(f.name) for f in fields(cls)})
+
+
+def zoo_section(config: ModelConfig, task: str, tokenizer, **recorded: Any) -> dict[str, Any]:
+    """The `zoo` entry of a checkpoint of `config` trained on `task` with `tokenizer`, with the RNG states of
+    now and the other `CheckpointRecord` fields given (what trains, the HF family, the W&B run)."""
+    return CheckpointRecord(FORMAT_VERSION, config.to_dict(), task, tokenizer_files(tokenizer), rng_states(),
+                            **recorded).to_dict()
 
 
 # ----------------------------------------------------------------------------------------- reading
 
 
-def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """torch.load(weights_only=True) with one clear error, naming the file, for a missing file, a file that
-    is not a PyTorch checkpoint, one without a valid zoo section, or weights that do not fit its config."""
+@dataclass
+class Checkpoint:
+    """A training checkpoint read once: its path, the dict Lightning resumes from, and its zoo record."""
+
+    path: Path
+    data: dict[str, Any]
+    record: CheckpointRecord
+
+    @classmethod
+    def read(cls, path: str | os.PathLike) -> Checkpoint:
+        """`read_checkpoint` (every check, one clear error naming the file), its record parsed."""
+        data = read_checkpoint(path)
+        return cls(Path(path), data, CheckpointRecord.from_dict(data["zoo"]))
+
+
+def checkpoint_file(path: str | os.PathLike) -> Path:
+    """`path` when a file is there (nothing read); CheckpointError for no file or a folder."""
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"checkpoint not found: {path}")
     if path.is_dir():
         raise CheckpointError(f"{path} is a directory, not a checkpoint file (exports load with zoo.load)")
+    return path
+
+
+def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """torch.load(weights_only=True) with one clear error, naming the file, for a missing file, a file that
+    is not a PyTorch checkpoint, one without a valid zoo section, or weights that do not fit its config."""
+    path = checkpoint_file(path)
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # pickle, zip and torch errors alike mean "not a checkpoint"
         raise CheckpointError(torch_load_failure(path, e)) from None
     if not (isinstance(ckpt, dict) and isinstance(ckpt.get("zoo"), dict) and isinstance(ckpt.get("state_dict"), dict)):
         raise CheckpointError(f"{path} is a PyTorch file but not a zoo training checkpoint (no 'zoo' section)")
-    if ckpt["zoo"].get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(
-            f"{path}: zoo checkpoint format {ckpt['zoo'].get('format_version')!r}, expected {FORMAT_VERSION}"
-        )
-    check_state_shapes(ckpt, path)
+    record = CheckpointRecord.from_dict(ckpt["zoo"])
+    if record.format_version != FORMAT_VERSION:
+        raise CheckpointError(f"{path}: zoo checkpoint format {record.format_version!r}, "
+                              f"expected {FORMAT_VERSION}")
+    check_state_shapes(ckpt["state_dict"], record, path)
     return ckpt
 
 
@@ -168,16 +210,18 @@ def saved_model_config(saved: Any, where: str) -> ModelConfig:
         raise CheckpointError(f"{where} is not a valid model config: {e}") from None
 
 
-def check_state_shapes(ckpt: Mapping[str, Any], path: str | os.PathLike) -> None:
+def check_state_shapes(
+    state_dict: Mapping[str, Any], record: CheckpointRecord, path: str | os.PathLike
+) -> None:
     """Raise CheckpointError naming every tensor of the checkpoint that is missing, unknown or wrong-shaped for
     the model its saved config builds (built on the meta device: no memory, no initialisation)."""
     from zoo.presets import build
 
-    config = saved_model_config(ckpt["zoo"].get("model_config"), f"{path}: zoo.model_config")
+    config = saved_model_config(record.model_config, f"{path}: zoo.model_config")
     with torch.device("meta"):
         model = build(config)
-        restore_adapters(model, ckpt["zoo"], path)
-    state = model_state(ckpt["state_dict"])
+        restore_adapters(model, record, path)
+    state = model_state(state_dict)
     shapes = {k: tuple(v.shape) if isinstance(v, torch.Tensor) else None for k, v in state.items()}
     problems = state_problems(shapes, model, tied_stored_once=False)
     if problems:
@@ -213,13 +257,13 @@ def _listed(what: str, items: list[str], limit: int = 5) -> str:
 
 
 def check_compatible(
-    ckpt: Mapping[str, Any], config: ModelConfig, task: str, path: str | os.PathLike, tokenizer=None
+    saved_record: CheckpointRecord, config: ModelConfig, task: str, path: str | os.PathLike, tokenizer=None
 ) -> None:
     """Raise CheckpointError naming every model key, the task and (given `tokenizer`) every tokenizer part
     where the checkpoint differs from this run: same-size but different tokenizers make embedding rows mean
     other tokens."""
     # a key an older checkpoint lacks is a knob added since, whose default keeps the old behaviour
-    saved = {**ModelConfig().to_dict(), **ckpt["zoo"]["model_config"]}
+    saved = {**ModelConfig().to_dict(), **(saved_record.model_config or {})}
     current = config.to_dict()
     # keys only other heads read mean nothing here (a checkpoint written before they were reset may hold them)
     unread = foreign_keys(config.head) if config.head in HEADS else frozenset()
@@ -228,11 +272,11 @@ def check_compatible(
         for key, value in current.items()
         if key not in RESUMABLE_KEYS and key not in unread and saved.get(key) != value
     ]
-    if ckpt["zoo"].get("task") != task:
-        diffs.append(f"task: checkpoint {ckpt['zoo'].get('task')!r}, this run {task!r}")
+    if saved_record.task != task:
+        diffs.append(f"task: checkpoint {saved_record.task!r}, this run {task!r}")
     hint = ""
     if tokenizer is not None:
-        changed = tokenizer_differences(ckpt["zoo"].get("tokenizer_files") or {}, tokenizer_files(tokenizer))
+        changed = tokenizer_differences(saved_record.tokenizer_files or {}, tokenizer_files(tokenizer))
         diffs += [f"tokenizer {d}" for d in changed]
         own = Path(path).parent.parent / EXPORT_TOKENIZER  # the run folder's tokenizer/ (written at its start)
         if changed and (own / "tokenizer.json").is_file():
@@ -295,13 +339,13 @@ def model_state(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tenso
     return {k.removeprefix("model."): v for k, v in state_dict.items() if k.startswith("model.")}
 
 
-def restore_adapters(model: torch.nn.Module, section: Mapping[str, Any], path: str | os.PathLike) -> None:
+def restore_adapters(model: torch.nn.Module, record: CheckpointRecord, path: str | os.PathLike) -> None:
     """The LoRA layers a fine-tuning run saved (`zoo.lora`), so its weights load; none for other checkpoints."""
-    if section.get("lora") is None:
+    if record.lora is None:
         return
     from zoo.finetune.lora import restore_lora
 
     try:
-        restore_lora(model, section["lora"], f"{path}: zoo.lora")
+        restore_lora(model, record.lora, f"{path}: zoo.lora")
     except ValueError as e:
         raise CheckpointError(str(e)) from None

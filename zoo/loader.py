@@ -17,9 +17,9 @@ from zoo.checkpoint import (
     EXPORT_TOKENIZER,
     EXPORT_WEIGHTS,
     FORMAT_VERSION,
+    Checkpoint,
     CheckpointError,
     model_state,
-    read_checkpoint,
     restore_adapters,
     saved_model_config,
     state_problems,
@@ -31,22 +31,29 @@ from zoo.config import ModelConfig
 def load(path: str | os.PathLike):
     """Restore `(model, tokenizer)` from a training checkpoint (`.ckpt`) or an export folder.
     The model is in eval mode on CPU. Example: `model, tok = zoo.load("outputs/.../checkpoints/best.ckpt")`."""
-    from zoo.presets import build
-
     path = Path(path)
     if not os.path.lexists(path):  # an export swap killed half way (non-Linux) left the old folder aside
         sweep(path.parent, re.escape(path.name), shared=False, contents=EXPORT_FILES)
     if path.is_dir():
         return _load_export(path)
-    ckpt = read_checkpoint(path)  # checks the state dict's names and shapes against the saved config
-    model = build(ModelConfig.from_dict(ckpt["zoo"]["model_config"]))
-    restore_adapters(model, ckpt["zoo"], path)
-    model.load_state_dict(model_state(ckpt["state_dict"]))
-    if ckpt["zoo"].get("hf_model_type"):  # initialised from a HF folder: export writes that family back
-        model.pretrained_family = ckpt["zoo"]["hf_model_type"]
-    from zoo.finetune.lora import merge_lora
+    return from_checkpoint(Checkpoint.read(path))  # names and shapes checked against the saved config
 
-    return merge_lora(model).eval(), tokenizer_from_files(ckpt["zoo"]["tokenizer_files"])
+
+def from_checkpoint(ckpt: Checkpoint):
+    """`(model, tokenizer)` of a training checkpoint already read (`Checkpoint.read`): eval mode, on CPU, LoRA
+    adapters merged; CheckpointError when it holds no tokenizer."""
+    from zoo.finetune.lora import merge_lora
+    from zoo.presets import build
+
+    record = ckpt.record
+    if not record.tokenizer_files:
+        raise CheckpointError(f"{ckpt.path} holds no tokenizer (zoo.tokenizer_files is missing or empty): "
+                              "the one saved at training time turns text into ids. Re-save it with one.")
+    model = build(ModelConfig.from_dict(record.model_config))
+    restore_adapters(model, record, ckpt.path)
+    model.load_state_dict(model_state(ckpt.data["state_dict"]))
+    model.pretrained_family = record.hf_model_type  # from a HF folder: export writes that family back
+    return merge_lora(model).eval(), tokenizer_from_files(record.tokenizer_files)
 
 
 def _load_export(folder: Path):

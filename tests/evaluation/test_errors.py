@@ -12,9 +12,9 @@ import pytest
 import torch
 
 import zoo
+from zoo.apps import ConfigError
 from zoo.evaluation.run import evaluate, report_table
 from zoo.tokenizers import build_tokenizer
-from zoo.training.plan import ConfigError
 
 from .conftest import write_checkpoint
 

@@ -6,7 +6,8 @@ import shutil
 
 import pytest
 
-from zoo.training.run import ConfigError, train
+from zoo.apps import ConfigError
+from zoo.training.run import train
 
 from .conftest import FAST
 

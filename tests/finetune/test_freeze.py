@@ -9,6 +9,7 @@ import torch
 import zoo
 from zoo.finetune import apply_finetune
 from zoo.finetune.freeze import frozen_names
+from zoo.checkpoint import CheckpointRecord
 from zoo.finetune.resume import check_resumed_training, training_record
 
 from .conftest import FAST
@@ -57,7 +58,7 @@ def test_a_new_head_trains_when_everything_pretrained_is_frozen(make_run_cfg, fo
 def test_resume_check_compares_adapters_and_frozen_parts():
     saved = tiny()
     apply_finetune(saved, {"name": "freeze", "modules": ["embed"]})
-    ckpt = {"zoo": training_record(saved)}
+    ckpt = CheckpointRecord.from_dict(training_record(saved))
     same = tiny()
     apply_finetune(same, {"name": "freeze", "modules": ["embed"]})
     check_resumed_training(same, ckpt, "last", "x.ckpt")
@@ -70,6 +71,6 @@ def test_resume_check_compares_adapters_and_frozen_parts():
                                          r"freezes nothing: what trains .* init_from=x.ckpt$"):
         check_resumed_training(tiny(), ckpt, "last", "x.ckpt")
     # a checkpoint written before zoo recorded `frozen`: compared on its adapters only
-    check_resumed_training(tiny(), {"zoo": {}}, "last", "x.ckpt")
+    check_resumed_training(tiny(), CheckpointRecord.from_dict({}), "last", "x.ckpt")
     with pytest.raises(ValueError, match="LoRA adapters None differ"):
-        check_resumed_training(lora, {"zoo": {}}, "last", "x.ckpt")
+        check_resumed_training(lora, CheckpointRecord.from_dict({}), "last", "x.ckpt")

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 import zoo
 import zoo.training  # noqa: F401  (registers model/_schema)
 import zoo.training.plan as plan
-from zoo.checkpoint import atomic_torch_save, check_compatible, read_checkpoint, zoo_section
+from zoo.checkpoint import Checkpoint, atomic_torch_save, check_compatible, zoo_section
 from zoo.config import ModelConfig
 from zoo.data import TOKENIZERS
 from zoo.modules.heads import HEADS, foreign_keys, head_owned_keys, settle_head_keys, without_foreign_keys
@@ -99,5 +99,6 @@ def test_classifier_checkpoint_from_before_the_rule_loads_and_resumes(tmp_path):
     loaded, _ = zoo.load(path)
     ids = torch.tensor([[1, 4, 5, 6]])
     torch.testing.assert_close(loaded(ids).logits, model(ids).logits)
-    check_compatible(read_checkpoint(path), now, "classification", path, tok)  # was: head_transform differs
+    record = Checkpoint.read(path).record
+    check_compatible(record, now, "classification", path, tok)  # was: head_transform differs
     assert without_foreign_keys(ModelConfig.from_dict(section["model_config"])) == now

@@ -9,7 +9,8 @@ import ast
 import pytest
 from hydra import compose, initialize_config_dir
 
-from zoo.training.run import ConfigError, prepare
+from zoo.apps import ConfigError
+from zoo.training.plan import prepare
 
 from .bad_inputs import CHECKED_ELSEWHERE, DOC, OVERRIDES, PREPARE_TEST, ROOT, render
 from .conftest import CONF

@@ -8,7 +8,9 @@ import torch
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf.errors import ConfigKeyError
 
-from zoo.training.run import ConfigError, prepare
+from zoo.apps import ConfigError
+from zoo.training.plan import prepare
+from zoo.training.run import open_run
 
 
 @pytest.mark.parametrize(
@@ -68,8 +70,8 @@ def test_gpu_settings_without_a_gpu_raise_one_clear_error(make_cfg, overrides):
 def test_not_a_checkpoint(make_cfg, tmp_path):
     junk = tmp_path / "junk.ckpt"
     junk.write_bytes(b"this is not a checkpoint")
-    with pytest.raises(ConfigError, match="junk.ckpt is not a PyTorch checkpoint"):
-        prepare(make_cfg([f"ckpt_path={junk}"]))
+    with pytest.raises(ConfigError, match="junk.ckpt is not a PyTorch checkpoint"):  # opened before any data
+        open_run(prepare(make_cfg([f"ckpt_path={junk}"])))
 
 
 @pytest.mark.parametrize("group", [

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from zoo.apps import ConfigError
 from zoo.checkpoint import tokenizer_differences, tokenizer_files
 from zoo.tokenizers.trained import train_char
-from zoo.training.run import ConfigError, train
+from zoo.training.run import train
 
 from .conftest import TINY_LM, train_losses
 

@@ -122,7 +122,7 @@ def test_lm_with_document_mask_trains_and_validates(make_cfg):
 def test_token_budget_pads_less_than_random_batches_on_the_translation_data(make_cfg):
     """The bench's padding claim (bench/bench_batching.py), at test size: bucketing halves the padding share."""
     from zoo.tasks import build_data
-    from zoo.training.run import prepare
+    from zoo.training.plan import prepare
 
     cfg = make_cfg([*SEQ2SEQ, "+data.max_tokens=256"])
     plan = prepare(cfg)

@@ -11,12 +11,14 @@ import sacrebleu
 import torch
 
 import zoo
+from zoo.apps import ConfigError
 from zoo.checkpoint import CheckpointError, read_checkpoint
 from zoo.tasks import build_data
 from zoo.tasks.samples import translate
 from zoo.training.callbacks import NonFiniteLossError
 from zoo.training.module import ZooLightningModule
-from zoo.training.run import ConfigError, prepare, train
+from zoo.training.plan import prepare
+from zoo.training.run import train
 
 from .conftest import TINY_LM, killed_and_resumed, read_csv_metrics
 

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from zoo.apps import ConfigError, checked, open_model, plain, resolve_data
 from zoo.atomic import atomic_file
 from zoo.options import ANY, BOOL, MAPPING, TEXT, Options, integer, number, one_of, optional
 from zoo.tasks.evaluating import EvalOptions, resolve_split
-from zoo.training.plan import ConfigError, checked, resolve_data
 
 GENERATION_OPTIONS = Options({"num_beams": integer(1), "length_penalty": number(), "max_new_tokens": optional(integer(1)),
                               "early_stopping": BOOL})
@@ -46,32 +46,15 @@ class EvalReport:
 
 
 def open_checkpoint(path: str):
-    """(model, tokenizer, task) of a training checkpoint (the task it was trained on) or an export folder
-    (the model's default task); anything else is a ConfigError naming the file."""
-    from zoo.checkpoint import CheckpointError, read_checkpoint
-    from zoo.loader import load
+    """(model, tokenizer, task) of a training checkpoint (the task it was trained on; the file read once) or
+    an export folder (the model's default task); anything else is a ConfigError naming the file."""
     from zoo.tasks import default_task, get_task
 
     try:
-        task_name = None if Path(path).is_dir() else read_checkpoint(path)["zoo"].get("task")
-        model, tokenizer = load(path)
-        task = get_task(task_name) if task_name else default_task(model.config)
-    except (CheckpointError, ValueError, KeyError) as e:
+        model, tokenizer, task = open_model(path)
+        return model, tokenizer, get_task(task) if task else default_task(model.config)
+    except (ValueError, KeyError) as e:  # CheckpointError is a ValueError
         raise ConfigError(f"ckpt={path}: {e}") from None
-    return model, tokenizer, task
-
-
-def _plain(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
-    if isinstance(cfg, DictConfig):
-        missing = sorted(OmegaConf.missing_keys(cfg))
-        if missing:
-            raise ConfigError(f"{missing[0]} is required, e.g. python evaluate.py ckpt=outputs/train/runs/<time>/"
-                              "checkpoints/best.ckpt")
-        try:
-            return OmegaConf.to_container(cfg, resolve=True)
-        except Exception as e:  # an interpolation error names its key
-            raise ConfigError(f"config does not resolve: {e}") from None
-    return dict(cfg)
 
 
 def evaluate(cfg: DictConfig | Mapping[str, Any]) -> EvalReport:
@@ -80,7 +63,7 @@ def evaluate(cfg: DictConfig | Mapping[str, Any]) -> EvalReport:
     from zoo.generation.config import GenerationConfig
     from zoo.tasks import build_data
 
-    resolved = _plain(cfg)
+    resolved = plain(cfg, "python evaluate.py ckpt=outputs/train/runs/<time>/checkpoints/best.ckpt")
     checked(EVALUATE_OPTIONS.check, "", resolved)
     gen = dict(resolved.get("generation") or {})
     checked(GENERATION_OPTIONS.check, "generation", gen)

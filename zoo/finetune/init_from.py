@@ -5,6 +5,7 @@ weights (as a zoo state dict) and the tokenizer config of that path."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,16 +29,19 @@ class InitError(ValueError):
 
 
 class Source:
-    """One kind of init_from path."""
+    """One kind of init_from path. Each file of it is read once: what a check reads stays on the instance for
+    the run's open step (the weights, the tokenizer)."""
 
     kind = ""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, meta: Any = None) -> None:
         self.path = path
+        self.meta = meta  # the folder's config.json, parsed once by open_source (None: no such JSON object)
         self.model_type: str | None = None  # the HF family the weights came in (export writes it back)
 
     @staticmethod
-    def recognises(path: Path) -> bool:
+    def recognises(path: Path, meta: Any) -> bool:
+        """Whether `path` (its config.json parsed as `meta`, None when it has none) is of this kind."""
         raise NotImplementedError
 
     def config(self) -> ModelConfig:
@@ -82,21 +86,35 @@ class HuggingFaceFolder(Source):
     kind = "Hugging Face folder"
 
     @staticmethod
-    def recognises(path: Path) -> bool:
-        meta = _read_json(path / "config.json") if path.is_dir() else None
+    def recognises(path: Path, meta: Any) -> bool:
         return isinstance(meta, dict) and "model_type" in meta
 
-    def config(self) -> ModelConfig:
-        from zoo.pretrained import load_config
+    @functools.cached_property
+    def hf(self):
+        """config.json as zoo.pretrained reads it (checked against the weights' save), parsed once."""
+        from zoo.pretrained.io import read_config
 
-        return load_config(self.path)[1]
+        return read_config(self.path, parsed=self.meta)
+
+    @functools.cached_property
+    def family(self):
+        from zoo.pretrained.api import family_for
+
+        return family_for(self.hf["model_type"])
+
+    def config(self) -> ModelConfig:
+        return self._config
+
+    @functools.cached_property
+    def _config(self) -> ModelConfig:
+        return self.family.config_from_hf(self.hf)
 
     def state(self) -> dict[str, torch.Tensor]:
         """The folder's weights; a head its file lacks (a bare model saved under a head class) is left out, to be
         made fresh, since the task may replace it anyway."""
         from zoo.pretrained.api import read_pretrained
 
-        read = read_pretrained(self.path, head_optional=True)
+        read = read_pretrained(self.path, head_optional=True, hf=self.hf)
         self.model_type = read.family.model_type
         return read.state
 
@@ -104,27 +122,18 @@ class HuggingFaceFolder(Source):
         return (self.path / "tokenizer.json").is_file()
 
     def head_keys(self, head: str) -> dict[str, Any]:
-        from zoo.pretrained.api import family_for
-        from zoo.pretrained.io import read_config
-
-        hf = read_config(self.path)
-        family = family_for(hf["model_type"])
-        layout = getattr(family, "heads", {}).get(head)  # zoo.pretrained.heads.HeadLayout
-        keys = layout.config(hf, family) if layout is not None else {}
+        layout = getattr(self.family, "heads", {}).get(head)  # zoo.pretrained.heads.HeadLayout
+        keys = layout.config(self.hf, self.family) if layout is not None else {}
         return {k: v for k, v in keys.items() if k not in ("head", "num_labels")}  # the data gives num_labels
 
     def label_names(self) -> list[str] | None:
         """config.json's id2label, for a labelled head (*ForSequenceClassification, *ForTokenClassification);
         transformers' generic LABEL_i when it names none (transformers 5 leaves a default id2label out)."""
-        from zoo.pretrained.api import family_for
-        from zoo.pretrained.io import read_config
-
-        hf, cfg = read_config(self.path), self.config()
-        family = family_for(hf["model_type"])
-        layout = getattr(family, "heads", {}).get(cfg.head)  # zoo.pretrained.heads.HeadLayout
+        cfg = self.config()
+        layout = getattr(self.family, "heads", {}).get(cfg.head)  # zoo.pretrained.heads.HeadLayout
         if layout is None or not layout.labelled:
             return None
-        return family.label_names(hf, cfg) or [f"LABEL_{i}" for i in range(cfg.num_labels)]
+        return self.family.label_names(self.hf, cfg) or [f"LABEL_{i}" for i in range(cfg.num_labels)]
 
     def tokenizer_cfg(self, workdir: Path) -> dict[str, Any]:
         return {"name": "hf", "path": str(self.path)}
@@ -143,25 +152,44 @@ class ZooSaved(Source):
         return dict(self._loaded()[0].state_dict())
 
     def _loaded(self):
+        if not hasattr(self, "_cache"):
+            self._cache = self._load()
+            self.model_type = self._cache[0].pretrained_family
+        return self._cache
+
+    def _load(self):
         from zoo.loader import load
 
-        if not hasattr(self, "_cache"):
-            self._cache = load(self.path)
-            self.model_type = getattr(self._cache[0], "pretrained_family", None)
-        return self._cache
+        return load(self.path)
 
 
 class ZooCheckpoint(ZooSaved):
     kind = "zoo checkpoint"
 
     @staticmethod
-    def recognises(path: Path) -> bool:
+    def recognises(path: Path, meta: Any) -> bool:
         return path.is_file()
 
-    def config(self) -> ModelConfig:
-        from zoo.checkpoint import read_checkpoint, saved_model_config
+    @functools.cached_property
+    def checkpoint(self):
+        """The checkpoint file, read once (zoo.checkpoint.Checkpoint)."""
+        from zoo.checkpoint import Checkpoint
 
-        return saved_model_config(read_checkpoint(self.path)["zoo"]["model_config"], f"{self.path}: zoo.model_config")
+        return Checkpoint.read(self.path)
+
+    def config(self) -> ModelConfig:
+        from zoo.checkpoint import saved_model_config
+
+        if hasattr(self, "_cache"):
+            return self._cache[0].config
+        return saved_model_config(self.checkpoint.record.model_config, f"{self.path}: zoo.model_config")
+
+    def _load(self):
+        from zoo.loader import from_checkpoint
+
+        loaded = from_checkpoint(self.checkpoint)
+        del self.checkpoint  # its weights are in the model now; its optimizer state is not kept for the run
+        return loaded
 
     def has_tokenizer(self) -> bool:
         return True  # a training checkpoint always holds its tokenizer's files
@@ -176,8 +204,7 @@ class ZooExport(ZooSaved):
     kind = "zoo export"
 
     @staticmethod
-    def recognises(path: Path) -> bool:
-        meta = _read_json(path / "config.json") if path.is_dir() else None
+    def recognises(path: Path, meta: Any) -> bool:
         return isinstance(meta, dict) and "model_config" in meta
 
     def has_tokenizer(self) -> bool:
@@ -194,17 +221,19 @@ SOURCES: tuple[type[Source], ...] = (ZooCheckpoint, ZooExport, HuggingFaceFolder
 
 
 def open_source(value: str) -> Source:
-    """The Source for `init_from=value`, its config read (and so checked); InitError naming the path."""
+    """The Source for `init_from=value`, its config read (and so checked); InitError naming the path. A
+    folder's config.json is parsed here, once, and tells the kinds apart."""
     path = Path(value).expanduser()
     if not path.exists():
         raise InitError(f"init_from={value}: no such file or folder")
-    found = next((cls for cls in SOURCES if cls.recognises(path)), None)
+    meta = _read_json(path / "config.json") if path.is_dir() else None
+    found = next((cls for cls in SOURCES if cls.recognises(path, meta)), None)
     if found is None:
         present = ", ".join(sorted(p.name for p in path.iterdir())[:8]) if path.is_dir() else ""
         raise InitError(f"init_from={value}: not a model: expected a Hugging Face folder (config.json with a "
                         f"model_type, weights), a zoo checkpoint (.ckpt) or a zoo export folder"
                         + (f" (found: {present or 'nothing'})" if path.is_dir() else ""))
-    source = found(path)
+    source = found(path, meta)
     try:
         source.config()
     except (ValueError, OSError) as e:

@@ -9,6 +9,7 @@ from typing import Any
 
 from torch import nn
 
+from zoo.checkpoint import CheckpointRecord
 from zoo.finetune.freeze import frozen_names
 from zoo.finetune.lora import lora_record
 
@@ -32,20 +33,21 @@ def _parts(names: Sequence[str]) -> str:
     return ", ".join(names[:SHOWN]) + more
 
 
-def _difference(saved: Mapping[str, Any], current: Mapping[str, Any]) -> str | None:
+def _difference(saved: CheckpointRecord, current: Mapping[str, Any]) -> str | None:
     """How what trains differs, in words; None when it does not. A checkpoint written before zoo recorded
     `frozen` is compared on its adapters only."""
-    if saved.get("lora") != current.get("lora"):
-        return f"the checkpoint's LoRA adapters {saved.get('lora')} differ from this run's {current.get('lora')}"
-    if "frozen" in saved and list(saved["frozen"]) != current["frozen"]:
-        return (f"the checkpoint trained with {_parts(saved['frozen'])} frozen, this run freezes "
+    if saved.lora != current.get("lora"):
+        return f"the checkpoint's LoRA adapters {saved.lora} differ from this run's {current.get('lora')}"
+    if saved.frozen is not None and list(saved.frozen) != current["frozen"]:
+        return (f"the checkpoint trained with {_parts(saved.frozen)} frozen, this run freezes "
                 f"{_parts(current['frozen'])}")
     return None
 
 
-def check_resumed_training(model: nn.Module, ckpt: Mapping[str, Any], given: str, path: str) -> None:
-    """ValueError unless `model` (finetune applied) trains what the checkpoint at `path` trained."""
-    difference = _difference(ckpt["zoo"], training_record(model))
+def check_resumed_training(model: nn.Module, saved: CheckpointRecord, given: str, path: str) -> None:
+    """ValueError unless `model` (finetune applied) trains what the checkpoint at `path` (its record `saved`)
+    trained."""
+    difference = _difference(saved, training_record(model))
     if difference is not None:
         raise ValueError(f"ckpt_path={given}: {difference}: what trains cannot change on resume (the optimizer "
                          "state belongs to the parameters that trained). Resume with the checkpoint's finetune "

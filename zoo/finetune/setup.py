@@ -24,7 +24,6 @@ from zoo.finetune.init_from import (
 )
 from zoo.finetune.labels import order_labels, reindex
 from zoo.finetune.methods import Applied, apply_finetune, check_finetune, trainable_line
-from zoo.finetune.resume import check_resumed_training
 from zoo.modules.heads import HEADS, settle_head_keys
 
 
@@ -164,5 +163,5 @@ def announce(model: torch.nn.Module, applied: Applied, init: InitPlan | None) ->
     print(f"[zoo] {trainable_line(model)}")
 
 
-__all__ = ["InitError", "InitPlan", "align_labels", "announce", "build_model", "check_finetune_cfg", "check_resumed_training",
+__all__ = ["InitError", "InitPlan", "align_labels", "announce", "build_model", "check_finetune_cfg",
            "final_config", "plan_init", "read_init"]

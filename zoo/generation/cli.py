@@ -116,20 +116,6 @@ def check_device(name: str) -> None:
         raise ValueError(f"device={name!r} is not available on this machine; available: {', '.join(available)}.")
 
 
-def load_model_and_tokenizer(path: str):
-    """`zoo.loader.load` plus a clear error when the checkpoint carries no tokenizer."""
-    from zoo.checkpoint import CheckpointError, read_checkpoint
-    from zoo.loader import load
-
-    p = Path(path)
-    if p.is_file() and not read_checkpoint(p)["zoo"].get("tokenizer_files"):
-        raise CheckpointError(
-            f"{path} holds no tokenizer (zoo.tokenizer_files is missing or empty); generate.py needs the "
-            "tokenizer saved at training time to turn text into ids. Re-save it with a tokenizer."
-        )
-    return load(path)
-
-
 def read_inputs(cfg: GenerateCLIConfig, model) -> list[str]:
     """The texts to continue / translate; checks they match the model's architecture."""
     want_src, arch = model.is_encoder_decoder, model.config.arch
@@ -197,13 +183,14 @@ def print_results(texts: Iterable[str], results, cfg: GenerateCLIConfig, decoder
 
 
 def main(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
+    from zoo.apps import open_model
+
     cfg = parse_overrides(argv)
-    model, tokenizer = load_model_and_tokenizer(cfg.ckpt)
+    model, tokenizer, _ = open_model(cfg.ckpt)  # a training checkpoint (read once) or an export folder
     model = model.to(cfg.device)
     assistant = None
     if cfg.assistant_ckpt is not None:  # its fit (architecture, vocabulary) is checked by generate
-        assistant, _ = load_model_and_tokenizer(cfg.assistant_ckpt)
-        assistant = assistant.to(cfg.device)
+        assistant = open_model(cfg.assistant_ckpt)[0].to(cfg.device)
     decoder = not model.is_encoder_decoder
     texts = read_inputs(cfg, model)
     if texts:

@@ -38,18 +38,28 @@ def named_choices() -> dict[str, Registry]:
             "norm_placement": WIRINGS, "positional": POSITIONALS, "rope_scaling": ROPE_SCALINGS, "head": HEADS}
 
 
+_CHECKED: dict[str, None] = {}  # configs (by value) that passed check_config: a run builds one several times
+
+
 def check_config(cfg: ModelConfig) -> None:
     """Resolve every named choice of `cfg` and let each chosen component check what it needs of the config
-    (e.g. RoPE an even head size); one ValueError naming the key before any module is built."""
-    for key, registry in named_choices().items():
-        value = getattr(cfg, key)
+    (e.g. RoPE an even head size); one ValueError naming the key before any module is built. A config equal to
+    one that passed is not checked again (the planned config is built on the meta device, then for real)."""
+    key = repr(cfg)
+    if key in _CHECKED:
+        return
+    for name, registry in named_choices().items():
+        value = getattr(cfg, name)
         if value is None:  # optional choice left to its default
             continue
         if value not in registry:
-            raise ValueError(f"model.{key}: " + unknown_choice_message(key, value, registry.names()))
+            raise ValueError(f"model.{name}: " + unknown_choice_message(name, value, registry.names()))
         check = getattr(registry.get(value), "check_config", None)
         if check is not None:
             check(cfg)
+    if len(_CHECKED) > 256:  # a sweep in one process: keep the memo small
+        _CHECKED.clear()
+    _CHECKED[key] = None
 
 
 @dataclass
@@ -89,6 +99,9 @@ class ZooModel(nn.Module):
     # document ids in order), each a device->host sync per call on a GPU and a graph break when compiled
     inputs_checked_on_host = False
     transformer = True  # built from the shared attention stack, so every attention/FFN/positional knob applies
+    # the Hugging Face model_type the weights came from (from_pretrained, init_from, a checkpoint of such a
+    # run): export format=hf writes that family back by default; None for a model zoo built
+    pretrained_family: str | None = None
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()

@@ -15,7 +15,7 @@ import torch
 from zoo.config import ModelConfig
 from zoo.models import ZooModel, build_model
 from zoo.pretrained.family import FAMILIES, Family, HFTensors
-from zoo.pretrained.io import read_config, read_weights, write_checkpoint
+from zoo.pretrained.io import HFConfig, read_config, read_weights, write_checkpoint
 from zoo.pretrained.roundtrip import check_roundtrip
 from zoo.quantization import float_state_dict
 from zoo.registry import unknown_choice_message
@@ -59,10 +59,11 @@ class Pretrained:
 
 
 def read_pretrained(path: str | Path, overrides: Mapping[str, Any] | None = None, *,
-                    head_optional: bool = False) -> Pretrained:
+                    head_optional: bool = False, hf: HFConfig | None = None) -> Pretrained:
     """Config and weights of HF folder `path`. `overrides` replace config fields that keep weight shapes;
-    `head_optional` (init_from): a head whose tensors the file lacks is left out instead of failing."""
-    hf = read_config(path)
+    `head_optional` (init_from): a head whose tensors the file lacks is left out instead of failing; `hf`: its
+    config.json as the caller read it (`read_config`), not read again."""
+    hf = hf if hf is not None else read_config(path)
     family = _family(hf, path)
     config = family.config_from_hf(hf)
     if overrides:
@@ -114,7 +115,7 @@ def from_pretrained(path: str | Path, *, dtype: str | torch.dtype | None = None,
 
 def export_family(model: ZooModel, model_type: str | None = None) -> Family:
     """The family to export `model` as: given, remembered from import, or the first whose knobs fit."""
-    model_type = model_type or getattr(model, "pretrained_family", None)
+    model_type = model_type or model.pretrained_family
     if model_type is not None:
         return family_for(model_type)
     reasons = []

@@ -48,8 +48,9 @@ class HFConfig(dict):
         )
 
 
-def read_config(path: str | Path) -> HFConfig:
-    """The parsed `config.json` of checkpoint directory `path`; a clear error if it is not one."""
+def read_config(path: str | Path, parsed: Any = None) -> HFConfig:
+    """The parsed `config.json` of checkpoint directory `path`; a clear error if it is not one. `parsed`: that
+    file's content already parsed by the caller (init_from recognises a folder by it), not parsed again."""
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"Checkpoint directory {str(folder)!r} does not exist (or is not a directory).")
@@ -61,7 +62,7 @@ def read_config(path: str | Path) -> HFConfig:
             f"{str(folder)!r} has no config.json, so it is not a Hugging Face checkpoint directory "
             f"(found: {', '.join(present) or 'nothing'})."
         )
-    config = _read_json(file)
+    config = parsed if parsed is not None and file == folder / CONFIG else _read_json(file)
     if not isinstance(config, dict):
         raise ValueError(f"{file} must hold a JSON object, got {type(config).__name__}.")
     _check_same_save(folder, config, weights_id)

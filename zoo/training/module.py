@@ -1,7 +1,7 @@
 """ZooLightningModule: training/validation steps for any `zoo.build` model. The task (zoo/tasks/) says what of
 a batch the model is called with, how a batch's loss is computed and weighed, which loss is trained and
-which metrics are logged. Checkpoints get a plain-data `zoo` section (model config, task name,
-tokenizer, RNG states)."""
+which metrics are logged. Checkpoints get a plain-data `zoo` section (zoo.checkpoint.CheckpointRecord: model
+config, task name, tokenizer, RNG states, what trains)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import lightning as L
 import torch
 from torchmetrics import Metric
 
-from zoo.checkpoint import set_rng_states, zoo_section
+from zoo.checkpoint import CheckpointRecord, set_rng_states, zoo_section
 from zoo.finetune.resume import training_record
 from zoo.modules.checkpointing import set_activation_checkpointing
 from zoo.tasks import Task, get_task
@@ -207,14 +207,12 @@ class ZooLightningModule(L.LightningModule):
 
     # ----------------------------------------------------------------------------- checkpoints
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["zoo"] = zoo_section(self.model.config, self.task.name, self.tokenizer)
-        checkpoint["zoo"].update(training_record(self.model))  # what trains (LoRA layers: zoo.load rebuilds them)
-        if getattr(self.model, "pretrained_family", None):  # init_from a HF folder: format=hf exports it back
-            checkpoint["zoo"]["hf_model_type"] = self.model.pretrained_family
-        wandb_run = run_id(self.loggers) if self._trainer is not None else None
-        if wandb_run is not None:  # a resumed run continues this W&B run
-            checkpoint["zoo"]["wandb_run_id"] = wandb_run
+        wandb_run = run_id(self.loggers) if self._trainer is not None else None  # a resumed run continues it
+        checkpoint["zoo"] = zoo_section(self.model.config, self.task.name, self.tokenizer,
+                                        wandb_run_id=wandb_run, hf_model_type=self.model.pretrained_family,
+                                        **training_record(self.model))  # what trains: zoo.load rebuilds LoRA
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        if "zoo" in checkpoint:
-            set_rng_states(checkpoint["zoo"]["rng"])
+        rng = CheckpointRecord.from_dict(checkpoint.get("zoo") or {}).rng
+        if rng is not None:  # the generators as they were when it was saved
+            set_rng_states(rng)

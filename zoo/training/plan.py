@@ -1,20 +1,22 @@
-"""Config resolution for a training run: `prepare(cfg)` turns the composed Hydra config into a Plan (the
-task object, the model config, the data, tokenizer and trainer settings, the checkpoint to resume) and
-checks everything that can be checked before any data is read or model built, raising ConfigError."""
+"""The first step of a training run (plan -> open -> fit): `prepare(cfg)` turns the composed Hydra config
+into a Plan (the task object, the model config, the data, tokenizer and trainer settings, the checkpoint to
+resume) and checks everything that can be checked before any file is read, raising ConfigError. It reads no
+data and no checkpoint (only that one exists); with init_from the source's config, which decides the model,
+is read once and kept in the plan."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from zoo.checkpoint import CheckpointError, read_checkpoint
+from zoo.apps import ConfigError, checked, plain, resolve_data
+from zoo.checkpoint import CheckpointError, checkpoint_file
 from zoo.config import ModelConfig
 from zoo.data.datamodules import DEFAULT_SHARDS
 from zoo.data.sources.base import check_data_cfg
@@ -22,7 +24,6 @@ from zoo.finetune.given import command_line, given_in_group
 from zoo.finetune.setup import check_finetune_cfg, plan_init
 from zoo.modules.heads import settle_head_keys
 from zoo.options import ANY, Options, Rule, any_of, integer, list_of, one_of
-from zoo.presets import config_root
 from zoo.registry import unknown_choice_message
 from zoo.tasks import TASKS, Task, default_task
 from zoo.training.distributed import check_parts
@@ -33,10 +34,6 @@ from zoo.training.precision import resolve_accelerator, resolve_precision
 
 # trainer.* keys that zoo resolves itself instead of handing them to lightning.Trainer unchanged.
 TRAINER_PASSTHROUGH_EXCLUDED = {"logger", "callbacks", "plugins", "default_root_dir", "use_distributed_sampler"}
-
-
-class ConfigError(ValueError):
-    """Bad configuration found before training starts (one clear message, exit code 1)."""
 
 
 @dataclass
@@ -53,14 +50,6 @@ class Plan:
     ckpt_path: Path | None = None
     resolved: dict[str, Any] = field(default_factory=dict)
     init: Any = None  # zoo.finetune.setup.InitPlan when init_from is set
-
-
-def checked(check: Callable[..., Any], *args: Any) -> Any:
-    """Run one validation step; its ValueError becomes a ConfigError (one `error:` line from train.py)."""
-    try:
-        return check(*args)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
 
 
 # ------------------------------------------------------------------------------------ model, task, data
@@ -88,20 +77,6 @@ def resolve_task(name: str, model: ModelConfig) -> Task:
         raise ConfigError("task: " + unknown_choice_message("task", name, ["auto", *TASKS.names()]))
     checked(task.check_model, model)
     return task
-
-
-def resolve_data(data_cfg: dict[str, Any], task: Task) -> dict[str, Any]:
-    """`data=auto` (the default) becomes the task's built-in data, conf/data/<task.builtin_data>.yaml, with
-    any extra keys given on the command line (`+data.max_bytes=...`) laid on top."""
-    if data_cfg.get("name") != "auto":
-        return data_cfg
-    if task.builtin_data is None:
-        raise ConfigError(f"task={task.name} has no built-in data; name one, e.g. {task.user_data}")
-    path = config_root() / "data" / f"{task.builtin_data}.yaml"
-    if not path.is_file():
-        raise ConfigError(f"task {task.name}'s built-in data {task.builtin_data!r}: no such data config {path}")
-    base = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    return {**base, **{k: v for k, v in data_cfg.items() if k != "name"}}
 
 
 def check_memory(memory: dict[str, Any], task: Task) -> None:
@@ -143,10 +118,7 @@ def trainer_options() -> Options:
 
 def trainer_kwargs(trainer_cfg: dict[str, Any]) -> dict[str, Any]:
     """Check trainer.* against lightning.Trainer's parameters and the hardware."""
-    try:
-        trainer_options().check("trainer", trainer_cfg)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+    checked(trainer_options().check, "trainer", trainer_cfg)
     kwargs = dict(trainer_cfg)
     accelerator = resolve_accelerator(str(kwargs.get("accelerator", "auto")))
     if accelerator == "gpu" and not torch.cuda.is_available():
@@ -157,10 +129,7 @@ def trainer_kwargs(trainer_cfg: dict[str, Any]) -> dict[str, Any]:
     devices = kwargs.get("devices", 1)
     if accelerator == "gpu" and isinstance(devices, int) and devices > torch.cuda.device_count():
         raise ConfigError(f"trainer.devices={devices} but only {torch.cuda.device_count()} GPU(s) are visible")
-    try:
-        kwargs["precision"] = resolve_precision(kwargs.get("precision", "auto"), accelerator)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+    kwargs["precision"] = checked(resolve_precision, kwargs.get("precision", "auto"), accelerator)
     if "max_steps" not in kwargs:
         raise ConfigError("trainer.max_steps is required: a positive integer (runs are counted in steps)")
     return kwargs
@@ -178,39 +147,23 @@ def find_last_checkpoint(runs_dir: Path, exclude: Path) -> Path:
 
 
 def resolve_ckpt_path(value: str | None, runs_dir: Path, output_dir: Path) -> Path | None:
+    """The checkpoint `ckpt_path=value` names (`last`: the newest of an earlier run); that it exists is all
+    that is checked here: the run's open step reads it, once."""
     if value in (None, ""):
         return None
     path = find_last_checkpoint(runs_dir, output_dir) if value == "last" else Path(value)
     try:
-        read_checkpoint(path)
+        return checkpoint_file(path)
     except CheckpointError as e:
         raise ConfigError(f"ckpt_path={value}: {e}") from None
-    return path
-
-
-def check_resumable(ckpt: Path, given: str, model: ModelConfig, task: Task) -> None:
-    """The checkpoint holds the same architecture trained on the same task (the rest is compared once the
-    data has given the model its final config)."""
-    saved = read_checkpoint(ckpt)["zoo"]
-    saved_arch, saved_task = saved["model_config"]["arch"], saved["task"]
-    if (saved_arch, saved_task) != (model.arch, task.name):
-        raise ConfigError(f"ckpt_path={given}: checkpoint {ckpt} is a {saved_arch} model trained on task "
-                          f"{saved_task}, this run is {model.arch} / {task.name}")
 
 
 # ------------------------------------------------------------------------------------------- prepare
 
 
-def _plain(cfg: DictConfig) -> dict[str, Any]:
-    try:
-        return OmegaConf.to_container(cfg, resolve=True)
-    except Exception as e:  # interpolation errors name the key
-        raise ConfigError(f"config does not resolve: {e}") from None
-
-
 def prepare(cfg: DictConfig) -> Plan:
-    """Validate the composed config; raise ConfigError before anything is trained or written."""
-    resolved = _plain(cfg)
+    """Validate the composed config; raise ConfigError before anything is read, trained or written."""
+    resolved = plain(cfg)
     checked(check_config, resolved)  # every key known, every value allowed (groups that stand alone)
     named_task = TASKS.get(resolved["task"]) if resolved["task"] in TASKS else None
     init = checked(plan_init, resolved, named_task.head if named_task else None)  # init_from: its config
@@ -238,6 +191,4 @@ def prepare(cfg: DictConfig) -> Plan:
     checked(lr_multiplier, resolved["scheduler"], kwargs["max_steps"])
     output_dir = Path(resolved["paths"]["output_dir"])
     ckpt = resolve_ckpt_path(resolved.get("ckpt_path"), Path(resolved["paths"]["runs_dir"]), output_dir)
-    if ckpt is not None:
-        check_resumable(ckpt, resolved["ckpt_path"], model, task)
     return Plan(task, model, data_cfg, dict(resolved["tokenizer"]), kwargs, output_dir, ckpt, resolved, init)

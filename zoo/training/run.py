@@ -1,6 +1,7 @@
-"""The training run behind `train.py`, callable without `@hydra.main`: `train(cfg)` takes the Plan that
-`prepare(cfg)` resolved (zoo/training/plan.py: ConfigError before any data or model is built), builds data,
-model, callbacks, logger and Trainer, fits, and returns metrics and checkpoint paths."""
+"""The training run behind `train.py`, callable without `@hydra.main`, in three steps: `prepare(cfg)` plans
+(zoo/training/plan.py: config checks, ConfigError before any file is read), `open_run(plan)` reads what the
+plan names, each once (the checkpoint to resume, the init_from weights, tokenizer and data) and builds the
+model, and `fit(opened)` trains it and returns metrics and checkpoint paths."""
 
 from __future__ import annotations
 
@@ -13,11 +14,9 @@ from typing import Any
 import lightning as L
 from omegaconf import DictConfig
 
-from zoo.checkpoint import CheckpointError, check_compatible, read_checkpoint
-from zoo.training.plan import ConfigError, Plan, prepare, resolve_ckpt_path, trainer_kwargs
-
-# prepare, ConfigError, ... are re-exported: `from zoo.training.run import prepare` predates plan.py
-__all__ = ["ConfigError", "Plan", "TrainResult", "prepare", "resolve_ckpt_path", "train", "trainer_kwargs"]
+from zoo.apps import ConfigError, checked
+from zoo.checkpoint import Checkpoint, CheckpointError, check_compatible
+from zoo.training.plan import Plan, prepare
 
 
 @dataclass
@@ -31,104 +30,150 @@ class TrainResult:
     generate_with: str | None = None  # generate.py's input key for this model (prompt | src); None: it cannot
 
 
-def run_name(cfg: DictConfig) -> str:
-    try:
-        from hydra.core.hydra_config import HydraConfig
+@dataclass
+class Opened:
+    """What `open_run` read and built, each once, for `fit`: the resumed checkpoint goes on to Lightning's
+    resume as read (zoo.training.checkpoint_io), its record to the W&B logger."""
 
-        choice = HydraConfig.get().runtime.choices.get("model")
-    except ValueError:  # composed without @hydra.main (tests)
-        choice = cfg.model.arch
-    return f"{choice}-{datetime.now():%Y%m%d-%H%M%S}"
-
-
-# -------------------------------------------------------------------------------------------- run
+    plan: Plan
+    tokenizer: Any
+    datamodule: Any
+    model: Any
+    applied: Any  # zoo.finetune.methods.Applied: what the finetune method did, for the log
+    resumed: Checkpoint | None = None
 
 
 def train(cfg: DictConfig) -> TrainResult:
     """Train as configured. Raises ConfigError for bad input (before training), NonFiniteLossError if the
     loss diverges; the logger is finished in every case."""
-    from lightning.pytorch.callbacks import Checkpoint
+    plan = prepare(cfg)  # config only: nothing read yet
+    L.seed_everything(plan.resolved["seed"], workers=True, verbose=False)
+    return fit(open_run(plan))
 
-    from zoo.evaluation.callback import TestSplitEvaluation
-    from zoo.finetune.setup import (
-        align_labels,
-        announce,
-        build_model,
-        check_resumed_training,
-        final_config,
-        read_init,
-    )
+
+# ------------------------------------------------------------------------------------------- open
+
+
+def read_resumed(path: Path, given: str) -> Checkpoint:
+    """The checkpoint `ckpt_path=given` names, read (and checked against its own config) once."""
+    try:
+        return Checkpoint.read(path)
+    except CheckpointError as e:
+        raise ConfigError(f"ckpt_path={given}: {e}") from None
+
+
+def check_resumable(ckpt: Checkpoint, given: str, plan: Plan) -> None:
+    """The checkpoint holds the same architecture trained on the same task (the rest is compared once the
+    data has completed the model config)."""
+    saved_arch, saved_task = ckpt.record.model_config.get("arch"), ckpt.record.task
+    if (saved_arch, saved_task) != (plan.model.arch, plan.task.name):
+        raise ConfigError(f"ckpt_path={given}: checkpoint {ckpt.path} is a {saved_arch} model trained on "
+                          f"task {saved_task}, this run is {plan.model.arch} / {plan.task.name}")
+
+
+def open_run(plan: Plan) -> Opened:
+    """Read what `plan` names, cheapest failure first (the checkpoint, the init_from weights, then tokenizer
+    and data), and build the model to train; ConfigError for anything that does not fit."""
+    from zoo.finetune.resume import check_resumed_training
+    from zoo.finetune.setup import align_labels, build_model, final_config, read_init
     from zoo.tasks import build_data
-    from zoo.training.callbacks import CallbackContext, SampleGeneration, build_callbacks
-    from zoo.training.checkpoint_io import AtomicCheckpointIO
-    from zoo.training.console import wandb_location
-    from zoo.training.distributed import shard_datamodule
-    from zoo.training.loggers import build_logger, finish_logger
-    from zoo.training.module import ZooLightningModule
 
-    plan = prepare(cfg)
-    L.seed_everything(cfg.seed, workers=True, verbose=False)
-    finetune_cfg = plan.resolved.get("finetune") or {"name": "full"}
-    init = None
-    if plan.init is not None:  # pretrained weights read before any data: a corrupt file stops the run here
-        try:
-            init = read_init(plan.init, plan.output_dir)
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
+    resolved, resumed = plan.resolved, None
+    if plan.ckpt_path is not None:
+        resumed = read_resumed(plan.ckpt_path, resolved["ckpt_path"])
+        check_resumable(resumed, resolved["ckpt_path"], plan)
+    init = checked(read_init, plan.init, plan.output_dir) if plan.init is not None else None
     try:
         tokenizer, datamodule = build_data(
             plan.data_cfg, (init and init.tokenizer_cfg) or plan.tokenizer_cfg, task=plan.task,
-            max_seq_len=plan.model.max_seq_len,
-            batch_size=cfg.batch_size, cache_dir=cfg.paths.cache_dir, seed=cfg.seed,
+            max_seq_len=plan.model.max_seq_len, batch_size=resolved["batch_size"],
+            cache_dir=resolved["paths"]["cache_dir"], seed=resolved["seed"],
         )
         align_labels(plan.init, tokenizer, datamodule)  # a reused head's labels keep the folder's order
         model_config = plan.task.model_config(plan.model, tokenizer)  # + vocabulary, special ids, num_labels
         model_config = final_config(plan.init, model_config, tokenizer)  # init_from keeps its vocabulary
     except (ValueError, FileNotFoundError) as e:
         raise ConfigError(str(e)) from None
-    if plan.ckpt_path is not None:
+    if resumed is not None:
         try:
-            check_compatible(read_checkpoint(plan.ckpt_path), model_config, plan.task.name, plan.ckpt_path,
-                             tokenizer=tokenizer)
+            check_compatible(resumed.record, model_config, plan.task.name, resumed.path, tokenizer=tokenizer)
         except CheckpointError as e:
-            raise ConfigError(f"ckpt_path={cfg.ckpt_path}: {e}") from None
+            raise ConfigError(f"ckpt_path={resolved['ckpt_path']}: {e}") from None
+    finetune_cfg = resolved.get("finetune") or {"name": "full"}
+    model, applied = checked(build_model, plan.init, init and init.state, model_config, finetune_cfg)
+    if resumed is not None:
+        checked(check_resumed_training, model, resumed.record, resolved["ckpt_path"], str(resumed.path))
+    return Opened(plan, tokenizer, datamodule, model, applied, resumed)
 
-    try:
-        model, applied = build_model(plan.init, init and init.state, model_config, finetune_cfg)
-        if plan.ckpt_path is not None:
-            check_resumed_training(model, read_checkpoint(plan.ckpt_path), cfg.ckpt_path, str(plan.ckpt_path))
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+
+# -------------------------------------------------------------------------------------------- fit
+
+
+def fit(opened: Opened) -> TrainResult:
+    """Train the opened model with Lightning: callbacks, logger and Trainer as planned; a resume continues
+    from the checkpoint already read."""
+    from lightning.pytorch.callbacks import Checkpoint as CheckpointCallback
+
+    from zoo.finetune.setup import announce
+    from zoo.training.callbacks import CallbackContext, build_callbacks
+    from zoo.training.checkpoint_io import AtomicCheckpointIO, hand_over
+    from zoo.training.distributed import shard_datamodule
+    from zoo.training.loggers import build_logger, finish_logger
+    from zoo.training.module import ZooLightningModule
+
+    plan, resolved = opened.plan, opened.plan.resolved
+    resumed, opened.resumed = opened.resumed, None  # held below until Lightning's resume takes it
+    resume_from = str(resumed.path) if resumed else None
     module = ZooLightningModule(
-        model, task=plan.task, tokenizer=tokenizer, optim=plan.resolved["optim"], scheduler=plan.resolved["scheduler"],
-        label_smoothing=cfg.label_smoothing, compile_cfg=plan.resolved["compile"], seed=cfg.seed,
-        memory=plan.resolved.get("memory"),
+        opened.model, task=plan.task, tokenizer=opened.tokenizer, optim=resolved["optim"],
+        scheduler=resolved["scheduler"], label_smoothing=resolved["label_smoothing"],
+        compile_cfg=resolved["compile"], seed=resolved["seed"], memory=resolved.get("memory"),
     )
-    ckpt_dir = plan.output_dir / "checkpoints"
-    ctx = CallbackContext(plan.task, ckpt_dir, tokenizer, datamodule,
+    ctx = CallbackContext(plan.task, plan.output_dir / "checkpoints", opened.tokenizer, opened.datamodule,
                           progress_bar=plan.trainer_kwargs.get("enable_progress_bar", True))
-    callbacks = build_callbacks(plan.resolved["callbacks"], ctx)
-    resume_id = read_checkpoint(plan.ckpt_path)["zoo"].get("wandb_run_id") if plan.ckpt_path else None
-    logger = build_logger(plan.resolved["logger"], plan.output_dir, run_name(cfg), resume_id=resume_id)
+    callbacks = build_callbacks(resolved["callbacks"], ctx)
+    logger = build_logger(resolved["logger"], plan.output_dir, run_name(plan),
+                          resume_id=resumed.record.wandb_run_id if resumed else None)
     trainer = L.Trainer(
         **plan.trainer_kwargs, logger=logger if logger is not None else False, callbacks=callbacks,
         plugins=[AtomicCheckpointIO()], default_root_dir=str(plan.output_dir),
-        enable_checkpointing=any(isinstance(c, Checkpoint) for c in callbacks),
+        enable_checkpointing=any(isinstance(c, CheckpointCallback) for c in callbacks),
         use_distributed_sampler=False,  # zoo shards the data itself (same global batch as one process)
     )
-    shard_datamodule(datamodule, trainer)
+    hand_over(trainer, resumed)  # Lightning's resume gets the checkpoint as read (and lets it go)
+    del resumed
+    shard_datamodule(opened.datamodule, trainer)
     if trainer.is_global_zero:
-        _remove_leftovers(Path(plan.resolved["paths"]["runs_dir"]), plan.output_dir)
+        _remove_leftovers(Path(resolved["paths"]["runs_dir"]), plan.output_dir)
     failed = True
     try:
         if trainer.is_global_zero:
             _announce(trainer, module, plan, logger)
-            announce(module.model, applied, plan.init)
-        trainer.fit(module, datamodule=datamodule, ckpt_path=str(plan.ckpt_path) if plan.ckpt_path else None)
+            announce(module.model, opened.applied, plan.init)
+        trainer.fit(module, datamodule=opened.datamodule, ckpt_path=resume_from)
         failed = False
     finally:
         if logger is not None:
             finish_logger(logger, failed=failed)
+    return _result(trainer, callbacks, plan.output_dir, module.model, logger)
+
+
+def run_name(plan: Plan) -> str:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        choice = HydraConfig.get().runtime.choices.get("model")
+    except ValueError:  # composed without @hydra.main (tests)
+        choice = plan.resolved["model"]["arch"]
+    return f"{choice}-{datetime.now():%Y%m%d-%H%M%S}"
+
+
+def _result(trainer: L.Trainer, callbacks: list, output_dir: Path, model, logger) -> TrainResult:
+    """Metrics (validation, sample quality, the test split) and checkpoint paths of a finished fit."""
+    from zoo.evaluation.callback import TestSplitEvaluation
+    from zoo.training.callbacks import SampleGeneration
+    from zoo.training.console import wandb_location
+
     sampler = next((c for c in callbacks if isinstance(c, SampleGeneration)), None)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
     if sampler is not None and sampler.report is not None:
@@ -137,9 +182,9 @@ def train(cfg: DictConfig) -> TrainResult:
     if tester is not None:
         metrics.update(tester.metrics)  # test/<metric>: the test split, when the data has one
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
-    last = ckpt_dir / "last.ckpt"
-    return TrainResult(metrics, plan.output_dir, Path(best) if best else None, last if last.exists() else None,
-                       sampler.report if sampler else None, wandb_location(logger), _generate_key(module.model))
+    last = output_dir / "checkpoints" / "last.ckpt"
+    return TrainResult(metrics, output_dir, Path(best) if best else None, last if last.exists() else None,
+                       sampler.report if sampler else None, wandb_location(logger), _generate_key(model))
 
 
 def _generate_key(model) -> str | None:

@@ -1,0 +1,72 @@
+"""A run reads each file once (plan -> open -> fit): a resumed run loads its checkpoint once (Lightning's
+resume gets the dict the checks read), an init_from run parses the folder's config.json once, and a model
+config that passed its checks is not checked again."""
+
+from __future__ import annotations
+
+import builtins
+import io
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+import zoo.models.base
+from zoo.models import DecoderLM
+from zoo.training.run import train
+
+from .conftest import TINY_LM, train_losses
+
+QUICK = [*TINY_LM, "callbacks.samples=null", "eval_every=2"]
+
+
+def test_a_resumed_run_reads_its_checkpoint_once_and_checks_each_config_once(make_cfg, monkeypatch):
+    first = train(make_cfg([*QUICK, "trainer.max_steps=2"], run="first"))
+    loads: Counter[str] = Counter()
+    load = torch.load
+
+    def counted_load(f, *args, **kwargs):
+        loads[str(f)] += 1
+        return load(f, *args, **kwargs)
+
+    checked: Counter[str] = Counter()
+    check = DecoderLM.check_config.__func__
+
+    def counted_check(cls, cfg):
+        checked[repr(cfg)] += 1
+        return check(cls, cfg)
+
+    monkeypatch.setattr(torch, "load", counted_load)
+    monkeypatch.setattr(DecoderLM, "check_config", classmethod(counted_check))
+    monkeypatch.setattr(zoo.models.base, "_CHECKED", {})  # what the first run checked counts again
+    resumed = train(make_cfg([*QUICK, "trainer.max_steps=4", f"ckpt_path={first.last_checkpoint}"],
+                             run="second"))
+    assert sorted(train_losses(resumed.output_dir)) == [2, 3]  # it did resume, at step 2
+    assert loads[str(first.last_checkpoint)] == 1  # was 6: plan (2), open (3), Lightning's resume (1)
+    assert checked and set(checked.values()) == {1}, checked  # was 16 checks of 2 configs
+
+
+def test_an_init_from_run_parses_config_json_once(make_cfg, tmp_path, monkeypatch):
+    pytest.importorskip("transformers")
+    from ..finetune.folders import corpus_file, gpt2_folder
+
+    folder, corpus = gpt2_folder(tmp_path / "gpt2"), corpus_file(tmp_path / "data")
+    config_json = str(folder / "config.json")
+    reads: Counter[str] = Counter()
+
+    def counting(real):
+        def opened(file, *args, **kwargs):
+            if isinstance(file, (str, Path)) and str(file) == config_json:
+                reads[config_json] += 1
+            return real(file, *args, **kwargs)
+        return opened
+
+    monkeypatch.setattr(io, "open", counting(io.open))  # pathlib's read_text / open
+    monkeypatch.setattr(builtins, "open", counting(builtins.open))
+    result = train(make_cfg([f"init_from={folder}", "data=text", f"data.files={corpus}", "logger=csv",
+                             "trainer.accelerator=cpu", "trainer.max_steps=2", "eval_every=2", "batch_size=4",
+                             "trainer.limit_val_batches=1", "trainer.num_sanity_val_steps=0",
+                             "trainer.enable_progress_bar=false", "callbacks.samples=null"]))
+    assert result.last_checkpoint is not None
+    assert reads[config_json] == 1  # was 7: recognised twice, 4 times in the plan, once with the weights
