@@ -17,7 +17,8 @@ SIZES = {False: {"seq_lens": (256, 1024), "batch": 2, "d_model": 256, "n_heads":
          True: {"seq_lens": (32,), "batch": 1, "d_model": 32, "n_heads": 2}}
 
 
-def attention_call(layer: Attention, x: torch.Tensor, *, need_weights: bool, backward: bool) -> Callable[[], None]:
+def attention_call(layer: Attention, x: torch.Tensor, *, need_weights: bool,
+                   backward: bool) -> Callable[[], None]:
     t = x.shape[1]
     mask = build_mask(None, causal=True, q_len=t, k_len=t)
 

@@ -54,9 +54,11 @@ def run(quick: bool = False) -> Section:
     data_cfg = {"name": "translation_toy", "n_pairs": size["n_pairs"], "n_test": 50}
     with tempfile.TemporaryDirectory() as cache:
         tok, dm = build_data(data_cfg, {"name": "bpe", "vocab_size": 1000}, task="seq2seq",
-                             max_seq_len=size["max_seq_len"], batch_size=size["batch_size"], cache_dir=cache, seed=0)
+                             max_seq_len=size["max_seq_len"], batch_size=size["batch_size"], cache_dir=cache,
+                             seed=0)
     sizes, _ = dm.example_sizes("train")
-    max_tokens = int(round(size["batch_size"] * float(sizes.mean())))  # the same real tokens per batch, on average
+    # the same real tokens per batch, on average
+    max_tokens = int(round(size["batch_size"] * float(sizes.mean())))
     randomly = epoch_batches(dm)
     dm.max_tokens = max_tokens
     bucketed = epoch_batches(dm)
@@ -64,30 +66,35 @@ def run(quick: bool = False) -> Section:
                   pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     n = size["steps"]
-    sides = {"random": train_steps(model, optimizer, randomly[:n]), "budget": train_steps(model, optimizer, bucketed[:n])}
+    sides = {"random": train_steps(model, optimizer, randomly[:n]),
+             "budget": train_steps(model, optimizer, bucketed[:n])}
     tm = interleaved(sides, warmup=warmup, repeats=repeats)
     speed = {k: real_tokens(b[:n]) / tm[k].median for k, b in (("random", randomly), ("budget", bucketed))}
     share = {"random": padding_share(randomly), "budget": padding_share(bucketed)}
     rows = [[f"random, batch_size={size['batch_size']}", len(randomly), f"{share['random']:.1%}",
              f"{speed['random']:,.0f}", f"{tm['random'].spread:.0%}", "1.00x"],
             [f"token budget, max_tokens={max_tokens}", len(bucketed), f"{share['budget']:.1%}",
-             f"{speed['budget']:,.0f}", f"{tm['budget'].spread:.0%}", f"{speed['budget'] / speed['random']:.2f}x"]]
+             f"{speed['budget']:,.0f}", f"{tm['budget'].spread:.0%}",
+             f"{speed['budget'] / speed['random']:.2f}x"]]
     headers = ["batches", "per epoch", "padding share", "real tokens/s", "spread", "tokens/s vs random"]
     notes = [
         f"translation_toy, {size['n_pairs']} pairs (train {len(sizes)}), BPE vocab {tok.vocab_size}, "
         f"model.max_seq_len={size['max_seq_len']}; the transformer_tiny preset, fp32, dropout 0, AdamW.",
-        "max_tokens = batch_size x mean pair length (the longer side), so both sides carry about the same real "
-        "tokens per batch; the padding share is over a whole epoch, source and decoder inputs together.",
-        f"tokens/s: the first {n} batches of each side's epoch, trained in alternation ({repeats} repeats after "
-        f"{warmup} warm-up, median); spread = (max - min) / median of the repeats, a measure of the machine's load.",
-        "Token-budget batches are cut from the examples sorted by length (ties in a seeded order) and shuffled "
-        "(zoo/data/batching.py); random batches are the epoch-keyed shuffle of `batch_size` examples.",
-        f"Ceiling from padding alone: with about the same real tokens per batch, removing padding can speed a "
-        f"compute-bound step up by at most (1 - {share['budget']:.1%}) / (1 - {share['random']:.1%}) = "
+        "max_tokens = batch_size x mean pair length (the longer side), so both sides carry about the same "
+        "real tokens per batch; the padding share is over a whole epoch, source and decoder inputs together.",
+        f"tokens/s: the first {n} batches of each side's epoch, trained in alternation "
+        f"({repeats} repeats after {warmup} warm-up, median); spread = (max - min) / median of the repeats, "
+        "a measure of the machine's load.",
+        "Token-budget batches are cut from the examples sorted by length (ties in a seeded order) and "
+        "shuffled (zoo/data/batching.py); random batches are "
+        "the epoch-keyed shuffle of `batch_size` examples.",
+        "Ceiling from padding alone: with about the same real tokens per batch, removing padding can speed "
+        f"a compute-bound step up by at most (1 - {share['budget']:.1%}) / (1 - {share['random']:.1%}) = "
         f"{(1 - share['budget']) / (1 - share['random']):.2f}x; per-step costs that do not scale with tokens "
         "(optimizer, launch overhead) lower it further at this tiny size.",
     ]
-    goals = [("batching: real-token share of token-budget batches (padding < 10%)", 1.0 - share["budget"], 0.9),
+    goals = [("batching: real-token share of token-budget batches (padding < 10%)", 1.0 - share["budget"],
+              0.9),
              ("batching: tokens/s, token budget vs random batches", speed["budget"] / speed["random"], 1.3)]
     return Section("Batching: token budget vs random batches (seq2seq)", markdown_table(headers, rows), notes,
                    data={"padding": share, "tokens_per_s": speed, "max_tokens": max_tokens}, goals=goals)

@@ -102,10 +102,11 @@ def section(rows: list[dict]) -> Section:
         "`ZooLightningModule` does for `compile.enabled=true`.",
         "compile s: the compiled side's first call minus the eager side's first call (dynamo tracing, AOT "
         "autograd and inductor code generation for forward and backward; inductor's on-disk cache shortens "
-        "a repeat run; this section compiles with a fresh cache folder and the FX-graph and AOT-autograd caches "
-        "off, so it is the cold cost a first run pays).",
+        "a repeat run; this section compiles with a fresh cache folder and the FX-graph and AOT-autograd "
+        "caches off, so it is the cold cost a first run pays).",
         f"tokens/s: {r0['steps']} steps per timed call, {r0['repeats']} repeats after one warm-up, the sides "
-        "alternating; spread = (max - min) / median of each side's repeats (how loaded the shared machine was).",
+        "alternating; spread = (max - min) / median of each "
+        "side's repeats (how loaded the shared machine was).",
     ]
     return Section("Compiled training (CPU)", markdown_table(headers, table), notes, {"rows": rows}, goals)
 

@@ -34,9 +34,9 @@ SIZES = {
 def _hf_gpt2(size: dict, layers: int, state: dict | None = None):
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    cfg = GPT2Config(vocab_size=size["vocab"], n_positions=size["prompt"] + size["new"] + 64, n_embd=size["d_model"],
-                     n_layer=layers, n_head=size["heads"], resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                     bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    cfg = GPT2Config(vocab_size=size["vocab"], n_positions=size["prompt"] + size["new"] + 64,
+                     n_embd=size["d_model"], n_layer=layers, n_head=size["heads"], resid_pdrop=0.0,
+                     embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=1, eos_token_id=2, pad_token_id=0)
     model = GPT2LMHeadModel(cfg).eval()
     if state is not None:  # the draft: the target's tensors for every block it has
         missing, _ = model.load_state_dict(state, strict=False)
@@ -74,14 +74,15 @@ def run(quick: bool = False) -> Section:
 
     def hf_generate():
         with torch.inference_mode():
-            return hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new, min_new_tokens=new,
-                               do_sample=False)
+            return hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new,
+                               min_new_tokens=new, do_sample=False)
 
     sides = {
         "HF generate": hf_generate,
         "zoo dynamic cache": lambda: ours.generate(ids, **greedy),
         "zoo static cache + compile": lambda: ours.generate(ids, compile=True, **greedy),
-        "zoo speculative (draft)": lambda: ours.generate(ids, assistant_model=draft, num_assistant_tokens=DRAFT_TOKENS,
+        "zoo speculative (draft)": lambda: ours.generate(ids, assistant_model=draft,
+                                                         num_assistant_tokens=DRAFT_TOKENS,
                                                           **greedy),
         "zoo int8": lambda: int8.generate(ids, **greedy),
     }
@@ -97,52 +98,63 @@ def run(quick: bool = False) -> Section:
     reference = outputs["HF generate"]
     hf_tps = new / timings["HF generate"].median
     dyn_tps = new / timings["zoo dynamic cache"].median
-    spec = ours.generate(ids, assistant_model=draft, num_assistant_tokens=DRAFT_TOKENS, return_dict=True, **greedy)
+    spec = ours.generate(ids, assistant_model=draft, num_assistant_tokens=DRAFT_TOKENS, return_dict=True,
+                         **greedy)
     rows, goals = [], []
     for name, timing in timings.items():
         tps = new / timing.median
         same = outputs[name].shape == reference.shape and torch.equal(outputs[name], reference)
         agree = float((outputs[name][0, -new:] == reference[0, -new:]).float().mean()) if not same else 1.0
-        rows.append([name, f"{tps:.1f}", f"{timing.spread:.0%}", f"{tps / hf_tps:.2f}x", f"{tps / dyn_tps:.2f}x",
-                     "yes" if same else f"no ({agree:.0%} of new tokens)"])
+        rows.append([name, f"{tps:.1f}", f"{timing.spread:.0%}", f"{tps / hf_tps:.2f}x",
+                     f"{tps / dyn_tps:.2f}x", "yes" if same else f"no ({agree:.0%} of new tokens)"])
     static_ratio = timings["HF generate"].median / timings["zoo static cache + compile"].median
     goals.append(("decoding b1: zoo static cache + compile / HF generate", static_ratio, 2.0))
     spec_ratio = timings["zoo dynamic cache"].median / timings["zoo speculative (draft)"].median
     int8_ratio = timings["zoo dynamic cache"].median / timings["zoo int8"].median
-    samples = ours.generate(torch.full((size["ppl_rows"], 1), 3), max_new_tokens=size["ppl_len"] - 1, do_sample=True,
-                            seed=0, eos_token_id=[])
+    samples = ours.generate(torch.full((size["ppl_rows"], 1), 3), max_new_tokens=size["ppl_len"] - 1,
+                            do_sample=True, seed=0, eos_token_id=[])
     ppl_fp32, ppl_int8 = perplexity(ours, samples), perplexity(int8, samples)
-    goals.append(("decoding: int8 perplexity within 1% (fp32 ppl / int8 ppl, >= 0.99)", ppl_fp32 / ppl_int8, 0.99))
-    table = markdown_table(["decoder, batch 1, greedy", "tok/s", "spread", "/ HF", "/ zoo dynamic", "same tokens as HF"],
+    goals.append(("decoding: int8 perplexity within 1% (fp32 ppl / int8 ppl, >= 0.99)", ppl_fp32 / ppl_int8,
+                  0.99))
+    table = markdown_table(["decoder, batch 1, greedy", "tok/s", "spread", "/ HF", "/ zoo dynamic",
+                            "same tokens as HF"],
                            rows)
     summary = markdown_table(["measure", "value"], [
-        ["static cache + compile / HF generate (goal >= 2)", f"{static_ratio:.2f}x ({goal(static_ratio, 2.0)})"],
-        ["compile seconds (first call minus a steady call)", f"{compile_s['zoo static cache + compile']:.1f} s"],
-        [f"speculative: acceptance rate ({size['draft_layers']}-layer draft, {DRAFT_TOKENS} tokens per round)", f"{spec.acceptance_rate:.2f}"],
+        ["static cache + compile / HF generate (goal >= 2)",
+         f"{static_ratio:.2f}x ({goal(static_ratio, 2.0)})"],
+        ["compile seconds (first call minus a steady call)",
+         f"{compile_s['zoo static cache + compile']:.1f} s"],
+        ["speculative: acceptance rate "
+         f"({size['draft_layers']}-layer draft, {DRAFT_TOKENS} tokens per round)",
+         f"{spec.acceptance_rate:.2f}"],
         ["speculative / zoo dynamic cache (speed-up)", f"{spec_ratio:.2f}x"],
         ["int8 / fp32, dynamic cache (speed-up)", f"{int8_ratio:.2f}x"],
-        ["perplexity fp32 -> int8 (change)", f"{ppl_fp32:.3f} -> {ppl_int8:.3f} ({(ppl_int8 / ppl_fp32 - 1):+.2%})"],
+        ["perplexity fp32 -> int8 (change)",
+         f"{ppl_fp32:.3f} -> {ppl_int8:.3f} ({(ppl_int8 / ppl_fp32 - 1):+.2%})"],
     ])
     notes = [
-        f"shape: gpt_small's (d_model {size['d_model']}, {size['layers']} layers, {size['heads']} heads, vocab "
-        f"{size['vocab']}), random init, HF GPT-2 weights loaded into zoo; prompt {size['prompt']} + {new} new "
-        f"tokens, every step run (no EOS); torch {torch.__version__}, {torch.get_num_threads()} threads.",
-        f"Sides interleaved after one warm-up round, median of {size['repeats']}; `spread` = (max - min) / median "
-        "per side (load from other work on this machine shows there).",
-        "Compile time is not in the tok/s: torch.compile traces the step once per (model, batch, buffer size) "
-        "and later calls reuse it.",
-        f"Speculative: draft = the same checkpoint cut to its first {size['draft_layers']} block(s); its output is "
-        "the target's greedy output (same tokens column). Random weights: acceptance on a trained pair differs.",
-        f"Perplexity: {size['ppl_rows']} x {size['ppl_len']} tokens sampled from the fp32 model (seed 0), scored by "
-        "the fp32 and the int8 model (weight-only int8, per-channel scales; decode steps through "
-        "`torch._weight_int8pack_mm`, which is slower than fp32 matmul on this CPU: int8 is a memory lever here). With "
-        "random weights the predictions are near-uniform (perplexity close to the vocabulary size), so this change "
-        "is a weak check; tests/test_quantization.py bounds the logits' error (< 2% relative L2).",
+        f"shape: gpt_small's (d_model {size['d_model']}, {size['layers']} layers, {size['heads']} heads, "
+        f"vocab {size['vocab']}), random init, HF GPT-2 weights loaded into zoo; prompt {size['prompt']} + "
+        f"{new} new tokens, every step run (no EOS); torch "
+        f"{torch.__version__}, {torch.get_num_threads()} threads.",
+        f"Sides interleaved after one warm-up round, median of {size['repeats']}; `spread` = (max - min) / "
+        "median per side (load from other work on this machine shows there).",
+        "Compile time is not in the tok/s: torch.compile traces the step once per "
+        "(model, batch, buffer size) and later calls reuse it.",
+        f"Speculative: draft = the same checkpoint cut to its first {size['draft_layers']} block(s); its "
+        "output is the target's greedy output (same tokens column). "
+        "Random weights: acceptance on a trained pair differs.",
+        f"Perplexity: {size['ppl_rows']} x {size['ppl_len']} tokens sampled from the fp32 model (seed 0), "
+        "scored by the fp32 and the int8 model (weight-only int8, per-channel scales; decode steps through "
+        "`torch._weight_int8pack_mm`, which is slower than fp32 matmul on this CPU: int8 is a memory lever "
+        "here). With random weights the predictions are near-uniform (perplexity close to the vocabulary "
+        "size), so this change is a weak check; tests/test_quantization.py bounds the logits' error "
+        "(< 2% relative L2).",
     ]
     data = {"tok_s": {n: new / t.median for n, t in timings.items()}, "compile_s": compile_s,
             "acceptance_rate": spec.acceptance_rate, "ppl": (ppl_fp32, ppl_int8)}
-    return Section("Decoding: static cache, compile, speculative, int8 (batch 1)", table + "\n\n" + summary, notes,
-                   data, goals)
+    return Section("Decoding: static cache, compile, speculative, int8 (batch 1)", table + "\n\n" + summary,
+                   notes, data, goals)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,8 @@ def build_pair(args):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     hf_cfg = GPT2Config(vocab_size=args.vocab, n_positions=args.prompt + args.new, n_embd=args.d_model,
-                        n_layer=args.layers, n_head=args.heads, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                        bos_token_id=1, eos_token_id=2, pad_token_id=0)
+                        n_layer=args.layers, n_head=args.heads, resid_pdrop=0.0, embd_pdrop=0.0,
+                        attn_pdrop=0.0, bos_token_id=1, eos_token_id=2, pad_token_id=0)
     hf = GPT2LMHeadModel(hf_cfg).to(args.device).eval()
     hf.generation_config.eos_token_id = None  # run every step, like zoo's eos_token_id=[]
     hf.generation_config.pad_token_id = 0
@@ -58,7 +58,8 @@ def main() -> None:
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--beams", type=int, default=4)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--repeats", type=int, default=1, help="best of N, zoo and HF interleaved (noisy hosts)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="best of N, zoo and HF interleaved (noisy hosts)")
     parser.add_argument("--skip", nargs="*", default=[], help="case names to skip, e.g. 'b8 no cache'")
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -73,8 +74,8 @@ def main() -> None:
 
     def run_hf(ids, kw, new):
         with torch.inference_mode():
-            return hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new, min_new_tokens=new,
-                               do_sample=False, **kw)
+            return hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new,
+                               min_new_tokens=new, do_sample=False, **kw)
 
     ids1 = torch.randint(3, args.vocab, (1, 8), device=args.device)
     for kw in (dict(use_cache=True), dict(use_cache=True, num_beams=2)):  # warm up kernels and caches

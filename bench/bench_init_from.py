@@ -1,16 +1,17 @@
-"""init_from (issue 22, "Done when"): a bare sentence-transformers folder (BertModel with its pooler, mean Pooling,
-Normalize, a tokenizer.json that stores padding and truncation at 128, as MiniLM ships), pre-trained here by
-masked LM, fine-tuned for classification two ways on the same local synthetic data: zoo's `train.py
+"""init_from (issue 22, "Done when"): a bare sentence-transformers folder (BertModel with its pooler, mean
+Pooling, Normalize, a tokenizer.json that stores padding and truncation at 128, as MiniLM ships), pre-trained
+here by masked LM, fine-tuned for classification two ways on the same local synthetic data: zoo's `train.py
 init_from=<folder> task=classification` (zoo.training.run.train on the composed config, as the parity section
-runs it) and a plain transformers fine-tune written here (BertForSequenceClassification.from_pretrained(folder),
-a hand-written loop). Same steps, batch, learning rate, AdamW groups and betas, constant schedule, clipping,
-dropout and seeds; every final model scored by one function on the same held-out test texts. Goal: zoo's test
-accuracy within 0.02 of transformers'. A third row trains transformers' model from the same config without the
-folder's weights: what a run that lost them would reach.
+runs it) and a plain transformers fine-tune written here
+(BertForSequenceClassification.from_pretrained(folder), a hand-written loop). Same steps, batch, learning
+rate, AdamW groups and betas, constant schedule, clipping, dropout and seeds; every final model scored by one
+function on the same held-out test texts. Goal: zoo's test accuracy within 0.02 of transformers'. A third row
+trains transformers' model from the same config without the folder's weights: what a run that lost them would
+reach.
 
-The task: sentences of filler words with 1-4 sentiment words, some negated by "not" just before them; the label
-is the sign of the summed sentiment (ties are not drawn). Order matters (negation), so a bag of words does not
-solve it."""
+The task: sentences of filler words with 1-4 sentiment words, some negated by "not" just before them; the
+label is the sign of the summed sentiment (ties are not drawn). Order matters (negation), so a bag of words
+does not solve it."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ NEGATIVE = "bad sad poor dull awful dark cold cruel".split()
 FILLER = ("the a cat dog house tree runs sits is was very and day night food movie story today with "
           "my your old new small big red blue").split()
 LABELS = ("negative", "positive")
-STORED_LENGTH = 128  # padding and truncation the shipped tokenizer.json stores (zoo and transformers ignore both)
+# padding and truncation the shipped tokenizer.json stores (zoo and transformers ignore both)
+STORED_LENGTH = 128
 
 
 @dataclass(frozen=True)
@@ -63,13 +65,14 @@ class Setup:
 
 
 FULL = Setup()
-QUICK = Setup(d_model=16, n_layers=1, n_heads=2, d_ff=32, train=64, val=16, test=32, batch=8, steps=4, seeds=(0,),
-              pretrain_steps=3, pretrain_texts=64)
+QUICK = Setup(d_model=16, n_layers=1, n_heads=2, d_ff=32, train=64, val=16, test=32, batch=8, steps=4,
+              seeds=(0,), pretrain_steps=3, pretrain_texts=64)
 
 
 # ------------------------------------------------------------------------------------------------ data
 def sentence(rng: random.Random) -> tuple[str, str]:
-    """One text and its label: the sign of the sentiment words' sum, a word after "not" counting negatively."""
+    """One text and its label: the sign of the sentiment words' sum, a word after "not" counting
+    negatively."""
     while True:
         units = [[rng.choice(FILLER)] for _ in range(rng.randint(4, 10))]
         score = 0
@@ -89,7 +92,8 @@ def make_splits(s: Setup, seed: int = 1234) -> dict[str, list[tuple[str, str]]]:
 
 
 def save_dataset(splits: dict[str, list[tuple[str, str]]], folder: Path) -> Path:
-    """train / validation as a datasets save_to_disk folder (zoo's data=hf reads it; the test split stays out)."""
+    """train / validation as a datasets save_to_disk folder (zoo's data=hf reads it; the test split stays
+    out)."""
     from datasets import Dataset, DatasetDict
 
     DatasetDict({name: Dataset.from_dict({"text": [t for t, _ in rows], "label": [y for _, y in rows]})
@@ -109,11 +113,13 @@ def wordpiece_folder(folder: Path) -> None:
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
     tok.enable_truncation(STORED_LENGTH)
     tok.enable_padding(length=STORED_LENGTH, pad_id=0, pad_token="[PAD]")
-    transformers.BertTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
-                                   sep_token="[SEP]", mask_token="[MASK]").save_pretrained(folder)
+    transformers.BertTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]",
+                                   cls_token="[CLS]", sep_token="[SEP]",
+                                   mask_token="[MASK]").save_pretrained(folder)
 
 
 def pretrained_bert(s: Setup, base: Path) -> tuple[transformers.BertModel, tuple[float, float]]:
@@ -125,8 +131,8 @@ def pretrained_bert(s: Setup, base: Path) -> tuple[transformers.BertModel, tuple
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(base)
     config = transformers.BertConfig(
-        vocab_size=len(tokenizer), hidden_size=s.d_model, num_hidden_layers=s.n_layers, num_attention_heads=s.n_heads,
-        intermediate_size=s.d_ff, max_position_embeddings=64, pad_token_id=0)
+        vocab_size=len(tokenizer), hidden_size=s.d_model, num_hidden_layers=s.n_layers,
+        num_attention_heads=s.n_heads, intermediate_size=s.d_ff, max_position_embeddings=64, pad_token_id=0)
     torch.manual_seed(0)
     mlm = transformers.BertForMaskedLM(config)
     rng, gen = random.Random(99), torch.Generator().manual_seed(0)
@@ -138,9 +144,10 @@ def pretrained_bert(s: Setup, base: Path) -> tuple[transformers.BertModel, tuple
         batch = tokenizer([texts[i] for i in torch.randint(len(texts), (s.batch,), generator=gen).tolist()],
                           padding=True, return_tensors="pt")
         ids = batch["input_ids"]
-        picked = (torch.rand(ids.shape, generator=gen) < 0.15) & (ids > tokenizer.mask_token_id)  # content only
-        loss = mlm(input_ids=ids.masked_fill(picked, tokenizer.mask_token_id), attention_mask=batch["attention_mask"],
-                   labels=torch.where(picked, ids, -100)).loss
+        # content only
+        picked = (torch.rand(ids.shape, generator=gen) < 0.15) & (ids > tokenizer.mask_token_id)
+        loss = mlm(input_ids=ids.masked_fill(picked, tokenizer.mask_token_id),
+                   attention_mask=batch["attention_mask"], labels=torch.where(picked, ids, -100)).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -153,7 +160,8 @@ def pretrained_bert(s: Setup, base: Path) -> tuple[transformers.BertModel, tuple
 
 
 def sentence_transformers_folder(s: Setup, folder: Path) -> tuple[Path, tuple[float, float]]:
-    """The pre-trained BertModel + mean Pooling + Normalize, saved by sentence-transformers (and its MLM losses)."""
+    """The pre-trained BertModel + mean Pooling + Normalize, saved by sentence-transformers (and its MLM
+    losses)."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
@@ -176,7 +184,8 @@ def zoo_overrides(s: Setup, folder: Path, data: Path, seed: int, out: Path) -> l
         f"trainer.gradient_clip_val={s.clip}", f"optim.lr={s.lr}", f"optim.weight_decay={s.weight_decay}",
         f"optim.betas=[{s.betas[0]},{s.betas[1]}]", "scheduler=constant", "scheduler.warmup_steps=0",
         f"seed={seed}", "logger=none", "callbacks.samples=null", "trainer.enable_progress_bar=false",
-        f"paths.output_dir={out / f'zoo-{seed}'}", f"paths.runs_dir={out}", f"paths.cache_dir={out / 'cache'}",
+        f"paths.output_dir={out / f'zoo-{seed}'}", f"paths.runs_dir={out}",
+        f"paths.cache_dir={out / 'cache'}",
     ]
 
 
@@ -191,11 +200,12 @@ def train_zoo(s: Setup, folder: Path, data: Path, seed: int, out: Path):
 
 
 # ----------------------------------------------------------------------------------- transformers' side
-def train_transformers(s: Setup, folder: Path, rows: list[tuple[str, str]], seed: int, pretrained: bool = True):
-    """BertForSequenceClassification from the folder (fresh classifier, the folder's pooler; `pretrained=False`:
-    the folder's config with transformers' init instead of its weights), trained by a plain loop: AdamW with
-    zoo's groups (decay on >= 2-D tensors), constant lr, global-norm clipping, reshuffled epochs of `batch`
-    examples, dropout as config.json says."""
+def train_transformers(s: Setup, folder: Path, rows: list[tuple[str, str]], seed: int,
+                       pretrained: bool = True):
+    """BertForSequenceClassification from the folder (fresh classifier, the folder's pooler;
+    `pretrained=False`: the folder's config with transformers' init instead of its weights), trained by a
+    plain loop: AdamW with zoo's groups (decay on >= 2-D tensors), constant lr, global-norm clipping,
+    reshuffled epochs of `batch` examples, dropout as config.json says."""
     from transformers import AutoConfig, AutoTokenizer, BertForSequenceClassification
 
     torch.manual_seed(seed)
@@ -205,7 +215,8 @@ def train_transformers(s: Setup, folder: Path, rows: list[tuple[str, str]], seed
              BertForSequenceClassification(AutoConfig.from_pretrained(folder, **labels)))
     tokenizer = AutoTokenizer.from_pretrained(folder)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2], "weight_decay": s.weight_decay},
+    optimizer = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2],
+                                    "weight_decay": s.weight_decay},
                                    {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
                                   lr=s.lr, betas=s.betas, eps=1e-8)
     gen = torch.Generator().manual_seed(seed)
@@ -255,13 +266,15 @@ def hf_logits(model, tokenizer):
     return lambda texts: model(**tokenizer(texts, padding=True, return_tensors="pt")).logits
 
 
-ZOO, HF, SCRATCH = "zoo train.py init_from", "transformers fine-tune", "transformers, same config from scratch"
+ZOO, HF, SCRATCH = ("zoo train.py init_from", "transformers fine-tune",
+                    "transformers, same config from scratch")
 
 
 def measure(quick: bool = False) -> dict:
     s = QUICK if quick else FULL
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # accuracy does not depend on it; on the loaded 2-core machine 1 thread is fastest
+    # accuracy does not depend on it; on the loaded 2-core machine 1 thread is fastest
+    torch.set_num_threads(1)
     splits = make_splits(s)
     scores: dict[str, list[float]] = {ZOO: [], HF: [], SCRATCH: []}
     seconds = dict.fromkeys(scores, 0.0)
@@ -277,7 +290,8 @@ def measure(quick: bool = False) -> dict:
                 model, tokenizer = train_zoo(s, folder, data, seed, out)
                 torch.set_num_threads(1)  # Lightning / seeding may have changed it
                 seconds[ZOO] += time.perf_counter() - start
-                scores[ZOO].append(accuracy(zoo_logits(model, tokenizer), tokenizer.label_names, splits["test"]))
+                scores[ZOO].append(accuracy(zoo_logits(model, tokenizer), tokenizer.label_names,
+                                            splits["test"]))
                 for side, pretrained in ((HF, True), (SCRATCH, False)):
                     start = time.perf_counter()
                     hf, hf_tokenizer = train_transformers(s, folder, splits["train"], seed, pretrained)
@@ -302,17 +316,17 @@ def section(data: dict) -> Section:
              f"{data['seconds'][name] / len(v):.0f}"] for name, v in scores.items()]
     first, last = data["mlm_losses"]
     notes = [
-        f"Folder: a BertModel ({s.n_layers} layers, d={s.d_model}, {s.n_heads} heads, FFN {s.d_ff}) pre-trained "
-        f"here by masked LM for {s.pretrain_steps} steps on {s.pretrain_texts:,} unlabelled sentences of the task's "
-        f"kind (loss {first:.2f} -> {last:.2f}; most words are drawn at random, so little is predictable), saved "
-        "bare with a pooler (transformers' init) + mean Pooling + Normalize by sentence-transformers; its "
-        "tokenizer.json stores padding and truncation at 128 as MiniLM's does.",
-        f"Data: {s.train} train / {s.val} validation / {s.test} test synthetic sentences (sentiment words, some "
-        f"negated by \"not\"); majority class {data['majority']:.3f} of the test set. Every side: {s.steps} steps "
-        f"of batch {s.batch} (~{s.steps * s.batch / s.train:.1f} epochs), AdamW lr {s.lr} constant, betas "
-        f"{s.betas}, eps 1e-8, weight decay {s.weight_decay} on >= 2-D tensors, global-norm clip {s.clip}, "
-        "dropout 0.1 (config.json) incl. before the classifier, a fresh classifier on the folder's pooler; "
-        f"seeds {list(s.seeds)}; one thread.",
+        f"Folder: a BertModel ({s.n_layers} layers, d={s.d_model}, {s.n_heads} heads, FFN {s.d_ff}) "
+        f"pre-trained here by masked LM for {s.pretrain_steps} steps on {s.pretrain_texts:,} unlabelled "
+        f"sentences of the task's kind (loss {first:.2f} -> {last:.2f}; most words are drawn at random, so "
+        "little is predictable), saved bare with a pooler (transformers' init) + mean Pooling + Normalize by "
+        "sentence-transformers; its tokenizer.json stores padding and truncation at 128 as MiniLM's does.",
+        f"Data: {s.train} train / {s.val} validation / {s.test} test synthetic sentences "
+        f"(sentiment words, some negated by \"not\"); majority class {data['majority']:.3f} of the test set. "
+        f"Every side: {s.steps} steps of batch {s.batch} (~{s.steps * s.batch / s.train:.1f} epochs), AdamW "
+        f"lr {s.lr} constant, betas {s.betas}, eps 1e-8, weight decay {s.weight_decay} on >= 2-D tensors, "
+        f"global-norm clip {s.clip}, dropout 0.1 (config.json) incl. before the classifier, a fresh "
+        f"classifier on the folder's pooler; seeds {list(s.seeds)}; one thread.",
         f"Gap zoo - transformers: {gap:+.4f} (goal: within 0.02): " + ("**met**." if abs(gap) <= 0.02 else
                                                                          "**missed**.")
         + (f" Standard error of the difference of the means ({len(s.seeds)} seeds a side): "
@@ -321,15 +335,16 @@ def section(data: dict) -> Section:
         "folder's weights: a run that lost them would land there.",
         "Input ids of every test text equal on both sides (zoo's framing of the folder's tokenizer vs "
         "transformers' tokenizer call): " + ("yes." if data["same_ids"] else "**no**."),
-        "What differs by construction: the order examples are drawn in (zoo's loader vs a seeded randperm), the "
-        "dropout masks and the fresh classifier's draw (same distribution, N(0, 0.02) and zero bias); the seed "
-        "spread measures what those alone move. Why the folder is pre-trained: from transformers' random init, "
-        "seeds split between learning the negation and not (accuracy 0.75-0.93 a seed), and a first run of 3 "
-        "seeds a side differed by 0.07 with a 0.05 std, which could not tell the sides apart.",
+        "What differs by construction: the order examples are drawn in (zoo's loader vs a seeded randperm), "
+        "the dropout masks and the fresh classifier's draw (same distribution, N(0, 0.02) and zero bias); "
+        "the seed spread measures what those alone move. Why the folder is pre-trained: from transformers' "
+        "random init, seeds split between learning the negation and not (accuracy 0.75-0.93 a seed), and a "
+        "first run of 3 seeds a side differed by 0.07 with a 0.05 std, which could not tell the sides apart.",
     ]
     return Section("Fine-tuning a sentence-transformers folder: init_from vs transformers",
                    markdown_table(headers, rows), notes, {"scores": scores, "gap": gap},
-                   goals=[("init_from test accuracy within 0.02 of transformers' (-|gap|)", -abs(gap), -0.02)])
+                   goals=[("init_from test accuracy within 0.02 of transformers' (-|gap|)", -abs(gap),
+                           -0.02)])
 
 
 def run(quick: bool = False) -> Section:

@@ -34,8 +34,9 @@ SIDES = {  # name -> (activation checkpointing, chunked loss)
 def make_step(size: dict, checkpointing: bool, chunked: bool):
     """One training step's forward + backward of a fresh gpt_small-shaped model (same seed for every side)."""
     torch.manual_seed(0)
-    model = zoo.build("gpt_small", n_layers=size["n_layers"], d_model=size["d_model"], n_heads=size["n_heads"],
-                      vocab_size=size["vocab_size"], max_seq_len=size["seq_len"], dropout=0.0).train()
+    model = zoo.build("gpt_small", n_layers=size["n_layers"], d_model=size["d_model"],
+                      n_heads=size["n_heads"], vocab_size=size["vocab_size"], max_seq_len=size["seq_len"],
+                      dropout=0.0).train()
     set_activation_checkpointing(model, checkpointing)
     gen = torch.Generator().manual_seed(1)
     ids = torch.randint(5, size["vocab_size"], (size["batch"], size["seq_len"] + 1), generator=gen)
@@ -87,7 +88,8 @@ def run(quick: bool = False) -> Section:
         f"{size['vocab_size']:,}, batch {size['batch']} x {size['seq_len']} tokens, fp32; chunk "
         f"{size['chunk']} positions; one (B, T, V) fp32 logits tensor is {logits_mb:,.0f} MB.",
         "Peak MB: torch.profiler memory events of one forward + backward (allocations minus frees in time "
-        "order, highest point), above the weights and their kept gradients; deterministic, unaffected by load.",
+        "order, highest point), above the weights and their "
+        "kept gradients; deterministic, unaffected by load.",
         f"Step times: {size['repeats']} interleaved repeats per side after a warm-up, median; spread = "
         "(max - min) / median on this shared machine.",
         f"At this vocabulary the logits dominate: checkpointing alone takes the peak to "

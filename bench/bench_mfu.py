@@ -27,7 +27,8 @@ def matmul_call(n: int, dtype: torch.dtype = torch.float32) -> Callable[[], None
     return lambda: torch.mm(a, b, out=out)
 
 
-def fused_adamw_step(model: torch.nn.Module, batch: dict[str, torch.Tensor], steps: int) -> Callable[[], float]:
+def fused_adamw_step(model: torch.nn.Module, batch: dict[str, torch.Tensor],
+                     steps: int) -> Callable[[], float]:
     """Like `bench_training.bare_step` but with the fused AdamW kernel (same hyper-parameters)."""
     model.train()
     optimizer = torch.optim.AdamW(
@@ -78,14 +79,16 @@ def run(quick: bool = False) -> Section:
         "so both see the same load. FLOPs/token: `zoo.inspection.flops_per_token(model, T).training` "
         "(6 N_matmul + 12 n_attn T d_attn, the tied head counted, norms/softmax/optimizer not).",
         "Fused AdamW is the improvement the profile points at (below): the default CPU AdamW walks the "
-        "parameters one tensor at a time with ~10 separate elementwise kernels per tensor. train.py keeps the "
-        "default AdamW: Lightning refuses gradient clipping with a fused optimizer under mixed precision "
+        "parameters one tensor at a time with ~10 separate elementwise kernels per tensor. train.py keeps "
+        "the default AdamW: Lightning refuses gradient clipping with a fused optimizer under mixed precision "
         "(it unscales gradients inside the kernel), and on a quiet CPU the gain is 3-5% of a step.",
     ]
     for r in results:
-        notes.append(f"Top ops of one {r['shape'].describe()} training step (`AdamW` from `build_optimizer`):\n\n"
+        notes.append(f"Top ops of one {r['shape'].describe()} training step "
+                     "(`AdamW` from `build_optimizer`):\n\n"
                      + _indent(top_ops_table(r["profile"])))
-    return Section("Model FLOP utilisation (fp32, CPU)", markdown_table(headers, rows), notes, {"results": results})
+    return Section("Model FLOP utilisation (fp32, CPU)", markdown_table(headers, rows), notes,
+                   {"results": results})
 
 
 def _indent(text: str) -> str:

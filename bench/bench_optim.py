@@ -32,7 +32,8 @@ class Setup:
     target: float  # validation loss (nats/token) to reach
     lr: float = 3e-3
     warmup: int = 20
-    model: tuple[tuple[str, object], ...] = (("n_layers", 2), ("d_model", 64), ("n_heads", 2), ("dropout", 0.0))
+    model: tuple[tuple[str, object], ...] = (("n_layers", 2), ("d_model", 64), ("n_heads", 2),
+                                             ("dropout", 0.0))
     seeds: tuple[int, ...] = (0, 1, 2)
 
 
@@ -54,7 +55,8 @@ def steps_to_target(setup: Setup, data, vocab_size: int, optim: str, seed: int) 
     model = zoo.build("gpt_small", **dict(setup.model), vocab_size=vocab_size, max_seq_len=setup.seq_len)
     cfg = {"name": optim, "lr": setup.lr, "weight_decay": 0.1, "betas": [0.9, 0.95]}
     optimizer = build_optimizer(model, cfg)
-    scheduler = build_scheduler(optimizer, {"name": "constant", "warmup_steps": setup.warmup}, setup.max_steps)
+    scheduler = build_scheduler(optimizer, {"name": "constant", "warmup_steps": setup.warmup},
+                                setup.max_steps)
     train_batches, val = data
     reached, losses, start = None, [], time.perf_counter()
     for step, batch in enumerate(train_batches, start=1):
@@ -78,7 +80,8 @@ def steps_to_target(setup: Setup, data, vocab_size: int, optim: str, seed: int) 
 
 
 def load(setup: Setup, seed: int, cache: str):
-    """(train batches for max_steps with this data seed, fixed validation batches), and the vocabulary size."""
+    """(train batches for max_steps with this data seed, fixed validation batches), and the vocabulary
+    size."""
     tok, dm = build_data({"name": "stdlib_text", "max_bytes": setup.max_bytes},
                          {"name": "bpe", "vocab_size": setup.vocab}, task="lm", max_seq_len=setup.seq_len,
                          batch_size=setup.batch, cache_dir=cache, seed=seed)
@@ -102,7 +105,8 @@ def run(quick: bool = False) -> Section:
     setup = SETUPS[quick]
     results: dict[str, list[dict]] = {name: [] for name in OPTIMIZERS}
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # step counts do not depend on it; on the loaded 2-core machine 1 thread is faster
+    # step counts do not depend on it; on the loaded 2-core machine 1 thread is faster
+    torch.set_num_threads(1)
     try:
         with tempfile.TemporaryDirectory() as cache:
             for seed in setup.seeds:  # each seed: the same data order and initial weights for both optimizers
@@ -127,15 +131,16 @@ def run(quick: bool = False) -> Section:
         f"within {setup.max_steps} steps in every seed: no ratio.",
         f"gpt_small with {dict(setup.model)}, T={setup.seq_len}, batch {setup.batch}, data=stdlib_text "
         f"(first {setup.max_bytes:,} bytes), bpe vocab {setup.vocab}; validation loss = mean over "
-        f"{setup.val_batches} fixed validation batches, every {setup.eval_every} steps (so counts are multiples "
-        f"of {setup.eval_every}).",
-        f"Both optimizers: `zoo.training.optim.build_optimizer`, lr {setup.lr} (not tuned per optimizer; Muon's "
-        f"step is RMS-matched to AdamW's), weight decay 0.1, betas (0.9, 0.95), constant schedule after "
-        f"{setup.warmup} warm-up steps, clipping at 1.0. Muon runs on the attention/FFN matrices, AdamW on "
-        "the rest. A seed fixes the initial weights and the batch order, the same for both optimizers.",
+        f"{setup.val_batches} fixed validation batches, every {setup.eval_every} steps "
+        f"(so counts are multiples of {setup.eval_every}).",
+        f"Both optimizers: `zoo.training.optim.build_optimizer`, lr {setup.lr} "
+        "(not tuned per optimizer; Muon's step is RMS-matched to AdamW's), weight decay 0.1, betas "
+        f"(0.9, 0.95), constant schedule after {setup.warmup} warm-up steps, clipping at 1.0. Muon runs on "
+        "the attention/FFN matrices, AdamW on the rest. A seed fixes the initial weights and the batch "
+        "order, the same for both optimizers.",
     ]
-    return Section("Optimizers: steps to a validation loss, AdamW vs Muon", markdown_table(headers, rows), notes,
-                   {"results": results})
+    return Section("Optimizers: steps to a validation loss, AdamW vs Muon", markdown_table(headers, rows),
+                   notes, {"results": results})
 
 
 if __name__ == "__main__":

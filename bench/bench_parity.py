@@ -4,10 +4,10 @@ must agree within their seed spread.
 
 The reference side is written here from scratch, nanoGPT style (one file, no zoo imports in its model or
 loop): token + learned position embeddings, pre-LN blocks with fused-QKV causal SDPA attention and a GELU MLP,
-dropout after the embeddings / attention weights / each residual branch, final LayerNorm, tied head; N(0, 0.02)
-init with residual projections scaled by 1/sqrt(2 * n_layers); AdamW decaying matrices and embeddings only;
-linear warmup then cosine to 10% of the peak; global-norm clipping; each step a fresh batch of windows at
-uniformly random offsets of the training stream. zoo runs `zoo.training.run.train` on the composed train.py
+dropout after the embeddings / attention weights / each residual branch, final LayerNorm, tied head; N(0,
+0.02) init with residual projections scaled by 1/sqrt(2 * n_layers); AdamW decaying matrices and embeddings
+only; linear warmup then cosine to 10% of the peak; global-norm clipping; each step a fresh batch of windows
+at uniformly random offsets of the training stream. zoo runs `zoo.training.run.train` on the composed train.py
 config (`prepare` + `train`: data module, Lightning module, callbacks, Trainer) and its last checkpoint is
 read back with `zoo.load`. Both final models are scored by one function on the same fixed validation windows
 (window k = the val stream's tokens [k*T, k*T + T], T targets each), over all positions and over 0..T-2."""
@@ -52,12 +52,13 @@ class Setup:
 
 # what is the same on both sides by construction (tests/bench/test_parity.py checks the starred items)
 CHECKED = (
-    "Equal on both sides: parameter count*, N(0, 0.02) init with residual projections at 0.02/sqrt(2 * layers)*, "
-    "zero biases, LayerNorm eps 1e-5, exact GELU, dropout after the embeddings, on the attention weights and on "
-    "each residual branch, tied head without bias, AdamW groups (decay on every >= 2-D tensor incl. both "
-    "embeddings, none on biases / norms), betas and eps, warmup + cosine multiplier per optimizer step*, "
-    "global-norm clipping, mean cross-entropy over all T targets of each window (zoo: windows of T + 1 tokens), "
-    "uniformly random window offsets over the same train stream, the same scorer and windows*."
+    "Equal on both sides: parameter count*, N(0, 0.02) init with residual projections at "
+    "0.02/sqrt(2 * layers)*, zero biases, LayerNorm eps 1e-5, exact GELU, dropout after the embeddings, on "
+    "the attention weights and on each residual branch, tied head without bias, AdamW groups "
+    "(decay on every >= 2-D tensor incl. both embeddings, none on biases / norms), betas and eps, warmup + "
+    "cosine multiplier per optimizer step*, global-norm clipping, mean cross-entropy over all T targets of "
+    "each window (zoo: windows of T + 1 tokens), uniformly random window offsets over the same train stream, "
+    "the same scorer and windows*."
 )
 
 FULL = Setup()
@@ -78,8 +79,10 @@ class RefBlock(nn.Module):
     def attention(self, x: torch.Tensor) -> torch.Tensor:
         b, t, c = x.shape
         q, k, v = self.c_attn(x).split(c, dim=2)
-        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))  # (B, H, T, D)
-        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True)
+        # (B, H, T, D)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0,
+                                           is_causal=True)
         return self.attn_proj(y.transpose(1, 2).reshape(b, t, c))  # (B, T, C)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -143,14 +146,15 @@ def train_reference(train_ids: torch.Tensor, vocab: int, s: Setup, seed: int) ->
 # -------------------------------------------------------------------------------- zoo's side
 def zoo_overrides(s: Setup, seed: int, out: Path) -> list[str]:
     return [
-        "model=gpt_small", f"model.n_layers={s.n_layers}", f"model.d_model={s.d_model}", f"model.n_heads={s.n_heads}",
-        f"model.max_seq_len={s.seq_len}", f"model.dropout={s.dropout}", "tokenizer=char", "data=stdlib_text",
-        f"data.max_bytes={s.corpus_bytes}", f"batch_size={s.batch}", "trainer=cpu", f"trainer.max_steps={s.steps}",
-        f"eval_every={s.steps}", "trainer.limit_val_batches=1", "trainer.num_sanity_val_steps=0",
-        f"trainer.gradient_clip_val={s.clip}", f"optim.lr={s.lr}", f"optim.weight_decay={s.weight_decay}",
-        f"optim.betas=[{s.betas[0]},{s.betas[1]}]", "scheduler=cosine", f"scheduler.warmup_steps={s.warmup}",
-        f"scheduler.min_lr_ratio={s.min_lr_ratio}", f"seed={seed}", "logger=none", "callbacks.samples=null",
-        "trainer.enable_progress_bar=false", f"paths.output_dir={out / f'zoo-{seed}'}", f"paths.runs_dir={out}",
+        "model=gpt_small", f"model.n_layers={s.n_layers}", f"model.d_model={s.d_model}",
+        f"model.n_heads={s.n_heads}", f"model.max_seq_len={s.seq_len}", f"model.dropout={s.dropout}",
+        "tokenizer=char", "data=stdlib_text", f"data.max_bytes={s.corpus_bytes}", f"batch_size={s.batch}",
+        "trainer=cpu", f"trainer.max_steps={s.steps}", f"eval_every={s.steps}", "trainer.limit_val_batches=1",
+        "trainer.num_sanity_val_steps=0", f"trainer.gradient_clip_val={s.clip}", f"optim.lr={s.lr}",
+        f"optim.weight_decay={s.weight_decay}", f"optim.betas=[{s.betas[0]},{s.betas[1]}]",
+        "scheduler=cosine", f"scheduler.warmup_steps={s.warmup}", f"scheduler.min_lr_ratio={s.min_lr_ratio}",
+        f"seed={seed}", "logger=none", "callbacks.samples=null", "trainer.enable_progress_bar=false",
+        f"paths.output_dir={out / f'zoo-{seed}'}", f"paths.runs_dir={out}",
         f"paths.cache_dir={out / 'cache'}",
     ]
 
@@ -167,12 +171,14 @@ def compose(overrides: list[str]):
 
 
 def streams(cfg) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """The train and val token streams and vocabulary of zoo's data for `cfg` (the reference reads the same)."""
+    """The train and val token streams and vocabulary of zoo's data for `cfg` (the reference reads the
+    same)."""
     from zoo.tasks import build_data
     from zoo.training.plan import prepare
 
     plan = prepare(cfg)
-    tokenizer, dm = build_data(plan.data_cfg, plan.tokenizer_cfg, task=plan.task, max_seq_len=plan.model.max_seq_len,
+    tokenizer, dm = build_data(plan.data_cfg, plan.tokenizer_cfg, task=plan.task,
+                               max_seq_len=plan.model.max_seq_len,
                                batch_size=cfg.batch_size, cache_dir=cfg.paths.cache_dir, seed=cfg.seed)
     as_tensor = lambda a: torch.from_numpy(a.astype("int64"))  # noqa: E731
     return as_tensor(dm.streams["train"]), as_tensor(dm.streams["val"]), tokenizer.vocab_size
@@ -191,12 +197,14 @@ def train_zoo(cfg) -> nn.Module:
 def val_losses(logits_of, val_ids: torch.Tensor, s: Setup) -> tuple[float, float]:
     """(mean loss over all T positions, over positions 0..T-2) on the fixed windows."""
     n = min(s.val_windows, (len(val_ids) - 1) // s.seq_len)
-    windows = torch.stack([val_ids[k * s.seq_len: k * s.seq_len + s.seq_len + 1] for k in range(n)])  # (N, T + 1)
+    # (N, T + 1)
+    windows = torch.stack([val_ids[k * s.seq_len: k * s.seq_len + s.seq_len + 1] for k in range(n)])
     per_position = []
     with torch.no_grad():
         for chunk in windows.split(64):
             logits = logits_of(chunk[:, :-1])  # (b, T, V)
-            per_position.append(F.cross_entropy(logits.transpose(1, 2), chunk[:, 1:], reduction="none"))  # (b, T)
+            # (b, T)
+            per_position.append(F.cross_entropy(logits.transpose(1, 2), chunk[:, 1:], reduction="none"))
     nll = torch.cat(per_position)
     return float(nll.mean()), float(nll[:, :-1].mean())
 
@@ -232,7 +240,8 @@ def section(data: dict) -> Section:
     s, res = data["setup"], data["results"]
     headers = ["side", f"val loss, all {s.seq_len} positions", f"val loss, positions 0-{s.seq_len - 2}",
                "per seed (all positions)", "train wall s / run"]
-    rows = [[name, _mean_std([a for a, _ in r]), _mean_std([b for _, b in r]), ", ".join(f"{a:.4f}" for a, _ in r),
+    rows = [[name, _mean_std([a for a, _ in r]), _mean_std([b for _, b in r]),
+             ", ".join(f"{a:.4f}" for a, _ in r),
              f"{data['seconds'][name] / len(r):.0f}"] for name, r in res.items()]
     zoo_all, ref_all = ([a for a, _ in res[k]] for k in ("zoo train.py", "hand-written loop"))
     gap = statistics.mean(zoo_all) - statistics.mean(ref_all)
@@ -241,19 +250,21 @@ def section(data: dict) -> Section:
     n = len(zoo_all)
     se = math.sqrt((statistics.variance(zoo_all) + statistics.variance(ref_all)) / n) if n > 1 else 0.0
     notes = [
-        f"Shape: {s.n_layers} layers, d={s.d_model}, {s.n_heads} heads, T={s.seq_len}, batch {s.batch}, dropout "
-        f"{s.dropout}, char tokenizer (vocab {data['vocab']}) on the first {s.corpus_bytes:,} bytes of the stdlib "
-        f"corpus ({data['train_tokens']:,} train / {data['val_tokens']:,} val tokens); {s.steps} steps, AdamW lr "
-        f"{s.lr} betas {s.betas} wd {s.weight_decay} (matrices and embeddings), warmup {s.warmup} + cosine to "
-        f"{s.min_lr_ratio:g}x, clip {s.clip}; seeds {list(s.seeds)}; both scored on the same "
-        f"{min(s.val_windows, (data['val_tokens'] - 1) // s.seq_len)} validation windows by one function.",
+        f"Shape: {s.n_layers} layers, d={s.d_model}, {s.n_heads} heads, T={s.seq_len}, batch {s.batch}, "
+        f"dropout {s.dropout}, char tokenizer (vocab {data['vocab']}) on the first {s.corpus_bytes:,} bytes "
+        f"of the stdlib corpus ({data['train_tokens']:,} train / {data['val_tokens']:,} val tokens); "
+        f"{s.steps} steps, AdamW lr {s.lr} betas {s.betas} wd {s.weight_decay} (matrices and embeddings), "
+        f"warmup {s.warmup} + cosine to {s.min_lr_ratio:g}x, clip {s.clip}; seeds {list(s.seeds)}; both "
+        f"scored on the same {min(s.val_windows, (data['val_tokens'] - 1) // s.seq_len)} "
+        "validation windows by one function.",
         f"Gap zoo - reference: {gap:+.4f} nats; seed spread (larger std of the two): {spread:.4f}: "
         + ("**agree** (|gap| <= 2 std)." if agree else "**differ** (|gap| > 2 std).")
-        + (f" The gap is {abs(gap) / se:.1f} standard errors of the difference of the means ({n} seeds a side): "
-           "below ~2, a real difference cannot be told from seed noise at this size (more seeds or steps would)." if se else ""),
+        + (f" The gap is {abs(gap) / se:.1f} standard errors of the difference of the means "
+           f"({n} seeds a side): below ~2, a real difference cannot be told from seed noise at this size "
+           "(more seeds or steps would)." if se else ""),
         CHECKED,
-        "Sides run one after the other (not a speed comparison: the wall times include zoo's data/Trainer set-up "
-        "and checkpoint writes, and the machine is shared).",
+        "Sides run one after the other (not a speed comparison: the wall times include zoo's data/Trainer "
+        "set-up and checkpoint writes, and the machine is shared).",
     ]
     return Section("Parity: train.py vs a hand-written loop", markdown_table(headers, rows), notes,
                    {"results": res, "gap": gap, "spread": spread})

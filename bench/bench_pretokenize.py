@@ -34,7 +34,8 @@ VOCAB = 4096
 
 
 def generate_corpus(path: Path, megabytes: int, seed: int = 0) -> Path:
-    """``megabytes`` MB of UTF-8 text: stdlib sources in a new seeded order per pass (kept if already there)."""
+    """``megabytes`` MB of UTF-8 text: stdlib sources in a new seeded order per pass (kept if already
+    there)."""
     target = megabytes * 1_000_000
     if path.is_file() and path.stat().st_size == target:
         return path
@@ -129,7 +130,8 @@ def slice_sides(tok_dir: Path, corpus: Path, slice_mb: int) -> dict:
         os.environ["TOKENIZERS_PARALLELISM"] = "true"
         tok.hf.encode_batch(in_memory, add_special_tokens=False)
 
-    return {"sides": {"zoo, threads": zoo(True), "zoo, 1 thread": zoo(False), "tokenizers encode_batch, threads": library},
+    return {"sides": {"zoo, threads": zoo(True), "zoo, 1 thread": zoo(False),
+                      "tokenizers encode_batch, threads": library},
             "mb": cut / 1e6}
 
 
@@ -158,21 +160,23 @@ def run(quick: bool = False, corpus_mb: int | None = None, slice_mb: int | None 
     speedup = rates["zoo, threads"] / rates["zoo, 1 thread"]
     vs_library = rates["zoo, threads"] / rates["tokenizers encode_batch, threads"]
     whole_rate = whole["bytes"] / 1e6 / whole["seconds"]
-    rows = [[f"whole corpus, {whole['bytes'] / 1e6:,.0f} MB, zoo (threads, fresh process)", f"{whole_rate:.2f}",
-             f"{whole['peak_rss_mb']:,.0f} ({whole['base_rss_mb']:,.0f} after imports)", "", f"{whole['tokens']:,}"]]
+    rows = [[f"whole corpus, {whole['bytes'] / 1e6:,.0f} MB, zoo (threads, fresh process)",
+             f"{whole_rate:.2f}", f"{whole['peak_rss_mb']:,.0f} ({whole['base_rss_mb']:,.0f} after imports)",
+             "", f"{whole['tokens']:,}"]]
     rows += [[f"slice {sl['mb']:.0f} MB: {name}", f"{rates[name]:.2f}", "", f"{t.spread:.0%}", ""]
              for name, t in timing.items()]
     notes = [
         f"Corpus: the stdlib sources concatenated in seeded orders to {size['corpus_mb']:,} MB under {WORK} "
-        f"(generated once, {setup_s:.0f}s with the tokenizer); BPE vocab {VOCAB} trained on the stdlib's training "
-        "split; ids uint16. Peak RSS is the child process's whole RSS (Python, torch imported by zoo, the tokenizer, "
-        "buffers); in brackets its RSS before pre-tokenising.",
-        f"Slice rows: median of {size['repeats']} alternating runs after a warm-up; 'spread' = (max - min) / median. "
-        f"zoo with threads / zoo on 1 thread = **{speedup:.2f}x**; zoo with threads / the library's own "
-        f"encode_batch on pieces already in memory = {vs_library:.2f}x (what reading, splitting and writing cost).",
-        f"{os.cpu_count()} logical cores; load average {load_before:.1f} before and {load_after:.1f} after the "
-        "measurement: other engineers' jobs share these cores, so the threads' speed-up is a lower bound of what "
-        "an idle 2-core machine gives.",
+        f"(generated once, {setup_s:.0f}s with the tokenizer); BPE vocab {VOCAB} trained on the stdlib's "
+        "training split; ids uint16. Peak RSS is the child process's whole RSS "
+        "(Python, torch imported by zoo, the tokenizer, buffers); in brackets its RSS before pre-tokenising.",
+        f"Slice rows: median of {size['repeats']} alternating runs after a warm-up; 'spread' = (max - min) / "
+        f"median. zoo with threads / zoo on 1 thread = **{speedup:.2f}x**; zoo with threads / the library's "
+        f"own encode_batch on pieces already in memory = {vs_library:.2f}x "
+        "(what reading, splitting and writing cost).",
+        f"{os.cpu_count()} logical cores; load average {load_before:.1f} before and {load_after:.1f} after "
+        "the measurement: other engineers' jobs share these cores, so the threads' speed-up is a lower bound "
+        "of what an idle 2-core machine gives.",
     ]
     data = {"whole": whole, "rates": rates, "speedup": speedup, "vs_library": vs_library,
             "load": [load_before, load_after]}

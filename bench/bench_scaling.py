@@ -35,7 +35,8 @@ def points(base: dict) -> list[tuple[str, int, int]]:
 
 
 def build(base: dict, seq_len: int, d_model: int):
-    overrides = {"n_layers": base["n_layers"], "n_heads": base["n_heads"], "d_model": d_model, "max_seq_len": seq_len}
+    overrides = {"n_layers": base["n_layers"], "n_heads": base["n_heads"], "d_model": d_model,
+                 "max_seq_len": seq_len}
     if "vocab_size" in base:
         overrides["vocab_size"] = base["vocab_size"]
     torch.manual_seed(0)
@@ -55,7 +56,8 @@ def child(spec: dict) -> dict:
     """Run in a fresh process: peak RSS growth (MB) over two training steps of one size. A throwaway
     tiny step first loads the runtime's lazy parts (kernels, autograd threads), then the high-water mark
     is reset to the current RSS (Linux `clear_refs`)."""
-    warm_model, warm_batch = build({**spec["base"], "vocab_size": 64, "n_layers": 1}, 8, 8 * spec["base"]["n_heads"])
+    warm_model, warm_batch = build({**spec["base"], "vocab_size": 64, "n_layers": 1}, 8,
+                                   8 * spec["base"]["n_heads"])
     bare_step(warm_model, warm_batch)()
     del warm_model, warm_batch
     with open("/proc/self/clear_refs", "w") as f:
@@ -71,11 +73,13 @@ def peak_memory_mb(base: dict, seq_len: int, d_model: int) -> float | None:
     if not os.path.exists("/proc/self/clear_refs"):
         return None
     spec = json.dumps({"base": base, "seq_len": seq_len, "d_model": d_model})
-    code = f"import json, torch; torch.set_num_threads({torch.get_num_threads()}); from bench.bench_scaling import child; "
+    code = (f"import json, torch; torch.set_num_threads({torch.get_num_threads()}); "
+            "from bench.bench_scaling import child; ")
     code += f"print(json.dumps(child(json.loads({spec!r}))))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
-        raise RuntimeError(f"peak-memory subprocess failed for T={seq_len}, d_model={d_model}:\n{done.stderr[-2000:]}")
+        raise RuntimeError(f"peak-memory subprocess failed for T={seq_len}, "
+                           f"d_model={d_model}:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])["peak_mb"]
 
 

@@ -60,7 +60,8 @@ SHAPES = {
     False: [Shape("gpt_small", 4, 128), Shape("transformer_tiny", 16, 64)],
     True: [  # --quick: checks the runner end to end, numbers are not the benchmark
         Shape("gpt_small", 2, 16, (("n_layers", 1), ("d_model", 64), ("n_heads", 2), ("vocab_size", 256))),
-        Shape("transformer_tiny", 2, 16, (("n_layers", 1), ("d_model", 32), ("d_ff", 64), ("vocab_size", 128))),
+        Shape("transformer_tiny", 2, 16,
+              (("n_layers", 1), ("d_model", 32), ("d_ff", 64), ("vocab_size", 128))),
     ],
 }
 TRAINING_SHAPES = {False: [SMALL, *SHAPES[False]], True: SHAPES[True]}  # the MFU section keeps SHAPES
@@ -79,7 +80,8 @@ def random_batch(cfg: ModelConfig, batch: int, seq_len: int, seed: int = 0) -> d
 
 
 def bare_step(model: torch.nn.Module, batch: dict[str, torch.Tensor], steps: int = 1) -> Callable[[], float]:
-    """A closure running `steps` forward/backward/clip/AdamW steps in a plain PyTorch loop; returns the loss."""
+    """A closure running `steps` forward/backward/clip/AdamW steps in a plain PyTorch loop; returns the
+    loss."""
     model.train()
     optimizer = build_optimizer(model, OPTIM)
 
@@ -100,7 +102,8 @@ def training_sides(shape: Shape, *, steps: int = 1) -> dict[str, Callable[[], ob
             f"{parameter_count(hf):,}; the shapes differ."
         )
     torch.manual_seed(0)
-    sides: dict[str, Callable[[], object]] = {"zoo Lightning": lightning_step(zoo.build(cfg), batch, TRAIN_CFG, steps=steps)}
+    sides: dict[str, Callable[[], object]] = {
+        "zoo Lightning": lightning_step(zoo.build(cfg), batch, TRAIN_CFG, steps=steps)}
     sides["zoo bare"] = bare_step(model, batch, steps)
     sides["HF bare"] = bare_step(hf, batch, steps)
     return sides
@@ -144,19 +147,22 @@ def section(rows: list[dict]) -> Section:
         noisy = [f"{k} {v:.0%}" for k, v in r["spread"].items()]
         notes.append(f"{name}: spread (max-min)/median of the timed steps: {', '.join(noisy)}.")
     notes.append(
-        "Every side: train.py's optimizer (`zoo.training.optim.build_optimizer` with the default `optim`: AdamW, "
-        f"lr {OPTIM['lr']}, weight decay {OPTIM['weight_decay']} on matrices), gradient clipping at {CLIP}, the "
-        "same random batch, the presets' dropout (0.1), fp32. The Lightning side is `ZooLightningModule` + "
-        "`trainer_kwargs(trainer=cpu)` + the per-step callbacks (the progress display train.py picks for this "
-        "stdout: the rich bar in a terminal, a line every 50 steps otherwise; tokens/s; non-finite stop), "
-        "cosine schedule; W&B logger, validation and checkpoints are off (not per-step costs).")
-    notes.append("HF references: `GPT2LMHeadModel` for gpt_small (activation set to exact GELU like the preset), "
-                 "`MarianMTModel` for transformer_tiny (post-LN, sinusoidal, scaled shared embeddings); both "
-                 "with SDPA attention and the same parameter count as the zoo model (checked in the run).")
+        "Every side: train.py's optimizer (`zoo.training.optim.build_optimizer` with the default `optim`: "
+        f"AdamW, lr {OPTIM['lr']}, weight decay {OPTIM['weight_decay']} on matrices), gradient clipping at "
+        f"{CLIP}, the same random batch, the presets' dropout (0.1), fp32. The Lightning side is "
+        "`ZooLightningModule` + `trainer_kwargs(trainer=cpu)` + the per-step callbacks "
+        "(the progress display train.py picks for this stdout: the rich bar in a terminal, a line every 50 "
+        "steps otherwise; tokens/s; non-finite stop), cosine schedule; W&B logger, validation and "
+        "checkpoints are off (not per-step costs).")
+    notes.append("HF references: `GPT2LMHeadModel` for gpt_small (activation set to exact GELU like the "
+                 "preset), `MarianMTModel` for transformer_tiny (post-LN, sinusoidal, scaled shared "
+                 "embeddings); both with SDPA attention and the same parameter count as the zoo model "
+                 "(checked in the run).")
     for r in rows:
         for side, ops in r["profiles"].items():
             what = "2 steps through `Trainer.fit`, set-up included" if side == "zoo Lightning" else "one step"
-            notes.append(f"Goal missed for {r['shape'].describe()}: top ops of {side} ({what}; torch.profiler):\n\n"
+            notes.append(f"Goal missed for {r['shape'].describe()}: top ops of {side} "
+                         f"({what}; torch.profiler):\n\n"
                          + "\n".join("  " + line for line in top_ops_table(ops).splitlines()))
     return Section("Training throughput", markdown_table(headers, table_rows), notes, {"rows": rows}, goals)
 

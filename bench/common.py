@@ -38,12 +38,14 @@ class SelfTimed:
     seconds: float
 
 
-def interleaved(sides: Mapping[str, Callable[[], Any]], *, warmup: int = 1, repeats: int = 5) -> dict[str, Timing]:
+def interleaved(sides: Mapping[str, Callable[[], Any]], *, warmup: int = 1,
+                repeats: int = 5) -> dict[str, Timing]:
     """Time each side's call `repeats` times, alternating the sides (A B C, B C A, C A B, ...) so that a
     load burst on this shared machine hits every side alike; `warmup` untimed rounds first. A side that
     returns `SelfTimed` reports its own seconds."""
     if repeats < 1 or warmup < 0:
-        raise ValueError(f"interleaved: repeats must be >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}.")
+        raise ValueError("interleaved: repeats must be >= 1 and warmup "
+                         f">= 0, got repeats={repeats}, warmup={warmup}.")
     names = list(sides)
     for _ in range(warmup):
         for name in names:

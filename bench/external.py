@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 GENERATION_ARGS = {
     False: ["--repeats", "1", "--batches", "1", "8"],
-    True: ["--d-model", "32", "--layers", "1", "--heads", "2", "--vocab", "128", "--prompt", "8", "--new", "8",
-           "--batches", "1", "--beams", "2"],
+    True: ["--d-model", "32", "--layers", "1", "--heads", "2", "--vocab", "128", "--prompt", "8", "--new",
+           "8", "--batches", "1", "--beams", "2"],
 }
 TOKENIZER_SIZES = {False: {"max_bytes": 1_000_000, "vocab_sizes": (4096,), "repeats": 2},
                    True: {"max_bytes": 30_000, "vocab_sizes": (300,), "repeats": 1}}
@@ -38,8 +38,8 @@ def generation(quick: bool = False) -> Section:
     args = [sys.executable, str(ROOT / "bench" / "bench_generation.py"), *GENERATION_ARGS[quick]]
     done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=900)
     if done.returncode != 0:
-        raise RuntimeError(f"bench/bench_generation.py exited with {done.returncode} ({' '.join(args[1:])}):\n"
-                           f"{done.stdout[-1500:]}\n{done.stderr[-1500:]}")
+        raise RuntimeError(f"bench/bench_generation.py exited with {done.returncode} "
+                           f"({' '.join(args[1:])}):\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}")
     out = done.stdout
     rows = generation_rows(out)
     table_start = out.index("| case |")
@@ -55,12 +55,14 @@ def generation(quick: bool = False) -> Section:
             summary.append([batch, f"{zoo_ratio:.1f}x ({goal(zoo_ratio, 5.0)})", f"{hf_ratio:.1f}x"])
     table = out[table_start:].split("\n\n")[0].strip()
     if summary:
-        table += "\n\n" + markdown_table(["batch", "zoo cache / no cache (goal >= 5)", "HF cache / no cache"], summary)
+        table += "\n\n" + markdown_table(["batch", "zoo cache / no cache (goal >= 5)", "HF cache / no cache"],
+                                         summary)
     notes = [
         shape_line.strip(),
-        f"Measured by `python bench/bench_generation.py {' '.join(GENERATION_ARGS[quick])}` (the decoding owner's "
-        "script): greedy unless beam, every step run (no early EOS), zoo and HF interleaved, best of the repeats "
-        "(that script's choice, not the median). HF reference: `GPT2LMHeadModel.generate` of the same shape.",
+        f"Measured by `python bench/bench_generation.py {' '.join(GENERATION_ARGS[quick])}` "
+        "(the decoding owner's script): greedy unless beam, every step run (no early EOS), zoo and HF "
+        "interleaved, best of the repeats (that script's choice, not the median). HF reference: "
+        "`GPT2LMHeadModel.generate` of the same shape.",
     ]
     return Section("Generation (zoo generate vs Hugging Face generate)", table, notes, {"rows": rows}, goals)
 
@@ -75,12 +77,13 @@ def tokenizer(quick: bool = False) -> Section:
     configs = [{"name": "bpe", "vocab_size": v} for v in size["vocab_sizes"]] + [{"name": "char"}]
     for cfg in configs:
         runs = [bench(texts, cfg) for _ in range(size["repeats"])]
-        med = {key: statistics.median(r[key] for r in runs) for key in ("train_mbs", "encode_mbs", "bytes_per_token")}
+        med = {key: statistics.median(r[key] for r in runs)
+               for key in ("train_mbs", "encode_mbs", "bytes_per_token")}
         rows.append([cfg["name"], runs[0]["vocab"], f"{runs[0]['mb']:.2f}", f"{med['train_mbs']:.2f}",
                      f"{med['encode_mbs']:.2f}", f"{med['bytes_per_token']:.2f}"])
     headers = ["tokenizer", "vocab", "corpus MB", "train MB/s", "encode MB/s", "bytes/token"]
-    notes = [f"`bench/bench_tokenizer.py`'s `bench()` (the data owner's) on the stdlib corpus's training split "
-             f"(max_bytes {size['max_bytes']:,}), median of {size['repeats']} runs; train = BPE training, "
-             "encode = `encode_batch` in chunks as the cache builder does. Absolute rates, no reference side: "
-             "zoo's BPE is the `tokenizers` library's."]
+    notes = ["`bench/bench_tokenizer.py`'s `bench()` (the data owner's) on the stdlib corpus's training "
+             f"split (max_bytes {size['max_bytes']:,}), median of {size['repeats']} runs; train = BPE "
+             "training, encode = `encode_batch` in chunks as the cache builder does. Absolute rates, no "
+             "reference side: zoo's BPE is the `tokenizers` library's."]
     return Section("Tokenizer throughput", markdown_table(headers, rows), notes)

@@ -42,7 +42,8 @@ class Plan:
     prompt_len: int = 64
     new_tokens: int = 256
     compile: bool = True  # False leaves out the compiled sides (the fast CPU test of the plan)
-    sides: tuple[tuple[str, str, bool], ...] = (("32-true", "32-true", False), ("bf16-mixed", "bf16-mixed", False),
+    sides: tuple[tuple[str, str, bool], ...] = (("32-true", "32-true", False),
+                                                ("bf16-mixed", "bf16-mixed", False),
                                                  ("bf16-mixed + compile", "bf16-mixed", True))
 
     @classmethod
@@ -51,8 +52,9 @@ class Plan:
 
     @classmethod
     def dry_run(cls, compile: bool = True) -> Plan:
-        return cls("cpu", "gpt2", {"n_layers": 1, "d_model": 64, "n_heads": 2, "vocab_size": 128, "max_seq_len": 64,
-                                   "dropout": 0.0}, batch=2, seq_len=32, steps=1, repeats=1, prompt_len=4,
+        return cls("cpu", "gpt2",
+                   {"n_layers": 1, "d_model": 64, "n_heads": 2, "vocab_size": 128, "max_seq_len": 64,
+                    "dropout": 0.0}, batch=2, seq_len=32, steps=1, repeats=1, prompt_len=4,
                    new_tokens=4, compile=compile)
 
     @property
@@ -91,7 +93,8 @@ def training_side(plan: Plan, precision: str, compiled: bool) -> tuple[Callable[
     optimizer = build_optimizer(model, {"name": "adamw_fused", "lr": 1e-4, "weight_decay": 0.1})
     ids = torch.randint(3, model.config.vocab_size, (plan.batch, plan.seq_len + 1), device=plan.device)
     inputs, targets = ids[:, :-1], ids[:, 1:]
-    autocast = (torch.autocast(plan.device, dtype=torch.bfloat16) if precision == "bf16-mixed" else nullcontext())
+    autocast = (torch.autocast(plan.device, dtype=torch.bfloat16) if precision == "bf16-mixed"
+                else nullcontext())
 
     def run() -> None:
         for _ in range(plan.steps):
@@ -186,14 +189,16 @@ def section(plan: Plan, r: dict) -> Section:
                             "first step s", "peak memory GiB"], rows)
     gen = r["generation_tok_s"]
     notes = [
-        f"Device: {r['device']}; peak bf16 {r['peak'] / 1e12:.0f} TFLOP/s (data sheet, dense)" if r["peak"] else
+        f"Device: {r['device']}; peak bf16 {r['peak'] / 1e12:.0f} TFLOP/s (data sheet, dense)"
+        if r["peak"] else
         f"Device: {r['device']}; its peak is not in bench/gpu.py PEAK_BF16: no MFU",
-        f"B={plan.batch}, T={plan.seq_len}, {plan.steps} steps per timed call, {plan.repeats} repeats alternating; "
-        "AdamW fused, clipping at 1.0, dropout 0; MFU = tokens/s x training FLOPs per token "
+        f"B={plan.batch}, T={plan.seq_len}, {plan.steps} steps per timed call, {plan.repeats} repeats "
+        "alternating; AdamW fused, clipping at 1.0, dropout 0; MFU = tokens/s x training FLOPs per token "
         f"({r['flops_per_token'] / 1e6:,.1f} MFLOP, zoo.inspection.flops_per_token) / peak.",
         "SDPA backends at the attention shape (bf16, causal): "
         + "; ".join(f"{k}: {v}" for k, v in r["sdpa"].items()),
-        f"Generation ({plan.prompt_len}-token prompt, {plan.new_tokens} new tokens, greedy, batch 1, bf16 on CUDA): "
+        "Generation "
+        f"({plan.prompt_len}-token prompt, {plan.new_tokens} new tokens, greedy, batch 1, bf16 on CUDA): "
         + ", ".join(f"{k} {v:,.0f} tok/s" for k, v in gen.items())
         + f" ({list(gen.values())[-1] / gen['dynamic cache']:.2f}x).",
     ]
@@ -203,10 +208,12 @@ def section(plan: Plan, r: dict) -> Section:
 def run(quick: bool = False) -> Section:
     """The bench.run section: the real check on CUDA; without a GPU it refuses (nothing is stored)."""
     if not torch.cuda.is_available():
-        raise RuntimeError("the gpu section needs a CUDA device (python -m bench.gpu --dry-run checks it on CPU)")
+        raise RuntimeError("the gpu section needs a CUDA device "
+                           "(python -m bench.gpu --dry-run checks it on CPU)")
     plan = Plan.gpu()
     if quick:
-        plan = Plan(plan.device, plan.preset, plan.overrides, batch=2, seq_len=128, steps=1, repeats=1, new_tokens=16)
+        plan = Plan(plan.device, plan.preset, plan.overrides, batch=2, seq_len=128, steps=1, repeats=1,
+                    new_tokens=16)
     return section(plan, measure(plan))
 
 

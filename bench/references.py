@@ -35,8 +35,10 @@ def gpt2_like(cfg: ModelConfig) -> torch.nn.Module:
     """A GPT2LMHeadModel of the zoo decoder's shape (SDPA attention)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    if cfg.norm_placement != "pre" or cfg.positional != "learned" or cfg.n_kv_heads not in (None, cfg.n_heads):
-        raise ValueError("gpt2_like needs a pre-LN, learned-position, multi-head zoo decoder (GPT-2's layout).")
+    if (cfg.norm_placement != "pre" or cfg.positional != "learned"
+            or cfg.n_kv_heads not in (None, cfg.n_heads)):
+        raise ValueError("gpt2_like needs a pre-LN, learned-position, "
+                         "multi-head zoo decoder (GPT-2's layout).")
     hf = GPT2Config(
         vocab_size=cfg.vocab_size, n_positions=cfg.max_seq_len, n_embd=cfg.d_model, n_layer=cfg.n_layers,
         n_head=cfg.n_heads, n_inner=cfg.ffn_dim, activation_function=_activation(cfg),
@@ -54,7 +56,8 @@ def marian_like(cfg: ModelConfig) -> torch.nn.Module:
     from transformers import MarianConfig, MarianMTModel
 
     if cfg.norm_placement != "post" or cfg.positional != "sinusoidal":
-        raise ValueError("marian_like needs a post-LN, sinusoidal-position zoo encoder_decoder (Marian's layout).")
+        raise ValueError("marian_like needs a post-LN, sinusoidal-position "
+                         "zoo encoder_decoder (Marian's layout).")
     hf = MarianConfig(
         vocab_size=cfg.vocab_size, decoder_vocab_size=cfg.vocab_size, max_position_embeddings=cfg.max_seq_len,
         d_model=cfg.d_model, encoder_layers=cfg.n_encoder_layers, decoder_layers=cfg.n_decoder_layers,

@@ -41,7 +41,8 @@ def main() -> None:
         opt.step()
     model.eval()
     tr = trace(model, ids, labels=ids)
-    cfg, T, H, D, C = model.config, ids.shape[1], model.config.n_heads, model.config.head_size, model.config.d_model
+    cfg, T, H, D, C = (model.config, ids.shape[1], model.config.n_heads, model.config.head_size,
+                       model.config.d_model)
     r = lambda name, layer=None: tr.get(name, layer=layer)  # noqa: E731
     IMG.mkdir(parents=True, exist_ok=True)
     maps = attention_maps(model, ids, tokens=words)
@@ -57,6 +58,8 @@ def main() -> None:
     by_hand = (q @ k.transpose(-2, -1)) / math.sqrt(D)
     causal = torch.ones(T, T, dtype=torch.bool).triu(1)
     logits = r("logits").tensor[0, -2]  # the prediction after "log"
+    residual = r("norm_ffn_in", 0).tensor - r("block_input", 0).tensor - r("attn_output", 0).tensor
+    residual_gap = residual.abs().max()
     top = torch.topk(logits.softmax(-1), 3)
     prompt = ids[:, :4]
     decoding = greedy_and_beam(model, prompt)
@@ -64,46 +67,57 @@ def main() -> None:
     flops = flops_per_token(model, T)
 
     steps = [
-        ("1. Text to token ids", "A tokenizer maps text to integer ids. The tour uses one id per distinct word "
-         "(ids 0-4 are reserved for `<pad> <bos> <eos> <unk> <mask>`); a trained run uses `zoo.data` tokenizers.",
+        ("1. Text to token ids",
+         "A tokenizer maps text to integer ids. The tour uses one id per distinct word "
+         "(ids 0-4 are reserved for `<pad> <bos> <eos> <unk> <mask>`); "
+         "a trained run uses `zoo.data` tokenizers.",
          "ids = torch.tensor([[vocab[w] for w in sentence.split()]])",
          f"words {words}\nids   {ids[0].tolist()}   shape {list(ids.shape)} = [B, T]"),
         ("2. Embedding + positions", "Each id selects a row of the token table (B,T) -> (B,T,C); the "
          "sinusoidal positional term (no parameters) is added; RoPE would instead rotate q and k (step 3).",
-         'tr = zoo.trace(model, ids, labels=ids)\ntr.get("token_embedding"), tr.get("positional"), tr.get("embedding")',
-         f"token_embedding {list(r('token_embedding').shape)}  first 4 dims of 'the': {fmt(r('token_embedding').tensor[0, 0, :4])}\n"
-         f"positional      {list(r('positional').shape)}  position 0 = {fmt(r('positional').tensor[0, 0, :4])} (sin 0, cos 0, ...)\n"
-         f"embedding       {list(r('embedding').shape)}  = token + position: max |diff| "
+         'tr = zoo.trace(model, ids, labels=ids)\ntr.get("token_embedding"), tr.get("positional"), '
+         'tr.get("embedding")',
+         f"token_embedding {list(r('token_embedding').shape)}  first 4 dims of 'the': "
+         f"{fmt(r('token_embedding').tensor[0, 0, :4])}\npositional      {list(r('positional').shape)}  "
+         f"position 0 = {fmt(r('positional').tensor[0, 0, :4])} (sin 0, cos 0, ...)\nembedding       "
+         f"{list(r('embedding').shape)}  = token + position: max |diff| "
          f"{(r('embedding').tensor - r('token_embedding').tensor - r('positional').tensor).abs().max():.1e}",
          ["tour_positional.png"]),
         ("3. Q, K, V", "One fused projection `self_attn.qkv` gives queries, keys and values "
-         f"(weight {list(model.decoder_stack.layers[0].self_attn.qkv.weight.shape)} = [(H + 2 KV) D, C]); with "
-         "grouped-query attention k and v would keep fewer (KV) heads.",
+         f"(weight {list(model.decoder_stack.layers[0].self_attn.qkv.weight.shape)} = [(H + 2 KV) D, C]); "
+         "with grouped-query attention k and v would keep fewer (KV) heads.",
          'tr.get("q", layer=0).shape, tr.get("k", layer=0).shape, tr.get("v", layer=0).shape',
          f"q {list(q.shape)}  k {list(k.shape)}  v {list(v.shape)}   = [B, H, T, D] with H={H}, D=C/H={D}"),
-        ("4. Split into heads", "The C-wide vectors are viewed as H heads of size D: (B,T,C) -> (B,T,H,D) -> (B,H,T,D). "
+        ("4. Split into heads",
+         "The C-wide vectors are viewed as H heads of size D: (B,T,C) -> (B,T,H,D) -> (B,H,T,D). "
          "Each head attends independently.", "q[0, h]  # head h: (T, D)",
-         f"head 0 query of 'the' (first 4 dims): {fmt(q[0, 0, 0, :4])}\nhead 1 query of 'the' (first 4 dims): {fmt(q[0, 1, 0, :4])}"),
-        ("5. Scaled scores", "scores = q k^T / sqrt(D): dividing by sqrt(D) keeps their variance near 1 so the "
+         f"head 0 query of 'the' (first 4 dims): {fmt(q[0, 0, 0, :4])}\nhead 1 query of 'the' "
+         f"(first 4 dims): {fmt(q[0, 1, 0, :4])}"),
+        ("5. Scaled scores",
+         "scores = q k^T / sqrt(D): dividing by sqrt(D) keeps their variance near 1 so the "
          "softmax does not saturate.", 'tr.get("scores", layer=0).tensor',
          f"scores {list(scores.shape)} = [B, H, T, T]; row 'mat' (position 5), head 0, first 6 keys:\n"
          f"{fmt(scores[0, 0, 5, :6])}  (masked keys are -inf)\n"
          f"max |scores - q k^T / sqrt(D)| over visible entries = "
          f"{(scores - by_hand).masked_fill(causal, 0).abs().max():.1e}"),
-        ("6. Mask", "A decoder may not look ahead: keys after the query get -inf before the softmax. The mask "
+        ("6. Mask",
+         "A decoder may not look ahead: keys after the query get -inf before the softmax. The mask "
          "is built once per forward (`zoo.modules.mask.build_mask`) and shared by every layer.",
          'tr.get("mask").tensor[0, 0]  # what the explicit path adds to the scores',
          f"mask {list(r('mask').shape)}; -inf above the diagonal: "
          f"{bool(torch.equal(torch.isinf(mask), causal))}; first 4 rows x 4 cols:\n{mask[:4, :4]}",
          ["tour_mask.png"]),
-        ("7. Softmax", "Each row becomes a probability distribution over the visible keys; masked entries are "
-         "exactly 0.", "maps = zoo.inspection.attention_maps(model, ids, tokens=words)  # need_weights=True path",
+        ("7. Softmax",
+         "Each row becomes a probability distribution over the visible keys; masked entries are "
+         "exactly 0.",
+         "maps = zoo.inspection.attention_maps(model, ids, tokens=words)  # need_weights=True path",
          f"weights {list(weights.shape)}; row 'mat' head 0: {fmt(weights[0, 0, 5, :6])}\n"
          f"row sums: min {weights.sum(-1).min():.6f} max {weights.sum(-1).max():.6f}; masked entries all 0: "
          f"{bool((weights.masked_select(causal.expand_as(weights)) == 0).all())}\n"
          "Below: layer 1 after training; rows are queries, columns keys.",
          ["tour_attention.png"]),
-        ("8. Weighted sum of V", "Each query's output is its weights times the values: (B,H,T,T) @ (B,H,T,D).",
+        ("8. Weighted sum of V",
+         "Each query's output is its weights times the values: (B,H,T,T) @ (B,H,T,D).",
          'tr.get("heads", layer=0)',
          f"heads {list(r('heads', 0).shape)}; max |heads - weights @ v| = "
          f"{(r('heads', 0).tensor - weights @ v).abs().max():.1e}"),
@@ -111,21 +125,29 @@ def main() -> None:
          'tr.get("heads_concat", layer=0)', f"heads_concat {list(r('heads_concat', 0).shape)}"),
         ("10. Output projection W_O", "`self_attn.o` mixes the heads back into the model width.",
          'tr.get("attn_output", layer=0)',
-         f"attn_output {list(r('attn_output', 0).shape)}; W_O weight {list(model.decoder_stack.layers[0].self_attn.o.weight.shape)}"),
-        ("11. Residual + norm", "Pre-LN: x + attention(norm(x)); the sum is the residual stream that the next "
+         f"attn_output {list(r('attn_output', 0).shape)}; W_O weight "
+         f"{list(model.decoder_stack.layers[0].self_attn.o.weight.shape)}"),
+        ("11. Residual + norm",
+         "Pre-LN: x + attention(norm(x)); the sum is the residual stream that the next "
          "norm reads.", 'tr.get("norm_ffn_in", layer=0)  # = block_input + attn_output',
          f"max |norm_ffn_in - (block_input + attn_output)| = "
-         f"{(r('norm_ffn_in', 0).tensor - r('block_input', 0).tensor - r('attn_output', 0).tensor).abs().max():.1e}\n"
+         f"{residual_gap:.1e}\n"
          f"norm_ffn output per-token mean {r('norm_ffn', 0).tensor.mean(-1).abs().max():.1e}, "
-         f"std {r('norm_ffn', 0).tensor.std(-1, unbiased=False).mean():.3f} (LayerNorm, weight/bias trained)"),
-        ("12. Feed-forward", f"Position-wise MLP C -> {cfg.ffn_dim} -> C with {cfg.activation}, then residual again.",
+         f"std {r('norm_ffn', 0).tensor.std(-1, unbiased=False).mean():.3f} "
+         "(LayerNorm, weight/bias trained)"),
+        ("12. Feed-forward",
+         f"Position-wise MLP C -> {cfg.ffn_dim} -> C with {cfg.activation}, then residual again.",
          'tr.get("ffn_hidden", layer=0)',
-         f"ffn_hidden {list(r('ffn_hidden', 0).shape)} = [B, T, ratio*C]; ffn_output {list(r('ffn_output', 0).shape)}"),
-        ("13. Logits", "After the last layer and final norm, the (tied) head maps each position to vocabulary "
+         f"ffn_hidden {list(r('ffn_hidden', 0).shape)} = [B, T, ratio*C]; ffn_output "
+         f"{list(r('ffn_output', 0).shape)}"),
+        ("13. Logits",
+         "After the last layer and final norm, the (tied) head maps each position to vocabulary "
          "scores; softmax gives the next-token distribution.", 'tr.get("logits").tensor[0, -2].softmax(-1)',
          f"logits {list(r('logits').shape)} = [B, T, V]; after '... the log' the top 3: "
-         + ", ".join(f"{id_to_word.get(i, i)!r} {p:.3f}" for p, i in zip(top.values.tolist(), top.indices.tolist(), strict=True))),
-        ("14. Loss", "Cross-entropy of each position's logits against the next token (the shift is internal).",
+         + ", ".join(f"{id_to_word.get(i, i)!r} {p:.3f}"
+                     for p, i in zip(top.values.tolist(), top.indices.tolist(), strict=True))),
+        ("14. Loss",
+         "Cross-entropy of each position's logits against the next token (the shift is internal).",
          "model(ids, labels=ids).loss",
          f"before training {loss_before:.3f} (ln V = {math.log(cfg.vocab_size):.3f}); after 150 AdamW steps "
          f"{r('loss').tensor.item():.4f}"),
@@ -136,10 +158,10 @@ def main() -> None:
         "",
         "<!-- generated by docs/make_tour.py; edit that script, not this file -->",
         "",
-        f"Generated by `python docs/make_tour.py`: every shape, number and picture below comes from running zoo. "
-        f"The model is a 2-layer, 2-head decoder (C={C}, sinusoidal positions, pre-LN, "
-        f"{counts['total']:,} parameters) trained for 150 steps to memorise the sentence, so the attention and the "
-        f"decoding show learned behaviour. Forward cost: {flops.forward:,} FLOPs per token at T={T} "
+        "Generated by `python docs/make_tour.py`: every shape, number and picture below comes from running "
+        f"zoo. The model is a 2-layer, 2-head decoder (C={C}, sinusoidal positions, pre-LN, "
+        f"{counts['total']:,} parameters) trained for 150 steps to memorise the sentence, so the attention "
+        f"and the decoding show learned behaviour. Forward cost: {flops.forward:,} FLOPs per token at T={T} "
         f"({flops.formula}).",
         "",
         f"Sentence: `{SENTENCE}`",
@@ -174,10 +196,12 @@ def greedy_and_beam(model, prompt: torch.Tensor) -> tuple[str, str, str]:
     if generate is not None:
         greedy = generate(model, prompt, max_new_tokens=8, eos_token_id=[])
         beam = generate(model, prompt, max_new_tokens=8, num_beams=3, eos_token_id=[], return_dict=True)
-        text = ("Greedy decoding appends the argmax token and feeds the sequence back (with a KV cache); beam "
-                "search keeps the 3 best partial sequences by log-probability (the score shown is length-normalised).")
+        text = ("Greedy decoding appends the argmax token and feeds the sequence back (with a KV cache); "
+                "beam search keeps the 3 best partial sequences by log-probability "
+                "(the score shown is length-normalised).")
         call = ("zoo.generation.generate(model, prompt, max_new_tokens=8, eos_token_id=[])\n"
-                "zoo.generation.generate(model, prompt, max_new_tokens=8, num_beams=3, eos_token_id=[], return_dict=True)")
+                "zoo.generation.generate(model, prompt, max_new_tokens=8, "
+                "num_beams=3, eos_token_id=[], return_dict=True)")
         out = (f"prompt  {show(prompt[0].tolist())}\ngreedy  {show(greedy[0].tolist())}\n"
                f"beam(3) {show(beam.sequences[0].tolist())}  (score {beam.scores[0]:.3f})")
         return text, call, out
@@ -186,7 +210,8 @@ def greedy_and_beam(model, prompt: torch.Tensor) -> tuple[str, str, str]:
         for _ in range(8):
             seq = torch.cat([seq, model(seq).logits[:, -1].argmax(-1, keepdim=True)], dim=1)
     return ("zoo.generation is not available in this checkout, so this is an explicit greedy argmax loop "
-            "(no beam search shown).", "seq = torch.cat([seq, model(seq).logits[:, -1].argmax(-1, keepdim=True)], 1)",
+            "(no beam search shown).",
+            "seq = torch.cat([seq, model(seq).logits[:, -1].argmax(-1, keepdim=True)], 1)",
             f"prompt {show(prompt[0].tolist())}\ngreedy {show(seq[0].tolist())}")
 
 

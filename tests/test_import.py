@@ -21,7 +21,8 @@ APPS = ("zoo.pretrained", "zoo.training", "zoo.data", "zoo.tasks", "zoo.evaluati
 def loaded_after(code: str) -> set[str]:
     """The modules in `sys.modules` after running `code` in a fresh interpreter from the checkout."""
     script = f"import sys\n{code}\nprint('\\n'.join(sys.modules))"
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, check=False)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT,
+                         check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     return set(out.stdout.split())
 

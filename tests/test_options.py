@@ -59,7 +59,8 @@ def test_unknown_key_names_the_path_a_close_match_and_every_key():
 
 def test_a_key_of_another_entry_says_to_switch_with_the_group():
     entries = {"a": Options.of(lambda *, x=1: None), "b": Options.of(lambda *, y=1: None)}
-    with pytest.raises(ValueError, match=r"\(g=a\)\. .* Switch with the config group, e.g. g=a, not g.name=a\.$"):
+    with pytest.raises(ValueError,
+                       match=r"\(g=a\)\. .* Switch with the config group, e.g. g=a, not g.name=a\.$"):
         check_entry("g", "a", {"y": 1}, entries.__getitem__, entries)
     with pytest.raises(ValueError) as err:
         check_entry("g", "a", {"z": 1}, entries.__getitem__, entries)

@@ -36,14 +36,16 @@ def test_int8_linear_matches_dequantised_matmul_within_rounding_bound():
     assert bool(((dequant - lin.weight).abs() <= q.scales[:, None] / 2 + 1e-7).all())
     x = torch.randn(2, 5, 48)  # (B, T, K): leading dims pass through
     with torch.no_grad():
-        torch.testing.assert_close(q(x), x @ dequant.T + lin.bias, atol=1e-5, rtol=1e-5)  # many rows: scaled outputs
+        # many rows: scaled outputs
+        torch.testing.assert_close(q(x), x @ dequant.T + lin.bias, atol=1e-5, rtol=1e-5)
         one = x[:1, :1]  # one row (a decode step): the fused int8 kernel
         torch.testing.assert_close(q(one), one @ dequant.T + lin.bias, atol=1e-5, rtol=1e-5)
 
 
 def test_quantized_model_logits_close_to_fp32():
     """Stated tolerance: relative L2 error of the logits below 2% and the same top-1 token at >= 95% of
-    positions (int8 with per-channel scales perturbs each weight by at most half a step, ~0.4% of a row's max)."""
+    positions (int8 with per-channel scales perturbs each weight by at most half a step, ~0.4% of a row's
+    max)."""
     torch.manual_seed(0)
     model = zoo.build(dict(arch="decoder", vocab_size=200, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2,
                            activation="swiglu", norm="rmsnorm", positional="rope", dropout=0.0)).eval()
@@ -65,9 +67,10 @@ def test_quantize_bad_input():
 
 @pytest.mark.parametrize("tied", [False, True], ids=["untied", "tied"])
 def test_int8_model_exports_its_dequantised_weights_for_transformers(tmp_path, tied):
-    """save_pretrained(quantize(model)) writes each int8 layer's q * scale (the float weight it computes with);
-    transformers' logits equal the int8 model's. A tied pair has one table in the file: the float embedding
-    (quantize keeps it float and gives the head an int8 copy), so there the reference keeps the float head."""
+    """save_pretrained(quantize(model)) writes each int8 layer's q * scale (the float weight it computes
+    with); transformers' logits equal the int8 model's. A tied pair has one table in the file: the float
+    embedding (quantize keeps it float and gives the head an int8 copy), so there the reference keeps the
+    float head."""
     from transformers import LlamaForCausalLM
 
     torch.manual_seed(0)
@@ -82,4 +85,5 @@ def test_int8_model_exports_its_dequantised_weights_for_transformers(tmp_path, t
     with torch.no_grad():
         got, ref, fp32 = hf(input_ids=ids).logits, reference(ids).logits, model(ids).logits
     assert (got - ref).abs().max() < 1e-4
-    assert (got - fp32).abs().max() > 1e-4  # beyond that tolerance: the int8 rounding is in the file, not fp32
+    # beyond that tolerance: the int8 rounding is in the file, not fp32
+    assert (got - fp32).abs().max() > 1e-4

@@ -2,8 +2,8 @@
 properties; `validate()` rejects bad values of its own fields with the key, the value and what is allowed.
 
 Config is data: it imports no module it configures. Named choices (arch, activation, norm, positional,
-norm_placement, head) are resolved, and checked against what each chosen component needs, where their registries
-live, when the model is built (`zoo.models.check_config`)."""
+norm_placement, head) are resolved, and checked against what each chosen component needs, where their
+registries live, when the model is built (`zoo.models.check_config`)."""
 
 from __future__ import annotations
 
@@ -30,16 +30,20 @@ class ModelConfig:
     n_heads: int = 4
     n_kv_heads: int | None = None  # grouped-query attention; default n_heads (1 = multi-query)
     head_dim: int | None = None  # per-head size; default d_model // n_heads (Gemma, Qwen3 set it apart)
-    qkv_bias: bool | None = None  # bias on the q/k/v projections only; default `bias` (Qwen2: true, bias false)
+    qkv_bias: bool | None = None  # bias on the q/k/v projections only;
+                                  # default `bias` (Qwen2: true, bias false)
     qk_norm: bool = False  # norm (model.norm) of each head's q and k before RoPE (Qwen3)
     attn_scale: float | None = None  # score multiplier; default 1/sqrt(head size) (T5: 1.0)
     attn_softcap: float | None = None  # scores -> c * tanh(scores / c) before the mask (Gemma 2)
     final_softcap: float | None = None  # logits -> c * tanh(logits / c) (Gemma 2)
     head_scale: float | None = None  # LM head input multiplier (T5 with a tied head: d_model ** -0.5)
-    sliding_window: int | None = None  # local layers: causal, self + W-1 keys before; bidirectional, |i-j| <= W
-    global_every: int = 0  # with sliding_window: every k-th layer (k, 2k, ...) attends globally; 0 = none does
+    sliding_window: int | None = None  # local layers: causal, self + W-1 keys
+                                       # before; bidirectional, |i-j| <= W
+    global_every: int = 0  # with sliding_window: every k-th layer (k,
+                           # 2k, ...) attends globally; 0 = none does
     ffn: str = "mlp"  # mlp | none
-    context_size: int = 0  # arch mlp_lm: tokens its MLP reads (the current one and k-1 before); others: unused
+    context_size: int = 0  # arch mlp_lm: tokens its MLP reads (the
+                           # current one and k-1 before); others: unused
     ffn_ratio: float = 4.0  # d_ff = ffn_ratio * d_model unless d_ff is given
     d_ff: int | None = None
     activation: str = "gelu"  # relu | gelu | gelu_tanh | silu | swiglu | geglu
@@ -53,14 +57,17 @@ class ModelConfig:
     residual: bool = True  # False drops the residual connections (minimal attention-only models)
     positional: str = "learned"  # sinusoidal | learned | rope | alibi | t5_relative | none
     pos_offset: int = 0  # learned table index offset (BART uses 2)
-    pos_skip_pads: bool = False  # learned: positions count real tokens only (the mask); pads read row pad_id (RoBERTa)
+    pos_skip_pads: bool = False  # learned: positions count real tokens only
+                                 # (the mask); pads read row pad_id (RoBERTa)
     sinusoidal_layout: str = "interleaved"  # interleaved (paper: sin, cos, sin, ...) | half (sin..., cos...)
     rope_base: float = 10000.0
     rope_layout: str = "half"  # half (rotate-half, GPT-NeoX/Llama) | interleaved (pairs, RoFormer/GPT-J)
-    rope_fraction: float = 1.0  # share of each head's features that rotate (GPT-NeoX 0.25, Phi-2 0.4); rest pass
+    rope_fraction: float = 1.0  # share of each head's features that rotate
+                                # (GPT-NeoX 0.25, Phi-2 0.4); rest pass
     rope_scaling: str = "none"  # frequency scaling for longer context: none | linear | llama3 | yarn
     rope_factor: float = 1.0  # rope_scaling linear / llama3 / yarn: how far the context is stretched
-    rope_low_freq_factor: float = 1.0  # llama3: wavelengths > rope_original_max_len / this are divided by rope_factor
+    rope_low_freq_factor: float = 1.0  # llama3: wavelengths > rope_original_max_len
+                                       # / this are divided by rope_factor
     rope_high_freq_factor: float = 4.0  # llama3: wavelengths < rope_original_max_len / this are kept
     rope_original_max_len: int | None = None  # llama3 / yarn: the context length the model was pretrained at
     rel_buckets: int = 32  # t5_relative: distance buckets (half per direction in a bidirectional stack)
@@ -76,10 +83,13 @@ class ModelConfig:
     type_vocab_size: int = 0  # token-type (segment) embeddings, BERT; 0 = none
     head: str = "lm"  # output head (zoo.modules.heads.HEADS): lm | none | classifier | token_classifier | qa
     num_labels: int = 0  # classifier / token_classifier: label count (the data sets it in training)
-    head_pool: str | None = None  # classifier, none's pooler: first | last; null: first (encoder), last (decoder)
+    head_pool: str | None = None  # classifier, none's pooler: first | last;
+                                  # null: first (encoder), last (decoder)
     head_pooler: str | None = None  # dense + activation on the pooled position: tanh | relu | ... | none;
-    #                                 null: classifier tanh on an encoder (BERT), none on a decoder; none: none
-    head_proj_bias: bool | None = None  # classifier / token_classifier / qa projection bias; null: true, except
+    #                                 null: classifier tanh on an encoder (BERT), none on a decoder; none:
+    #                                 none
+    head_proj_bias: bool | None = None  # classifier / token_classifier / qa
+                                        # projection bias; null: true, except
     #                                     a decoder's classifier (transformers' `score` has none)
     pad_id: int = 0
     bos_id: int = 1
@@ -164,14 +174,15 @@ class ModelConfig:
         for key in positive:
             if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
                 raise ValueError(f"model.{key} must be a positive integer, got {getattr(self, key)!r}.")
-        if self.sliding_window is not None and (not isinstance(self.sliding_window, int) or self.sliding_window < 1):
-            raise ValueError(f"model.sliding_window must be a positive integer (or null: every layer global), "
-                             f"got {self.sliding_window!r}.")
+        if (self.sliding_window is not None
+                and (not isinstance(self.sliding_window, int) or self.sliding_window < 1)):
+            raise ValueError("model.sliding_window must be a positive integer "
+                             f"(or null: every layer global), got {self.sliding_window!r}.")
         if self.head_dim is not None and (not isinstance(self.head_dim, int) or self.head_dim < 1):
             raise ValueError(f"model.head_dim must be a positive integer (or null for d_model // n_heads), "
                              f"got {self.head_dim!r}.")
-        for key in ["n_layers", "encoder_layers", "decoder_layers", "type_vocab_size", "num_labels", "pos_offset",
-                    "rel_buckets", "rel_max_distance", "global_every", "context_size"]:
+        for key in ["n_layers", "encoder_layers", "decoder_layers", "type_vocab_size", "num_labels",
+                    "pos_offset", "rel_buckets", "rel_max_distance", "global_every", "context_size"]:
             value = getattr(self, key)
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise ValueError(f"model.{key} must be a non-negative integer, got {value!r}.")
@@ -224,14 +235,16 @@ class ModelConfig:
             raise ValueError(f"model.rope_scaling must be a name (a string), got {self.rope_scaling!r}.")
         for key in ["rope_fraction", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor"]:
             value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                    or value <= 0):
                 raise ValueError(f"model.{key} must be a finite number > 0, got {value!r}.")
         if self.rope_fraction > 1:
-            raise ValueError(f"model.rope_fraction is the share of each head's features that rotate, in (0, 1]; "
-                             f"got {self.rope_fraction!r}.")
+            raise ValueError("model.rope_fraction is the share of each head's features that rotate, in "
+                             f"(0, 1]; got {self.rope_fraction!r}.")
         value = self.rope_original_max_len
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"model.rope_original_max_len must be a positive integer (or null), got {value!r}.")
+            raise ValueError("model.rope_original_max_len must be a "
+                             f"positive integer (or null), got {value!r}.")
 
 
 MODEL_SPEC = "a preset name, mapping or ModelConfig"  # what `model` may be, in error messages

@@ -31,7 +31,8 @@ def _checkpoint(tmp_path: Path, arch: str, with_tokenizer: bool = True) -> tuple
     if not with_tokenizer:
         section["tokenizer_files"] = {}
     path = tmp_path / f"{arch}.ckpt"
-    atomic_torch_save({"state_dict": {f"model.{k}": v for k, v in model.state_dict().items()}, "zoo": section}, path)
+    atomic_torch_save({"state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
+                       "zoo": section}, path)
     return path, model, tok
 
 
@@ -53,17 +54,19 @@ def test_encoder_decoder_file_and_sampling(tmp_path):
           "num_return_sequences=2"], stdout=out)
     lines = out.getvalue().splitlines()
     assert lines[0] == ">>> hello world" and lines[3] == ">>> a dog" and lines[1].startswith("[0] ")
-    expected = model.generate([tok.encode("hello world"), tok.encode("a dog")], max_new_tokens=5, do_sample=True,
-                              top_p=0.9, seed=3, num_return_sequences=2, eos_token_id=tok.eos_id)
+    expected = model.generate([tok.encode("hello world"), tok.encode("a dog")], max_new_tokens=5,
+                              do_sample=True, top_p=0.9, seed=3, num_return_sequences=2,
+                              eos_token_id=tok.eos_id)
     assert lines[2] == "[1] " + tok.decode(expected[1, 1:])
 
 
 def test_interactive_reads_until_empty_line(tmp_path):
     path, _, _ = _checkpoint(tmp_path, "decoder")
     out = io.StringIO()
-    main([f"ckpt={path}", "interactive=true", "max_new_tokens=3"], stdin=io.StringIO("hello\nthe\n\nignored\n"),
-         stdout=out)
-    assert [line for line in out.getvalue().splitlines() if line.startswith(">>>")] == [">>> hello", ">>> the"]
+    main([f"ckpt={path}", "interactive=true", "max_new_tokens=3"],
+         stdin=io.StringIO("hello\nthe\n\nignored\n"), stdout=out)
+    assert [line for line in out.getvalue().splitlines() if line.startswith(">>>")] == [">>> hello",
+                                                                                        ">>> the"]
 
 
 def test_decoding_keys_are_generation_config_fields_with_one_stated_default():
@@ -74,7 +77,8 @@ def test_decoding_keys_are_generation_config_fields_with_one_stated_default():
     for f in dataclasses.fields(GenerationConfig):
         if f.name not in ("eos_token_id", "pad_token_id", "return_dict"):
             assert cli[f.name] == (f.type, CLI_DEFAULTS.get(f.name, f.default)), f.name
-    assert parse_overrides(["ckpt=x", "prompt=a", "max_new_tokens=7", "top_k=3", "do_sample=true"]).decoding() == \
+    assert parse_overrides(["ckpt=x", "prompt=a", "max_new_tokens=7", "top_k=3",
+                            "do_sample=true"]).decoding() == \
         GenerationConfig(max_new_tokens=7, top_k=3, do_sample=True)
 
 
@@ -110,12 +114,14 @@ def test_checkpoint_problems_are_clear(tmp_path):
 
 @pytest.mark.e2e
 def test_script_exits_with_message(tmp_path):
-    """generate.py turns any ValueError (bad overrides, inputs, checkpoints) into one `error:` line, exit 2."""
+    """generate.py turns any ValueError (bad overrides, inputs, checkpoints) into one `error:` line, exit
+    2."""
     path, _, _ = _checkpoint(tmp_path, "decoder", with_tokenizer=False)
     run = subprocess.run([sys.executable, str(ROOT / "generate.py"), f"ckpt={path}", "prompt=hi"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and run.stdout == ""
-    assert run.stderr.startswith("error: ") and run.stderr.count("\n") == 1 and "holds no tokenizer" in run.stderr
+    assert (run.stderr.startswith("error: ") and run.stderr.count("\n") == 1
+            and "holds no tokenizer" in run.stderr)
 
 
 def test_prompts_file_that_is_not_utf8_is_named(tmp_path):
@@ -129,7 +135,8 @@ def test_prompts_file_that_is_not_utf8_is_named(tmp_path):
 @pytest.mark.parametrize("device", ["cuda", "cuda:0", "gpu"])
 def test_unavailable_device_is_named_before_loading(monkeypatch, device):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(ValueError, match=rf"device='{device}' is not available on this machine; available: cpu"):
+    with pytest.raises(ValueError,
+                       match=rf"device='{device}' is not available on this machine; available: cpu"):
         parse_overrides(["ckpt=missing.ckpt", "prompt=a", f"device={device}"])
 
 
@@ -141,7 +148,8 @@ def test_static_cache_and_assistant_from_the_command_line(tmp_path):
     prompts.write_text("the cat\nhello\n", encoding="utf-8")
     plain, static, spec = io.StringIO(), io.StringIO(), io.StringIO()
     main([f"ckpt={path}", f"prompts_file={prompts}", "max_new_tokens=6"], stdout=plain)
-    main([f"ckpt={path}", f"prompts_file={prompts}", "max_new_tokens=6", "cache_implementation=static"], stdout=static)
+    main([f"ckpt={path}", f"prompts_file={prompts}", "max_new_tokens=6", "cache_implementation=static"],
+         stdout=static)
     main([f"ckpt={path}", f"prompts_file={prompts}", "max_new_tokens=6", f"assistant_ckpt={path}",
           "num_assistant_tokens=3"], stdout=spec)
     assert static.getvalue() == plain.getvalue() == spec.getvalue()

@@ -23,8 +23,8 @@ def _hf_and_zoo(kind: str, tmp_path):
         hf = transformers.GPT2LMHeadModel(cfg)
     else:
         cfg = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                                       **common)
+                                       num_attention_heads=4, num_key_value_heads=2,
+                                       max_position_embeddings=64, **common)
         hf = transformers.LlamaForCausalLM(cfg)
     hf.eval().save_pretrained(tmp_path)
     return hf, zoo.from_pretrained(tmp_path)
@@ -43,16 +43,16 @@ def test_greedy_and_beam_search_match_hugging_face(kind, tmp_path):
     eos = int(free[1, 4 + 1])  # a token the model likes: hypotheses end at different steps
     common = dict(max_new_tokens=10, eos_token_id=eos)
     with torch.no_grad():
-        hf_greedy = hf.generate(PROMPTS, attention_mask=torch.ones_like(PROMPTS), do_sample=False, pad_token_id=0,
-                                **common)
+        hf_greedy = hf.generate(PROMPTS, attention_mask=torch.ones_like(PROMPTS), do_sample=False,
+                                pad_token_id=0, **common)
     assert torch.equal(ours.generate(PROMPTS, **common), _pad_after_eos(hf_greedy, 4, eos))
     for early_stopping in (True, False):
         for length_penalty in (1.0, 0.5, 2.0):
             beam = dict(num_beams=3, num_return_sequences=3, length_penalty=length_penalty,
                         early_stopping=early_stopping, **common)
             with torch.no_grad():
-                ref = hf.generate(PROMPTS, attention_mask=torch.ones_like(PROMPTS), do_sample=False, pad_token_id=0,
-                                  output_scores=True, return_dict_in_generate=True, **beam)
+                ref = hf.generate(PROMPTS, attention_mask=torch.ones_like(PROMPTS), do_sample=False,
+                                  pad_token_id=0, output_scores=True, return_dict_in_generate=True, **beam)
             got = ours.generate(PROMPTS, return_dict=True, **beam)
             expected = _pad_after_eos(ref.sequences, 4, eos)
             assert torch.equal(got.sequences, expected[:, : got.sequences.shape[1]])

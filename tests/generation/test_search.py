@@ -50,11 +50,13 @@ def test_num_beams_1_equals_greedy_with_eos(build):
 def test_beam_1_equals_greedy_encoder_decoder():
     model = tiny_seq2seq()
     src = torch.tensor([[4, 5, 6, 7], [8, 9, 10, 11]])
-    assert torch.equal(model.generate(src, max_new_tokens=6), model.generate(src, max_new_tokens=6, num_beams=1))
+    assert torch.equal(model.generate(src, max_new_tokens=6),
+                       model.generate(src, max_new_tokens=6, num_beams=1))
 
 
-@pytest.mark.parametrize("knobs", [dict(top_k=1), dict(temperature=0.0), dict(temperature=1e-6), dict(temperature=1e-40),
-                                   dict(top_p=1e-4), dict(top_k=1, temperature=3.0)])
+@pytest.mark.parametrize("knobs",
+                         [dict(top_k=1), dict(temperature=0.0), dict(temperature=1e-6),
+                          dict(temperature=1e-40), dict(top_p=1e-4), dict(top_k=1, temperature=3.0)])
 def test_degenerate_sampling_equals_greedy(knobs):
     model = tiny_decoder("alibi")
     ids = torch.tensor([[3, 4, 5], [6, 7, 8]])

@@ -47,7 +47,8 @@ def test_speculative_logits_and_eos_match_plain_greedy():
     plain = TARGET.generate(ids, max_new_tokens=16, return_dict=True)
     eos = int(plain.sequences[0, 8])  # a token greedy emits mid-way: stop there
     plain = TARGET.generate(ids, max_new_tokens=16, eos_token_id=eos, return_dict=True)
-    spec = TARGET.generate(ids, max_new_tokens=16, eos_token_id=eos, return_dict=True, assistant_model=DRAFTS["small"])
+    spec = TARGET.generate(ids, max_new_tokens=16, eos_token_id=eos, return_dict=True,
+                           assistant_model=DRAFTS["small"])
     assert torch.equal(spec.sequences, plain.sequences)
     assert len(spec.logits) == len(plain.logits)
     for a, b in zip(spec.logits, plain.logits, strict=True):
@@ -57,7 +58,8 @@ def test_speculative_logits_and_eos_match_plain_greedy():
 def test_speculative_left_padded_single_prompt():
     ids, mask = torch.tensor([[0, 0, 5, 6, 7]]), torch.tensor([[0, 0, 1, 1, 1]])
     plain = TARGET.generate(ids, attention_mask=mask, max_new_tokens=6, eos_token_id=[])
-    spec = TARGET.generate(ids, attention_mask=mask, max_new_tokens=6, eos_token_id=[], assistant_model=DRAFTS["small"])
+    spec = TARGET.generate(ids, attention_mask=mask, max_new_tokens=6, eos_token_id=[],
+                           assistant_model=DRAFTS["small"])
     assert torch.equal(spec, plain)
 
 
@@ -66,11 +68,14 @@ def test_speculative_left_padded_single_prompt():
     [
         (_decoder(16, 1, vocab=VOCAB + 1), [[5, 6]], {}, r"model.vocab_size=65 but the target has 64"),
         (DRAFTS["small"], [[5, 6], [7, 8]], {}, r"\(batch 1\); got 2 prompts"),
-        (DRAFTS["small"], [[5, 6]], dict(do_sample=True, num_return_sequences=2), "drop num_return_sequences"),
+        (DRAFTS["small"], [[5, 6]], dict(do_sample=True, num_return_sequences=2),
+         "drop num_return_sequences"),
         (DRAFTS["small"], [[5, 6]], dict(num_beams=2), "drop num_beams"),
         (DRAFTS["small"], [[5, 6]], dict(compile=True), "drop compile"),
-        (DRAFTS["small"], [[5, 6]], dict(max_new_tokens=50), r"exceeds the assistant_model's reach of 40 positions"),
-        (DRAFTS["small"], [[5, 6]], dict(num_assistant_tokens=0), "num_assistant_tokens must be an integer >= 1"),
+        (DRAFTS["small"], [[5, 6]], dict(max_new_tokens=50),
+         r"exceeds the assistant_model's reach of 40 positions"),
+        (DRAFTS["small"], [[5, 6]], dict(num_assistant_tokens=0),
+         "num_assistant_tokens must be an integer >= 1"),
     ],
 )
 def test_speculative_bad_input_raises_one_clear_error(draft, prompt, kwargs, message):
@@ -106,7 +111,8 @@ def test_rejection_step_emits_the_target_distribution(k):
         counts[int(drafted[0, 0]) if n else int(own)] += 1
     empirical = counts / n_draws
     assert torch.allclose(empirical, p[0], atol=0.03), empirical  # binomial sd <= 0.008
-    assert _tv(dict(enumerate(empirical.tolist())), dict(enumerate(q[0].tolist()))) > 0.5  # q itself would fail
+    # q itself would fail
+    assert _tv(dict(enumerate(empirical.tolist())), dict(enumerate(q[0].tolist()))) > 0.5
 
 
 @pytest.mark.e2e
@@ -117,8 +123,8 @@ def test_speculative_sampling_matches_the_target_joint_distribution():
 
     def sharp(seed: int, d: int, layers: int):
         torch.manual_seed(seed)
-        return zoo.build(dict(arch="decoder", vocab_size=vocab, d_model=d, n_layers=layers, n_heads=2, max_seq_len=8,
-                              dropout=0.0, init_std=0.5)).eval()
+        return zoo.build(dict(arch="decoder", vocab_size=vocab, d_model=d, n_layers=layers, n_heads=2,
+                              max_seq_len=8, dropout=0.0, init_std=0.5)).eval()
 
     target, draft = sharp(0, 16, 2), sharp(3, 8, 1)
     processors = build_processors(0.8, 3, None)
@@ -129,13 +135,14 @@ def test_speculative_sampling_matches_the_target_joint_distribution():
                 return process(model(torch.tensor([seq])).logits[:, -1].float(), processors).softmax(-1)[0]
 
         first = probs(prompt)
-        return {(a, b): float(first[a] * pb) for a in range(vocab) for b, pb in enumerate(probs([*prompt, a]))}
+        return {(a, b): float(first[a] * pb) for a in range(vocab)
+                for b, pb in enumerate(probs([*prompt, a]))}
 
     exact = joint(target)
     n_draws, counts = 800, {}
     for seed in range(n_draws):
-        out = target.generate([prompt], max_new_tokens=2, eos_token_id=[], do_sample=True, temperature=0.8, top_k=3,
-                              seed=seed, assistant_model=draft, num_assistant_tokens=2)
+        out = target.generate([prompt], max_new_tokens=2, eos_token_id=[], do_sample=True, temperature=0.8,
+                              top_k=3, seed=seed, assistant_model=draft, num_assistant_tokens=2)
         key = tuple(out[0, len(prompt):].tolist())
         counts[key] = counts.get(key, 0) + 1 / n_draws
     assert _tv(joint(draft), exact) > 0.4
@@ -143,8 +150,8 @@ def test_speculative_sampling_matches_the_target_joint_distribution():
 
 
 def test_speculative_sampling_with_the_target_as_draft_accepts_everything_and_is_seeded():
-    kwargs = dict(max_new_tokens=12, eos_token_id=[], do_sample=True, top_p=0.9, seed=7, assistant_model=TARGET,
-                  return_dict=True)
+    kwargs = dict(max_new_tokens=12, eos_token_id=[], do_sample=True, top_p=0.9, seed=7,
+                  assistant_model=TARGET, return_dict=True)
     first, again = TARGET.generate([[5, 6, 7]], **kwargs), TARGET.generate([[5, 6, 7]], **kwargs)
     assert first.acceptance_rate == 1.0  # p == q: every ratio is 1
     assert torch.equal(first.sequences, again.sequences)

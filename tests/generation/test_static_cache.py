@@ -86,7 +86,8 @@ def test_compiled_step_matches_eager_cache():
         (dict(compile=True, cache_implementation="dynamic"), "cannot be compiled"),
         (dict(cache_implementation="paged"), "cache_implementation must be one of dynamic, static"),
         (dict(compile="yes"), "compile must be True or False"),
-        (dict(compile=True, max_new_tokens=10), r"prompt \(5\) \+ max_new_tokens \(10\) = 15 positions exceed"),
+        (dict(compile=True, max_new_tokens=10),
+         r"prompt \(5\) \+ max_new_tokens \(10\) = 15 positions exceed"),
     ],
 )
 def test_static_cache_bad_settings_raise_one_clear_error(kwargs, message):

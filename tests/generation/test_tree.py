@@ -46,7 +46,8 @@ class TreeLM(nn.Module):
     def new_cache(self):
         raise AssertionError("the tree tests decode without a cache")
 
-    def forward(self, input_ids, attention_mask=None, position_ids=None, cache=None, logits_to_keep=0) -> ModelOutput:
+    def forward(self, input_ids, attention_mask=None, position_ids=None, cache=None,
+                logits_to_keep=0) -> ModelOutput:
         rows = []
         for row in input_ids.tolist():
             probs = torch.zeros(9)
@@ -80,12 +81,12 @@ def test_per_hypothesis_eos_and_n_best():
     """Step 1: EOS (0.35) is in the top 2 and ends a hypothesis while A, B keep running; EOS2 (0.1) is not
     in the top 2 so it never ends one. With length_penalty=1: [A C EOS] = log(.27)/3 = -0.436 beats
     [EOS] = log(.35)/1 = -1.050 and [B EOS] = log(.25)/2 = -0.693."""
-    out = run(TreeLM(TREE2), num_beams=2, num_return_sequences=2, eos_token_id=[EOS, EOS2], length_penalty=1.0,
-              return_dict=True)
+    out = run(TreeLM(TREE2), num_beams=2, num_return_sequences=2, eos_token_id=[EOS, EOS2],
+              length_penalty=1.0, return_dict=True)
     assert out.sequences.tolist() == [[BOS, A, C, EOS], [BOS, B, EOS, PAD]]
     torch.testing.assert_close(out.scores, torch.tensor([math.log(0.3 * 0.9) / 3, math.log(0.25) / 2]))
-    out = run(TreeLM(TREE2), num_beams=2, num_return_sequences=2, eos_token_id=[EOS, EOS2], length_penalty=0.0,
-              return_dict=True)  # raw sums: [EOS] = log .35 beats [A C EOS] = log .27
+    out = run(TreeLM(TREE2), num_beams=2, num_return_sequences=2, eos_token_id=[EOS, EOS2],
+              length_penalty=0.0, return_dict=True)  # raw sums: [EOS] = log .35 beats [A C EOS] = log .27
     assert out.sequences.tolist() == [[BOS, EOS, PAD, PAD], [BOS, A, C, EOS]]
     torch.testing.assert_close(out.scores, torch.tensor([math.log(0.35), math.log(0.27)]))
 

@@ -13,7 +13,8 @@ CONFIGS: dict[str, dict] = {
                  type_vocab_size=2, head_transform=True, head_bias=True),
     "transformer": dict(arch="encoder_decoder", d_model=32, encoder_layers=2, decoder_layers=1, n_heads=4,
                         positional="sinusoidal", norm_placement="post", embed_scale=True, d_ff=48),
-    "minimal": dict(arch="decoder", d_model=16, n_layers=1, n_heads=1, ffn="none", norm="none", residual=False),
+    "minimal": dict(arch="decoder", d_model=16, n_layers=1, n_heads=1, ffn="none", norm="none",
+                    residual=False),
 }
 
 

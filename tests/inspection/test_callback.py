@@ -41,16 +41,17 @@ def test_callback_writes_attention_pngs_each_validation(tmp_path):
     cfg = config("gpt")
     callback = AttentionMapLogger(max_tokens=6, layers=[1])
     trainer = L.Trainer(
-        max_epochs=2, limit_train_batches=1, limit_val_batches=1, num_sanity_val_steps=1, logger=CSVLogger(tmp_path),
-        callbacks=[callback], enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-        accelerator="cpu",
+        max_epochs=2, limit_train_batches=1, limit_val_batches=1, num_sanity_val_steps=1,
+        logger=CSVLogger(tmp_path), callbacks=[callback], enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
     )
     data = _batches()
     trainer.fit(TinyLM(cfg), train_dataloaders=DataLoader(data, batch_size=None),
                 val_dataloaders=DataLoader(data, batch_size=None))
     assert callback.example["input_ids"].shape == (1, 6)  # 8 tokens, 2 pads dropped, cut to 6
     written = sorted((tmp_path / "lightning_logs").rglob("*.png"))
-    assert [p.name for p in written] == ["attention_decoder_layer1.png"] * 2  # two epochs, sanity check skipped
+    # two epochs, sanity check skipped
+    assert [p.name for p in written] == ["attention_decoder_layer1.png"] * 2
     assert written[0].parent != written[1].parent  # one folder per step
     for path in written:
         assert_png(path)
@@ -66,15 +67,18 @@ def test_callback_hands_the_pngs_to_a_wandb_logger(tmp_path, monkeypatch):
     from lightning.pytorch.loggers import WandbLogger
 
     calls = []
-    monkeypatch.setattr(WandbLogger, "log_image", lambda self, key, images, step=None, **kw: calls.append((key, images, step)))
+    monkeypatch.setattr(WandbLogger, "log_image",
+                        lambda self, key, images, step=None, **kw: calls.append((key, images, step)))
     cfg = config("transformer")
     trainer = L.Trainer(logger=[CSVLogger(tmp_path), WandbLogger(offline=True, save_dir=str(tmp_path))],
                         accelerator="cpu", enable_progress_bar=False, enable_model_summary=False)
     callback = AttentionMapLogger(max_heads=2)
-    callback.example = {"input_ids": torch.randint(3, VOCAB, (1, 5)), "decoder_input_ids": torch.randint(3, VOCAB, (1, 3))}
+    callback.example = {"input_ids": torch.randint(3, VOCAB, (1, 5)),
+                        "decoder_input_ids": torch.randint(3, VOCAB, (1, 3))}
     files = callback.log_maps(trainer, TinyLM(cfg))
     assert sorted(key for key, _, _ in calls) == sorted(
-        ["attention/encoder_layer0", "attention/encoder_layer1", "attention/decoder_layer0", "attention/cross_layer0"])
+        ["attention/encoder_layer0", "attention/encoder_layer1", "attention/decoder_layer0",
+         "attention/cross_layer0"])
     assert sorted(images[0] for _, images, _ in calls) == sorted(str(p) for p in files)
     for path in files:
         assert_png(path)

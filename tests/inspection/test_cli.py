@@ -22,7 +22,8 @@ def test_inspect_model_cli_prints_tables_and_writes_plots(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "NO tokenizer" in result.stdout  # the fallback id mapping is labelled
-    assert "cross_weights" in result.stdout and "parameters" in result.stdout and "FLOPs per token" in result.stdout
+    assert ("cross_weights" in result.stdout and "parameters" in result.stdout
+            and "FLOPs per token" in result.stdout)
     names = sorted(p.name for p in out.glob("*.png"))
     assert names == sorted(
         [f"attention_{k}_layer{i}.png" for k in ("encoder", "decoder", "cross") for i in (0, 1)]
@@ -42,7 +43,8 @@ def test_inspect_model_cli_rejects_unknown_key():
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("inspect_model", overrides=["model=gpt_nano", "text=hi"])
-        assert cfg.text == "hi" and cfg.model.arch == "decoder" and cfg.layers == inspect_model.InspectConfig().layers
+        assert (cfg.text == "hi" and cfg.model.arch == "decoder"
+                and cfg.layers == inspect_model.InspectConfig().layers)
         with pytest.raises(ConfigCompositionException, match="Could not override 'txt'") as caught:
             compose("inspect_model", overrides=["model=gpt_nano", "txt=hi"])
     assert "Key 'txt' not in 'InspectConfig'" in str(caught.value.__cause__)
@@ -81,16 +83,20 @@ def _compose(overrides: list[str]):
 LONG_TEXT = " ".join(f"w{i}" for i in range(70))  # gpt_nano's learned positions stop at 64
 BAD_INPUTS = {  # overrides (model=gpt_nano unless given) -> the one error line; none of them runs the model
     "empty text": (["text=' '"], "error: text is empty; give at least one word"),
-    "html is a folder": (["html={tmp}"], "must name the HTML file to write (e.g. html=explorer.html), not a folder"),
-    "html under a file": (["html={tmp}/file.txt/page.html"], "file.txt is a file, so the page cannot be written"),
+    "html is a folder": (["html={tmp}"],
+                         "must name the HTML file to write (e.g. html=explorer.html), not a folder"),
+    "html under a file": (["html={tmp}/file.txt/page.html"],
+                          "file.txt is a file, so the page cannot be written"),
     "no beams": (["html={tmp}/p.html", "html_beams=0"], "error: html_beams must be an integer >= 1, got 0."),
     "text past learned positions": ([f"text='{LONG_TEXT}'"],
-                                    "error: text reaches position 70 but learned positions stop at model.max_seq_len=64"),
-    "target past learned positions": (["model=transformer_tiny", "model.positional=learned", "model.max_seq_len=8",
-                                       "text=a b", f"target='{LONG_TEXT}'"],
+                                    "error: text reaches position 70 but learned positions stop at "
+                                    "model.max_seq_len=64"),
+    "target past learned positions": (["model=transformer_tiny", "model.positional=learned",
+                                       "model.max_seq_len=8", "text=a b", f"target='{LONG_TEXT}'"],
                                       "target (with <start>) reaches position 71 but learned positions stop"),
     "html_layers out of range": (["html={tmp}/p.html", "html_layers=[0,5]"],
-                                 "html_layers=[0, 5]: the model's attention has layers 0..1 in every stack; [5] out of range"),
+                                 "html_layers=[0, 5]: the model's attention has "
+                                 "layers 0..1 in every stack; [5] out of range"),
     "missing checkpoint": (["ckpt={tmp}/none.ckpt"], "error: checkpoint not found: "),
 }
 
@@ -113,7 +119,8 @@ def test_bad_input_is_one_error_line_before_any_work(case, tmp_path, monkeypatch
         assert inspect_model.run(cfg, out, Console(width=140, file=log)) == 1
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
-    assert (tmp_path / "console.txt").read_text() == "" and not out.exists() and not (tmp_path / "p.html").exists()
+    assert ((tmp_path / "console.txt").read_text() == "" and not out.exists()
+            and not (tmp_path / "p.html").exists())
 
 
 def test_a_page_that_cannot_fit_html_max_mb_is_refused_before_anything_is_written(tmp_path, capsys):
@@ -128,14 +135,17 @@ def test_a_page_that_cannot_fit_html_max_mb_is_refused_before_anything_is_writte
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("error: html_max_mb=0.001 is too small for this page"), err
     assert "set html_max_mb=0.0" in err[0]
-    assert not page.exists() and not (tmp_path / "run").exists() and (tmp_path / "console.txt").read_text() == ""
+    assert (not page.exists() and not (tmp_path / "run").exists()
+            and (tmp_path / "console.txt").read_text() == "")
 
 
 @pytest.mark.e2e
 def test_cli_prints_one_error_line_and_exits_1(tmp_path):
     """The real script (Hydra and all): no traceback, one line on stderr, exit code 1."""
-    result = subprocess.run([sys.executable, "inspect_model.py", "model=gpt_nano", f"html={tmp_path}", "plots=false",
-                             f"hydra.run.dir={tmp_path / 'run'}"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "inspect_model.py", "model=gpt_nano", f"html={tmp_path}",
+                             "plots=false",
+                             f"hydra.run.dir={tmp_path / 'run'}"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=120)
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert result.stderr.splitlines() == [f"error: html={str(tmp_path)!r} must name the HTML file to write "
                                           f"(e.g. html=explorer.html), not a folder."]

@@ -14,5 +14,6 @@ def test_tour_images_exist_and_are_small():
     assert len(images) >= 4
     for image in images:
         assert_png(DOCS / image, max_bytes=100_000)
-    for step in ("Q, K, V", "Scaled scores", "Mask", "Softmax", "Residual + norm", "Logits", "Loss", "Decoding"):
+    for step in ("Q, K, V", "Scaled scores", "Mask", "Softmax", "Residual + norm", "Logits", "Loss",
+                 "Decoding"):
         assert step in tour

@@ -65,11 +65,13 @@ def test_beam_tree_matches_the_hand_made_tree():
     assert hyp["beam 2"]["tokens"] == [A, C, EOS]
     assert hyp["greedy"]["sum_logp"] == pytest.approx(math.log(0.20), abs=1e-6)
     assert hyp["beam 1"]["sum_logp"] == pytest.approx(math.log(0.36), abs=1e-6)
-    assert hyp["beam 1"]["score"] == pytest.approx(math.log(0.36) / 3, abs=1e-6)  # zoo's length-normalised score
+    # zoo's length-normalised score
+    assert hyp["beam 1"]["score"] == pytest.approx(math.log(0.36) / 3, abs=1e-6)
     nodes = tree["nodes"]
     root_children = {n["token"]: n for n in nodes if n["parent"] == 0}
     assert set(root_children) == {A, B, EOS}
-    assert root_children[A]["logp"] == pytest.approx(math.log(0.5)) and root_children[B]["paths"] == ["beam 1"]
+    assert (root_children[A]["logp"] == pytest.approx(math.log(0.5))
+            and root_children[B]["paths"] == ["beam 1"])
     assert root_children[EOS]["paths"] == []  # a candidate no hypothesis took
     a_children = {n["token"]: n["logp"] for n in nodes if n["parent"] == root_children[A]["id"]}
     assert a_children == pytest.approx({C: math.log(0.4), D: math.log(0.3), E: math.log(0.3)})
@@ -132,7 +134,8 @@ def test_every_part_is_collected_for_an_encoder_decoder():
                                                                  ("cross_mask", "decoder")]
     causal = np.isfinite(unpack(data["masks"][1]["values"]))
     np.testing.assert_array_equal(causal, np.tril(np.ones((3, 3), dtype=bool)))  # decoder: keys j <= i
-    assert np.isfinite(unpack(data["masks"][0]["values"])).all() and np.isfinite(unpack(data["masks"][2]["values"])).all()
+    assert (np.isfinite(unpack(data["masks"][0]["values"])).all()
+            and np.isfinite(unpack(data["masks"][2]["values"])).all())
     assert data["logits"]["stream"] == "decoder" and data["logits"]["positions"] == [0, 1, 2]
     assert data["tokens"]["decoder"][0]["id"] == model.config.start_id
     assert [r["name"] for r in data["trace"]][:1] == ["input_ids"]
@@ -154,7 +157,8 @@ def test_sliding_window_and_alibi_masks_are_the_closed_forms():
 
 
 def test_encoder_has_no_beam_tree_and_says_why():
-    data = explorer_data(tiny("encoder", positional="learned"), [5, 6, 7], tokens=["x", "y", "z"], vocab_label=str)
+    data = explorer_data(tiny("encoder", positional="learned"), [5, 6, 7], tokens=["x", "y", "z"],
+                         vocab_label=str)
     assert "does not generate" in data["beams"]["note"] and set(data["attention"]) == {"encoder"}
     classifier = tiny("encoder", positional="learned", head="classifier", num_labels=3)
     logits = explorer_data(classifier, [5, 6, 7], tokens=["x", "y", "z"], vocab_label=str)["logits"]
@@ -171,7 +175,8 @@ def smallest_allowed(refused: PageBudgetError) -> float:
 
 
 def test_spaced_picks_evenly_with_both_ends():
-    assert spaced(range(5), 3) == [0, 2, 4] and spaced([1, 3, 7], 2) == [1, 7] and spaced(range(8), 3) == [0, 4, 7]
+    assert (spaced(range(5), 3) == [0, 2, 4] and spaced([1, 3, 7], 2) == [1, 7]
+            and spaced(range(8), 3) == [0, 4, 7])
     assert spaced([4, 9], 1) == [4] and spaced([4, 9], 5) == [4, 9]
 
 
@@ -183,15 +188,18 @@ def test_page_size_is_held_to_html_max_mb_and_the_notes_say_what_was_left_out():
     ids = list(range(5, 17))
 
     def collect(mb: float) -> dict:
-        return explorer_data(model, ids, tokens=[str(i) for i in ids], vocab_label=str, max_mb=mb, max_new_tokens=1)
+        return explorer_data(model, ids, tokens=[str(i) for i in ids], vocab_label=str, max_mb=mb,
+                             max_new_tokens=1)
 
     full = collect(4.0)
     assert full["notes"] == [] and full["attention"]["decoder"]["layers"] == [0, 1, 2, 3, 4]
     assert full["logits"]["positions"] == list(range(12)) and all(m["values"] for m in full["masks"])
-    with pytest.raises(PageBudgetError, match=r"html_max_mb=0\.01 is too small .* takes 0\.04\d MB") as refused:
+    with pytest.raises(PageBudgetError,
+                       match=r"html_max_mb=0\.01 is too small .* takes 0\.04\d MB") as refused:
         collect(0.01)
     least = smallest_allowed(refused.value)
-    full_weights, full_logits = unpack(full["attention"]["decoder"]["weights"]), unpack(full["logits"]["values"])
+    full_weights, full_logits = (unpack(full["attention"]["decoder"]["weights"]),
+                                 unpack(full["logits"]["values"]))
     seen_partial = set()
     for mb in np.linspace(least, page_bytes(full) / 1e6, 7)[:-1]:
         data = collect(float(mb))
@@ -201,10 +209,13 @@ def test_page_size_is_held_to_html_max_mb_and_the_notes_say_what_was_left_out():
         if att["weights"] is None:
             assert "decoder attention left out: one head of one layer takes" in notes
         else:
-            assert att["layers"] == spaced(range(5), len(att["layers"])) and att["heads"] == spaced(range(2), len(att["heads"]))
-            np.testing.assert_array_equal(unpack(att["weights"]), full_weights[att["layers"]][:, att["heads"]])
+            assert (att["layers"] == spaced(range(5), len(att["layers"]))
+                    and att["heads"] == spaced(range(2), len(att["heads"])))
+            np.testing.assert_array_equal(unpack(att["weights"]),
+                                          full_weights[att["layers"]][:, att["heads"]])
             if (len(att["layers"]), len(att["heads"])) != (5, 2):
-                assert f"decoder attention: layers {att['layers']} of 0..4" in notes and "html_layers=[...]" in notes
+                assert (f"decoder attention: layers {att['layers']} of 0..4" in notes
+                        and "html_layers=[...]" in notes)
                 seen_partial.add("attention")
         n = len(logits["positions"])
         if n == 0:
@@ -228,7 +239,8 @@ def test_a_layer_larger_than_the_budget_keeps_evenly_spaced_heads():
     ids = [5 + i % 30 for i in range(48)]  # one head: 48 x 48 weights (6 kB), one layer 49 kB
 
     def collect(mb: float) -> dict:
-        return explorer_data(model, ids, tokens=[str(i) for i in ids], vocab_label=str, max_mb=mb, max_new_tokens=1)
+        return explorer_data(model, ids, tokens=[str(i) for i in ids], vocab_label=str, max_mb=mb,
+                             max_new_tokens=1)
 
     with pytest.raises(PageBudgetError) as refused:
         collect(0.001)
@@ -236,7 +248,8 @@ def test_a_layer_larger_than_the_budget_keeps_evenly_spaced_heads():
     data = collect(mb)
     att = data["attention"]["decoder"]
     assert page_bytes(data) <= mb * 1e6
-    assert att["layers"] == [0] and 1 < len(att["heads"]) < 8 and att["heads"] == spaced(range(8), len(att["heads"]))
+    assert (att["layers"] == [0] and 1 < len(att["heads"]) < 8
+            and att["heads"] == spaced(range(8), len(att["heads"])))
     full = unpack(collect(4.0)["attention"]["decoder"]["weights"])
     np.testing.assert_array_equal(unpack(att["weights"])[0], full[0, att["heads"]])
     assert any(f"layers [0] of 0..1, heads {att['heads']} of 0..7 kept" in n for n in data["notes"])
@@ -245,7 +258,8 @@ def test_a_layer_larger_than_the_budget_keeps_evenly_spaced_heads():
 def test_html_layers_are_candidates_within_the_budget():
     model = tiny("decoder", n_layers=5, vocab_size=400)
     ids = list(range(5, 17))
-    chosen = explorer_data(model, ids, tokens=[str(i) for i in ids], vocab_label=str, layers=[4, 1], max_new_tokens=1)
+    chosen = explorer_data(model, ids, tokens=[str(i) for i in ids], vocab_label=str, layers=[4, 1],
+                           max_new_tokens=1)
     assert chosen["attention"]["decoder"]["layers"] == [1, 4] and chosen["notes"] == []
     with pytest.raises(ValueError, match=r"html_layers=\[7\].*layers 0\.\.4"):
         explorer_data(model, [5], tokens=["5"], vocab_label=str, layers=[7])
@@ -254,7 +268,8 @@ def test_html_layers_are_candidates_within_the_budget():
 def test_page_is_self_contained_and_data_cannot_close_its_script():
     model = tiny("decoder")
     title = 'evil </script><script>alert(1)</script> 한국어'
-    html = render(explorer_data(model, [5, 6], tokens=["a", "b"], vocab_label=str, title=title, max_new_tokens=1))
+    html = render(explorer_data(model, [5, 6], tokens=["a", "b"], vocab_label=str, title=title,
+                                max_new_tokens=1))
     assert page_data(html)["title"] == title
     assert not re.search(r"<script[^>]+src=|<link|@import|url\(|fetch\(|XMLHttpRequest|https://", html)
     assert "__DATA__" not in html and "/*__SCRIPT__*/" not in html and html.startswith("<!DOCTYPE html>")
@@ -271,7 +286,8 @@ def test_no_less_than_sign_reaches_the_data_element():
     assert "<" not in body and "\\u003c!--\\u003cscript" in body
     data = page_data(html)
     assert data["title"] == data["source"] == text and data["tokens"]["decoder"][0]["label"] == text
-    assert html.count("<script") == 2 and html.count("</script>") == 2  # the data element and the page's script
+    # the data element and the page's script
+    assert html.count("<script") == 2 and html.count("</script>") == 2
 
 
 def test_vocab_labels_decode_whole_characters():

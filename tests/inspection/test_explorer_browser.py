@@ -32,8 +32,8 @@ TEXTS = ["the cat sat on the mat", "고양이가 매트 위에 앉았다", "a do
 PROMPT = "고양이가 the cat"
 INSTALL = ("Chromium and playwright are needed for the explorer's browser tests. Install them with "
            "`apt-get install -y chromium fonts-noto-cjk` (Debian; the fonts draw Korean) and "
-           "`pip install -e '.[dev]'` (playwright; never run `playwright install`), or point ZOO_CHROMIUM at a "
-           "Chromium binary.")
+           "`pip install -e '.[dev]'` (playwright; never run `playwright install`), or point ZOO_CHROMIUM at "
+           "a Chromium binary.")
 ARCHS = {
     "decoder": dict(arch="decoder", positional="learned", task="lm"),
     "encoder": dict(arch="encoder", positional="learned", task="mlm"),
@@ -86,8 +86,9 @@ def pages(tmp_path_factory) -> dict[str, Path]:
     out = {}
     for name in ARCHS:
         page = folder / f"{name}.html"
-        overrides = [f"ckpt={_checkpoint(folder, name)}", f"text='{PROMPT}'", f"html={page}",  # quoted: Hydra's
-                     "html_new_tokens=4", "plots=false"]  # override grammar rejects unquoted non-ASCII text
+        # text quoted: Hydra's override grammar rejects unquoted non-ASCII text
+        overrides = [f"ckpt={_checkpoint(folder, name)}", f"text='{PROMPT}'", f"html={page}",
+                     "html_new_tokens=4", "plots=false"]
         with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
             cfg = compose("inspect_model", overrides=overrides)
         with open(folder / f"{name}.txt", "w") as log:
@@ -99,9 +100,12 @@ def pages(tmp_path_factory) -> dict[str, Path]:
 def open_page(browser, path: Path):
     page = browser.new_page(viewport={"width": 1100, "height": 900})
     problems: list[str] = []
-    page.on("console", lambda m: problems.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
+    page.on("console",
+            lambda m: problems.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-    page.on("request", lambda r: problems.append(f"request: {r.url}") if not r.url.startswith(("file:", "data:")) else None)
+    page.on("request",
+            lambda r: problems.append(f"request: {r.url}") if not r.url.startswith(("file:", "data:"))
+            else None)
     page.goto(path.as_uri())
     page.wait_for_selector("body[data-ready='1']", timeout=10_000)
     return page, problems
@@ -125,11 +129,13 @@ def test_page_loads_and_draws_every_part(browser, pages, name, tmp_path):
         assert kinds == {"decoder": ["decoder"], "encoder": ["encoder"],
                          "encoder_decoder": ["encoder", "decoder", "cross"]}[name]
         stream = "decoder" if name == "decoder" else "encoder"
-        chips = page.eval_on_selector_all(f".token-row[data-stream='{stream}'] .tok .label", "es => es.map(e => e.textContent)")
+        chips = page.eval_on_selector_all(f".token-row[data-stream='{stream}'] .tok .label",
+                                          "es => es.map(e => e.textContent)")
         assert "".join(chips).replace("·", " ") == PROMPT  # Korean arrives intact, in order
         assert page.locator("#mask-list canvas").count() >= 1 and page.locator("#pos-canvas").count() == 1
         assert page.locator("#trace-table tbody tr").count() > 10
-        assert page.locator("#param-table tbody tr").count() == 6 and page.locator("#flop-table tbody tr").count() == 6
+        assert (page.locator("#param-table tbody tr").count() == 6
+                and page.locator("#flop-table tbody tr").count() == 6)
         if name == "encoder":
             assert "does not generate" in page.inner_text("#beam-body")
         else:
@@ -181,15 +187,17 @@ def test_javascript_filters_equal_zoo_sampling(browser, pages, name):
     try:
         stored = page_data(pages[name].read_text(encoding="utf-8"))["logits"]
         logits = unpack(stored["values"])  # numpy's float16 decoding: the page must decode the same numbers
-        js_logits = np.array(page.evaluate("(() => { const u = zooExplorer.unpack(zooExplorer.data.logits.values);"
-                                           " return Array.from(u.values); })()")).reshape(logits.shape)
+        js_logits = np.array(page.evaluate("(() => { const u = "
+                                           "zooExplorer.unpack(zooExplorer.data.logits.values); return "
+                                           "Array.from(u.values); })()")).reshape(logits.shape)
         np.testing.assert_array_equal(js_logits, logits)
         for slot in (0, len(stored["positions"]) - 1):
-            for t, k, p in [(1.0, 0, 1.0), (0.7, 0, 1.0), (2.5, 5, 1.0), (1.0, 0, 0.35), (0.5, 8, 0.6), (0.0, 0, 1.0),
-                            (1.3, 1, 0.9), (1.0, 3, 0.05)]:
+            for t, k, p in [(1.0, 0, 1.0), (0.7, 0, 1.0), (2.5, 5, 1.0), (1.0, 0, 0.35), (0.5, 8, 0.6),
+                            (0.0, 0, 1.0), (1.3, 1, 0.9), (1.0, 3, 0.05)]:
                 js = np.array(page.evaluate(f"zooExplorer.distribution({slot}, {t}, {k}, {p})"))
                 zoo_p = _zoo_probs(logits[slot], t, k, p)
-                assert ((js > 0) == (zoo_p > 0)).all(), (slot, t, k, p)  # the same tokens survive the cut-offs
+                # the same tokens survive the cut-offs
+                assert ((js > 0) == (zoo_p > 0)).all(), (slot, t, k, p)
                 np.testing.assert_allclose(js, zoo_p, atol=1e-6, err_msg=str((slot, t, k, p)))
         assert problems == []
     finally:
@@ -201,7 +209,8 @@ def test_temperature_slider_and_cutoffs_redraw_the_bars(browser, pages, tmp_path
     try:
         def bars() -> dict[int, float]:
             rows = page.eval_on_selector_all("#dist-table tbody tr",
-                                             "rs => rs.map(r => [Number(r.dataset.id), Number(r.querySelector('.p').textContent)])")
+                                             "rs => rs.map(r => [Number(r.dataset.id), "
+                                             "Number(r.querySelector('.p').textContent)])")
             return dict(rows)
 
         stored = page_data(pages["decoder"].read_text(encoding="utf-8"))["logits"]
@@ -242,7 +251,8 @@ def test_markup_in_the_text_cannot_swallow_the_script(browser, tmp_path):
         inspect_model.inspect(cfg, tmp_path, Console(width=140, file=log))
     page, problems = open_page(browser, path)
     try:
-        chips = page.eval_on_selector_all(".token-row[data-stream='decoder'] .tok .label", "es => es.map(e => e.textContent)")
+        chips = page.eval_on_selector_all(".token-row[data-stream='decoder'] .tok .label",
+                                          "es => es.map(e => e.textContent)")
         assert chips == text.split() and text in page.inner_text("#source")
         assert page.locator("#attn-canvas").get_attribute("data-kind") == "decoder"
         assert problems == []
@@ -257,12 +267,13 @@ def test_pages_held_to_a_small_html_max_mb_still_run(browser, tmp_path):
     from zoo.inspection.explorer.budget import PageBudgetError
 
     torch.manual_seed(0)
-    model = zoo.build(dict(arch="decoder", vocab_size=40, d_model=32, n_layers=2, n_heads=8, positional="rope",
-                           dropout=0.0)).eval()
+    model = zoo.build(dict(arch="decoder", vocab_size=40, d_model=32, n_layers=2, n_heads=8,
+                           positional="rope", dropout=0.0)).eval()
     ids = [5 + i % 30 for i in range(48)]
 
     def write(mb: float, name: str) -> Path:
-        data = explorer_data(model, ids, tokens=[f"t{i}" for i in ids], vocab_label=str, max_mb=mb, max_new_tokens=2)
+        data = explorer_data(model, ids, tokens=[f"t{i}" for i in ids], vocab_label=str, max_mb=mb,
+                             max_new_tokens=2)
         return write_page(data, tmp_path / name)
 
     with pytest.raises(PageBudgetError) as refused:
@@ -282,7 +293,8 @@ def test_pages_held_to_a_small_html_max_mb_still_run(browser, tmp_path):
     try:
         heads = page.eval_on_selector_all("#attn-head option", "os => os.map(o => o.textContent)")
         assert heads == ["head 0", "head 7", "mean of the 2 stored heads"]
-        assert page.locator("#mask-list canvas").count() == 1 and page.locator("#dist-table tbody tr").count() > 0
+        assert (page.locator("#mask-list canvas").count() == 1
+                and page.locator("#dist-table tbody tr").count() > 0)
         first = page.eval_on_selector("#attn-canvas", "c => c.toDataURL()")
         page.select_option("#attn-head", "1")
         assert page.eval_on_selector("#attn-canvas", "c => c.toDataURL()") != first

@@ -1,5 +1,6 @@
-"""docs/make_ladder.py --quick: every rung and aside trains through train.py's path, the page is assembled, and the
-trained top rung's explorer page is written and screenshotted (a few steps each; nothing under docs/ is touched)."""
+"""docs/make_ladder.py --quick: every rung and aside trains through train.py's path, the page is assembled,
+and the trained top rung's explorer page is written and screenshotted (a few steps each; nothing under docs/
+is touched)."""
 
 from __future__ import annotations
 
@@ -25,5 +26,6 @@ def test_ladder_script_quick_run(capsys, monkeypatch):
     for i, (preset, _) in enumerate(ladder.RUNGS, start=1):
         assert f"| {i} | `{preset}` |" in page
     assert "`model=single_head_lm model.residual=false model.norm=none`" in page
-    assert "(the most concentrated)" in page  # the screenshot was taken (Chromium + playwright, as CI installs)
+    # the screenshot was taken (Chromium + playwright, as CI installs)
+    assert "(the most concentrated)" in page
     assert {p: p.stat().st_mtime for p in (ROOT / "docs").rglob("*") if p.is_file()} == docs_before

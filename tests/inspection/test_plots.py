@@ -28,14 +28,16 @@ def test_attention_maps_per_kind_match_the_trace_and_plot(tmp_path):
     cfg = config("transformer")
     model = zoo.build(cfg).eval()
     src, tgt = torch.randint(3, VOCAB, (1, 6)), torch.randint(3, VOCAB, (1, 4))
-    maps = attention_maps(model, src, tokens=list("abcdef"), decoder_tokens=list("wxyz"), decoder_input_ids=tgt)
+    maps = attention_maps(model, src, tokens=list("abcdef"), decoder_tokens=list("wxyz"),
+                          decoder_input_ids=tgt)
     assert maps.kinds() == ["encoder", "decoder", "cross"]
     assert [tuple(w.shape) for w in maps.maps["cross"]] == [(1, cfg.n_heads, 4, 6)] * cfg.n_decoder_layers
     assert [tuple(w.shape) for w in maps.maps["encoder"]] == [(1, cfg.n_heads, 6, 6)] * cfg.n_encoder_layers
     assert maps.axes("cross") == (list("wxyz"), list("abcdef"))
     tr = trace(model, src, decoder_input_ids=tgt)
     for layer in range(cfg.n_encoder_layers):
-        torch.testing.assert_close(maps.maps["encoder"][layer], tr.get("weights", layer=layer, stream="encoder").tensor)
+        torch.testing.assert_close(maps.maps["encoder"][layer],
+                                   tr.get("weights", layer=layer, stream="encoder").tensor)
     torch.testing.assert_close(maps.maps["cross"][0], tr.get("cross_weights", layer=0).tensor)
     written = plots.save_attention_maps(maps, tmp_path)
     assert sorted(p.name for p in written) == sorted(

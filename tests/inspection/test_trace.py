@@ -33,17 +33,21 @@ def _expected_shapes(cfg, stream: str) -> dict[str, tuple]:
         t = T
     out_dim = cfg.vocab_size
     shapes = {
-        "input_ids": (B, t), "token_embedding": (B, t, C), "positional": (B, t, C), "token_type_embedding": (B, t, C),
+        "input_ids": (B, t), "token_embedding": (B, t, C), "positional": (B, t, C),
+        "token_type_embedding": (B, t, C),
         "embed_norm_in": (B, t, C), "embed_norm": (B, t, C), "embedding": (B, t, C), "stack_input": (B, t, C),
         "mask": (1, H if cfg.positional == "alibi" else 1, t, t),  # ALiBi's bias is folded into the mask
         "rotation_cos": (B, 1, t, D // 2), "rotation_sin": (B, 1, t, D // 2),
         "position_bias": (1, H, t, t), "block_input": (B, t, C),
-        "q": (B, H, t, D), "k": (B, KV, t, D), "v": (B, KV, t, D), "scores": (B, H, t, t), "weights": (B, H, t, t),
+        "q": (B, H, t, D), "k": (B, KV, t, D), "v": (B, KV, t, D), "scores": (B, H, t, t),
+        "weights": (B, H, t, t),
         "heads": (B, H, t, D), "heads_concat": (B, t, H * D), "attn_output": (B, t, C),
-        "cross_mask": (1, 1, t, S), "cross_q": (B, H, t, D), "cross_k": (B, KV, S, D), "cross_v": (B, KV, S, D),
+        "cross_mask": (1, 1, t, S), "cross_q": (B, H, t, D), "cross_k": (B, KV, S, D),
+        "cross_v": (B, KV, S, D),
         "cross_scores": (B, H, t, S), "cross_weights": (B, H, t, S), "cross_heads": (B, H, t, D),
         "cross_heads_concat": (B, t, H * D), "cross_output": (B, t, C),
-        "ffn_hidden": (B, t, F), "ffn_output": (B, t, C), "block_output": (B, t, C), "stack_output": (B, t, C),
+        "ffn_hidden": (B, t, F), "ffn_output": (B, t, C), "block_output": (B, t, C),
+        "stack_output": (B, t, C),
         "logits": (B, t, out_dim), "loss": (), "transform_norm_in": (B, t, C), "transform_norm": (B, t, C),
     }
     for norm in ("norm_self", "norm_cross", "norm_ffn", "final_norm"):
@@ -58,8 +62,10 @@ def test_every_traced_shape_matches_the_config(name):
     ids, kwargs = _inputs(cfg)
     tr = trace(model, ids, **kwargs)
     assert tr[0].name == "input_ids" and [r.name for r in tr][-2:] == ["logits", "loss"]
-    assert torch.equal(tr[0].tensor, ids)  # the records are the forward's own tensors: the output is the reference
-    assert torch.equal(tr.get("logits").tensor, tr.output.logits) and torch.equal(tr[-1].tensor, tr.output.loss)
+    # the records are the forward's own tensors: the output is the reference
+    assert torch.equal(tr[0].tensor, ids)
+    assert (torch.equal(tr.get("logits").tensor, tr.output.logits)
+            and torch.equal(tr[-1].tensor, tr.output.loss))
     for r in tr:
         expected = _expected_shapes(cfg, r.stream)
         assert r.name in expected, f"unexpected stage {r.name}"
@@ -74,7 +80,8 @@ def test_every_traced_shape_matches_the_config(name):
         "encoder" if cfg.arch == "encoder" else "decoder"]
     for stream in streams:
         for stage in per_layer:
-            assert [r.layer for r in tr.select(stage, stream=stream)] == list(range(layers[stream])), (stream, stage)
+            assert [r.layer for r in tr.select(stage, stream=stream)] == list(range(layers[stream])), (stream,
+                                                                                                       stage)
         for stage in ("input_ids", "token_embedding", "embedding"):
             assert len(tr.select(stage, stream=stream)) == 1, (stream, stage)  # shared table hooked once
     if cfg.arch == "encoder_decoder":
@@ -126,7 +133,8 @@ def test_traced_weights_equal_weights_recomputed_from_traced_q_and_k(name):
         torch.testing.assert_close(row_sums[1, :, 2:], torch.ones(cfg.n_heads, T - 2))  # real queries
         assert torch.all(weights[1, :, :2] == 0.0)  # the two pad queries see no key: zero rows, not NaN
         groups = cfg.n_heads // cfg.kv_heads
-        torch.testing.assert_close(tr.get("heads", layer=layer).tensor, weights @ v.repeat_interleave(groups, 1))
+        torch.testing.assert_close(tr.get("heads", layer=layer).tensor,
+                                   weights @ v.repeat_interleave(groups, 1))
         concat = tr.get("heads", layer=layer).tensor.transpose(1, 2).reshape(B, T, cfg.d_model)
         torch.testing.assert_close(tr.get("heads_concat", layer=layer).tensor, concat)
 
@@ -140,8 +148,9 @@ def test_cross_attention_weights_recomputed_with_source_padding():
     tr = trace(model, src, attention_mask=src_mask, decoder_input_ids=kwargs["decoder_input_ids"])
     allowed = src_mask.bool()[:, None, None, :]  # (B, 1, 1, S)
     w = tr.get("cross_weights", layer=0).tensor
-    torch.testing.assert_close(w, _by_hand(tr.get("cross_q", layer=0).tensor, tr.get("cross_k", layer=0).tensor,
-                                           allowed.expand(B, 1, T, S)), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(w,
+                               _by_hand(tr.get("cross_q", layer=0).tensor, tr.get("cross_k", layer=0).tensor,
+                                        allowed.expand(B, 1, T, S)), rtol=1e-5, atol=1e-6)
     assert torch.all(w[0, :, :, -3:] == 0.0)
     torch.testing.assert_close(w.sum(-1), torch.ones(B, cfg.n_heads, T))
 

@@ -47,7 +47,8 @@ def test_encoder_without_positions_is_permutation_equivariant():
 def test_encoder_with_positions_is_not_permutation_equivariant(positional):
     model = tiny("bert_small", positional=positional, dropout=0.0, init_std=0.2).eval()
     ids = torch.randint(5, 97, (1, 10))
-    perm = torch.tensor([3, 0, 7, 1, 9, 2, 8, 4, 6, 5])  # not a reversal (ALiBi's |i - j| is reversal-symmetric)
+    # not a reversal (ALiBi's |i - j| is reversal-symmetric)
+    perm = torch.tensor([3, 0, 7, 1, 9, 2, 8, 4, 6, 5])
     assert (model(ids[:, perm]).logits - model(ids).logits[:, perm]).abs().max() > 1e-3
 
 
@@ -86,7 +87,8 @@ def test_loss_semantics_match_cross_entropy_definitions():
     labels[0, 4] = -100
     out = model(ids, labels=labels)
     logits, target = out.logits[:, :-1], labels[:, 1:]  # decoder: position t predicts token t+1
-    expected = torch.nn.functional.cross_entropy(logits.reshape(-1, 97), target.reshape(-1), ignore_index=-100)
+    expected = torch.nn.functional.cross_entropy(logits.reshape(-1, 97), target.reshape(-1),
+                                                 ignore_index=-100)
     assert torch.allclose(out.loss, expected, atol=1e-6)
 
     mlm = tiny("bert_small", dropout=0.0).eval()
@@ -100,7 +102,8 @@ def test_loss_semantics_match_cross_entropy_definitions():
     out = seq2seq(ids, labels=tgt)  # decoder input = labels shifted right behind the start token
     assert torch.equal(seq2seq.shift_right(tgt)[:, 0], torch.full((2,), seq2seq.config.start_id))
     assert torch.allclose(out.logits, seq2seq(ids, seq2seq.shift_right(tgt)).logits)
-    assert torch.allclose(out.loss, torch.nn.functional.cross_entropy(out.logits.reshape(-1, 97), tgt.reshape(-1)))
+    assert torch.allclose(out.loss,
+                          torch.nn.functional.cross_entropy(out.logits.reshape(-1, 97), tgt.reshape(-1)))
 
 
 def test_classifier_head():

@@ -9,40 +9,51 @@ import zoo
 @pytest.mark.parametrize(
     ("spec", "overrides", "message"),
     [
-        ("gpt_smal", {}, r"Unknown model preset 'gpt_smal'. Did you mean 'gpt_small'\?.*Allowed: attention_lm, bert_small"),
+        ("gpt_smal", {},
+         r"Unknown model preset 'gpt_smal'. Did you mean 'gpt_small'\?.*Allowed: attention_lm, bert_small"),
         ("gpt_nano", {"n_head": 2}, r"Unknown model config key 'n_head'. Did you mean 'n_heads'\?"),
         ("gpt_nano", {"norm": "batchnorm"}, r"model.norm: .*'batchnorm'.*Allowed: layernorm, none, rmsnorm"),
-        ("gpt_nano", {"positional": "rotary"}, r"model.positional: .*Allowed: alibi, learned, none, rope, sinusoidal"),
+        ("gpt_nano", {"positional": "rotary"},
+         r"model.positional: .*Allowed: alibi, learned, none, rope, sinusoidal"),
         ("gpt_nano", {"activation": "swish"}, r"model.activation: .*Allowed:"),
         ("gpt_nano", {"arch": "decoder_only"}, r"model.arch: .*Allowed: decoder, encoder, encoder_decoder"),
-        ("gpt_nano", {"norm_placement": "middle"}, r"model.norm_placement: .*Allowed: parallel, parallel_shared, post, pre, sandwich"),
+        ("gpt_nano", {"norm_placement": "middle"},
+         r"model.norm_placement: .*Allowed: parallel, parallel_shared, post, pre, sandwich"),
         ("gpt_nano", {"d_model": 30, "n_heads": 4}, r"d_model=30 is not divisible by model.n_heads=4"),
         ("gpt_nano", {"n_heads": 4, "n_kv_heads": 3}, r"n_heads=4 is not divisible by model.n_kv_heads=3"),
-        ("gpt_nano", {"d_model": 24, "n_heads": 8, "positional": "rope"}, r"rope.*= 3 features per head; that must be even"),
+        ("gpt_nano", {"d_model": 24, "n_heads": 8, "positional": "rope"},
+         r"rope.*= 3 features per head; that must be even"),
         ("gpt_nano", {"dropout": 1.5}, r"model.dropout must be in \[0, 1\)"),
         ("gpt_nano", {"pad_id": 9999}, r"model.pad_id=9999 is outside the vocabulary"),
         ("transformer_tiny", {"head": "classifier", "num_labels": 2},
-         r"model.head='classifier' is not available on arch 'encoder_decoder', which carries model.head=lm \| none"),
-        ("gpt_nano", {"head": "classifer"}, r"model.head: Unknown head 'classifer'. Did you mean 'classifier'\?"),
-        ("bert_small", {"head": "token_classifier"}, r"model.head='token_classifier' needs model.num_labels >= 1"),
+         r"model.head='classifier' is not available on arch "
+         r"'encoder_decoder', which carries model.head=lm \| none"),
+        ("gpt_nano", {"head": "classifer"},
+         r"model.head: Unknown head 'classifer'. Did you mean 'classifier'\?"),
+        ("bert_small", {"head": "token_classifier"},
+         r"model.head='token_classifier' needs model.num_labels >= 1"),
         ("bert_small", {"head": "classifier", "num_labels": 2, "head_pool": "mean"},
          r"model.head_pool: Unknown pooling 'mean'.*Allowed: first, last"),
         ("gpt_nano", {"head": "classifier", "num_labels": 2, "head_pooler": "swiglu"},
          r"model.head_pooler: Unknown pooler 'swiglu'.*Allowed: .*none.*tanh"),
-        ("gpt_nano", {"head": "none", "head_pool": "first"}, r"model.head=none has no pooler; set model.head_pooler"),
+        ("gpt_nano", {"head": "none", "head_pool": "first"},
+         r"model.head=none has no pooler; set model.head_pooler"),
         # a key only another head reads, given explicitly (from a preset it is reset: test_heads_keys.py)
-        ("gpt_nano", {"num_labels": 2}, r"model.num_labels=2 is read by model.head=classifier\|token_classifier, not "
-                                         r"by model.head=lm"),
+        ("gpt_nano", {"num_labels": 2},
+         r"model.num_labels=2 is read by model.head=classifier\|token_classifier, not "
+                         r"by model.head=lm"),
         ("bert_small", {"head": "classifier", "num_labels": 2, "head_bias": True},
          r"model.head_bias=True is read by model.head=lm, not by model.head=classifier"),
         ("gpt_nano", {"encoder_layers": 3}, r"model.encoder_layers=3 applies to arch 'encoder_decoder' only"),
-        ("gpt_nano", {"positional": "rope", "rope_base": 0}, r"model.rope_base must be > 0"),  # was NaN gradients
+        ("gpt_nano", {"positional": "rope", "rope_base": 0},
+         r"model.rope_base must be > 0"),  # was NaN gradients
         ("gpt_nano", {"init_std": -0.02}, r"model.init_std must be >= 0"),
         ("gpt_nano", {"bias": "no"}, r"model.bias must be true or false, got 'no'"),  # was silently True
         ("gpt_nano", {"final_norm": 1}, r"model.final_norm must be true or false"),
         ("gpt_nano", {"norm_eps": "1e-5"}, r"model.norm_eps must be a finite number, got '1e-5'"),
         ("gpt_nano", {"dropout": float("nan")}, r"model.dropout must be a finite number"),
-        ("transformer_tiny", {"encoder_layers": 0, "decoder_layers": 0}, r"needs at least one encoder or decoder"),
+        ("transformer_tiny", {"encoder_layers": 0, "decoder_layers": 0},
+         r"needs at least one encoder or decoder"),
     ],
 )
 def test_bad_config(spec, overrides, message):
@@ -60,7 +71,8 @@ def test_token_ids_outside_vocabulary():
 
 def test_sequence_longer_than_learned_positions():
     model = zoo.build("gpt_nano")  # max_seq_len 64
-    with pytest.raises(ValueError, match=r"reaches position 65 but learned positions stop at model.max_seq_len=64"):
+    with pytest.raises(ValueError,
+                       match=r"reaches position 65 but learned positions stop at model.max_seq_len=64"):
         model(torch.zeros(1, 65, dtype=torch.long))
     zoo.build("gpt_nano", positional="rope")(torch.zeros(1, 65, dtype=torch.long))  # rope has no such limit
 
@@ -77,7 +89,8 @@ def test_explicit_positions_outside_the_learned_table():
     model = zoo.build("gpt_nano", max_seq_len=16)
     ids = torch.tensor([[1, 2]])
     for pos in ([[15, 16]], [[-1, 0]]):
-        with pytest.raises(ValueError, match=r"position_ids hold positions in .* learned positions cover \[0, 16\)"):
+        with pytest.raises(ValueError,
+                           match=r"position_ids hold positions in .* learned positions cover \[0, 16\)"):
             model(ids, position_ids=torch.tensor(pos))
     zoo.build("gpt_nano", positional="rope", max_seq_len=16)(ids, position_ids=torch.tensor([[40, 41]]))
 
@@ -98,9 +111,11 @@ def test_attention_mask_of_the_wrong_shape():
 def test_token_types_and_labels_outside_their_range():
     bert = zoo.build("bert_small", type_vocab_size=2, vocab_size=500)
     ids = torch.tensor([[1, 2, 3]])
-    with pytest.raises(ValueError, match=r"token_type_ids hold types in \[0, 2\] but model.type_vocab_size=2"):
+    with pytest.raises(ValueError,
+                       match=r"token_type_ids hold types in \[0, 2\] but model.type_vocab_size=2"):
         bert(ids, token_type_ids=torch.tensor([[0, 1, 2]]))
-    with pytest.raises(ValueError, match=r"labels hold values in \[3, 500\]; allowed are \[0, 500\) and -100"):
+    with pytest.raises(ValueError,
+                       match=r"labels hold values in \[3, 500\]; allowed are \[0, 500\) and -100"):
         bert(ids, labels=torch.tensor([[-100, 3, 500]]))
     classifier = zoo.build("bert_small", head="classifier", num_labels=2, vocab_size=500)
     with pytest.raises(ValueError, match=r"labels hold values in \[2, 2\]; allowed are \[0, 2\)"):

@@ -42,7 +42,8 @@ def test_knob_combination_trains_and_decodes(positional, wiring, arch):
         return
     model.eval()
     prompt = torch.randint(5, V, (2, 5))
-    cached, uncached = (model.generate(prompt, max_new_tokens=4, eos_token_id=[], use_cache=c) for c in (True, False))
+    cached, uncached = (model.generate(prompt, max_new_tokens=4, eos_token_id=[], use_cache=c)
+                        for c in (True, False))
     assert torch.equal(cached, uncached)
 
 
@@ -67,12 +68,14 @@ def test_attention_knobs_train_and_decode(knobs, arch):
     _train_step(model)
     if model.is_encoder_decoder or arch == "decoder":
         prompt = torch.randint(5, V, (2, 5))
-        cached, uncached = (model.eval().generate(prompt, max_new_tokens=4, eos_token_id=[], use_cache=c, num_beams=2)
+        cached, uncached = (model.eval().generate(prompt, max_new_tokens=4, eos_token_id=[], use_cache=c,
+                                                  num_beams=2)
                             for c in (True, False))
         assert torch.equal(cached, uncached)
 
 
-ROPE_KEY_VALUES = dict(rope_factor=4.0, rope_low_freq_factor=1.0, rope_high_freq_factor=4.0, rope_original_max_len=8)
+ROPE_KEY_VALUES = dict(rope_factor=4.0, rope_low_freq_factor=1.0, rope_high_freq_factor=4.0,
+                       rope_original_max_len=8)
 
 
 @pytest.mark.parametrize("arch", TRANSFORMER_ARCHS)
@@ -91,7 +94,8 @@ def test_partial_scaled_rope_trains_and_decodes(rope_scaling, wiring, arch):
         return
     model.eval()
     prompt = torch.randint(5, V, (2, 5))
-    cached, uncached = (model.generate(prompt, max_new_tokens=6, eos_token_id=[], use_cache=c) for c in (True, False))
+    cached, uncached = (model.generate(prompt, max_new_tokens=6, eos_token_id=[], use_cache=c)
+                        for c in (True, False))
     assert torch.equal(cached, uncached)
 
 
@@ -100,8 +104,9 @@ def test_partial_scaled_rope_trains_and_decodes(rope_scaling, wiring, arch):
 @pytest.mark.parametrize("activation", ACTIVATIONS.names())
 def test_activation_and_norm_combination_trains(activation, norm, arch):
     torch.manual_seed(0)
-    _train_step(zoo.build(dict(arch=arch, vocab_size=V, d_model=16, n_heads=2, n_layers=1, activation=activation,
-                               norm=norm, head_transform=arch == "encoder", max_seq_len=24)))
+    _train_step(zoo.build(dict(arch=arch, vocab_size=V, d_model=16, n_heads=2, n_layers=1,
+                               activation=activation, norm=norm, head_transform=arch == "encoder",
+                               max_seq_len=24)))
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS.names())

@@ -24,13 +24,13 @@ BERT = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermed
             max_position_embeddings=40, type_vocab_size=2, hidden_dropout_prob=0.0,
             attention_probs_dropout_prob=0.0)
 ZOO_BERT = dict(arch="encoder", vocab_size=99, d_model=32, n_layers=2, n_heads=4, d_ff=48, activation="gelu",
-                norm="layernorm", norm_eps=1e-12, norm_placement="post", embed_norm=True, positional="learned",
-                type_vocab_size=2, max_seq_len=40, bias=True, dropout=0.0)
+                norm="layernorm", norm_eps=1e-12, norm_placement="post", embed_norm=True,
+                positional="learned", type_vocab_size=2, max_seq_len=40, bias=True, dropout=0.0)
 LLAMA = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
              intermediate_size=48, max_position_embeddings=64, pad_token_id=0, tie_word_embeddings=False)
 ZOO_LLAMA = dict(arch="decoder", vocab_size=99, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=48,
-                 activation="swiglu", norm="rmsnorm", norm_eps=1e-6, positional="rope", max_seq_len=64, bias=False,
-                 tie_embeddings=False, pad_id=0, dropout=0.0)
+                 activation="swiglu", norm="rmsnorm", norm_eps=1e-6, positional="rope", max_seq_len=64,
+                 bias=False, tie_embeddings=False, pad_id=0, dropout=0.0)
 TOL = 1e-5
 
 
@@ -56,7 +56,8 @@ def bert_body(bert: BertModel) -> dict[str, torch.Tensor]:
 
 def llama_body(llama) -> dict[str, torch.Tensor]:
     """zoo decoder tensors from a transformers LlamaModel (q, k, v fused; SwiGLU up = [gate | up])."""
-    out = {"embed.tokens.weight": llama.embed_tokens.weight, "decoder_stack.final_norm.weight": llama.norm.weight}
+    out = {"embed.tokens.weight": llama.embed_tokens.weight,
+           "decoder_stack.final_norm.weight": llama.norm.weight}
     for i, layer in enumerate(llama.layers):
         p, att, mlp = f"decoder_stack.layers.{i}.", layer.self_attn, layer.mlp
         out[p + "self_attn.qkv.weight"] = torch.cat([att.q_proj.weight, att.k_proj.weight, att.v_proj.weight])
@@ -76,7 +77,8 @@ def zoo_with(config: dict, state: dict[str, torch.Tensor]):
 
 
 def linear(prefix: str, layer: torch.nn.Linear) -> dict[str, torch.Tensor]:
-    return {f"{prefix}.weight": layer.weight, **({f"{prefix}.bias": layer.bias} if layer.bias is not None else {})}
+    return {f"{prefix}.weight": layer.weight,
+            **({f"{prefix}.bias": layer.bias} if layer.bias is not None else {})}
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +124,8 @@ def test_token_classifier_matches_bert_for_token_classification(batch):
     hf = perturbed(BertForTokenClassification(BertConfig(**BERT, num_labels=5)))
     model = zoo_with({**ZOO_BERT, "head": "token_classifier", "num_labels": 5},
                      {**bert_body(hf.bert), **linear("head.proj", hf.classifier)})
-    labels = torch.randint(0, 5, ids.shape, generator=torch.Generator().manual_seed(2)).masked_fill(mask == 0, -100)
+    labels = torch.randint(0, 5, ids.shape, generator=torch.Generator().manual_seed(2)).masked_fill(mask == 0,
+                                                                                                    -100)
     labels[0, 3] = -100  # a later sub-token of a word
     with torch.no_grad():
         ref = hf(input_ids=ids, attention_mask=mask, labels=labels)
@@ -174,9 +177,9 @@ def test_decoder_classifier_pools_the_last_real_token_as_llama(llama_classifier,
 
 
 def test_decoder_classifier_with_pad_equal_to_eos_pools_as_llama(llama_classifier, batch):
-    """A reward model whose pad token is its eos (common for Llama / Qwen): each text ends in eos, then pads of
-    the same id. transformers pools the rightmost token that is not pad_id, so the trailing eos is skipped; zoo
-    must pool the same token whether or not it is given the mask that marks that eos as real."""
+    """A reward model whose pad token is its eos (common for Llama / Qwen): each text ends in eos, then pads
+    of the same id. transformers pools the rightmost token that is not pad_id, so the trailing eos is skipped;
+    zoo must pool the same token whether or not it is given the mask that marks that eos as real."""
     hf, model = llama_classifier
     ids, mask = batch
     eos = 0  # == pad_id of both models

@@ -15,8 +15,10 @@ STD = 0.02
 
 
 def measured_std(model, suffix: str, under: str = "") -> float:
-    """Pooled std of every parameter under `under` whose name ends with `suffix` (>= 65k samples: ~0.3% noise)."""
-    params = [p.detach().flatten() for n, p in model.named_parameters() if n.startswith(under) and n.endswith(suffix)]
+    """Pooled std of every parameter under `under` whose name ends with `suffix` (>= 65k samples: ~0.3%
+    noise)."""
+    params = [p.detach().flatten() for n, p in model.named_parameters()
+              if n.startswith(under) and n.endswith(suffix)]
     assert params, (suffix, under)
     return float(torch.cat(params).std())
 
@@ -31,7 +33,8 @@ def test_decoder_residual_projections_scale_by_its_depth(n_layers):
 
 
 def test_encoder_decoder_stacks_scale_by_their_own_depth():
-    model = build("transformer_tiny", d_model=256, d_ff=1024, encoder_layers=1, decoder_layers=4, vocab_size=64)
+    model = build("transformer_tiny", d_model=256, d_ff=1024, encoder_layers=1, decoder_layers=4,
+                  vocab_size=64)
     assert measured_std(model, "o.weight", "encoder_stack") == pytest.approx(STD / math.sqrt(2), rel=0.02)
     assert measured_std(model, "o.weight", "decoder_stack") == pytest.approx(STD / math.sqrt(8), rel=0.02)
     assert measured_std(model, "down.weight", "decoder_stack") == pytest.approx(STD / math.sqrt(8), rel=0.02)

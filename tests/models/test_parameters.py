@@ -39,9 +39,11 @@ def closed_form(c: ModelConfig) -> int:
     wrap = _norm(c) * (2 if c.norm_placement == "sandwich" else 1)  # the norms around one sub-layer
     shared = c.norm_placement == "parallel_shared"  # one norm per block, counted with self-attention
     qk = 2 * _norm(c, head) if c.qk_norm else 0
-    self_attn = _linear(d, q + 2 * kv, c.use_qkv_bias) + _linear(q, d, b) + qk + wrap  # Qwen2: q/k/v bias only
+    # Qwen2: q/k/v bias only
+    self_attn = _linear(d, q + 2 * kv, c.use_qkv_bias) + _linear(q, d, b) + qk + wrap
     wrap = 0 if shared else wrap
-    cross_attn = _linear(d, q, c.use_qkv_bias) + _linear(d, 2 * kv, c.use_qkv_bias) + _linear(q, d, b) + qk + wrap
+    cross_attn = (_linear(d, q, c.use_qkv_bias) + _linear(d, 2 * kv, c.use_qkv_bias) + _linear(q, d, b) + qk
+                  + wrap)
     hidden = c.d_ff or round(c.ffn_ratio * d)
     gated = c.activation in GATED
     ffn = 0 if c.ffn == "none" else _linear(d, hidden * (2 if gated else 1), b) + _linear(hidden, d, b) + wrap
@@ -64,7 +66,8 @@ def closed_form(c: ModelConfig) -> int:
     if c.arch == "encoder_decoder":
         enc, dec = c.encoder_layers or c.n_layers, c.decoder_layers or c.n_layers
         tokens *= 1 if c.share_embeddings else 2
-        return tokens + 2 * side() + enc * (self_attn + ffn) + dec * (self_attn + cross_attn + ffn) + 2 * final + out
+        return (tokens + 2 * side() + enc * (self_attn + ffn) + dec * (self_attn + cross_attn + ffn)
+                + 2 * final + out)
     return tokens + side() + c.n_layers * (self_attn + ffn) + final + out
 
 
@@ -75,10 +78,11 @@ def test_every_preset_matches_closed_form(name):
     assert model.num_parameters() == closed_form(model.config)
 
 
-@pytest.mark.parametrize("knobs", [dict(head_dim=12, qk_norm=True, norm="rmsnorm"), dict(norm_placement="sandwich"),
-                                   dict(activation="geglu_tanh", norm="rmsnorm_1p"), dict(qkv_bias=True, bias=False),
-                                   dict(norm_placement="parallel", final_norm=False),
-                                   dict(norm_placement="parallel_shared")])
+@pytest.mark.parametrize("knobs",
+                         [dict(head_dim=12, qk_norm=True, norm="rmsnorm"), dict(norm_placement="sandwich"),
+                          dict(activation="geglu_tanh", norm="rmsnorm_1p"), dict(qkv_bias=True, bias=False),
+                          dict(norm_placement="parallel", final_norm=False),
+                          dict(norm_placement="parallel_shared")])
 @pytest.mark.parametrize("arch", ["decoder", "encoder", "encoder_decoder"])
 def test_new_knobs_match_closed_form(arch, knobs):
     model = zoo.build(dict(arch=arch, d_model=32, n_heads=4, n_layers=2, vocab_size=50, **knobs))
@@ -87,7 +91,8 @@ def test_new_knobs_match_closed_form(arch, knobs):
 
 @pytest.mark.parametrize("knobs", [dict(head="none"), dict(head="none", head_pooler="tanh"),
                                    dict(head="classifier", num_labels=3),
-                                   dict(head="classifier", num_labels=3, head_pooler="relu", head_proj_bias=False),
+                                   dict(head="classifier", num_labels=3, head_pooler="relu",
+                                        head_proj_bias=False),
                                    dict(head="token_classifier", num_labels=5), dict(head="qa"),
                                    dict(head="qa", head_proj_bias=False)])
 @pytest.mark.parametrize("arch", ["decoder", "encoder"])
@@ -97,7 +102,8 @@ def test_heads_match_closed_form(arch, knobs):
 
 
 def test_bare_encoder_decoder_matches_closed_form():
-    model = zoo.build(dict(arch="encoder_decoder", d_model=32, n_heads=4, n_layers=2, vocab_size=50, head="none"))
+    model = zoo.build(dict(arch="encoder_decoder", d_model=32, n_heads=4, n_layers=2, vocab_size=50,
+                           head="none"))
     assert model.num_parameters() == closed_form(model.config)
 
 

@@ -7,13 +7,16 @@ from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCau
 
 import zoo
 
-PRESETS = {  # preset -> (transformers classes, the model's config.json values), written out from the model cards
+PRESETS = {  # preset -> (transformers classes, the model's
+             # config.json values), written out from the model cards
     "smollm2_135m": (LlamaConfig, LlamaForCausalLM, dict(
-        hidden_size=576, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3, intermediate_size=1536,
-        vocab_size=49152, tie_word_embeddings=True, rope_theta=100000.0, max_position_embeddings=8192)),
+        hidden_size=576, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
+        intermediate_size=1536, vocab_size=49152, tie_word_embeddings=True, rope_theta=100000.0,
+        max_position_embeddings=8192)),
     "qwen2_5_0_5b": (Qwen2Config, Qwen2ForCausalLM, dict(
-        hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2, intermediate_size=4864,
-        vocab_size=151936, tie_word_embeddings=True, rope_theta=1000000.0, max_position_embeddings=32768)),
+        hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
+        intermediate_size=4864, vocab_size=151936, tie_word_embeddings=True, rope_theta=1000000.0,
+        max_position_embeddings=32768)),
 }
 PUBLISHED = {"smollm2_135m": 134_515_008, "qwen2_5_0_5b": 494_032_768}  # "135M" / "0.49B" on the model cards
 

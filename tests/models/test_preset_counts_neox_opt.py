@@ -20,7 +20,8 @@ def _pythia_70m():
 def _opt_125m():
     return OPTForCausalLM(OPTConfig(
         hidden_size=768, num_hidden_layers=12, num_attention_heads=12, ffn_dim=3072, vocab_size=50272,
-        max_position_embeddings=2048, do_layer_norm_before=True, activation_function="relu", tie_word_embeddings=True))
+        max_position_embeddings=2048, do_layer_norm_before=True, activation_function="relu",
+        tie_word_embeddings=True))
 
 
 @pytest.mark.parametrize(("preset", "reference", "published"), [

@@ -86,7 +86,8 @@ def test_qk_norm_parameters_and_cache():
     import zoo
 
     model = zoo.build(dict(arch="decoder", vocab_size=32, d_model=16, n_heads=4, n_kv_heads=2, head_dim=8,
-                           qk_norm=True, positional="rope", norm="rmsnorm", attn_softcap=5.0, final_softcap=4.0))
+                           qk_norm=True, positional="rope", norm="rmsnorm", attn_softcap=5.0,
+                           final_softcap=4.0))
     attn = model.decoder_stack.layers[0].self_attn
     assert attn.q_norm.weight.shape == (8,) and attn.qkv.weight.shape == (8 * 4 + 2 * 8 * 2, 16)
     ids = torch.randint(0, 32, (2, 9))

@@ -109,7 +109,8 @@ def test_chunked_cross_entropy_never_makes_the_full_logits():
         hidden = model(ids, skip_head=True).hidden_states
         chunked_cross_entropy(hidden, model.head, targets, 8).backward()
     assert 0 < seen.rows <= 8 < n  # one chunk's logits at a time, in forward and in backward
-    with _LargestVocabTensor(307, model.config.d_model) as seen:  # the check does see the plain path's full logits
+    # the check does see the plain path's full logits
+    with _LargestVocabTensor(307, model.config.d_model) as seen:
         lm_loss(model(ids).logits, targets, shift=False).backward()
     assert seen.rows == n
 

@@ -15,7 +15,8 @@ from zoo.modules.rope_scaling import ROPE_SCALINGS
 
 V = 37
 LENGTHS = (5, 7, 4)  # three documents packed into one row of 16
-ROPE_KEYS = dict(rope_factor=4.0, rope_low_freq_factor=1.0, rope_high_freq_factor=4.0, rope_original_max_len=8)
+ROPE_KEYS = dict(rope_factor=4.0, rope_low_freq_factor=1.0, rope_high_freq_factor=4.0,
+                 rope_original_max_len=8)
 SCHEMES = [(name, "none") for name in POSITIONALS.names() if name != "rope"]
 SCHEMES += [("rope", scaling) for scaling in ROPE_SCALINGS.names()]
 
@@ -79,7 +80,8 @@ def test_sliding_window_layers_stay_inside_documents(arch):
 
 
 def test_padded_packed_rows_match_documents_alone():
-    """Two rows of packed documents, the shorter right-padded (pads their own document, as the collator does)."""
+    """Two rows of packed documents, the shorter right-padded (pads their own document, as the collator
+    does)."""
     model = build("decoder", "learned")
     ids, document_ids, docs = packed_row((5, 7, 4))
     short, short_docs, short_parts = packed_row((3, 6))
@@ -91,7 +93,8 @@ def test_padded_packed_rows_match_documents_alone():
     assert torch.isfinite(logits).all()
     start = 0
     for doc in short_parts:
-        torch.testing.assert_close(logits[1:, start:start + doc.shape[1]], model(doc).logits, atol=1e-5, rtol=0)
+        torch.testing.assert_close(logits[1:, start:start + doc.shape[1]], model(doc).logits, atol=1e-5,
+                                   rtol=0)
         start += doc.shape[1]
 
 
@@ -131,4 +134,5 @@ def test_trace_shows_the_document_blocks():
     recorded = trace(model, ids, document_ids=document_ids)
     mask = recorded.get("mask", stream="decoder").tensor[0, 0]  # (T, T): -inf hidden, else the ALiBi bias
     visible = torch.isfinite(mask).int()
-    assert visible.tolist() == [[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [0, 0, 1, 0, 0], [0, 0, 1, 1, 0], [0, 0, 1, 1, 1]]
+    assert visible.tolist() == [[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [0, 0, 1, 0, 0], [0, 0, 1, 1, 0],
+                                [0, 0, 1, 1, 1]]

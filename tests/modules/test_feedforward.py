@@ -40,4 +40,5 @@ def test_geglu_tanh_is_gated_and_its_plain_form_is_gelu_tanh():
     assert act.gated and plain_activation("geglu_tanh") is ACTIVATIONS.get("gelu_tanh")
     x = torch.linspace(-6, 6, 101)
     assert torch.allclose(act.fn(x), _gelu_tanh(x), atol=1e-6)
-    assert not torch.allclose(act.fn(x), torch.nn.functional.gelu(x), atol=1e-4)  # the approximation, not exact GELU
+    # the approximation, not exact GELU
+    assert not torch.allclose(act.fn(x), torch.nn.functional.gelu(x), atol=1e-4)

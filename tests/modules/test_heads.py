@@ -25,7 +25,8 @@ def random_targets(model, ids: torch.Tensor) -> dict[str, torch.Tensor]:
     """Targets of the shape and range the head declares (class ids, or positions within the sequence)."""
     head, gen = type(model.head), torch.Generator().manual_seed(0)
     high = head.label_classes(model.config) or ids.shape[1]
-    return {name: torch.randint(0, high, head.target_shape(tuple(ids.shape)), generator=gen) for name in head.targets}
+    return {name: torch.randint(0, high, head.target_shape(tuple(ids.shape)), generator=gen)
+            for name in head.targets}
 
 
 # every head, and each head that reads head_pooler once more with a pooler
@@ -75,7 +76,8 @@ def test_output_hidden_states_are_the_embeddings_then_every_layer(arch):
 
 # ------------------------------------------------------------------------------------------ pooling
 
-X = torch.arange(2 * 4 * 3, dtype=torch.float).reshape(2, 4, 3)  # (B, T, C): row b, position t is recognisable
+# (B, T, C): row b, position t is recognisable
+X = torch.arange(2 * 4 * 3, dtype=torch.float).reshape(2, 4, 3)
 
 
 def test_pool_first_is_position_zero():
@@ -100,7 +102,8 @@ def test_encoder_classifier_is_tanh_pooler_then_projection():
     ids = torch.randint(3, 40, (3, 5))
     out = model(ids)
     h, p, c = out.hidden_states, model.head.pool, model.head.proj
-    torch.testing.assert_close(out.logits, F.linear(torch.tanh(F.linear(h[:, 0], p.weight, p.bias)), c.weight, c.bias))
+    torch.testing.assert_close(out.logits,
+                               F.linear(torch.tanh(F.linear(h[:, 0], p.weight, p.bias)), c.weight, c.bias))
 
 
 def test_decoder_classifier_projects_the_last_real_token_without_bias():
@@ -117,7 +120,8 @@ def test_relu_pooler_and_projection_bias_knobs():
     model = tiny("encoder", "classifier", head_pooler="relu").eval()
     out = model(torch.randint(3, 40, (2, 5)))
     h, p, c = out.hidden_states, model.head.pool, model.head.proj
-    torch.testing.assert_close(out.logits, F.linear(F.relu(F.linear(h[:, 0], p.weight, p.bias)), c.weight, c.bias))
+    torch.testing.assert_close(out.logits,
+                               F.linear(F.relu(F.linear(h[:, 0], p.weight, p.bias)), c.weight, c.bias))
     assert tiny("decoder", "classifier", head_proj_bias=True).head.proj.bias is not None
     assert tiny("encoder", "qa", head_proj_bias=False).head.proj.bias is None
 
@@ -156,14 +160,18 @@ def test_classifier_all_ignored_labels_give_zero_not_nan():
 # ------------------------------------------------------------------------------- targets refused
 
 @pytest.mark.parametrize(("head", "kwargs", "message"), [
-    ("none", {"labels": torch.zeros(2, 4, dtype=torch.long)}, r"labels is not a target of model.head=none; it takes no"),
+    ("none", {"labels": torch.zeros(2, 4, dtype=torch.long)},
+     r"labels is not a target of model.head=none; it takes no"),
     ("qa", {"labels": torch.zeros(2, dtype=torch.long)}, r"labels is not a target of model.head=qa; it takes "
                                                             r"start_positions, end_positions"),
-    ("qa", {"start_positions": torch.zeros(2, dtype=torch.long)}, r"needs start_positions and end_positions together"),
+    ("qa", {"start_positions": torch.zeros(2, dtype=torch.long)},
+     r"needs start_positions and end_positions together"),
     ("classifier", {"start_positions": torch.zeros(2, dtype=torch.long)}, r"it takes labels"),
-    ("token_classifier", {"labels": torch.zeros(2, dtype=torch.long)}, r"labels must be an integer tensor of shape "
-                                                                        r"\(2, 4\)"),
-    ("token_classifier", {"labels": torch.full((2, 4), 3)}, r"labels hold values in \[3, 3\]; allowed are \[0, 3\)"),
+    ("token_classifier", {"labels": torch.zeros(2, dtype=torch.long)},
+     r"labels must be an integer tensor of shape "
+               r"\(2, 4\)"),
+    ("token_classifier", {"labels": torch.full((2, 4), 3)},
+     r"labels hold values in \[3, 3\]; allowed are \[0, 3\)"),
 ])
 def test_wrong_targets_are_refused_naming_what_the_head_takes(head, kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -172,7 +180,8 @@ def test_wrong_targets_are_refused_naming_what_the_head_takes(head, kwargs, mess
 
 @pytest.mark.parametrize("head", sorted(set(HEADS.names()) - {"lm"}))
 def test_decoding_needs_the_vocabulary_head(head):
-    with pytest.raises(ValueError, match=rf"logits_to_keep=1 keeps vocabulary logits .*model.head={head} has none"):
+    with pytest.raises(ValueError,
+                       match=rf"logits_to_keep=1 keeps vocabulary logits .*model.head={head} has none"):
         tiny("decoder", head)(torch.randint(3, 40, (1, 4)), logits_to_keep=1)
 
 
@@ -182,7 +191,8 @@ def test_decoding_needs_the_vocabulary_head(head):
     ("encoder", "none", {}, set()),
     ("decoder", "none", {}, set()),
     ("encoder", "none", {"head_pooler": "tanh"}, {"head.pool.weight", "head.pool.bias"}),
-    ("encoder", "classifier", {}, {"head.pool.weight", "head.pool.bias", "head.proj.weight", "head.proj.bias"}),
+    ("encoder", "classifier", {},
+     {"head.pool.weight", "head.pool.bias", "head.proj.weight", "head.proj.bias"}),
     ("encoder", "classifier", {"head_pooler": "none"}, {"head.proj.weight", "head.proj.bias"}),
     ("decoder", "classifier", {}, {"head.proj.weight"}),
     ("decoder", "classifier", {"head_pooler": "tanh", "head_proj_bias": True},

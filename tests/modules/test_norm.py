@@ -1,5 +1,6 @@
 """Norms against transformers' own modules: RMSNorm vs LlamaRMSNorm, the (1 + w) RMSNorm vs GemmaRMSNorm
-(float32 and bfloat16, where the order of the cast matters), and the zero-initialised gain of a built model."""
+(float32 and bfloat16, where the order of the cast matters), and the zero-initialised gain of a built
+model."""
 
 from __future__ import annotations
 
@@ -42,8 +43,8 @@ def test_one_plus_gain_closed_form():
 
 def test_built_model_keeps_the_zero_gain_and_counts_it_as_a_norm():
     """init_weights draws only Linear/Embedding weights: a (1 + w) gain stays 0 (gain 1), not N(0, std)."""
-    model = zoo.build(dict(arch="decoder", vocab_size=32, d_model=16, n_heads=2, n_layers=2, norm="rmsnorm_1p",
-                           embed_norm=True))
+    model = zoo.build(dict(arch="decoder", vocab_size=32, d_model=16, n_heads=2, n_layers=2,
+                           norm="rmsnorm_1p", embed_norm=True))
     norms = [m for m in model.modules() if isinstance(m, OnePlusRMSNorm)]
     assert len(norms) == 2 * 2 + 1 + 1  # two per layer (pre wiring), the final norm, the embedding norm
     assert all(torch.equal(m.weight, torch.zeros(16)) for m in norms)

@@ -57,7 +57,8 @@ def test_alibi_slopes_and_bias():
     assert torch.allclose(alibi_slopes(8), torch.tensor([2.0 ** -(i + 1) for i in range(8)]))
     assert torch.allclose(alibi_slopes(4), torch.tensor([2.0 ** (-2 * (i + 1)) for i in range(4)]))
     alibi = ALiBi(ModelConfig(d_model=16, n_heads=4, positional="alibi"))
-    bias = alibi.terms(torch.zeros(1, 2, dtype=torch.long), 3, 5, causal=True).bias  # queries at 3, 4; keys 0..4
+    # queries at 3, 4; keys 0..4
+    bias = alibi.terms(torch.zeros(1, 2, dtype=torch.long), 3, 5, causal=True).bias
     assert bias.shape == (1, 4, 2, 5)
     assert bias[0, 0, 0].tolist() == pytest.approx([-0.75, -0.5, -0.25, 0.0, -0.25])
 

@@ -22,7 +22,8 @@ HEAD, HEADS, THETA = 32, 2, 500.0
 SCALINGS = {  # zoo keys, transformers rope_parameters
     "none": ({}, {"rope_type": "default"}),
     "linear": ({"rope_factor": 2.0}, {"rope_type": "linear", "factor": 2.0}),
-    "llama3": ({"rope_factor": 8.0, "rope_low_freq_factor": 1.0, "rope_high_freq_factor": 4.0, "rope_original_max_len": 32},
+    "llama3": ({"rope_factor": 8.0, "rope_low_freq_factor": 1.0, "rope_high_freq_factor": 4.0,
+                "rope_original_max_len": 32},
                {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                 "original_max_position_embeddings": 32}),
     "yarn": ({"rope_factor": 4.0, "rope_original_max_len": 32},
@@ -36,11 +37,12 @@ def test_partial_rotary_matches_gpt_neox(fraction, scaling):
     """GPT-NeoX rotates the first int(D * rotary_pct) features in the rotate-half layout (over that slice)
     and passes the rest; cos/sin carry the scaling's attention factor."""
     zoo_keys, hf_params = SCALINGS[scaling]
-    cfg = ModelConfig(d_model=HEAD * HEADS, n_heads=HEADS, positional="rope", rope_base=THETA, rope_fraction=fraction,
-                      rope_scaling=scaling, max_seq_len=128, **zoo_keys)
+    cfg = ModelConfig(d_model=HEAD * HEADS, n_heads=HEADS, positional="rope", rope_base=THETA,
+                      rope_fraction=fraction, rope_scaling=scaling, max_seq_len=128, **zoo_keys)
     zoo.models.check_config(cfg)
     hf_cfg = GPTNeoXConfig(hidden_size=HEAD * HEADS, num_attention_heads=HEADS, max_position_embeddings=128,
-                           rope_parameters={"rope_theta": THETA, "partial_rotary_factor": fraction, **hf_params})
+                           rope_parameters={"rope_theta": THETA, "partial_rotary_factor": fraction,
+                                            **hf_params})
     gen = torch.Generator().manual_seed(0)
     q, k = torch.randn(2, HEADS, 7, HEAD, generator=gen), torch.randn(2, HEADS, 7, HEAD, generator=gen)
     position_ids = torch.tensor([[0, 1, 2, 3, 4, 5, 6], [40, 41, 42, 90, 91, 92, 127]])
@@ -77,8 +79,8 @@ def test_roberta_positions_are_learned_with_offset_pad_plus_one():
     pad, d, max_len = 1, 4, 20
     ids = torch.tensor([[0, 5, 6, 7, 8, 2], [0, 5, 6, 2, pad, pad], [0, 2, pad, pad, pad, pad]])
     expected = RobertaEmbeddings.create_position_ids_from_input_ids(ids, padding_idx=pad)
-    model = zoo.build(dict(arch="encoder", vocab_size=10, d_model=d, n_heads=1, n_layers=1, positional="learned",
-                           pad_id=pad, pos_offset=pad + 1, max_seq_len=max_len))
+    model = zoo.build(dict(arch="encoder", vocab_size=10, d_model=d, n_heads=1, n_layers=1,
+                           positional="learned", pad_id=pad, pos_offset=pad + 1, max_seq_len=max_len))
     scheme = model.embed.positional
     assert isinstance(scheme, Learned)
     with torch.no_grad():
@@ -90,7 +92,8 @@ def test_roberta_positions_are_learned_with_offset_pad_plus_one():
 
     right = model.position_ids(model.embed, ids, 0, None)  # what the model uses without position_ids
     assert torch.equal(rows_read(right)[real], expected[real])
-    left_ids = torch.stack([row.roll(int((~r).sum())) for row, r in zip(ids, real, strict=True)])  # pads first
+    # pads first
+    left_ids = torch.stack([row.roll(int((~r).sum())) for row, r in zip(ids, real, strict=True)])
     left_mask = (left_ids != pad).long()
     left = (left_mask.cumsum(-1) - 1).clamp(min=0)
     left_expected = RobertaEmbeddings.create_position_ids_from_input_ids(left_ids, padding_idx=pad)

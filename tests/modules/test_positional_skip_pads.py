@@ -13,8 +13,8 @@ PAD, D, MAX_LEN = 1, 4, 20
 
 
 def _model(**overrides):
-    cfg = dict(arch="encoder", vocab_size=10, d_model=D, n_heads=1, n_layers=1, positional="learned", pad_id=PAD,
-               pos_offset=PAD + 1, pos_skip_pads=True, max_seq_len=MAX_LEN)
+    cfg = dict(arch="encoder", vocab_size=10, d_model=D, n_heads=1, n_layers=1, positional="learned",
+               pad_id=PAD, pos_offset=PAD + 1, pos_skip_pads=True, max_seq_len=MAX_LEN)
     model = zoo.build({**cfg, **overrides})
     with torch.no_grad():  # row i holds i: the embedding returns the row index it read
         table = model.embed.positional.table
@@ -65,5 +65,5 @@ def test_default_learned_positions_ignore_the_mask():
 
 def test_pad_row_must_exist():
     with pytest.raises(ValueError, match="pos_skip_pads.*pad_id=30.*21 rows"):
-        zoo.build(dict(arch="encoder", vocab_size=40, d_model=D, n_heads=1, n_layers=1, pad_id=30, pos_offset=1,
-                       pos_skip_pads=True, max_seq_len=MAX_LEN))
+        zoo.build(dict(arch="encoder", vocab_size=40, d_model=D, n_heads=1, n_layers=1, pad_id=30,
+                       pos_offset=1, pos_skip_pads=True, max_seq_len=MAX_LEN))

@@ -39,7 +39,8 @@ def test_bias_matches_t5_attention(causal):
 
 
 def test_encoder_and_decoder_keep_separate_tables():
-    model = zoo.build(dict(arch="encoder_decoder", d_model=16, n_heads=2, n_layers=1, positional="t5_relative"))
+    model = zoo.build(dict(arch="encoder_decoder", d_model=16, n_heads=2, n_layers=1,
+                           positional="t5_relative"))
     names = [n for n, _ in model.named_parameters() if "relative_bias" in n]
     assert names == ["src_embed.positional.relative_bias.weight", "tgt_embed.positional.relative_bias.weight"]
 

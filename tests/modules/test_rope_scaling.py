@@ -20,22 +20,27 @@ HEAD, HEADS, THETA, ORIGINAL = 32, 2, 10000.0, 64
 # zoo keys -> transformers rope_parameters, per scaling
 CASES = {
     "linear": (dict(rope_factor=4.0), dict(factor=4.0)),
-    "llama3": (dict(rope_factor=8.0, rope_low_freq_factor=1.0, rope_high_freq_factor=4.0, rope_original_max_len=ORIGINAL),
-               dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=ORIGINAL)),
-    "yarn": (dict(rope_factor=4.0, rope_original_max_len=ORIGINAL), dict(factor=4.0, original_max_position_embeddings=ORIGINAL)),
+    "llama3": (dict(rope_factor=8.0, rope_low_freq_factor=1.0, rope_high_freq_factor=4.0,
+                    rope_original_max_len=ORIGINAL),
+               dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                    original_max_position_embeddings=ORIGINAL)),
+    "yarn": (dict(rope_factor=4.0, rope_original_max_len=ORIGINAL),
+             dict(factor=4.0, original_max_position_embeddings=ORIGINAL)),
 }
 
 
 def zoo_rotary(scaling: str, fraction: float, **keys) -> Rotary:
-    cfg = ModelConfig(d_model=HEAD * HEADS, n_heads=HEADS, positional="rope", rope_base=THETA, max_seq_len=4 * ORIGINAL,
-                      rope_fraction=fraction, rope_scaling=scaling, **keys)
+    cfg = ModelConfig(d_model=HEAD * HEADS, n_heads=HEADS, positional="rope", rope_base=THETA,
+                      max_seq_len=4 * ORIGINAL, rope_fraction=fraction, rope_scaling=scaling, **keys)
     zoo.models.check_config(cfg)
     return Rotary(cfg)
 
 
 def hf_frequencies(rope_type: str, fraction: float, **params) -> tuple[torch.Tensor, float]:
-    hf = LlamaConfig(hidden_size=HEAD * HEADS, num_attention_heads=HEADS, max_position_embeddings=4 * ORIGINAL,
-                     rope_parameters=dict(rope_type=rope_type, rope_theta=THETA, partial_rotary_factor=fraction, **params))
+    hf = LlamaConfig(hidden_size=HEAD * HEADS, num_attention_heads=HEADS,
+                     max_position_embeddings=4 * ORIGINAL,
+                     rope_parameters=dict(rope_type=rope_type, rope_theta=THETA,
+                                          partial_rotary_factor=fraction, **params))
     return ROPE_INIT_FUNCTIONS[rope_type](hf, "cpu")
 
 
@@ -62,7 +67,8 @@ def test_scalings_change_what_they_should():
     wavelen = 2 * math.pi / plain
     assert torch.equal(kept, wavelen < ORIGINAL / 4) and torch.equal(divided, wavelen > ORIGINAL / 1)
     assert torch.allclose(zoo_rotary("linear", 1.0, rope_factor=4.0).inv_freq(), plain / 4)
-    assert zoo_rotary("yarn", 1.0, **CASES["yarn"][0]).scaling.attention_factor == pytest.approx(0.1 * math.log(4) + 1)
+    assert zoo_rotary("yarn", 1.0,
+                      **CASES["yarn"][0]).scaling.attention_factor == pytest.approx(0.1 * math.log(4) + 1)
 
 
 def test_yarn_attention_factor_scales_cos_and_sin():
@@ -70,11 +76,13 @@ def test_yarn_attention_factor_scales_cos_and_sin():
     terms = rope.terms(torch.arange(6)[None], 0, 6, causal=False)
     angles = torch.arange(6.0)[:, None] * rope.inv_freq()
     factor = 0.1 * math.log(4) + 1
-    assert torch.allclose(terms.cos[0, 0], angles.cos() * factor) and torch.allclose(terms.sin[0, 0], angles.sin() * factor)
+    assert (torch.allclose(terms.cos[0, 0], angles.cos() * factor)
+            and torch.allclose(terms.sin[0, 0], angles.sin() * factor))
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
-    (dict(rope_scaling="ntk"), r"model.rope_scaling: Unknown rope_scaling 'ntk'.*Allowed: linear, llama3, none, yarn"),
+    (dict(rope_scaling="ntk"),
+     r"model.rope_scaling: Unknown rope_scaling 'ntk'.*Allowed: linear, llama3, none, yarn"),
     (dict(rope_factor=8.0), r"model.rope_factor=8.0 has no effect with model.rope_scaling='none'"),
     (dict(rope_scaling="linear", rope_original_max_len=64), r"model.rope_original_max_len=64 has no effect"),
     (dict(rope_scaling="linear", rope_factor=0.5), r"model.rope_factor .* must be >= 1"),
@@ -94,7 +102,8 @@ def test_rope_keys_are_checked_when_the_model_is_built(overrides, message):
     (dict(rope_fraction=0.0), r"model.rope_fraction must be a finite number > 0, got 0.0"),
     (dict(rope_factor="8"), r"model.rope_factor must be a finite number > 0, got '8'"),
     (dict(rope_low_freq_factor=float("nan")), r"model.rope_low_freq_factor must be a finite number > 0"),
-    (dict(rope_original_max_len=0), r"model.rope_original_max_len must be a positive integer \(or null\), got 0"),
+    (dict(rope_original_max_len=0),
+     r"model.rope_original_max_len must be a positive integer \(or null\), got 0"),
     (dict(rope_original_max_len=True), r"model.rope_original_max_len must be a positive integer"),
     (dict(rope_scaling=None), r"model.rope_scaling must be a name \(a string\), got None"),
 ])
@@ -105,7 +114,8 @@ def test_rope_key_types_are_checked_by_the_config(overrides, message):
 
 def test_registry_lists_every_entry_with_its_keys():
     assert ROPE_SCALINGS.names() == ["linear", "llama3", "none", "yarn"]
-    assert all(set(ROPE_SCALINGS.get(n).keys) <= {"rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
+    assert all(set(ROPE_SCALINGS.get(n).keys) <= {"rope_factor", "rope_low_freq_factor",
+                                                  "rope_high_freq_factor",
                                                    "rope_original_max_len"} for n in ROPE_SCALINGS.names())
 
 
@@ -115,5 +125,6 @@ def test_scaling_on_a_scheme_that_does_not_rotate_is_refused():
     with pytest.raises(ValueError, match="model.rope_scaling='linear' scales rotary frequencies, but "
                                          "model.positional='learned' does not rotate"):
         zoo.build("gpt_nano", rope_scaling="linear", rope_factor=2.0)
-    with pytest.raises(ValueError, match="model.rope_scaling: Unknown rope_scaling 'llama4'. Did you mean 'llama3'"):
+    with pytest.raises(ValueError,
+                       match="model.rope_scaling: Unknown rope_scaling 'llama4'. Did you mean 'llama3'"):
         zoo.build("gpt_nano", positional="alibi", rope_scaling="llama4")

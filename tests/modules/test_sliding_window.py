@@ -18,12 +18,14 @@ def _reference(q_len: int, k_len: int, window: int, causal: bool) -> torch.Tenso
           else masking_utils.sliding_window_bidirectional_mask_function(window))
     offset = k_len - q_len
     zero = torch.tensor(0)
-    return torch.tensor([[bool(fn(zero, zero, torch.tensor(offset + i), torch.tensor(j))) for j in range(k_len)]
+    return torch.tensor([[bool(fn(zero, zero, torch.tensor(offset + i), torch.tensor(j)))
+                          for j in range(k_len)]
                          for i in range(q_len)])
 
 
 @pytest.mark.parametrize(("q_len", "k_len", "window", "causal"), [
-    (9, 9, 3, True), (9, 9, 1, True), (1, 12, 4, True), (3, 10, 5, True), (6, 6, 20, True),  # with a cache too
+    (9, 9, 3, True), (9, 9, 1, True), (1, 12, 4, True), (3, 10, 5, True),
+    (6, 6, 20, True),  # with a cache too
     (9, 9, 3, False), (9, 9, 1, False), (6, 6, 20, False),  # a bidirectional stack has no cache
 ])
 def test_band_matches_transformers(q_len, k_len, window, causal):

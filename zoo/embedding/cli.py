@@ -77,8 +77,8 @@ def check(args: EmbedArgs) -> tuple[Path, list[str], Path]:
                              "output=emb.npy")
     folder, output = Path(args.folder), Path(args.output)
     if not folder.is_dir():
-        raise ValueError(f"folder={args.folder!r} is not a folder; give a Hugging Face model folder (config.json, "
-                         "weights, tokenizer.json), a sentence-transformers one included.")
+        raise ValueError(f"folder={args.folder!r} is not a folder; give a Hugging Face model folder "
+                         "(config.json, weights, tokenizer.json), a sentence-transformers one included.")
     if output.suffix not in OUTPUTS:
         raise ValueError(f"output={args.output!r} must end in {' or '.join(OUTPUTS)}.")
     if args.pooling is not None and args.pooling not in POOLINGS:
@@ -91,8 +91,8 @@ def check(args: EmbedArgs) -> tuple[Path, list[str], Path]:
 def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
     folder, texts, output = check(args)
-    embedder = load_embedder(folder, pooling=args.pooling, normalize=args.normalize, max_length=args.max_length,
-                             dtype=args.dtype)
+    embedder = load_embedder(folder, pooling=args.pooling, normalize=args.normalize,
+                             max_length=args.max_length, dtype=args.dtype)
     embedder.model.to(args.device)
     tokenized = embedder.tokenize(texts)
     vectors = embedder.embed_ids(tokenized.ids, args.batch_size)  # (N, d) float32

@@ -17,7 +17,8 @@ MODULES_FILE = "modules.json"
 MODES = {"mean": "mean", "cls": "cls", "lasttoken": "last", "max": "max"}
 # the flags of the older 1_Pooling/config.json, in the order sentence-transformers concatenates them
 LEGACY_FLAGS = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max",
-                "pooling_mode_mean_tokens": "mean", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+                "pooling_mode_mean_tokens": "mean",
+                "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
                 "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
 KNOWN_MODULES = ("Transformer", "Pooling", "Normalize")  # class names, whatever module path the type names
 
@@ -106,8 +107,8 @@ def _default_prompt(folder: Path) -> str:
         return ""
     prompts = config.get("prompts") or {}
     if name not in prompts:
-        raise ValueError(f"{folder / 'config_sentence_transformers.json'}: default_prompt_name={name!r} is not "
-                         f"one of its prompts ({', '.join(map(repr, prompts)) or 'none'}).")
+        raise ValueError(f"{folder / 'config_sentence_transformers.json'}: default_prompt_name={name!r} is "
+                         f"not one of its prompts ({', '.join(map(repr, prompts)) or 'none'}).")
     return str(prompts[name])
 
 
@@ -118,7 +119,8 @@ def _read_optional(file: Path) -> dict[str, Any]:
 
 def _read_json(file: Path) -> Any:
     if not file.is_file():
-        raise FileNotFoundError(f"{file} is missing; a sentence-transformers folder has it beside {MODULES_FILE}.")
+        raise FileNotFoundError(f"{file} is missing; a sentence-transformers "
+                                f"folder has it beside {MODULES_FILE}.")
     try:
         return json.loads(file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:

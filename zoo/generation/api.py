@@ -30,7 +30,8 @@ def _decoder_stepper(model, ids: torch.Tensor, mask: torch.Tensor, pad_id: int, 
 
 
 @STEPPERS.register("encoder_decoder")
-def _encoder_decoder_stepper(model, ids: torch.Tensor, mask: torch.Tensor, pad_id: int, use_cache: bool) -> Stepper:
+def _encoder_decoder_stepper(model, ids: torch.Tensor, mask: torch.Tensor, pad_id: int,
+                             use_cache: bool) -> Stepper:
     ids, mask = align(ids, mask, pad_id, side="right")  # the encoder numbers source positions from 0
     return EncoderDecoderStepper(model, ids, mask, use_cache)
 
@@ -61,7 +62,8 @@ def generate(
     Example: `model.generate(ids, max_new_tokens=20, do_sample=True, top_p=0.9, seed=0)`."""
     mcfg = model.config
     if mcfg.arch not in STEPPERS:
-        raise ValueError(f"generate needs a decoder or encoder_decoder model; model.arch={mcfg.arch!r} cannot generate.")
+        raise ValueError("generate needs a decoder or encoder_decoder "
+                         f"model; model.arch={mcfg.arch!r} cannot generate.")
     cfg = GenerationConfig.from_kwargs(**kwargs)
     cfg.validate(mcfg.vocab_size)
     name = "input_ids (source)" if model.is_encoder_decoder else "input_ids"
@@ -76,7 +78,8 @@ def generate(
             return _run_speculative(model, assistant_model, ids, mask, cfg, eos_ids)
     max_len = None
     if cfg.static_cache:  # every reason a static cache cannot serve this run, before the prompt is run
-        max_len = check_static(model, ids.shape[1], cfg.max_new_tokens, use_cache=cfg.use_cache, compile=cfg.compile)
+        max_len = check_static(model, ids.shape[1], cfg.max_new_tokens, use_cache=cfg.use_cache,
+                               compile=cfg.compile)
     with eval_mode(model), torch.inference_mode():  # dropout off while decoding; the caller's mode comes back
         return _run(model, ids, mask, cfg, pad_id, eos_ids, device, max_len)
 
@@ -87,14 +90,16 @@ def _run_speculative(model, draft, ids, mask, cfg: GenerationConfig, eos_ids: li
     if cfg.do_sample and cfg.temperature != 0:
         generator = None if cfg.seed is None else torch.Generator(device=ids.device).manual_seed(cfg.seed)
         choice = Choice(True, build_processors(cfg.temperature, cfg.top_k, cfg.top_p), generator)
-    seq, step_logits, stats = speculative_decode(model, draft, ids[:, real], cfg.max_new_tokens, eos_ids=eos_ids,
+    seq, step_logits, stats = speculative_decode(model, draft, ids[:, real], cfg.max_new_tokens,
+                                                 eos_ids=eos_ids,
                                                  num_draft=cfg.num_assistant_tokens, choice=choice)
     seq = torch.cat([ids[:, ~real], seq], dim=1)
     out = GenerateOutput(seq, None, step_logits, acceptance_rate=stats.acceptance_rate)
     return out if cfg.return_dict else out.sequences
 
 
-def _run(model, ids, mask, cfg: GenerationConfig, pad_id: int, eos_ids: list[int], device, max_len: int | None) -> Any:
+def _run(model, ids, mask, cfg: GenerationConfig, pad_id: int, eos_ids: list[int], device,
+         max_len: int | None) -> Any:
     stepper = STEPPERS.get(model.config.arch)(model, ids, mask, pad_id, cfg.use_cache)
     if max_len is not None:
         stepper = StaticStepper(stepper, max_len, compile=cfg.compile)

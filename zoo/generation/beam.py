@@ -102,7 +102,8 @@ def beam_search(
         if bool(done.all()):
             break
     if not bool(done.all()):  # budget spent: live beams of unfinished inputs join the pool as they are
-        live_final = torch.where(done[:, None], float("-inf"), beam_scores / float(generated) ** length_penalty)
+        live_final = torch.where(done[:, None], float("-inf"),
+                                 beam_scores / float(generated) ** length_penalty)
         pool.add(live_final, stepper.ids.view(b, k, -1))
     n = num_return_sequences
     length = int(pool.lengths[:, :n].max())

@@ -24,13 +24,15 @@ class GenerationConfig:
     num_beams: int = 1
     num_return_sequences: int = 1
     length_penalty: float = 1.0  # beam score = sum log p / (generated length ** length_penalty)
-    early_stopping: bool = False  # beam search: True stops once num_beams hypotheses ended; False: HF's heuristic
+    early_stopping: bool = False  # beam search: True stops once num_beams
+                                  # hypotheses ended; False: HF's heuristic
     eos_token_id: int | list[int] | None = None
     pad_token_id: int | None = None
     use_cache: bool = True
     seed: int | None = None
     return_dict: bool = False
-    cache_implementation: str | None = None  # "dynamic" (grows) | "static" (pre-allocated); None: static iff compile
+    cache_implementation: str | None = None  # "dynamic" (grows) | "static"
+                                             # (pre-allocated); None: static iff compile
     compile: bool = False  # torch.compile the one-token decode step (static cache)
     num_assistant_tokens: int = 4  # speculative decoding (assistant_model=...): draft tokens per round
 
@@ -46,7 +48,8 @@ class GenerationConfig:
         for key in kwargs:
             if key not in known:
                 hint = did_you_mean(key, known)
-                raise ValueError(f"Unknown generation option {key!r}.{hint} Known options: {', '.join(known)}.")
+                raise ValueError(f"Unknown generation option {key!r}.{hint} Known options: "
+                                 f"{', '.join(known)}.")
         return cls(**kwargs)
 
     def eos_ids(self, default: int) -> list[int]:
@@ -77,24 +80,27 @@ class GenerationConfig:
             _check_int("seed", self.seed, low=0)
         _check_int("num_assistant_tokens", self.num_assistant_tokens, low=1)
         if self.cache_implementation not in (None, *CACHE_IMPLEMENTATIONS):
-            raise ValueError(f"cache_implementation must be one of {', '.join(CACHE_IMPLEMENTATIONS)} (or None: "
-                             f"static iff compile=True), got {self.cache_implementation!r}.")
+            raise ValueError(f"cache_implementation must be one of {', '.join(CACHE_IMPLEMENTATIONS)} "
+                             f"(or None: static iff compile=True), got {self.cache_implementation!r}.")
         if self.compile and self.cache_implementation == "dynamic":
             raise ValueError("compile=True decodes with the static cache (fixed shapes); "
                              "cache_implementation='dynamic' cannot be compiled. Drop one of them.")
         ids = [] if self.eos_token_id is None else self.eos_ids(0)
-        for name, values in (("eos_token_id", ids), ("pad_token_id", [] if self.pad_token_id is None else [self.pad_token_id])):
+        for name, values in (("eos_token_id", ids),
+                             ("pad_token_id", [] if self.pad_token_id is None else [self.pad_token_id])):
             for value in values:
                 if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < vocab_size:
                     raise ValueError(f"{name}={value!r} must be a token id in [0, {vocab_size}).")
-        sampling_knobs = {k: getattr(self, k) for k in ("temperature", "top_k", "top_p") if getattr(self, k) is not None}
+        sampling_knobs = {k: getattr(self, k) for k in ("temperature", "top_k", "top_p")
+                          if getattr(self, k) is not None}
         if sampling_knobs and not self.do_sample:
             raise ValueError(
                 f"{', '.join(f'{k}={v!r}' for k, v in sampling_knobs.items())} only apply when sampling; "
                 "pass do_sample=True (or drop them for greedy / beam search)."
             )
         if self.num_beams > 1 and self.do_sample:
-            raise ValueError("do_sample=True with num_beams > 1 (beam sampling) is not supported; choose one.")
+            raise ValueError("do_sample=True with num_beams > 1 "
+                             "(beam sampling) is not supported; choose one.")
         if self.num_beams > 1 and self.num_return_sequences > self.num_beams:
             raise ValueError(
                 f"num_return_sequences={self.num_return_sequences} exceeds num_beams={self.num_beams}; "

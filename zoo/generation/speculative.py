@@ -1,13 +1,13 @@
-"""Speculative decoding: a small draft model proposes k tokens one by one, the target scores all of them in one
-forward, a prefix of them is kept, plus one token of the target's own (a correction, or a bonus when every
+"""Speculative decoding: a small draft model proposes k tokens one by one, the target scores all of them in
+one forward, a prefix of them is kept, plus one token of the target's own (a correction, or a bonus when every
 draft token was kept). The speed-up comes from the target running once per round instead of once per token.
 Batch 1 only (rows would accept different prefix lengths).
 
 Greedy: the kept prefix is the one the target itself would have chosen, so the output is the target's greedy
 output token for token. Sampling (Leviathan et al. 2023; Chen et al. 2023): the draft samples x from its
 distribution q, the target keeps it with probability min(1, p(x) / q(x)) and on the first rejection samples
-from max(0, p - q), renormalised; every emitted token is then distributed exactly as a sample from the target's
-p (both p and q after the same temperature / top-k / top-p)."""
+from max(0, p - q), renormalised; every emitted token is then distributed exactly as a sample from the
+target's p (both p and q after the same temperature / top-k / top-p)."""
 
 from __future__ import annotations
 
@@ -35,8 +35,9 @@ class SpeculativeStats:
 def check_assistant(target, draft, batch: int, prompt_len: int, max_new_tokens: int, cfg) -> None:
     """One ValueError naming what does not fit, before any work."""
     if draft.is_encoder_decoder or target.is_encoder_decoder:
-        raise ValueError("assistant_model (speculative decoding) needs decoder-only models (model.arch='decoder') "
-                         f"for both; got target arch {target.config.arch!r}, draft arch {draft.config.arch!r}.")
+        raise ValueError("assistant_model (speculative decoding) needs decoder-only models "
+                         f"(model.arch='decoder') for both; got target arch {target.config.arch!r}, draft "
+                         f"arch {draft.config.arch!r}.")
     if draft.config.vocab_size != target.config.vocab_size:
         raise ValueError(
             f"assistant_model has model.vocab_size={draft.config.vocab_size} but the target has "
@@ -48,14 +49,15 @@ def check_assistant(target, draft, batch: int, prompt_len: int, max_new_tokens: 
                    "cache_implementation": cfg.cache_implementation == "static"}
     bad = [name for name, on in unsupported.items() if on]
     if bad:
-        raise ValueError(f"assistant_model supports greedy decoding and sampling (one sequence) with the dynamic KV "
-                         f"cache only; drop {', '.join(bad)}.")
+        raise ValueError("assistant_model supports greedy decoding and sampling (one sequence) with the "
+                         f"dynamic KV cache only; drop {', '.join(bad)}.")
     for who, model in (("target", target), ("assistant_model", draft)):
         reach = model.positions.max_positions
         if reach is not None and prompt_len + max_new_tokens > reach:
             raise ValueError(
-                f"speculative decoding keeps both caches for the whole run; prompt ({prompt_len}) + max_new_tokens "
-                f"({max_new_tokens}) exceeds the {who}'s reach of {reach} positions (model.max_seq_len).")
+                f"speculative decoding keeps both caches for the whole run; prompt ({prompt_len}) + "
+                f"max_new_tokens ({max_new_tokens}) exceeds the {who}'s reach of {reach} positions "
+                "(model.max_seq_len).")
 
 
 def _logits(model, ids: torch.Tensor, cache: KVCache, keep: int) -> torch.Tensor:
@@ -82,7 +84,8 @@ class Choice:
         return float(torch.rand((), generator=self.generator, device=device))
 
 
-def _draft(draft, proposal: torch.Tensor, d_cache: KVCache, k: int, choice: Choice) -> tuple[torch.Tensor, list]:
+def _draft(draft, proposal: torch.Tensor, d_cache: KVCache, k: int,
+           choice: Choice) -> tuple[torch.Tensor, list]:
     """k draft tokens appended to `proposal` (one draft forward each) and, sampling, their distributions q."""
     qs = []
     for _ in range(k):
@@ -96,7 +99,8 @@ def _draft(draft, proposal: torch.Tensor, d_cache: KVCache, k: int, choice: Choi
     return proposal, qs
 
 
-def _verify(logits: torch.Tensor, drafted: torch.Tensor, qs: list, choice: Choice) -> tuple[int, torch.Tensor]:
+def _verify(logits: torch.Tensor, drafted: torch.Tensor, qs: list,
+            choice: Choice) -> tuple[int, torch.Tensor]:
     """(draft tokens kept, the target's own next token (1, 1)) from its logits (1, k + 1, V) after each of the
     last k + 1 tokens."""
     k = drafted.shape[1]

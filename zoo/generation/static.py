@@ -14,10 +14,12 @@ from zoo.modules.cache import StaticKVCache
 from zoo.modules.mask import AttentionMask
 
 BUFFER_ROUND = 64  # buffer sizes are rounded up to a multiple of this, so nearby lengths share one compile
-_COMPILED: list = []  # the compiled decode_step, made once (torch.compile's own cache holds a graph per model)
+_COMPILED: list = []  # the compiled decode_step, made once
+                      # (torch.compile's own cache holds a graph per model)
 
 
-def step_mask(key_mask: torch.Tensor, index: torch.Tensor, window: int | None, bias: torch.Tensor | None) -> AttentionMask:
+def step_mask(key_mask: torch.Tensor, index: torch.Tensor, window: int | None,
+              bias: torch.Tensor | None) -> AttentionMask:
     """Mask of one query at slot `index` over the whole buffer: key_mask (B, S) is 1 for written, real
     slots; a window keeps slots index - W < j <= index (as build_mask's causal band); a score bias
     (1, H, 1, S) gets -inf where a slot is hidden."""
@@ -36,7 +38,8 @@ def step_mask(key_mask: torch.Tensor, index: torch.Tensor, window: int | None, b
 
 
 def decode_step(model, ids: torch.Tensor, pos: torch.Tensor, index: torch.Tensor, key_mask: torch.Tensor,
-                cache: StaticKVCache, memory: torch.Tensor | None, memory_mask: AttentionMask | None) -> torch.Tensor:
+                cache: StaticKVCache, memory: torch.Tensor | None,
+                memory_mask: AttentionMask | None) -> torch.Tensor:
     """Next-token logits (B, V) float32 for one new token per row: ids, pos (B, 1) at buffer slot index (1,).
     No python-side checks or syncs: the stepper validated the whole run before prefill."""
     embed = model.decoder_embed
@@ -48,7 +51,8 @@ def decode_step(model, ids: torch.Tensor, pos: torch.Tensor, index: torch.Tensor
 
 
 def compiled_step():
-    """torch.compile(decode_step), built once per process (its graphs are cached by torch per model and shape)."""
+    """torch.compile(decode_step), built once per process (its graphs are cached by torch per model and
+    shape)."""
     if not _COMPILED:
         _COMPILED.append(torch.compile(decode_step, dynamic=False))
     return _COMPILED[0]
@@ -58,15 +62,16 @@ def check_static(model, prompt_len: int, max_new_tokens: int, *, use_cache: bool
     """Raise ValueError before any work when a static cache cannot serve this run; return the buffer size."""
     what = "compile=True" if compile else "cache_implementation='static'"
     if not use_cache:
-        raise ValueError(f"{what} decodes with a static KV cache; it cannot be combined with use_cache=False.")
+        raise ValueError(f"{what} decodes with a static KV cache; it "
+                         "cannot be combined with use_cache=False.")
     total = prompt_len + max_new_tokens
     reach = model.positions.max_positions
     if reach is not None and total > reach:
         raise ValueError(
             f"{what} keeps one static cache for the whole run, but prompt ({prompt_len}) + max_new_tokens "
-            f"({max_new_tokens}) = {total} positions exceed what model.positional={model.config.positional!r} "
-            f"covers ({reach}, model.max_seq_len); shorten the run or use the default dynamic cache (it re-runs a "
-            f"sliding window)."
+            f"({max_new_tokens}) = {total} positions exceed what "
+            f"model.positional={model.config.positional!r} covers ({reach}, model.max_seq_len); shorten the "
+            f"run or use the default dynamic cache (it re-runs a sliding window)."
         )
     return -(-total // BUFFER_ROUND) * BUFFER_ROUND
 
@@ -103,10 +108,11 @@ class StaticStepper(Stepper):
             self.key_mask = self.mask.new_zeros(self.batch, cache.max_len)
             self.key_mask[:, : length] = self.mask
         index = torch.tensor([length - 1], device=self.ids.device)  # slot of the newest token
-        # fresh (B, 1) copies with standard strides: a column view carries the growing row stride (even at B = 1,
-        # where .contiguous() keeps the view) and the stride guard would recompile every step
+        # fresh (B, 1) copies with standard strides: a column view carries the growing row stride (even at B =
+        # 1, where .contiguous() keeps the view) and the stride guard would recompile every step
         ids = self.ids[:, -1:].clone(memory_format=torch.contiguous_format)
-        pos = position_ids(self.mask)[:, -1:].clone(memory_format=torch.contiguous_format)  # left pads do not count
+        # left pads do not count
+        pos = position_ids(self.mask)[:, -1:].clone(memory_format=torch.contiguous_format)
         memory, memory_mask = self.base.step_memory()
         cache.step_index = index
         try:

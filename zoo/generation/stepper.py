@@ -17,7 +17,8 @@ from zoo.modules.mask import AttentionMask, build_mask
 
 
 class Stepper:
-    """Shared state and cache bookkeeping; subclasses give `_forward` (ids, mask, positions, cache) -> logits."""
+    """Shared state and cache bookkeeping; subclasses give `_forward` (ids, mask, positions, cache) ->
+    logits."""
 
     def __init__(self, model, ids: torch.Tensor, mask: torch.Tensor, use_cache: bool) -> None:
         self.model = model

@@ -6,6 +6,6 @@ from zoo.inspection.counts import FlopCount, flops_per_token, flops_table, param
 from zoo.inspection.trace import Record, Trace, Tracer, trace
 
 __all__ = [
-    "AttentionMaps", "FlopCount", "Record", "Trace", "Tracer", "attention_maps", "flops_per_token", "flops_table",
-    "parameter_counts", "parameter_table", "trace",
+    "AttentionMaps", "FlopCount", "Record", "Trace", "Tracer", "attention_maps", "flops_per_token",
+    "flops_table", "parameter_counts", "parameter_table", "trace",
 ]

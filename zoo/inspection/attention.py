@@ -53,7 +53,8 @@ def attention_maps(
         out = model(input_ids, need_weights=True, **forward_kwargs)
     self_kind = getattr(model, "self_stream", "decoder")  # what out.attentions belong to
     fields = {"encoder": out.encoder_attentions, self_kind: out.attentions, "cross": out.cross_attentions}
-    maps = {kind: [w.detach() for w in ws] for kind, ws in fields.items() if ws and all(w is not None for w in ws)}
+    maps = {kind: [w.detach() for w in ws] for kind, ws in fields.items()
+            if ws and all(w is not None for w in ws)}
     labels: dict[str, list[str]] = {}
     source_stream = "encoder" if out.encoder_attentions or self_kind == "encoder" else "decoder"
     if tokens is not None:

@@ -27,7 +27,8 @@ def find_zoo_model(pl_module: LightningModule, attr: str = "model") -> ZooModel:
     for module in pl_module.modules():
         if isinstance(module, ZooModel):
             return module
-    raise ValueError(f"AttentionMapLogger: no zoo model at pl_module.{attr} or anywhere inside {type(pl_module).__name__}.")
+    raise ValueError(f"AttentionMapLogger: no zoo model at pl_module.{attr} or anywhere inside "
+                     f"{type(pl_module).__name__}.")
 
 
 class AttentionMapLogger(Callback):
@@ -46,14 +47,15 @@ class AttentionMapLogger(Callback):
         super().__init__()
         if every_n_epochs < 1 or max_tokens < 1:
             raise ValueError(
-                f"AttentionMapLogger: every_n_epochs ({every_n_epochs}) and max_tokens ({max_tokens}) must be >= 1."
+                f"AttentionMapLogger: every_n_epochs ({every_n_epochs}) "
+                f"and max_tokens ({max_tokens}) must be >= 1."
             )
         self.every_n_epochs, self.max_tokens, self.max_heads = every_n_epochs, max_tokens, max_heads
         self.layers, self.model_attr, self.dirname = layers, model_attr, dirname
         self.example: dict[str, torch.Tensor] | None = None  # fixed once, reused every epoch
 
-    def on_validation_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int,
-                                  dataloader_idx: int = 0) -> None:
+    def on_validation_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any,
+                                  batch_idx: int, dataloader_idx: int = 0) -> None:
         if self.example is None and batch_idx == 0 and dataloader_idx == 0 and isinstance(batch, dict):
             self.example = self._first_example(batch)
 
@@ -67,7 +69,8 @@ class AttentionMapLogger(Callback):
                 ids = ids[batch[mask_key][0].bool()]  # drop right padding
             example[key] = ids[: self.max_tokens].detach().cpu()[None]  # (1, T)
         if "input_ids" not in example:
-            raise ValueError(f"AttentionMapLogger: validation batch has no 'input_ids' (keys: {sorted(batch)}).")
+            raise ValueError("AttentionMapLogger: validation batch has no 'input_ids' "
+                             f"(keys: {sorted(batch)}).")
         return example
 
     def output_dir(self, trainer: Trainer) -> Path:
@@ -94,10 +97,11 @@ class AttentionMapLogger(Callback):
             model, ids, tokens=token_labels(ids[0].tolist(), tokenizer),
             decoder_tokens=token_labels(dec[0].tolist(), tokenizer) if dec is not None else None, **inputs,
         )
-        files = save_attention_maps(maps, self.output_dir(trainer), max_heads=self.max_heads, layers=self.layers)
+        files = save_attention_maps(maps, self.output_dir(trainer), max_heads=self.max_heads,
+                                    layers=self.layers)
         for logger in trainer.loggers:
             if isinstance(logger, WandbLogger):
                 for path in files:
-                    logger.log_image(key=f"attention/{path.stem.removeprefix('attention_')}", images=[str(path)],
-                                     step=trainer.global_step)
+                    logger.log_image(key=f"attention/{path.stem.removeprefix('attention_')}",
+                                     images=[str(path)], step=trainer.global_step)
         return files

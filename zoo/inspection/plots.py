@@ -106,7 +106,8 @@ def plot_mask(mask: torch.Tensor, path: str | Path, *, labels: Sequence[str] | N
 def positional_pattern(cfg: ModelConfig, n_positions: int = 64, module: Positional | None = None
                        ) -> tuple[torch.Tensor, str] | None:
     """(positions, features) picture of the configured scheme and its feature-axis label, or None when the
-    scheme has nothing to draw; `module` is a model's own scheme (a learned table reads its trained values)."""
+    scheme has nothing to draw; `module` is a model's own scheme (a learned table reads its trained
+    values)."""
     scheme = module if module is not None else POSITIONALS.get(cfg.positional)(cfg)
     return scheme.pattern(n_positions)
 
@@ -135,10 +136,12 @@ def _similarity_scheme(scheme: str, dim: int, max_distance: int, base: float) ->
 def similarity_schemes(dim: int = 64) -> list[str]:
     """The registered schemes with a position-similarity curve (a closed form of position alone)."""
     probe = torch.arange(2)[None]
-    return [n for n in POSITIONALS.names() if _similarity_scheme(n, dim, 1, 10000.0).similarity(probe) is not None]
+    return [n for n in POSITIONALS.names()
+            if _similarity_scheme(n, dim, 1, 10000.0).similarity(probe) is not None]
 
 
-def dot_vs_distance(scheme: str, dim: int, max_distance: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
+def dot_vs_distance(scheme: str, dim: int, max_distance: int,
+                    base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
     """(distances 0..max_distance, dot products) from the scheme's own code (`Positional.similarity`).
     sinusoidal: PE(0) . PE(k) (= sum_i cos(w_i k)); rope: rotate(q, 0) . rotate(k, k) with q = k = ones,
     the long-range decay curve of RoFormer (= 2 sum_i cos(theta_i k)). rope uses one head of size dim."""
@@ -146,11 +149,13 @@ def dot_vs_distance(scheme: str, dim: int, max_distance: int, base: float = 1000
     dots = _similarity_scheme(scheme, dim, max_distance, base).similarity(positions)
     if dots is None:
         allowed = similarity_schemes(dim)
-        raise ValueError(f"positional {scheme!r} has no dot-product-vs-distance curve. Allowed: {', '.join(allowed)}.")
+        raise ValueError(f"positional {scheme!r} has no dot-product-vs-distance curve. Allowed: "
+                         f"{', '.join(allowed)}.")
     return positions[0], dots
 
 
-def plot_dot_vs_distance(path: str | Path, *, dim: int = 64, max_distance: int = 128, base: float = 10000.0) -> Path:
+def plot_dot_vs_distance(path: str | Path, *, dim: int = 64, max_distance: int = 128,
+                         base: float = 10000.0) -> Path:
     """Every scheme's curve on one plot: how similar two positions' encodings are as their distance grows."""
     fig, ax = plt.subplots(figsize=(6, 3))
     for scheme in similarity_schemes(dim):

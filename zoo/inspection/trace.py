@@ -22,7 +22,8 @@ from zoo.utils import module_mode
 
 _LAYER = re.compile(r"\blayers\.(\d+)\b")
 # Top-level attribute -> which stream (encoder / decoder) its records belong to; `embed` depends on arch.
-_SCOPES = {"encoder_stack": "encoder", "src_embed": "encoder", "decoder_stack": "decoder", "tgt_embed": "decoder"}
+_SCOPES = {"encoder_stack": "encoder", "src_embed": "encoder", "decoder_stack": "decoder",
+           "tgt_embed": "decoder"}
 
 
 @dataclass
@@ -61,9 +62,11 @@ class Trace:
     def __getitem__(self, i: int) -> Record:
         return self.records[i]
 
-    def select(self, name: str | None = None, *, layer: int | None = None, stream: str | None = None) -> list[Record]:
+    def select(self, name: str | None = None, *, layer: int | None = None,
+               stream: str | None = None) -> list[Record]:
         """Records matching every given field (None = any)."""
-        return [r for r in self.records if (name is None or r.name == name) and (layer is None or r.layer == layer)
+        return [r for r in self.records
+                if (name is None or r.name == name) and (layer is None or r.layer == layer)
                 and (stream is None or r.stream == stream)]
 
     def get(self, name: str, *, layer: int | None = None, stream: str | None = None) -> Record:
@@ -187,7 +190,8 @@ class Tracer:
                 self._add("local_mask", _materialise_mask(mask.local, q_len, k_len), path, "derived")
             memory, memory_mask = kwargs.get("memory"), kwargs.get("memory_mask")
             if memory is not None and memory_mask is not None:
-                self._add("cross_mask", _materialise_mask(memory_mask, q_len, memory.shape[1]), path, "derived")
+                self._add("cross_mask", _materialise_mask(memory_mask, q_len, memory.shape[1]), path,
+                          "derived")
             if positions is not None and positions.rotates:
                 self._add("rotation_cos", positions.cos, f"{path}.positions", "derived")
                 self._add("rotation_sin", positions.sin, f"{path}.positions", "derived")

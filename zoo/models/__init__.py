@@ -6,5 +6,5 @@ from zoo.models.encoder import EncoderModel
 from zoo.models.encoder_decoder import EncoderDecoder
 from zoo.models.mlp_lm import MLPLanguageModel
 
-__all__ = ["ARCHS", "ModelOutput", "ZooModel", "build_model", "check_config", "DecoderLM", "EncoderModel", "EncoderDecoder",
-           "MLPLanguageModel"]
+__all__ = ["ARCHS", "ModelOutput", "ZooModel", "build_model", "check_config", "DecoderLM", "EncoderModel",
+           "EncoderDecoder", "MLPLanguageModel"]

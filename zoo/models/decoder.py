@@ -57,7 +57,8 @@ class DecoderLM(ZooModel):
             document_ids=document_ids,
         )
         every: list[torch.Tensor] | None = [] if output_hidden_states else None
-        x, self_w, _ = self.decoder_stack(x, mask, terms, cache=cache, need_weights=need_weights, hidden_states=every)
+        x, self_w, _ = self.decoder_stack(x, mask, terms, cache=cache, need_weights=need_weights,
+                                          hidden_states=every)
         every = None if every is None else tuple(every)
         if cache is not None:
             cache.length += input_ids.shape[1]
@@ -65,7 +66,8 @@ class DecoderLM(ZooModel):
             if labels is not None:
                 raise ValueError("skip_head=True returns no logits, so it takes no labels (compute the loss "
                                  "from hidden_states with self.head)")
-            return ModelOutput(logits=None, hidden_states=x, attentions=self_w, cache=cache, all_hidden_states=every)
+            return ModelOutput(logits=None, hidden_states=x, attentions=self_w, cache=cache,
+                               all_hidden_states=every)
         head, loss = self.apply_head(
             x, input_ids, attention_mask,
             {"labels": labels, "start_positions": start_positions, "end_positions": end_positions},

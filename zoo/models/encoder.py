@@ -52,7 +52,8 @@ class EncoderModel(ZooModel):
         x, self_w, _ = self.encoder_stack(x, mask, terms, need_weights=need_weights, hidden_states=every)
         head, loss = self.apply_head(
             x, input_ids, attention_mask,
-            {"labels": labels, "start_positions": start_positions, "end_positions": end_positions}, shift=False,
+            {"labels": labels, "start_positions": start_positions, "end_positions": end_positions},
+            shift=False,
         )
         return ModelOutput(**head.as_dict(), loss=loss, hidden_states=x, attentions=self_w,
                            all_hidden_states=None if every is None else tuple(every))

@@ -41,7 +41,8 @@ class EncoderDecoder(ZooModel):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__(config)
         src_tokens = nn.Embedding(config.vocab_size, config.d_model)
-        tgt_tokens = src_tokens if config.share_embeddings else nn.Embedding(config.vocab_size, config.d_model)
+        tgt_tokens = (src_tokens if config.share_embeddings
+                      else nn.Embedding(config.vocab_size, config.d_model))
         self.src_embed = Embeddings(config, src_tokens)
         self.tgt_embed = Embeddings(config, tgt_tokens)
         self.encoder_stack = Stack(config, config.n_encoder_layers)
@@ -56,13 +57,15 @@ class EncoderDecoder(ZooModel):
         return shifted
 
     def encode(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *, need_weights: bool = False,
-        hidden_states: list[torch.Tensor] | None = None,
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *,
+        need_weights: bool = False, hidden_states: list[torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, list]:
-        """Source ids (B, S) -> memory (B, S, C) and per-layer encoder self-attention weights (`hidden_states`:
-        a list that receives every layer's input and the final output, see Stack)."""
-        x, mask, terms = self.embed_and_mask(self.src_embed, input_ids, causal=False, attention_mask=attention_mask)
-        memory, self_w, _ = self.encoder_stack(x, mask, terms, need_weights=need_weights, hidden_states=hidden_states)
+        """Source ids (B, S) -> memory (B, S, C) and per-layer encoder self-attention weights
+        (`hidden_states`: a list that receives every layer's input and the final output, see Stack)."""
+        x, mask, terms = self.embed_and_mask(self.src_embed, input_ids, causal=False,
+                                             attention_mask=attention_mask)
+        memory, self_w, _ = self.encoder_stack(x, mask, terms, need_weights=need_weights,
+                                               hidden_states=hidden_states)
         return memory, self_w
 
     def decode(
@@ -106,10 +109,11 @@ class EncoderDecoder(ZooModel):
             attention_mask=decoder_attention_mask, position_ids=position_ids, name="decoder_input_ids",
         )
         self.check_mask(attention_mask, memory.shape[0], memory.shape[1])  # source padding (B, S)
-        cross_mask = build_mask(self.padding_mask(attention_mask), causal=False, q_len=t, k_len=memory.shape[1])
+        cross_mask = build_mask(self.padding_mask(attention_mask), causal=False, q_len=t,
+                                k_len=memory.shape[1])
         x, self_w, cross_w = self.decoder_stack(
-            x, self_mask, terms, memory=memory, memory_mask=cross_mask, cache=cache, need_weights=need_weights,
-            hidden_states=hidden_states,
+            x, self_mask, terms, memory=memory, memory_mask=cross_mask, cache=cache,
+            need_weights=need_weights, hidden_states=hidden_states,
         )
         if cache is not None:
             cache.length += t
@@ -143,9 +147,11 @@ class EncoderDecoder(ZooModel):
         every: list[torch.Tensor] | None = [] if output_hidden_states else None
         x, self_w, cross_w = self.decoder_states(
             decoder_input_ids, encoder_hidden_states, attention_mask,
-            decoder_attention_mask=decoder_attention_mask, cache=cache, need_weights=need_weights, hidden_states=every,
+            decoder_attention_mask=decoder_attention_mask, cache=cache, need_weights=need_weights,
+            hidden_states=every,
         )
-        head, loss = self.apply_head(x, decoder_input_ids, decoder_attention_mask, {"labels": labels}, shift=False)
+        head, loss = self.apply_head(x, decoder_input_ids, decoder_attention_mask, {"labels": labels},
+                                     shift=False)
         return ModelOutput(
             **head.as_dict(), loss=loss, hidden_states=x, attentions=self_w, cross_attentions=cross_w,
             encoder_hidden_states=encoder_hidden_states, encoder_attentions=enc_w, cache=cache,

@@ -37,7 +37,8 @@ class MLPLanguageModel(ZooModel):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__(config)
         tokens = nn.Embedding(config.vocab_size, config.d_model)
-        self.embed = Embeddings(config, tokens)  # positional must be 'none' (checked): the window is the order
+        # positional must be 'none' (checked): the window is the order
+        self.embed = Embeddings(config, tokens)
         k, c = config.context_size, config.d_model
         self.activation = ACTIVATIONS.get(config.activation)
         self.hidden = nn.Linear(k * c, config.ffn_dim, bias=config.bias)  # Bengio's H (and d)
@@ -50,14 +51,15 @@ class MLPLanguageModel(ZooModel):
     def check_config(cls, cfg: ModelConfig) -> None:
         super().check_config(cfg)
         if cfg.context_size < 1:
-            raise ValueError(f"model.context_size={cfg.context_size}: arch 'mlp_lm' needs the number of previous "
-                             "tokens it reads, an integer >= 1.")
+            raise ValueError(f"model.context_size={cfg.context_size}: arch 'mlp_lm' needs the number of "
+                             "previous tokens it reads, an integer >= 1.")
         if cfg.positional != "none":
-            raise ValueError(f"model.positional={cfg.positional!r}: arch 'mlp_lm' has no positions (each slot of its "
-                             "window is its own weights); set model.positional=none.")
+            raise ValueError(f"model.positional={cfg.positional!r}: arch 'mlp_lm' has no positions "
+                             "(each slot of its window is its own weights); set model.positional=none.")
         if ACTIVATIONS.get(cfg.activation).gated:
-            raise ValueError(f"model.activation={cfg.activation!r} is gated; arch 'mlp_lm' takes an ungated one "
-                             f"({', '.join(n for n in ACTIVATIONS.names() if not ACTIVATIONS.get(n).gated)}).")
+            plain = ", ".join(n for n in ACTIVATIONS.names() if not ACTIVATIONS.get(n).gated)
+            raise ValueError(f"model.activation={cfg.activation!r} is gated; arch 'mlp_lm' takes an ungated "
+                             f"one ({plain}).")
 
     @property
     def positions(self) -> ContextWindow:

@@ -104,7 +104,8 @@ class Attention(nn.Module):
         return self.o(out), weights
 
     def _explicit(self, q, k, v, mask: AttentionMask, dropout: float):
-        """softmax(cap(q k^T * scale) + mask) v, keeping the weights; the reference the fast path must match."""
+        """softmax(cap(q k^T * scale) + mask) v, keeping the weights; the reference the fast path must
+        match."""
         if self.tap is not None:
             for name, value in (("q", q), ("k", k), ("v", v)):  # k, v keep their KV heads (GQA)
                 self.tap(name, value)
@@ -116,7 +117,8 @@ class Attention(nn.Module):
             scores = self.softcap * torch.tanh(scores / self.softcap)
         scores = mask.apply(scores)
         safe = scores
-        if mask.valid_rows is not None:  # all-masked rows: softmax over zeros, not -inf (NaN, also in backward)
+        # all-masked rows: softmax over zeros, not -inf (NaN, also in backward)
+        if mask.valid_rows is not None:
             safe = scores.masked_fill(~mask.valid_rows, 0.0)
         weights = safe.float().softmax(dim=-1)
         if mask.valid_rows is not None:

@@ -85,7 +85,8 @@ class StaticLayerCache(LayerCache):
             return self.k, self.v
         new_len = self.length + k.shape[2]
         if new_len > self.owner.max_len:
-            raise ValueError(f"static KV cache holds {self.owner.max_len} positions; {new_len} were asked for.")
+            raise ValueError(f"static KV cache holds {self.owner.max_len} "
+                             f"positions; {new_len} were asked for.")
         self.k[:, :, self.length : new_len] = k
         self.v[:, :, self.length : new_len] = v
         self.length = new_len

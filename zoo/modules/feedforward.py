@@ -16,7 +16,8 @@ from zoo.registry import Registry
 class Activation:
     fn: Callable[[torch.Tensor], torch.Tensor]
     gated: bool  # gated variants (GLU family) split the up-projection into act(a) * b
-    plain: str = ""  # gated only: the name of the ungated activation (what a non-FFN layer such as a head uses)
+    plain: str = ""  # gated only: the name of the ungated activation
+                     # (what a non-FFN layer such as a head uses)
 
 
 def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:

@@ -49,9 +49,9 @@ def build_mask(
     additive bias (1, H, Tq, Tk) into one mask. Queries only ever see keys at or before their own index.
     With `window` W, `.local` also limits each query to nearby keys, as transformers does: causal, query i
     sees key j iff i - W < j <= i (itself and the W - 1 keys before it, Mistral); bidirectional, iff
-    |i - j| <= W (W keys on either side). With `documents` (B, T) (packed rows, no cache: Tq = Tk = T), a query
-    only sees keys of its own document (`document_mask`). `window_only`: every layer is a sliding-window one
-    (Mistral), so the windowed mask is the only one built."""
+    |i - j| <= W (W keys on either side). With `documents` (B, T) (packed rows, no cache: Tq = Tk = T), a
+    query only sees keys of its own document (`document_mask`). `window_only`: every layer is a sliding-window
+    one (Mistral), so the windowed mask is the only one built."""
     same_doc = document_mask(documents) if documents is not None else None  # (B, 1, T, T)
     local = None
     if window is not None:
@@ -88,10 +88,10 @@ def check_documents(document_ids: torch.Tensor, shape: tuple[int, ...], *, order
     only (a caller checked the values on the host: `check_document_order`)."""
     if not isinstance(document_ids, torch.Tensor) or document_ids.is_floating_point() or \
             tuple(document_ids.shape) != tuple(shape):
-        got = f"{tuple(document_ids.shape)} {document_ids.dtype}" if isinstance(document_ids, torch.Tensor) else \
-            type(document_ids).__name__
-        raise ValueError(f"document_ids must be an integer tensor of shape {tuple(shape)} (the input ids' shape), "
-                         f"got {got}.")
+        got = (f"{tuple(document_ids.shape)} {document_ids.dtype}" if isinstance(document_ids, torch.Tensor)
+               else type(document_ids).__name__)
+        raise ValueError(f"document_ids must be an integer tensor of shape {tuple(shape)} "
+                         f"(the input ids' shape), got {got}.")
     if order:
         check_document_order(document_ids)
 
@@ -101,9 +101,9 @@ def check_document_order(document_ids: torch.Tensor) -> None:
     steps = document_ids[:, 1:] - document_ids[:, :-1]
     if bool((steps < 0).any()):
         row, col = (int(i) for i in (steps < 0).nonzero()[0])
-        raise ValueError(f"document_ids must not decrease along a row (each document one contiguous run), but row "
-                         f"{row} goes from {int(document_ids[row, col])} to {int(document_ids[row, col + 1])} at "
-                         f"position {col + 1}.")
+        raise ValueError("document_ids must not decrease along a row (each document one contiguous run), "
+                         f"but row {row} goes from {int(document_ids[row, col])} to "
+                         f"{int(document_ids[row, col + 1])} at position {col + 1}.")
 
 
 def _device(*tensors: torch.Tensor | None):
@@ -122,16 +122,19 @@ def _combine(
     key_mask: torch.Tensor | None, *, causal: bool, q_len: int, k_len: int, bias: torch.Tensor | None,
     band: torch.Tensor | None = None,
 ) -> AttentionMask:
-    """One mask from padding, causality and `band`, a further (Tq, Tk) or (B, 1, Tq, Tk) limit (window, documents)."""
+    """One mask from padding, causality and `band`, a further (Tq, Tk) or (B, 1, Tq, Tk) limit (window,
+    documents)."""
     allowed = None
     if key_mask is not None:
         if key_mask.shape[-1] != k_len:
-            raise ValueError(f"attention_mask covers {key_mask.shape[-1]} positions but there are {k_len} keys.")
+            raise ValueError(f"attention_mask covers {key_mask.shape[-1]} "
+                             f"positions but there are {k_len} keys.")
         allowed = key_mask.bool()[:, None, None, :]  # (B, 1, 1, Tk)
     if causal and q_len > 1:  # one new query after a cache sees every cached key: no causal mask needed
         if allowed is None and bias is None and band is None and q_len == k_len:
             return AttentionMask(is_causal=True)
-        tri = torch.ones(q_len, k_len, dtype=torch.bool, device=_device(key_mask, bias, band)).tril(k_len - q_len)
+        tri = torch.ones(q_len, k_len, dtype=torch.bool,
+                         device=_device(key_mask, bias, band)).tril(k_len - q_len)
         allowed = tri if allowed is None else allowed & tri  # (Tq, Tk) or (B, 1, Tq, Tk)
     if band is not None:
         allowed = band if allowed is None else allowed & band

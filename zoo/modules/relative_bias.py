@@ -13,7 +13,8 @@ from torch import nn
 from zoo.modules.positional import POSITIONALS, Positional, PositionTerms, query_key_distance
 
 
-def relative_buckets(distance: torch.Tensor, *, causal: bool, n_buckets: int, max_distance: int) -> torch.Tensor:
+def relative_buckets(distance: torch.Tensor, *, causal: bool, n_buckets: int,
+                     max_distance: int) -> torch.Tensor:
     """Bucket ids (same shape as `distance` = key - query) in [0, n_buckets)."""
     offset = torch.zeros_like(distance)
     if causal:
@@ -23,7 +24,8 @@ def relative_buckets(distance: torch.Tensor, *, causal: bool, n_buckets: int, ma
         offset = (distance > 0).long() * n_buckets  # keys after the query use the upper half
         span = distance.abs()
     exact = n_buckets // 2
-    # log-spaced buckets between `exact` and `max_distance` (clamp(min=1) only keeps log() finite where unused)
+    # log-spaced buckets between `exact` and `max_distance`
+    # (clamp(min=1) only keeps log() finite where unused)
     log_ratio = torch.log(span.clamp(min=1).float() / exact) / math.log(max_distance / exact)
     far = (exact + (log_ratio * (n_buckets - exact)).long()).clamp(max=n_buckets - 1)
     return offset + torch.where(span < exact, span, far)
@@ -41,7 +43,8 @@ class T5RelativeBias(Positional):
     @classmethod
     def check_config(cls, cfg) -> None:
         if not isinstance(cfg.rel_buckets, int) or cfg.rel_buckets < 4 or cfg.rel_buckets % 2:
-            raise ValueError(f"model.rel_buckets must be an even integer >= 4 (T5 uses 32), got {cfg.rel_buckets!r}.")
+            raise ValueError("model.rel_buckets must be an even integer >= 4 (T5 uses 32), got "
+                             f"{cfg.rel_buckets!r}.")
         exact = cfg.rel_buckets // 4  # the smaller of the two cases (bidirectional)
         if not isinstance(cfg.rel_max_distance, int) or cfg.rel_max_distance <= 2 * exact:
             raise ValueError(f"model.rel_max_distance must be an integer > rel_buckets / 2 = {2 * exact} "
@@ -51,7 +54,8 @@ class T5RelativeBias(Positional):
     def terms(self, position_ids: torch.Tensor, q_start: int, k_len: int, *, causal: bool) -> PositionTerms:
         device = self.relative_bias.weight.device
         distance = query_key_distance(q_start, position_ids.shape[-1], k_len, device)  # (Tq, Tk)
-        buckets = relative_buckets(distance, causal=causal, n_buckets=self.n_buckets, max_distance=self.max_distance)
+        buckets = relative_buckets(distance, causal=causal, n_buckets=self.n_buckets,
+                                   max_distance=self.max_distance)
         return PositionTerms(bias=self.relative_bias(buckets).permute(2, 0, 1)[None])  # (1, H, Tq, Tk)
 
     def pattern(self, n: int) -> tuple[torch.Tensor, str]:

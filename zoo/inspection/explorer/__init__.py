@@ -63,6 +63,6 @@ def explore(
         decoder_ids = [model.config.start_id] + list(input_ids)
     if tokenizer is not None and "eos_ids" not in options:
         options["eos_ids"] = [tokenizer.eos_id]
-    data = explorer_data(model, list(input_ids), tokens=tokens or [label(i) for i in input_ids], vocab_label=label,
-                         decoder_ids=decoder_ids, **options)
+    data = explorer_data(model, list(input_ids), tokens=tokens or [label(i) for i in input_ids],
+                         vocab_label=label, decoder_ids=decoder_ids, **options)
     return write_page(data, path)

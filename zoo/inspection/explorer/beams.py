@@ -31,7 +31,8 @@ def _new_tokens(row: list[int], prompt_len: int, eos_ids: Sequence[int]) -> list
 
 
 def _next_logprobs(model, source: list[int], prefix: list[int], pad_id: int) -> torch.Tensor:
-    """log p(next token | source, prefix) (V,) from zoo's stepper (no cache; windows handled as in decoding)."""
+    """log p(next token | source, prefix) (V,) from zoo's stepper (no cache; windows handled as in
+    decoding)."""
     ids = torch.tensor([source])
     stepper = STEPPERS.get(model.config.arch)(model, ids, torch.ones_like(ids), pad_id, False)
     for token in prefix:
@@ -81,11 +82,13 @@ def beam_tree(
     prompt_len = 1 if model.is_encoder_decoder else len(source)  # enc-dec rows begin with the start token
     hypotheses = [{"name": "greedy", "tokens": _new_tokens(greedy.sequences[0].tolist(), prompt_len, eos)}]
     for rank, (row, score) in enumerate(zip(beams.sequences.tolist(), beams.scores.tolist(), strict=True)):
-        hypotheses.append({"name": f"beam {rank + 1}", "tokens": _new_tokens(row, prompt_len, eos), "score": score})
+        hypotheses.append({"name": f"beam {rank + 1}", "tokens": _new_tokens(row, prompt_len, eos),
+                           "score": score})
 
     n_alt = num_beams if alternatives is None else alternatives
-    nodes: list[dict[str, Any]] = [{"id": 0, "parent": None, "token": None, "depth": 0, "logp": 0.0, "cum": 0.0,
-                                    "label": "<start>" if model.is_encoder_decoder else "prompt", "paths": []}]
+    nodes: list[dict[str, Any]] = [{"id": 0, "parent": None, "token": None, "depth": 0, "logp": 0.0,
+                                    "cum": 0.0, "label": "<start>" if model.is_encoder_decoder else "prompt",
+                                    "paths": []}]
     index: dict[tuple[int, ...], int] = {(): 0}
     cache: dict[tuple[int, ...], torch.Tensor] = {}
 
@@ -124,5 +127,5 @@ def beam_tree(
         for prefix in list(cache):  # every prefix whose next-token distribution a hypothesis used
             for token in logprobs(prefix).topk(min(n_alt, mcfg.vocab_size)).indices.tolist():
                 child(prefix, token)
-    return {"nodes": nodes, "hypotheses": hypotheses, "num_beams": num_beams, "max_new_tokens": max_new_tokens,
-            "length_penalty": length_penalty, "eos": eos}
+    return {"nodes": nodes, "hypotheses": hypotheses, "num_beams": num_beams,
+            "max_new_tokens": max_new_tokens, "length_penalty": length_penalty, "eos": eos}

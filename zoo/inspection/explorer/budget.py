@@ -77,15 +77,16 @@ class WholePart:
     def note(self, choice: Any, max_mb: float) -> str | None:
         if choice or self.kept is self.dropped:  # kept, or nothing there to leave out
             return None
-        return f"{self.what} left out ({size_text(self.size(True) - self.size(None))}) to stay within html_max_mb={max_mb:g}."
+        return (f"{self.what} left out ({size_text(self.size(True) - self.size(None))}) to stay within "
+                f"html_max_mb={max_mb:g}.")
 
 
 class AttentionPart:
     """One attention kind's weights: all candidate layers with all heads, fewer evenly spaced layers, or
     one layer with fewer evenly spaced heads. `chosen`: the layers came from html_layers."""
 
-    def __init__(self, kind: str, per_layer: Sequence[torch.Tensor], candidates: Sequence[int], q: str, k: str,
-                 chosen: bool) -> None:
+    def __init__(self, kind: str, per_layer: Sequence[torch.Tensor], candidates: Sequence[int], q: str,
+                 k: str, chosen: bool) -> None:
         self.kind, self.per_layer, self.candidates, self.chosen = kind, per_layer, list(candidates), chosen
         self.n_layers = len(per_layer)
         self.n_heads, tq, tk = per_layer[0].shape  # (H, Tq, Tk)
@@ -117,8 +118,8 @@ class AttentionPart:
         picked = f"html_layers {self.candidates}" if self.chosen else f"0..{self.n_layers - 1}"
         if choice is None:
             one = self.size((spaced(self.candidates, 1), [0])) - self.size(None)
-            return (f"{self.kind} attention left out: one head of one layer takes {size_text(one)}, more than "
-                    f"html_max_mb={max_mb:g} leaves for it (shorten the text or raise html_max_mb).")
+            return (f"{self.kind} attention left out: one head of one layer takes {size_text(one)}, more "
+                    f"than html_max_mb={max_mb:g} leaves for it (shorten the text or raise html_max_mb).")
         layers, heads = choice
         if len(layers) == len(self.candidates) and len(heads) == self.n_heads:
             return None
@@ -170,8 +171,8 @@ class LogitsPart:
                     f"html_max_mb={max_mb:g} leaves for it.")
         if choice == self.n_positions:
             return None
-        return (f"next-token logits kept for positions {last - choice + 1}..{last} of 0..{last} to stay within "
-                f"html_max_mb={max_mb:g}.")
+        return (f"next-token logits kept for positions {last - choice + 1}..{last} of 0..{last} to stay "
+                f"within html_max_mb={max_mb:g}.")
 
 
 def _best_within(part: Part, allowance: int) -> Any:
@@ -187,7 +188,8 @@ def _best_within(part: Part, allowance: int) -> Any:
     return options[lo] if lo < len(options) else None
 
 
-def _fill(logits: Part, positional: Part, attention: list[Part], masks: list[Part], room: int) -> dict[int, Any]:
+def _fill(logits: Part, positional: Part, attention: list[Part], masks: list[Part],
+          room: int) -> dict[int, Any]:
     """Choices per part (keyed by id) whose sizes beyond their left-out forms sum to at most `room`."""
     parts = [logits, positional, *attention, *masks]
     chosen: dict[int, Any] = {id(p): None for p in parts}
@@ -221,8 +223,8 @@ def _fill(logits: Part, positional: Part, attention: list[Part], masks: list[Par
     return chosen
 
 
-def fit_page(data: dict[str, Any], *, logits: LogitsPart, positional: WholePart, attention: list[AttentionPart],
-             masks: list[WholePart], max_mb: float) -> dict[str, Any]:
+def fit_page(data: dict[str, Any], *, logits: LogitsPart, positional: WholePart,
+             attention: list[AttentionPart], masks: list[WholePart], max_mb: float) -> dict[str, Any]:
     """Fill data's "logits", "positional", "attention", "masks" and "notes" so that the page written from it
     is at most `max_mb` MB; the notes say what was left out. Raises PageBudgetError naming html_max_mb and the
     size needed when even the fixed parts (everything else in `data`) do not fit."""
@@ -243,16 +245,17 @@ def fit_page(data: dict[str, Any], *, logits: LogitsPart, positional: WholePart,
     limit = int(max_mb * MB)
     none = {id(p): None for p in parts}
     skeleton = {**data, "logits": logits.render(None), "positional": positional.render(None),
-                "attention": {p.kind: p.render(None) for p in attention}, "masks": [m.render(None) for m in masks],
-                "notes": []}
+                "attention": {p.kind: p.render(None) for p in attention},
+                "masks": [m.render(None) for m in masks], "notes": []}
     fixed = chrome_bytes() + json_bytes(skeleton) - json_bytes([])
     least = fixed + notes_bytes(none)
     if least > limit:
         need = math.ceil(least / 1000) / 1000
         raise PageBudgetError(
             f"html_max_mb={max_mb:g} is too small for this page: with every attention map, mask, positional "
-            f"pattern and logit left out it still takes {least / MB:.3f} MB (the template, tokens, shape trace, "
-            f"beam tree and tables); set html_max_mb={need:g} or more, or shorten the text.")
+            f"pattern and logit left out it still takes {least / MB:.3f} MB "
+            f"(the template, tokens, shape trace, beam tree and tables); set html_max_mb={need:g} or more, "
+            "or shorten the text.")
     reserve = notes_bytes(none)
     for _ in range(len(parts) + 2):  # a longer note can only shrink the choices, so this settles
         chosen = _fill(logits, positional, attention, masks, limit - fixed - reserve)

@@ -28,7 +28,8 @@ def _attention(model, ids, kwargs, layers: Sequence[int] | None) -> list[Attenti
         if layers is not None:
             bad = [i for i in layers if not 0 <= i < n]
             if bad:
-                raise ValueError(f"html_layers={list(layers)}: {kind} attention has layers 0..{n - 1}; {bad} out of range.")
+                raise ValueError(f"html_layers={list(layers)}: {kind} attention "
+                                 f"has layers 0..{n - 1}; {bad} out of range.")
         candidates = sorted(set(layers)) if layers is not None else list(range(n))
         q_stream, k_stream = ("decoder", "encoder") if kind == "cross" else (kind, kind)
         parts.append(AttentionPart(kind, [w[0] for w in per_layer], candidates, q_stream, k_stream,
@@ -55,13 +56,16 @@ def _positional(model, n_positions: int) -> WholePart:
     scheme = model.config.positional
     drawn = positional_pattern(model.config, n_positions, model.positions)
     if drawn is None:
-        note = {"scheme": scheme, "note": f"positional={scheme!r} has no pattern to draw (nothing is added or rotated)."}
+        note = {"scheme": scheme,
+                "note": f"positional={scheme!r} has no pattern to draw (nothing is added or rotated)."}
         return WholePart(note, note, "positional pattern")
     matrix, xlabel = drawn
     small = downsample(matrix.float(), n_positions, 128)  # (P, F)
-    kept = {"scheme": scheme, "xlabel": xlabel, "features": int(matrix.shape[1]), "values": pack_float16(small)}
-    dropped = {"scheme": scheme, "note": "The positional pattern was left out to stay within html_max_mb (see the "
-                                         "notes at the top)."}
+    kept = {"scheme": scheme, "xlabel": xlabel, "features": int(matrix.shape[1]),
+            "values": pack_float16(small)}
+    dropped = {"scheme": scheme,
+               "note": "The positional pattern was left out to stay within html_max_mb (see the "
+                       "notes at the top)."}
     return WholePart(kept, dropped, "positional pattern")
 
 
@@ -98,7 +102,8 @@ def explorer_data(
     if model.is_encoder_decoder and not decoder_ids:
         raise ValueError("explorer: an encoder-decoder model needs decoder_ids (start token + target ids).")
     if num_beams < 1 or max_new_tokens < 1:
-        raise ValueError(f"explorer: html_beams and html_new_tokens must be >= 1, got {num_beams}, {max_new_tokens}.")
+        raise ValueError("explorer: html_beams and html_new_tokens must "
+                         f"be >= 1, got {num_beams}, {max_new_tokens}.")
     if not max_mb > 0:
         raise ValueError(f"explorer: html_max_mb must be > 0, got {max_mb!r}.")
     model.eval()
@@ -126,7 +131,8 @@ def explorer_data(
         "title": title or f"{mcfg.arch} model",
         "source": source,
         "config": mcfg.to_dict(),
-        "tokens": {s: [{"id": i, "label": lab} for i, lab in zip(stream_ids[s], streams[s], strict=True)] for s in streams},
+        "tokens": {s: [{"id": i, "label": lab} for i, lab in zip(stream_ids[s], streams[s], strict=True)]
+                   for s in streams},
         "trace": tr.to_rows(),
         "attention": None, "masks": None, "positional": None, "logits": None,  # filled within the size budget
         "beams": beams,

@@ -26,13 +26,14 @@ def _template() -> str:
     for slot, name in PARTS.items():
         html = html.replace(slot, _asset(name))
     if html.count(DATA_SLOT) != 1:
-        raise RuntimeError(f"explorer.html must hold {DATA_SLOT} exactly once, found {html.count(DATA_SLOT)}.")
+        raise RuntimeError(f"explorer.html must hold {DATA_SLOT} exactly once, found "
+                           f"{html.count(DATA_SLOT)}.")
     return html
 
 
 def to_json(value: Any) -> str:
-    """JSON for the data element. Every `<` is written as \\u003c (JSON.parse reads it back), so nothing in the
-    data can end the element (`</script`) or switch the HTML parser into a state where its own end tag no
+    """JSON for the data element. Every `<` is written as \\u003c (JSON.parse reads it back), so nothing in
+    the data can end the element (`</script`) or switch the HTML parser into a state where its own end tag no
     longer ends it (`<!--<script`, which left the page's script swallowed as data)."""
     text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     return text.replace("<", "\\u003c")

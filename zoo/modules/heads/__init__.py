@@ -19,7 +19,7 @@ from zoo.modules.heads.lm import LMHead, lm_loss
 from zoo.modules.heads.pooling import NO_POOLER, POOLINGS, PoolingHead, pool_first, pool_last, pooler_names
 from zoo.modules.heads.qa import QuestionAnsweringHead
 
-__all__ = ["HEADS", "BareHead", "ClassifierHead", "HeadOutput", "LMHead", "NO_POOLER", "OutputHead", "POOLINGS",
-           "PoolingHead", "QuestionAnsweringHead", "TokenClassifierHead", "check_label_range", "foreign_keys",
-           "head_owned_keys", "lm_loss", "masked_mean_ce", "pool_first", "pool_last", "pooler_names",
-           "register_head", "settle_head_keys", "without_foreign_keys"]
+__all__ = ["HEADS", "BareHead", "ClassifierHead", "HeadOutput", "LMHead", "NO_POOLER", "OutputHead",
+           "POOLINGS", "PoolingHead", "QuestionAnsweringHead", "TokenClassifierHead", "check_label_range",
+           "foreign_keys", "head_owned_keys", "lm_loss", "masked_mean_ce", "pool_first", "pool_last",
+           "pooler_names", "register_head", "settle_head_keys", "without_foreign_keys"]

@@ -30,16 +30,20 @@ class BareHead(PoolingHead):
     def check_config(cls, cfg: ModelConfig) -> None:
         super().check_config(cfg)
         if cfg.head_pool is not None and cfg.head_pooler in (None, NO_POOLER):
-            raise ValueError(f"model.head_pool={cfg.head_pool!r} says where the pooler reads, but model.head=none "
-                             "has no pooler; set model.head_pooler (e.g. tanh, as BertModel) or drop head_pool.")
+            raise ValueError(f"model.head_pool={cfg.head_pool!r} says where the pooler reads, but "
+                             "model.head=none has no pooler; set model.head_pooler "
+                             "(e.g. tanh, as BertModel) or drop head_pool.")
 
-    def forward(self, x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+    def forward(self, x: torch.Tensor, input_ids: torch.Tensor,
+                attention_mask: torch.Tensor | None) -> torch.Tensor | None:
         return None if self.pool is None else self.pooled(x, input_ids, attention_mask)  # (B, C)
 
     def outputs(self, x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
                 logits_to_keep: int = 0) -> HeadOutput:
-        self.no_logits_to_keep(logits_to_keep)  # not through __call__: a tracer's hook reads a head's output as logits
-        return HeadOutput(pooler_output=None if self.pool is None else self.pooled(x, input_ids, attention_mask))
+        # not through __call__: a tracer's hook reads a head's output as logits
+        self.no_logits_to_keep(logits_to_keep)
+        return HeadOutput(pooler_output=None if self.pool is None
+                          else self.pooled(x, input_ids, attention_mask))
 
     def loss(self, out: HeadOutput, targets: Mapping[str, torch.Tensor], *, shift: bool) -> torch.Tensor:
         raise ValueError("model.head=none has no output to score; it takes no labels.")

@@ -25,7 +25,8 @@ HEADS: Registry[type[OutputHead]] = Registry("head", key="model.head")
 class HeadOutput:
     """What a head gives the model's output record (names as in transformers' outputs)."""
 
-    logits: torch.Tensor | None = None  # lm (B, T, V); classifier (B, L); token_classifier (B, T, L); qa (B, T, 2)
+    logits: torch.Tensor | None = None  # lm (B, T, V); classifier (B, L);
+                                        # token_classifier (B, T, L); qa (B, T, 2)
     pooler_output: torch.Tensor | None = None  # none with a pooler: (B, C)
     start_logits: torch.Tensor | None = None  # qa: (B, T)
     end_logits: torch.Tensor | None = None  # qa: (B, T)
@@ -36,8 +37,8 @@ class HeadOutput:
 
 def check_label_range(labels: torch.Tensor, n_classes: int, ignore_index: int = IGNORE_INDEX,
                       name: str = "labels") -> None:
-    """Every label in [0, n_classes) or ignore_index (one host sync): a clear error instead of an IndexError on
-    CPU or a device-side assert on GPU."""
+    """Every label in [0, n_classes) or ignore_index (one host sync): a clear error instead of an IndexError
+    on CPU or a device-side assert on GPU."""
     if bool((((labels < 0) & (labels != ignore_index)) | (labels >= n_classes)).any()):
         counted = labels[labels != ignore_index]
         raise ValueError(f"{name} hold values in [{int(counted.min())}, {int(counted.max())}]; allowed are "
@@ -47,16 +48,16 @@ def check_label_range(labels: torch.Tensor, n_classes: int, ignore_index: int = 
 def masked_mean_ce(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int) -> torch.Tensor:
     """Mean cross-entropy over the targets that are not `ignore_index`; logits (..., K), targets (...).
     A batch with no counted target gives 0, not NaN."""
-    total = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
-                                              ignore_index=ignore_index, reduction="sum")
+    total = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
+                                              targets.reshape(-1), ignore_index=ignore_index, reduction="sum")
     return total / (targets != ignore_index).sum().clamp(min=1)
 
 
 class OutputHead(nn.Module):
     """Base of every head. Subclasses set `reads` (and `targets` when they are not `labels`) and implement
-    `outputs` and `loss`; `__init__(cfg, *, tokens, causal)` gets the token table (a tied LM head shares it) and
-    whether the stack below is causal: a decoder's summary of a sequence is its last token, an encoder's its
-    first, and the defaults of the heads that pool follow transformers' decoders and encoders."""
+    `outputs` and `loss`; `__init__(cfg, *, tokens, causal)` gets the token table (a tied LM head shares it)
+    and whether the stack below is causal: a decoder's summary of a sequence is its last token, an encoder's
+    its first, and the defaults of the heads that pool follow transformers' decoders and encoders."""
 
     name: ClassVar[str] = ""
     reads: ClassVar[tuple[str, ...]] = ()  # model config keys this head reads (model.head aside)
@@ -98,8 +99,8 @@ class OutputHead(nn.Module):
     def no_logits_to_keep(self, logits_to_keep: int) -> None:
         """`logits_to_keep` (decoding) projects last positions to the vocabulary: a head=lm matter."""
         if logits_to_keep:
-            raise ValueError(f"logits_to_keep={logits_to_keep} keeps vocabulary logits for decoding (model.head=lm); "
-                             f"model.head={self.name} has none.")
+            raise ValueError(f"logits_to_keep={logits_to_keep} keeps vocabulary logits for decoding "
+                             f"(model.head=lm); model.head={self.name} has none.")
 
 
 def register_head(name: str):
@@ -128,7 +129,8 @@ def foreign_keys(head: str) -> frozenset[str]:
     return head_owned_keys() - frozenset(HEADS.get(head).reads)
 
 
-def settle_head_keys(base: Mapping[str, Any], explicit: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def settle_head_keys(base: Mapping[str, Any],
+                     explicit: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The one rule for head-owned keys: a key the chosen head does not read holds its default.
     `base` is where the config comes from (a preset, a saved or pretrained config, a mapping given whole);
     `explicit` what the user laid over it (keyword overrides, `model.*=` on the command line). A foreign key

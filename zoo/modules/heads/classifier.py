@@ -15,8 +15,8 @@ from zoo.utils import IGNORE_INDEX
 
 def check_num_labels(cfg: ModelConfig) -> None:
     if cfg.num_labels < 1:
-        raise ValueError(f"model.head={cfg.head!r} needs model.num_labels >= 1 (the data sets it in training), "
-                         f"got {cfg.num_labels}.")
+        raise ValueError(f"model.head={cfg.head!r} needs model.num_labels >= 1 "
+                         f"(the data sets it in training), got {cfg.num_labels}.")
 
 
 def projection_bias(cfg: ModelConfig, default: bool) -> bool:
@@ -52,7 +52,8 @@ class ClassifierHead(PoolingHead):
     def target_shape(cls, ids_shape: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(ids_shape[:1])  # (B,) one class id per sequence
 
-    def forward(self, x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, input_ids: torch.Tensor,
+                attention_mask: torch.Tensor | None) -> torch.Tensor:
         return self.proj(self.drop(self.pooled(x, input_ids, attention_mask)))  # (B, C) -> (B, num_labels)
 
     def outputs(self, x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,

@@ -17,11 +17,12 @@ from zoo.utils import IGNORE_INDEX
 class LMHead(OutputHead):
     """(B, T, C) -> logits (B, T, V); softmax of these is the next-token (or masked-token) distribution.
     Optional BERT-style transform (dense, activation, norm) first; its activation is model.head_activation, by
-    default the plain form of the FFN's (a SwiGLU FFN gives a SiLU transform); weight tied to the token table if
-    asked; `model.head_scale` multiplies the projection's input (T5's tied head: d_model ** -0.5);
+    default the plain form of the FFN's (a SwiGLU FFN gives a SiLU transform); weight tied to the token table
+    if asked; `model.head_scale` multiplies the projection's input (T5's tied head: d_model ** -0.5);
     `model.final_softcap` squashes the logits into (-c, c) with c * tanh(logits / c) (Gemma 2)."""
 
-    reads = ("head_transform", "head_bias", "head_activation", "head_scale", "final_softcap", "tie_embeddings")
+    reads = ("head_transform", "head_bias", "head_activation", "head_scale", "final_softcap",
+             "tie_embeddings")
 
     def __init__(self, cfg, tokens: nn.Embedding, *, causal: bool = True) -> None:
         super().__init__()
@@ -49,8 +50,9 @@ class LMHead(OutputHead):
         """The transform's activation is applied alone, so it must be ungated."""
         if cfg.head_activation is not None and ACTIVATIONS.get(cfg.head_activation).gated:
             plain = [n for n in ACTIVATIONS.names() if not ACTIVATIONS.get(n).gated]
-            raise ValueError(f"model.head_activation={cfg.head_activation!r} is gated; the head transform takes an "
-                             f"ungated one: {', '.join(plain)} (default: the ungated form of model.activation).")
+            raise ValueError(f"model.head_activation={cfg.head_activation!r} is gated; the head transform "
+                             f"takes an ungated one: {', '.join(plain)} "
+                             "(default: the ungated form of model.activation).")
 
     @classmethod
     def label_classes(cls, cfg: ModelConfig) -> int:
@@ -67,7 +69,8 @@ class LMHead(OutputHead):
         return lm_loss(out.logits, targets["labels"], shift=shift)
 
 
-def lm_loss(logits: torch.Tensor, labels: torch.Tensor, *, shift: bool, ignore_index: int = IGNORE_INDEX) -> torch.Tensor:
+def lm_loss(logits: torch.Tensor, labels: torch.Tensor, *, shift: bool,
+            ignore_index: int = IGNORE_INDEX) -> torch.Tensor:
     """Mean cross-entropy over positions whose label is not ignore_index; `shift` predicts token t+1 from
     position t (causal LM). A batch with no counted label gives 0, not NaN."""
     if shift:  # shift the labels, not the logits: slicing logits would copy (B, T, V)

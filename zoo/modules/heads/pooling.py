@@ -29,10 +29,10 @@ def pool_first(x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.T
 def pool_last(x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
               pad_id: int | None) -> torch.Tensor:
     """(B, T, C) -> (B, C): the last real token, as transformers' decoder *ForSequenceClassification pools it:
-    the rightmost token that is not pad_id (`(arange(T) * (ids != pad)).argmax(-1)`), so a reward model whose pad
-    is its eos skips the trailing eos exactly as it was trained to; a given attention mask further excludes the
-    positions it marks as padding; with neither, the last position. A row with no real token pools position 0
-    (argmax of zeros), as there."""
+    the rightmost token that is not pad_id (`(arange(T) * (ids != pad)).argmax(-1)`), so a reward model whose
+    pad is its eos skips the trailing eos exactly as it was trained to; a given attention mask further
+    excludes the positions it marks as padding; with neither, the last position. A row with no real token
+    pools position 0 (argmax of zeros), as there."""
     b, t = x.shape[:2]
     real = None if pad_id is None else input_ids != pad_id  # (B, T)
     if attention_mask is not None:
@@ -70,13 +70,16 @@ class PoolingHead(OutputHead):
     @classmethod
     def check_config(cls, cfg: ModelConfig) -> None:
         if cfg.head_pool is not None and cfg.head_pool not in POOLINGS:
-            raise ValueError("model.head_pool: " + unknown_choice_message("pooling", cfg.head_pool, POOLINGS.names())
+            raise ValueError("model.head_pool: "
+                             + unknown_choice_message("pooling", cfg.head_pool, POOLINGS.names())
                              + " (null: first on an encoder, last on a decoder)")
         if cfg.head_pooler is not None and cfg.head_pooler not in pooler_names():
-            raise ValueError("model.head_pooler: " + unknown_choice_message("pooler", cfg.head_pooler, pooler_names())
+            raise ValueError("model.head_pooler: "
+                             + unknown_choice_message("pooler", cfg.head_pooler, pooler_names())
                              + " (null: the head's default)")
 
-    def pooled(self, x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    def pooled(self, x: torch.Tensor, input_ids: torch.Tensor,
+               attention_mask: torch.Tensor | None) -> torch.Tensor:
         """x (B, T, C) -> (B, C): the pooled position, through the pooler when there is one."""
         h = self.pool_fn(x, input_ids, attention_mask, self.pad_id)  # (B, C)
         return h if self.pool is None else self.pool_activation(self.pool(h))

@@ -35,8 +35,9 @@ class QuestionAnsweringHead(OutputHead):
     def check_target_values(cls, cfg: ModelConfig, targets: Mapping[str, torch.Tensor]) -> None:
         for name, value in targets.items():
             if bool((value < 0).any()):
-                raise ValueError(f"{name} hold {int(value.min())}; a position is a token index >= 0 (one at or "
-                                 "past the sequence length is not counted: an answer truncated away).")
+                raise ValueError(f"{name} hold {int(value.min())}; a position is a token index >= 0 "
+                                 "(one at or past the sequence length is "
+                                 "not counted: an answer truncated away).")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.proj(x)  # (B, T, C) -> (B, T, 2)
@@ -45,7 +46,8 @@ class QuestionAnsweringHead(OutputHead):
                 logits_to_keep: int = 0) -> HeadOutput:
         self.no_logits_to_keep(logits_to_keep)
         logits = self(x)
-        return HeadOutput(logits=logits, start_logits=logits[..., 0], end_logits=logits[..., 1])  # (B, T) each
+        # (B, T) each
+        return HeadOutput(logits=logits, start_logits=logits[..., 0], end_logits=logits[..., 1])
 
     def loss(self, out: HeadOutput, targets: Mapping[str, torch.Tensor], *, shift: bool) -> torch.Tensor:
         t = out.start_logits.shape[1]
