@@ -75,12 +75,13 @@ def main() -> None:
          f"words {words}\nids   {ids[0].tolist()}   shape {list(ids.shape)} = [B, T]"),
         ("2. Embedding + positions", "Each id selects a row of the token table (B,T) -> (B,T,C); the "
          "sinusoidal positional term (no parameters) is added; RoPE would instead rotate q and k (step 3).",
-         'tr = zoo.trace(model, ids, labels=ids)\ntr.get("token_embedding"), tr.get("positional"), '
-         'tr.get("embedding")',
+         'tr = zoo.trace(model, ids, labels=ids)\n'
+         'tr.get("token_embedding"), tr.get("positional"), tr.get("embedding")',
          f"token_embedding {list(r('token_embedding').shape)}  first 4 dims of 'the': "
-         f"{fmt(r('token_embedding').tensor[0, 0, :4])}\npositional      {list(r('positional').shape)}  "
-         f"position 0 = {fmt(r('positional').tensor[0, 0, :4])} (sin 0, cos 0, ...)\nembedding       "
-         f"{list(r('embedding').shape)}  = token + position: max |diff| "
+         f"{fmt(r('token_embedding').tensor[0, 0, :4])}\n"
+         f"positional      {list(r('positional').shape)}  "
+         f"position 0 = {fmt(r('positional').tensor[0, 0, :4])} (sin 0, cos 0, ...)\n"
+         f"embedding       {list(r('embedding').shape)}  = token + position: max |diff| "
          f"{(r('embedding').tensor - r('token_embedding').tensor - r('positional').tensor).abs().max():.1e}",
          ["tour_positional.png"]),
         ("3. Q, K, V", "One fused projection `self_attn.qkv` gives queries, keys and values "
@@ -91,8 +92,8 @@ def main() -> None:
         ("4. Split into heads",
          "The C-wide vectors are viewed as H heads of size D: (B,T,C) -> (B,T,H,D) -> (B,H,T,D). "
          "Each head attends independently.", "q[0, h]  # head h: (T, D)",
-         f"head 0 query of 'the' (first 4 dims): {fmt(q[0, 0, 0, :4])}\nhead 1 query of 'the' "
-         f"(first 4 dims): {fmt(q[0, 1, 0, :4])}"),
+         f"head 0 query of 'the' (first 4 dims): {fmt(q[0, 0, 0, :4])}\n"
+         f"head 1 query of 'the' (first 4 dims): {fmt(q[0, 1, 0, :4])}"),
         ("5. Scaled scores",
          "scores = q k^T / sqrt(D): dividing by sqrt(D) keeps their variance near 1 so the "
          "softmax does not saturate.", 'tr.get("scores", layer=0).tensor',
