@@ -25,3 +25,18 @@ def test_checkpoint_without_newer_keys_loads_and_resumes(tmp_path):
     torch.testing.assert_close(loaded(ids).logits, model.eval()(ids).logits)
     record = Checkpoint.read(path).record
     check_compatible(record, model.config, "lm", path, tok)  # raises if any key "differs"
+
+
+def test_record_reads_an_old_section_and_writes_back_what_it_read():
+    """The zoo section is read by CheckpointRecord.from_dict alone: a key an older checkpoint lacks (what
+    trains, the HF family, the W&B run, even the RNG states) reads as None, and to_dict writes back the same
+    section (a field left None is not written)."""
+    from zoo.checkpoint import CheckpointRecord
+
+    old = {"format_version": 1, "model_config": {"arch": "decoder"}, "task": "lm", "tokenizer_files": {}}
+    record = CheckpointRecord.from_dict(old)
+    assert (record.frozen, record.lora, record.hf_model_type, record.wandb_run_id, record.rng) == (None,) * 5
+    assert record.to_dict() == old
+    full = {**old, "rng": {"torch": torch.zeros(1)}, "frozen": ["embed"], "lora": {"rank": 2},
+            "hf_model_type": "gpt2", "wandb_run_id": "abc"}
+    assert list(CheckpointRecord.from_dict(full).to_dict()) == list(full)  # same keys, same order

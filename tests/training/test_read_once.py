@@ -70,3 +70,30 @@ def test_an_init_from_run_parses_config_json_once(make_cfg, tmp_path, monkeypatc
                              "trainer.enable_progress_bar=false", "callbacks.samples=null"]))
     assert result.last_checkpoint is not None
     assert reads[config_json] == 1  # was 7: recognised twice, 4 times in the plan, once with the weights
+
+
+def test_evaluate_generate_and_inspect_open_a_checkpoint_with_one_read(tmp_path, monkeypatch):
+    """zoo.apps.open_model (evaluate.py, generate.py, inspect_model.py) reads a training checkpoint once for
+    the model, its tokenizer and the task it was trained on (it was read twice: for the task, then to load)."""
+    import zoo
+    from zoo.apps import open_model
+    from zoo.checkpoint import atomic_torch_save, zoo_section
+    from zoo.tokenizers.trained import train_char
+
+    tok = train_char(["the cat sat", "a dog ran"])
+    model = zoo.build(dict(arch="decoder", vocab_size=tok.vocab_size, d_model=16, n_layers=1, n_heads=2,
+                           max_seq_len=16))
+    path = tmp_path / "tiny.ckpt"
+    state = {f"model.{k}": v for k, v in model.state_dict().items()}
+    atomic_torch_save({"state_dict": state, "zoo": zoo_section(model.config, "lm", tok)}, path)
+    loads: Counter[str] = Counter()
+    load = torch.load
+
+    def counted_load(f, *args, **kwargs):
+        loads[str(f)] += 1
+        return load(f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", counted_load)
+    opened, tokenizer, task = open_model(path)
+    assert task == "lm" and tokenizer.encode("a cat") == tok.encode("a cat")
+    assert loads[str(path)] == 1
