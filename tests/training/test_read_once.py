@@ -74,7 +74,7 @@ def test_an_init_from_run_parses_config_json_once(make_cfg, tmp_path, monkeypatc
 
 def test_evaluate_generate_and_inspect_open_a_checkpoint_with_one_read(tmp_path, monkeypatch):
     """zoo.apps.open_model (evaluate.py, generate.py, inspect_model.py) reads a training checkpoint once for
-    the model, its tokenizer and the task it was trained on (it was read twice: for the task, then to load)."""
+    the model, its tokenizer and the task it was trained on (read twice before: the task, then the model)."""
     import zoo
     from zoo.apps import open_model
     from zoo.checkpoint import atomic_torch_save, zoo_section
