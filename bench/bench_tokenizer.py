@@ -15,7 +15,7 @@ import os
 import platform
 import time
 
-from zoo.data.build import encode_documents
+from zoo.data.pretokenize import encode_documents
 from zoo.data.sources.stdlib import load_stdlib_text
 from zoo.tokenizers import build_tokenizer
 

@@ -29,7 +29,7 @@ def test_second_call_hits_cache_without_retraining(cache_dir, monkeypatch):
         raise AssertionError("tokenizer retrained on a cache hit")
 
     monkeypatch.setattr("zoo.data.build.build_tokenizer", no_training)
-    monkeypatch.setattr("zoo.data.build.encode_documents", no_training)
+    monkeypatch.setattr("zoo.data.sources.base.encode_documents", no_training)
     tok2, dm = build_data(SMALL_STDLIB, SMALL_BPE, task="mlm", cache_dir=cache_dir, **KW)  # lm/mlm share ids
     assert tok2.encode("def f(x): pass") == tok1.encode("def f(x): pass")
     assert {p.name: p.stat().st_mtime_ns for p in entry.rglob("*")} == mtimes
@@ -64,7 +64,7 @@ def test_failed_build_leaves_no_cache_entry(cache_dir, monkeypatch):
     def crash(*args, **kwargs):
         raise RuntimeError("killed mid-write")
 
-    monkeypatch.setattr("zoo.data.build.encode_documents", crash)
+    monkeypatch.setattr("zoo.data.sources.base.encode_documents", crash)
     with pytest.raises(RuntimeError, match="killed mid-write"):
         build_data(SMALL_TOY, SMALL_BPE, task="seq2seq", cache_dir=cache_dir, **KW)
     assert list(cache_dir.iterdir()) == []

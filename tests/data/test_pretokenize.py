@@ -10,10 +10,9 @@ import re
 import numpy as np
 import pytest
 
-from zoo.data.build import encode_documents
 from zoo.data.cache import RaggedIds
 from zoo.data.documents import FileSpan, FileSpans, TextList, file_spans
-from zoo.data.pretokenize import pretokenize
+from zoo.data.pretokenize import encode_documents, pretokenize
 from zoo.data.sources.stdlib import load_stdlib_text
 from zoo.tasks import build_data
 from zoo.tokenizers import build_tokenizer
@@ -255,8 +254,8 @@ REWRITES = {  # where the file is rewritten (same size) and, for the second, put
 def test_a_file_rewritten_while_it_is_tokenized_is_not_cached(tmp_path, cache_dir, monkeypatch, when):
     """The cache key hashes the text in one pass and pre-tokenisation reads it again: a file changed in between
     (or during) must not leave an entry under the original content's key that holds the new content's ids."""
-    import zoo.data.build as build
     import zoo.data.pretokenize as pre
+    import zoo.data.sources.base as corpora
 
     path = tmp_path / "c.txt"
     original = mixed_text(150, seed=6)
@@ -284,7 +283,7 @@ def test_a_file_rewritten_while_it_is_tokenized_is_not_cached(tmp_path, cache_di
     monkeypatch.setattr(pre, "BATCH_CHARS", 2_000)
     monkeypatch.setattr("zoo.data.documents.READ_BYTES", 1_000)  # the file is read a little at a time
     if when == "before_encoding":
-        monkeypatch.setattr(build, "pretokenize", rewrite_first)
+        monkeypatch.setattr(corpora, "pretokenize", rewrite_first)
     else:
         monkeypatch.setattr(pre.RaggedWriter, "write", rewrite_mid_pass)
     with pytest.raises(ValueError, match=re.escape(f"{path} changed while it was being read") + ".* nothing was cached"):

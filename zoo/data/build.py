@@ -15,13 +15,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from zoo.atomic import sweep
 from zoo.data.cache import (
     CACHE_FORMAT_VERSION,
     ENTRY_NAMES,
-    RaggedIds,
     default_cache_dir,  # noqa: F401  (re-exported: zoo.data.build.default_cache_dir)
     id_dtype,
     open_cache_dir,
@@ -30,77 +27,13 @@ from zoo.data.cache import (
 from zoo.data.datamodules import ZooDataModule
 from zoo.data.documents import Documents
 from zoo.data.entry import CacheEntry
-from zoo.data.pretokenize import bytes_name, pretokenize
-from zoo.data.sources import LabelledCorpus, PairCorpus, TextCorpus, load_source
-from zoo.data.sources.base import TextStreams
+from zoo.data.sources import load_source
 from zoo.tokenizers import ZooTokenizer, build_tokenizer, tokenizer_files, trains, validate_tokenizer_cfg
-from zoo.tokenizers.tiling import encode_texts
 from zoo.tokenizers.tokenizer import TOKENIZER_FILE
 from zoo.tokenizers.trained import DEFAULT_TRAIN_BYTES
 from zoo.utils import plain_dict
 
-ENCODE_BATCH = 4096  # windows per encode_batch call
-SCORED_SPLITS = ("val", "test")  # text splits evaluation scores: their tokens' source bytes are kept
 log = logging.getLogger(__name__)
-
-
-# ------------------------------------------------------------------------------------------ encode
-
-
-def encode_documents(tokenizer: ZooTokenizer, docs: list[str], *, append_eos: bool) -> RaggedIds:
-    """Encode ``docs`` into ragged rows, each equal to one tokenizer call on the document (long ones in
-    bounded windows, zoo.tokenizers.tiling); ``append_eos`` frames each as one document of a stream (zoo,
-    GPT-2: ``doc <eos>``; BERT: ``[CLS] doc [SEP]``: ``tokenizer.specials.document``)."""
-    rows = encode_texts(tokenizer.hf, docs, batch=ENCODE_BATCH)
-    if append_eos:
-        before, after = tokenizer.specials.document_ends()
-        rows = [[*before, *row, *after] for row in rows]
-    return RaggedIds.from_rows(rows, id_dtype(tokenizer.vocab_size))
-
-
-def _encode_text(tok: ZooTokenizer, corpus: TextCorpus | TextStreams, fingerprints: Mapping[str, str]) -> Encoded:
-    """Nothing in memory: each split is pre-tokenised straight into the entry's temporary folder, refused when
-    its text no longer hashes to `fingerprints` (what the key was made from); the scored splits also keep the
-    source bytes each token spells (`<split>.tokens.bytes`: what bits per byte divides by)."""
-
-    def stream(folder: Path) -> dict[str, str]:
-        arrays = {}
-        for split, docs in corpus.documents().items():
-            scored = split in SCORED_SPLITS
-            pretokenize(tok, docs, folder, f"{split}.tokens", append_eos=True, count_bytes=scored,
-                        fingerprint=fingerprints[split])
-            arrays[f"{split}.tokens"] = "ragged"
-            if scored:
-                arrays[bytes_name(f"{split}.tokens")] = "uint32"
-        return arrays
-
-    return {}, stream
-
-
-def _encode_pairs(tok: ZooTokenizer, corpus: PairCorpus) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for split, rows in (("train", corpus.train), ("val", corpus.val), ("test", corpus.test)):
-        out[f"{split}.src"] = encode_documents(tok, [s for s, _ in rows], append_eos=False)
-        out[f"{split}.tgt"] = encode_documents(tok, [t for _, t in rows], append_eos=False)
-    return out
-
-
-def _encode_labelled(tok: ZooTokenizer, corpus: LabelledCorpus) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for split, rows in (("train", corpus.train), ("val", corpus.val)):
-        out[f"{split}.text"] = encode_documents(tok, [t for t, _ in rows], append_eos=False)
-        out[f"{split}.labels"] = np.array([y for _, y in rows], dtype=np.int64)
-    return out
-
-
-# arrays held in memory, and a writer of arrays streamed to disk (CacheEntry.publish's `stream`) or None
-Encoded = tuple[dict[str, Any], Callable[[Path], dict[str, str]] | None]
-# (tokenizer, corpus, its fingerprint per split) -> Encoded; pairs and labels are read once, into memory
-ENCODERS: dict[str, Callable[[ZooTokenizer, Any, Mapping[str, str]], Encoded]] = {
-    "text": _encode_text,
-    "pairs": lambda tok, corpus, _: (_encode_pairs(tok, corpus), None),
-    "labelled": lambda tok, corpus, _: (_encode_labelled(tok, corpus), None),
-}
 
 
 # --------------------------------------------------------------------------------- tokenizer sample
@@ -201,9 +134,7 @@ def open_data(
             "dtype": id_dtype(tokenizer.vocab_size).name,
             "test_pairs": [list(p) for p in getattr(corpus, "test", [])],
         }
-        # before the temp folder: it only sees writes; a kind without an entry in ENCODERS encodes itself
-        arrays, stream = (ENCODERS[corpus.kind](tokenizer, corpus, fingerprints) if corpus.kind in ENCODERS
-                          else (corpus.encode(tokenizer), None))
+        arrays, stream = corpus.encode(tokenizer, fingerprints)  # before the temp folder: it only sees writes
         entry = CacheEntry.publish(cache_dir, key, tokenizer, arrays, manifest, stream=stream)
     loader = {k: data_cfg.get(k) for k in ("blocks_per_epoch", "mask_prob", "shards", "doc_stride", "max_answer_len")}
     common = dict(

@@ -73,7 +73,7 @@ class Documents:
             for block in doc:
                 size = len(block.encode("utf-8"))
                 if max_bytes is not None and used + size > max_bytes:
-                    block = _head_bytes(block, max_bytes - used)
+                    block = head_lines(block, max_bytes - used)
                     if block:
                         out.append(block)
                     return out
@@ -82,7 +82,7 @@ class Documents:
         return out
 
 
-def _head_bytes(text: str, budget: int) -> str:
+def head_lines(text: str, budget: int) -> str:
     """The longest prefix of whole lines of ``text`` within ``budget`` UTF-8 bytes."""
     head = text.encode("utf-8")[: max(0, budget)].decode("utf-8", errors="ignore")
     cut = head.rfind("\n")

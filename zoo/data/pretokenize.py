@@ -25,14 +25,25 @@ from pathlib import Path
 
 import numpy as np
 
-from zoo.data.cache import id_dtype
+from zoo.data.cache import RaggedIds, id_dtype
 from zoo.data.documents import ContentHash, Documents
-from zoo.tokenizers.tiling import CUTS, Cuts, Tiler, Tokens, Window, windows
+from zoo.tokenizers.tiling import CUTS, Cuts, Tiler, Tokens, Window, encode_texts, windows
 from zoo.tokenizers.tokenizer import ZooTokenizer
 
 BATCH_CHARS = 4 << 20  # characters of text per encode_batch call (~4 MB: memory stays at a few batches)
 END = None  # marks the end of a document in the window stream
 log = logging.getLogger(__name__)
+
+
+def encode_documents(tokenizer: ZooTokenizer, docs: list[str], *, append_eos: bool) -> RaggedIds:
+    """Documents held in memory as ragged rows, each equal to one tokenizer call on the document (long ones in
+    bounded windows, zoo.tokenizers.tiling); ``append_eos`` frames each as one document of a stream (zoo,
+    GPT-2: ``doc <eos>``; BERT: ``[CLS] doc [SEP]``: ``tokenizer.specials.document_ends``)."""
+    rows = encode_texts(tokenizer.hf, docs)
+    if append_eos:
+        before, after = tokenizer.specials.document_ends()
+        rows = [[*before, *row, *after] for row in rows]
+    return RaggedIds.from_rows(rows, id_dtype(tokenizer.vocab_size))
 
 
 def batches(docs: Documents, batch_chars: int = BATCH_CHARS, content: ContentHash | None = None,

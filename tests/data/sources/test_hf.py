@@ -10,7 +10,7 @@ import pytest
 
 datasets = pytest.importorskip("datasets")
 
-from zoo.data.build import encode_documents  # noqa: E402
+from zoo.data.pretokenize import encode_documents  # noqa: E402
 from zoo.data.sources.base import load_source  # noqa: E402
 from zoo.tasks import build_data  # noqa: E402
 

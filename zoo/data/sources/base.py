@@ -1,51 +1,38 @@
-"""Corpus types and the source registry: a name in ``data.name`` maps to a loader returning a split corpus.
+"""Corpus kinds and the source registry: a name in ``data.name`` maps to a loader returning a split corpus.
 
-``SOURCES.get(name)(**data_cfg_keys, seed=...) -> TextCorpus | PairCorpus | LabelledCorpus``.
-Built-in sources need no download: ``stdlib_text`` (the interpreter's own ``.py`` files) and
-``translation_toy`` (a seeded Korean->English template set). User sources read local files.
+``SOURCES.get(name)(**data_cfg_keys, seed=...) -> TextCorpus | PairCorpus | LabelledCorpus`` (and the tagged
+and QA corpora of ``token_tags`` and ``squad``). A corpus answers for itself: its content hash per split
+(``fingerprint``, part of the cache key), the text a tokenizer trains on (``tokenizer_docs``) and its cache
+arrays (``encode``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from zoo.data.cache import hash_texts
 from zoo.data.documents import Documents, TextList
+from zoo.data.pretokenize import bytes_name, encode_documents, pretokenize
 from zoo.options import BOOL, TEXT, Options, check_entry, integer, number, optional
 from zoo.registry import Registry
+
+SCORED_SPLITS = ("val", "test")  # text splits evaluation scores: their tokens' source bytes are kept
+# arrays held in memory (name -> RaggedIds or int64 array), and a writer of arrays streamed to disk or None
+Encoded = tuple[dict[str, Any], Callable[[Path], dict[str, str]] | None]
 
 
 @dataclass(frozen=True)
 class TextCorpus:
-    """Documents for LM/MLM; each split is a list of texts."""
-
-    train: list[str]
-    val: list[str]
-    kind = "text"
-
-    def tokenizer_texts(self) -> list[str]:
-        return self.train
-
-    def content(self) -> dict[str, list[str]]:
-        return {"train": self.train, "val": self.val}
-
-    def documents(self) -> dict[str, Documents]:
-        """split -> its documents as a stream (what the cache key hashes and pre-tokenisation reads)."""
-        return {"train": TextList(self.train), "val": TextList(self.val)}
-
-    def fingerprint(self) -> dict[str, str]:
-        return {split: docs.fingerprint() for split, docs in self.documents().items()}
-
-    def tokenizer_docs(self) -> Documents:
-        return self.documents()["train"]
-
-
-@dataclass(frozen=True)
-class TextStreams:
-    """Documents for LM/MLM that are read lazily, never held whole (large files, ``datasets`` columns)."""
+    """Documents for LM/MLM as streams, never held whole unless they are (``TextList``): large files,
+    ``datasets`` columns."""
 
     train_docs: Documents
     val_docs: Documents
@@ -55,7 +42,7 @@ class TextStreams:
         return {"train": self.train_docs, "val": self.val_docs}
 
     def fingerprint(self) -> dict[str, str]:
-        """split -> content hash (one streaming pass; it also checks the text, e.g. UTF-8, before any work)."""
+        """split -> content hash (one streaming pass, which also checks the text, e.g. UTF-8, before work)."""
         return {split: docs.fingerprint() for split, docs in self.documents().items()}
 
     def tokenizer_docs(self) -> Documents:
@@ -70,9 +57,43 @@ class TextStreams:
     def val(self) -> list[str]:
         return ["".join(doc) for doc in self.val_docs.blocks()]
 
+    def encode(self, tokenizer, fingerprints: dict[str, str]) -> Encoded:
+        """Nothing in memory: each split is pre-tokenised straight into the entry's temporary folder, refused
+        when its text no longer hashes to `fingerprints` (what the key was made from); the scored splits also
+        keep the source bytes each token spells (`<split>.tokens.bytes`: what bits per byte divides by)."""
+
+        def stream(folder: Path) -> dict[str, str]:
+            arrays = {}
+            for split, docs in self.documents().items():
+                scored = split in SCORED_SPLITS
+                pretokenize(tokenizer, docs, folder, f"{split}.tokens", append_eos=True, count_bytes=scored,
+                            fingerprint=fingerprints[split])
+                arrays[f"{split}.tokens"] = "ragged"
+                if scored:
+                    arrays[bytes_name(f"{split}.tokens")] = "uint32"
+            return arrays
+
+        return {}, stream
+
+
+class HeldCorpus:
+    """A corpus read into memory: ``content()`` (split -> texts) is what its fingerprint hashes."""
+
+    train: list
+    val: list
+
+    def splits(self) -> dict[str, list]:
+        return {"train": self.train, "val": self.val}
+
+    def content(self) -> dict[str, list[str]]:
+        raise NotImplementedError
+
+    def fingerprint(self) -> dict[str, str]:
+        return {split: hash_texts(texts) for split, texts in self.content().items()}
+
 
 @dataclass(frozen=True)
-class PairCorpus:
+class PairCorpus(HeldCorpus):
     """Parallel ``(src, tgt)`` pairs for seq2seq; ``test`` may be empty."""
 
     train: list[tuple[str, str]]
@@ -80,22 +101,23 @@ class PairCorpus:
     test: list[tuple[str, str]] = field(default_factory=list)
     kind = "pairs"
 
-    def tokenizer_texts(self) -> list[str]:
-        return [s for pair in self.train for s in pair]  # one shared vocabulary for both sides
+    def splits(self) -> dict[str, list[tuple[str, str]]]:
+        return {"train": self.train, "val": self.val, "test": self.test}
 
     def content(self) -> dict[str, list[str]]:
-        splits = {"train": self.train, "val": self.val, "test": self.test}
-        return {name: [s for pair in rows for s in pair] for name, rows in splits.items()}
-
-    def fingerprint(self) -> dict[str, str]:
-        return {split: hash_texts(texts) for split, texts in self.content().items()}
+        return {name: [s for pair in rows for s in pair] for name, rows in self.splits().items()}
 
     def tokenizer_docs(self) -> Documents:
-        return TextList(self.tokenizer_texts())
+        return TextList([s for pair in self.train for s in pair])  # one shared vocabulary for both sides
+
+    def encode(self, tokenizer, fingerprints: dict[str, str] | None = None) -> Encoded:
+        """``<split>.src`` and ``<split>.tgt`` token ids (no framing: the datasets frame them)."""
+        return {f"{split}.{side}": encode_documents(tokenizer, [pair[k] for pair in rows], append_eos=False)
+                for split, rows in self.splits().items() for k, side in enumerate(("src", "tgt"))}, None
 
 
 @dataclass(frozen=True)
-class LabelledCorpus:
+class LabelledCorpus(HeldCorpus):
     """``(text, label_id)`` examples; ``label_names[label_id]`` is the original label."""
 
     train: list[tuple[str, int]]
@@ -103,25 +125,23 @@ class LabelledCorpus:
     label_names: list[str]
     kind = "labelled"
 
-    def tokenizer_texts(self) -> list[str]:
-        return [text for text, _ in self.train]
-
     def content(self) -> dict[str, list[str]]:
-        out = {
-            name: [f"{y}\t{t}" for t, y in rows] for name, rows in (("train", self.train), ("val", self.val))
-        }
-        out["labels"] = self.label_names
-        return out
-
-    def fingerprint(self) -> dict[str, str]:
-        return {split: hash_texts(texts) for split, texts in self.content().items()}
+        return {**{name: [f"{y}\t{t}" for t, y in rows] for name, rows in self.splits().items()},
+                "labels": self.label_names}
 
     def tokenizer_docs(self) -> Documents:
-        return TextList(self.tokenizer_texts())
+        return TextList([text for text, _ in self.train])
+
+    def encode(self, tokenizer, fingerprints: dict[str, str] | None = None) -> Encoded:
+        """``<split>.text`` token ids and ``<split>.labels`` (int64)."""
+        arrays: dict[str, Any] = {}
+        for split, rows in self.splits().items():
+            arrays[f"{split}.text"] = encode_documents(tokenizer, [t for t, _ in rows], append_eos=False)
+            arrays[f"{split}.labels"] = np.array([y for _, y in rows], dtype=np.int64)
+        return arrays, None
 
 
-Corpus = TextCorpus | TextStreams | PairCorpus | LabelledCorpus
-SourceFn = Callable[..., Corpus]
+SourceFn = Callable[..., Any]  # keyword options (and seed, kind when it takes them) -> a corpus
 SOURCES: Registry[SourceFn] = Registry("data source", key="data.name")
 # Keys every data config may carry; consumed by the data module, not by the source loader.
 LOADER_OPTIONS = Options({
@@ -137,6 +157,7 @@ LOADER_OPTIONS = Options({
     "max_answer_len": optional(integer(1)),  # QA: tokens of a predicted answer at most (null: 30)
 })
 LOADER_KEYS = set(LOADER_OPTIONS.rules)
+INJECTED = ("seed", "kind")  # what load_source passes a source that takes it, not data.* keys
 
 
 def register_source(name: str) -> Callable[[SourceFn], SourceFn]:
@@ -145,14 +166,13 @@ def register_source(name: str) -> Callable[[SourceFn], SourceFn]:
 
 
 def source_keys(name: str) -> set[str]:
-    """Config keys accepted by source ``name`` (its keyword parameters, minus the injected ``seed``)."""
-    params = inspect.signature(SOURCES.get(name)).parameters
-    return {p for p in params if p not in ("seed", "kind")}
+    """Config keys accepted by source ``name`` (its keyword parameters, minus the injected ones)."""
+    return set(inspect.signature(SOURCES.get(name)).parameters) - set(INJECTED)
 
 
 def data_options(name: str) -> Options:
     """data.* keys of source ``name``: its keyword parameters (typed by their hints) and the loader keys."""
-    return Options.of(SOURCES.get(name), skip=("seed", "kind")).extended(LOADER_OPTIONS.rules)
+    return Options.of(SOURCES.get(name), skip=INJECTED).extended(LOADER_OPTIONS.rules)
 
 
 def check_data_cfg(cfg: dict[str, Any]) -> None:
@@ -160,31 +180,38 @@ def check_data_cfg(cfg: dict[str, Any]) -> None:
     check_entry("data", cfg.get("name"), cfg, data_options, SOURCES)
 
 
-def load_source(cfg: dict[str, Any], seed: int, kind: str | None = None) -> Corpus:
+def load_source(cfg: dict[str, Any], seed: int, kind: str | None = None) -> Any:
     """Validate ``cfg`` against the source's parameters and load it. A source that takes ``kind`` (one
     that can give any corpus kind, e.g. ``hf``) is told the kind the task needs."""
     check_data_cfg(cfg)
-    source = SOURCES.get(cfg["name"])
-    kwargs = {k: v for k, v in cfg.items() if k in source_keys(cfg["name"])}
+    source, keys = SOURCES.get(cfg["name"]), source_keys(cfg["name"])
     params = inspect.signature(source).parameters
-    if "seed" in params:
-        kwargs["seed"] = seed
-    if "kind" in params:
-        kwargs["kind"] = kind or "text"
-    return source(**kwargs)
+    injected = {k: v for k, v in zip(INJECTED, (seed, kind or "text"), strict=True) if k in params}
+    return source(**{k: v for k, v in cfg.items() if k in keys}, **injected)
 
 
-def split_indices(
-    n: int, val_fraction: float, seed: int, key: str = "data.val_fraction"
-) -> tuple[list[int], list[int]]:
-    """Seeded shuffle of ``range(n)`` into (train, val); both non-empty when ``n >= 2``."""
-    import random
+def check_fraction(value: float, key: str = "data.val_fraction") -> None:
+    """A fraction strictly between 0 and 1, else the one ValueError every source gives."""
+    if not 0.0 < value < 1.0:
+        raise ValueError(f"{key}={value!r} must be in (0, 1)")
 
-    if not 0.0 < val_fraction < 1.0:
-        raise ValueError(f"{key}={val_fraction!r} must be in (0, 1)")
-    if n < 2:
-        raise ValueError(f"need at least 2 examples to make a train/validation split, got {n}")
-    order = list(range(n))
+
+def hash_fraction(text: str) -> float:
+    """A stable number in [0, 1) derived from ``text`` (md5, independent of PYTHONHASHSEED)."""
+    return int.from_bytes(hashlib.md5(text.encode("utf-8")).digest()[:8], "big") / 2**64
+
+
+def val_count(n: int, val_fraction: float) -> int:
+    """Validation examples of ``n``: ``val_fraction`` of them, at least one, leaving at least one to train."""
+    return min(n - 1, max(1, round(n * val_fraction)))
+
+
+def split_rows(rows: list, val_fraction: float, seed: int) -> tuple[list, list]:
+    """A seeded shuffle of ``rows`` into (train, val), each in the original order; both non-empty."""
+    check_fraction(val_fraction)
+    if len(rows) < 2:
+        raise ValueError(f"need at least 2 examples to make a train/validation split, got {len(rows)}")
+    order = list(range(len(rows)))
     random.Random(seed).shuffle(order)
-    n_val = min(n - 1, max(1, round(n * val_fraction)))
-    return sorted(order[n_val:]), sorted(order[:n_val])
+    n_val = val_count(len(rows), val_fraction)
+    return [rows[i] for i in sorted(order[n_val:])], [rows[i] for i in sorted(order[:n_val])]

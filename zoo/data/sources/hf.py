@@ -13,7 +13,6 @@ and .squad, registered in CORPUS_READERS).
 from __future__ import annotations
 
 import glob
-import hashlib
 import importlib
 import json
 import logging
@@ -23,8 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from zoo.data.documents import ContentHash, Documents, FileSpan
-from zoo.data.sources.base import LabelledCorpus, PairCorpus, TextStreams, register_source
-from zoo.data.sources.user import label_order
+from zoo.data.sources.base import (
+    LabelledCorpus,
+    PairCorpus,
+    TextCorpus,
+    check_fraction,
+    hash_fraction,
+    register_source,
+)
+from zoo.data.sources.user import label_ids
 
 FILE_FORMATS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".arrow": "arrow", ".csv": "csv",
                 ".txt": "text"}
@@ -44,15 +50,9 @@ def datasets_module():
                          "pip install datasets); use data=text for local text files") from None
 
 
-def in_val(row: int, seed: int, val_fraction: float) -> bool:
-    """Whether row ``row`` of a split without its own validation split is held out (stable, seeded)."""
-    digest = hashlib.md5(f"{seed}:{row}".encode()).digest()[:8]
-    return int.from_bytes(digest, "big") / 2**64 < val_fraction
-
-
 class Split:
-    """Rows of one split: a ``datasets`` split, optionally only the rows ``in_val`` picks (``held_out``) or
-    leaves (``not held_out``), with the origin for messages."""
+    """Rows of one split: a ``datasets`` split, optionally (``carve``: seed, fraction, held out) only the rows
+    a seeded hash holds out for validation or only the others, with the origin for messages."""
 
     def __init__(self, rows: Any, origin: str, carve: tuple[int, float, bool] | None = None,
                  files: Sequence[str] = ()) -> None:
@@ -60,7 +60,7 @@ class Split:
 
     def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
         for i, row in self._read():
-            if self.carve is None or in_val(i, self.carve[0], self.carve[1]) == self.carve[2]:
+            if self.carve is None or (hash_fraction(f"{self.carve[0]}:{i}") < self.carve[1]) == self.carve[2]:
                 yield i, row
 
     def _read(self) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -76,13 +76,17 @@ class Split:
     def random_access(self) -> bool:
         return hasattr(self.rows, "__getitem__") and hasattr(self.rows, "__len__")
 
-    def check_column(self, column: str, key: str, text: bool) -> None:
-        """The column exists (else: the key, its value and the columns there are); a text column holds strings."""
+    def columns(self) -> list[str]:
+        """The column names (a streaming dataset that does not declare them: its first row's keys)."""
         names = getattr(self.rows, "column_names", None)
-        features = getattr(self.rows, "features", None)
-        if names is None:  # a streaming dataset whose columns are not declared: look at the first row
+        if names is None:
             first = next((row for _, row in self._read()), None)
             names = list(first) if first is not None else []
+        return names
+
+    def check_column(self, column: str, key: str, text: bool) -> None:
+        """The column exists (else: the key, its value and the columns there are); a text column holds str."""
+        names, features = self.columns(), getattr(self.rows, "features", None)
         if column not in names:
             raise ValueError(f"data.{key}={column!r}: {self.origin} has no such column; its columns: {sorted(names)}")
         dtype = getattr(features.get(column), "dtype", None) if features else None
@@ -295,8 +299,7 @@ def splits(ds: Any, origin: str, train_split: str, val_split: str | None, val_fr
     if val_split is not None:
         return (Split(train, f"split {train_split!r} of {origin}", files=files),
                 Split(named[val_split], f"split {val_split!r} of {origin}", files=files))
-    if not 0.0 < val_fraction < 1.0:
-        raise ValueError(f"data.val_fraction={val_fraction!r} must be in (0, 1)")
+    check_fraction(val_fraction)
     where = f"split {train_split!r} of {origin}"
     return (Split(train, where, (seed, val_fraction, False), files),
             Split(train, f"the held-out {val_fraction:.0%} of {where}", (seed, val_fraction, True), files))
@@ -310,9 +313,14 @@ def _pairs(split: Split, src_field: str, tgt_field: str) -> list[tuple[str, str]
             raise ValueError(f"row {i} of {split.origin}: {'src_field' if src is None else 'tgt_field'} "
                              f"{src_field if src is None else tgt_field!r} is empty")
         out.append((src, tgt))
-    if not out:
+    return nonempty(out, split)
+
+
+def nonempty(rows: list, split: Split) -> list:
+    """The `rows` read from `split`; none is a ValueError naming the empty split."""
+    if not rows:
         raise ValueError(f"data=hf: {split.origin} has no rows; the split is empty")
-    return out
+    return rows
 
 
 def _labelled(split: Split, text_field: str, label_field: str,
@@ -338,18 +346,16 @@ def _labelled(split: Split, text_field: str, label_field: str,
         raise ValueError(f"data=hf: {split.origin} has no labelled rows: all {unlabelled} rows hold ClassLabel "
                          f"{NO_LABEL} (no label) in column {label_field!r} (data.label_field), as a test split "
                          "without labels does; name a labelled split")
-    if not out:
-        raise ValueError(f"data=hf: {split.origin} has no rows; the split is empty")
     if unlabelled:
         log.warning("data=hf: dropped %d of %d rows of %s whose data.label_field=%r holds ClassLabel %d (no label)",
                     unlabelled, unlabelled + len(out), split.origin, label_field, NO_LABEL)
-    return out
+    return nonempty(out, split)
 
 
-def text_corpus(train: Split, val: Split, fields: dict[str, str]) -> TextStreams:
+def text_corpus(train: Split, val: Split, fields: dict[str, str]) -> TextCorpus:
     """lm/mlm: the text column of each split, streamed."""
     train.check_column(fields["text_field"], "text_field", text=True)
-    return TextStreams(HFColumn(train, fields["text_field"], "text_field"),
+    return TextCorpus(HFColumn(train, fields["text_field"], "text_field"),
                        HFColumn(val, fields["text_field"], "text_field"))
 
 
@@ -370,11 +376,8 @@ def labelled_corpus(train: Split, val: Split, fields: dict[str, str]) -> Labelle
     names = getattr(features.get(label_field), "names", None)
     rows = {"train": _labelled(train, text_field, label_field, names),
             "val": _labelled(val, text_field, label_field, names)}
-    label_names = label_order({label for _, label in rows["train"]})
-    if len(label_names) < 2:
-        raise ValueError(f"data.label_field={label_field!r}: {train.origin} has a single label {label_names}; "
-                         "need at least 2 classes")
-    to_id = {name: i for i, name in enumerate(label_names)}
+    label_names, to_id = label_ids((label for _, label in rows["train"]),
+                                   f"data.label_field={label_field!r}: {train.origin}")
     unseen = sorted({label for _, label in rows["val"]} - set(to_id))
     if unseen:
         raise ValueError(f"data.label_field={label_field!r}: labels {unseen[:5]} of {val.origin} never occur in "
@@ -407,7 +410,7 @@ def load_hf(
     tags_field: str = "ner_tags",
     seed: int = 0,
     kind: str = "text",
-) -> TextStreams | PairCorpus | LabelledCorpus:
+) -> TextCorpus | PairCorpus | LabelledCorpus:
     """A ``datasets`` dataset as the corpus ``kind`` the task needs (text, pairs or labelled)."""
     if kind not in CORPUS_READERS:
         raise ValueError(f"data=hf cannot give {kind!r} examples; it gives {sorted(CORPUS_READERS)}")

@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from zoo.data.cache import RaggedIds, hash_texts, id_dtype
+from zoo.data.cache import RaggedIds, id_dtype
 from zoo.data.documents import Documents, TextList
 from zoo.data.qa import char_span_tokens
 from zoo.data.readers import _jsonl_records, _require_rows
-from zoo.data.sources.base import register_source, split_indices
-from zoo.data.sources.hf import CORPUS_READERS, Split
+from zoo.data.sources.base import Encoded, HeldCorpus, register_source, split_rows
+from zoo.data.sources.hf import CORPUS_READERS, Split, nonempty
 
 FIELDS = ("question", "context", "answers")
 
@@ -105,7 +105,7 @@ def encode_split(tokenizer, examples: list[QAExample], origin: str) -> dict[str,
 
 
 @dataclass(frozen=True)
-class QACorpus:
+class QACorpus(HeldCorpus):
     """SQuAD-style examples for question_answering."""
 
     train: list[QAExample]
@@ -114,18 +114,15 @@ class QACorpus:
 
     def content(self) -> dict[str, list[str]]:
         return {split: [json.dumps([ex.question, ex.context, ex.answers], ensure_ascii=False) for ex in rows]
-                for split, rows in (("train", self.train), ("val", self.val))}
-
-    def fingerprint(self) -> dict[str, str]:
-        return {split: hash_texts(texts) for split, texts in self.content().items()}
+                for split, rows in self.splits().items()}
 
     def tokenizer_docs(self) -> Documents:
         return TextList([text for ex in self.train for text in (ex.question, ex.context)])
 
-    def encode(self, tokenizer) -> dict[str, Any]:
+    def encode(self, tokenizer, fingerprints: dict[str, str] | None = None) -> Encoded:
         """Cache arrays ``<split>.<name>``, the names of zoo.data.qa.ARRAYS."""
-        return {f"{split}.{name}": value for split, rows in (("train", self.train), ("val", self.val))
-                for name, value in encode_split(tokenizer, rows, split).items()}
+        return {f"{split}.{name}": value for split, rows in self.splits().items()
+                for name, value in encode_split(tokenizer, rows, split).items()}, None
 
 
 def read_squad(path: str | Path) -> list[QAExample]:
@@ -142,26 +139,19 @@ def load_squad(*, path: str, val_path: str | None = None, val_fraction: float = 
     rows = read_squad(path)
     if val_path is not None:
         return QACorpus(rows, read_squad(val_path))
-    train_idx, val_idx = split_indices(len(rows), val_fraction, seed)
-    return QACorpus([rows[i] for i in train_idx], [rows[i] for i in val_idx])
+    return QACorpus(*split_rows(rows, val_fraction, seed))
 
 
 # ------------------------------------------------------------------------------------------ data=hf
 
 
 def _examples(split: Split) -> list[QAExample]:
-    out = [check_example(row, f"row {i} of {split.origin}") for i, row in split]
-    if not out:
-        raise ValueError(f"data=hf: {split.origin} has no rows; the split is empty")
-    return out
+    return nonempty([check_example(row, f"row {i} of {split.origin}") for i, row in split], split)
 
 
 def qa_corpus(train: Split, val: Split, fields: dict[str, str]) -> QACorpus:
     """question_answering: the squad columns question, context and answers, in memory."""
-    names = getattr(train.rows, "column_names", None)
-    if names is None:  # a streaming dataset whose columns are not declared: look at the first row
-        first = next(iter(train), None)
-        names = list(first[1]) if first is not None else []
+    names = train.columns()
     missing = [column for column in FIELDS if column not in names]
     if missing:
         raise ValueError(f"data=hf: task=question_answering reads the squad columns {list(FIELDS)}; {train.origin} "

@@ -8,12 +8,12 @@ third-party packages are excluded; non-UTF-8 fixture files and exact duplicates 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sysconfig
 from pathlib import Path
 
-from zoo.data.sources.base import TextCorpus, register_source
+from zoo.data.documents import TextList, head_lines
+from zoo.data.sources.base import TextCorpus, check_fraction, hash_fraction, register_source
 
 EXCLUDED_DIRS = {"site-packages", "dist-packages", "__pycache__", "test", "tests", "idle_test"}
 
@@ -32,25 +32,12 @@ def stdlib_files(root: Path | None = None) -> list[Path]:
     return sorted(found, key=lambda p: p.relative_to(root).as_posix())
 
 
-def hash_fraction(text: str) -> float:
-    """A stable number in [0, 1) derived from ``text`` (md5, independent of PYTHONHASHSEED)."""
-    return int.from_bytes(hashlib.md5(text.encode("utf-8")).digest()[:8], "big") / 2**64
-
-
-def _head(text: str, max_bytes: int) -> str:
-    """The longest prefix of whole lines whose UTF-8 encoding fits in ``max_bytes``."""
-    head = text.encode("utf-8")[:max_bytes].decode("utf-8", errors="ignore")
-    cut = head.rfind("\n")
-    return head[: cut + 1] if cut >= 0 else ""
-
-
 @register_source("stdlib_text")
 def load_stdlib_text(*, max_bytes: int | None = 4_000_000, val_fraction: float = 0.1) -> TextCorpus:
     """Read stdlib sources up to ``max_bytes`` and split them by file."""
     if max_bytes is not None and (not isinstance(max_bytes, int) or max_bytes <= 0):
         raise ValueError(f"data.max_bytes={max_bytes!r} must be a positive int or null (= all files)")
-    if not 0.0 < val_fraction < 1.0:
-        raise ValueError(f"data.val_fraction={val_fraction!r} must be in (0, 1)")
+    check_fraction(val_fraction)
     root = stdlib_root()
     train: list[tuple[str, str]] = []
     val: list[tuple[str, str]] = []
@@ -67,7 +54,7 @@ def load_stdlib_text(*, max_bytes: int | None = 4_000_000, val_fraction: float =
         size = len(text.encode("utf-8"))
         full = max_bytes is not None and total + size >= max_bytes
         if full:  # keep the cap exact: the last file is cut at a line boundary
-            text = _head(text, max_bytes - total)
+            text = head_lines(text, max_bytes - total)
         rel = path.relative_to(root).as_posix()
         if text:
             (val if hash_fraction(rel) < val_fraction else train).append((rel, text))
@@ -82,4 +69,4 @@ def load_stdlib_text(*, max_bytes: int | None = 4_000_000, val_fraction: float =
         val.append((rel, text))
         if not train:
             raise ValueError(f"data.max_bytes={max_bytes} is too small for a train/validation split")
-    return TextCorpus(train=[t for _, t in train], val=[t for _, t in val])
+    return TextCorpus(TextList([t for _, t in train]), TextList([t for _, t in val]))

@@ -13,18 +13,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zoo.data.cache import hash_texts
 from zoo.data.documents import Documents, TextList
 from zoo.data.readers import _jsonl_records, _require_rows
-from zoo.data.sources.base import register_source, split_indices
-from zoo.data.sources.hf import CORPUS_READERS, Split
+from zoo.data.sources.base import Encoded, HeldCorpus, register_source, split_rows
+from zoo.data.sources.hf import CORPUS_READERS, Split, nonempty
 from zoo.data.tagging import align_words, check_tag
 
 Sentence = tuple[list[str], list[str]]  # (words, tags)
 
 
 @dataclass(frozen=True)
-class TaggedCorpus:
+class TaggedCorpus(HeldCorpus):
     """(words, tag ids) sentences; ``label_names[tag_id]`` is the tag's text."""
 
     train: list[tuple[list[str], list[int]]]
@@ -42,24 +41,19 @@ class TaggedCorpus:
 
     def content(self) -> dict[str, list[str]]:
         """Each sentence as JSON: word boundaries count (a word with a space inside is not two words)."""
-        out = {split: [json.dumps(row, ensure_ascii=False) for row in rows]
-               for split, rows in (("train", self.train), ("val", self.val))}
-        out["labels"] = self.label_names
-        return out
-
-    def fingerprint(self) -> dict[str, str]:
-        return {split: hash_texts(texts) for split, texts in self.content().items()}
+        return {**{split: [json.dumps(row, ensure_ascii=False) for row in rows]
+                   for split, rows in self.splits().items()}, "labels": self.label_names}
 
     def tokenizer_docs(self) -> Documents:
         return TextList([" ".join(words) for words, _ in self.train])
 
-    def encode(self, tokenizer) -> dict[str, Any]:
+    def encode(self, tokenizer, fingerprints: dict[str, str] | None = None) -> Encoded:
         """Cache arrays: ``<split>.ids`` and ``<split>.labels`` (zoo.data.tagging.align_words)."""
         out: dict[str, Any] = {}
-        for split, rows in (("train", self.train), ("val", self.val)):
+        for split, rows in self.splits().items():
             ids, labels = align_words(tokenizer, [w for w, _ in rows], [t for _, t in rows], origin=split)
             out[f"{split}.ids"], out[f"{split}.labels"] = ids, labels
-        return out
+        return out, None
 
 
 def check_sentence(words: Any, tags: Any, where: str, fields: tuple[str, str]) -> Sentence:
@@ -91,8 +85,7 @@ def load_token_tags(*, path: str, val_path: str | None = None, tokens_field: str
     rows = read_tagged(path, tokens_field, tags_field)
     if val_path is not None:
         return TaggedCorpus.of(rows, read_tagged(val_path, tokens_field, tags_field))
-    train_idx, val_idx = split_indices(len(rows), val_fraction, seed)
-    return TaggedCorpus.of([rows[i] for i in train_idx], [rows[i] for i in val_idx])
+    return TaggedCorpus.of(*split_rows(rows, val_fraction, seed))
 
 
 # ------------------------------------------------------------------------------------------ data=hf
@@ -117,9 +110,7 @@ def _sentences(split: Split, fields: dict[str, str], names: Sequence[str] | None
             tags = [names[t] for t in tags]
         where = f"row {i} of {split.origin} (data.tokens_field={tokens_field!r}, data.tags_field={tags_field!r})"
         out.append(check_sentence(row.get(tokens_field), tags, where, (tokens_field, tags_field)))
-    if not out:
-        raise ValueError(f"data=hf: {split.origin} has no rows; the split is empty")
-    return out
+    return nonempty(out, split)
 
 
 def tagged_corpus(train: Split, val: Split, fields: dict[str, str]) -> TaggedCorpus:

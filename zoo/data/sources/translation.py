@@ -12,7 +12,7 @@ import itertools
 import random
 from dataclasses import dataclass
 
-from zoo.data.sources.base import PairCorpus, register_source
+from zoo.data.sources.base import PairCorpus, check_fraction, register_source, val_count
 
 # (korean, english, agreement class): "3s" takes -s in the present and "is"/"was".
 SUBJECTS = [
@@ -174,8 +174,7 @@ def load_translation_toy(
     """``n_pairs`` seen-combination pairs (train + val) and ``n_test`` pairs of unseen combinations."""
     if not 0.0 < heldout_fraction < 0.5:
         raise ValueError(f"data.heldout_fraction={heldout_fraction!r} must be in (0, 0.5)")
-    if not 0.0 < val_fraction < 1.0:
-        raise ValueError(f"data.val_fraction={val_fraction!r} must be in (0, 1)")
+    check_fraction(val_fraction)
     sentences = all_sentences()
     rng = random.Random(seed)
     keys = sorted({key for key, _, _ in sentences})
@@ -193,5 +192,5 @@ def load_translation_toy(
     rng.shuffle(seen)
     rng.shuffle(unseen)
     pairs = seen[:n_pairs]
-    n_val = min(n_pairs - 1, max(1, round(n_pairs * val_fraction)))
+    n_val = val_count(n_pairs, val_fraction)
     return PairCorpus(train=pairs[n_val:], val=pairs[:n_val], test=unseen[:n_test])

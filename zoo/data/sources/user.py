@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from zoo.data.documents import FileSpans, file_spans
 from zoo.data.readers import expand_files, read_labelled, read_pairs
-from zoo.data.sources.base import LabelledCorpus, PairCorpus, TextStreams, register_source, split_indices
+from zoo.data.sources.base import (
+    LabelledCorpus,
+    PairCorpus,
+    TextCorpus,
+    check_fraction,
+    register_source,
+    split_rows,
+)
 
 
 @register_source("text")
-def load_text(*, files: str | Sequence[str], val_fraction: float = 0.1) -> TextStreams:
+def load_text(*, files: str | Sequence[str], val_fraction: float = 0.1) -> TextCorpus:
     """One file, several files or a glob, read lazily (any size): each file's tail (``val_fraction`` of its
     bytes, cut after a newline) becomes validation text. UTF-8 is checked as the text is read."""
-    if not 0.0 < val_fraction < 1.0:
-        raise ValueError(f"data.val_fraction={val_fraction!r} must be in (0, 1)")
+    check_fraction(val_fraction)
     paths = expand_files(files)
     train, val = file_spans(paths, val_fraction)
     if not train:
@@ -22,7 +28,7 @@ def load_text(*, files: str | Sequence[str], val_fraction: float = 0.1) -> TextS
         raise ValueError(f"data.files: corpus is empty or whitespace-only ({names})")
     if not val:
         raise ValueError(f"data.files: the validation split (last {val_fraction:.0%} of each file) is empty")
-    return TextStreams(FileSpans(tuple(train)), FileSpans(tuple(val)))
+    return TextCorpus(FileSpans(tuple(train)), FileSpans(tuple(val)))
 
 
 @register_source("pairs")
@@ -36,9 +42,7 @@ def load_pairs(
     seed: int = 0,
 ) -> PairCorpus:
     """TSV (``src<TAB>tgt``) or JSONL pairs with a seeded train/validation split."""
-    pairs = read_pairs(path, format, src_field, tgt_field)
-    train_idx, val_idx = split_indices(len(pairs), val_fraction, seed)
-    return PairCorpus(train=[pairs[i] for i in train_idx], val=[pairs[i] for i in val_idx])
+    return PairCorpus(*split_rows(read_pairs(path, format, src_field, tgt_field), val_fraction, seed))
 
 
 @register_source("classification")
@@ -52,24 +56,20 @@ def load_classification(
 ) -> LabelledCorpus:
     """Labelled JSONL; labels sorted and mapped to ids ``0..K-1``."""
     rows = read_labelled(path, text_field, label_field)
-    label_names = label_order({label for _, label in rows})
-    if len(label_names) < 2:
-        raise ValueError(
-            f"{path}: field {label_field!r} has a single label {label_names}; need at least 2 classes"
-        )
-    to_id = {name: i for i, name in enumerate(label_names)}
-    examples = [(text, to_id[label]) for text, label in rows]
-    train_idx, val_idx = split_indices(len(examples), val_fraction, seed)
-    return LabelledCorpus(
-        train=[examples[i] for i in train_idx], val=[examples[i] for i in val_idx], label_names=label_names
-    )
+    label_names, to_id = label_ids((label for _, label in rows), f"{path}: field {label_field!r}")
+    train, val = split_rows([(text, to_id[label]) for text, label in rows], val_fraction, seed)
+    return LabelledCorpus(train, val, label_names)
+
+
+def label_ids(labels: Iterable[str], where: str) -> tuple[list[str], dict[str, int]]:
+    """(label names in id order, name -> id) of the labels found; fewer than 2 is a ValueError at `where`."""
+    names = label_order(set(labels))
+    if len(names) < 2:
+        raise ValueError(f"{where} has a single label {names}; need at least 2 classes")
+    return names, {name: i for i, name in enumerate(names)}
 
 
 def label_order(labels: set[str]) -> list[str]:
     """Label names in id order: numeric labels numerically ("2" before "10"), then the others by text."""
-    return sorted(labels, key=lambda s: (not s.lstrip("-").isdigit(), _num(s), s))
-
-
-def _num(label: str) -> int:
-    """Numeric labels sort numerically ("2" before "10"); others sort after them by text."""
-    return int(label) if label.lstrip("-").isdigit() else 0
+    numeric = {s: int(s) for s in labels if s.lstrip("-").isdigit()}
+    return sorted(labels, key=lambda s: (s not in numeric, numeric.get(s, 0), s))
