@@ -90,17 +90,6 @@ def fsync_path(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def fsync_tree(path: str | os.PathLike) -> None:
-    """fsync every file and folder under `path`, so renaming it into place publishes complete files."""
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            fsync_path(os.path.join(root, name))
-        fsync_path(root)
-
-
-# ----------------------------------------------------------------------------------------- folders
-
-
 def staging_folder(target: Path) -> Path:
     """A new empty folder to build `target` in, beside it, with the mode a plain mkdir gives."""
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -112,37 +101,33 @@ def staging_folder(target: Path) -> Path:
 def publish_folder(staging: Path, target: Path, *, keep: Callable[[Path], bool] | None = None) -> None:
     """Put the complete folder `staging` at `target`. A folder already there is swapped out and deleted,
     unless `keep(target)` says it is as good (another writer's copy of the same cache entry): then `staging`
-    goes.
-    On Linux the swap is one atomic exchange; elsewhere the old folder is renamed aside first, and a kill
-    before the new one is renamed in leaves the target missing until `sweep` puts the old one back."""
-    fsync_tree(staging)
+    goes. On Linux the swap is one atomic exchange; elsewhere the old folder is renamed aside first, and a
+    kill before the new one is renamed in leaves the target missing until `sweep` puts the old one back."""
+    for root, _dirs, files in os.walk(staging):  # every file and folder on disk before the rename
+        for path in [*(os.path.join(root, name) for name in files), root]:
+            fsync_path(path)
+    old = None
     try:
         os.rename(staging, target)  # no target yet
-        old = None
     except OSError:
         if not target.is_dir():
             raise
         if keep is not None and keep(target):
             remove_tree(staging)
             return
-        old = _swap(staging, target)
+        if exchange(staging, target):
+            old = staging
+        else:
+            old = temp_path(target, "old")
+            os.rename(target, old)
+            try:
+                os.rename(staging, target)
+            except BaseException:
+                os.rename(old, target)
+                raise
     fsync_path(target.parent)
     if old is not None:
         remove_tree(old)
-
-
-def _swap(staging: Path, target: Path) -> Path:
-    """Exchange the folders `staging` and `target`; returns where the old folder now is."""
-    if exchange(staging, target):
-        return staging
-    aside = temp_path(target, "old")
-    os.rename(target, aside)
-    try:
-        os.rename(staging, target)
-    except BaseException:
-        os.rename(aside, target)
-        raise
-    return aside
 
 
 def exchange(a: Path, b: Path) -> bool:
@@ -183,21 +168,18 @@ def remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-# ----------------------------------------------------------------------------------------- leftovers
-
-
 def sweep(folder: Path, names: str, *, shared: bool, contents: Collection[str] | None = None) -> list[Path]:
     """Delete the temporaries killed writers left in `folder` for the targets whose names match the regex
     `names`, and put back the newest swapped-out folder of a target that is missing. `shared`: other
     processes write there too (a data cache, a runs folder), so a temp goes only once its writer is gone
-    (`writer_gone`); otherwise (one target a user named) every leftover goes now. `contents`: a folder goes only if it holds
-    nothing beyond these names, so a user's look-alike folder stays. Returns what was removed."""
+    (`writer_gone`); otherwise (one target a user named) every leftover goes now. `contents`: a folder goes
+    only if it holds nothing beyond these names, so a user's look-alike folder stays. Returns what went."""
     if not folder.is_dir():
         return []
     pattern, now = re.compile(rf"\.(?P<name>{names})\.{TEMP_SUFFIX}"), time.time()
     found = [(p, m) for p in folder.iterdir()  # older versions' export names are folders
-             if (m := pattern.fullmatch(p.name)) and not p.is_symlink() and (m["kind"] or p.is_dir())]
-    found = [(p, m) for p, m in found if not shared or writer_gone(p, m["host"], m["pid"], now)]
+             if (m := pattern.fullmatch(p.name)) and not p.is_symlink() and (m["kind"] or p.is_dir())
+             and (not shared or writer_gone(p, m["host"], m["pid"], now))]
     olds = sorted(((p, m) for p, m in found if "old" in (m["kind"], m["legacy"]) and p.is_dir()),
                   key=lambda pm: pm[0].lstat().st_ctime)
     for path, match in reversed(olds):
