@@ -42,6 +42,10 @@ class Gemma(LlamaShaped):
                 "hidden_activation": "gelu_pytorch_tanh"}
     rope = Rope(PLAIN_ROPE)
 
+    def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
+        more, checks = super().more_from_hf(hf, settings)
+        return {**more, "head_dim": hf.get("head_dim", 256)}, checks  # kept as given, even when the default
+
 
 def local_layers(n_layers: int, global_every: int) -> list[bool]:
     """Which layers zoo's `global_every` makes local (asked of ModelConfig.layer_is_local)."""
@@ -70,7 +74,7 @@ class Gemma2(Gemma):
     requires = {"attention_bias": False, "use_bidirectional_attention": False}
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
-        rope, checks = super().more_from_hf(hf, settings)
+        more, checks = super().more_from_hf(hf, settings)
         n, d, window = settings["n_layers"], settings["d_model"], hf.get("sliding_window", 4096)
         types = hf.get("layer_types") or [LOCAL if local else GLOBAL for local in local_layers(n, 2)]
         local = [t == LOCAL for t in types]
@@ -85,8 +89,7 @@ class Gemma2(Gemma):
         scalar = hf.get("query_pre_attn_scalar", 256)
         caps = [hf.get(key, default) for key, default in (("attn_logit_softcapping", 50.0),
                                                            ("final_logit_softcapping", 30.0))]
-        head_size = settings["head_dim"] or d // settings["n_heads"]
-        return {**rope, "attn_scale": None if scalar == head_size else float(scalar) ** -0.5,
+        return {**more, "attn_scale": None if scalar == more["head_dim"] else float(scalar) ** -0.5,
                 "attn_softcap": None if caps[0] is None else float(caps[0]),
                 "final_softcap": None if caps[1] is None else float(caps[1]),
                 "sliding_window": window if any(local) else None,

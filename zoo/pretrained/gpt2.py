@@ -5,12 +5,13 @@ GPT2ForQuestionAnswering."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from zoo.config import ModelConfig
 from zoo.pretrained.config_map import PLAIN, Key
 from zoo.pretrained.decoder_heads import BARE, LM, QA, SCORE, token_classifier
-from zoo.pretrained.family import Family
+from zoo.pretrained.family import Checks, Family
 from zoo.pretrained.tensor_map import Op, within
 
 
@@ -42,6 +43,9 @@ class GPT2(Family):
              "bias": True}
     requires = {"scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False,
                 "add_cross_attention": False}
+
+    def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
+        return {"d_ff": hf.get("n_inner") or 4 * settings["d_model"]}, {}
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
         return {"embd_pdrop": cfg.dropout}

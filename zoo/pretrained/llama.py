@@ -60,7 +60,8 @@ class LlamaShaped(Family):
     rope = Rope(ROPE_TYPES)
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
-        return self.rope.from_hf(hf)
+        rope, checks = self.rope.from_hf(hf)
+        return {**rope, "n_kv_heads": hf.get("num_key_value_heads") or settings["n_heads"]}, checks
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
         return self.rope.to_hf(cfg)
