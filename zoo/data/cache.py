@@ -78,15 +78,18 @@ class RaggedIds:
 
     @classmethod
     def load(cls, directory: Path, name: str, dtype: np.dtype) -> RaggedIds:
-        ids_path = directory / f"{name}.ids.bin"
+        ids = load_flat(directory / f"{name}.ids.bin", dtype)
         offsets = np.fromfile(directory / f"{name}.offsets.bin", dtype=np.int64)
-        if ids_path.stat().st_size == 0:  # np.memmap refuses empty files
-            ids = np.empty(0, dtype=dtype)
-        else:
-            ids = np.memmap(ids_path, dtype=dtype, mode="r")
         if len(offsets) == 0 or offsets[-1] != len(ids):
             raise ValueError(f"corrupt cache entry {directory}: {name} offsets do not match ids")
         return cls(ids, offsets)
+
+
+def load_flat(path: Path, dtype: np.dtype) -> np.ndarray:
+    """A flat array file, memmapped read-only (np.memmap refuses an empty file: an empty array then)."""
+    if path.stat().st_size % dtype.itemsize:
+        raise ValueError(f"corrupt cache entry {path.parent}: {path.name} is not a whole number of {dtype} values")
+    return np.memmap(path, dtype=dtype, mode="r") if path.stat().st_size else np.empty(0, dtype=dtype)
 
 
 def default_cache_dir() -> Path:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from zoo.atomic import atomic_write_json, discard, publish_folder, remove_tree, staging_folder
-from zoo.data.cache import RaggedIds
+from zoo.data.cache import RaggedIds, load_flat
 from zoo.tokenizers import ZooTokenizer, load_tokenizer
 
 MANIFEST = "manifest.json"
@@ -71,8 +71,7 @@ class CacheEntry:
         shards too large to hold in memory) and returns their kinds (name -> "ragged")."""
         tmp = staging_folder(cache_dir / key)
         try:
-            streamed = stream(tmp) if stream is not None else {}
-            write_entry(tmp, tokenizer, arrays, {**manifest, "streamed": streamed})
+            write_entry(tmp, tokenizer, arrays, manifest, stream(tmp) if stream is not None else {})
             publish_folder(tmp, cache_dir / key, keep=is_complete)  # another build's entry: the same content
         finally:
             remove_tree(tmp)
@@ -84,13 +83,6 @@ def is_complete(path: Path) -> bool:
     return (path / MANIFEST).is_file()
 
 
-def load_flat(path: Path, dtype: np.dtype) -> np.ndarray:
-    """A flat array file, memmapped read-only (np.memmap refuses an empty file: an empty array then)."""
-    if path.stat().st_size % dtype.itemsize:
-        raise ValueError(f"corrupt cache entry {path.parent}: {path.name} is not a whole number of {dtype} values")
-    return np.memmap(path, dtype=dtype, mode="r") if path.stat().st_size else np.empty(0, dtype=dtype)
-
-
 # manifest kind -> how its files load (entry folder, array name, the token-id dtype)
 ARRAY_KINDS: dict[str, Callable[[Path, str, np.dtype], Any]] = {
     "ragged": RaggedIds.load,  # token ids per row: <name>.ids.bin + <name>.offsets.bin
@@ -99,8 +91,10 @@ ARRAY_KINDS: dict[str, Callable[[Path, str, np.dtype], Any]] = {
 }
 
 
-def write_entry(path: Path, tokenizer: ZooTokenizer, arrays: dict[str, Any], manifest: dict[str, Any]) -> None:
-    """The entry's files in `path`: tokenizer, one file (set) per array, then the manifest naming each kind."""
+def write_entry(path: Path, tokenizer: ZooTokenizer, arrays: dict[str, Any], manifest: dict[str, Any],
+                streamed: dict[str, str]) -> None:
+    """The entry's files in `path`: tokenizer, one file (set) per array, then the manifest naming each kind
+    (`streamed`: the kinds of arrays a `stream` writer already put in `path`)."""
     tokenizer.save(path / TOKENIZER_DIR)
     kinds = {}
     for name, value in arrays.items():
@@ -110,5 +104,4 @@ def write_entry(path: Path, tokenizer: ZooTokenizer, arrays: dict[str, Any], man
         else:
             (path / f"{name}.bin").write_bytes(np.ascontiguousarray(value, dtype=np.int64).tobytes())
             kinds[name] = "int64"
-    kinds.update(manifest.pop("streamed", None) or {})  # arrays a `stream` writer already put in `path`
-    atomic_write_json(path / MANIFEST, {**manifest, "arrays": kinds})  # written last: marks complete
+    atomic_write_json(path / MANIFEST, {**manifest, "arrays": {**kinds, **streamed}})  # last: marks complete
