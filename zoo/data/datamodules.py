@@ -60,36 +60,29 @@ class ZooDataModule(L.LightningDataModule):
                 raise ValueError(f"{key}={value!r} must be a positive int")
         if not isinstance(num_workers, int) or num_workers < 0:
             raise ValueError(f"data.num_workers={num_workers!r} must be an int >= 0")
-        self.tokenizer = tokenizer
-        self.batch_size, self.max_seq_len, self.seed, self.num_workers = (
-            batch_size,
-            max_seq_len,
-            seed,
-            num_workers,
-        )
+        self.tokenizer, self.batch_size, self.max_seq_len = tokenizer, batch_size, max_seq_len
+        self.seed, self.num_workers = seed, num_workers
         self.datasets: dict[str, Dataset] = {}
         self.collate = PadCollator(tokenizer.padding_id)  # pad_id, else eos_id (GPT-2 has no pad)
 
-    def _loader(self, split: str, *, sampler: Sampler | None = None, shuffle: bool = False,
-                batch_sampler: Sampler | None = None) -> DataLoader:
+    def _dataset(self, split: str) -> Dataset:
+        """The split's dataset, set up on first use; a split the data lacks is a ValueError."""
         if split not in self.datasets:
             self.setup("fit" if split in ("train", "val") else "test")
         if split not in self.datasets:
             raise ValueError(f"this dataset has no {split!r} split; available: {sorted(self.datasets)}")
+        return self.datasets[split]
+
+    def _loader(self, split: str, *, sampler: Sampler | None = None, shuffle: bool = False,
+                batch_sampler: Sampler | None = None) -> DataLoader:
         # its own generator even when nothing is shuffled: starting an iterator then draws its worker seed from it,
         # not from torch's global RNG (dropout), which a resumed run restores as of its checkpoint
         generator = torch.Generator().manual_seed(self.seed)
         order = dict(batch_sampler=batch_sampler) if batch_sampler is not None else dict(
             batch_size=self.batch_size, shuffle=shuffle, sampler=sampler)
-        return DataLoader(
-            self.datasets[split],
-            **order,
-            generator=generator,
-            collate_fn=self.collate,
-            num_workers=self.num_workers,
-            pin_memory=torch.cuda.is_available(),
-            persistent_workers=self.num_workers > 0,
-        )
+        return DataLoader(self._dataset(split), **order, generator=generator, collate_fn=self.collate,
+                          num_workers=self.num_workers, pin_memory=torch.cuda.is_available(),
+                          persistent_workers=self.num_workers > 0)
 
     def train_dataloader(self) -> DataLoader:
         return self._ordered("train", shuffle=True)
@@ -109,17 +102,29 @@ class ZooDataModule(L.LightningDataModule):
     def _ordered(self, split: str, *, shuffle: bool) -> DataLoader:
         """A finite split's loader: epoch-keyed shuffle (training) or file order, in batch_size batches or
         (data.max_tokens) token-budget batches of the whole global batch (sharded by zoo.training.distributed)."""
-        if split not in self.datasets:
-            self.setup("fit" if split in ("train", "val") else "test")
         if self.max_tokens is None:
-            if not shuffle:
-                return self._loader(split)
-            return self._loader(split, sampler=self._resumed(EpochShuffle(len(self.datasets[split]), self.seed)))
+            sampler = self._resumed(EpochShuffle(len(self._dataset(split)), self.seed)) if shuffle else None
+            return self._loader(split, sampler=sampler)
         sizes, ties = self.example_sizes(split)
         world = self._world()
         batches = TokenBudgetBatches(sizes, self.max_tokens * world, self.seed, ties=ties, shuffle=shuffle,
                                      min_size=world)
         return self._loader(split, batch_sampler=self._resumed(batches, per_batch=1) if shuffle else batches)
+
+    def _measure(self) -> None:
+        """Set up, then per split: each example's framed lengths by side (`_wanted`), how many are longer than
+        max_seq_len (cut, or refused with data.truncate=false) and a data.max_tokens that one example alone
+        exceeds (refused)."""
+        self.setup("fit")
+        self.wanted = {split: self._wanted(split) for split in self.datasets}  # split -> side -> (N,) lengths
+        self.overlong = {split: count_overlong(split, wanted, self.max_seq_len, truncate=self.truncate,
+                                               origin=self.origin) for split, wanted in self.wanted.items()}
+        check_budget(self.max_tokens, {split: self.example_sizes(split)[0] for split in self.datasets},
+                     origin=self.origin)
+
+    def _wanted(self, split: str) -> dict[str, np.ndarray]:
+        """side -> (N,) framed lengths of the split's examples before any cut (for `_measure`)."""
+        raise NotImplementedError
 
     def _resumed(self, sampler: EpochSampler, per_batch: int | None = None) -> EpochSampler:
         """`sampler`, told to start its checkpoint epoch after the batches already trained (`per_batch` items
@@ -157,16 +162,9 @@ class LMDataModule(ZooDataModule):
     mask_prob: float | None = None
     packs_documents = True
 
-    def __init__(
-        self,
-        tokenizer: ZooTokenizer,
-        streams: dict[str, np.ndarray],
-        *,
-        blocks_per_epoch: int | None = None,
-        shards: int | None = None,
-        token_bytes: dict[str, np.ndarray] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, tokenizer: ZooTokenizer, streams: dict[str, np.ndarray], *,
+                 blocks_per_epoch: int | None = None, shards: int | None = None,
+                 token_bytes: dict[str, np.ndarray] | None = None, **kwargs: Any) -> None:
         super().__init__(tokenizer, **kwargs)
         self.token_bytes = dict(token_bytes or {})
         for split, counts in self.token_bytes.items():
@@ -183,17 +181,10 @@ class LMDataModule(ZooDataModule):
         self.streams, self.blocks_per_epoch = streams, blocks_per_epoch
 
     def _blocks(self, split: str, random: bool) -> LMBlocks:
-        return LMBlocks(
-            self.streams[split],
-            self.max_seq_len,
-            random=random,
-            seed=self.seed,
-            mask_prob=self.mask_prob,
-            mask_id=self.tokenizer.mask_id,
-            vocab_size=self.tokenizer.vocab_size,
-            special_ids=self.tokenizer.special_ids,
-            parts=self.shards if random else 1,
-        )
+        tok = self.tokenizer
+        return LMBlocks(self.streams[split], self.max_seq_len, random=random, seed=self.seed,
+                        mask_prob=self.mask_prob, mask_id=tok.mask_id, vocab_size=tok.vocab_size,
+                        special_ids=tok.special_ids, parts=self.shards if random else 1)
 
     def setup(self, stage: str | None = None) -> None:
         self.datasets = {"train": self._blocks("train", True), "val": self._blocks("val", False)}
@@ -203,9 +194,7 @@ class LMDataModule(ZooDataModule):
             self.datasets = {s: DocumentWindows(d, end) for s, d in self.datasets.items()}
 
     def train_dataloader(self) -> DataLoader:
-        if "train" not in self.datasets:
-            self.setup("fit")
-        n = self.blocks_per_epoch or len(self.datasets["train"])  # default: one stream's worth of tokens
+        n = self.blocks_per_epoch or len(self._dataset("train"))  # default: one stream's worth of tokens
         stride = -(-n // self.train_parts) * self.train_parts  # each epoch's keys start at a multiple of parts
         return self._loader("train", sampler=self._resumed(EpochKeySampler(n, stride=stride)))
 
@@ -213,14 +202,8 @@ class LMDataModule(ZooDataModule):
 class MLMDataModule(LMDataModule):
     """Masked LM over the same windows: 15% of tokens picked, 80/10/10 mask/random/keep."""
 
-    def __init__(
-        self,
-        tokenizer: ZooTokenizer,
-        streams: dict[str, np.ndarray],
-        *,
-        mask_prob: float = 0.15,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, tokenizer: ZooTokenizer, streams: dict[str, np.ndarray], *, mask_prob: float = 0.15,
+                 **kwargs: Any) -> None:
         if not 0.0 < mask_prob < 1.0:
             raise ValueError(f"data.mask_prob={mask_prob!r} must be in (0, 1)")
         super().__init__(tokenizer, streams, **kwargs)
@@ -230,25 +213,14 @@ class MLMDataModule(LMDataModule):
 class Seq2SeqDataModule(ZooDataModule):
     """Encoder-decoder pairs with right-shifted decoder inputs; ``test_pairs`` keeps raw test strings."""
 
-    def __init__(
-        self,
-        tokenizer: ZooTokenizer,
-        pairs: dict[str, tuple[RaggedIds, RaggedIds]],
-        *,
-        test_pairs: list[tuple[str, str]] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, tokenizer: ZooTokenizer, pairs: dict[str, tuple[RaggedIds, RaggedIds]], *,
+                 test_pairs: list[tuple[str, str]] | None = None, **kwargs: Any) -> None:
         super().__init__(tokenizer, **kwargs)
         self.pairs, self.test_pairs = pairs, test_pairs or []
-        self.setup("fit")
-        self.wanted = {split: self._wanted(split) for split in self.datasets}  # split -> side -> (N,) lengths
-        self.overlong = {split: count_overlong(split, wanted, self.max_seq_len, truncate=self.truncate,
-                                               origin=self.origin) for split, wanted in self.wanted.items()}
-        check_budget(self.max_tokens, {split: self.example_sizes(split)[0] for split in self.datasets},
-                     origin=self.origin)  # one example alone must fit data.max_tokens
+        self._measure()
 
     def _wanted(self, split: str) -> dict[str, np.ndarray]:
-        """source / target -> (N,) framed lengths before any cut (decoder inputs: the target side)."""
+        """source / target (decoder inputs) -> (N,) framed lengths before any cut."""
         src, tgt = self.pairs[split]
         dataset = self.datasets[split]
         return {"source": wanted_lengths(np.diff(src.offsets), lambda i: len(dataset[i]["input_ids"])),
@@ -260,12 +232,9 @@ class Seq2SeqDataModule(ZooDataModule):
         return np.maximum(src, tgt), tgt
 
     def setup(self, stage: str | None = None) -> None:
-        tok = self.tokenizer
-        self.datasets = {
-            split: PairDataset(src, tgt, max_len=self.max_seq_len, specials=tok.specials)
-            for split, (src, tgt) in self.pairs.items()
-            if len(src) > 0
-        }
+        frame = dict(max_len=self.max_seq_len, specials=self.tokenizer.specials)
+        self.datasets = {split: PairDataset(src, tgt, **frame)
+                         for split, (src, tgt) in self.pairs.items() if len(src) > 0}
 
     def test_dataloader(self) -> DataLoader:
         return self._loader("test")
@@ -278,27 +247,16 @@ class LabelledDataModule(ZooDataModule):
 
     dataset_class: type[Dataset]  # (ids, labels, *, max_len, specials)
 
-    def __init__(
-        self,
-        tokenizer: ZooTokenizer,
-        examples: dict[str, tuple[RaggedIds, np.ndarray]],
-        *,
-        label_names: list[str],
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, tokenizer: ZooTokenizer, examples: dict[str, tuple[RaggedIds, np.ndarray]], *,
+                 label_names: list[str], **kwargs: Any) -> None:
         super().__init__(tokenizer, **kwargs)
         self.examples, self.label_names = examples, label_names
-        self.setup("fit")
-        self.wanted = {split: {"text": self._wanted(split)} for split in self.datasets}  # split -> (N,) lengths
-        self.overlong = {split: count_overlong(split, wanted, self.max_seq_len, truncate=self.truncate,
-                                               origin=self.origin) for split, wanted in self.wanted.items()}
-        check_budget(self.max_tokens, {split: self.example_sizes(split)[0] for split in self.datasets},
-                     origin=self.origin)  # one example alone must fit data.max_tokens
+        self._measure()
 
-    def _wanted(self, split: str) -> np.ndarray:
-        """(N,) framed example lengths before any cut."""
+    def _wanted(self, split: str) -> dict[str, np.ndarray]:
         dataset = self.datasets[split]
-        return wanted_lengths(np.diff(self.examples[split][0].offsets), lambda i: len(dataset[i]["input_ids"]))
+        return {"text": wanted_lengths(np.diff(self.examples[split][0].offsets),
+                                       lambda i: len(dataset[i]["input_ids"]))}
 
     def example_sizes(self, split: str) -> tuple[np.ndarray, None]:
         return np.minimum(self.wanted[split]["text"], self.max_seq_len), None
@@ -308,10 +266,9 @@ class LabelledDataModule(ZooDataModule):
         return len(self.label_names)
 
     def setup(self, stage: str | None = None) -> None:
-        self.datasets = {
-            split: self.dataset_class(ids, labels, max_len=self.max_seq_len, specials=self.tokenizer.specials)
-            for split, (ids, labels) in self.examples.items()
-        }
+        frame = dict(max_len=self.max_seq_len, specials=self.tokenizer.specials)
+        self.datasets = {split: self.dataset_class(ids, labels, **frame)
+                         for split, (ids, labels) in self.examples.items()}
 
 
 class ClassificationDataModule(LabelledDataModule):
