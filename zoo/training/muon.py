@@ -18,12 +18,8 @@ from zoo.modules.feedforward import FeedForward
 def muon_parameters(model: nn.Module) -> list[nn.Parameter]:
     """The 2-D weights of attention projections and FFN layers inside the layer stacks: what Muon
     orthogonalises. Embeddings, the output head, norms and biases stay with AdamW (as in the Muon papers)."""
-    found: dict[int, nn.Parameter] = {}
-    for module in model.modules():
-        if isinstance(module, (Attention, FeedForward)):
-            for param in module.parameters():
-                if param.requires_grad and param.dim() == 2:
-                    found[id(param)] = param
+    found = {id(p): p for module in model.modules() if isinstance(module, (Attention, FeedForward))
+             for p in module.parameters() if p.requires_grad and p.dim() == 2}
     return list(found.values())
 
 

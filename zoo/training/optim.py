@@ -13,7 +13,7 @@ Schedules are multipliers of the peak `optim.lr`, evaluated per optimizer step:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import torch
@@ -52,12 +52,6 @@ def adamw_fused(model: nn.Module, *, lr: Positive, weight_decay: NonNegative = 0
     """`adamw` in torch's fused kernel (`fused=True`: one kernel per parameter group instead of a loop of
     element-wise ops). Parameters on a device or in a dtype the kernel lacks raise ValueError (no fallback:
     `optim.name=adamw` is the unfused choice)."""
-    check_fusable(model)
-    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=tuple(betas), eps=eps, fused=True)
-
-
-def check_fusable(model: nn.Module) -> None:
-    """Every trainable parameter floating point and on a device with torch's fused AdamW kernel."""
     from torch.optim.optimizer import _get_fused_kernels_supported_devices
 
     devices = _get_fused_kernels_supported_devices()
@@ -65,6 +59,7 @@ def check_fusable(model: nn.Module) -> None:
         if p.requires_grad and (p.device.type not in devices or not torch.is_floating_point(p)):
             raise ValueError(f"optim.name=adamw_fused: parameter {name} is {p.dtype} on {p.device.type}; the fused "
                              f"AdamW kernel takes floating-point tensors on {', '.join(devices)}. Use optim.name=adamw.")
+    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=tuple(betas), eps=eps, fused=True)
 
 
 def check_optim_with_trainer(optim: Mapping[str, Any], trainer: Mapping[str, Any]) -> None:
@@ -77,26 +72,15 @@ def check_optim_with_trainer(optim: Mapping[str, Any], trainer: Mapping[str, Any
                          "trainer.precision=bf16-mixed, trainer.gradient_clip_val=0 or optim.name=adamw.")
 
 
-def needing(check: Callable[[nn.Module], Any]) -> Callable[[Callable], Callable]:
-    """Mark an optimizer builder with what it needs of the model (`check(model)` raises ValueError
-    otherwise): `check_optimizer_model` runs it on prepare's meta-device model, before any data."""
-
-    def mark(builder: Callable) -> Callable:
-        builder.needs = check
-        return builder
-
-    return mark
-
-
 def check_optimizer_model(model: nn.Module, cfg: Mapping[str, Any]) -> None:
-    """What optimizer `optim.name` needs of `model` (finetune applied; a meta-device model will do)."""
+    """What optimizer `optim.name` needs of `model` (a builder's `needs(model)` raises ValueError otherwise),
+    checked on prepare's meta-device model (finetune applied), before any data."""
     check = getattr(OPTIMIZERS.get(cfg.get("name", "adamw")), "needs", None)
     if check is not None:
         check(model)
 
 
 @OPTIMIZERS.register("muon")
-@needing(muon_matrices)
 def muon(model: nn.Module, *, lr: Positive, weight_decay: NonNegative = 0.0, momentum: Beta = 0.95,
          ns_steps: Annotated[int, integer(1)] = 5, betas: tuple[Beta, Beta] = (0.9, 0.95),
          eps: Positive = 1e-8) -> torch.optim.Optimizer:
@@ -112,6 +96,9 @@ def muon(model: nn.Module, *, lr: Positive, weight_decay: NonNegative = 0.0, mom
     return MuonWithAdamW(inner_muon, inner_adamw)
 
 
+muon.needs = muon_matrices  # check_optimizer_model runs it on prepare's meta-device model
+
+
 def optimizer_options(name: str) -> Options:
     """optim.* keys of optimizer `name`: its builder's keyword parameters plus `name`."""
     return Options.of(OPTIMIZERS.get(name), skip=("model",)).extended({"name": TEXT})
@@ -119,10 +106,7 @@ def optimizer_options(name: str) -> Options:
 
 def check_optim(cfg: Mapping[str, Any]) -> None:
     """optim.name and the keys and values that optimizer takes (ValueError naming key and value)."""
-    name = cfg.get("name", "adamw")
-    if name not in OPTIMIZERS:
-        OPTIMIZERS.get(name)  # raises with the known names
-    check_entry("optim", name, cfg, optimizer_options, OPTIMIZERS.names())
+    check_entry("optim", cfg.get("name", "adamw"), cfg, optimizer_options, OPTIMIZERS)  # unknown name: get raises
 
 
 def build_optimizer(model: nn.Module, cfg: Mapping[str, Any]) -> torch.optim.Optimizer:
