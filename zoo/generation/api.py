@@ -11,9 +11,8 @@ import torch
 from zoo.generation.beam import beam_search
 from zoo.generation.config import GenerationConfig
 from zoo.generation.greedy_sample import greedy_or_sample
-from zoo.generation.logits import build_processors
 from zoo.generation.prompts import PromptLike, align, as_batch
-from zoo.generation.speculative import Choice, check_assistant, speculative_decode
+from zoo.generation.speculative import check_assistant, speculative_decode
 from zoo.generation.static import StaticStepper, check_static
 from zoo.generation.stepper import DecoderStepper, EncoderDecoderStepper, Stepper
 from zoo.registry import Registry
@@ -74,32 +73,30 @@ def generate(
     eos_ids = cfg.eos_ids(mcfg.eos_id)
     if assistant_model is not None:
         check_assistant(model, assistant_model, ids.shape[0], int(mask.sum()), cfg.max_new_tokens, cfg)
-        with eval_mode(model), eval_mode(assistant_model), torch.inference_mode():
-            return _run_speculative(model, assistant_model, ids, mask, cfg, eos_ids)
     max_len = None
     if cfg.static_cache:  # every reason a static cache cannot serve this run, before the prompt is run
         max_len = check_static(model, ids.shape[1], cfg.max_new_tokens, use_cache=cfg.use_cache,
                                compile=cfg.compile)
     with eval_mode(model), torch.inference_mode():  # dropout off while decoding; the caller's mode comes back
-        return _run(model, ids, mask, cfg, pad_id, eos_ids, device, max_len)
-
-
-def _run_speculative(model, draft, ids, mask, cfg: GenerationConfig, eos_ids: list[int]) -> Any:
-    real = mask[0].bool()  # one prompt: decode its real tokens, put any padding back in front
-    choice = Choice()
-    if cfg.do_sample and cfg.temperature != 0:
-        generator = None if cfg.seed is None else torch.Generator(device=ids.device).manual_seed(cfg.seed)
-        choice = Choice(True, build_processors(cfg.temperature, cfg.top_k, cfg.top_p), generator)
-    seq, step_logits, stats = speculative_decode(model, draft, ids[:, real], cfg.max_new_tokens,
-                                                 eos_ids=eos_ids,
-                                                 num_draft=cfg.num_assistant_tokens, choice=choice)
-    seq = torch.cat([ids[:, ~real], seq], dim=1)
-    out = GenerateOutput(seq, None, step_logits, acceptance_rate=stats.acceptance_rate)
+        if assistant_model is None:
+            out = _run(model, ids, mask, cfg, pad_id, eos_ids, max_len)
+        else:
+            with eval_mode(assistant_model):
+                out = _run_speculative(model, assistant_model, ids, mask, cfg, eos_ids)
     return out if cfg.return_dict else out.sequences
 
 
-def _run(model, ids, mask, cfg: GenerationConfig, pad_id: int, eos_ids: list[int], device,
-         max_len: int | None) -> Any:
+def _run_speculative(model, draft, ids, mask, cfg: GenerationConfig, eos_ids: list[int]) -> GenerateOutput:
+    real = mask[0].bool()  # one prompt: decode its real tokens, put any padding back in front
+    seq, step_logits, stats = speculative_decode(model, draft, ids[:, real], cfg.max_new_tokens,
+                                                 eos_ids=eos_ids, num_draft=cfg.num_assistant_tokens,
+                                                 choice=cfg.choice(ids.device))
+    seq = torch.cat([ids[:, ~real], seq], dim=1)
+    return GenerateOutput(seq, None, step_logits, acceptance_rate=stats.acceptance_rate)
+
+
+def _run(model, ids, mask, cfg: GenerationConfig, pad_id: int, eos_ids: list[int],
+         max_len: int | None) -> GenerateOutput:
     stepper = STEPPERS.get(model.config.arch)(model, ids, mask, pad_id, cfg.use_cache)
     if max_len is not None:
         stepper = StaticStepper(stepper, max_len, compile=cfg.compile)
@@ -109,17 +106,8 @@ def _run(model, ids, mask, cfg: GenerationConfig, pad_id: int, eos_ids: list[int
             length_penalty=cfg.length_penalty, early_stopping=cfg.early_stopping,
             num_return_sequences=cfg.num_return_sequences,
         )
-        out = GenerateOutput(result.sequences, result.scores)
-    else:
-        greedy = not cfg.do_sample or cfg.temperature == 0
-        generator = None
-        if cfg.seed is not None:
-            generator = torch.Generator(device=device).manual_seed(cfg.seed)
-        sequences, step_logits = greedy_or_sample(
-            stepper, cfg.max_new_tokens, eos_ids=eos_ids, pad_id=pad_id, sample=not greedy,
-            processors=build_processors(cfg.temperature, cfg.top_k, cfg.top_p), generator=generator,
-            copies=cfg.num_return_sequences,
-        )
-        scores = torch.zeros(sequences.shape[0], device=device) if cfg.num_beams > 1 else None
-        out = GenerateOutput(sequences, scores, step_logits)
-    return out if cfg.return_dict else out.sequences
+        return GenerateOutput(result.sequences, result.scores)
+    sequences, step_logits = greedy_or_sample(stepper, cfg.max_new_tokens, eos_ids=eos_ids, pad_id=pad_id,
+                                              choice=cfg.choice(ids.device), copies=cfg.num_return_sequences)
+    scores = torch.zeros(sequences.shape[0], device=ids.device) if cfg.num_beams > 1 else None
+    return GenerateOutput(sequences, scores, step_logits)

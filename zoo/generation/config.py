@@ -7,6 +7,9 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
+import torch
+
+from zoo.generation.logits import Choice, build_processors
 from zoo.utils import did_you_mean
 
 CACHE_IMPLEMENTATIONS = ("dynamic", "static")
@@ -56,9 +59,14 @@ class GenerationConfig:
         """The stop tokens as a list (None -> the model's eos id)."""
         if self.eos_token_id is None:
             return [default]
-        if isinstance(self.eos_token_id, int):
-            return [self.eos_token_id]
-        return list(self.eos_token_id)
+        return [self.eos_token_id] if isinstance(self.eos_token_id, int) else list(self.eos_token_id)
+
+    def choice(self, device: torch.device | str) -> Choice:
+        """Greedy, or sampling (do_sample, temperature != 0) through temperature / top-k / top-p; a `seed`
+        seeds the draws."""
+        generator = None if self.seed is None else torch.Generator(device=device).manual_seed(self.seed)
+        sample = self.do_sample and self.temperature != 0
+        return Choice(sample, build_processors(self.temperature, self.top_k, self.top_p), generator)
 
     def validate(self, vocab_size: int) -> None:
         """Raise ValueError naming the option, the value and what is allowed."""

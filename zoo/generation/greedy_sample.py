@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from zoo.generation.logits import LogitsProcessor, process
+from zoo.generation.logits import Choice
 from zoo.generation.stepper import Stepper
 
 
@@ -15,9 +15,7 @@ def greedy_or_sample(
     *,
     eos_ids: list[int],
     pad_id: int,
-    sample: bool,
-    processors: list[LogitsProcessor],
-    generator: torch.Generator | None,
+    choice: Choice,
     copies: int = 1,
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """Return (sequences (B * copies, L + steps), raw next-token logits (B * copies, V) of every step).
@@ -34,12 +32,7 @@ def greedy_or_sample(
             stepper.expand(copies)
             logits = logits.repeat_interleave(copies, 0)
         step_logits.append(logits)
-        if sample:
-            probs = process(logits, processors).softmax(dim=-1)
-            tokens = torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (B,)
-        else:
-            tokens = logits.argmax(dim=-1)
-        tokens = tokens.masked_fill(finished, pad_id)
+        tokens = choice.pick(logits).masked_fill(finished, pad_id)  # (B,)
         stepper.append(tokens)
         finished |= torch.isin(tokens, eos)
         if bool(finished.all()):

@@ -4,6 +4,7 @@ next-token logits (B, V). Each returns new logits; removed tokens get -inf so so
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 
@@ -64,3 +65,27 @@ def process(logits: torch.Tensor, chain: list[LogitsProcessor]) -> torch.Tensor:
     for processor in chain:
         logits = processor(logits)
     return logits
+
+
+@dataclass
+class Choice:
+    """How next-token logits become tokens: greedy (argmax), or sampling through `processors`."""
+
+    sample: bool = False
+    processors: list[LogitsProcessor] = field(default_factory=list)
+    generator: torch.Generator | None = None
+
+    def probs(self, logits: torch.Tensor) -> torch.Tensor:
+        """(..., V) raw logits -> the distribution tokens are drawn from."""
+        return process(logits, self.processors).softmax(dim=-1)
+
+    def draw(self, probs: torch.Tensor) -> torch.Tensor:
+        """(B, V) -> (B, 1)."""
+        return torch.multinomial(probs, 1, generator=self.generator)
+
+    def pick(self, logits: torch.Tensor) -> torch.Tensor:
+        """(B, V) raw logits -> (B,) tokens."""
+        return self.draw(self.probs(logits)).squeeze(1) if self.sample else logits.argmax(dim=-1)
+
+    def uniform(self, device) -> float:
+        return float(torch.rand((), generator=self.generator, device=device))

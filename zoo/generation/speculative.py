@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from zoo.generation.logits import LogitsProcessor, process
+from zoo.generation.logits import Choice
 from zoo.modules.cache import KVCache
 
 
@@ -62,26 +62,6 @@ def check_assistant(target, draft, batch: int, prompt_len: int, max_new_tokens: 
 
 def _logits(model, ids: torch.Tensor, cache: KVCache, keep: int) -> torch.Tensor:
     return model(ids, cache=cache, logits_to_keep=keep).logits.float()  # (1, keep, V)
-
-
-@dataclass
-class Choice:
-    """How a round turns the target's scores into tokens: greedy, or sampling through `processors`."""
-
-    sample: bool = False
-    processors: list[LogitsProcessor] | None = None
-    generator: torch.Generator | None = None
-
-    def probs(self, logits: torch.Tensor) -> torch.Tensor:
-        """(..., V) raw logits -> the distribution tokens are drawn from."""
-        return process(logits, self.processors or []).softmax(dim=-1)
-
-    def draw(self, probs: torch.Tensor) -> torch.Tensor:
-        """(1, V) -> (1, 1)."""
-        return torch.multinomial(probs, 1, generator=self.generator)
-
-    def uniform(self, device) -> float:
-        return float(torch.rand((), generator=self.generator, device=device))
 
 
 def _draft(draft, proposal: torch.Tensor, d_cache: KVCache, k: int,
