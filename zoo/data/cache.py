@@ -88,7 +88,8 @@ class RaggedIds:
 def load_flat(path: Path, dtype: np.dtype) -> np.ndarray:
     """A flat array file, memmapped read-only (np.memmap refuses an empty file: an empty array then)."""
     if path.stat().st_size % dtype.itemsize:
-        raise ValueError(f"corrupt cache entry {path.parent}: {path.name} is not a whole number of {dtype} values")
+        raise ValueError(f"corrupt cache entry {path.parent}: {path.name} is not a whole number of {dtype} "
+                         "values")
     return np.memmap(path, dtype=dtype, mode="r") if path.stat().st_size else np.empty(0, dtype=dtype)
 
 

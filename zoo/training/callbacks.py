@@ -19,6 +19,7 @@ from zoo.registry import Registry
 from zoo.tasks import Task, get_task
 from zoo.tasks.samples import make_samples
 from zoo.training.console import LineProgress, is_terminal, token_count
+from zoo.training.monitor import switched_on
 
 CALLBACKS: Registry = Registry("callback")
 
@@ -202,7 +203,6 @@ def _progress(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback | None:
     return StepProgressBar(**opts)
 
 
-
 @CALLBACKS.register("checkpoint")
 def _checkpoint(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
     return ZooCheckpoint(
@@ -210,23 +210,6 @@ def _checkpoint(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
         mode=opts.get("mode", "min"), save_top_k=opts.get("save_top_k", 1), save_last=opts.get("save_last", True),
         auto_insert_metric_name=False, enable_version_counter=False,
     )
-
-
-@CALLBACKS.register("tokens_per_s")
-def _tokens(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
-    return TokensPerSecond(**opts)
-
-
-@CALLBACKS.register("non_finite")
-def _non_finite(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
-    return NonFiniteLossStop(ctx.checkpoint_dir)
-
-
-@CALLBACKS.register("exact_match")
-def _exact_match(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback | None:
-    if not ctx.task.has_references:
-        return None  # nothing to match the model's outputs against
-    return ValExactMatch(ctx.task, ctx.tokenizer, ctx.datamodule, **opts)
 
 
 @CALLBACKS.register("test")
@@ -238,11 +221,6 @@ def _test(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
                                generation=generation)
 
 
-@CALLBACKS.register("samples")
-def _samples(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
-    return SampleGeneration(ctx.task, ctx.tokenizer, ctx.datamodule, opts)
-
-
 @CALLBACKS.register("attention_maps")
 def _attention_maps(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
     from zoo.inspection.callback import AttentionMapLogger  # owned by the inspection package
@@ -250,16 +228,16 @@ def _attention_maps(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
     return AttentionMapLogger(**opts)
 
 
+# (options, context) -> the callback, or None where it has nothing to do
+CALLBACKS.register("tokens_per_s", lambda opts, ctx: TokensPerSecond(**opts))
+CALLBACKS.register("non_finite", lambda opts, ctx: NonFiniteLossStop(ctx.checkpoint_dir))
+CALLBACKS.register("samples", lambda opts, c: SampleGeneration(c.task, c.tokenizer, c.datamodule, opts))
+CALLBACKS.register("exact_match", lambda opts, c: (  # none without reference texts to match outputs with
+    ValExactMatch(c.task, c.tokenizer, c.datamodule, **opts) if c.task.has_references else None))
+
+
 def build_callbacks(cfg: Mapping[str, Any] | None, ctx: CallbackContext) -> list[Callback]:
     """`callbacks: {name: options}`; `null` or `enabled: false` switches one off."""
-    out: list[Callback] = []
-    for name, opts in (cfg or {}).items():
-        if opts is None or (isinstance(opts, Mapping) and opts.get("enabled") is False):
-            continue
-        opts = {k: v for k, v in (opts or {}).items() if k != "enabled"}
-        made = CALLBACKS.get(name)(opts, ctx)
-        if made is not None:
-            out.append(made)
-    return out
-
-
+    made = [CALLBACKS.get(name)({k: v for k, v in (opts or {}).items() if k != "enabled"}, ctx)
+            for name, opts in (cfg or {}).items() if switched_on(cfg, name)]
+    return [callback for callback in made if callback is not None]

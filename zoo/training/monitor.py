@@ -11,7 +11,8 @@ from zoo.tasks import Task
 from zoo.utils import did_you_mean
 
 
-def _enabled(callbacks: Mapping[str, Any], name: str) -> bool:
+def switched_on(callbacks: Mapping[str, Any], name: str) -> bool:
+    """Whether `callbacks.<name>` is on: present, not `null` and not `enabled: false`."""
     opts = callbacks.get(name)
     return opts is not None and not (isinstance(opts, Mapping) and opts.get("enabled") is False)
 
@@ -28,7 +29,7 @@ def monitorable_metrics(task: Task, callbacks: Mapping[str, Any] | None) -> list
     come before the first of them.)"""
     callbacks = callbacks or {}
     names = ["val/loss", *(["val/ppl"] if task.perplexity else []), *(f"val/{n}" for n in task.val_metrics())]
-    if _enabled(callbacks, "exact_match"):
+    if switched_on(callbacks, "exact_match"):
         names += reference_metric_names(task)
     return names
 
@@ -36,7 +37,7 @@ def monitorable_metrics(task: Task, callbacks: Mapping[str, Any] | None) -> list
 def check_monitor(callbacks: Mapping[str, Any] | None, task: Task) -> None:
     """Raise ValueError when callbacks.checkpoint.monitor names a metric this run never logs."""
     callbacks = callbacks or {}
-    if not _enabled(callbacks, "checkpoint"):
+    if not switched_on(callbacks, "checkpoint"):
         return
     monitor = (callbacks.get("checkpoint") or {}).get("monitor", "val/loss")
     allowed = monitorable_metrics(task, callbacks)
