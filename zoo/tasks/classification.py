@@ -13,7 +13,7 @@ from torchmetrics import Metric
 
 from zoo.data.datamodules import ClassificationDataModule
 from zoo.tasks.base import LabelledTask, register
-from zoo.tasks.evaluating import EvalOptions, forward_batches
+from zoo.tasks.evaluating import EvalOptions, first_val_logits, forward_batches
 from zoo.tasks.metrics import Accuracy, TokenNLL, accuracy, macro_f1
 from zoo.tasks.samples import Sample, SampleReport
 
@@ -56,12 +56,8 @@ class Classification(LabelledTask):
 
     def samples(self, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:
         """Predicted and true label of the first validation examples."""
-        batch = next(iter(datamodule.val_dataloader()))
+        batch, logits = first_val_logits(model, datamodule)  # logits (B, num_labels)
         names = tokenizer.label_names or []
-        device = next(model.parameters()).device
-        with torch.inference_mode():
-            ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)
-            logits = model(ids, attention_mask=mask).logits
 
         def label(i: int) -> str:
             return names[i] if i < len(names) else str(i)

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,22 +54,44 @@ def dataset(datamodule, split: str):
     return datamodule.datasets[split]
 
 
-def forward_batches(task, model, datamodule, split: str, max_examples: int | None = None
-                    ) -> Iterator[tuple[dict[str, torch.Tensor], Any]]:
-    """(batch, model output) for the split's batches in order, cut after `max_examples` examples; the
-    model runs in eval mode under inference_mode and its mode is restored afterwards."""
-    loader = getattr(datamodule, f"{split}_dataloader")()  # val_dataloader / test_dataloader: fixed order
+Batch = dict[str, torch.Tensor]
+
+
+def outputs(task, model, batches: Iterable[Batch]) -> Iterator[tuple[Batch, Any]]:
+    """(batch on the model's device, model output) per batch, in eval mode under inference_mode (the model's
+    mode is restored afterwards)."""
     device = next(model.parameters()).device
-    left = max_examples
     with eval_mode(model), torch.inference_mode():
+        for batch in batches:
+            batch = {k: v.to(device) for k, v in batch.items()}
+            yield batch, model(**task.model_inputs(batch))
+
+
+def forward_batches(task, model, datamodule, split: str, max_examples: int | None = None
+                    ) -> Iterator[tuple[Batch, Any]]:
+    """`outputs` of the split's batches in order (its val or test dataloader), cut after `max_examples`."""
+
+    def cut(loader: Iterable[Batch]) -> Iterator[Batch]:
+        left = max_examples
         for batch in loader:
             if left is not None:
                 if left <= 0:
                     return
                 batch = {k: v[:left] for k, v in batch.items()}  # (B, ...) -> at most `left` rows
                 left -= len(next(iter(batch.values())))
-            batch = {k: v.to(device) for k, v in batch.items()}
-            yield batch, model(**task.model_inputs(batch))
+            yield batch
+
+    return outputs(task, model, cut(getattr(datamodule, f"{split}_dataloader")()))
+
+
+def first_val_logits(model, datamodule, rows: int | None = None) -> tuple[Batch, torch.Tensor]:
+    """The first `rows` rows (None: all) of the first validation batch on the model's device, and the logits
+    the model gives their input ids and attention mask (no gradients): what samples show."""
+    batch = next(iter(datamodule.val_dataloader()))
+    device = next(model.parameters()).device
+    batch = {k: v[:rows].to(device) for k, v in batch.items()}
+    with torch.inference_mode():
+        return batch, model(batch["input_ids"], attention_mask=batch["attention_mask"]).logits
 
 
 def encoder_inputs(tokenizer, sources: Sequence[Sequence[int]], max_len: int) -> list[list[int]]:

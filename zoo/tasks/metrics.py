@@ -5,6 +5,7 @@ Each task (zoo/tasks/) says which it reports."""
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 import string
@@ -50,12 +51,16 @@ class TokenNLL:
         return self.nll / math.log(2) / self.bytes if self.bytes else math.nan
 
 
-def _sacrebleu():
+def _module(name: str, hint: str):
+    """The module `name`, imported; a missing one is an ImportError saying how to get it (`hint`)."""
     try:
-        import sacrebleu
-    except ImportError:  # a declared dependency; say how to get it instead of a bare ImportError
-        raise ImportError("BLEU and chrF need sacrebleu: pip install sacrebleu") from None
-    return sacrebleu
+        return importlib.import_module(name)
+    except ImportError:
+        raise ImportError(hint) from None
+
+
+def _sacrebleu():
+    return _module("sacrebleu", "BLEU and chrF need sacrebleu: pip install sacrebleu")
 
 
 def _check_pairs(hyps: Sequence[str], refs: Sequence[str], what: str) -> None:
@@ -111,12 +116,8 @@ def exact_match(predictions: Sequence[str], references: Sequence[str]) -> float:
 
 
 def _seqeval_metrics():
-    try:
-        import seqeval.metrics
-    except ImportError:  # an optional extra: say how to get it instead of a bare ImportError
-        raise ImportError("entity precision/recall/F1 (task=token_classification) need seqeval: "
-                          "pip install 'zoo[ner]' (or pip install seqeval)") from None
-    return seqeval.metrics
+    return _module("seqeval.metrics", "entity precision/recall/F1 (task=token_classification) need seqeval: "
+                   "pip install 'zoo[ner]' (or pip install seqeval)")
 
 
 def entity_scores(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> dict[str, float]:

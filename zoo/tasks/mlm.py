@@ -10,7 +10,7 @@ import torch
 
 from zoo.data.datamodules import MLMDataModule
 from zoo.tasks.base import StreamTask, register
-from zoo.tasks.evaluating import EvalOptions, forward_batches
+from zoo.tasks.evaluating import EvalOptions, first_val_logits, forward_batches
 from zoo.tasks.metrics import TokenNLL
 from zoo.tasks.samples import Sample, SampleReport
 from zoo.utils import IGNORE_INDEX
@@ -46,16 +46,11 @@ class MaskedLanguageModelling(StreamTask):
     def samples(self, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:
         """Fill the masked positions of a few validation windows with the model's top guess; report the
         fraction guessed right."""
-        batch = next(iter(datamodule.val_dataloader()))
-        device = next(model.parameters()).device
-        with torch.inference_mode():
-            ids = batch["input_ids"][: cfg["num_shown"]].to(device)
-            mask = batch["attention_mask"][: len(ids)].to(device)
-            logits = model(ids, attention_mask=mask).logits  # (B, T, V)
-            labels = batch["labels"][: len(ids)].to(device)
-            picked = labels != IGNORE_INDEX
-            filled = torch.where(picked, logits.argmax(-1), ids)
-            truth = torch.where(picked, labels, ids)
+        batch, logits = first_val_logits(model, datamodule, cfg["num_shown"])  # logits (B, T, V)
+        ids, labels = batch["input_ids"], batch["labels"]
+        picked = labels != IGNORE_INDEX
+        filled = torch.where(picked, logits.argmax(-1), ids)
+        truth = torch.where(picked, labels, ids)
         accuracy = float((filled[picked] == labels[picked]).float().mean()) if picked.any() else 0.0
         window = slice(0, min(SHOWN_TOKENS, ids.shape[1]))
         samples = [

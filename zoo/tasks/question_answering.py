@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import math
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from zoo.data.qa import ARRAYS, QADataModule, QADataset
 from zoo.tasks.base import Task, register
-from zoo.tasks.evaluating import EvalOptions, dataset
+from zoo.tasks.evaluating import EvalOptions, dataset, outputs
 from zoo.tasks.metrics import TokenNLL, squad_exact_match, squad_f1
 from zoo.tasks.samples import Sample, SampleReport
-from zoo.utils import eval_mode
 
 SHOWN_CHARS = 200  # characters of each sample's context printed
 
@@ -65,19 +64,6 @@ class QuestionAnswering(Task):
         return torch.tensor(positions.shape[0], device=positions.device)
 
     # ------------------------------------------------------------------------------- outputs
-    def window_outputs(self, model, datamodule, split: str,
-                       count: int) -> Iterator[tuple[dict[str, torch.Tensor], Any]]:
-        """(batch, output) over the split's first `count` windows in order (batch_size at a time), dropout
-        off."""
-        data = dataset(datamodule, split)
-        device = next(model.parameters()).device
-        with eval_mode(model), torch.inference_mode():
-            for start in range(0, count, datamodule.batch_size):
-                stop = min(start + datamodule.batch_size, count)
-                batch = datamodule.collate([data[k] for k in range(start, stop)])
-                batch = {k: v.to(device) for k, v in batch.items()}
-                yield batch, model(**self.model_inputs(batch))
-
     def predict(self, model, datamodule, split: str, max_examples: int | None) -> tuple[list[str], TokenNLL]:
         """The predicted answer of each of the split's first `max_examples` examples, and the loss totals over
         their windows."""
@@ -85,8 +71,10 @@ class QuestionAnswering(Task):
         examples = data.examples
         n = len(examples) if max_examples is None else min(max_examples, len(examples))
         best = [(-math.inf, 0, 0)] * n  # example -> (score, first char, end char)
-        nll = TokenNLL()
-        for batch, out in self.window_outputs(model, datamodule, split, data.first_window[n]):
+        nll, count, size = TokenNLL(), data.first_window[n], datamodule.batch_size
+        windows = (datamodule.collate([data[k] for k in range(start, min(start + size, count))])
+                   for start in range(0, count, size))  # the first `count` windows in order
+        for batch, out in outputs(self, model, windows):
             nll.add(self.loss(out, batch), self.counted_labels(batch))
             for row, k in enumerate(batch["window"].tolist()):
                 w, begin = data.windows[k], data.frame(k)[2]  # the window's context starts at `begin`
