@@ -2,9 +2,9 @@
 
 Prints the shape trace of one forward pass, the parameter table and FLOPs per token, and writes PNG plots
 (attention per layer, mask, cross-attention, positional pattern, dot product vs distance) plus trace.json
-to the Hydra run directory (or `out_dir=...`); `html=explorer.html` also writes the interactive, self-contained
-explorer page (zoo.inspection.explorer). `ckpt=path` loads a trained model and its tokenizer with
-`zoo.load`; without one the model is freshly initialised and the text is mapped to ad-hoc word ids (each
+to the Hydra run directory (or `out_dir=...`); `html=explorer.html` also writes the interactive,
+self-contained explorer page (zoo.inspection.explorer). `ckpt=path` loads a trained model and its tokenizer
+with `zoo.load`; without one the model is freshly initialised and the text is mapped to ad-hoc word ids (each
 distinct whitespace-separated word gets its own id): no tokenizer is involved and the output says so."""
 
 from __future__ import annotations
@@ -48,12 +48,15 @@ class InspectConfig:
     max_heads: int = 8
     n_positions: int = 64
     seed: int = 0
-    plots: bool = True  # write the PNG pictures and trace.json (plots=false with html=... writes only the page)
+    plots: bool = True  # write the PNG pictures and trace.json
+                        # (plots=false with html=... writes only the page)
     html: str | None = None  # write the interactive explorer page here (one self-contained HTML file)
-    html_layers: list[int] | None = None  # layers whose attention the page stores (default: all within html_max_mb)
+    html_layers: list[int] | None = None  # layers whose attention the page stores
+                                          # (default: all within html_max_mb)
     html_beams: int = 3  # beam width of the greedy-vs-beam tree
     html_new_tokens: int = 8  # tokens the greedy and beam searches generate
-    html_max_mb: float = 4.0  # cap on the page file (attention layers / heads, logit positions, masks beyond it are left out, said on the page)
+    html_max_mb: float = 4.0  # cap on the page file (attention layers / heads, logit
+                              # positions, masks beyond it are left out, said on the page)
 
 
 ConfigStore.instance().store(name="inspect_model", node=InspectConfig)
@@ -78,10 +81,11 @@ def check_options(cfg: DictConfig) -> None:
     if cfg.html is not None:
         page = Path(str(cfg.html))
         if not str(cfg.html).strip() or page.is_dir():
-            raise InspectError(f"html={cfg.html!r} must name the HTML file to write (e.g. html=explorer.html), "
-                               f"not a folder.")
+            raise InspectError(f"html={cfg.html!r} must name the HTML file to write "
+                               f"(e.g. html=explorer.html), not a folder.")
         if (blocker := _folder_in_the_way(page)) is not None:
-            raise InspectError(f"html={cfg.html!r}: {blocker} is a file, so the page cannot be written under it.")
+            raise InspectError(f"html={cfg.html!r}: {blocker} is a file, "
+                               "so the page cannot be written under it.")
     for key in ("html_beams", "html_new_tokens", "max_heads", "n_positions"):
         if cfg[key] < 1:
             raise InspectError(f"{key} must be an integer >= 1, got {cfg[key]!r}.")
@@ -96,9 +100,11 @@ def check_input(model, ids: list[int], dec_ids: list[int] | None, cfg: DictConfi
     """The encoded text against the model, before any forward: tokens to show, positions its scheme covers
     (learned positions stop at max_seq_len), and html_layers within every attention stack."""
     if not ids:
-        raise InspectError(f"text={cfg.text!r} encodes to no tokens with the checkpoint's tokenizer; give other text.")
+        raise InspectError(f"text={cfg.text!r} encodes to no tokens with "
+                           "the checkpoint's tokenizer; give other text.")
     if model.is_encoder_decoder:
-        spans = [(model.src_embed, len(ids), "text"), (model.tgt_embed, len(dec_ids) + 1, "target (with <start>)")]
+        spans = [(model.src_embed, len(ids), "text"),
+                 (model.tgt_embed, len(dec_ids) + 1, "target (with <start>)")]
     else:
         spans = [(model.embed, len(ids), "text")]
     for embed, length, name in spans:
@@ -108,13 +114,15 @@ def check_input(model, ids: list[int], dec_ids: list[int] | None, cfg: DictConfi
             raise InspectError(str(e)) from None
     if cfg.html and cfg.html_layers is not None:
         mcfg = model.config
-        stacks = [mcfg.n_encoder_layers, mcfg.n_decoder_layers] if model.is_encoder_decoder else [mcfg.n_layers]
+        stacks = ([mcfg.n_encoder_layers, mcfg.n_decoder_layers] if model.is_encoder_decoder
+                  else [mcfg.n_layers])
         depth = min((n for n in stacks if n), default=0) if model.transformer else 0
         bad = [i for i in cfg.html_layers if i >= depth]
         if bad:
-            raise InspectError(f"html_layers={list(cfg.html_layers)}: the model's attention has layers 0..{depth - 1} "
-                               f"in every stack; {bad} out of range." if depth else
-                               f"html_layers={list(cfg.html_layers)}: arch {mcfg.arch!r} has no attention layers.")
+            raise InspectError(f"html_layers={list(cfg.html_layers)}: the model's attention has layers "
+                               f"0..{depth - 1} in every stack; {bad} out of range." if depth else
+                               f"html_layers={list(cfg.html_layers)}: arch "
+                               f"{mcfg.arch!r} has no attention layers.")
 
 
 def word_ids(text: str, vocab_size: int) -> tuple[list[int], list[str]]:
@@ -147,7 +155,8 @@ def load_model(cfg: DictConfig):
 
 
 def inspect(cfg: DictConfig, out_dir: Path, console: Console) -> list[Path]:
-    """Print the trace, parameter and FLOP tables; write the plots and the explorer page. Returns the files."""
+    """Print the trace, parameter and FLOP tables; write the plots and the explorer page. Returns the
+    files."""
     check_options(cfg)
     model, encode, source, tokenizer = load_model(cfg)
     model.eval()
@@ -161,8 +170,10 @@ def inspect(cfg: DictConfig, out_dir: Path, console: Console) -> list[Path]:
         kwargs["decoder_input_ids"] = torch.tensor([[mcfg.start_id] + dec_ids])
         dec_labels = ["<start>"] + dec_labels
     tr = trace(model, ids_t, **kwargs)
-    page_data = explorer(cfg, model, tokenizer, (ids, labels), dec_labels, kwargs, source) if cfg.html else None
-    console.print(f"[bold]{source}[/bold]; {len(ids)} tokens: {labels}")  # (a page that cannot fit refused above)
+    page_data = (explorer(cfg, model, tokenizer, (ids, labels), dec_labels, kwargs, source) if cfg.html
+                 else None)
+    # (a page that cannot fit refused above)
+    console.print(f"[bold]{source}[/bold]; {len(ids)} tokens: {labels}")
     console.print(tr.table(layers=list(cfg.layers), title=f"shape trace (layers {list(cfg.layers)} shown)"))
     console.print(parameter_table(model))
     console.print(flops_table(model, len(ids)))
@@ -172,8 +183,9 @@ def inspect(cfg: DictConfig, out_dir: Path, console: Console) -> list[Path]:
         console.print(f"wrote {len(files)} PNG files and trace.json to {out_dir}")
     if page_data is not None:
         page = write_page(page_data, Path(cfg.html))
+        notes = "; see its notes for what was left out" if page_data["notes"] else ""
         console.print(f"wrote the explorer page {page} ({page.stat().st_size / 1e6:.3f} MB of html_max_mb="
-                      f"{cfg.html_max_mb:g}{'; see its notes for what was left out' if page_data['notes'] else ''})")
+                      f"{cfg.html_max_mb:g}{notes})")
         files.append(page)
     return files
 
@@ -200,8 +212,8 @@ def write_plots(cfg: DictConfig, model, tr, inputs: tuple[torch.Tensor, list[str
     for mask in [*tr.select("mask"), *tr.select("local_mask")]:  # local: the sliding-window layers' band
         q_labels = dec_labels if mask.stream == "decoder" and dec_labels else labels
         kind = "local_mask" if mask.name == "local_mask" else "mask"
-        files.append(plots.plot_mask(mask.tensor[0, 0], out_dir / f"{kind}_{mask.stream}.png", labels=q_labels,
-                                     title=f"{mask.stream} {kind.replace('_', ' ')}"))
+        files.append(plots.plot_mask(mask.tensor[0, 0], out_dir / f"{kind}_{mask.stream}.png",
+                                     labels=q_labels, title=f"{mask.stream} {kind.replace('_', ' ')}"))
     drawn = plots.plot_positional_pattern(mcfg, out_dir / "positional.png", n_positions=cfg.n_positions,
                                           module=model.positions)  # the model's own scheme (trained tables)
     files += [drawn] if drawn is not None else []
@@ -217,12 +229,13 @@ def explorer(cfg: DictConfig, model, tokenizer, encoded: tuple[list[int], list[s
     names = None if tokenizer is not None else dict(zip(ids, labels, strict=True))
     label = vocab_labeller(tokenizer, names)
     dec = kwargs.get("decoder_input_ids")
-    if tokenizer is not None:  # whole characters (byte-level BPE pieces of Korean decode to text), spaces as ·
+    # whole characters (byte-level BPE pieces of Korean decode to text), spaces as ·
+    if tokenizer is not None:
         labels = [label(i) for i in ids]
         dec_labels = [label(i) for i in dec[0].tolist()] if dec is not None else None
     return explorer_data(
-        model, ids, tokens=labels, vocab_label=label, decoder_ids=dec[0].tolist() if dec is not None else None,
-        decoder_tokens=dec_labels,
+        model, ids, tokens=labels, vocab_label=label,
+        decoder_ids=dec[0].tolist() if dec is not None else None, decoder_tokens=dec_labels,
         eos_ids=[tokenizer.eos_id] if tokenizer is not None else None,
         layers=list(cfg.html_layers) if cfg.html_layers is not None else None, num_beams=cfg.html_beams,
         max_new_tokens=cfg.html_new_tokens, n_positions=cfg.n_positions, max_mb=cfg.html_max_mb,

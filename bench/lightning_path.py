@@ -35,7 +35,8 @@ def train_config() -> dict[str, Any]:
 
     with initialize_config_dir(config_dir=str(config_root()), version_base="1.3"):
         cfg = compose("config", overrides=["trainer=cpu", "logger=none"])
-    return {key: OmegaConf.to_container(cfg[key], resolve=True) for key in ("trainer", "optim", "scheduler", "callbacks")}
+    return {key: OmegaConf.to_container(cfg[key], resolve=True)
+            for key in ("trainer", "optim", "scheduler", "callbacks")}
 
 
 class _RepeatBatch(torch.utils.data.IterableDataset):
@@ -77,11 +78,13 @@ def lightning_step(
         labels = batch["labels"]
         targets = torch.nn.functional.pad(labels[:, 1:], (0, 1), value=IGNORE_INDEX)
         batch = {**{k: v for k, v in batch.items() if k != "labels"}, "targets": targets}
-    module = ZooLightningModule(model, task=task, tokenizer=None, optim=cfg["optim"], scheduler=cfg["scheduler"])
+    module = ZooLightningModule(model, task=task, tokenizer=None, optim=cfg["optim"],
+                                scheduler=cfg["scheduler"])
     kwargs = trainer_kwargs(cfg["trainer"])
     kwargs.update(max_steps=steps + 1, limit_val_batches=0, num_sanity_val_steps=0)
     ctx = CallbackContext(task, checkpoint_dir=None, tokenizer=None, datamodule=None)
-    per_step = {name: cfg["callbacks"][name] for name in PER_STEP_CALLBACKS if cfg["callbacks"].get(name) is not None}
+    per_step = {name: cfg["callbacks"][name] for name in PER_STEP_CALLBACKS
+                if cfg["callbacks"].get(name) is not None}
 
     def run() -> SelfTimed:
         clock = _StepClock(skip=1)

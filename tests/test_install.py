@@ -14,11 +14,12 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_presets_ship_with_a_non_editable_install(tmp_path):
     target = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target),
-         str(ROOT)],
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target",
+         str(target), str(ROOT)],
         check=True, capture_output=True,
     )
-    code = f"import zoo; assert zoo.__file__.startswith({str(target)!r}); print(zoo.build('gpt_small').num_parameters())"
+    code = (f"import zoo; assert zoo.__file__.startswith({str(target)!r}); "
+            "print(zoo.build('gpt_small').num_parameters())")
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": ""},
         check=True, capture_output=True, text=True,

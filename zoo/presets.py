@@ -43,7 +43,8 @@ def register_model(name: str) -> Callable:
 
     def add(fn: Callable[[], ModelConfig | Mapping[str, Any]]) -> Callable:
         if name in _yaml_presets():
-            raise ValueError(f"model preset {name!r} is already registered (built-in conf/model/{name}.yaml).")
+            raise ValueError(f"model preset {name!r} is already registered "
+                             f"(built-in conf/model/{name}.yaml).")
         _USER_PRESETS.register(name, fn)
         return fn
 

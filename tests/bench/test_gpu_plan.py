@@ -1,5 +1,6 @@
-"""bench/gpu.py's CPU-side logic (the script itself needs a GPU and was not run here): the plan runs end to end
-on CPU with a tiny model (compiled sides left out to keep it fast), the peak lookup, and the section's rows."""
+"""bench/gpu.py's CPU-side logic (the script itself needs a GPU and was not run here): the plan runs end to
+end on CPU with a tiny model (compiled sides left out to keep it fast), the peak lookup, and the section's
+rows."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""bench/bench_init_from.py: the synthetic labels are what the text says, and the --quick run trains both sides
-(zoo's train.py init_from and the transformers loop) and scores them on the same test texts."""
+"""bench/bench_init_from.py: the synthetic labels are what the text says, and the --quick run trains both
+sides (zoo's train.py init_from and the transformers loop) and scores them on the same test texts."""
 
 from __future__ import annotations
 
@@ -38,7 +38,8 @@ def test_splits_have_the_stated_sizes():
 def test_quick_run_trains_and_scores_both_sides():
     section = run(quick=True)
     scores = section.data["scores"]
-    assert set(scores) == {"zoo train.py init_from", "transformers fine-tune", "transformers, same config from scratch"}
+    assert set(scores) == {"zoo train.py init_from", "transformers fine-tune",
+                           "transformers, same config from scratch"}
     assert all(len(v) == 1 and 0.0 <= v[0] <= 1.0 for v in scores.values())
     assert all(f"| {side} |" in section.table for side in scores)
     assert any(note.endswith("transformers' tokenizer call): yes.") for note in section.notes)

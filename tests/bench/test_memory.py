@@ -20,7 +20,8 @@ def test_peak_bytes_counts_live_tensors_at_their_highest_point():
 
 
 def test_chunked_loss_lowers_the_peak_of_a_training_step():
-    size = {"n_layers": 1, "d_model": 16, "n_heads": 2, "vocab_size": 2048, "batch": 2, "seq_len": 32, "chunk": 8}
+    size = {"n_layers": 1, "d_model": 16, "n_heads": 2, "vocab_size": 2048, "batch": 2, "seq_len": 32,
+            "chunk": 8}
     plain, chunked = make_step(size, False, False), make_step(size, False, True)
     assert abs(plain() - chunked()) < 1e-5  # warm-up: the same loss, gradients allocated
     logits = 2 * 32 * 2048 * 4

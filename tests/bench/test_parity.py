@@ -17,9 +17,10 @@ SETUP = dataclasses.replace(QUICK, n_layers=2, steps=20, warmup=4)
 
 
 def _zoo_model(vocab: int):
-    return zoo.build({"arch": "decoder", "vocab_size": vocab, "d_model": SETUP.d_model, "n_layers": SETUP.n_layers,
-                      "n_heads": SETUP.n_heads, "max_seq_len": SETUP.seq_len, "dropout": SETUP.dropout,
-                      "activation": "gelu", "norm": "layernorm", "bias": True, "tie_embeddings": True})
+    return zoo.build({"arch": "decoder", "vocab_size": vocab, "d_model": SETUP.d_model,
+                      "n_layers": SETUP.n_layers, "n_heads": SETUP.n_heads, "max_seq_len": SETUP.seq_len,
+                      "dropout": SETUP.dropout, "activation": "gelu", "norm": "layernorm", "bias": True,
+                      "tie_embeddings": True})
 
 
 def test_reference_has_zoos_parameter_count_and_init_scale():
@@ -33,7 +34,8 @@ def test_reference_has_zoos_parameter_count_and_init_scale():
 
 
 def test_reference_schedule_is_zoos_cosine_with_warmup():
-    multiplier = lr_multiplier({"name": "cosine", "warmup_steps": SETUP.warmup, "min_lr_ratio": SETUP.min_lr_ratio},
+    multiplier = lr_multiplier({"name": "cosine", "warmup_steps": SETUP.warmup,
+                                "min_lr_ratio": SETUP.min_lr_ratio},
                                SETUP.steps)
     for step in range(SETUP.steps + 3):
         assert reference_lr(step, SETUP) == pytest.approx(SETUP.lr * multiplier(step))
@@ -43,7 +45,8 @@ def test_val_losses_score_every_position_against_the_next_token():
     vocab, s = 5, dataclasses.replace(SETUP, seq_len=4, val_windows=2)
     val = torch.tensor([0, 1, 2, 3, 4, 0, 1, 2, 3])  # windows [0..4] and [4..8]
 
-    def uniform_but_sure_of_last(ids):  # logits: uniform except the last position, which is certain of its target
+    # logits: uniform except the last position, which is certain of its target
+    def uniform_but_sure_of_last(ids):
         logits = torch.zeros(*ids.shape, vocab)
         logits[:, -1, :] = -1e9
         logits[0, -1, 4], logits[1, -1, 3] = 0.0, 0.0

@@ -42,9 +42,11 @@ def test_interleaved_rejects_bad_counts():
 @pytest.mark.parametrize(
     "cfg",
     [
-        dict(arch="decoder", vocab_size=64, d_model=32, n_layers=1, n_heads=2, max_seq_len=16, activation="gelu"),
-        dict(arch="encoder_decoder", vocab_size=64, d_model=32, n_layers=1, n_heads=2, d_ff=64, max_seq_len=16,
-             activation="relu", norm_placement="post", positional="sinusoidal", embed_scale=True),
+        dict(arch="decoder", vocab_size=64, d_model=32, n_layers=1, n_heads=2, max_seq_len=16,
+             activation="gelu"),
+        dict(arch="encoder_decoder", vocab_size=64, d_model=32, n_layers=1, n_heads=2, d_ff=64,
+             max_seq_len=16, activation="relu", norm_placement="post", positional="sinusoidal",
+             embed_scale=True),
     ],
 )
 def test_hf_reference_has_the_zoo_shape(cfg):

@@ -39,7 +39,8 @@ def test_foreign_keys_are_reset_from_a_base_and_refused_when_given(head):
     for key in sorted(foreign_keys(head)):
         merged, reset = settle_head_keys({"head": head, key: NOT_DEFAULT[key]}, {})
         assert reset == [key] and merged[key] == getattr(ModelConfig(), key)
-        with pytest.raises(ValueError, match=rf"model.{key}=.* is read by model.head=.*, not by model.head={head}"):
+        with pytest.raises(ValueError,
+                           match=rf"model.{key}=.* is read by model.head=.*, not by model.head={head}"):
             settle_head_keys({"head": head}, {key: NOT_DEFAULT[key]})
     for key in HEADS.get(head).reads:  # its own keys are kept
         merged, reset = settle_head_keys({"head": head, key: NOT_DEFAULT[key]}, {})
@@ -59,9 +60,11 @@ def test_an_explicit_key_of_another_head_is_an_error_and_its_default_is_not():
     with pytest.raises(ValueError, match=r"model.head_transform=True is read by model.head=lm, not by "
                                          r"model.head=classifier; drop it"):
         zoo.build("bert_small", head="classifier", num_labels=2, head_transform=True, **SMALL)
-    with pytest.raises(ValueError, match=r"model.num_labels=2 is read by model.head=classifier\|token_classifier"):
+    with pytest.raises(ValueError,
+                       match=r"model.num_labels=2 is read by model.head=classifier\|token_classifier"):
         zoo.build("gpt_nano", num_labels=2)  # was: accepted and ignored
-    assert not zoo.build("bert_small", head="classifier", num_labels=2, head_transform=False, **SMALL).config.head_bias
+    assert not zoo.build("bert_small", head="classifier", num_labels=2, head_transform=False,
+                         **SMALL).config.head_bias
 
 
 def _composed_model(overrides: list[str]) -> dict:
@@ -95,7 +98,8 @@ def test_classifier_checkpoint_from_before_the_rule_loads_and_resumes(tmp_path):
     for key in ("head_pool", "head_pooler", "head_proj_bias"):
         del section["model_config"][key]
     path = tmp_path / "old.ckpt"
-    atomic_torch_save({"state_dict": {f"model.{k}": v for k, v in model.state_dict().items()}, "zoo": section}, path)
+    atomic_torch_save({"state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
+                       "zoo": section}, path)
     loaded, _ = zoo.load(path)
     ids = torch.tensor([[1, 4, 5, 6]])
     torch.testing.assert_close(loaded(ids).logits, model(ids).logits)

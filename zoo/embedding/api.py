@@ -1,6 +1,7 @@
 """`embed(model, tokenizer, texts)`: one vector per text from a model's last hidden states, pooled over the
 text's real tokens; `load_embedder(folder)` reads a Hugging Face or sentence-transformers folder and applies
-what the folder says (pooling, normalisation, length, prompt), as `SentenceTransformer(folder).encode` does."""
+what the folder says (pooling, normalisation, length, prompt), as `SentenceTransformer(folder).encode`
+does."""
 
 from __future__ import annotations
 
@@ -111,8 +112,9 @@ def load_embedder(folder: str | os.PathLike, *, pooling: str | None = None, norm
     the folder's value. A plain model folder pools `mean` without normalising unless told otherwise."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise FileNotFoundError(f"{folder} is not a folder; expected a Hugging Face model folder (config.json, "
-                                "weights, tokenizer.json), a sentence-transformers one (modules.json) included.")
+        raise FileNotFoundError(f"{folder} is not a folder; expected a Hugging Face model folder "
+                                "(config.json, weights, tokenizer.json), a sentence-transformers one "
+                                "(modules.json) included.")
     settings = read_settings(folder) if is_sentence_transformers(folder) else EmbedSettings(model_dir=folder)
     given = {"pooling": pooling, "normalize": normalize, "max_length": max_length}
     settings = dataclasses.replace(settings, **{k: v for k, v in given.items() if v is not None})

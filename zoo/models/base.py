@@ -35,7 +35,8 @@ ARCHS: Registry = Registry("arch")
 def named_choices() -> dict[str, Registry]:
     """Config key -> the registry its name is resolved in."""
     return {"arch": ARCHS, "activation": ACTIVATIONS, "head_activation": ACTIVATIONS, "norm": NORMS,
-            "norm_placement": WIRINGS, "positional": POSITIONALS, "rope_scaling": ROPE_SCALINGS, "head": HEADS}
+            "norm_placement": WIRINGS, "positional": POSITIONALS, "rope_scaling": ROPE_SCALINGS,
+            "head": HEADS}
 
 
 _CHECKED: dict[str, None] = {}  # configs (by value) that passed check_config: a run builds one several times
@@ -75,8 +76,9 @@ class ModelOutput:
     encoder_hidden_states: torch.Tensor | None = None  # encoder_decoder: the encoder's last output (memory)
     encoder_attentions: list = field(default_factory=list)
     cache: KVCache | None = None
-    # output_hidden_states=True: n_layers + 1 tensors (B, T, C) as transformers' `hidden_states`: the embedding
-    # output, then each layer's output, the last one after the final norm (GPT-2's ln_f, Llama's norm)
+    # output_hidden_states=True: n_layers + 1 tensors (B, T, C) as transformers' `hidden_states`:
+    # the embedding output, then each layer's output, the last one after the final norm
+    # (GPT-2's ln_f, Llama's norm)
     all_hidden_states: tuple[torch.Tensor, ...] | None = None
     encoder_all_hidden_states: tuple[torch.Tensor, ...] | None = None  # encoder_decoder: the encoder's, alike
     pooler_output: torch.Tensor | None = None  # head=none with a pooler (B, C)
@@ -98,7 +100,8 @@ class ZooModel(nn.Module):
     # module does, with `check_values`): forward then skips its value checks (token ids and labels in range,
     # document ids in order), each a device->host sync per call on a GPU and a graph break when compiled
     inputs_checked_on_host = False
-    transformer = True  # built from the shared attention stack, so every attention/FFN/positional knob applies
+    # built from the shared attention stack, so every attention/FFN/positional knob applies
+    transformer = True
     # the Hugging Face model_type the weights came from (from_pretrained, init_from, a checkpoint of such a
     # run): export format=hf writes that family back by default; None for a model zoo built
     pretrained_family: str | None = None
@@ -170,8 +173,10 @@ class ZooModel(nn.Module):
         """A target is an integer tensor of the head's shape whose values the head allows (class ids in
         [0, label_classes) or -100); anything else would be a deep IndexError on CPU and a device-side assert
         on GPU."""
-        if not isinstance(labels, torch.Tensor) or labels.is_floating_point() or tuple(labels.shape) != tuple(shape):
-            got = f"{tuple(labels.shape)} {labels.dtype}" if isinstance(labels, torch.Tensor) else type(labels).__name__
+        if (not isinstance(labels, torch.Tensor) or labels.is_floating_point()
+                or tuple(labels.shape) != tuple(shape)):
+            got = (f"{tuple(labels.shape)} {labels.dtype}" if isinstance(labels, torch.Tensor)
+                   else type(labels).__name__)
             raise ValueError(f"{name} must be an integer tensor of shape {tuple(shape)}, got {got}.")
         if not self.inputs_checked_on_host:
             type(self.head).check_target_values(self.config, {name: labels})
@@ -191,7 +196,8 @@ class ZooModel(nn.Module):
 
     # ----- the output head (zoo.modules.heads) -----
     def build_head(self, tokens: nn.Embedding, *, causal: bool) -> OutputHead:
-        """The head model.head names, over a `causal` stack or not (which sets the pooling heads' defaults)."""
+        """The head model.head names, over a `causal` stack or not (which sets the pooling heads'
+        defaults)."""
         return HEADS.get(self.config.head)(self.config, tokens, causal=causal)
 
     def apply_head(
@@ -205,8 +211,9 @@ class ZooModel(nn.Module):
         takes = self.head.targets
         for name in given:
             if name not in takes:
-                raise ValueError(f"{name} is not a target of model.head={self.config.head}; it takes "
-                                 f"{', '.join(takes) if takes else 'no targets (a bare model gives hidden states)'}.")
+                wanted = ", ".join(takes) if takes else "no targets (a bare model gives hidden states)"
+                raise ValueError(f"{name} is not a target of "
+                                 f"model.head={self.config.head}; it takes {wanted}.")
         if given and len(given) != len(takes):
             raise ValueError(f"model.head={self.config.head} needs {' and '.join(takes)} together; got "
                              f"{', '.join(given)} only.")
@@ -219,7 +226,8 @@ class ZooModel(nn.Module):
         return out, self.head.loss(out, given, shift=shift)
 
     @staticmethod
-    def check_mask(attention_mask: torch.Tensor | None, batch: int, length: int, name: str = "attention_mask") -> None:
+    def check_mask(attention_mask: torch.Tensor | None, batch: int, length: int,
+                   name: str = "attention_mask") -> None:
         """A padding mask is (batch, keys): one entry per visible position (past + new with a cache)."""
         if attention_mask is not None and tuple(attention_mask.shape) != (batch, length):
             raise ValueError(
@@ -231,15 +239,16 @@ class ZooModel(nn.Module):
         self, embed: Embeddings, ids: torch.Tensor, start: int, position_ids: torch.Tensor | None,
         name: str = "input_ids", attention_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """The scheme's default positions (start..start+T-1) unless given (left-padded batches pass their own);
-        the scheme checks them."""
+        """The scheme's default positions (start..start+T-1) unless given (left-padded batches pass their
+        own); the scheme checks them."""
         t = ids.shape[1]
         scheme = embed.positional
         if position_ids is None:
             scheme.check_span(start, t, name)
             return scheme.default_position_ids(ids, start, attention_mask)
         if position_ids.shape != ids.shape:
-            raise ValueError(f"position_ids shape {tuple(position_ids.shape)} != {name} shape {tuple(ids.shape)}.")
+            raise ValueError(f"position_ids shape {tuple(position_ids.shape)} != {name} shape "
+                             f"{tuple(ids.shape)}.")
         scheme.check_position_ids(position_ids)
         return position_ids
 
@@ -262,7 +271,8 @@ class ZooModel(nn.Module):
         self.check_ids(ids, name)
         if document_ids is not None:
             if start:
-                raise ValueError("document_ids mark packed documents of a whole row; they cannot continue a cache.")
+                raise ValueError("document_ids mark packed documents of a "
+                                 "whole row; they cannot continue a cache.")
             check_documents(document_ids, tuple(ids.shape), order=not self.inputs_checked_on_host)
         derived = document_ids is not None and position_ids is None
         if derived:  # (B, T), 0 at each document's first token: within 0..T-1 by construction
@@ -273,11 +283,13 @@ class ZooModel(nn.Module):
         self.check_mask(attention_mask, b, start + t, mask_name)
         if token_type_ids is not None and embed.types is not None:
             if token_type_ids.shape != ids.shape:
-                raise ValueError(f"token_type_ids shape {tuple(token_type_ids.shape)} != {name} shape {tuple(ids.shape)}.")
+                raise ValueError(f"token_type_ids shape {tuple(token_type_ids.shape)} != {name} shape "
+                                 f"{tuple(ids.shape)}.")
             n = self.config.type_vocab_size
             check_range(token_type_ids, n, lambda lo, hi: f"token_type_ids hold types in [{lo}, {hi}] but "
                                                            f"model.type_vocab_size={n}.")
-        pos = position_ids if derived else self.position_ids(embed, ids, start, position_ids, name, attention_mask)
+        pos = (position_ids if derived
+               else self.position_ids(embed, ids, start, position_ids, name, attention_mask))
         x = embed(ids, pos, token_type_ids)  # (B, T, C)
         terms = embed.positional.terms(pos, start, start + t, causal=causal)
         mask = build_mask(
@@ -288,9 +300,10 @@ class ZooModel(nn.Module):
         return x, mask, terms
 
     def padding_mask(self, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
-        """None when nothing is masked, so attention can take the fused causal kernel. While inputs are checked
-        on the host (training) the mask is kept as given: finding out would cost a device sync and, compiled,
-        a graph break on every forward, and padded batches (the ones that carry a mask) rarely have none."""
+        """None when nothing is masked, so attention can take the fused causal kernel. While inputs are
+        checked on the host (training) the mask is kept as given: finding out would cost a device sync and,
+        compiled, a graph break on every forward, and padded batches (the ones that carry a mask) rarely have
+        none."""
         if attention_mask is None or (not self.inputs_checked_on_host and bool(attention_mask.all())):
             return None
         return attention_mask
@@ -301,7 +314,8 @@ class ZooModel(nn.Module):
         (attention `o`, feed-forward `down`) scaled by 1/sqrt(2 * that stack's depth) so its residual stream's
         variance does not grow with depth: GPT-2's rule (c_proj: 1/sqrt(2 * n_layer), two residual additions
         per layer), counted over the layers that write to that stream. An encoder-decoder's two streams are
-        separate, so each stack counts its own depth (a decoder layer's cross-attention `o` is scaled alike)."""
+        separate, so each stack counts its own depth (a decoder layer's cross-attention `o` is scaled
+        alike)."""
         std = self.config.init_std
         for module in self.modules():
             if isinstance(module, (nn.Linear, nn.Embedding)):

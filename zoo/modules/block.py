@@ -1,7 +1,8 @@
 """One Transformer layer and the stack of them, shared by encoder, decoder and encoder-decoder.
 
 A layer is self-attention, then (decoder of an encoder-decoder) cross-attention, then the FFN. The residual
-wiring chosen by `norm_placement` (zoo.modules.residual) wraps them with norms, dropout and the residual add."""
+wiring chosen by `norm_placement` (zoo.modules.residual) wraps them with norms, dropout and the residual
+add."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ class Block(nn.Module):
 
     def sublayer_names(self) -> list[str]:
         """The sub-layers this block runs, in order: self [, cross] [, ffn]."""
-        return ["self"] + (["cross"] if self.cross_attn is not None else []) + (["ffn"] if self.ffn is not None else [])
+        return (["self"] + (["cross"] if self.cross_attn is not None else [])
+                + (["ffn"] if self.ffn is not None else []))
 
     def forward(
         self,
@@ -52,11 +54,13 @@ class Block(nn.Module):
         weights: dict[str, torch.Tensor | None] = {"self": None, "cross": None}
 
         def self_attn(h: torch.Tensor) -> torch.Tensor:
-            h, weights["self"] = self.self_attn(h, mask, positions=positions, cache=cache, need_weights=need_weights)
+            h, weights["self"] = self.self_attn(h, mask, positions=positions, cache=cache,
+                                                need_weights=need_weights)
             return h
 
         def cross_attn(h: torch.Tensor) -> torch.Tensor:
-            h, weights["cross"] = self.cross_attn(h, memory_mask, memory=memory, cache=cache, need_weights=need_weights)
+            h, weights["cross"] = self.cross_attn(h, memory_mask, memory=memory, cache=cache,
+                                                  need_weights=need_weights)
             return h
 
         run = {"self": self_attn, "cross": cross_attn, "ffn": self.ffn}
@@ -65,7 +69,8 @@ class Block(nn.Module):
 
 
 class Stack(nn.Module):
-    """n_layers Blocks plus the final norm (by default when the wiring leaves the residual stream unnormalised)."""
+    """n_layers Blocks plus the final norm (by default when the wiring leaves the residual stream
+    unnormalised)."""
 
     def __init__(self, cfg, n_layers: int, *, cross: bool = False) -> None:
         super().__init__()
@@ -87,8 +92,9 @@ class Stack(nn.Module):
         hidden_states: list[torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, list, list]:
         """x (B, T, C) -> (final-normed output, self-attention weights, cross-attention weights) per layer.
-        `hidden_states`, when a list, receives n_layers + 1 tensors as transformers' output_hidden_states: each
-        layer's input (the first is the embedding output), then the stack's output after the final norm."""
+        `hidden_states`, when a list, receives n_layers + 1 tensors as transformers' output_hidden_states:
+        each layer's input (the first is the embedding output), then the stack's output after the final
+        norm."""
         self_weights, cross_weights = [], []
         recompute = self.checkpoint_layers and self.training and torch.is_grad_enabled() and cache is None
         for i, layer in enumerate(self.layers):

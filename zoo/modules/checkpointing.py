@@ -36,8 +36,8 @@ def _chunk_nll_sum(head: Callable[[torch.Tensor], torch.Tensor], hidden: torch.T
 
 
 def chunked_cross_entropy(
-    hidden: torch.Tensor, head: Callable[[torch.Tensor], torch.Tensor], targets: torch.Tensor, chunk_size: int,
-    *, ignore_index: int = IGNORE_INDEX,
+    hidden: torch.Tensor, head: Callable[[torch.Tensor], torch.Tensor], targets: torch.Tensor,
+    chunk_size: int, *, ignore_index: int = IGNORE_INDEX,
 ) -> torch.Tensor:
     """Mean cross-entropy of `head(hidden)` against `targets` over the positions whose target is not
     `ignore_index` (0 when there are none), computed `chunk_size` positions at a time.

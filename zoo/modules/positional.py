@@ -75,7 +75,8 @@ class Positional(nn.Module):
     def check_position_ids(self, position_ids: torch.Tensor) -> None:
         """Explicit position ids (left-padded batches) are within what the scheme covers."""
 
-    def default_position_ids(self, ids: torch.Tensor, start: int, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    def default_position_ids(self, ids: torch.Tensor, start: int,
+                             attention_mask: torch.Tensor | None) -> torch.Tensor:
         """Positions of `ids` (B, T) when the caller gives none: start..start+T-1 in every row."""
         b, t = ids.shape
         return torch.arange(start, start + t, device=ids.device).expand(b, t)
@@ -83,12 +84,15 @@ class Positional(nn.Module):
     def add(self, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
         return x
 
-    def terms(self, position_ids: torch.Tensor, q_start: int, k_len: int, *, causal: bool) -> PositionTerms | None:
-        """Rotation / score bias for queries at q_start.. and keys 0..k_len-1; `causal` for directional biases."""
+    def terms(self, position_ids: torch.Tensor, q_start: int, k_len: int, *,
+              causal: bool) -> PositionTerms | None:
+        """Rotation / score bias for queries at q_start.. and keys 0..k_len-1; `causal` for directional
+        biases."""
         return None
 
     def pattern(self, n: int) -> tuple[torch.Tensor, str] | None:
-        """(n positions, features) picture of the scheme and the feature axis label, or None (nothing to draw)."""
+        """(n positions, features) picture of the scheme and the feature axis label, or None (nothing to
+        draw)."""
         return None
 
     def similarity(self, positions: torch.Tensor) -> torch.Tensor | None:
@@ -133,7 +137,8 @@ class Sinusoidal(Positional):
 @POSITIONALS.register("learned")
 class Learned(Positional):
     """A trained table of max_seq_len vectors (GPT-2, BERT); `pos_offset` shifts the index (BART 2; RoBERTa
-    pad_id + 1). With `pos_skip_pads` (RoBERTa) positions count only the real tokens and pads read row pad_id."""
+    pad_id + 1). With `pos_skip_pads` (RoBERTa) positions count only the real tokens and pads read row
+    pad_id."""
 
     adds_to_embeddings = True
 
@@ -148,13 +153,15 @@ class Learned(Positional):
     def check_config(cls, cfg) -> None:
         rows = cfg.max_seq_len + cfg.pos_offset
         if cfg.pos_skip_pads and cfg.pad_id >= rows:
-            raise ValueError(f"model.pos_skip_pads=true gives pads table row model.pad_id={cfg.pad_id}, but the table "
-                             f"has model.max_seq_len + model.pos_offset = {rows} rows.")
+            raise ValueError(f"model.pos_skip_pads=true gives pads table row model.pad_id={cfg.pad_id}, but "
+                             f"the table has model.max_seq_len + model.pos_offset = {rows} rows.")
         super().check_config(cfg)
 
-    def default_position_ids(self, ids: torch.Tensor, start: int, attention_mask: torch.Tensor | None) -> torch.Tensor:
-        """With pos_skip_pads, a token's position is the number of real tokens (attention_mask, past + new) before
-        it, and a pad's is the one that reads row pad_id: RoBERTa's ids for a tokenizer's mask (ids != pad_id)."""
+    def default_position_ids(self, ids: torch.Tensor, start: int,
+                             attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """With pos_skip_pads, a token's position is the number of real tokens (attention_mask, past + new)
+        before it, and a pad's is the one that reads row pad_id: RoBERTa's ids for a tokenizer's mask (ids !=
+        pad_id)."""
         if not self.skip_pads or attention_mask is None:
             return super().default_position_ids(ids, start, attention_mask)
         real = attention_mask.bool()  # (B, past + T)
@@ -170,8 +177,9 @@ class Learned(Positional):
 
     def check_position_ids(self, position_ids: torch.Tensor) -> None:
         n = self.max_positions
-        check_range(position_ids, n, lambda lo, hi: f"position_ids hold positions in [{lo}, {hi}] but learned "
-                                                    f"positions cover [0, {n}) (model.max_seq_len={n}).")
+        check_range(position_ids, n,
+                    lambda lo, hi: f"position_ids hold positions in [{lo}, {hi}] but learned "
+                                   f"positions cover [0, {n}) (model.max_seq_len={n}).")
 
     def add(self, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
         return x + self.table(position_ids + self.offset)
@@ -204,9 +212,9 @@ class Rotary(Positional):
         rotated = rotary_dims(cfg)
         if rotated < 2 or rotated % 2:
             raise ValueError(
-                f"model.positional='rope' rotates int(head size * model.rope_fraction) = int({cfg.head_size} * "
-                f"{cfg.rope_fraction}) = {rotated} features per head; that must be even and >= 2 (head size: "
-                f"model.head_dim or d_model // n_heads).")
+                "model.positional='rope' rotates int(head size * model.rope_fraction) = "
+                f"int({cfg.head_size} * {cfg.rope_fraction}) = {rotated} features per head; that must be "
+                f"even and >= 2 (head size: model.head_dim or d_model // n_heads).")
         ROPE_SCALINGS.get(cfg.rope_scaling).check_config(cfg)
 
     def inv_freq(self, device=None) -> torch.Tensor:
@@ -215,7 +223,8 @@ class Rotary(Positional):
         return self.scaling.inv_freq(1.0 / self.base**exponents)
 
     def terms(self, position_ids: torch.Tensor, q_start: int, k_len: int, *, causal: bool) -> PositionTerms:
-        angles = position_ids.to(torch.float32)[:, None, :, None] * self.inv_freq(position_ids.device)  # (B, 1, T, R/2)
+        # (B, 1, T, R/2)
+        angles = position_ids.to(torch.float32)[:, None, :, None] * self.inv_freq(position_ids.device)
         cos, sin = angles.cos(), angles.sin()
         factor = self.scaling.attention_factor
         if factor != 1.0:
@@ -257,7 +266,8 @@ class ALiBi(Positional):
         self.register_buffer("slopes", alibi_slopes(cfg.n_heads), persistent=False)
 
     def terms(self, position_ids: torch.Tensor, q_start: int, k_len: int, *, causal: bool) -> PositionTerms:
-        distance = query_key_distance(q_start, position_ids.shape[-1], k_len, self.slopes.device).abs().float()
+        distance = query_key_distance(q_start, position_ids.shape[-1], k_len,
+                                      self.slopes.device).abs().float()
         return PositionTerms(bias=(-self.slopes[:, None, None] * distance)[None])  # (1, H, Tq, Tk)
 
     def pattern(self, n: int) -> tuple[torch.Tensor, str]:

@@ -37,13 +37,14 @@ class RopeScaling:
             if key not in cls.keys and getattr(cfg, key) != defaults[key]:
                 reads = ", ".join(f"model.{k}" for k in cls.keys) or "no scaling key"
                 raise ValueError(f"model.{key}={getattr(cfg, key)!r} has no effect with model.rope_scaling="
-                                 f"{cfg.rope_scaling!r} (it reads {reads}); remove it or pick a scaling that uses it.")
+                                 f"{cfg.rope_scaling!r} (it reads {reads}); "
+                                 "remove it or pick a scaling that uses it.")
         if "rope_factor" in cls.keys and cfg.rope_factor < 1:
             raise ValueError(f"model.rope_factor is how far the context is stretched and must be >= 1, "
                              f"got {cfg.rope_factor!r}.")
         if "rope_original_max_len" in cls.keys and cfg.rope_original_max_len is None:
-            raise ValueError(f"model.rope_scaling={cfg.rope_scaling!r} needs model.rope_original_max_len, the "
-                             f"context length the model was pretrained at (Llama 3.1: 8192).")
+            raise ValueError(f"model.rope_scaling={cfg.rope_scaling!r} needs model.rope_original_max_len, "
+                             f"the context length the model was pretrained at (Llama 3.1: 8192).")
 
     def inv_freq(self, inv_freq: torch.Tensor) -> torch.Tensor:
         """(R/2,) plain inverse frequencies -> the ones to rotate by."""
@@ -87,7 +88,8 @@ class Llama3Scaling(RopeScaling):
         wavelen = 2 * math.pi / inv_freq
         low_freq_wavelen, high_freq_wavelen = self.original / self.low, self.original / self.high
         scaled = torch.where(wavelen > low_freq_wavelen, inv_freq / self.factor, inv_freq)
-        smooth = (self.original / wavelen - self.low) / (self.high - self.low)  # 0 at low_freq_wavelen, 1 at high
+        # 0 at low_freq_wavelen, 1 at high
+        smooth = (self.original / wavelen - self.low) / (self.high - self.low)
         smoothed = (1 - smooth) * scaled / self.factor + smooth * scaled
         medium = (wavelen >= high_freq_wavelen) & (wavelen <= low_freq_wavelen)
         return torch.where(medium, smoothed, scaled)
@@ -117,6 +119,7 @@ class YarnScaling(RopeScaling):
         high = min(math.ceil(self._pair_index(self.beta_slow, dim)), dim - 1)
         if low == high:
             high += 0.001  # transformers' guard against a zero-width ramp
-        ramp = ((torch.arange(dim // 2, dtype=torch.float32, device=inv_freq.device) - low) / (high - low)).clamp(0, 1)
+        index = torch.arange(dim // 2, dtype=torch.float32, device=inv_freq.device)
+        ramp = ((index - low) / (high - low)).clamp(0, 1)
         keep = 1 - ramp  # 1: extrapolate (keep the frequency), 0: interpolate (divide by factor)
         return inv_freq / self.factor * (1 - keep) + inv_freq * keep
