@@ -7,6 +7,7 @@ import numbers
 from collections.abc import Sequence
 
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
 PromptLike = torch.Tensor | Sequence[int] | Sequence[Sequence[int]]
 
@@ -21,13 +22,10 @@ def pad_prompts(prompts: Sequence[Sequence[int]], pad_id: int, *,
     for i, prompt in enumerate(prompts):
         if len(prompt) == 0:
             raise ValueError(f"Prompt {i} is empty; every prompt needs at least one token.")
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    for i, prompt in enumerate(prompts):
-        cols = slice(width - len(prompt), width) if side == "left" else slice(0, len(prompt))
-        ids[i, cols] = torch.as_tensor(list(prompt), dtype=torch.long)
-        mask[i, cols] = 1
+    ids = pad_sequence([torch.as_tensor(list(p), dtype=torch.long) for p in prompts], batch_first=True,
+                       padding_value=pad_id, padding_side=side)
+    mask = pad_sequence([torch.ones(len(p), dtype=torch.long) for p in prompts], batch_first=True,
+                        padding_side=side)
     return ids, mask
 
 

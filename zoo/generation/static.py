@@ -6,6 +6,8 @@ position moves as a tensor, never as a recompile."""
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from zoo.generation.prompts import position_ids
@@ -14,8 +16,6 @@ from zoo.modules.cache import StaticKVCache
 from zoo.modules.mask import AttentionMask
 
 BUFFER_ROUND = 64  # buffer sizes are rounded up to a multiple of this, so nearby lengths share one compile
-_COMPILED: list = []  # the compiled decode_step, made once
-                      # (torch.compile's own cache holds a graph per model)
 
 
 def step_mask(key_mask: torch.Tensor, index: torch.Tensor, window: int | None,
@@ -50,12 +50,10 @@ def decode_step(model, ids: torch.Tensor, pos: torch.Tensor, index: torch.Tensor
     return model.head(x)[:, -1].float()
 
 
+@functools.cache
 def compiled_step():
-    """torch.compile(decode_step), built once per process (its graphs are cached by torch per model and
-    shape)."""
-    if not _COMPILED:
-        _COMPILED.append(torch.compile(decode_step, dynamic=False))
-    return _COMPILED[0]
+    """torch.compile(decode_step), built once per process (torch caches its graphs per model and shape)."""
+    return torch.compile(decode_step, dynamic=False)
 
 
 def check_static(model, prompt_len: int, max_new_tokens: int, *, use_cache: bool, compile: bool) -> int:
