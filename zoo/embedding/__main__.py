@@ -3,15 +3,13 @@ docs/pretrained.md#sentence-embeddings. Bad arguments are one `error:` line and 
 
 import sys
 
-from zoo.embedding.cli import main
+from zoo.embedding import cli
 
 if any(a in ("-h", "--help") for a in sys.argv[1:]):
-    from zoo.embedding import cli
-
     print(cli.__doc__)
     sys.exit(0)
 try:
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(cli.main(sys.argv[1:]))
 except (ValueError, TypeError, FileNotFoundError) as e:  # bad arguments, inputs or folders
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)

@@ -15,8 +15,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.nn.utils.rnn import pad_sequence
 
-from zoo.embedding.folder import EmbedSettings, is_sentence_transformers, read_settings
+from zoo.embedding.folder import MODULES_FILE, EmbedSettings, read_settings
 from zoo.embedding.pooling import POOLINGS
 from zoo.tokenizers import load_hf_tokenizer
 from zoo.utils import eval_mode
@@ -68,31 +69,24 @@ class Embedder:
         """(N, d) embeddings of framed id lists; batches of similar length (longest first), right-padded."""
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size={batch_size!r} must be an integer >= 1.")
+        if not ids:
+            return torch.empty(0, self.model.config.d_model)
         device = next(self.model.parameters()).device
         order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
-        out: list[torch.Tensor | None] = [None] * len(ids)
+        vectors = []
         with torch.inference_mode(), eval_mode(self.model):
             for start in range(0, len(order), batch_size):
                 chunk = order[start:start + batch_size]
-                input_ids, mask = self._padded([ids[i] for i in chunk], device)
+                rows = [torch.as_tensor(np.asarray(ids[i], dtype=np.int64)) for i in chunk]
+                input_ids = pad_sequence(rows, batch_first=True, padding_value=self.tokenizer.padding_id)
+                mask = pad_sequence([torch.ones_like(r) for r in rows], batch_first=True)  # (b, T) 1 = real
+                input_ids, mask = input_ids.to(device), mask.to(device)
                 hidden = self.model(input_ids, attention_mask=mask).hidden_states  # (b, T, C)
-                vectors = self.pool(hidden.float(), mask)  # (b, C)
+                pooled = self.pool(hidden.float(), mask)  # (b, C)
                 if self.settings.normalize:
-                    vectors = F.normalize(vectors, p=2, dim=-1)
-                for row, i in enumerate(chunk):
-                    out[i] = vectors[row].cpu()
-        if not ids:
-            return torch.empty(0, self.model.config.d_model)
-        return torch.stack(out)  # type: ignore[arg-type]
-
-    def _padded(self, rows: list[Sequence[int]], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        width = max(len(r) for r in rows)
-        input_ids = torch.full((len(rows), width), self.tokenizer.padding_id, dtype=torch.long)
-        mask = torch.zeros(len(rows), width, dtype=torch.long)
-        for b, r in enumerate(rows):
-            input_ids[b, :len(r)] = torch.as_tensor(np.asarray(r, dtype=np.int64))
-            mask[b, :len(r)] = 1
-        return input_ids.to(device), mask.to(device)
+                    pooled = F.normalize(pooled, p=2, dim=-1)
+                vectors.append(pooled.cpu())
+        return torch.cat(vectors)[torch.tensor(order).argsort()]  # back in the order of `ids`
 
 
 def embed(model: Any, tokenizer: Any, texts: Sequence[str], *, pooling: str = "mean", normalize: bool = False,
@@ -115,7 +109,8 @@ def load_embedder(folder: str | os.PathLike, *, pooling: str | None = None, norm
         raise FileNotFoundError(f"{folder} is not a folder; expected a Hugging Face model folder "
                                 "(config.json, weights, tokenizer.json), a sentence-transformers one "
                                 "(modules.json) included.")
-    settings = read_settings(folder) if is_sentence_transformers(folder) else EmbedSettings(model_dir=folder)
+    sentence_transformers = (folder / MODULES_FILE).is_file()
+    settings = read_settings(folder) if sentence_transformers else EmbedSettings(model_dir=folder)
     given = {"pooling": pooling, "normalize": normalize, "max_length": max_length}
     settings = dataclasses.replace(settings, **{k: v for k, v in given.items() if v is not None})
     POOLINGS.get(settings.pooling)  # an unknown name fails before the weights are read

@@ -81,8 +81,8 @@ def check(args: EmbedArgs) -> tuple[Path, list[str], Path]:
                          "(config.json, weights, tokenizer.json), a sentence-transformers one included.")
     if output.suffix not in OUTPUTS:
         raise ValueError(f"output={args.output!r} must end in {' or '.join(OUTPUTS)}.")
-    if args.pooling is not None and args.pooling not in POOLINGS:
-        POOLINGS.get(args.pooling)  # the registry's error: the name, a close match, the allowed names
+    if args.pooling is not None:
+        POOLINGS.get(args.pooling)  # an unknown name: the registry's error (a close match, the allowed names)
     if args.batch_size < 1 or (args.max_length is not None and args.max_length < 1):
         raise ValueError(f"batch_size={args.batch_size} and max_length={args.max_length} must be >= 1.")
     return folder, read_texts(Path(args.input)), output

@@ -37,10 +37,6 @@ class EmbedSettings:
     model_dir: Path | None = None
 
 
-def is_sentence_transformers(folder: Path) -> bool:
-    return (folder / MODULES_FILE).is_file()
-
-
 def read_settings(folder: Path) -> EmbedSettings:
     """The settings sentence-transformers' `SentenceTransformer(folder).encode` applies."""
     modules = _read_json(folder / MODULES_FILE)
