@@ -15,39 +15,14 @@ from dataclasses import dataclass
 from zoo.data.sources.base import PairCorpus, check_fraction, register_source, val_count
 
 # (korean, english, agreement class): "3s" takes -s in the present and "is"/"was".
-SUBJECTS = [
-    ("나는", "i", "1s"),
-    ("너는", "you", "pl"),
-    ("그는", "he", "3s"),
-    ("그녀는", "she", "3s"),
-    ("우리는", "we", "pl"),
-    ("그들은", "they", "pl"),
-    ("학생은", "the student", "3s"),
-    ("선생님은", "the teacher", "3s"),
-    ("아이는", "the child", "3s"),
-    ("의사는", "the doctor", "3s"),
-]
-OBJECTS = {
-    "사과를": "an apple",
-    "빵을": "bread",
-    "밥을": "rice",
-    "케이크를": "a cake",
-    "물을": "water",
-    "우유를": "milk",
-    "커피를": "coffee",
-    "주스를": "juice",
-    "책을": "a book",
-    "신문을": "the newspaper",
-    "편지를": "a letter",
-    "시를": "a poem",
-    "이야기를": "a story",
-    "보고서를": "a report",
-    "영화를": "a movie",
-    "경기를": "the game",
-    "뉴스를": "the news",
-    "꽃을": "flowers",
-    "음악을": "music",
-}
+SUBJECTS = [("나는", "i", "1s"), ("너는", "you", "pl"), ("그는", "he", "3s"), ("그녀는", "she", "3s"),
+            ("우리는", "we", "pl"), ("그들은", "they", "pl"), ("학생은", "the student", "3s"),
+            ("선생님은", "the teacher", "3s"), ("아이는", "the child", "3s"), ("의사는", "the doctor", "3s")]
+OBJECTS = {"사과를": "an apple", "빵을": "bread", "밥을": "rice", "케이크를": "a cake", "물을": "water",
+           "우유를": "milk", "커피를": "coffee", "주스를": "juice", "책을": "a book",
+           "신문을": "the newspaper", "편지를": "a letter", "시를": "a poem", "이야기를": "a story",
+           "보고서를": "a report", "영화를": "a movie", "경기를": "the game", "뉴스를": "the news",
+           "꽃을": "flowers", "음악을": "music"}
 
 
 @dataclass(frozen=True)
@@ -59,59 +34,29 @@ class Verb:
 
 
 VERBS = {
-    "eat": Verb(
-        ("먹는다", "먹었다", "먹을 것이다"), ("eat", "eats", "ate"), ("사과를", "빵을", "밥을", "케이크를")
-    ),
-    "drink": Verb(
-        ("마신다", "마셨다", "마실 것이다"),
-        ("drink", "drinks", "drank"),
-        ("물을", "우유를", "커피를", "주스를"),
-    ),
-    "read": Verb(
-        ("읽는다", "읽었다", "읽을 것이다"), ("read", "reads", "read"), ("책을", "신문을", "편지를", "시를")
-    ),
-    "write": Verb(
-        ("쓴다", "썼다", "쓸 것이다"),
-        ("write", "writes", "wrote"),
-        ("편지를", "시를", "이야기를", "보고서를"),
-    ),
-    "watch": Verb(
-        ("본다", "봤다", "볼 것이다"), ("watch", "watches", "watched"), ("영화를", "경기를", "뉴스를")
-    ),
-    "buy": Verb(
-        ("산다", "샀다", "살 것이다"),
-        ("buy", "buys", "bought"),
-        ("사과를", "책을", "꽃을", "우유를", "케이크를"),
-    ),
-    "like": Verb(
-        ("좋아한다", "좋아했다", "좋아할 것이다"),
-        ("like", "likes", "liked"),
-        ("음악을", "꽃을", "커피를", "우유를"),
-    ),
-    "listen": Verb(
-        ("듣는다", "들었다", "들을 것이다"),
-        ("listen", "listens", "listened"),
-        ("음악을", "뉴스를", "이야기를"),
-        "to",
-    ),
+    "eat": Verb(("먹는다", "먹었다", "먹을 것이다"), ("eat", "eats", "ate"),
+                ("사과를", "빵을", "밥을", "케이크를")),
+    "drink": Verb(("마신다", "마셨다", "마실 것이다"), ("drink", "drinks", "drank"),
+                  ("물을", "우유를", "커피를", "주스를")),
+    "read": Verb(("읽는다", "읽었다", "읽을 것이다"), ("read", "reads", "read"),
+                 ("책을", "신문을", "편지를", "시를")),
+    "write": Verb(("쓴다", "썼다", "쓸 것이다"), ("write", "writes", "wrote"),
+                  ("편지를", "시를", "이야기를", "보고서를")),
+    "watch": Verb(("본다", "봤다", "볼 것이다"), ("watch", "watches", "watched"),
+                  ("영화를", "경기를", "뉴스를")),
+    "buy": Verb(("산다", "샀다", "살 것이다"), ("buy", "buys", "bought"),
+                ("사과를", "책을", "꽃을", "우유를", "케이크를")),
+    "like": Verb(("좋아한다", "좋아했다", "좋아할 것이다"), ("like", "likes", "liked"),
+                 ("음악을", "꽃을", "커피를", "우유를")),
+    "listen": Verb(("듣는다", "들었다", "들을 것이다"), ("listen", "listens", "listened"),
+                   ("음악을", "뉴스를", "이야기를"), "to"),
 }
 TENSES = ("present", "past", "future")
 TIME_WORDS = {"present": ("매일", "every day"), "past": ("어제", "yesterday"), "future": ("내일", "tomorrow")}
-PLACES = [
-    None,
-    ("집에서", "at home"),
-    ("학교에서", "at school"),
-    ("공원에서", "in the park"),
-    ("카페에서", "at the cafe"),
-]
-NOUNS = [
-    ("학생", "student"),
-    ("선생님", "teacher"),
-    ("의사", "doctor"),
-    ("가수", "singer"),
-    ("요리사", "cook"),
-    ("화가", "painter"),
-]
+PLACES = [None, ("집에서", "at home"), ("학교에서", "at school"), ("공원에서", "in the park"),
+          ("카페에서", "at the cafe")]
+NOUNS = [("학생", "student"), ("선생님", "teacher"), ("의사", "doctor"), ("가수", "singer"),
+         ("요리사", "cook"), ("화가", "painter")]
 COPULA = {
     "present": ("이다", {"1s": "am", "3s": "is", "pl": "are"}),
     "past": ("이었다", {"1s": "was", "3s": "was", "pl": "were"}),
