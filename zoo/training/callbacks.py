@@ -4,6 +4,7 @@ exact-match for tasks with reference texts, and generated samples at the end (pr
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 from zoo.registry import Registry
 from zoo.tasks import Task, get_task
 from zoo.tasks.samples import make_samples
-from zoo.training.console import LineProgress, is_terminal, token_count
+from zoo.training.console import LineProgress, token_count
 from zoo.training.monitor import switched_on
 
 CALLBACKS: Registry = Registry("callback")
@@ -198,7 +199,7 @@ def _progress(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback | None:
         return None
     opts = dict(opts)
     style, every = opts.pop("style", "auto"), opts.pop("every_n_steps", 50)
-    if style == "lines" or (style == "auto" and not is_terminal()):
+    if style == "lines" or (style == "auto" and not sys.stdout.isatty()):
         return LineProgress(every_n_steps=every)
     return StepProgressBar(**opts)
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import logging
 import shlex
-import sys
 import time
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import lightning as L
 import torch
@@ -39,41 +38,27 @@ DEPENDENCY_DEPRECATIONS = (
 )
 
 
-class _DropMessages(logging.Filter):
-    """Drops log records whose message starts with one of `prefixes`."""
-
-    def __init__(self, prefixes: tuple[str, ...]) -> None:
-        super().__init__()
-        self.prefixes = prefixes
+class _DropTips(logging.Filter):
+    """Drops log records whose message starts with one of LIGHTNING_TIPS."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.getMessage()).startswith(self.prefixes)
+        return not str(record.getMessage()).startswith(LIGHTNING_TIPS)
+
+
+DROP_TIPS = _DropTips()  # one instance: addFilter adds it to a logger once
 
 
 def quiet_third_party() -> None:
     """Install the filters above (idempotent): Lightning's tips and the listed dependency deprecations."""
     for name in LIGHTNING_LOGGERS:
-        log = logging.getLogger(name)
-        if not any(isinstance(f, _DropMessages) for f in log.filters):
-            log.addFilter(_DropMessages(LIGHTNING_TIPS))
+        logging.getLogger(name).addFilter(DROP_TIPS)
     for message, category, module in DEPENDENCY_DEPRECATIONS:
         warnings.filterwarnings("ignore", message=message, category=category, module=module)
 
 
-def is_terminal(stream: IO[str] | None = None) -> bool:
-    """Whether `stream` (default stdout) is an interactive terminal (a bar can redraw in place)."""
-    stream = stream if stream is not None else sys.stdout
-    return bool(getattr(stream, "isatty", lambda: False)())
-
-
-def batch_tokens(batch: Mapping[str, torch.Tensor]) -> int:
-    """Real (unpadded) tokens in a batch: encoder/decoder inputs, counted by their attention masks."""
-    return int(token_count(batch))
-
-
 def token_count(batch: Mapping[str, torch.Tensor]) -> int | torch.Tensor:
-    """`batch_tokens` without a host sync: a masked batch's count stays a tensor on its device (per-step
-    callbacks add them up and read the sum once, when they log)."""
+    """Real (unpadded) tokens in a batch: encoder/decoder inputs, counted by their attention masks. No host
+    sync: a masked batch's count stays a tensor on its device (callbacks add them up and read the sum once)."""
     total: int | torch.Tensor = 0
     for ids_key, mask_key in (("input_ids", "attention_mask"),
                               ("decoder_input_ids", "decoder_attention_mask")):
@@ -93,11 +78,11 @@ class LineProgress(ProgressBar):
     ETA 6:09`, plus a line per validation. Reads the loss once per printed line (no per-step host sync);
     tokens/s counts the batches' tokens since the previous line (all processes together)."""
 
-    def __init__(self, every_n_steps: int = 50, stream: IO[str] | None = None) -> None:
+    def __init__(self, every_n_steps: int = 50) -> None:
         super().__init__()
         if every_n_steps < 1:
             raise ValueError(f"callbacks.progress_bar.every_n_steps must be >= 1, got {every_n_steps}")
-        self.every_n_steps, self.stream, self._enabled = every_n_steps, stream, True
+        self.every_n_steps, self._enabled = every_n_steps, True
         self._start = self._since = 0.0
         self._start_step = self._printed_step = 0
         self._tokens = 0
@@ -108,9 +93,6 @@ class LineProgress(ProgressBar):
 
     def enable(self) -> None:
         self._enabled = True
-
-    def _print(self, text: str) -> None:
-        print(text, file=self.stream if self.stream is not None else sys.stdout, flush=True)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._start = self._since = time.perf_counter()
@@ -133,7 +115,7 @@ class LineProgress(ProgressBar):
         timing = f"{_clock(now - self._start)} elapsed"
         if trainer.max_steps and trainer.max_steps > 0:
             timing += f", ETA {_clock(per_step * (trainer.max_steps - step))}"
-        self._print(" | ".join(parts + [timing]))
+        print(" | ".join(parts + [timing]), flush=True)
         self._printed_step, self._since, self._tokens = step, now, 0
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -142,7 +124,7 @@ class LineProgress(ProgressBar):
         shown = {k: v for k, v in trainer.callback_metrics.items() if k.startswith("val/") and v.numel() == 1}
         if shown:
             values = ", ".join(f"{k} {float(v):.4f}" for k, v in sorted(shown.items()))
-            self._print(f"step {trainer.global_step}: {values}")
+            print(f"step {trainer.global_step}: {values}", flush=True)
         self._since, self._tokens = time.perf_counter(), 0  # validation time is not training throughput
 
 
