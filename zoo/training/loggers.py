@@ -79,6 +79,7 @@ def _wandb(run_dir: Path, run_name: str, *, mode: WandbMode = "auto", project: s
            resume_id: str | None = None):
     """`resume_id`: the W&B run id a resumed checkpoint recorded; the run continues it (offline too: `wandb
     sync` then appends to the same run)."""
+    import wandb
     from lightning.pytorch.loggers import WandbLogger
 
     mode, reason = decide_wandb_mode(mode)
@@ -93,19 +94,13 @@ def _wandb(run_dir: Path, run_name: str, *, mode: WandbMode = "auto", project: s
         print(f"[zoo] W&B continues run {resume_id} (its id is kept in the checkpoint)")
     logger = WandbLogger(
         project=project, entity=entity, name=run_name, save_dir=str(run_dir),
-        tags=list(tags or []), group=group, offline=(mode == "offline"),
-        log_model=False, settings=_wandb_settings(), **resume,
+        tags=list(tags or []), group=group, offline=(mode == "offline"), log_model=False,
+        settings=wandb.Settings(init_timeout=60, x_disable_stats=True, silent=True), **resume,
     )
     # Lightning always passes `anonymous` (None) to wandb.init, and wandb warns that the setting "has no
     # effect" whatever its value: leave the key out (its default is the same)
     getattr(logger, "_wandb_init", {}).pop("anonymous", None)
     return logger
-
-
-def _wandb_settings():
-    import wandb
-
-    return wandb.Settings(init_timeout=60, x_disable_stats=True, silent=True)
 
 
 @LOGGERS.register("csv")
@@ -147,9 +142,7 @@ def run_id(loggers) -> str | None:
 
 def finish_logger(logger, *, failed: bool) -> None:
     """Close the W&B run even when training raised (exit code 1 marks it failed)."""
-    try:
-        import wandb
-    except ImportError:  # pragma: no cover - wandb is a dependency
-        return
+    import wandb
+
     if wandb.run is not None:
         wandb.finish(exit_code=1 if failed else 0)
