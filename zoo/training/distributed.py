@@ -25,21 +25,16 @@ class ShardedSampler(Sampler[int]):
         if hasattr(self.inner, "set_epoch"):
             self.inner.set_epoch(epoch)
 
-    def _items(self) -> list[int]:
+    def __iter__(self) -> Iterator[int]:
         items = list(self.inner)
         mine = items[self.rank :: self.world]
         if self.pad and items and len(mine) < -(-len(items) // self.world):
             mine.append(mine[0] if mine else items[0])
-        return mine
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._items())
+        return iter(mine)
 
     def __len__(self) -> int:
         n = len(self.inner)
-        if self.pad:
-            return -(-n // self.world)
-        return len(range(self.rank, n, self.world))
+        return -(-n // self.world) if self.pad else len(range(self.rank, n, self.world))
 
 
 def sharded(loader: DataLoader, rank: int, world: int, *, pad: bool) -> DataLoader:

@@ -21,18 +21,14 @@ def resolve_accelerator(accelerator: str) -> str:
     return "gpu" if accelerator == "cuda" else accelerator
 
 
-def default_precision(accelerator: str) -> str:
-    if accelerator == "gpu":
-        return "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
-    return "32-true"
-
-
 def resolve_precision(precision: str | int, accelerator: str) -> str:
     """Validate `trainer.precision` against the accelerator; `auto` picks the hardware default."""
     accelerator = resolve_accelerator(accelerator)
     precision = str(precision)
+    if precision == "auto" and accelerator == "gpu":  # the hardware's default
+        return "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
     if precision == "auto":
-        return default_precision(accelerator)
+        return "32-true"
     if precision not in PRECISIONS:
         raise ValueError(f"trainer.precision={precision!r} is unknown; allowed: auto, {', '.join(PRECISIONS)}")
     if accelerator not in PRECISIONS[precision]:
