@@ -52,16 +52,16 @@ class EpochSampler(Sampler):
 
 
 class EpochShuffle(EpochSampler):
-    """A permutation of ``range(n)`` per epoch (``shuffle=False``: the identity)."""
+    """A permutation of ``range(n)`` per epoch."""
 
-    def __init__(self, n: int, seed: int, *, shuffle: bool = True) -> None:
+    def __init__(self, n: int, seed: int) -> None:
         super().__init__(seed)
         if n < 1:
             raise ValueError(f"n={n} must be >= 1")
-        self.n, self.shuffle = n, shuffle
+        self.n = n
 
     def items(self) -> Sequence[int]:
-        return self.rng().permutation(self.n).tolist() if self.shuffle else range(self.n)
+        return self.rng().permutation(self.n).tolist()
 
     def __len__(self) -> int:
         return self.n

@@ -90,20 +90,9 @@ class LMBlocks(Dataset):
     collator pads it).
     """
 
-    def __init__(
-        self,
-        stream: np.ndarray,
-        block_len: int,
-        *,
-        random: bool,
-        seed: int,
-        mask_prob: float | None = None,
-        mask_id: int = 4,
-        vocab_size: int = 0,
-        n_special: int = 5,
-        special_ids: Sequence[int] | None = None,
-        parts: int = 1,
-    ) -> None:
+    def __init__(self, stream: np.ndarray, block_len: int, *, random: bool, seed: int,
+                 mask_prob: float | None = None, mask_id: int = 4, vocab_size: int = 0,
+                 special_ids: Sequence[int] | None = None, parts: int = 1) -> None:
         self.causal = mask_prob is None
         self.span = block_len + 1 if self.causal else block_len  # tokens read per window
         if len(stream) == 0:
@@ -111,8 +100,7 @@ class LMBlocks(Dataset):
         if self.causal and len(stream) < 2:
             raise ValueError("token stream has 1 token; causal LM needs at least 2 (an input and its target)")
         self.stream, self.block_len, self.random, self.seed = stream, block_len, random, seed
-        self.mask = dict(prob=mask_prob, mask_id=mask_id, vocab_size=vocab_size, n_special=n_special,
-                         special_ids=special_ids)
+        self.mask = dict(prob=mask_prob, mask_id=mask_id, vocab_size=vocab_size, special_ids=special_ids)
         if not isinstance(parts, int) or parts < 1:
             raise ValueError(f"data.shards={parts!r} must be a positive int")
         self.parts = max(1, min(parts, len(stream) // self.span))  # every part holds at least one whole window

@@ -122,7 +122,7 @@ def read_jsonl_pairs(path: PathLike, src_field: str = "src", tgt_field: str = "t
     return _require_rows(path, pairs)
 
 
-PAIR_FORMATS = {"tsv": read_tsv_pairs, "jsonl": read_jsonl_pairs}
+PAIR_FORMATS = {"tsv": lambda path, *fields: read_tsv_pairs(path), "jsonl": read_jsonl_pairs}
 PAIR_SUFFIXES = {".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
 
 
@@ -139,9 +139,7 @@ def read_pairs(
             )
     if fmt not in PAIR_FORMATS:
         raise ValueError(f"data.format={fmt!r} is unknown; allowed: {['auto', *sorted(PAIR_FORMATS)]}")
-    if fmt == "tsv":
-        return read_tsv_pairs(path)
-    return read_jsonl_pairs(path, src_field, tgt_field)
+    return PAIR_FORMATS[fmt](path, src_field, tgt_field)
 
 
 def read_labelled(
