@@ -169,14 +169,23 @@ def write_checkpoint(path: str | Path, config: dict[str, Any], tensors: dict[str
     """Write `config.json` and `model.safetensors` into `path` so that every moment leaves the old checkpoint
     or the new one. Both carry one `zoo_save_id`; the weights are renamed in first, and until config.json
     follows, zoo reads the save's pending config. Stale weights of the old checkpoint go; other files stay."""
-    folder = _save_folder(path)
+    from safetensors.torch import save_file
+
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"save_pretrained needs a directory, but {str(folder)!r} is a file.")
+    folder.mkdir(parents=True, exist_ok=True)
     _finish_interrupted_save(folder)
     save_id = uuid.uuid4().hex[:16]
     weights, config_file = (temp_path(folder / name, token=save_id) for name in (SAFE_WEIGHTS, CONFIG))
     try:
-        _write_weights(weights, tensors, save_id)
-        _write_config(config_file, {**config, SAVE_ID: save_id})
-        fsync_path(folder)
+        plain = {name: t.detach().to("cpu").contiguous().clone() for name, t in tensors.items()}  # unshared
+        save_file(plain, str(weights), metadata={"format": "pt", SAVE_ID: save_id})
+        default_mode(weights)  # safetensors writes 0600
+        config_file.write_text(json.dumps({**config, SAVE_ID: save_id}, indent=2, sort_keys=True) + "\n",
+                               encoding="utf-8")
+        for written in (weights, config_file, folder):
+            fsync_path(written)
         os.replace(weights, folder / SAFE_WEIGHTS)  # zoo reads the new model from here on
     except BaseException:
         if weights.exists():  # not renamed in: the old checkpoint stands, the new one goes
@@ -187,33 +196,6 @@ def write_checkpoint(path: str | Path, config: dict[str, Any], tensors: dict[str
     fsync_path(folder)
     _remove_stale_weights(folder)
     return folder
-
-
-def _save_folder(path: str | Path) -> Path:
-    """`path` as a directory to save into (created if missing); a clear error if it is a file."""
-    folder = Path(path)
-    if folder.exists() and not folder.is_dir():
-        raise NotADirectoryError(f"save_pretrained needs a directory, but {str(folder)!r} is a file.")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def _write_weights(file: Path, tensors: dict[str, torch.Tensor], save_id: str) -> None:
-    """safetensors of contiguous copies (no shared storage), tagged with the save id, mode 0666-umask, synced."""
-    from safetensors.torch import save_file
-
-    plain = {name: t.detach().to("cpu").contiguous().clone() for name, t in tensors.items()}
-    save_file(plain, str(file), metadata={"format": "pt", SAVE_ID: save_id})
-    default_mode(file)
-    fsync_path(file)
-
-
-def _write_config(file: Path, config: dict[str, Any]) -> None:
-    """config.json text (sorted keys), synced to disk before it is renamed into place."""
-    with open(file, "w", encoding="utf-8") as f:
-        f.write(json.dumps(config, indent=2, sort_keys=True) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def _finish_interrupted_save(folder: Path) -> None:
@@ -228,24 +210,18 @@ def _finish_interrupted_save(folder: Path) -> None:
 
 
 def _remove_stale_weights(folder: Path) -> None:
-    """Delete the weight files an older checkpoint left beside the new `model.safetensors`: the index files
-    and the shards they name (plain weight-file names in this folder only), and `pytorch_model.bin`."""
-    for index_name in INDEX_FILES:
-        index = folder / index_name
-        if index.is_file():
-            for shard in _stale_shards(index):
-                (folder / shard).unlink(missing_ok=True)
-            index.unlink()
+    """Delete the weight files an older checkpoint left beside the new `model.safetensors`:
+    `pytorch_model.bin`, the index files and the weight files they name (`_shards` allows plain names in this
+    folder only; an index that does not parse names none)."""
+    for index in (folder / name for name in INDEX_FILES):
+        if not index.is_file():
+            continue
+        try:
+            names = _shards(index)
+        except (OSError, ValueError):
+            names = []
+        for name in names:
+            if not name.startswith(".") and name.endswith((".safetensors", ".bin")) and name != SAFE_WEIGHTS:
+                (folder / name).unlink(missing_ok=True)
+        index.unlink()
     (folder / "pytorch_model.bin").unlink(missing_ok=True)
-
-
-def _stale_shards(index: Path) -> set[str]:
-    """Shard names in `index` that are safe to delete (plain weight-file names); none if it does not parse."""
-    try:
-        names = _shards(index)
-    except (OSError, ValueError):
-        return set()
-    return {
-        n for n in names
-        if n == Path(n).name and not n.startswith(".") and n.endswith((".safetensors", ".bin")) and n != SAFE_WEIGHTS
-    }
