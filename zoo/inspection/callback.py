@@ -78,19 +78,16 @@ class AttentionMapLogger(Callback):
         return Path(root) / self.dirname / f"step{trainer.global_step:07d}"
 
     def on_validation_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        if trainer.sanity_checking or self.example is None or not trainer.is_global_zero:
-            return
-        if trainer.current_epoch % self.every_n_epochs:
-            return
-        self.log_maps(trainer, pl_module)
+        due = trainer.current_epoch % self.every_n_epochs == 0
+        if due and not trainer.sanity_checking and self.example is not None and trainer.is_global_zero:
+            self.log_maps(trainer, pl_module)
 
     def log_maps(self, trainer: Trainer, pl_module: LightningModule) -> list[Path]:
         """Draw the example's maps to PNG files and hand them to every WandbLogger; returns the files."""
         model = find_zoo_model(pl_module, self.model_attr)
         device = next(model.parameters()).device
         inputs = {k: v.to(device) for k, v in self.example.items()}
-        tokenizer = getattr(trainer.datamodule, "tokenizer", None) if trainer.datamodule is not None else None
-        tokenizer = tokenizer or getattr(pl_module, "tokenizer", None)
+        tokenizer = getattr(trainer.datamodule, "tokenizer", None) or getattr(pl_module, "tokenizer", None)
         ids = inputs.pop("input_ids")
         dec = inputs.get("decoder_input_ids")
         maps = attention_maps(

@@ -13,6 +13,7 @@ with both sequences of length T."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from torch import nn
@@ -24,7 +25,6 @@ from zoo.modules.heads import OutputHead
 from zoo.modules.norm import norm_module_types
 
 COMPONENTS = ("embeddings", "attention", "ffn", "norms", "head")
-
 
 
 def _component_rules() -> list[tuple[tuple[type, ...], str]]:
@@ -59,19 +59,24 @@ def parameter_counts(model: nn.Module) -> dict[str, int]:
     return counts
 
 
-def parameter_table(model: nn.Module, *, title: str = "parameters"):
-    """A rich Table of parameter_counts with each component's share of the total."""
+def _table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]], caption: str | None = None):
+    """A rich Table: the first column (names) left-aligned, the numbers after it right-aligned."""
     from rich.table import Table
 
-    counts = parameter_counts(model)
-    table = Table(title=title)
-    table.add_column("component")
-    table.add_column("parameters", justify="right")
-    table.add_column("share", justify="right")
-    total = max(counts["total"], 1)
-    for name, n in counts.items():
-        table.add_row(name, f"{n:,}", f"{100 * n / total:.1f}%")
+    table = Table(title=title, caption=caption)
+    for i, column in enumerate(columns):
+        table.add_column(column, justify="right" if i else "left")
+    for row in rows:
+        table.add_row(*row)
     return table
+
+
+def parameter_table(model: nn.Module, *, title: str = "parameters"):
+    """A rich Table of parameter_counts with each component's share of the total."""
+    counts = parameter_counts(model)
+    total = max(counts["total"], 1)
+    return _table(title, ("component", "parameters", "share"),
+                  [(name, f"{n:,}", f"{100 * n / total:.1f}%") for name, n in counts.items()])
 
 
 @dataclass(frozen=True)
@@ -114,13 +119,8 @@ def flops_per_token(model: nn.Module, seq_len: int | None = None) -> FlopCount:
 
 def flops_table(model: nn.Module, seq_len: int | None = None):
     """A rich Table of flops_per_token, with the formula in the caption."""
-    from rich.table import Table
-
     f = flops_per_token(model, seq_len)
-    table = Table(title=f"FLOPs per token (T = {f.seq_len})", caption=f.formula)
-    table.add_column("quantity")
-    table.add_column("value", justify="right")
-    for name, value in (("N_matmul", f.n_matmul), ("attention term", f.attention), ("forward", f.forward),
-                        ("training (fwd + bwd)", f.training)):
-        table.add_row(name, f"{value:,}")
-    return table
+    rows = (("N_matmul", f.n_matmul), ("attention term", f.attention), ("forward", f.forward),
+            ("training (fwd + bwd)", f.training))
+    return _table(f"FLOPs per token (T = {f.seq_len})", ("quantity", "value"),
+                  [(name, f"{value:,}") for name, value in rows], caption=f.formula)

@@ -29,14 +29,10 @@ def _save(fig, path: str | Path) -> Path:
 
 
 def _label_axes(ax, q_labels: Sequence[str] | None, k_labels: Sequence[str] | None, fontsize: int) -> None:
-    if k_labels is not None:
-        ax.set_xticks(range(len(k_labels)), list(k_labels), rotation=90, fontsize=fontsize)
-    else:
-        ax.set_xticks([])
-    if q_labels is not None:
-        ax.set_yticks(range(len(q_labels)), list(q_labels), fontsize=fontsize)
-    else:
-        ax.set_yticks([])
+    """Keys label the columns, queries the rows; an axis without labels has no ticks."""
+    k_labels, q_labels = list(k_labels or []), list(q_labels or [])
+    ax.set_xticks(range(len(k_labels)), k_labels, rotation=90, fontsize=fontsize)
+    ax.set_yticks(range(len(q_labels)), q_labels, fontsize=fontsize)
 
 
 def plot_attention_grid(

@@ -112,7 +112,6 @@ def _stream_of(path: str, default: str) -> str:
     return _SCOPES.get(top, default)
 
 
-
 def _materialise_mask(mask, q_len: int, k_len: int) -> torch.Tensor:
     """What the explicit attention path adds to the scores: 0 (visible), -inf (masked) or a bias."""
     return mask.apply(torch.zeros(1, 1, q_len, k_len))  # (B|1, H|1, Tq, Tk)
@@ -180,11 +179,8 @@ class Tracer:
             x, mask = args[0], args[1]
             positions = args[2] if len(args) > 2 else kwargs.get("positions")
             self._add("stack_input", x, path, "pre")
-            q_len = x.shape[1]
-            k_len = q_len  # without a cache; with one, the causal mask covers past + T
-            cache = kwargs.get("cache")
-            if cache is not None:
-                k_len = cache.length + q_len
+            q_len, cache = x.shape[1], kwargs.get("cache")
+            k_len = q_len + (cache.length if cache is not None else 0)  # with a cache: its past + T keys
             self._add("mask", _materialise_mask(mask, q_len, k_len), path, "derived")
             if mask.local is not None:  # what the sliding-window layers of this stack attend with
                 self._add("local_mask", _materialise_mask(mask.local, q_len, k_len), path, "derived")

@@ -22,12 +22,8 @@ def can_generate(model) -> bool:
 
 def _new_tokens(row: list[int], prompt_len: int, eos_ids: Sequence[int]) -> list[int]:
     """The generated part of a returned row, up to and including the first EOS (pads after it dropped)."""
-    out = []
-    for token in row[prompt_len:]:
-        out.append(token)
-        if token in eos_ids:
-            break
-    return out
+    new = row[prompt_len:]
+    return new[: next((i + 1 for i, token in enumerate(new) if token in eos_ids), len(new))]
 
 
 def _next_logprobs(model, source: list[int], prefix: list[int], pad_id: int) -> torch.Tensor:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -177,15 +178,9 @@ class LogitsPart:
 
 def _best_within(part: Part, allowance: int) -> Any:
     """The largest choice of `part` costing at most `allowance` bytes (None when not even the smallest)."""
-    options = part.choices()  # sizes decreasing
-    lo, hi = 0, len(options)  # binary search for the first that fits
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if part.size(options[mid]) <= allowance:
-            hi = mid
-        else:
-            lo = mid + 1
-    return options[lo] if lo < len(options) else None
+    options = part.choices()  # sizes decreasing: the ones that fit come last
+    first = bisect_left(options, True, key=lambda choice: part.size(choice) <= allowance)
+    return options[first] if first < len(options) else None
 
 
 def _fill(logits: Part, positional: Part, attention: list[Part], masks: list[Part],
@@ -230,25 +225,20 @@ def fit_page(data: dict[str, Any], *, logits: LogitsPart, positional: WholePart,
     size needed when even the fixed parts (everything else in `data`) do not fit."""
     parts: list[Part] = [logits, positional, *attention, *masks]
 
-    def assemble(chosen: dict[int, Any]) -> dict[str, Any]:
-        out = dict(data)
-        out["logits"] = logits.render(chosen[id(logits)])
-        out["positional"] = positional.render(chosen[id(positional)])
-        out["attention"] = {p.kind: p.render(chosen[id(p)]) for p in attention}
-        out["masks"] = [m.render(chosen[id(m)]) for m in masks]
-        out["notes"] = [n for p in parts if (n := p.note(chosen[id(p)], max_mb)) is not None]
-        return out
+    def notes(chosen: dict[int, Any]) -> list[str]:
+        return [n for p in parts if (n := p.note(chosen[id(p)], max_mb)) is not None]
 
-    def notes_bytes(chosen: dict[int, Any]) -> int:
-        return json_bytes([n for p in parts if (n := p.note(chosen[id(p)], max_mb)) is not None])
+    def assemble(chosen: dict[int, Any], said: list[str]) -> dict[str, Any]:
+        return {**data, "logits": logits.render(chosen[id(logits)]),
+                "positional": positional.render(chosen[id(positional)]),
+                "attention": {p.kind: p.render(chosen[id(p)]) for p in attention},
+                "masks": [m.render(chosen[id(m)]) for m in masks], "notes": said}
 
     limit = int(max_mb * MB)
     none = {id(p): None for p in parts}
-    skeleton = {**data, "logits": logits.render(None), "positional": positional.render(None),
-                "attention": {p.kind: p.render(None) for p in attention},
-                "masks": [m.render(None) for m in masks], "notes": []}
-    fixed = chrome_bytes() + json_bytes(skeleton) - json_bytes([])
-    least = fixed + notes_bytes(none)
+    fixed = chrome_bytes() + json_bytes(assemble(none, [])) - json_bytes([])
+    reserve = json_bytes(notes(none))
+    least = fixed + reserve
     if least > limit:
         need = math.ceil(least / 1000) / 1000
         raise PageBudgetError(
@@ -256,15 +246,14 @@ def fit_page(data: dict[str, Any], *, logits: LogitsPart, positional: WholePart,
             f"pattern and logit left out it still takes {least / MB:.3f} MB "
             f"(the template, tokens, shape trace, beam tree and tables); set html_max_mb={need:g} or more, "
             "or shorten the text.")
-    reserve = notes_bytes(none)
     for _ in range(len(parts) + 2):  # a longer note can only shrink the choices, so this settles
         chosen = _fill(logits, positional, attention, masks, limit - fixed - reserve)
-        if notes_bytes(chosen) <= reserve:
+        if json_bytes(notes(chosen)) <= reserve:
             break
-        reserve = notes_bytes(chosen)
+        reserve = json_bytes(notes(chosen))
     else:
         chosen = none
-    page = assemble(chosen)
+    page = assemble(chosen, notes(chosen))
     if chrome_bytes() + json_bytes(page) > limit:  # the sizes above are exact; this guards the arithmetic
         raise RuntimeError(f"explorer page of {chrome_bytes() + json_bytes(page)} bytes exceeds {limit}.")
     return page

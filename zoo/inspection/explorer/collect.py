@@ -44,8 +44,7 @@ def _masks(tr) -> list[WholePart]:
     for name in ("mask", "local_mask", "cross_mask"):
         for rec in tr.select(name):  # one record per stack (the mask is built once and shared by its layers)
             m = rec.tensor[0, 0].float()  # (Tq, Tk)
-            q = "decoder" if name == "cross_mask" else rec.stream
-            k = "encoder" if name == "cross_mask" else rec.stream
+            q, k = ("decoder", "encoder") if name == "cross_mask" else (rec.stream, rec.stream)
             head = {"name": name, "stream": rec.stream, "q": q, "k": k, "heads": int(rec.tensor.shape[1])}
             masks.append(WholePart({**head, "values": pack_float16(m)}, {**head, "values": None},
                                    f"{rec.stream} {name.replace('_', ' ')}"))
@@ -137,9 +136,8 @@ def explorer_data(
         "attention": None, "masks": None, "positional": None, "logits": None,  # filled within the size budget
         "beams": beams,
         "params": parameter_counts(model),
-        "flops": {"seq_len": flops.seq_len, "n_matmul": flops.n_matmul, "n_attn": flops.n_attn,
-                  "d_attn": flops.d_attn, "attention": flops.attention, "forward": flops.forward,
-                  "training": flops.training, "formula": flops.formula},
+        "flops": {key: getattr(flops, key) for key in ("seq_len", "n_matmul", "n_attn", "d_attn", "attention",
+                                                       "forward", "training", "formula")},
         "notes": [],
     }
     return fit_page(fixed, logits=logits, positional=_positional(model, n_positions), attention=attention,
