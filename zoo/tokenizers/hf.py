@@ -13,7 +13,6 @@ template is the file's (transformers 5 drops a config's ``add_bos_token`` / ``ad
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,6 +29,7 @@ from zoo.tokenizers.tokenizer import (
     TOKENIZER_FILE,
     ZooTokenizer,
     read_hf_tokenizer,
+    read_json,
 )
 
 EXTRA_KEYS = ("additional_special_tokens", "extra_special_tokens")  # transformers 4.x / 5.x names
@@ -114,10 +114,7 @@ def _token_text(value: Any, file: Path, key: str) -> str | None:
 
 
 def _read_object(file: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"corrupt tokenizer config {file}: {e}") from None
+    data = read_json(file, "config")
     if not isinstance(data, dict):
         raise ValueError(f"corrupt tokenizer config {file}: expected a JSON object, "
                          f"got {type(data).__name__}")

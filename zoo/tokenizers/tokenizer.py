@@ -192,21 +192,22 @@ def load_tokenizer(directory: str | os.PathLike) -> ZooTokenizer:
     hf = read_hf_tokenizer(directory / TOKENIZER_FILE)
     kind, labels, specials, clean_up = "file", None, None, False
     if (directory / META_FILE).is_file():
-        meta = _read_json(directory / META_FILE)
+        meta = read_json(directory / META_FILE)
         kind, clean_up = meta.get("kind", "file"), bool(meta.get("clean_up_spaces", False))
         if "roles" in meta:  # saved from a Hugging Face folder: its own special tokens
             extra = meta.get("special_tokens", {})
             specials = specials_from_roles(hf, meta["roles"], extra, directory / META_FILE)
     if (directory / LABELS_FILE).is_file():
-        labels = _read_json(directory / LABELS_FILE)
+        labels = read_json(directory / LABELS_FILE)
     return ZooTokenizer(hf, kind=kind, label_names=labels, specials=specials, clean_up_spaces=clean_up)
 
 
-def _read_json(path: Path) -> Any:
+def read_json(path: Path, what: str = "metadata") -> Any:
+    """The JSON in ``path``; a corrupt file raises ValueError (``corrupt tokenizer <what> <path>: ...``)."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"corrupt tokenizer metadata {path}: {e}") from None
+        raise ValueError(f"corrupt tokenizer {what} {path}: {e}") from None
 
 
 def model_overrides(tokenizer: ZooTokenizer) -> dict[str, int]:
