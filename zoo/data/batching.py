@@ -139,11 +139,8 @@ class ShardedBatches(Sampler[list[int]]):
 
 def padding_share(batches: Sequence[Sequence[int]], sizes: np.ndarray) -> float:
     """Fraction of the padded tokens of ``batches`` that are padding: 1 - real / (rows x longest)."""
-    real = padded = 0
-    for batch in batches:
-        lengths = sizes[list(batch)]
-        real += int(lengths.sum())
-        padded += len(batch) * int(lengths.max())
+    lengths = [sizes[list(batch)] for batch in batches]
+    real, padded = sum(int(n.sum()) for n in lengths), sum(len(n) * int(n.max()) for n in lengths)
     return 1.0 - real / padded if padded else 0.0
 
 
@@ -174,9 +171,7 @@ def check_budget(max_tokens: int | None, sizes: Mapping[str, np.ndarray], *, ori
 def count_overlong(split: str, wanted: Mapping[str, np.ndarray], room: int, *, truncate: bool, origin: str) -> int:
     """How many examples of ``split`` have a side (``wanted``: side name -> (N,) lengths) longer than ``room``
     tokens (model.max_seq_len); with ``truncate=False`` the first one is a ValueError naming it instead."""
-    over = np.zeros(len(next(iter(wanted.values()))), dtype=bool)
-    for lengths in wanted.values():
-        over |= lengths > room
+    over = np.any([lengths > room for lengths in wanted.values()], axis=0)
     if over.any() and not truncate:
         i = int(np.flatnonzero(over)[0])
         sides = ", ".join(f"{side} {int(lengths[i])} tokens" for side, lengths in wanted.items())

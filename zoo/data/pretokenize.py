@@ -74,17 +74,10 @@ class Progress:
         self.last_log = self.start
         self.bar = None
         if enabled and sys.stderr.isatty():
-            from rich.progress import (
-                BarColumn,
-                DownloadColumn,
-                TextColumn,
-                TimeRemainingColumn,
-                TransferSpeedColumn,
-            )
-            from rich.progress import Progress as Bar
+            import rich.progress as rp
 
-            self.bar = Bar(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                           TimeRemainingColumn(), transient=True)
+            self.bar = rp.Progress(rp.TextColumn("{task.description}"), rp.BarColumn(), rp.DownloadColumn(),
+                                   rp.TransferSpeedColumn(), rp.TimeRemainingColumn(), transient=True)
             self.bar.start()
             self.task = self.bar.add_task(label, total=total_bytes)
 

@@ -9,6 +9,7 @@ Cache arrays per split: ``<split>.ids`` (RaggedIds, the sentence's tokens withou
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -38,11 +39,8 @@ def check_tag(tag: Any, where: str) -> str:
 
 def word_spans(words: Sequence[str]) -> list[tuple[int, int]]:
     """Character span [start, end) of each word in `" ".join(words)`."""
-    spans, at = [], 0
-    for word in words:
-        spans.append((at, at + len(word)))
-        at += len(word) + 1
-    return spans
+    starts = itertools.accumulate((len(word) + 1 for word in words), initial=0)  # one start too many: zip drops it
+    return [(start, start + len(word)) for start, word in zip(starts, words, strict=False)]
 
 
 def first_tokens(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]], where: str) -> list[int]:

@@ -63,9 +63,10 @@ def _sacrebleu():
     return _module("sacrebleu", "BLEU and chrF need sacrebleu: pip install sacrebleu")
 
 
-def _check_pairs(hyps: Sequence[str], refs: Sequence[str], what: str) -> None:
+def _check_pairs(hyps: Sequence, refs: Sequence, what: str, outputs: str = "hypotheses") -> None:
+    """As many `outputs` as references, and at least one; else a ValueError naming `what`."""
     if len(hyps) != len(refs):
-        raise ValueError(f"{what}: {len(hyps)} hypotheses but {len(refs)} references")
+        raise ValueError(f"{what}: {len(hyps)} {outputs} but {len(refs)} references")
     if not refs:
         raise ValueError(f"{what}: no references")
 
@@ -104,10 +105,7 @@ def macro_f1(predictions: Sequence[int], labels: Sequence[int], num_classes: int
 
 def exact_match(predictions: Sequence[str], references: Sequence[str]) -> float:
     """Fraction of predictions equal to their reference after collapsing whitespace."""
-    if len(predictions) != len(references):
-        raise ValueError(f"exact_match: {len(predictions)} predictions but {len(references)} references")
-    if not references:
-        raise ValueError("exact_match: no references")
+    _check_pairs(predictions, references, "exact_match", "predictions")
     pairs = zip(predictions, references, strict=True)
     return sum(" ".join(p.split()) == " ".join(r.split()) for p, r in pairs) / len(references)
 

@@ -92,7 +92,7 @@ def encode_split(tokenizer, examples: list[QAExample], origin: str) -> dict[str,
             raise ValueError(f"{origin} example {i}: answers.text[0]={text!r} covers no token of the context "
                              f"(the tokenizer drops those characters)")
         tokens.append(found)
-    arrays = {
+    return {
         "question": RaggedIds.from_rows(questions, dtype),
         "context": RaggedIds.from_rows([enc.ids for enc in contexts], dtype),
         "offsets": np.concatenate(offsets).reshape(-1) if offsets else np.empty(0, dtype=np.int64),
@@ -101,7 +101,6 @@ def encode_split(tokenizer, examples: list[QAExample], origin: str) -> dict[str,
         "answer_counts": np.array([len(ex.answers) for ex in examples], dtype=np.int64),
         "answer_tokens": np.asarray(tokens, dtype=np.int64).reshape(-1),
     }
-    return arrays
 
 
 @dataclass(frozen=True)
