@@ -21,11 +21,10 @@ from zoo.modules.cache import KVCache
 
 @dataclass
 class SpeculativeStats:
-    """What the draft achieved: accepted / proposed draft tokens, and target forwards run."""
+    """What the draft achieved: accepted / proposed draft tokens."""
 
     proposed: int = 0
     accepted: int = 0
-    target_calls: int = 0
 
     @property
     def acceptance_rate(self) -> float:
@@ -119,7 +118,6 @@ def speculative_decode(
         drafted = proposal[:, seq.shape[1]:]  # (1, k)
         fresh = proposal[:, t_cache.length:]  # not yet in the target's cache: pending + drafted
         logits = _logits(target, fresh, t_cache, k + 1)  # (1, k + 1, V): after each of the last k + 1 tokens
-        stats.target_calls += 1
         n, own = _verify(logits, drafted, qs, choice)
         stats.proposed += k
         stats.accepted += n
