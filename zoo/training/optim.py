@@ -117,23 +117,22 @@ def build_optimizer(model: nn.Module, cfg: Mapping[str, Any]) -> torch.optim.Opt
 
 
 class Warmup:
-    """Base multiplier: `step` counts optimizer steps from 0; warmup ramps linearly from 1/warmup."""
+    """Base multiplier: `step` counts optimizer steps from 0; warmup ramps linearly from 1/warmup, then the
+    schedule's `after(step)` takes over."""
 
     def __init__(self, warmup_steps: int, max_steps: int) -> None:
         if warmup_steps < 0:
             raise ValueError(f"scheduler.warmup_steps must be >= 0, got {warmup_steps}")
         self.warmup_steps, self.max_steps = int(warmup_steps), int(max_steps)
 
-    def warm(self, step: int) -> float | None:
-        if step < self.warmup_steps:
-            return (step + 1) / self.warmup_steps
-        return None
+    def __call__(self, step: int) -> float:
+        return (step + 1) / self.warmup_steps if step < self.warmup_steps else self.after(step)
 
 
 @SCHEDULES.register("constant")
 class Constant(Warmup):
-    def __call__(self, step: int) -> float:
-        return self.warm(step) or 1.0
+    def after(self, step: int) -> float:
+        return 1.0
 
 
 @SCHEDULES.register("cosine")
@@ -146,10 +145,7 @@ class CosineWithWarmup(Warmup):
             raise ValueError(f"scheduler.min_lr_ratio must be in [0, 1], got {min_lr_ratio}")
         self.min_lr_ratio = float(min_lr_ratio)
 
-    def __call__(self, step: int) -> float:
-        warm = self.warm(step)
-        if warm is not None:
-            return warm
+    def after(self, step: int) -> float:
         span = max(1, self.max_steps - self.warmup_steps)
         progress = min(1.0, (step - self.warmup_steps) / span)
         return self.min_lr_ratio + (1 - self.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
