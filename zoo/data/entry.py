@@ -38,9 +38,7 @@ class CacheEntry:
     def load(cls, path: Path) -> CacheEntry:
         manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
         dtype = np.dtype(manifest["dtype"])
-        arrays: dict[str, Any] = {}
-        for name, kind in manifest["arrays"].items():
-            arrays[name] = ARRAY_KINDS[kind](path, name, dtype)
+        arrays = {name: ARRAY_KINDS[kind](path, name, dtype) for name, kind in manifest["arrays"].items()}
         return cls(path, load_tokenizer(path / TOKENIZER_DIR), arrays, manifest)
 
     @classmethod

@@ -30,8 +30,7 @@ def export(
     if unknown:
         raise ValueError(f"export format {format!r} has no option {unknown[0]!r} "
                          f"(its options: {', '.join(kind.options) or 'none'}).")
-    out = Path(out_dir)
-    target = out.resolve()  # swap the real folder, never a link to it
+    target = Path(out_dir).resolve()  # swap the real folder, never a link to it
     sweep(target.parent, re.escape(target.name), shared=False, contents=kind.files)  # a killed export's rest
     check_target(target, Path(ckpt_path), kind)
     model, tokenizer = load(ckpt_path)
@@ -42,7 +41,7 @@ def export(
     except BaseException:
         remove_tree(staging)  # nothing there once publishing has renamed it in
         raise
-    return out
+    return Path(out_dir)
 
 
 class _CallableModule(types.ModuleType):

@@ -12,8 +12,7 @@ import torch
 
 from zoo.export.registry import FORMATS, ExportFormat
 from zoo.pretrained.io import CONFIG, SAFE_WEIGHTS, SAVE_ID
-
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+from zoo.tokenizers.tokenizer import HF_CONFIG_FILE, HF_SPECIAL_MAP_FILE, TOKENIZER_FILE
 
 
 def write(folder: Path, model: torch.nn.Module, tokenizer, *, model_type: str | None = None) -> None:
@@ -24,6 +23,6 @@ def write(folder: Path, model: torch.nn.Module, tokenizer, *, model_type: str | 
     tokenizer.save_hf(folder)
 
 
-FILES = (CONFIG, SAFE_WEIGHTS, *TOKENIZER_FILES)
+FILES = (CONFIG, SAFE_WEIGHTS, TOKENIZER_FILE, HF_CONFIG_FILE, HF_SPECIAL_MAP_FILE)  # save_pretrained + save_hf
 FORMATS.register("hf", ExportFormat("zoo Hugging Face export", FILES, marks=(SAVE_ID,), write=write,
                                     options=("model_type",)))

@@ -155,9 +155,7 @@ def wandb_location(logger: Any) -> str | None:
     run = getattr(logger, "_experiment", None) if type(logger).__name__ == "WandbLogger" else None
     if run is None:
         return None
-    if not getattr(run, "offline", False):  # asking an offline run for its URL prints a warning
-        url = getattr(run, "url", None)
-        if url:
-            return str(url)
+    if not getattr(run, "offline", False) and getattr(run, "url", None):  # an offline run's url warns
+        return str(run.url)
     files = getattr(run, "dir", None)  # <run>/wandb/offline-run-*/files
     return str(Path(files).parent) if files else None
