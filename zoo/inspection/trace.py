@@ -272,10 +272,6 @@ def trace(
     tracer = Tracer(model, keep_tensors=keep_tensors)
     with module_mode(model, training=train_mode), torch.no_grad(), tracer:
         output = model(input_ids, **forward_kwargs)
-    result = tracer.trace
-    result.output = output
-    loss = getattr(output, "loss", None)
-    if loss is not None:
-        result.records.append(Record("loss", None, tracer._stream, tuple(loss.shape), "loss", "output",
-                                     loss.detach().clone() if keep_tensors else None))
-    return result
+    tracer.trace.output = output
+    tracer._add("loss", getattr(output, "loss", None), "loss", "output")  # no loss (no labels): no record
+    return tracer.trace
