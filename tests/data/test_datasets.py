@@ -11,6 +11,7 @@ from zoo.data.datasets import (
     PairDataset,
     mask_tokens,
 )
+from zoo.tokenizers.specials import SpecialTokens
 from zoo.utils import IGNORE_INDEX
 
 
@@ -94,7 +95,7 @@ def test_epoch_sampler_gives_fresh_keys_each_epoch():
 def test_pair_dataset_shifts_and_truncates():
     src = RaggedIds.from_rows([[10, 11, 12]], np.dtype(np.uint16))
     tgt = RaggedIds.from_rows([[20, 21, 22, 23]], np.dtype(np.uint16))
-    ex = PairDataset(src, tgt, max_len=4, bos_id=1, eos_id=2)[0]
+    ex = PairDataset(src, tgt, max_len=4, specials=SpecialTokens.plain(bos=1, eos=2))[0]
     assert ex["input_ids"].tolist() == [10, 11, 12]
     assert ex["decoder_input_ids"].tolist() == [1, 20, 21, 22]
     assert ex["labels"].tolist() == [20, 21, 22, 2]
@@ -102,5 +103,5 @@ def test_pair_dataset_shifts_and_truncates():
 
 def test_labelled_dataset_prepends_bos():
     texts = RaggedIds.from_rows([[7, 8, 9]], np.dtype(np.uint16))
-    ex = LabelledDataset(texts, np.array([1]), max_len=3, bos_id=1)[0]
+    ex = LabelledDataset(texts, np.array([1]), max_len=3, specials=SpecialTokens.plain(bos=1))[0]
     assert ex["input_ids"].tolist() == [1, 7, 8] and ex["labels"].item() == 1

@@ -144,15 +144,12 @@ class LMBlocks(Dataset):
 
 class PairDataset(Dataset):
     """Seq2seq examples framed by the tokenizer's ``specials`` (zoo: source ids, ``[bos] + target`` decoder
-    inputs, ``target + [eos]`` labels; T5: ``source </s>``, ``<pad> target``, ``target </s>``). Without
-    ``specials``, zoo's layout with ``bos_id``/``eos_id``."""
+    inputs, ``target + [eos]`` labels; T5: ``source </s>``, ``<pad> target``, ``target </s>``)."""
 
-    def __init__(self, src: RaggedIds, tgt: RaggedIds, *, max_len: int, bos_id: int | None = None,
-                 eos_id: int | None = None, specials: SpecialTokens | None = None) -> None:
+    def __init__(self, src: RaggedIds, tgt: RaggedIds, *, max_len: int, specials: SpecialTokens) -> None:
         if len(src) != len(tgt):
             raise ValueError(f"{len(src)} sources but {len(tgt)} targets")
-        self.src, self.tgt, self.max_len = src, tgt, max_len
-        self.specials = specials or SpecialTokens.plain(bos=bos_id, eos=eos_id)
+        self.src, self.tgt, self.max_len, self.specials = src, tgt, max_len, specials
 
     def __len__(self) -> int:
         return len(self.src)
@@ -170,10 +167,8 @@ class LabelledDataset(Dataset):
     """Classification examples framed by the tokenizer's ``specials`` (zoo: ``[bos] + text``, ``<bos>``
     doubling as the CLS position; BERT: ``[CLS] text [SEP]``) and a label."""
 
-    def __init__(self, texts: RaggedIds, labels: np.ndarray, *, max_len: int, bos_id: int | None = None,
-                 specials: SpecialTokens | None = None) -> None:
-        self.texts, self.labels, self.max_len = texts, labels, max_len
-        self.specials = specials or SpecialTokens.plain(bos=bos_id)
+    def __init__(self, texts: RaggedIds, labels: np.ndarray, *, max_len: int, specials: SpecialTokens) -> None:
+        self.texts, self.labels, self.max_len, self.specials = texts, labels, max_len, specials
 
     def __len__(self) -> int:
         return len(self.texts)
