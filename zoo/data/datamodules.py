@@ -112,9 +112,8 @@ class ZooDataModule(L.LightningDataModule):
         return self._loader(split, batch_sampler=self._resumed(batches, per_batch=1) if shuffle else batches)
 
     def _measure(self) -> None:
-        """Set up, then per split: each example's framed lengths by side (`_wanted`), how many are longer than
-        max_seq_len (cut, or refused with data.truncate=false) and a data.max_tokens that one example alone
-        exceeds (refused)."""
+        """Set up, then per split: framed lengths by side (`_wanted`), examples longer than max_seq_len
+        (counted; data.truncate=false refuses them) and a data.max_tokens one example alone exceeds."""
         self.setup("fit")
         self.wanted = {split: self._wanted(split) for split in self.datasets}  # split -> side -> (N,) lengths
         self.overlong = {split: count_overlong(split, wanted, self.max_seq_len, truncate=self.truncate,

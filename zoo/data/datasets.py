@@ -74,21 +74,15 @@ def mask_tokens(
 
 
 class LMBlocks(Dataset):
-    """Contiguous windows of one token stream, ``block_len`` positions each.
+    """Contiguous windows of one token stream, ``block_len`` positions each. Causal LM (no ``mask_prob``): a
+    window is ``block_len + 1`` tokens, ``input_ids`` its first ``block_len`` and ``targets`` its last (every
+    position is trained); MLM: ``block_len`` tokens, masked in place.
 
-    Causal LM (no ``mask_prob``): a window is ``block_len + 1`` tokens; ``input_ids`` are its first
-    ``block_len`` and ``targets`` its last ``block_len`` (``targets[t]`` is the token after
-    ``input_ids[t]``), so every position, including the last, is trained. MLM (``mask_prob`` set):
-    a window is ``block_len`` tokens, masked in place.
-
-    ``random=True`` (training): item ``k`` is a window at a random offset drawn from ``(seed, k)``,
-    as in nanoGPT, inside part ``k % parts`` of the stream (``parts`` contiguous equal ranges; a window never
-    crosses into the next part), so the process given keys ``r, r + W, ...`` (W dividing ``parts``) reads
-    only parts ``r, r + W, ...``, never another rank's tokens. ``random=False`` (validation): item ``k`` starts at ``k * block_len``, so the inputs
-    do not overlap and every token after the first is a causal target exactly once: the last window is as
-    short as the tail needs (``target_span``). A stream shorter than a window gives one shorter item (the
-    collator pads it).
-    """
+    ``random=True`` (training): item ``k`` is a window at an offset drawn from ``(seed, k)`` (nanoGPT) inside
+    part ``k % parts`` of the stream (contiguous equal ranges), so the rank given keys ``r, r + W, ...`` reads
+    only its own parts. ``random=False`` (validation): item ``k`` starts at ``k * block_len``, every token
+    after the first a causal target once (the last window as short as the tail needs: ``target_span``). A
+    stream shorter than a window gives one shorter item (the collator pads it)."""
 
     def __init__(self, stream: np.ndarray, block_len: int, *, random: bool, seed: int,
                  mask_prob: float | None = None, mask_id: int = 4, vocab_size: int = 0,

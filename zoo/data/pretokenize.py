@@ -225,10 +225,8 @@ def pretokenize(
 ) -> int:
     """Encode ``docs`` into ``directory/<name>.ids.bin`` + ``<name>.offsets.bin`` (one row per document,
     framed as ``encode_documents`` frames it when ``append_eos``; ``count_bytes``: ``<name>.bytes.bin`` too);
-    returns the number of tokens. One batch is encoded while the next is read and split, so the reader and
-    the tokenizer's threads overlap. ``fingerprint``: the ``docs.fingerprint()`` the caller keyed the result
-    on; text that hashes otherwise as it is encoded (a file rewritten meanwhile) raises ValueError. ``cuts``:
-    how documents are cut into windows (zoo.tokenizers.tiling)."""
+    returns the number of tokens. ``fingerprint``: the ``docs.fingerprint()`` the caller keyed the result on
+    (text that hashes otherwise as it is encoded raises ValueError); ``cuts``: zoo.tokenizers.tiling's."""
     hf = tokenizer.hf
     frame = tokenizer.specials.document_ends() if append_eos else ((), ())
     tiler = Tiler(lambda text: hf.encode(text, add_special_tokens=False), cuts)

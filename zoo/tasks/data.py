@@ -23,9 +23,8 @@ def build_data(
     cache_dir: str | os.PathLike | None = None,
     seed: int = 0,
 ) -> tuple[ZooTokenizer, ZooDataModule]:
-    """Read (or generate) the data, train or reuse the tokenizer, tokenize into the cache and return
-    ``(tokenizer, datamodule)`` for ``task`` (a Task or its name). Raises ValueError/FileNotFoundError on bad
-    input before training."""
+    """``open_data`` for ``task`` (a Task or its name): ``(tokenizer, datamodule)``, the data read, tokenized
+    and cached. Bad input raises ValueError/FileNotFoundError before training."""
     if isinstance(task, str):
         if task not in TASKS:
             raise ValueError(f"task={task!r} is unknown; known: {TASKS.names()}")
