@@ -17,9 +17,7 @@ AUTO_ON = frozenset({"cuda"})  # device types where compile.enabled=auto compile
 def wants_compile(cfg: Mapping[str, Any] | None, device: torch.device | str) -> bool:
     """compile.enabled true / false, or `auto`: true on the device types in AUTO_ON."""
     enabled = (cfg or {}).get("enabled", False)
-    if enabled == "auto":
-        return torch.device(device).type in AUTO_ON
-    return bool(enabled)
+    return torch.device(device).type in AUTO_ON if enabled == "auto" else bool(enabled)
 
 
 def compile_model(model: torch.nn.Module, cfg: Mapping[str, Any]) -> torch.nn.Module:

@@ -17,7 +17,6 @@ from zoo.registry import Registry
 
 # name -> factory(run_dir, run_name, **options); the factory's keyword parameters are its logger.* keys.
 LOGGERS: Registry = Registry("logger")
-WANDB_MODES = ("online", "offline", "disabled", "auto")
 WandbMode = Literal["auto", "online", "offline", "disabled"]
 
 
@@ -52,9 +51,8 @@ def host_reachable(host: str, timeout: float = 3.0) -> bool:
 
 
 def decide_wandb_mode(requested: str = "auto") -> tuple[str, str]:
-    """Return (mode, reason). `requested` is logger.mode; WANDB_MODE in the environment overrides `auto`."""
-    if requested not in WANDB_MODES:
-        raise ValueError(f"logger.mode={requested!r} is unknown; allowed: {', '.join(WANDB_MODES)}")
+    """Return (mode, reason). `requested` is logger.mode (a WandbMode: its Options check it); WANDB_MODE in the
+    environment overrides `auto`."""
     if requested != "auto":
         return requested, f"logger.mode={requested}"
     env = os.environ.get("WANDB_MODE")
