@@ -1,8 +1,5 @@
-"""`compile.*`: whether and how the training module compiles its model. `compile.enabled: auto` compiles
-where it pays off: on CUDA (inductor's fused kernels), not on CPU. On CPU (bench section `compile`, a loaded
-2-core machine) compiled training of gpt_small ran 0.66x, 1.28x and 1.31x eager's tokens/s in three runs
-while a cold compile took 25-240 s, so it pays back only after ~15 minutes of training, if at all: too
-uncertain to switch on by default (docs/training.md#compiled-training)."""
+"""`compile.*`: whether and how the training module compiles its model. `compile.enabled: auto` compiles on
+CUDA only: on CPU a 25-240 s compile pays back too uncertainly (docs/training.md#compiled-training)."""
 
 from __future__ import annotations
 
