@@ -23,12 +23,16 @@ class AttentionMaps:
 
     def axes(self, kind: str) -> tuple[list[str] | None, list[str] | None]:
         """(query labels, key labels) for a kind."""
-        if kind == "cross":
-            return self.tokens.get("decoder"), self.tokens.get("encoder")
-        return self.tokens.get(kind), self.tokens.get(kind)
+        queries, keys = streams(kind)
+        return self.tokens.get(queries), self.tokens.get(keys)
 
     def kinds(self) -> list[str]:
         return list(self.maps)
+
+
+def streams(kind: str) -> tuple[str, str]:
+    """(query stream, key stream) of an attention kind: cross-attention's decoder queries see encoder keys."""
+    return ("decoder", "encoder") if kind == "cross" else (kind, kind)
 
 
 def token_labels(ids: list[int], tokenizer: Any = None) -> list[str]:

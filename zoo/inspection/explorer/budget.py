@@ -90,8 +90,7 @@ class AttentionPart:
                  k: str, chosen: bool) -> None:
         self.kind, self.per_layer, self.candidates, self.chosen = kind, per_layer, list(candidates), chosen
         self.n_layers = len(per_layer)
-        self.n_heads, tq, tk = per_layer[0].shape  # (H, Tq, Tk)
-        self.cell = tq * tk
+        self.n_heads = per_layer[0].shape[0]  # each (H, Tq, Tk)
         self.base = {"q": q, "k": k, "n_layers": self.n_layers, "n_heads": self.n_heads}
 
     def choices(self) -> list[tuple[list[int], list[int]]]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from zoo.inspection.attention import attention_maps
+from zoo.inspection.attention import attention_maps, streams
 from zoo.inspection.counts import flops_per_token, parameter_counts
 from zoo.inspection.explorer.beams import beam_tree, can_generate
 from zoo.inspection.explorer.budget import AttentionPart, LogitsPart, WholePart, fit_page
@@ -31,8 +31,7 @@ def _attention(model, ids, kwargs, layers: Sequence[int] | None) -> list[Attenti
                 raise ValueError(f"html_layers={list(layers)}: {kind} attention "
                                  f"has layers 0..{n - 1}; {bad} out of range.")
         candidates = sorted(set(layers)) if layers is not None else list(range(n))
-        q_stream, k_stream = ("decoder", "encoder") if kind == "cross" else (kind, kind)
-        parts.append(AttentionPart(kind, [w[0] for w in per_layer], candidates, q_stream, k_stream,
+        parts.append(AttentionPart(kind, [w[0] for w in per_layer], candidates, *streams(kind),
                                    chosen=layers is not None))  # each (H, Tq, Tk)
     return parts
 
@@ -44,7 +43,7 @@ def _masks(tr) -> list[WholePart]:
     for name in ("mask", "local_mask", "cross_mask"):
         for rec in tr.select(name):  # one record per stack (the mask is built once and shared by its layers)
             m = rec.tensor[0, 0].float()  # (Tq, Tk)
-            q, k = ("decoder", "encoder") if name == "cross_mask" else (rec.stream, rec.stream)
+            q, k = streams("cross") if name == "cross_mask" else (rec.stream, rec.stream)
             head = {"name": name, "stream": rec.stream, "q": q, "k": k, "heads": int(rec.tensor.shape[1])}
             masks.append(WholePart({**head, "values": pack_float16(m)}, {**head, "values": None},
                                    f"{rec.stream} {name.replace('_', ' ')}"))
@@ -109,12 +108,10 @@ def explorer_data(
     mcfg = model.config
     ids = torch.tensor([input_ids])
     kwargs: dict[str, Any] = {}
-    streams = {model.self_stream if not model.is_encoder_decoder else "encoder": list(tokens)}
-    stream_ids = {next(iter(streams)): list(input_ids)}
+    labelled = {model.self_stream if not model.is_encoder_decoder else "encoder": (input_ids, tokens)}
     if model.is_encoder_decoder:
         kwargs["decoder_input_ids"] = torch.tensor([decoder_ids])
-        streams["decoder"] = list(decoder_tokens or [vocab_label(i) for i in decoder_ids])
-        stream_ids["decoder"] = list(decoder_ids)
+        labelled["decoder"] = (decoder_ids, decoder_tokens or [vocab_label(i) for i in decoder_ids])
     attention = _attention(model, ids, kwargs, layers)  # first: a bad html_layers fails fast
     tr = trace(model, ids, **kwargs)
     out_stream = "decoder" if model.is_encoder_decoder else model.self_stream
@@ -130,8 +127,7 @@ def explorer_data(
         "title": title or f"{mcfg.arch} model",
         "source": source,
         "config": mcfg.to_dict(),
-        "tokens": {s: [{"id": i, "label": lab} for i, lab in zip(stream_ids[s], streams[s], strict=True)]
-                   for s in streams},
+        "tokens": {s: [{"id": i, "label": t} for i, t in zip(*labelled[s], strict=True)] for s in labelled},
         "trace": tr.to_rows(),
         "attention": None, "masks": None, "positional": None, "logits": None,  # filled within the size budget
         "beams": beams,
