@@ -8,13 +8,6 @@ Importing this package registers all of them.
 """
 
 from zoo.data.sources import hf, squad, stdlib, token_tags, translation, user  # noqa: F401  (registers the sources)
-from zoo.data.sources.base import (
-    SOURCES,
-    LabelledCorpus,
-    PairCorpus,
-    TextCorpus,
-    load_source,
-    register_source,
-)
+from zoo.data.sources.base import SOURCES, load_source, register_source
 
-__all__ = ["SOURCES", "LabelledCorpus", "PairCorpus", "TextCorpus", "load_source", "register_source"]
+__all__ = ["SOURCES", "load_source", "register_source"]
