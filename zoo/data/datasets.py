@@ -161,7 +161,8 @@ class LabelledDataset(Dataset):
     """Classification examples framed by the tokenizer's ``specials`` (zoo: ``[bos] + text``, ``<bos>``
     doubling as the CLS position; BERT: ``[CLS] text [SEP]``) and a label."""
 
-    def __init__(self, texts: RaggedIds, labels: np.ndarray, *, max_len: int, specials: SpecialTokens) -> None:
+    def __init__(self, texts: RaggedIds, labels: np.ndarray, *, max_len: int,
+                 specials: SpecialTokens) -> None:
         self.texts, self.labels, self.max_len, self.specials = texts, labels, max_len, specials
 
     def __len__(self) -> int:

@@ -39,7 +39,7 @@ def check_tag(tag: Any, where: str) -> str:
 
 def word_spans(words: Sequence[str]) -> list[tuple[int, int]]:
     """Character span [start, end) of each word in `" ".join(words)`."""
-    starts = itertools.accumulate((len(word) + 1 for word in words), initial=0)  # one start too many: zip drops it
+    starts = itertools.accumulate((len(word) + 1 for word in words), initial=0)  # one too many: zip drops it
     return [(start, start + len(word)) for start, word in zip(starts, words, strict=False)]
 
 
