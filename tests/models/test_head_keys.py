@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 import zoo
 import zoo.training  # noqa: F401  (registers model/_schema)
 import zoo.training.plan as plan
+from zoo.apps import ConfigError
 from zoo.checkpoint import Checkpoint, atomic_torch_save, check_compatible, zoo_section
 from zoo.config import ModelConfig
 from zoo.data import TOKENIZERS
@@ -80,7 +81,7 @@ def test_command_line_rule(monkeypatch):
     cfg = plan.resolve_model(_composed_model(given))
     assert cfg.head == "classifier" and {k: getattr(cfg, k) for k in MLM_KNOBS} == MLM_KNOBS
     given = [*given, "model.head_bias=true"]
-    with pytest.raises(plan.ConfigError, match=r"model.head_bias=True is read by model.head=lm, not by "
+    with pytest.raises(ConfigError, match=r"model.head_bias=True is read by model.head=lm, not by "
                                                r"model.head=classifier"):
         plan.resolve_model(_composed_model(given))
 

@@ -11,6 +11,7 @@ import lightning as L
 import pytest
 import torch
 
+from zoo.apps import ConfigError
 from zoo.config import ModelConfig
 from zoo.models import ARCHS
 from zoo.modules.heads import HEADS as HEAD_REGISTRY
@@ -18,7 +19,7 @@ from zoo.presets import build
 from zoo.tasks import TASKS, build_data, default_task
 from zoo.tasks.samples import SampleReport, make_samples
 from zoo.training.module import ZooLightningModule
-from zoo.training.plan import ConfigError, prepare
+from zoo.training.plan import prepare
 from zoo.utils import IGNORE_INDEX
 
 from .conftest import TINY_MODEL, compose_cfg, tiny_data
