@@ -14,12 +14,11 @@ from zoo.checkpoint import (
     atomic_torch_save,
     rng_states,
     set_rng_states,
-    tokenizer_files,
-    tokenizer_from_files,
     zoo_section,
 )
 from zoo.config import ModelConfig
 from zoo.data import TOKENIZERS
+from zoo.tokenizers.texts import tokenizer_from_texts, tokenizer_texts
 
 TEXTS = ["the cat sat on the mat", "a dog ran far away"]
 
@@ -53,15 +52,15 @@ def test_rng_states_round_trip_replays_every_generator():
 def test_tokenizer_files_round_trip(tmp_path):
     tok = TOKENIZERS.get("char")(TEXTS)
     tok.label_names = ["neg", "pos"]
-    files = tokenizer_files(tok)
+    files = tokenizer_texts(tok)
     tok.save(tmp_path / "saved")
     assert files == {p.name: p.read_text(encoding="utf-8") for p in (tmp_path / "saved").iterdir()}
     assert all(isinstance(text, str) for text in files.values())  # plain text: weights_only can read it
-    back = tokenizer_from_files(_weights_only_round_trip(files))
+    back = tokenizer_from_texts(_weights_only_round_trip(files))
     assert back.vocab_size == tok.vocab_size and back.label_names == ["neg", "pos"]
     for text in [*TEXTS, "unseen ✓"]:
         assert back.encode(text) == tok.encode(text)
-    assert tokenizer_files(back) == files
+    assert tokenizer_texts(back) == files
 
 
 def test_zoo_section_is_plain_data_that_rebuilds_config_and_tokenizer(tmp_path):
@@ -72,11 +71,11 @@ def test_zoo_section_is_plain_data_that_rebuilds_config_and_tokenizer(tmp_path):
     expected = torch.rand(4)  # the first draw after the saved state
     assert set(section) == {"format_version", "model_config", "task", "tokenizer_files", "rng"}
     assert section["format_version"] == FORMAT_VERSION and section["task"] == "lm"
-    assert section["tokenizer_files"] == tokenizer_files(tok)
+    assert section["tokenizer_files"] == tokenizer_texts(tok)
     path = tmp_path / "run.ckpt"
     atomic_torch_save({"state_dict": {}, "zoo": section}, path)
     loaded = torch.load(path, weights_only=True)["zoo"]
     assert ModelConfig.from_dict(loaded["model_config"]) == config
-    assert tokenizer_from_files(loaded["tokenizer_files"]).encode("a cat") == tok.encode("a cat")
+    assert tokenizer_from_texts(loaded["tokenizer_files"]).encode("a cat") == tok.encode("a cat")
     set_rng_states(loaded["rng"])
     torch.testing.assert_close(torch.rand(4), expected, rtol=0, atol=0)

@@ -9,11 +9,9 @@ opens with `torch.load(weights_only=True)`, once per run (`Checkpoint.read`). An
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -25,6 +23,7 @@ import torch
 from zoo.atomic import atomic_file
 from zoo.config import ModelConfig
 from zoo.modules.heads import HEADS, foreign_keys
+from zoo.tokenizers.texts import tokenizer_differences, tokenizer_texts
 
 FORMAT_VERSION = 1
 EXPORT_WEIGHTS = "model.safetensors"
@@ -46,23 +45,6 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
     """torch.save through `atomic_file`: a reader (or a crash) never sees a half-written checkpoint."""
     with atomic_file(path) as f:
         torch.save(obj, f)
-
-
-def tokenizer_files(tokenizer) -> dict[str, str]:
-    """The files `ZooTokenizer.save` writes, as {file name: text} (plain data for the checkpoint)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        tokenizer.save(tmp)
-        return {p.name: p.read_text(encoding="utf-8") for p in sorted(Path(tmp).iterdir()) if p.is_file()}
-
-
-def tokenizer_from_files(files: Mapping[str, str]):
-    """Rebuild a ZooTokenizer from `tokenizer_files` output."""
-    from zoo.tokenizers import load_tokenizer
-
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, text in files.items():
-            (Path(tmp) / Path(name).name).write_text(text, encoding="utf-8")
-        return load_tokenizer(tmp)
 
 
 def rng_states() -> dict[str, Any]:
@@ -98,7 +80,7 @@ class CheckpointRecord:
     format_version: int | None = FORMAT_VERSION
     model_config: dict[str, Any] | None = None  # ModelConfig.to_dict()
     task: str | None = None
-    tokenizer_files: dict[str, str] | None = None  # `tokenizer_files`: {file name: text}
+    tokenizer_files: dict[str, str] | None = None  # zoo.tokenizers.texts.tokenizer_texts
     rng: dict[str, Any] | None = None  # `rng_states` when it was saved
     frozen: list[str] | None = None  # zoo.finetune.freeze.frozen_names (None: saved before zoo recorded it)
     lora: dict[str, Any] | None = None  # zoo.finetune.lora.lora_record: the adapters a load rebuilds
@@ -117,7 +99,7 @@ class CheckpointRecord:
 def zoo_section(config: ModelConfig, task: str, tokenizer, **recorded: Any) -> dict[str, Any]:
     """The `zoo` entry of a checkpoint of `config` trained on `task` with `tokenizer`, with the RNG states of
     now and the other `CheckpointRecord` fields given (what trains, the HF family, the W&B run)."""
-    return CheckpointRecord(FORMAT_VERSION, config.to_dict(), task, tokenizer_files(tokenizer), rng_states(),
+    return CheckpointRecord(FORMAT_VERSION, config.to_dict(), task, tokenizer_texts(tokenizer), rng_states(),
                             **recorded).to_dict()
 
 
@@ -276,62 +258,13 @@ def check_compatible(
         diffs.append(f"task: checkpoint {saved_record.task!r}, this run {task!r}")
     hint = ""
     if tokenizer is not None:
-        changed = tokenizer_differences(saved_record.tokenizer_files or {}, tokenizer_files(tokenizer))
+        changed = tokenizer_differences(saved_record.tokenizer_files or {}, tokenizer_texts(tokenizer))
         diffs += [f"tokenizer {d}" for d in changed]
         own = Path(path).parent.parent / EXPORT_TOKENIZER  # the run folder's tokenizer/ (written at its start)
         if changed and (own / "tokenizer.json").is_file():
             hint = f". To resume with the checkpoint's tokenizer: tokenizer=file tokenizer.path={own}"
     if diffs:
         raise CheckpointError(f"checkpoint {path} does not match this run: " + "; ".join(diffs) + hint)
-
-
-def tokenizer_differences(saved: Mapping[str, str], current: Mapping[str, str]) -> list[str]:
-    """Where two `tokenizer_files` dicts differ in what text becomes which id: vocabulary, BPE merges,
-    special tokens, the text pipeline, classification labels. Empty when they are the same tokenizer."""
-    if "tokenizer.json" not in saved:
-        return ["files: the checkpoint holds no tokenizer.json to compare with"]
-    old, new = json.loads(saved["tokenizer.json"]), json.loads(current["tokenizer.json"])
-    diffs = _vocabulary_difference(saved["tokenizer.json"], current["tokenizer.json"])
-    old_merges, new_merges = (_merges(t) for t in (old, new))
-    if old_merges != new_merges:
-        k = _first_difference(old_merges, new_merges)
-        first = [m[k] if k < len(m) else None for m in (old_merges, new_merges)]
-        diffs.append(f"merges: the BPE merge rules differ from #{k} on "
-                     f"(checkpoint {first[0]!r}, this run {first[1]!r})")
-    specials = [[t.get("content") for t in j.get("added_tokens") or []] for j in (old, new)]
-    if specials[0] != specials[1]:
-        diffs.append(f"special tokens: checkpoint {specials[0]}, this run {specials[1]}")
-    for part in ("normalizer", "pre_tokenizer", "post_processor", "decoder"):
-        if old.get(part) != new.get(part):
-            diffs.append(f"{part}: checkpoint {old.get(part)}, this run {new.get(part)}")
-    labels = [json.loads(files.get("labels.json", "null")) for files in (saved, current)]
-    if labels[0] != labels[1]:
-        diffs.append(f"labels: checkpoint {labels[0]}, this run {labels[1]}")
-    return diffs
-
-
-def _vocabulary_difference(old_json: str, new_json: str) -> list[str]:
-    """One line naming how many ids changed token and the first of them ([] when none did)."""
-    from tokenizers import Tokenizer
-
-    old, new = ({i: t for t, i in Tokenizer.from_str(j).get_vocab(with_added_tokens=True).items()}
-                for j in (old_json, new_json))
-    changed = sorted(i for i in old.keys() | new.keys() if old.get(i) != new.get(i))
-    if not changed:
-        return []
-    i = changed[0]
-    return [f"vocabulary: {len(changed)} of {max(len(old), len(new))} ids stand for other tokens, e.g. id {i} "
-            f"is {old.get(i)!r} in the checkpoint, {new.get(i)!r} in this run"]
-
-
-def _first_difference(old: list[str], new: list[str]) -> int:
-    """Index of the first entry where two lists differ (the shorter length when one extends the other)."""
-    return next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), min(len(old), len(new)))
-
-
-def _merges(tokenizer_json: Mapping[str, Any]) -> list[str]:
-    """BPE merges as "a b" strings (tokenizers writes them as pairs or, in older files, as strings)."""
-    return [m if isinstance(m, str) else " ".join(m) for m in tokenizer_json.get("model", {}).get("merges") or []]
 
 
 def model_state(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -23,9 +23,9 @@ from zoo.checkpoint import (
     restore_adapters,
     saved_model_config,
     state_problems,
-    tokenizer_from_files,
 )
 from zoo.config import ModelConfig
+from zoo.tokenizers.texts import tokenizer_from_texts
 
 
 def load(path: str | os.PathLike):
@@ -53,7 +53,7 @@ def from_checkpoint(ckpt: Checkpoint):
     restore_adapters(model, record, ckpt.path)
     model.load_state_dict(model_state(ckpt.data["state_dict"]))
     model.pretrained_family = record.hf_model_type  # from a HF folder: export writes that family back
-    return merge_lora(model).eval(), tokenizer_from_files(record.tokenizer_files)
+    return merge_lora(model).eval(), tokenizer_from_texts(record.tokenizer_files)
 
 
 def _load_export(folder: Path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from zoo.apps import ConfigError
-from zoo.checkpoint import tokenizer_differences, tokenizer_files
+from zoo.tokenizers.texts import tokenizer_differences, tokenizer_texts
 from zoo.tokenizers.trained import train_char
 from zoo.training.run import train
 
@@ -16,12 +16,12 @@ from .conftest import TINY_LM, train_losses
 def test_same_size_tokenizers_differ_in_what_their_ids_mean():
     abc, abd = train_char(["abc"]), train_char(["abd"])
     assert abc.vocab_size == abd.vocab_size
-    assert tokenizer_differences(tokenizer_files(abc), tokenizer_files(train_char(["cab"]))) == []
-    (vocabulary,) = tokenizer_differences(tokenizer_files(abc), tokenizer_files(abd))
+    assert tokenizer_differences(tokenizer_texts(abc), tokenizer_texts(train_char(["cab"]))) == []
+    (vocabulary,) = tokenizer_differences(tokenizer_texts(abc), tokenizer_texts(abd))
     assert vocabulary == ("vocabulary: 1 of 8 ids stand for other tokens, e.g. id 7 is 'c' in the checkpoint, "
                           "'d' in this run")
     abc.label_names, abd.label_names = ["neg", "pos"], ["pos", "neg"]
-    assert tokenizer_differences(tokenizer_files(abc), tokenizer_files(train_char(["abc"])))[-1] == (
+    assert tokenizer_differences(tokenizer_texts(abc), tokenizer_texts(train_char(["abc"])))[-1] == (
         "labels: checkpoint ['neg', 'pos'], this run None")
 
 
