@@ -1,9 +1,5 @@
-"""One cache entry: ``<cache_dir>/<key>/`` holding the tokenizer, the token arrays and ``manifest.json``.
-
-``CacheEntry.find`` reads a published entry (a broken one counts as a miss and is removed);
-``CacheEntry.publish`` writes a new one in a temporary sibling folder and moves it into place at once, so
-a reader sees a whole entry or none. The manifest is written last: its presence marks the entry complete.
-"""
+"""One cache entry: ``<cache_dir>/<key>/`` holding the tokenizer, the token arrays and ``manifest.json``
+(written last: it marks the entry complete), published whole or not at all (``CacheEntry.publish``)."""
 
 from __future__ import annotations
 
