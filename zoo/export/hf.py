@@ -23,6 +23,6 @@ def write(folder: Path, model: torch.nn.Module, tokenizer, *, model_type: str | 
     tokenizer.save_hf(folder)
 
 
-FILES = (CONFIG, SAFE_WEIGHTS, TOKENIZER_FILE, HF_CONFIG_FILE, HF_SPECIAL_MAP_FILE)  # save_pretrained + save_hf
+FILES = (CONFIG, SAFE_WEIGHTS, TOKENIZER_FILE, HF_CONFIG_FILE, HF_SPECIAL_MAP_FILE)  # what write writes
 FORMATS.register("hf", ExportFormat("zoo Hugging Face export", FILES, marks=(SAVE_ID,), write=write,
                                     options=("model_type",)))

@@ -58,7 +58,7 @@ def quiet_third_party() -> None:
 
 def token_count(batch: Mapping[str, torch.Tensor]) -> int | torch.Tensor:
     """Real (unpadded) tokens in a batch: encoder/decoder inputs, counted by their attention masks. No host
-    sync: a masked batch's count stays a tensor on its device (callbacks add them up and read the sum once)."""
+    sync: a masked batch's count stays a tensor on its device (callbacks sum them and read the sum once)."""
     total: int | torch.Tensor = 0
     for ids_key, mask_key in (("input_ids", "attention_mask"),
                               ("decoder_input_ids", "decoder_attention_mask")):

@@ -51,8 +51,8 @@ def host_reachable(host: str, timeout: float = 3.0) -> bool:
 
 
 def decide_wandb_mode(requested: str = "auto") -> tuple[str, str]:
-    """Return (mode, reason). `requested` is logger.mode (a WandbMode: its Options check it); WANDB_MODE in the
-    environment overrides `auto`."""
+    """Return (mode, reason). `requested` is logger.mode (a WandbMode, which its Options check); WANDB_MODE
+    in the environment overrides `auto`."""
     if requested != "auto":
         return requested, f"logger.mode={requested}"
     env = os.environ.get("WANDB_MODE")

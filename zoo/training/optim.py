@@ -59,7 +59,8 @@ def adamw_fused(model: nn.Module, *, lr: Positive, weight_decay: NonNegative = 0
         if p.requires_grad and (p.device.type not in devices or not torch.is_floating_point(p)):
             raise ValueError(f"optim.name=adamw_fused: parameter {name} is {p.dtype} on {p.device.type}; the fused "
                              f"AdamW kernel takes floating-point tensors on {', '.join(devices)}. Use optim.name=adamw.")
-    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=tuple(betas), eps=eps, fused=True)
+    groups = param_groups(model, weight_decay)
+    return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, fused=True)
 
 
 def check_optim_with_trainer(optim: Mapping[str, Any], trainer: Mapping[str, Any]) -> None:
@@ -106,7 +107,7 @@ def optimizer_options(name: str) -> Options:
 
 def check_optim(cfg: Mapping[str, Any]) -> None:
     """optim.name and the keys and values that optimizer takes (ValueError naming key and value)."""
-    check_entry("optim", cfg.get("name", "adamw"), cfg, optimizer_options, OPTIMIZERS)  # unknown name: get raises
+    check_entry("optim", cfg.get("name", "adamw"), cfg, optimizer_options, OPTIMIZERS)  # unknown: get raises
 
 
 def build_optimizer(model: nn.Module, cfg: Mapping[str, Any]) -> torch.optim.Optimizer:
