@@ -1,5 +1,5 @@
-"""The family registry and the tensor-map engine: a family registers under its model_type alone, family modules
-are imported on first lookup, and one map of rows reads and writes the same tensors."""
+"""The family registry and the tensor-map engine: a family registers under its model_type alone, family
+modules are imported on first lookup, and one map of rows reads and writes the same tensors."""
 
 from __future__ import annotations
 
@@ -26,10 +26,11 @@ def test_every_type_is_registered_under_its_model_type():
 
 
 def test_one_map_reads_and_writes_the_same_tensors():
-    """Stacked rows split by the kv heads, a transposed Conv1D, GPT-NeoX's per-head q/k/v and `{p}` for weight and
-    bias, through `load` and back through `save`."""
+    """Stacked rows split by the kv heads, a transposed Conv1D, GPT-NeoX's per-head q/k/v and `{p}` for weight
+    and bias, through `load` and back through `save`."""
     cfg = ModelConfig(d_model=8, n_heads=4, n_kv_heads=2)  # q 8 rows, k and v 4 each
-    rows = within("layers.{i}.", "h.{i}.", {"qkv.{p}": ("q.{p}", "k.{p}", "v.{p}"), "o.weight": Op("t", "c.weight"),
+    rows = within("layers.{i}.", "h.{i}.", {"qkv.{p}": ("q.{p}", "k.{p}", "v.{p}"),
+                                             "o.weight": Op("t", "c.weight"),
                                              "fused.weight": Op("heads", "qkv.weight")})
     zoo = {"layers.0.qkv.weight": torch.randn(16, 8), "layers.0.qkv.bias": torch.randn(16),
            "layers.0.o.weight": torch.randn(8, 6), "layers.0.fused.weight": torch.randn(24, 8)}
