@@ -7,6 +7,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -35,7 +36,7 @@ def load(path: str | os.PathLike):
     if not os.path.lexists(path):  # an export swap killed half way (non-Linux) left the old folder aside
         sweep(path.parent, re.escape(path.name), shared=False, contents=EXPORT_FILES)
     if path.is_dir():
-        return _load_export(path)
+        return from_export(path)
     return from_checkpoint(Checkpoint.read(path))  # names and shapes checked against the saved config
 
 
@@ -56,23 +57,25 @@ def from_checkpoint(ckpt: Checkpoint):
     return merge_lora(model).eval(), tokenizer_from_texts(record.tokenizer_files)
 
 
-def _load_export(folder: Path):
-    """`(model, tokenizer)` from an export folder; config.json and model.safetensors are checked first."""
+def from_export(folder: Path, meta: Any = None):
+    """`(model, tokenizer)` from an export folder; config.json (`meta` when already parsed) and
+    model.safetensors are checked first."""
     from zoo.presets import build
     from zoo.tokenizers import load_tokenizer
 
     missing = [n for n in (EXPORT_WEIGHTS, EXPORT_CONFIG, EXPORT_TOKENIZER) if not (folder / n).exists()]
     if missing:
         raise CheckpointError(f"{folder} is not a zoo export: missing {missing}")
-    model = build(_export_config(folder / EXPORT_CONFIG))
+    model = build(_export_config(folder / EXPORT_CONFIG, meta))
     _load_export_weights(model, folder / EXPORT_WEIGHTS)
     return model.eval(), load_tokenizer(folder / EXPORT_TOKENIZER)
 
 
-def _export_config(file: Path) -> ModelConfig:
-    """The ModelConfig of an export's config.json, with an error naming the file for bad JSON or keys."""
+def _export_config(file: Path, meta: Any = None) -> ModelConfig:
+    """The ModelConfig of an export's config.json (read unless `meta` is it, parsed), with an error naming
+    the file for bad JSON or keys."""
     try:
-        meta = json.loads(file.read_text(encoding="utf-8"))
+        meta = json.loads(file.read_text(encoding="utf-8")) if meta is None else meta
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CheckpointError(
             f"{file} is not valid JSON ({e}); an export's config.json holds format_version and model_config"

@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
+import zoo
 import zoo.models.base
+import zoo.tokenizers.hf
+import zoo.tokenizers.tokenizer
 from zoo.models import DecoderLM
 from zoo.training.run import train
 
@@ -47,35 +50,73 @@ def test_a_resumed_run_reads_its_checkpoint_once_and_checks_each_config_once(mak
     assert checked and set(checked.values()) == {1}, checked  # was 16 checks of 2 configs
 
 
+def count_reads(monkeypatch, config_json: Path) -> tuple[Counter[str], Counter[str]]:
+    """(opens of `config_json`, tokenizer.json files built into a tokenizer by path), counted from now on."""
+    opens: Counter[str] = Counter()
+    built: Counter[str] = Counter()
+
+    def counting(real):
+        def opened(file, *args, **kwargs):
+            if isinstance(file, (str, Path)) and str(file) == str(config_json):
+                opens[str(file)] += 1
+            return real(file, *args, **kwargs)
+        return opened
+
+    def counted_build(path):
+        built[str(path)] += 1
+        return read(path)
+
+    read = zoo.tokenizers.tokenizer.read_hf_tokenizer
+    monkeypatch.setattr(io, "open", counting(io.open))  # pathlib's read_text / open
+    monkeypatch.setattr(builtins, "open", counting(builtins.open))
+    monkeypatch.setattr(zoo.tokenizers.tokenizer, "read_hf_tokenizer", counted_build)  # load_tokenizer's
+    monkeypatch.setattr(zoo.tokenizers.hf, "read_hf_tokenizer", counted_build)  # load_hf_tokenizer's
+    return opens, built
+
+
+def train_from(make_cfg, source: Path, corpus: Path):
+    """Two steps from `init_from=source` on `corpus` (a text file whose data the cache has not seen)."""
+    corpus.write_text(corpus.read_text(encoding="utf-8") + f"\n# {corpus}\n", encoding="utf-8")
+    return train(make_cfg([f"init_from={source}", "data=text", f"data.files={corpus}", "logger=csv",
+                           "trainer.accelerator=cpu", "trainer.max_steps=2", "eval_every=2", "batch_size=4",
+                           "trainer.limit_val_batches=1", "trainer.num_sanity_val_steps=0",
+                           "trainer.enable_progress_bar=false", "callbacks.samples=null"]))
+
+
 def test_an_init_from_run_parses_config_json_once(make_cfg, tmp_path, monkeypatch):
+    """... and builds the tokenizer shipped in the folder once (its size checked in the plan, then the run's)."""
     pytest.importorskip("transformers")
     from ..finetune.folders import corpus_file, gpt2_folder
 
     folder, corpus = gpt2_folder(tmp_path / "gpt2"), corpus_file(tmp_path / "data")
-    config_json = str(folder / "config.json")
-    reads: Counter[str] = Counter()
+    opens, built = count_reads(monkeypatch, folder / "config.json")
+    assert train_from(make_cfg, folder, corpus).last_checkpoint is not None
+    assert opens[str(folder / "config.json")] == 1  # was 7: recognised twice, 4 in the plan, 1 with the weights
+    assert built[str(folder / "tokenizer.json")] == 1  # was 2: sized in the plan, built again for the data
 
-    def counting(real):
-        def opened(file, *args, **kwargs):
-            if isinstance(file, (str, Path)) and str(file) == config_json:
-                reads[config_json] += 1
-            return real(file, *args, **kwargs)
-        return opened
 
-    monkeypatch.setattr(io, "open", counting(io.open))  # pathlib's read_text / open
-    monkeypatch.setattr(builtins, "open", counting(builtins.open))
-    result = train(make_cfg([f"init_from={folder}", "data=text", f"data.files={corpus}", "logger=csv",
-                             "trainer.accelerator=cpu", "trainer.max_steps=2", "eval_every=2", "batch_size=4",
-                             "trainer.limit_val_batches=1", "trainer.num_sanity_val_steps=0",
-                             "trainer.enable_progress_bar=false", "callbacks.samples=null"]))
-    assert result.last_checkpoint is not None
-    assert reads[config_json] == 1  # was 7: recognised twice, 4 times in the plan, once with the weights
+def test_an_init_from_zoo_export_parses_config_json_once_and_builds_its_tokenizer_once(make_cfg, tmp_path,
+                                                                                       monkeypatch):
+    from zoo.export.native import write
+    from zoo.tokenizers.trained import train_char
+
+    from ..finetune.folders import CORPUS, corpus_file
+
+    tok = train_char(CORPUS)
+    model = zoo.build(dict(arch="decoder", vocab_size=tok.vocab_size, d_model=16, n_layers=1, n_heads=2,
+                           max_seq_len=32))
+    folder = tmp_path / "export"
+    folder.mkdir()
+    write(folder, model, tok)
+    opens, built = count_reads(monkeypatch, folder / "config.json")
+    assert train_from(make_cfg, folder, corpus_file(tmp_path / "data")).last_checkpoint is not None
+    assert opens[str(folder / "config.json")] == 1  # was 2: recognised, then loaded
+    assert built[str(folder / "tokenizer" / "tokenizer.json")] == 1  # was 3: loaded, sized, built for the data
 
 
 def test_evaluate_generate_and_inspect_open_a_checkpoint_with_one_read(tmp_path, monkeypatch):
     """zoo.apps.open_model (evaluate.py, generate.py, inspect_model.py) reads a training checkpoint once for
     the model, its tokenizer and the task it was trained on (read twice before: the task, then the model)."""
-    import zoo
     from zoo.apps import open_model
     from zoo.checkpoint import atomic_torch_save, zoo_section
     from zoo.tokenizers.trained import train_char

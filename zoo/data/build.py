@@ -97,11 +97,13 @@ def open_data(
     batch_size: int,
     cache_dir: str | os.PathLike | None = None,
     seed: int = 0,
+    tokenizer: ZooTokenizer | None = None,
 ) -> tuple[ZooTokenizer, ZooDataModule]:
     """Read (or generate) the data, train or reuse the tokenizer, tokenize into the cache and return
     ``(tokenizer, datamodule)``. The data's reader (a task: zoo.tasks.build_data) gives the `corpus_kind` it
     reads (another kind: CorpusKindError), `check_tokenizer` (run before any text is encoded) and
-    `datamodule(entry, loader, **common)`. Bad input: ValueError/FileNotFoundError, before training."""
+    `datamodule(entry, loader, **common)`; `tokenizer`: the one `tokenizer_cfg` reads, when already built
+    (init_from's shipped one). Bad input: ValueError/FileNotFoundError, before training."""
     cache_dir = open_cache_dir(cache_dir)
     for leftover in sweep(cache_dir, ENTRY_NAMES, shared=True):
         log.info("removed %s, left by an interrupted cache build", leftover)
@@ -121,7 +123,8 @@ def open_data(
     )
     entry = CacheEntry.find(cache_dir / key)
     if entry is None:
-        tokenizer = build_tokenizer(tokenizer_cfg, tokenizer_sample(tokenizer_docs, tokenizer_cfg, seed))
+        if tokenizer is None:
+            tokenizer = build_tokenizer(tokenizer_cfg, tokenizer_sample(tokenizer_docs, tokenizer_cfg, seed))
         check_tokenizer(tokenizer)  # e.g. mlm needs a mask token: say so before encoding
         # labels belong to the data: a tokenizer file saved by a classification run must not carry its
         # label names into an LM run

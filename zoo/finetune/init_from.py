@@ -16,6 +16,7 @@ import torch
 
 from zoo.config import ModelConfig
 from zoo.modules.heads import head_owned_keys
+from zoo.tokenizers import ZooTokenizer
 
 
 def is_head_key(key: str) -> bool:
@@ -69,10 +70,17 @@ class Source:
         inside a file is written out."""
         raise NotImplementedError
 
+    @functools.cached_property
+    def shipped_tokenizer(self) -> ZooTokenizer:
+        """The tokenizer shipped with the model, built once: sized before any data, then the run's."""
+        from zoo.tokenizers import build_tokenizer
+
+        return build_tokenizer(self.tokenizer_cfg(self.path), [])  # no workdir used
+
     def tokenizer_size(self) -> int | None:
         """Tokens of the shipped tokenizer, read from its files before any data; None when none is shipped or
         its size is known only once loaded (a training checkpoint's, built together with its model)."""
-        return None
+        return self.shipped_tokenizer.vocab_size if self.has_tokenizer() else None
 
 
 def _read_json(file: Path) -> Any:
@@ -138,12 +146,9 @@ class HuggingFaceFolder(Source):
     def tokenizer_cfg(self, workdir: Path) -> dict[str, Any]:
         return {"name": "hf", "path": str(self.path)}
 
-    def tokenizer_size(self) -> int | None:
-        return fixed_tokenizer_size(self.tokenizer_cfg(self.path)) if self.has_tokenizer() else None  # no workdir used
-
 
 class ZooSaved(Source):
-    """A zoo training checkpoint or export folder: `zoo.load` reads both (and merges LoRA adapters)."""
+    """A zoo training checkpoint or export folder: zoo.loader reads both (and merges LoRA adapters)."""
 
     def config(self) -> ModelConfig:
         return self._loaded()[0].config
@@ -151,16 +156,15 @@ class ZooSaved(Source):
     def state(self) -> dict[str, torch.Tensor]:
         return dict(self._loaded()[0].state_dict())
 
+    @property
+    def shipped_tokenizer(self) -> ZooTokenizer:
+        return self._loaded()[1]
+
     def _loaded(self):
         if not hasattr(self, "_cache"):
             self._cache = self._load()
             self.model_type = self._cache[0].pretrained_family
         return self._cache
-
-    def _load(self):
-        from zoo.loader import load
-
-        return load(self.path)
 
 
 class ZooCheckpoint(ZooSaved):
@@ -196,8 +200,11 @@ class ZooCheckpoint(ZooSaved):
 
     def tokenizer_cfg(self, workdir: Path) -> dict[str, Any]:
         folder = workdir / "init_tokenizer"
-        self._loaded()[1].save(folder)  # the checkpoint holds its tokenizer's files as text
+        self.shipped_tokenizer.save(folder)  # the checkpoint holds its tokenizer's files as text
         return {"name": "file", "path": str(folder)}
+
+    def tokenizer_size(self) -> int | None:
+        return None  # known once the checkpoint's model is loaded (at run time)
 
 
 class ZooExport(ZooSaved):
@@ -213,8 +220,10 @@ class ZooExport(ZooSaved):
     def tokenizer_cfg(self, workdir: Path) -> dict[str, Any]:
         return {"name": "file", "path": str(self.path / "tokenizer")}
 
-    def tokenizer_size(self) -> int | None:
-        return fixed_tokenizer_size(self.tokenizer_cfg(self.path)) if self.has_tokenizer() else None  # no workdir used
+    def _load(self):
+        from zoo.loader import from_export
+
+        return from_export(self.path, self.meta)  # config.json parsed once, by open_source
 
 
 SOURCES: tuple[type[Source], ...] = (ZooCheckpoint, ZooExport, HuggingFaceFolder)

@@ -25,6 +25,7 @@ from zoo.finetune.init_from import (
 from zoo.finetune.labels import order_labels, reindex
 from zoo.finetune.methods import Applied, apply_finetune, check_finetune, trainable_line
 from zoo.modules.heads import HEADS, settle_head_keys
+from zoo.tokenizers import ZooTokenizer
 
 
 @dataclass
@@ -109,14 +110,16 @@ def check_finetune_cfg(cfg: Mapping[str, Any], model: ModelConfig, init: InitPla
 class Initialised:
     state: dict[str, torch.Tensor]
     tokenizer_cfg: dict[str, Any] | None
+    tokenizer: ZooTokenizer | None  # the one tokenizer_cfg reads, built once
 
 
 def read_init(init: InitPlan, output_dir: Path) -> Initialised:
     """The pretrained weights (read before any data, so a corrupt file stops the run early) and the
-    tokenizer config of the source when it supplies the tokenizer."""
+    tokenizer (and its config) of the source when it supplies the tokenizer."""
     state = load_state(init.source, init.value)
-    tokenizer_cfg = init.source.tokenizer_cfg(output_dir) if init.own_tokenizer else None
-    return Initialised(state, tokenizer_cfg)
+    if not init.own_tokenizer:
+        return Initialised(state, None, None)
+    return Initialised(state, init.source.tokenizer_cfg(output_dir), init.source.shipped_tokenizer)
 
 
 def align_labels(init: InitPlan | None, tokenizer, datamodule) -> None:

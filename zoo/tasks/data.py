@@ -22,9 +22,11 @@ def build_data(
     batch_size: int,
     cache_dir: str | os.PathLike | None = None,
     seed: int = 0,
+    tokenizer: ZooTokenizer | None = None,
 ) -> tuple[ZooTokenizer, ZooDataModule]:
     """``open_data`` for ``task`` (a Task or its name): ``(tokenizer, datamodule)``, the data read, tokenized
-    and cached. Bad input raises ValueError/FileNotFoundError before training."""
+    and cached (``tokenizer``: the one ``tokenizer_cfg`` reads, already built). Bad input raises
+    ValueError/FileNotFoundError before training."""
     if isinstance(task, str):
         if task not in TASKS:
             raise ValueError(f"task={task!r} is unknown; known: {TASKS.names()}")
@@ -32,7 +34,8 @@ def build_data(
     try:
         return open_data(data_cfg, tokenizer_cfg, corpus_kind=task.corpus_kind,
                          check_tokenizer=task.check_tokenizer, datamodule=task.datamodule,
-                         max_seq_len=max_seq_len, batch_size=batch_size, cache_dir=cache_dir, seed=seed)
+                         max_seq_len=max_seq_len, batch_size=batch_size, cache_dir=cache_dir, seed=seed,
+                         tokenizer=tokenizer)
     except CorpusKindError as e:
         fits = [t.name for t in all_tasks() if t.corpus_kind == e.kind]
         raise ValueError(f"{e}, which suit task {fits}, not task={task.name!r}") from None

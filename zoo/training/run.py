@@ -87,7 +87,7 @@ def open_run(plan: Plan) -> Opened:
         tokenizer, datamodule = build_data(
             plan.data_cfg, (init and init.tokenizer_cfg) or plan.tokenizer_cfg, task=plan.task,
             max_seq_len=plan.model.max_seq_len, batch_size=resolved["batch_size"],
-            cache_dir=resolved["paths"]["cache_dir"], seed=resolved["seed"],
+            cache_dir=resolved["paths"]["cache_dir"], seed=resolved["seed"], tokenizer=init and init.tokenizer,
         )
         align_labels(plan.init, tokenizer, datamodule)  # a reused head's labels keep the folder's order
         model_config = plan.task.model_config(plan.model, tokenizer)  # + vocabulary, special ids, num_labels
