@@ -9,7 +9,12 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
-from zoo.utils import IGNORE_INDEX, closest, did_you_mean, eval_mode, module_mode, plain_dict
+from zoo.utils import IGNORE_INDEX, closest, did_you_mean, eval_mode, module_mode, plain_dict, some
+
+
+def test_some_names_a_few_and_counts_the_rest():
+    assert some(["a", "b"], 5) == "a, b"
+    assert some(["a", "b", "c", "d"], 2) == "a, b and 2 more"
 
 
 def test_ignore_index_is_what_cross_entropy_skips():

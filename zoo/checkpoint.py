@@ -24,6 +24,7 @@ from zoo.atomic import atomic_file
 from zoo.config import ModelConfig
 from zoo.modules.heads import HEADS, foreign_keys
 from zoo.tokenizers.texts import tokenizer_differences, tokenizer_texts
+from zoo.utils import some
 
 FORMAT_VERSION = 1
 EXPORT_WEIGHTS = "model.safetensors"
@@ -230,12 +231,9 @@ def state_problems(
     return "; ".join(p for p in parts if p)
 
 
-def _listed(what: str, items: list[str], limit: int = 5) -> str:
-    """'2 wrong tensors: a, b' (at most `limit` shown); '' for none."""
-    if not items:
-        return ""
-    more = f" and {len(items) - limit} more" if len(items) > limit else ""
-    return f"{len(items)} {what}{'s' if len(items) > 1 else ''}: {', '.join(items[:limit])}{more}"
+def _listed(what: str, items: list[str]) -> str:
+    """'2 wrong tensors: a, b' (at most 5 shown); '' for none."""
+    return f"{len(items)} {what}{'s' if len(items) > 1 else ''}: {some(items, 5)}" if items else ""
 
 
 def check_compatible(

@@ -1,12 +1,12 @@
-"""Small helpers shared across zoo: the ignored-label id, the did-you-mean hint, config-to-dict and
-eval mode for a block of code. Each lives here once so errors read the same everywhere."""
+"""Small helpers shared across zoo: the ignored-label id, the did-you-mean hint, a few names of many,
+config-to-dict and eval mode for a block of code. Each lives here once so errors read the same everywhere."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import difflib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 IGNORE_INDEX = -100  # label id that losses and metrics skip (PyTorch's cross_entropy default)
@@ -23,6 +23,11 @@ def did_you_mean(value: object, allowed: Iterable[str]) -> str:
     """" Did you mean 'x'?" for the closest allowed name, or "" when none is close."""
     match = closest(value, allowed)
     return f" Did you mean {match!r}?" if match is not None else ""
+
+
+def some(names: Sequence[str], limit: int) -> str:
+    """The first `limit` names and how many more, "a, b and 3 more": an error names a few, counts the rest."""
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def plain_dict(data: Any, what: str, *, expected: str = "a mapping") -> dict[str, Any]:

@@ -27,8 +27,7 @@ def fresh_head(folder, head: str, num_labels: int) -> tuple[torch.nn.Module, lis
     state = source.state()
     config = ModelConfig.from_dict({**source.config().to_dict(), "head": head, "num_labels": num_labels,
                                     "head_pooler": None})
-    loaded = build_initialised(config, state, str(folder), source.model_type)
-    return loaded.model, loaded.fresh
+    return build_initialised(config, state, str(folder), source.model_type)
 
 
 def test_bare_bert_folder_with_task_classification_gets_a_fresh_projection(shipped, tmp_path, capsys):

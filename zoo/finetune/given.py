@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-OVERRIDE = re.compile(r"^[+~]{0,2}(?P<key>[\w.\-/@]+?)(?:@[\w.]+)?(?:=(?P<value>.*))?$", re.S)
+OVERRIDE = re.compile(r"^[+~]{0,2}(?P<key>[\w.\-/@]+?)(?:@[\w.]+)?(?:=.*)?$", re.S)
 
 
 def command_line() -> list[str] | None:
@@ -19,21 +19,17 @@ def command_line() -> list[str] | None:
     return list(HydraConfig.get().overrides.task)
 
 
-def _parsed(overrides: list[str]) -> list[tuple[str, str | None]]:
-    out = []
-    for item in overrides:
-        match = OVERRIDE.match(item.strip())
-        if match:
-            out.append((match["key"], match["value"]))
-    return out
+def _keys(overrides: list[str]) -> list[str]:
+    """The keys the overrides set (`model.dropout` of `+model.dropout=0.1`)."""
+    return [m["key"] for m in (OVERRIDE.match(item.strip()) for item in overrides) if m]
 
 
 def given_in_group(group: str, overrides: list[str], resolved: dict[str, Any]) -> dict[str, Any]:
     """{key: value in the composed config} of every `group.key=...` override."""
-    keys = [k.split(".", 1)[1] for k, _ in _parsed(overrides) if k.startswith(group + ".")]
+    keys = [k.split(".", 1)[1] for k in _keys(overrides) if k.startswith(group + ".")]
     return {k: resolved.get(k) for k in keys}
 
 
 def group_given(group: str, overrides: list[str]) -> bool:
     """Whether the user chose the group (`tokenizer=char`) or set one of its keys (`tokenizer.path=...`)."""
-    return any(k == group or k.startswith(group + ".") for k, _ in _parsed(overrides))
+    return any(k == group or k.startswith(group + ".") for k in _keys(overrides))

@@ -1,5 +1,5 @@
-"""`init_from=PATH`: start training from pretrained weights. PATH is a Hugging Face folder (config.json with a
-`model_type`, weights, usually tokenizer files), a zoo training checkpoint (`.ckpt`) or a zoo export folder.
+"""`init_from=PATH`: start training from pretrained weights. PATH is a Hugging Face folder (config.json with
+a `model_type`, weights, usually tokenizer files), a zoo training checkpoint (`.ckpt`) or a zoo export folder.
 Each kind is a `Source` registered in SOURCES that recognises its paths and gives the model config, the
 weights (as a zoo state dict) and the tokenizer config of that path."""
 
@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +16,7 @@ import torch
 from zoo.config import ModelConfig
 from zoo.modules.heads import head_owned_keys
 from zoo.tokenizers import ZooTokenizer
-
-
-def is_head_key(key: str) -> bool:
-    """A key of the output head only (model.head, or one a head reads): its tensors missing from the weights
-    are made fresh (and reported as new)."""
-    return key == "head" or key in head_owned_keys()
+from zoo.utils import some
 
 
 class InitError(ValueError):
@@ -118,8 +112,8 @@ class HuggingFaceFolder(Source):
         return self.family.config_from_hf(self.hf)
 
     def state(self) -> dict[str, torch.Tensor]:
-        """The folder's weights; a head its file lacks (a bare model saved under a head class) is left out, to be
-        made fresh, since the task may replace it anyway."""
+        """The folder's weights; a head its file lacks (a bare model saved under a head class) is left out,
+        to be made fresh, since the task may replace it anyway."""
         from zoo.pretrained.api import read_pretrained
 
         read = read_pretrained(self.path, head_optional=True, hf=self.hf)
@@ -151,20 +145,21 @@ class ZooSaved(Source):
     """A zoo training checkpoint or export folder: zoo.loader reads both (and merges LoRA adapters)."""
 
     def config(self) -> ModelConfig:
-        return self._loaded()[0].config
+        return self.loaded[0].config
 
     def state(self) -> dict[str, torch.Tensor]:
-        return dict(self._loaded()[0].state_dict())
+        return dict(self.loaded[0].state_dict())
 
     @property
     def shipped_tokenizer(self) -> ZooTokenizer:
-        return self._loaded()[1]
+        return self.loaded[1]
 
-    def _loaded(self):
-        if not hasattr(self, "_cache"):
-            self._cache = self._load()
-            self.model_type = self._cache[0].pretrained_family
-        return self._cache
+    @functools.cached_property
+    def loaded(self) -> tuple[torch.nn.Module, ZooTokenizer]:
+        """(model, tokenizer) as zoo.loader restores them, loaded once."""
+        model, tokenizer = self._load()
+        self.model_type = model.pretrained_family
+        return model, tokenizer
 
 
 class ZooCheckpoint(ZooSaved):
@@ -184,8 +179,8 @@ class ZooCheckpoint(ZooSaved):
     def config(self) -> ModelConfig:
         from zoo.checkpoint import saved_model_config
 
-        if hasattr(self, "_cache"):
-            return self._cache[0].config
+        if "loaded" in self.__dict__:
+            return self.loaded[0].config
         return saved_model_config(self.checkpoint.record.model_config, f"{self.path}: zoo.model_config")
 
     def _load(self):
@@ -272,12 +267,11 @@ def meta_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
 
 def shape_changes(base: ModelConfig, key: str, value: Any) -> list[str]:
     """The tensors whose shape (or presence) setting `key=value` on `base` changes; [] when none does."""
-    if is_head_key(key):  # a new head is made fresh: its shapes are free
+    if key == "head" or key in head_owned_keys():  # a key of the head only: a new head is made fresh
         return []
     before, after = meta_shapes(base), meta_shapes(ModelConfig.from_dict({**base.to_dict(), key: value}))
-    changed = [f"{k} {before.get(k)} -> {after.get(k)}" for k in sorted(before.keys() | after.keys())
-               if before.get(k) != after.get(k)]
-    return changed
+    return [f"{k} {before.get(k)} -> {after.get(k)}" for k in sorted(before.keys() | after.keys())
+            if before.get(k) != after.get(k)]
 
 
 def with_overrides(base: ModelConfig, overrides: Mapping[str, Any], source: str) -> ModelConfig:
@@ -294,38 +288,40 @@ def with_overrides(base: ModelConfig, overrides: Mapping[str, Any], source: str)
         changed = shape_changes(base, key, value)
         if changed:
             more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
-            raise ValueError(f"model.{key}={value!r} would change the shape of the pretrained weights of {source}: "
-                             f"{changed[0]}{more}; only overrides that keep every weight's shape apply with "
-                             f"init_from (e.g. model.dropout, model.attn_dropout)")
+            raise ValueError(f"model.{key}={value!r} would change the shape of the pretrained weights of "
+                             f"{source}: {changed[0]}{more}; only overrides that keep every weight's shape "
+                             "apply with init_from (e.g. model.dropout, model.attn_dropout)")
     return ModelConfig.from_dict({**base.to_dict(), **overrides})
 
 
 def fixed_tokenizer_size(cfg: Mapping[str, Any]) -> int | None:
-    """Tokens of a tokenizer read from files (tokenizer=hf / file), known before any data is read; None for one
-    that learns its vocabulary from the data."""
+    """Tokens of a tokenizer read from files (tokenizer=hf / file), known before any data is read; None for
+    one that learns its vocabulary from the data."""
     from zoo.tokenizers import build_tokenizer, trains
 
     return None if trains(cfg) else build_tokenizer(dict(cfg), []).vocab_size
 
 
-def check_tokenizer_fits(source: Source, model: ModelConfig, value: str, given: Mapping[str, Any] | None) -> None:
-    """Before any data is read: the tokenizer (the source's own, or `given`, read from files) has no more tokens
-    than the model has embedding rows; each case is refused with advice that fits it."""
+def check_tokenizer_fits(source: Source, model: ModelConfig, value: str, given: Mapping[str, Any] | None
+                         ) -> None:
+    """Before any data is read: the tokenizer (the source's own, or `given`, read from files) has no more
+    tokens than the model has embedding rows; each case is refused with advice that fits it."""
     rows, shipped = model.vocab_size, source.tokenizer_size()
     if given is None:
         if shipped is not None and shipped > rows:
-            raise ValueError(f"init_from={value}: the tokenizer shipped in {source.kind} {value} has {shipped} tokens "
-                             f"but its model has {rows} embedding rows (config vocab_size), so the two do not belong "
-                             f"together; give the tokenizer the model was trained with, of at most {rows} tokens: "
-                             "tokenizer=hf tokenizer.path=FOLDER or tokenizer=file tokenizer.path=tokenizer.json")
+            raise ValueError(f"init_from={value}: the tokenizer shipped in {source.kind} {value} has "
+                             f"{shipped} tokens but its model has {rows} embedding rows (config vocab_size), "
+                             "so the two do not belong together; give the tokenizer the model was trained "
+                             f"with, of at most {rows} tokens: tokenizer=hf tokenizer.path=FOLDER or "
+                             "tokenizer=file tokenizer.path=tokenizer.json")
         return
     size = fixed_tokenizer_size(given)
     if size is not None and size > rows:
         advice = (f"use the model's own tokenizer (leave tokenizer= unset) or one of at most {rows} tokens"
                   if shipped is not None and shipped <= rows else
                   f"give a tokenizer of at most {rows} tokens (the one the model was trained with)")
-        raise ValueError(f"init_from={value}: the tokenizer given (tokenizer={given['name']}) has {size} tokens but "
-                         f"the model has {rows} embedding rows (config vocab_size); {advice}")
+        raise ValueError(f"init_from={value}: the tokenizer given (tokenizer={given['name']}) has {size} "
+                         f"tokens but the model has {rows} embedding rows (config vocab_size); {advice}")
 
 
 def fit_to_tokenizer(pretrained: ModelConfig, completed: ModelConfig, tokenizer, source: str) -> ModelConfig:
@@ -334,9 +330,9 @@ def fit_to_tokenizer(pretrained: ModelConfig, completed: ModelConfig, tokenizer,
     embedding table has rows (T5), never more; the special ids are those the weights were trained with (a
     Hugging Face config.json's, which its own tokenizer shares; BERT's config has no bos/eos to change)."""
     if tokenizer.vocab_size > pretrained.vocab_size:
-        raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model of init_from={source} "
-                         f"has {pretrained.vocab_size} embedding rows; use the model's own tokenizer "
-                         "(leave tokenizer= unset) or one of at most that size")
+        raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model of "
+                         f"init_from={source} has {pretrained.vocab_size} embedding rows; use the model's "
+                         "own tokenizer (leave tokenizer= unset) or one of at most that size")
     return ModelConfig.from_dict({**pretrained.to_dict(), "num_labels": completed.num_labels})
 
 
@@ -354,18 +350,10 @@ def reusable_head(state: Mapping[str, torch.Tensor], cfg: ModelConfig, model_typ
     return {k: v for k, v in state.items() if k not in origins or wanted.get(k) == origins[k]}
 
 
-@dataclass
-class Loaded:
-    """The model with pretrained weights in place, and the parameter names that were not loaded (fresh)."""
-
-    model: torch.nn.Module
-    fresh: list[str]
-
-
 def build_initialised(cfg: ModelConfig, state: Mapping[str, torch.Tensor], source: str,
-                      model_type: str | None = None) -> Loaded:
-    """Build `cfg` and load `state` into it. Only head tensors may be missing (a new head) or left over (the
-    old head); anything else is an InitError naming the tensors."""
+                      model_type: str | None = None) -> tuple[torch.nn.Module, list[str]]:
+    """`cfg` built with `state` loaded, and the names of the parameters not loaded (fresh). Only head tensors
+    may be missing (a new head) or left over (the old head); anything else is an InitError naming them."""
     from zoo.presets import build
 
     model = build(cfg)
@@ -376,11 +364,10 @@ def build_initialised(cfg: ModelConfig, state: Mapping[str, torch.Tensor], sourc
     missing = sorted(k for k in own if k not in usable)
     bad = [k for k in (*dropped, *missing) if not k.startswith("head.")]
     if bad:
-        raise InitError(f"init_from={source}: the weights do not fit the model: {', '.join(bad[:5])}"
-                        + (f" and {len(bad) - 5} more" if len(bad) > 5 else ""))
+        raise InitError(f"init_from={source}: the weights do not fit the model: {some(bad, 5)}")
     model.load_state_dict(usable, strict=False)
     if model_type is not None:
         model.pretrained_family = model_type
     names = {id(p): n for n, p in model.named_parameters()}
     fresh_ids = {id(p) for n, p in model.named_parameters(remove_duplicate=False) if n in missing}
-    return Loaded(model, sorted(names[i] for i in fresh_ids))
+    return model, sorted(names[i] for i in fresh_ids)

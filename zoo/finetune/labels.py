@@ -35,11 +35,11 @@ def order_labels(folder: Sequence[str], data: Sequence[str], where: str, head: s
     if generic_names(folder):
         if len(folder) != len(data):
             raise ValueError(f"{where}: the folder's head has {len(folder)} outputs with generic names "
-                             f"(id2label LABEL_0..LABEL_{len(folder) - 1}) but the data has {len(data)} {kind} "
-                             f"{data}; {way_out}")
+                             f"(id2label LABEL_0..LABEL_{len(folder) - 1}) but the data has {len(data)} "
+                             f"{kind} {data}; {way_out}")
         return LabelOrder(data, np.arange(len(data), dtype=np.int64),
-                          f"the folder's label names are generic (LABEL_0..LABEL_{len(folder) - 1}): the data's "
-                          f"{kind} {data} take their places in that order")
+                          f"the folder's label names are generic (LABEL_0..LABEL_{len(folder) - 1}): the "
+                          f"data's {kind} {data} take their places in that order")
     missing = [name for name in data if name not in folder]
     if missing:
         raise ValueError(f"{where}: the data has {kind} {missing} that the folder's head does not know; its "

@@ -1,7 +1,7 @@
-"""LoRA (Hu et al. 2021): a frozen linear layer W plus a trained low-rank update, y = W x + b + (alpha / r) B A x,
-with A (r, in) drawn like nn.Linear's weight and B (out, r) zero, so the adapted model equals the base model
-exactly until the first step. `merge_lora` folds B A into W and turns the layer back into a plain nn.Linear,
-so an exported model has no trace of the adapters.
+"""LoRA (Hu et al. 2021): a frozen linear layer W plus a trained low-rank update,
+y = W x + b + (alpha / r) B A x, with A (r, in) drawn like nn.Linear's weight and B (out, r) zero, so the
+adapted model equals the base model exactly until the first step. `merge_lora` folds B A into W and turns
+the layer back into a plain nn.Linear, so an exported model has no trace of the adapters.
 
 Targets are zoo module names without the layer index: `self_attn.qkv` names the fused q/k/v projection of
 every layer of every stack, `decoder_stack.ffn.up` only the decoder's; `lora_target_names(model)` lists them.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -55,12 +56,8 @@ class LoRALinear(nn.Linear):
 
 
 def generic_name(path: str) -> str:
-    """`decoder_stack.layers.3.self_attn.qkv` -> `decoder_stack.self_attn.qkv` (the name every layer shares)."""
+    """`decoder_stack.layers.3.self_attn.qkv` -> `decoder_stack.self_attn.qkv` (what every layer shares)."""
     return LAYER_INDEX.sub("", path)
-
-
-def _matches(generic: str, target: str) -> bool:
-    return generic == target or generic.endswith("." + target)
 
 
 def lora_target_names(model: nn.Module) -> list[str]:
@@ -72,9 +69,7 @@ def lora_target_names(model: nn.Module) -> list[str]:
 
 def _shared_weights(model: nn.Module) -> set[int]:
     """ids of parameters registered under more than one name (a tied output head)."""
-    seen: dict[int, int] = {}
-    for _, p in model.named_parameters(remove_duplicate=False):
-        seen[id(p)] = seen.get(id(p), 0) + 1
+    seen = Counter(id(p) for _, p in model.named_parameters(remove_duplicate=False))
     return {i for i, n in seen.items() if n > 1}
 
 
@@ -82,25 +77,27 @@ def check_targets(model: nn.Module, targets: Sequence[str]) -> dict[str, list[st
     """target -> the module paths it adapts; ValueError naming a target that matches nothing (with every
     name allowed) or a layer whose weight is tied to another (merging would change both)."""
     if not targets:
-        raise ValueError("finetune.targets is empty; name at least one of: " + ", ".join(lora_target_names(model)))
+        raise ValueError("finetune.targets is empty; name at least one of: "
+                         + ", ".join(lora_target_names(model)))
     linears = {n: m for n, m in model.named_modules() if isinstance(m, nn.Linear) and n}
     shared = _shared_weights(model)
     found: dict[str, list[str]] = {}
     for target in targets:
-        paths = [n for n in linears if _matches(generic_name(n), target)]
+        paths = [n for n in linears if f".{generic_name(n)}".endswith(f".{target}")]  # whole or its end
         if not paths:
-            allowed = lora_target_names(model)
-            raise ValueError("finetune.targets: " + unknown_choice_message("LoRA target module", target, allowed))
+            raise ValueError("finetune.targets: "
+                             + unknown_choice_message("LoRA target module", target, lora_target_names(model)))
         tied = [n for n in paths if id(linears[n].weight) in shared]
         if tied:
-            raise ValueError(f"finetune.targets: {target!r} adapts {tied[0]}, whose weight is tied to the token "
-                             "embeddings (model.tie_embeddings): merging the update would change both. "
+            raise ValueError(f"finetune.targets: {target!r} adapts {tied[0]}, whose weight is tied to the "
+                             "token embeddings (model.tie_embeddings): merging the update would change both. "
                              "Pick other targets.")
         found[target] = paths
     return found
 
 
-def add_lora(model: nn.Module, *, rank: int, alpha: float, dropout: float, targets: Sequence[str]) -> list[str]:
+def add_lora(model: nn.Module, *, rank: int, alpha: float, dropout: float, targets: Sequence[str]
+             ) -> list[str]:
     """Replace each targeted nn.Linear by a LoRALinear (in place); returns the adapted module paths."""
     paths = sorted({p for ps in check_targets(model, targets).values() for p in ps})
     adapt(model, paths, rank=rank, alpha=alpha, dropout=dropout)
@@ -115,11 +112,6 @@ def adapt(model: nn.Module, paths: Sequence[str], *, rank: int, alpha: float, dr
         setattr(parent, child, LoRALinear(getattr(parent, child), rank, alpha, dropout))
 
 
-def lora_parameters(model: nn.Module) -> list[nn.Parameter]:
-    """The adapter matrices of every LoRALinear."""
-    return [p for m in model.modules() if isinstance(m, LoRALinear) for p in (m.lora_A, m.lora_B)]
-
-
 def has_lora(model: nn.Module) -> bool:
     return any(isinstance(m, LoRALinear) for m in model.modules())
 
@@ -128,8 +120,7 @@ def merge_lora(model: nn.Module) -> nn.Module:
     """Fold every adapter into its base weight and put plain nn.Linear layers back (in place)."""
     for path, module in list(model.named_modules()):
         if isinstance(module, LoRALinear):
-            parent_name, _, child = path.rpartition(".")
-            setattr(model.get_submodule(parent_name), child, module.merged())
+            model.set_submodule(path, module.merged())
     return model
 
 
@@ -152,4 +143,5 @@ def restore_lora(model: nn.Module, record: Any, where: str) -> None:
         adapt(model, list(record["paths"]), rank=int(record["rank"]), alpha=float(record["alpha"]),
               dropout=float(record["dropout"]))
     except (KeyError, TypeError, AttributeError, ValueError) as e:
-        raise ValueError(f"{where}: the LoRA record {record!r} does not fit the model ({type(e).__name__}: {e})") from None
+        raise ValueError(f"{where}: the LoRA record {record!r} does not fit the model "
+                         f"({type(e).__name__}: {e})") from None

@@ -78,11 +78,9 @@ def finetune_options(name: str) -> Options:
 
 
 def check_finetune(cfg: Mapping[str, Any]) -> None:
-    """Name, keys and values of the finetune group (ValueError naming the key)."""
-    name = cfg.get("name", "full")
-    if name not in FINETUNES:
-        FINETUNES.get(name)  # raises with the known names
-    check_entry("finetune", name, cfg, finetune_options, FINETUNES.names())
+    """Name (an unknown one is refused by finetune_options), keys and values of the finetune group
+    (ValueError naming the key)."""
+    check_entry("finetune", cfg.get("name", "full"), cfg, finetune_options, FINETUNES.names())
 
 
 def apply_finetune(model: nn.Module, cfg: Mapping[str, Any], fresh: Collection[str] = ()) -> Applied:

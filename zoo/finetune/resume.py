@@ -1,6 +1,7 @@
-"""What trains, as a checkpoint records it, and the resume check that it did not change: the optimizer state
-in a checkpoint belongs to the parameters that trained, so a resume that adds LoRA adapters, drops them or
-freezes other parts (even a same-sized set, whose moments torch would load onto the wrong tensors) is refused."""
+"""What trains, as a checkpoint records it, and the resume check that it did not change: the optimizer
+state in a checkpoint belongs to the parameters that trained, so a resume that adds LoRA adapters, drops
+them or freezes other parts (even a same-sized set, whose moments torch would load onto the wrong tensors)
+is refused."""
 
 from __future__ import annotations
 
@@ -12,25 +13,19 @@ from torch import nn
 from zoo.checkpoint import CheckpointRecord
 from zoo.finetune.freeze import frozen_names
 from zoo.finetune.lora import lora_record
+from zoo.utils import some
 
 SHOWN = 8  # frozen parts named in an error; the rest are counted
 
 
 def training_record(model: nn.Module) -> dict[str, Any]:
-    """The checkpoint's `zoo` entries on what trains: `frozen` (freeze.frozen_names) and, with adapters,
-    `lora` (lora.lora_record, from which zoo.load also rebuilds the layers)."""
-    record: dict[str, Any] = {"frozen": frozen_names(model)}
-    adapters = lora_record(model)
-    if adapters is not None:
-        record["lora"] = adapters
-    return record
+    """The checkpoint's `zoo` entries on what trains: `frozen` (freeze.frozen_names) and `lora`
+    (lora.lora_record, None without adapters; zoo.load rebuilds the layers from it)."""
+    return {"frozen": frozen_names(model), "lora": lora_record(model)}
 
 
 def _parts(names: Sequence[str]) -> str:
-    if not names:
-        return "nothing"
-    more = f" and {len(names) - SHOWN} more" if len(names) > SHOWN else ""
-    return ", ".join(names[:SHOWN]) + more
+    return some(names, SHOWN) if names else "nothing"
 
 
 def _difference(saved: CheckpointRecord, current: Mapping[str, Any]) -> str | None:
@@ -49,6 +44,7 @@ def check_resumed_training(model: nn.Module, saved: CheckpointRecord, given: str
     trained."""
     difference = _difference(saved, training_record(model))
     if difference is not None:
-        raise ValueError(f"ckpt_path={given}: {difference}: what trains cannot change on resume (the optimizer "
-                         "state belongs to the parameters that trained). Resume with the checkpoint's finetune "
-                         f"settings, or start a new run from its weights with init_from={path}")
+        raise ValueError(f"ckpt_path={given}: {difference}: what trains cannot change on resume (the "
+                         "optimizer state belongs to the parameters that trained). Resume with the "
+                         "checkpoint's finetune settings, or start a new run from its weights with "
+                         f"init_from={path}")

@@ -13,7 +13,6 @@ import torch
 from zoo.config import ModelConfig
 from zoo.finetune.given import command_line, given_in_group, group_given
 from zoo.finetune.init_from import (
-    InitError,
     Source,
     build_initialised,
     check_tokenizer_fits,
@@ -31,8 +30,9 @@ from zoo.tokenizers import ZooTokenizer
 @dataclass
 class InitPlan:
     """What `init_from` decided: the source, its config with the user's overrides, where the tokenizer comes
-    from (the source's own unless `tokenizer` was given), whether a new head replaces the source's (`fresh_head`:
-    one of the same kind, asked for with model.head), and the names of a reused head's outputs (`labels`)."""
+    from (the source's own unless `tokenizer` was given), whether a new head replaces the source's
+    (`fresh_head`: one of the same kind, asked for with model.head), and the names of a reused head's outputs
+    (`labels`)."""
 
     value: str
     source: Source
@@ -47,18 +47,19 @@ class InitPlan:
 def plan_init(resolved: Mapping[str, Any], task_head: str | None) -> InitPlan | None:
     """None without init_from. `task_head`: the head an explicitly named task needs (a classification task on
     a pretrained encoder gets a fresh classifier head). ValueError for anything wrong, before any data."""
-    value = resolved.get("init_from")
-    if value in (None, ""):
+    if resolved.get("init_from") in (None, ""):
         return None
-    source = open_source(str(value))
+    value = str(resolved["init_from"])
+    source = open_source(value)
     overrides, notes = command_line(), []
     if overrides is None:  # composed in code, not by train.py: the command line is unknown
         overrides = []
         notes.append("init_from outside a Hydra run: model.* keys of the composed config are not applied, "
                      "the tokenizer is the init_from one")
     if any(o.split("=", 1)[0].lstrip("+~") == "model" for o in overrides):
-        raise ValueError(f"init_from={value} takes the architecture from {source.kind} {value}; drop the model=... "
-                         "choice (model.* keys that keep the weight shapes still apply, e.g. model.dropout=0.1)")
+        raise ValueError(f"init_from={value} takes the architecture from {source.kind} {value}; drop the "
+                         "model=... choice (model.* keys that keep the weight shapes still apply, e.g. "
+                         "model.dropout=0.1)")
     pretrained = source.config()
     changes = given_in_group("model", overrides, dict(resolved["model"]))
     folder_labels = source.label_names()
@@ -66,31 +67,32 @@ def plan_init(resolved: Mapping[str, Any], task_head: str | None) -> InitPlan | 
     fresh_head = folder_labels is not None and changes.get("head") == pretrained.head
     if fresh_head:
         changes = {"num_labels": 0, **changes}
-        notes.append(f"model.head={pretrained.head} given: a fresh {pretrained.head} head replaces the pretrained "
-                     "one (its labels from the data)")
+        notes.append(f"model.head={pretrained.head} given: a fresh {pretrained.head} head replaces the "
+                     "pretrained one (its labels from the data)")
     if task_head is not None and task_head != pretrained.head and "head" not in changes:
         changes = {**changes, "head": task_head, "num_labels": 0}  # the data gives num_labels
     new_head = changes.get("head", pretrained.head) != pretrained.head
-    base = pretrained.to_dict()
+    base = saved = pretrained.to_dict()
     if new_head:  # the old head's own knobs go with it; the new one is built as the source's family builds it
         defaults = ModelConfig()
         old = {k: getattr(defaults, k) for k in HEADS.get(pretrained.head).reads}
         base = {**base, **old, **source.head_keys(changes["head"])}
         notes.append(f"a new {changes['head']} head replaces the pretrained {pretrained.head} head")
     merged, _ = settle_head_keys(base, changes)  # a key the chosen head does not read: ValueError naming it
-    changed = {k: v for k, v in merged.items() if k not in pretrained.to_dict() or v != getattr(pretrained, k)}
-    model = with_overrides(pretrained, changed, str(value))
+    changed = {k: v for k, v in merged.items() if k not in saved or v != getattr(pretrained, k)}
+    model = with_overrides(pretrained, changed, value)
     own = not group_given("tokenizer", overrides)
     if own and not source.has_tokenizer():
-        raise ValueError(f"init_from={value}: {source.kind} {value} has no tokenizer (no tokenizer.json); give "
-                         "the tokenizer the model was trained with: tokenizer=hf tokenizer.path=FOLDER or "
-                         "tokenizer=file tokenizer.path=tokenizer.json")
-    check_tokenizer_fits(source, model, str(value), None if own else dict(resolved["tokenizer"]))  # before any data
-    reused_labels = folder_labels if not (new_head or fresh_head) else None  # the head's outputs keep their names
-    return InitPlan(str(value), source, model, own, notes, new_head or fresh_head, fresh_head, reused_labels)
+        raise ValueError(f"init_from={value}: {source.kind} {value} has no tokenizer (no tokenizer.json); "
+                         "give the tokenizer the model was trained with: tokenizer=hf tokenizer.path=FOLDER "
+                         "or tokenizer=file tokenizer.path=tokenizer.json")
+    check_tokenizer_fits(source, model, value, None if own else dict(resolved["tokenizer"]))  # before data
+    reused_labels = None if new_head or fresh_head else folder_labels  # the head's outputs keep their names
+    return InitPlan(value, source, model, own, notes, new_head or fresh_head, fresh_head, reused_labels)
 
 
-def check_finetune_cfg(cfg: Mapping[str, Any], model: ModelConfig, init: InitPlan | None = None) -> torch.nn.Module:
+def check_finetune_cfg(cfg: Mapping[str, Any], model: ModelConfig, init: InitPlan | None = None
+                       ) -> torch.nn.Module:
     """finetune.* keys and values, then the method applied to a meta-device model (names it reads exist,
     something trains); returns that model, for checks of what trains. A new head of `init` trains (fresh)."""
     from zoo.presets import build
@@ -151,8 +153,7 @@ def build_model(init: InitPlan | None, state: Mapping[str, torch.Tensor] | None,
         state = state or {}
         if init.fresh_head:  # model.head named the folder's own head: none of its tensors are kept
             state = {k: v for k, v in state.items() if not k.startswith("head.")}
-        loaded = build_initialised(config, state, init.value, init.source.model_type)
-        model, fresh = loaded.model, loaded.fresh
+        model, fresh = build_initialised(config, state, init.value, init.source.model_type)
     applied = apply_finetune(model, finetune_cfg, fresh)
     if fresh:
         applied.description += f"; new (trained from scratch): {', '.join(fresh)}"
@@ -164,7 +165,3 @@ def announce(model: torch.nn.Module, applied: Applied, init: InitPlan | None) ->
         print(f"[zoo] init_from {init.source.kind} {init.value}" + "".join(f"; {n}" for n in init.notes))
     print(f"[zoo] {applied.description}")
     print(f"[zoo] {trainable_line(model)}")
-
-
-__all__ = ["InitError", "InitPlan", "align_labels", "announce", "build_model", "check_finetune_cfg",
-           "final_config", "plan_init", "read_init"]
