@@ -25,7 +25,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
         atomic_torch_save(checkpoint, path)
 
-    def load_checkpoint(self, path, map_location: Any = None, weights_only: bool | None = None) -> dict[str, Any]:
+    def load_checkpoint(self, path, map_location: Any = None, weights_only: bool | None = None
+                        ) -> dict[str, Any]:
         resumed, self.resumed = self.resumed, None  # handed over once: a later load reads the file as saved
         if resumed is not None and Path(path) == resumed.path:
             return resumed.data

@@ -1,5 +1,5 @@
-"""ZooLightningModule: training/validation steps for any `zoo.build` model. The task (zoo/tasks/) says what of
-a batch the model is called with, how a batch's loss is computed and weighed, which loss is trained and
+"""ZooLightningModule: training/validation steps for any `zoo.build` model. The task (zoo/tasks/) says what
+of a batch the model is called with, how a batch's loss is computed and weighed, which loss is trained and
 which metrics are logged. Checkpoints get a plain-data `zoo` section (zoo.checkpoint.CheckpointRecord: model
 config, task name, tokenizer, RNG states, what trains)."""
 
@@ -20,7 +20,7 @@ from zoo.training.compiling import compile_model, wants_compile
 from zoo.training.loggers import run_id
 from zoo.training.optim import build_optimizer, build_scheduler
 
-MAX_LOG_PPL = 50  # perplexity is logged as exp(min(loss, this)): a diverging loss gives a large, finite number
+MAX_LOG_PPL = 50  # perplexity is logged as exp(min(loss, this)): a diverging loss gives a large finite number
 
 
 class ValidationLoss(Metric):
@@ -37,21 +37,21 @@ class ValidationLoss(Metric):
 
     def update(self, loss: torch.Tensor, weight: torch.Tensor) -> None:
         counted = weight > 0
-        loss = torch.where(counted, loss.float(), 0.0)  # no host sync: a 0-weight batch's NaN is not a real one
+        loss = torch.where(counted, loss.float(), 0.0)  # no host sync: a 0-weight batch's NaN is no real one
         self.total += loss * weight
         self.weight += weight
         self.batches += counted.float()
         self.non_finite += (~torch.isfinite(loss)).float()
 
     def compute(self) -> dict[str, torch.Tensor]:
-        """{"loss": weighted mean, "batches": batches counted, "non_finite": batches whose loss was NaN/inf}."""
+        """{"loss": weighted mean, "batches": batches counted, "non_finite": batches with a NaN/inf loss}."""
         return {"loss": self.total / self.weight, "batches": self.batches, "non_finite": self.non_finite}
 
 
 class HostCheckedInputs(L.Callback):
-    """While fitting, the model's forward skips its value checks (ids, labels, document ids): ZooLightningModule
-    checks every batch on the host (on_before_batch_transfer). Switched back on at the end of fit, also when fit
-    raises."""
+    """While fitting, the model's forward skips its value checks (ids, labels, document ids):
+    ZooLightningModule checks every batch on the host (on_before_batch_transfer). Switched back on at the end
+    of fit, also when fit raises."""
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         pl_module.model.inputs_checked_on_host = True
@@ -59,7 +59,8 @@ class HostCheckedInputs(L.Callback):
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         pl_module.model.inputs_checked_on_host = False
 
-    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
+                     ) -> None:
         pl_module.model.inputs_checked_on_host = False
 
 
@@ -90,17 +91,18 @@ class ZooLightningModule(L.LightningModule):
         self.label_smoothing = float(label_smoothing)
         self.seed = int(seed)
         self.val_loss = ValidationLoss()
-        self.val_non_finite: tuple[int, int] = (0, 0)  # (non-finite, counted) batches of the latest validation
+        self.val_non_finite: tuple[int, int] = (0, 0)  # (non-finite, counted) batches of the last validation
         label_names = getattr(tokenizer, "label_names", None) or ()
-        self.val_metrics = torch.nn.ModuleDict(self.task.val_metrics(label_names))  # name -> Metric: val/<name>
+        self.val_metrics = torch.nn.ModuleDict(self.task.val_metrics(label_names))  # logged as val/<name>
         memory = dict(memory or {})  # the memory.* levers (conf/config.yaml)
         if memory.get("activation_checkpointing"):
             set_activation_checkpointing(model, True)
         self.loss_chunk_size = memory.get("loss_chunk_size")
         if self.loss_chunk_size and not self.task.chunked_loss:
-            raise ValueError(f"memory.loss_chunk_size applies to tasks with a chunked loss, not task={self.task.name}")
-        self.compile_cfg = dict(compile_cfg or {})  # compile.*: true compiles now, auto once the device is known
-        object.__setattr__(self, "_forward", model)  # an alias, not a submodule: checkpoints hold `model.*` once
+            raise ValueError("memory.loss_chunk_size applies to tasks with a chunked loss, not "
+                             f"task={self.task.name}")
+        self.compile_cfg = dict(compile_cfg or {})  # compile.*: true compiles now, auto once on the device
+        object.__setattr__(self, "_forward", model)  # an alias, no submodule: checkpoints hold model.* once
         if self.compile_cfg.get("enabled") is True:
             self._compile()
 
@@ -122,12 +124,11 @@ class ZooLightningModule(L.LightningModule):
         torch.manual_seed(self.seed * 1_000_003 + self.current_epoch)
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        if self.loss_chunk_size:  # the head runs chunk by chunk inside the loss: no (B, T, V) logits
-            out = self._forward(**self.task.model_inputs(batch), skip_head=True)
-            loss = self.task.loss_from_hidden(out.hidden_states, self.model.head, batch, self.loss_chunk_size)
+        if self.loss_chunk_size:
+            loss = self._chunked_loss(batch)
         else:
-            out = self._forward(**self.task.model_inputs(batch))
-            loss = self.task.training_loss(out, batch, self.label_smoothing)
+            loss = self.task.training_loss(self._forward(**self.task.model_inputs(batch)), batch,
+                                           self.label_smoothing)
         loss = self._global_mean(loss, batch)
         if not self._logging_step():  # Lightning would compute these values and drop them
             return loss
@@ -136,6 +137,11 @@ class ZooLightningModule(L.LightningModule):
             self.log("train/ppl", torch.exp(loss.detach().clamp(max=MAX_LOG_PPL)))
         self.log("train/lr", self.optimizers().param_groups[0]["lr"])
         return loss
+
+    def _chunked_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The loss with the head run in chunks inside it (memory.loss_chunk_size): no (B, T, V) logits."""
+        out = self._forward(**self.task.model_inputs(batch), skip_head=True)
+        return self.task.loss_from_hidden(out.hidden_states, self.model.head, batch, self.loss_chunk_size)
 
     def _logging_step(self) -> bool:
         """Whether this optimizer step's values reach the loggers: Lightning writes them every
@@ -168,12 +174,10 @@ class ZooLightningModule(L.LightningModule):
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         if self.loss_chunk_size and not self.val_metrics:  # metrics read logits; the loss alone needs none
-            out = self._forward(**self.task.model_inputs(batch), skip_head=True)
-            loss = self.task.loss_from_hidden(out.hidden_states, self.model.head, batch, self.loss_chunk_size)
-        else:
-            out = self._forward(**self.task.model_inputs(batch))  # the same loss as training, unsmoothed
-            loss = self.task.loss(out, batch)
-        self.val_loss.update(loss.detach(), self.task.counted_labels(batch))
+            self.val_loss.update(self._chunked_loss(batch).detach(), self.task.counted_labels(batch))
+            return
+        out = self._forward(**self.task.model_inputs(batch))  # the same loss as training, unsmoothed
+        self.val_loss.update(self.task.loss(out, batch).detach(), self.task.counted_labels(batch))
         for metric in self.val_metrics.values():
             metric.update(out, batch)
 
@@ -201,7 +205,8 @@ class ZooLightningModule(L.LightningModule):
     # ------------------------------------------------------------------------------- optimizer
     def configure_optimizers(self) -> dict[str, Any]:
         optimizer = build_optimizer(self.model, self.optim_cfg)
-        max_steps = self.trainer.max_steps if self.trainer.max_steps > 0 else self.trainer.estimated_stepping_batches
+        max_steps = self.trainer.max_steps if self.trainer.max_steps > 0 \
+            else self.trainer.estimated_stepping_batches
         scheduler = build_scheduler(optimizer, self.scheduler_cfg, int(max_steps))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
@@ -210,7 +215,7 @@ class ZooLightningModule(L.LightningModule):
         wandb_run = run_id(self.loggers) if self._trainer is not None else None  # a resumed run continues it
         checkpoint["zoo"] = zoo_section(self.model.config, self.task.name, self.tokenizer,
                                         wandb_run_id=wandb_run, hf_model_type=self.model.pretrained_family,
-                                        **training_record(self.model))  # what trains: zoo.load rebuilds LoRA
+                                        **training_record(self.model))  # what trains (LoRA rebuilt on load)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         rng = CheckpointRecord.from_dict(checkpoint.get("zoo") or {}).rng

@@ -23,6 +23,9 @@ from zoo.options import (
     optional,
 )
 from zoo.registry import unknown_choice_message
+from zoo.tokenizers import validate_tokenizer_cfg
+from zoo.training.loggers import LOGGERS, logger_options
+from zoo.training.optim import check_optim
 
 GROUPS = ("model", "data", "tokenizer", "scheduler", "trainer", "logger", "paths", "optim", "compile")
 TOP_LEVEL = Options({
@@ -45,14 +48,15 @@ ENABLED = {"enabled": BOOL}  # every callback may be switched off with enabled: 
 # callbacks.<name>.* keys per registered callback (zoo.training.callbacks.CALLBACKS); tests keep the names in
 # step with the callbacks' constructors.
 CALLBACK_OPTIONS: dict[str, Options] = {
-    "progress_bar": Options({"refresh_rate": integer(0), "leave": BOOL, "style": one_of("auto", "bar", "lines"),
-                             "every_n_steps": integer(1)}),
+    "progress_bar": Options({"refresh_rate": integer(0), "leave": BOOL,
+                             "style": one_of("auto", "bar", "lines"), "every_n_steps": integer(1)}),
     "checkpoint": Options({"monitor": TEXT, "mode": one_of("min", "max"), "save_top_k": integer(-1),
                            "save_last": BOOL}),
     "tokens_per_s": Options({"window": integer(1)}),
     "non_finite": Options({}),
     "exact_match": Options({"max_examples": integer(1)}),
-    "test": Options({"max_examples": optional(integer(1)), "num_beams": integer(1), "length_penalty": number()}),
+    "test": Options({"max_examples": optional(integer(1)), "num_beams": integer(1),
+                     "length_penalty": number()}),
     "samples": Options({"prompts": list_of(TEXT), "max_new_tokens": integer(0), "temperature": number(0),
                         "top_k": optional(integer(0)), "seed": integer(0), "num_shown": integer(0),
                         "max_examples": integer(1)}),
@@ -69,7 +73,7 @@ def compile_options() -> Options:
     import torch._inductor
 
     backends = torch._dynamo.list_backends(exclude_tags=())  # debug backends too: eager, aot_eager
-    enabled = Rule(lambda v: isinstance(v, bool) or v == "auto", "true, false or auto")  # auto: zoo.training.compiling
+    enabled = Rule(lambda v: isinstance(v, bool) or v == "auto", "true, false or auto")  # auto: compiling.py
     return Options({"enabled": enabled, "backend": one_of(*sorted(backends)),
                     "mode": optional(one_of(*torch._inductor.list_mode_options()))})
 
@@ -84,34 +88,15 @@ def check_callbacks(cfg: Mapping[str, Any] | None) -> None:
             CALLBACK_OPTIONS[name].extended(ENABLED).check(f"callbacks.{name}", opts)
 
 
-def check_logger(cfg: Mapping[str, Any]) -> None:
-    from zoo.training.loggers import LOGGERS, logger_options
-
-    check_entry("logger", cfg.get("name"), cfg, logger_options, LOGGERS)
-
-
-def check_tokenizer(cfg: Mapping[str, Any]) -> None:
-    """The tokenizer's keys (its builder's keyword parameters, did-you-mean) and its own value checks."""
-    from zoo.tokenizers import validate_tokenizer_cfg
-
-    validate_tokenizer_cfg(dict(cfg))
-
-
-def check_optim(cfg: Mapping[str, Any]) -> None:
-    from zoo.training.optim import check_optim as check  # the optimizer registry declares its keys
-
-    check(cfg)
-
-
 # top-level group -> its check; model, data, trainer and scheduler are checked by plan.prepare (they depend
 # on each other: the task follows the model, the data follows the task, the schedule needs max_steps).
 GROUP_CHECKS: dict[str, Callable[[Any], None]] = {
-    "optim": check_optim,
+    "optim": check_optim,  # the optimizer registry declares its keys
     "compile": lambda cfg: compile_options().check("compile", cfg),
     "paths": lambda cfg: PATHS_OPTIONS.check("paths", cfg),
     "memory": lambda cfg: MEMORY_OPTIONS.check("memory", cfg or {}),
-    "logger": check_logger,
-    "tokenizer": check_tokenizer,
+    "logger": lambda cfg: check_entry("logger", cfg.get("name"), cfg, logger_options, LOGGERS),
+    "tokenizer": validate_tokenizer_cfg,  # its builder's keyword parameters (did-you-mean), its own checks
     "callbacks": check_callbacks,
 }
 

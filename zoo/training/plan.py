@@ -7,7 +7,7 @@ is read once and kept in the plan."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from zoo.config import ModelConfig
 from zoo.data.datamodules import DEFAULT_SHARDS
 from zoo.data.sources.base import check_data_cfg
 from zoo.finetune.given import command_line, given_in_group
-from zoo.finetune.setup import check_finetune_cfg, plan_init
+from zoo.finetune.setup import InitPlan, check_finetune_cfg, plan_init
 from zoo.modules.heads import settle_head_keys
 from zoo.options import ANY, Options, Rule, any_of, integer, list_of, one_of
 from zoo.registry import unknown_choice_message
@@ -33,7 +33,8 @@ from zoo.training.options import check_config
 from zoo.training.precision import resolve_accelerator, resolve_precision
 
 # trainer.* keys that zoo resolves itself instead of handing them to lightning.Trainer unchanged.
-TRAINER_PASSTHROUGH_EXCLUDED = {"logger", "callbacks", "plugins", "default_root_dir", "use_distributed_sampler"}
+TRAINER_PASSTHROUGH_EXCLUDED = {"logger", "callbacks", "plugins", "default_root_dir",
+                                "use_distributed_sampler"}
 
 
 @dataclass
@@ -47,18 +48,19 @@ class Plan:
     tokenizer_cfg: dict[str, Any]
     trainer_kwargs: dict[str, Any]
     output_dir: Path
-    ckpt_path: Path | None = None
-    resolved: dict[str, Any] = field(default_factory=dict)
-    init: Any = None  # zoo.finetune.setup.InitPlan when init_from is set
+    ckpt_path: Path | None
+    resolved: dict[str, Any]
+    init: InitPlan | None  # init_from's source and what it decided
 
 
 # ------------------------------------------------------------------------------------ model, task, data
 
 
 def resolve_model(model: dict[str, Any]) -> ModelConfig:
-    """The model group as a ModelConfig (its own fields checked; names are resolved with the task). A key only
-    another head than model.head reads is reset to its default when the preset set it, and refused when the
-    command line did (`zoo.modules.heads.settle_head_keys`; composed outside a run, every key is the preset's)."""
+    """The model group as a ModelConfig (its own fields checked; names are resolved with the task). A key
+    only another head than model.head reads is reset to its default when the preset set it, and refused when
+    the command line did (`zoo.modules.heads.settle_head_keys`; composed outside a run, every key is the
+    preset's)."""
     try:
         model, _ = settle_head_keys(model, given_in_group("model", command_line() or [], model))
         return ModelConfig.from_dict(model)
@@ -91,9 +93,10 @@ def check_memory(memory: dict[str, Any], task: Task) -> None:
 
 
 def world_size(trainer_cfg: dict[str, Any]) -> int:
+    """Processes of the run: devices per node (a count, a list of indices; `auto` counts 1) x nodes."""
     devices = trainer_cfg.get("devices", 1)
-    per_node = devices if isinstance(devices, int) and devices > 0 else len(devices) if isinstance(devices, list) else 1
-    return per_node * int(trainer_cfg.get("num_nodes", 1))
+    per_node = len(devices) if isinstance(devices, list) else devices if isinstance(devices, int) else 1
+    return max(per_node, 1) * int(trainer_cfg.get("num_nodes", 1))
 
 
 def trainer_options() -> Options:
@@ -128,7 +131,8 @@ def trainer_kwargs(trainer_cfg: dict[str, Any]) -> dict[str, Any]:
         )
     devices = kwargs.get("devices", 1)
     if accelerator == "gpu" and isinstance(devices, int) and devices > torch.cuda.device_count():
-        raise ConfigError(f"trainer.devices={devices} but only {torch.cuda.device_count()} GPU(s) are visible")
+        raise ConfigError(f"trainer.devices={devices} but only {torch.cuda.device_count()} GPU(s) are "
+                          "visible")
     kwargs["precision"] = checked(resolve_precision, kwargs.get("precision", "auto"), accelerator)
     if "max_steps" not in kwargs:
         raise ConfigError("trainer.max_steps is required: a positive integer (runs are counted in steps)")
@@ -180,10 +184,11 @@ def prepare(cfg: DictConfig) -> Plan:
     checked(check_data_cfg, data_cfg)
     kwargs = trainer_kwargs(resolved["trainer"])
     checked(check_optim_with_trainer, resolved["optim"], kwargs)
+    world = world_size(kwargs)
     if task.corpus_kind == "text":  # LM/MLM token streams are cut into data.shards parts, shared by the ranks
-        checked(check_parts, data_cfg.get("shards") or DEFAULT_SHARDS, world_size(kwargs))
+        checked(check_parts, data_cfg.get("shards") or DEFAULT_SHARDS, world)
     accumulate = kwargs.get("accumulate_grad_batches", 1)
-    per_eval = resolved["eval_every"] * resolved["batch_size"] * accumulate * world_size(kwargs)
+    per_eval = resolved["eval_every"] * resolved["batch_size"] * accumulate * world
     data_cfg = task.with_epoch(data_cfg, per_eval)  # examples (all processes) between two validations
     kwargs.setdefault("val_check_interval", resolved["eval_every"] * accumulate)
     kwargs.setdefault("check_val_every_n_epoch", None)

@@ -87,7 +87,8 @@ def open_run(plan: Plan) -> Opened:
         tokenizer, datamodule = build_data(
             plan.data_cfg, (init and init.tokenizer_cfg) or plan.tokenizer_cfg, task=plan.task,
             max_seq_len=plan.model.max_seq_len, batch_size=resolved["batch_size"],
-            cache_dir=resolved["paths"]["cache_dir"], seed=resolved["seed"], tokenizer=init and init.tokenizer,
+            cache_dir=resolved["paths"]["cache_dir"], seed=resolved["seed"],
+            tokenizer=init and init.tokenizer,
         )
         align_labels(plan.init, tokenizer, datamodule)  # a reused head's labels keep the folder's order
         model_config = plan.task.model_config(plan.model, tokenizer)  # + vocabulary, special ids, num_labels
@@ -188,10 +189,8 @@ def _result(trainer: L.Trainer, callbacks: list, output_dir: Path, model, logger
 
 
 def _generate_key(model) -> str | None:
-    """generate.py's input for this model: `src` (encoder-decoder), `prompt` (decoder), None (encoder only)."""
-    if model.is_encoder_decoder:
-        return "src"
-    return "prompt" if getattr(model, "self_stream", None) == "decoder" else None
+    """generate.py's input for this model: `src` (encoder-decoder), `prompt` (decoder), None (encoder)."""
+    return "src" if model.is_encoder_decoder else "prompt" if model.self_stream == "decoder" else None
 
 
 def _remove_leftovers(runs_dir: Path, output_dir: Path) -> None:
@@ -210,19 +209,16 @@ def _announce(trainer: L.Trainer, module, plan: Plan, logger) -> None:
     from zoo.inspection import flops_per_token, flops_table, parameter_counts, parameter_table
 
     console = Console()
-    console.print(parameter_table(module.model, title=f"parameters ({plan.model.arch}, task {plan.task.name})"))
+    title = f"parameters ({plan.model.arch}, task {plan.task.name})"
+    console.print(parameter_table(module.model, title=title))
     console.print(flops_table(module.model, plan.model.max_seq_len))
     plan.output_dir.mkdir(parents=True, exist_ok=True)
     module.tokenizer.save(plan.output_dir / "tokenizer")
     if logger is not None:
+        flops = flops_per_token(module.model, plan.model.max_seq_len)
         hparams = {**plan.resolved, "resolved_task": plan.task.name, "resolved_data": plan.data_cfg,
                    "model_final": module.model.config.to_dict(), "parameters": module.model.num_parameters(),
                    "parameter_counts": parameter_counts(module.model),
-                   "flops_per_token": _flops(flops_per_token(module.model, plan.model.max_seq_len)),
+                   "flops_per_token": {k: getattr(flops, k) for k in ("seq_len", "forward", "training")},
                    "world_size": trainer.world_size, "pid": os.getpid()}
         logger.log_hyperparams(hparams)
-
-
-def _flops(f) -> dict[str, int]:
-    """FlopCount as plain numbers for the logger's config."""
-    return {"seq_len": f.seq_len, "forward": f.forward, "training": f.training}
