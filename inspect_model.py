@@ -68,10 +68,8 @@ class InspectError(ValueError):
 
 def _folder_in_the_way(path: Path) -> Path | None:
     """The nearest existing ancestor of `path` when it is not a folder (the page could not be written)."""
-    for parent in path.parents:
-        if parent.exists():
-            return None if parent.is_dir() else parent
-    return None
+    parent = next((p for p in path.parents if p.exists()), None)
+    return parent if parent is not None and not parent.is_dir() else None
 
 
 def check_options(cfg: DictConfig) -> None:
@@ -228,14 +226,13 @@ def explorer(cfg: DictConfig, model, tokenizer, encoded: tuple[list[int], list[s
     ids, labels = encoded
     names = None if tokenizer is not None else dict(zip(ids, labels, strict=True))
     label = vocab_labeller(tokenizer, names)
-    dec = kwargs.get("decoder_input_ids")
+    dec = kwargs["decoder_input_ids"][0].tolist() if "decoder_input_ids" in kwargs else None
     # whole characters (byte-level BPE pieces of Korean decode to text), spaces as ·
     if tokenizer is not None:
         labels = [label(i) for i in ids]
-        dec_labels = [label(i) for i in dec[0].tolist()] if dec is not None else None
+        dec_labels = [label(i) for i in dec] if dec is not None else None
     return explorer_data(
-        model, ids, tokens=labels, vocab_label=label,
-        decoder_ids=dec[0].tolist() if dec is not None else None, decoder_tokens=dec_labels,
+        model, ids, tokens=labels, vocab_label=label, decoder_ids=dec, decoder_tokens=dec_labels,
         eos_ids=[tokenizer.eos_id] if tokenizer is not None else None,
         layers=list(cfg.html_layers) if cfg.html_layers is not None else None, num_beams=cfg.html_beams,
         max_new_tokens=cfg.html_new_tokens, n_positions=cfg.n_positions, max_mb=cfg.html_max_mb,

@@ -67,7 +67,8 @@ def set_rng_states(states: Mapping[str, Any]) -> None:
     version, internal, gauss = states["python"]
     random.setstate((version, tuple(internal), gauss))
     n = states["numpy"]
-    np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"]))
+    np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"],
+                         n["cached_gaussian"]))
     torch.set_rng_state(states["torch"])
     if "cuda" in states and torch.cuda.is_available() and len(states["cuda"]) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all(states["cuda"])
@@ -140,8 +141,9 @@ def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # pickle, zip and torch errors alike mean "not a checkpoint"
         raise CheckpointError(torch_load_failure(path, e)) from None
-    if not (isinstance(ckpt, dict) and isinstance(ckpt.get("zoo"), dict) and isinstance(ckpt.get("state_dict"), dict)):
-        raise CheckpointError(f"{path} is a PyTorch file but not a zoo training checkpoint (no 'zoo' section)")
+    if not (isinstance(ckpt, dict) and all(isinstance(ckpt.get(k), dict) for k in ("zoo", "state_dict"))):
+        raise CheckpointError(f"{path} is a PyTorch file but not a zoo training checkpoint "
+                              "(no 'zoo' section)")
     record = CheckpointRecord.from_dict(ckpt["zoo"])
     if record.format_version != FORMAT_VERSION:
         raise CheckpointError(f"{path}: zoo checkpoint format {record.format_version!r}, "
@@ -150,15 +152,16 @@ def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     return ckpt
 
 
-PYTORCH_HEADS = (b"PK\x03\x04", b"\x80")  # torch.save's zip archive; a pickle of protocol >= 2 (legacy torch.save)
+PYTORCH_HEADS = (b"PK\x03\x04", b"\x80")  # torch.save's zip archive; a pickle of protocol >= 2 (legacy)
 
 
 def torch_load_failure(file: str | os.PathLike, err: BaseException, advice: str = "", *,
                        path: str | os.PathLike | None = None) -> str:
-    """One line on why torch.load(weights_only=True) failed on `file` (`advice` is added to a refused pickle;
-    `path`: the file to look at when `file` is only its name as shown). A file that does not begin as a
-    PyTorch file (text, even text whose first byte happens to be a pickle opcode) is "not a PyTorch checkpoint".
-    torch's hint that weights_only=False "will likely succeed" is left out: that runs the file's code."""
+    """One line on why torch.load(weights_only=True) failed on `file` (`advice` is added to a refused
+    pickle; `path`: the file to look at when `file` is only its name as shown). A file that does not begin as
+    a PyTorch file (text, even text whose first byte happens to be a pickle opcode) is "not a PyTorch
+    checkpoint". torch's hint that weights_only=False "will likely succeed" is left out: that runs the file's
+    code."""
     head = _first_bytes(path if path is not None else file)
     if head and not head.startswith(PYTORCH_HEADS):
         return f"{file} is not a PyTorch checkpoint (it starts with {head!r}: text or another format)"
@@ -184,20 +187,18 @@ def _first_bytes(path: str | os.PathLike, n: int = 12) -> bytes:
 def saved_model_config(saved: Any, where: str) -> ModelConfig:
     """The ModelConfig stored in a checkpoint or export; `where` names the file and key in the error."""
     if not isinstance(saved, Mapping):
-        raise CheckpointError(
-            f"{where} is missing or not a mapping (got {type(saved).__name__}); it should hold the model config"
-        )
+        raise CheckpointError(f"{where} is missing or not a mapping (got {type(saved).__name__}); it should "
+                              "hold the model config")
     try:
         return ModelConfig.from_dict(dict(saved))
     except (ValueError, TypeError) as e:
         raise CheckpointError(f"{where} is not a valid model config: {e}") from None
 
 
-def check_state_shapes(
-    state_dict: Mapping[str, Any], record: CheckpointRecord, path: str | os.PathLike
-) -> None:
-    """Raise CheckpointError naming every tensor of the checkpoint that is missing, unknown or wrong-shaped for
-    the model its saved config builds (built on the meta device: no memory, no initialisation)."""
+def check_state_shapes(state_dict: Mapping[str, Any], record: CheckpointRecord, path: str | os.PathLike
+                       ) -> None:
+    """Raise CheckpointError naming every tensor of the checkpoint that is missing, unknown or wrong-shaped
+    for the model its saved config builds (built on the meta device: no memory, no initialisation)."""
     from zoo.presets import build
 
     config = saved_model_config(record.model_config, f"{path}: zoo.model_config")
@@ -211,23 +212,23 @@ def check_state_shapes(
         raise CheckpointError(f"{path}: the weights do not fit the model config saved with them: {problems}")
 
 
-def state_problems(
-    shapes: Mapping[str, tuple[int, ...] | None], model: torch.nn.Module, *, tied_stored_once: bool
-) -> str:
-    """Wrong shapes, missing and unknown names of `shapes` (None = not a tensor) against `model`'s state dict,
-    as one line ("" when they fit). `tied_stored_once`: a tied tensor may be stored under one of its names."""
+def state_problems(shapes: Mapping[str, tuple[int, ...] | None], model: torch.nn.Module, *,
+                   tied_stored_once: bool) -> str:
+    """Wrong shapes, missing and unknown names of `shapes` (None = not a tensor) against `model`'s state
+    dict, as one line ("" when they fit). `tied_stored_once`: a tied tensor may be stored under one of its
+    names."""
     expected = model.state_dict(keep_vars=True)
     aliases: dict[int, list[str]] = {}
     for name, tensor in expected.items():
         aliases.setdefault(id(tensor), []).append(name)
-    wrong = [
-        f"{k} is not a tensor" if shape is None else f"{k} has shape {shape}, the model needs {tuple(expected[k].shape)}"
-        for k, shape in shapes.items() if k in expected and shape != tuple(expected[k].shape)
-    ]
+    wrong = [f"{k} is not a tensor" if shape is None
+             else f"{k} has shape {shape}, the model needs {tuple(expected[k].shape)}"
+             for k, shape in shapes.items() if k in expected and shape != tuple(expected[k].shape)]
     missing = [k for k in expected if k not in shapes
                and not (tied_stored_once and any(a in shapes for a in aliases[id(expected[k])]))]
     unknown = [k for k in shapes if k not in expected]
-    parts = [_listed("wrong tensor", wrong), _listed("missing tensor", missing), _listed("unknown tensor", unknown)]
+    parts = [_listed("wrong tensor", wrong), _listed("missing tensor", missing),
+             _listed("unknown tensor", unknown)]
     return "; ".join(p for p in parts if p)
 
 
@@ -236,12 +237,10 @@ def _listed(what: str, items: list[str]) -> str:
     return f"{len(items)} {what}{'s' if len(items) > 1 else ''}: {some(items, 5)}" if items else ""
 
 
-def check_compatible(
-    saved_record: CheckpointRecord, config: ModelConfig, task: str, path: str | os.PathLike, tokenizer=None
-) -> None:
-    """Raise CheckpointError naming every model key, the task and (given `tokenizer`) every tokenizer part
-    where the checkpoint differs from this run: same-size but different tokenizers make embedding rows mean
-    other tokens."""
+def check_compatible(saved_record: CheckpointRecord, config: ModelConfig, task: str, path: str | os.PathLike,
+                     tokenizer) -> None:
+    """Raise CheckpointError naming every model key, the task and every tokenizer part where the checkpoint
+    differs from this run: same-size but different tokenizers make embedding rows mean other tokens."""
     # a key an older checkpoint lacks is a knob added since, whose default keeps the old behaviour
     saved = {**ModelConfig().to_dict(), **(saved_record.model_config or {})}
     current = config.to_dict()
@@ -254,13 +253,11 @@ def check_compatible(
     ]
     if saved_record.task != task:
         diffs.append(f"task: checkpoint {saved_record.task!r}, this run {task!r}")
-    hint = ""
-    if tokenizer is not None:
-        changed = tokenizer_differences(saved_record.tokenizer_files or {}, tokenizer_texts(tokenizer))
-        diffs += [f"tokenizer {d}" for d in changed]
-        own = Path(path).parent.parent / EXPORT_TOKENIZER  # the run folder's tokenizer/ (written at its start)
-        if changed and (own / "tokenizer.json").is_file():
-            hint = f". To resume with the checkpoint's tokenizer: tokenizer=file tokenizer.path={own}"
+    changed = tokenizer_differences(saved_record.tokenizer_files or {}, tokenizer_texts(tokenizer))
+    diffs += [f"tokenizer {d}" for d in changed]
+    own = Path(path).parent.parent / EXPORT_TOKENIZER  # the run folder's tokenizer/ (written at its start)
+    hint = (f". To resume with the checkpoint's tokenizer: tokenizer=file tokenizer.path={own}"
+            if changed and (own / "tokenizer.json").is_file() else "")
     if diffs:
         raise CheckpointError(f"checkpoint {path} does not match this run: " + "; ".join(diffs) + hint)
 
@@ -271,7 +268,7 @@ def model_state(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tenso
 
 
 def restore_adapters(model: torch.nn.Module, record: CheckpointRecord, path: str | os.PathLike) -> None:
-    """The LoRA layers a fine-tuning run saved (`zoo.lora`), so its weights load; none for other checkpoints."""
+    """The LoRA layers a fine-tuning run saved (`zoo.lora`), so its weights load; none for others."""
     if record.lora is None:
         return
     from zoo.finetune.lora import restore_lora

@@ -30,8 +30,8 @@ from zoo.tokenizers.texts import tokenizer_from_texts
 
 
 def load(path: str | os.PathLike):
-    """Restore `(model, tokenizer)` from a training checkpoint (`.ckpt`) or an export folder.
-    The model is in eval mode on CPU. Example: `model, tok = zoo.load("outputs/.../checkpoints/best.ckpt")`."""
+    """Restore `(model, tokenizer)` from a training checkpoint (`.ckpt`) or an export folder. The model is in
+    eval mode on CPU. Example: `model, tok = zoo.load("outputs/.../checkpoints/best.ckpt")`."""
     path = Path(path)
     if not os.path.lexists(path):  # an export swap killed half way (non-Linux) left the old folder aside
         sweep(path.parent, re.escape(path.name), shared=False, contents=EXPORT_FILES)
@@ -63,7 +63,7 @@ def from_export(folder: Path, meta: Any = None):
     from zoo.presets import build
     from zoo.tokenizers import load_tokenizer
 
-    missing = [n for n in (EXPORT_WEIGHTS, EXPORT_CONFIG, EXPORT_TOKENIZER) if not (folder / n).exists()]
+    missing = [n for n in EXPORT_FILES if not (folder / n).exists()]
     if missing:
         raise CheckpointError(f"{folder} is not a zoo export: missing {missing}")
     model = build(_export_config(folder / EXPORT_CONFIG, meta))
@@ -77,20 +77,22 @@ def _export_config(file: Path, meta: Any = None) -> ModelConfig:
     try:
         meta = json.loads(file.read_text(encoding="utf-8")) if meta is None else meta
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(
-            f"{file} is not valid JSON ({e}); an export's config.json holds format_version and model_config"
-        ) from None
+        raise CheckpointError(f"{file} is not valid JSON ({e}); an export's config.json holds format_version "
+                              "and model_config") from None
     if not isinstance(meta, dict) or "model_config" not in meta:
         hf = isinstance(meta, dict) and "model_type" in meta
-        hint = "; it looks like a Hugging Face config: load that folder with zoo.from_pretrained" if hf else ""
+        hint = ("; it looks like a Hugging Face config: load that folder with zoo.from_pretrained"
+                if hf else "")
         raise CheckpointError(f"{file} has no 'model_config', so {file.parent} is not a zoo export{hint}")
     if meta.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(f"{file}: zoo export format {meta.get('format_version')!r}, expected {FORMAT_VERSION}")
+        raise CheckpointError(f"{file}: zoo export format {meta.get('format_version')!r}, "
+                              f"expected {FORMAT_VERSION}")
     return saved_model_config(meta["model_config"], f"{file}: model_config")
 
 
 def _load_export_weights(model: torch.nn.Module, file: Path) -> None:
-    """Check the names and shapes in `file`'s header against `model`, then load it (tied tensors stored once)."""
+    """Check the names and shapes in `file`'s header against `model`, then load it (tied tensors stored
+    once)."""
     from safetensors import SafetensorError, safe_open
     from safetensors.torch import load_model
 
@@ -98,7 +100,8 @@ def _load_export_weights(model: torch.nn.Module, file: Path) -> None:
         with safe_open(str(file), framework="pt") as f:
             shapes = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
     except (SafetensorError, OSError) as e:
-        raise CheckpointError(f"{file} is not a readable safetensors file (truncated or corrupt?): {e}") from None
+        raise CheckpointError(f"{file} is not a readable safetensors file (truncated or corrupt?): "
+                              f"{e}") from None
     problems = state_problems(shapes, model, tied_stored_once=True)
     if problems:
         raise CheckpointError(f"{file} does not fit the model its config.json describes: {problems}")

@@ -21,12 +21,13 @@ from zoo.atomic import atomic_file
 from zoo.options import ANY, BOOL, MAPPING, TEXT, Options, integer, number, one_of, optional
 from zoo.tasks.evaluating import EvalOptions, resolve_split
 
-GENERATION_OPTIONS = Options({"num_beams": integer(1), "length_penalty": number(), "max_new_tokens": optional(integer(1)),
-                              "early_stopping": BOOL})
+GENERATION_OPTIONS = Options({"num_beams": integer(1), "length_penalty": number(),
+                              "max_new_tokens": optional(integer(1)), "early_stopping": BOOL})
 EVALUATE_OPTIONS = Options({
-    "ckpt": TEXT, "split": one_of("auto", "val", "test"), "batch_size": integer(1), "max_examples": optional(integer(1)),
-    "device": one_of("auto", "cpu", "cuda"), "seed": integer(0), "output": optional(TEXT), "name": TEXT,
-    "data": MAPPING, "paths": MAPPING, "generation": MAPPING, "hydra": ANY,
+    "ckpt": TEXT, "split": one_of("auto", "val", "test"), "batch_size": integer(1),
+    "max_examples": optional(integer(1)), "device": one_of("auto", "cpu", "cuda"), "seed": integer(0),
+    "output": optional(TEXT), "name": TEXT, "data": MAPPING, "paths": MAPPING, "generation": MAPPING,
+    "hydra": ANY,
 }, required=frozenset({"ckpt", "data"}))
 
 
@@ -41,7 +42,8 @@ class EvalReport:
     metrics: dict[str, float]
 
     def to_json(self) -> str:
-        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.metrics.items()}
+        clean = {k: None if isinstance(v, float) and not math.isfinite(v) else v
+                 for k, v in self.metrics.items()}  # JSON has no NaN
         return json.dumps({**asdict(self), "metrics": clean}, indent=2) + "\n"
 
 
@@ -69,14 +71,15 @@ def evaluate(cfg: DictConfig | Mapping[str, Any]) -> EvalReport:
     checked(GENERATION_OPTIONS.check, "generation", gen)
     model, tokenizer, task = open_checkpoint(resolved["ckpt"])
     try:
-        GenerationConfig.from_kwargs(**{k: v for k, v in gen.items() if v is not None}).validate(model.config.vocab_size)
+        given = {k: v for k, v in gen.items() if v is not None}
+        GenerationConfig.from_kwargs(**given).validate(model.config.vocab_size)
     except ValueError as e:
         raise ConfigError(f"generation: {e}") from None
     data_cfg = resolve_data(resolved["data"], task)
     checked(check_data_cfg, data_cfg)
     output = Path(resolved["output"]) if resolved.get("output") else None
-    # the data is tokenized with the checkpoint's own tokenizer, read by tokenizer=file from a scratch folder of
-    # its own: never a `tokenizer/` next to the output, which may be an export's or the user's
+    # the data is tokenized with the checkpoint's own tokenizer, read by tokenizer=file from a scratch folder
+    # of its own: never a `tokenizer/` next to the output, which may be an export's or the user's
     with tempfile.TemporaryDirectory(prefix="zoo-evaluate-") as scratch:
         tokenizer_dir = tokenizer.save(Path(scratch) / "tokenizer")
         try:
@@ -87,7 +90,8 @@ def evaluate(cfg: DictConfig | Mapping[str, Any]) -> EvalReport:
             )
             split = resolve_split(datamodule, resolved["split"])
         except (ValueError, FileNotFoundError) as e:
-            raise ConfigError(f"{e} (checkpoint {resolved['ckpt']} holds a model for task {task.name})") from None
+            raise ConfigError(f"{e} (checkpoint {resolved['ckpt']} holds a model for task "
+                              f"{task.name})") from None
     trained, found = tokenizer.label_names, data_tokenizer.label_names
     if found is not None and trained is not None and found != trained and set(found) <= set(trained):
         from zoo.finetune.labels import in_order, reindex
@@ -100,9 +104,11 @@ def evaluate(cfg: DictConfig | Mapping[str, Any]) -> EvalReport:
     device = resolved["device"]
     if device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device=cuda but no CUDA GPU is visible; use device=cpu or auto")
-    model.to("cuda" if device == "auto" and torch.cuda.is_available() else "cpu" if device == "auto" else device)
+    auto = "cuda" if torch.cuda.is_available() else "cpu"
+    model.to(auto if device == "auto" else device)
     metrics = task.evaluate(model, tokenizer, datamodule, split, EvalOptions(resolved["max_examples"], gen))
-    report = EvalReport(resolved["ckpt"], task.name, data_cfg, split, {k: float(v) for k, v in metrics.items()})
+    metrics = {k: float(v) for k, v in metrics.items()}
+    report = EvalReport(resolved["ckpt"], task.name, data_cfg, split, metrics)
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         with atomic_file(output) as f:
@@ -118,5 +124,6 @@ def report_table(report: EvalReport):
     table.add_column("metric")
     table.add_column("value", justify="right")
     for name, value in report.metrics.items():
-        table.add_row(name, f"{value:,.0f}" if float(value).is_integer() and abs(value) >= 1 else f"{value:.4f}")
+        whole = float(value).is_integer() and abs(value) >= 1
+        table.add_row(name, f"{value:,.0f}" if whole else f"{value:.4f}")
     return table

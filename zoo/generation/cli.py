@@ -20,6 +20,7 @@ NOT_ON_CLI = ("return_dict", "eos_token_id", "pad_token_id")
 DECODING_KEYS = [f.name for f in dataclasses.fields(GenerationConfig) if f.name not in NOT_ON_CLI]
 # The one decoding default the script changes: a reader at the terminal wants more than the library's 20
 CLI_DEFAULTS = {"max_new_tokens": 64}
+INPUTS = ("prompt", "prompts_file", "src", "src_file")  # where the texts come from: one of them, or stdin
 
 
 @dataclass
@@ -67,7 +68,8 @@ def parse_overrides(argv: Sequence[str]) -> GenerateCLIConfig:
     for arg in argv:
         key = arg.split("=", 1)[0].lstrip("+")
         if "=" not in arg:
-            raise ValueError(f"Arguments are key=value overrides, got {arg!r}. Known keys: {', '.join(known)}.")
+            raise ValueError(f"Arguments are key=value overrides, got {arg!r}. "
+                             f"Known keys: {', '.join(known)}.")
         if key not in known:
             hint = did_you_mean(key, known)
             raise ValueError(f"Unknown option {key!r}.{hint} Known keys: {', '.join(known)}.")
@@ -77,7 +79,7 @@ def parse_overrides(argv: Sequence[str]) -> GenerateCLIConfig:
     except OmegaConfBaseException as e:
         raise ValueError(f"Bad override: {e.msg if hasattr(e, 'msg') else e}") from None
     cfg = GenerateCLIConfig(**OmegaConf.to_container(merged))
-    inputs = [k for k in ("prompt", "prompts_file", "src", "src_file") if getattr(cfg, k) is not None]
+    inputs = [k for k in INPUTS if getattr(cfg, k) is not None]
     if cfg.ckpt is None:
         raise ValueError("ckpt=PATH is required (a training checkpoint .ckpt or an export folder).")
     if len(inputs) > 1:
@@ -113,13 +115,14 @@ def check_device(name: str) -> None:
     except (RuntimeError, TypeError):
         device = None
     if device is None or (device.type != "cpu" and str(device) not in available):
-        raise ValueError(f"device={name!r} is not available on this machine; available: {', '.join(available)}.")
+        raise ValueError(f"device={name!r} is not available on this machine; "
+                         f"available: {', '.join(available)}.")
 
 
 def read_inputs(cfg: GenerateCLIConfig, model) -> list[str]:
     """The texts to continue / translate; checks they match the model's architecture."""
     want_src, arch = model.is_encoder_decoder, model.config.arch
-    given = next((k for k in ("prompt", "prompts_file", "src", "src_file") if getattr(cfg, k) is not None), None)
+    given = next((k for k in INPUTS if getattr(cfg, k) is not None), None)
     if given is not None and given.startswith("src") != want_src:
         wanted = "src=... or src_file=..." if want_src else "prompt=... or prompts_file=..."
         raise ValueError(f"{given}=... does not fit a model.arch={arch!r} checkpoint; use {wanted}.")
@@ -152,24 +155,21 @@ def run_texts(model, tokenizer, texts: Sequence[str], cfg: GenerateCLIConfig,
     extra = {"assistant_model": assistant} if assistant is not None else {}
     n = cfg.num_return_sequences
     decoder = not model.is_encoder_decoder  # continuations repeat the prompt; translations do not
-    options = dataclasses.asdict(cfg.decoding())
+    options = {k: getattr(cfg, k) for k in DECODING_KEYS}
     for start in range(0, len(texts), batch_size):
         chunk = texts[start : start + batch_size]
         ids = [tokenizer.encode(t) for t in chunk]
         for i, row in enumerate(ids):
             if not row:
                 raise ValueError(f"Input {start + i} ({chunk[i]!r}) encodes to no tokens; give some text.")
-        out = model.generate(ids, eos_token_id=tokenizer.eos_id, pad_token_id=tokenizer.pad_id, return_dict=True,
-                             **extra, **{k: v for k, v in options.items() if k not in ("eos_token_id", "pad_token_id", "return_dict")})
-        width = max(len(r) for r in ids)
-        for i in range(len(chunk)):
-            texts_i = []
-            for j in range(n):
-                row = out.sequences[i * n + j]
-                new = row[width:] if decoder else row[1:]
-                score = float(out.scores[i * n + j]) if out.scores is not None else None
-                texts_i.append((tokenizer.decode(new.tolist(), skip_special_tokens=True), score))
-            results.append(texts_i)
+        out = model.generate(ids, eos_token_id=tokenizer.eos_id, pad_token_id=tokenizer.pad_id,
+                             return_dict=True, **extra, **options)
+        width = max(len(r) for r in ids)  # sequences (len(chunk) * n, L): n per text, new ids after width
+        new = [row[width:] if decoder else row[1:] for row in out.sequences]
+        scores = [None] * len(new) if out.scores is None else out.scores.tolist()
+        decoded = [(tokenizer.decode(row.tolist(), skip_special_tokens=True), score)
+                   for row, score in zip(new, scores, strict=True)]
+        results += [decoded[i * n : (i + 1) * n] for i in range(len(chunk))]
     return results
 
 
