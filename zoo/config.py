@@ -61,6 +61,8 @@ class ModelConfig:
                                  # (the mask); pads read row pad_id (RoBERTa)
     sinusoidal_layout: str = "interleaved"  # interleaved (paper: sin, cos, sin, ...) | half (sin..., cos...)
     rope_base: float = 10000.0
+    rope_local_base: float | None = None  # rope: base of the sliding-window layers, unscaled (Gemma 3: 1e4;
+                                          # rope_scaling then acts on the global ones); null: rope_base
     rope_layout: str = "half"  # half (rotate-half, GPT-NeoX/Llama) | interleaved (pairs, RoFormer/GPT-J)
     rope_fraction: float = 1.0  # share of each head's features that rotate
                                 # (GPT-NeoX 0.25, Phi-2 0.4); rest pass
@@ -190,14 +192,16 @@ class ModelConfig:
             value = getattr(self, f.name)
             if f.type in ("bool", "bool | None") and value is not None and not isinstance(value, bool):
                 raise ValueError(f"model.{f.name} must be true or false, got {value!r}.")
-        for key in ["ffn_ratio", "norm_eps", "rope_base", "init_std", "dropout", "attn_dropout", "attn_scale",
-                    "attn_softcap", "final_softcap", "head_scale"]:
+        for key in ["ffn_ratio", "norm_eps", "rope_base", "rope_local_base", "init_std", "dropout",
+                    "attn_dropout", "attn_scale", "attn_softcap", "final_softcap", "head_scale"]:
             value = getattr(self, key)
             if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
                                       or not math.isfinite(value)):
                 raise ValueError(f"model.{key} must be a finite number, got {value!r}.")
-        if self.rope_base <= 0:
-            raise ValueError(f"model.rope_base must be > 0 (10000 in most models), got {self.rope_base!r}.")
+        for key in ["rope_base", "rope_local_base"]:
+            value = getattr(self, key)
+            if value is not None and value <= 0:
+                raise ValueError(f"model.{key} must be > 0 (10000 in most models), got {value!r}.")
         self._validate_rope_keys()
         for key in ["attn_scale", "attn_softcap", "final_softcap", "head_scale"]:
             value = getattr(self, key)

@@ -103,7 +103,9 @@ class Stack(nn.Module):
             if hidden_states is not None:
                 hidden_states.append(x)
             x, sw, cw = step(
-                x, mask.for_layer(self.local[i]), positions, memory=memory, memory_mask=memory_mask,
+                x, mask.for_layer(self.local[i]),
+                None if positions is None else positions.for_layer(self.local[i]),
+                memory=memory, memory_mask=memory_mask,
                 cache=cache.layers[i] if cache is not None else None, need_weights=need_weights,
             )
             self_weights.append(sw)

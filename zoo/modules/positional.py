@@ -32,6 +32,11 @@ class PositionTerms:
     def __init__(self, cos=None, sin=None, layout: str = "half", bias: torch.Tensor | None = None) -> None:
         self.cos, self.sin, self.layout = cos, sin, layout  # (B, 1, T, R/2): R rotated features of each head
         self.bias = bias  # (1 | B, H, Tq, Tk) additive score bias or None
+        self.local: PositionTerms | None = None  # the sliding-window layers' own terms (rope_local_base)
+
+    def for_layer(self, local: bool) -> PositionTerms:
+        """The terms of a sliding-window (`local`) or global layer: Gemma 3 rotates them at two bases."""
+        return self.local if local and self.local is not None else self
 
     @property
     def rotates(self) -> bool:
@@ -67,6 +72,9 @@ class Positional(nn.Module):
         refuses a RoPE frequency scaling: there is nothing to scale). A scheme's own checks call this too."""
         if not cls.rotates and ROPE_SCALINGS.get(cfg.rope_scaling) is not RopeScaling:
             raise ValueError(f"model.rope_scaling={cfg.rope_scaling!r} scales rotary frequencies, but "
+                             f"model.positional={cfg.positional!r} does not rotate; use positional=rope.")
+        if not cls.rotates and cfg.rope_local_base is not None:
+            raise ValueError(f"model.rope_local_base={cfg.rope_local_base!r} is a rotary base, but "
                              f"model.positional={cfg.positional!r} does not rotate; use positional=rope.")
 
     def check_span(self, start: int, length: int, name: str) -> None:
@@ -197,14 +205,15 @@ def rotary_dims(cfg) -> int:
 class Rotary(Positional):
     """Rotary embeddings: q and k rotated by position, so q.k depends only on the offset. Only the first
     `rope_fraction` of each head's features rotate (GPT-NeoX 0.25, Phi-2 0.4); `rope_scaling` stretches the
-    frequencies for a longer context (zoo/modules/rope_scaling.py)."""
+    frequencies for a longer context (zoo/modules/rope_scaling.py). With `rope_local_base` the sliding-window
+    layers rotate at their own base, unscaled (Gemma 3: 10000 local, 1e6 global)."""
 
     rotates = True
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
         self.head_dim, self.rotary_dim = cfg.head_size, rotary_dims(cfg)
-        self.base, self.layout = cfg.rope_base, cfg.rope_layout
+        self.base, self.layout, self.local_base = cfg.rope_base, cfg.rope_layout, cfg.rope_local_base
         self.scaling = ROPE_SCALINGS.get(cfg.rope_scaling)(cfg)
 
     @classmethod
@@ -216,20 +225,33 @@ class Rotary(Positional):
                 f"int({cfg.head_size} * {cfg.rope_fraction}) = {rotated} features per head; that must be "
                 f"even and >= 2 (head size: model.head_dim or d_model // n_heads).")
         ROPE_SCALINGS.get(cfg.rope_scaling).check_config(cfg)
+        if cfg.rope_local_base is not None and cfg.sliding_window is None:
+            raise ValueError(f"model.rope_local_base={cfg.rope_local_base!r} is the base of the sliding-"
+                             "window layers, but model.sliding_window is null (no layer is local); set both "
+                             "or neither.")
 
-    def inv_freq(self, device=None) -> torch.Tensor:
-        """(R/2,) angle per position of each rotated pair: 1 / base^(2i/R), then the scaling (float32)."""
+    def inv_freq(self, device=None, base: float | None = None) -> torch.Tensor:
+        """(R/2,) angle per position of each rotated pair: 1 / base^(2i/R), then the scaling (float32); with
+        `base` (the local layers'), unscaled."""
         exponents = torch.arange(0, self.rotary_dim, 2, device=device, dtype=torch.float32) / self.rotary_dim
+        if base is not None:
+            return 1.0 / base**exponents
         return self.scaling.inv_freq(1.0 / self.base**exponents)
 
-    def terms(self, position_ids: torch.Tensor, q_start: int, k_len: int, *, causal: bool) -> PositionTerms:
-        # (B, 1, T, R/2)
-        angles = position_ids.to(torch.float32)[:, None, :, None] * self.inv_freq(position_ids.device)
+    def rotation(self, position_ids: torch.Tensor, inv_freq: torch.Tensor, factor: float) -> PositionTerms:
+        """cos and sin (B, 1, T, R/2) of each position's angles, times `factor` (YaRN's attention factor)."""
+        angles = position_ids.to(torch.float32)[:, None, :, None] * inv_freq
         cos, sin = angles.cos(), angles.sin()
-        factor = self.scaling.attention_factor
         if factor != 1.0:
             cos, sin = cos * factor, sin * factor
         return PositionTerms(cos, sin, self.layout)
+
+    def terms(self, position_ids: torch.Tensor, q_start: int, k_len: int, *, causal: bool) -> PositionTerms:
+        device = position_ids.device
+        terms = self.rotation(position_ids, self.inv_freq(device), self.scaling.attention_factor)
+        if self.local_base is not None:
+            terms.local = self.rotation(position_ids, self.inv_freq(device, self.local_base), 1.0)
+        return terms
 
     def pattern(self, n: int) -> tuple[torch.Tensor, str]:
         terms = self.terms(torch.arange(n)[None], 0, n, causal=False)
