@@ -14,12 +14,14 @@ ADDED_SINCE = ("head_activation", "rel_buckets", "rel_max_distance")
 
 def test_checkpoint_without_newer_keys_loads_and_resumes(tmp_path):
     tok = TOKENIZERS["char"](["the cat sat", "a dog ran"])
-    model = zoo.build(dict(arch="decoder", vocab_size=tok.vocab_size, d_model=16, n_layers=1, n_heads=2, max_seq_len=16))
+    model = zoo.build(dict(arch="decoder", vocab_size=tok.vocab_size, d_model=16, n_layers=1, n_heads=2,
+                           max_seq_len=16))
     section = zoo_section(model.config, "lm", tok)
     for key in ADDED_SINCE:
         del section["model_config"][key]
     path = tmp_path / "old.ckpt"
-    atomic_torch_save({"state_dict": {f"model.{k}": v for k, v in model.state_dict().items()}, "zoo": section}, path)
+    atomic_torch_save({"state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
+                       "zoo": section}, path)
     loaded, _ = zoo.load(path)
     ids = torch.tensor([[1, 2, 3]])
     torch.testing.assert_close(loaded(ids).logits, model.eval()(ids).logits)

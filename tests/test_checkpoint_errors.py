@@ -28,7 +28,8 @@ class NotATensor:  # unpickling this needs code outside torch's weights-only all
 def _save(tmp_path: Path, edit=lambda state, section: None) -> Path:
     """A tiny decoder's training checkpoint; `edit(state_dict, zoo_section)` breaks it first."""
     tok = TOKENIZERS["char"](["the cat sat", "a dog ran"])
-    model = zoo.build(dict(arch="decoder", vocab_size=tok.vocab_size, d_model=16, n_layers=1, n_heads=2, max_seq_len=16))
+    model = zoo.build(dict(arch="decoder", vocab_size=tok.vocab_size, d_model=16, n_layers=1, n_heads=2,
+                           max_seq_len=16))
     state = {f"model.{k}": v for k, v in model.state_dict().items()}
     section = zoo_section(model.config, "lm", tok)
     edit(state, section)
@@ -44,7 +45,8 @@ def _wrong_shape(state, section):
 def test_good_checkpoint_and_export_load(tmp_path):
     path = _save(tmp_path)
     model, _ = zoo.load(export(path, tmp_path / "export"))  # tied head stored once in the export
-    assert torch.equal(model.state_dict()["head.proj.weight"], zoo.load(path)[0].state_dict()["head.proj.weight"])
+    assert torch.equal(model.state_dict()["head.proj.weight"],
+                       zoo.load(path)[0].state_dict()["head.proj.weight"])
 
 
 def test_wrong_shaped_tensor_is_named_by_every_reader(tmp_path):
@@ -63,7 +65,8 @@ def test_missing_and_unknown_tensors_are_listed(tmp_path):
         del state["model.decoder_stack.final_norm.weight"]
         state["model.adapter.weight"] = torch.zeros(2)
 
-    with pytest.raises(CheckpointError, match="1 missing tensor: decoder_stack.final_norm.weight; 1 unknown tensor: adapter"):
+    with pytest.raises(CheckpointError,
+                       match="1 missing tensor: decoder_stack.final_norm.weight; 1 unknown tensor: adapter"):
         read_checkpoint(_save(tmp_path, edit))
 
 
@@ -72,7 +75,8 @@ def test_missing_or_invalid_model_config_is_named(tmp_path):
     with pytest.raises(CheckpointError, match=rf"{path}: zoo.model_config is missing or not a mapping"):
         zoo.load(path)
     path = _save(tmp_path, lambda state, section: section["model_config"].update(d_modl=8))
-    with pytest.raises(CheckpointError, match=r"zoo.model_config is not a valid model config: Unknown .* 'd_modl'"):
+    with pytest.raises(CheckpointError,
+                       match=r"zoo.model_config is not a valid model config: Unknown .* 'd_modl'"):
         zoo.load(path)
 
 
@@ -100,7 +104,8 @@ def test_a_text_file_is_not_a_pytorch_checkpoint_whatever_its_first_letter(tmp_p
     refuses it like one that needs code; the file is text, and is named as not a PyTorch checkpoint."""
     path = tmp_path / "notes.ckpt"
     path.write_text(text)
-    expected = f"{path} is not a PyTorch checkpoint (it starts with {text.encode()[:12]!r}: text or another format)"
+    expected = (f"{path} is not a PyTorch checkpoint "
+                f"(it starts with {text.encode()[:12]!r}: text or another format)")
     for read in (read_checkpoint, zoo.load):
         with pytest.raises(CheckpointError) as info:
             read(path)
@@ -116,8 +121,10 @@ def export_dir(tmp_path) -> Path:
     "text, match",
     [
         ("{not json", r"config.json is not valid JSON"),
-        (json.dumps({"format_version": 1}), r"config.json has no 'model_config', so .*export is not a zoo export"),
-        (json.dumps({"model_type": "gpt2"}), r"no 'model_config'.*Hugging Face config: load that folder with zoo.from_pretrained"),
+        (json.dumps({"format_version": 1}),
+         r"config.json has no 'model_config', so .*export is not a zoo export"),
+        (json.dumps({"model_type": "gpt2"}),
+         r"no 'model_config'.*Hugging Face config: load that folder with zoo.from_pretrained"),
         (json.dumps({"format_version": 1, "model_config": {"arch": "decoder", "d_model": 0}}),
          r"config.json: model_config is not a valid model config: model.d_model must be a positive integer"),
     ],
@@ -133,7 +140,8 @@ def test_wrong_shaped_export_tensor_is_named(export_dir):
     tensors = load_file(file)
     tensors[FFN_UP] = torch.zeros(3, 16)
     save_file(tensors, file)
-    with pytest.raises(CheckpointError, match=rf"model.safetensors does not fit .*{FFN_UP} has shape \(3, 16\)"):
+    with pytest.raises(CheckpointError,
+                       match=rf"model.safetensors does not fit .*{FFN_UP} has shape \(3, 16\)"):
         zoo.load(export_dir)
 
 

@@ -24,7 +24,8 @@ def checkpoint(path, seed: int):
     """A tiny zoo training checkpoint at `path` (model seeded by `seed`, char tokenizer)."""
     tokenizer = train_char(["hello export"])
     torch.manual_seed(seed)
-    model = zoo.build("gpt2", vocab_size=tokenizer.vocab_size, d_model=16, n_layers=1, n_heads=2, max_seq_len=16)
+    model = zoo.build("gpt2", vocab_size=tokenizer.vocab_size, d_model=16, n_layers=1, n_heads=2,
+                      max_seq_len=16)
     state = {f"model.{k}": v for k, v in model.state_dict().items()}
     atomic_torch_save({"state_dict": state, "zoo": zoo_section(model.config, "lm", tokenizer)}, path)
     return path
@@ -60,7 +61,8 @@ def test_user_files_in_an_export_folder_are_kept_and_the_export_refused(tmp_path
     old, new = ckpts
     out = zoo.export(old, tmp_path / "export")
     (out / "notes.txt").write_text("mine")
-    with pytest.raises(CheckpointError, match=r"holds files zoo did not write: notes.txt; .*allowed: model.safetensors"):
+    with pytest.raises(CheckpointError,
+                       match=r"holds files zoo did not write: notes.txt; .*allowed: model.safetensors"):
         zoo.export(new, out)
     assert files(out) == {**EXPORTS["old"], "notes.txt": b"mine"}
 

@@ -3,9 +3,11 @@ library on a small generated text, given the real families' special tokens and t
 transformers fast classes, so each folder looks like the one in a pretrained model folder.
 
 - gpt2: byte-level BPE; `<|endoftext|>` is bos = eos = unk and the LAST id (50256 in GPT-2), no pad.
-- bert: WordPiece, lower-casing; `[PAD]`=0 and `[UNK] [CLS] [SEP] [MASK]` at 100-103 as in bert-base; `[CLS] x [SEP]`.
+- bert: WordPiece, lower-casing; `[PAD]`=0 and `[UNK] [CLS] [SEP] [MASK]` at 100-103 as in bert-base;
+  `[CLS] x [SEP]`.
 - t5: Unigram with WhitespaceSplit + Metaspace; `<pad>`=0 `</s>`=1 `<unk>`=2, no bos; `x </s>`.
-- roberta: byte-level BPE; `<s>`=0 `<pad>`=1 `</s>`=2 `<unk>`=3, `<mask>` last; `<s> x </s>` (also BART's layout).
+- roberta: byte-level BPE; `<s>`=0 `<pad>`=1 `</s>`=2 `<unk>`=3, `<mask>` last; `<s> x </s>` (also BART's
+  layout).
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ def make_gpt2(folder: Path) -> Path:
     tok.add_special_tokens(["<|endoftext|>"])  # after training: the last id, like GPT-2's 50256
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
     end = "<|endoftext|>"
-    GPT2TokenizerFast(tokenizer_object=tok, bos_token=end, eos_token=end, unk_token=end).save_pretrained(folder)
+    GPT2TokenizerFast(tokenizer_object=tok, bos_token=end, eos_token=end,
+                      unk_token=end).save_pretrained(folder)
     return folder
 
 
@@ -61,10 +64,12 @@ def make_bert(folder: Path) -> Path:
     learned = [t for t, _ in sorted(trained.get_vocab().items(), key=lambda kv: kv[1]) if t != "[UNK]"]
     order = ["[PAD]", *learned[:99], "[UNK]", "[CLS]", "[SEP]", "[MASK]", *learned[99:]]  # bert-base's ids
     tok = Tokenizer(models.WordPiece({t: i for i, t in enumerate(order)}, unk_token="[UNK]"))
-    tok.normalizer, tok.pre_tokenizer, tok.decoder = trained.normalizer, trained.pre_tokenizer, decoders.WordPiece()
+    tok.normalizer, tok.pre_tokenizer, tok.decoder = (trained.normalizer, trained.pre_tokenizer,
+                                                      decoders.WordPiece())
     tok.add_special_tokens(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 101), ("[SEP]", 102)])
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", 101), ("[SEP]", 102)])
     BertTokenizerFast(tokenizer_object=tok).save_pretrained(folder)
     return folder
 
@@ -73,7 +78,8 @@ def make_t5(folder: Path) -> Path:
     from transformers import T5TokenizerFast
 
     tok = Tokenizer(models.Unigram())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace()])  # as t5-small's
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
+                                                 pre_tokenizers.Metaspace()])  # as t5-small's
     tok.decoder = decoders.Metaspace()
     tok.train_from_iterator(corpus(), trainers.UnigramTrainer(
         vocab_size=300, special_tokens=["<pad>", "</s>", "<unk>"], unk_token="<unk>", show_progress=False))
@@ -89,8 +95,9 @@ def make_roberta(folder: Path) -> Path:
     tok = _byte_level_bpe(400, ["<s>", "<pad>", "</s>", "<unk>"])
     tok.add_special_tokens(["<mask>"])  # the last id, as in roberta-base (50264)
     tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0), trim_offsets=False)
-    RobertaTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", sep_token="</s>", cls_token="<s>",
-                         unk_token="<unk>", pad_token="<pad>", mask_token="<mask>").save_pretrained(folder)
+    RobertaTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", sep_token="</s>",
+                         cls_token="<s>", unk_token="<unk>", pad_token="<pad>",
+                         mask_token="<mask>").save_pretrained(folder)
     return folder
 
 

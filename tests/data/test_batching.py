@@ -47,7 +47,8 @@ def test_token_budget_batches_cover_every_example_once_within_budget_every_epoch
 
 
 def test_token_budget_refuses_a_budget_below_the_longest_example():
-    with pytest.raises(ValueError, match=r"data.max_tokens=10 cannot hold 1 example\(s\) of the longest length 12"):
+    with pytest.raises(ValueError,
+                       match=r"data.max_tokens=10 cannot hold 1 example\(s\) of the longest length 12"):
         TokenBudgetBatches(np.array([4, 12]), 10, seed=0)
 
 
@@ -74,8 +75,9 @@ def test_orders_do_not_depend_on_the_worker_count(tmp_path):
     texts, labels = _labelled([3, 9, 4, 12, 6, 5, 7, 8, 2, 11, 10, 3] * 2)
     batches = []
     for workers in (0, 2):
-        dm = ClassificationDataModule(_Tok(), {"train": (texts, labels), "val": (texts, labels)}, label_names=["a"],
-                                      batch_size=4, max_seq_len=32, seed=5, num_workers=workers, max_tokens=40)
+        dm = ClassificationDataModule(_Tok(), {"train": (texts, labels), "val": (texts, labels)},
+                                      label_names=["a"], batch_size=4, max_seq_len=32, seed=5,
+                                      num_workers=workers, max_tokens=40)
         dm.setup("fit")
         batches.append([b["input_ids"].tolist() for b in dm.train_dataloader()])
     assert batches[0] == batches[1]
@@ -85,7 +87,8 @@ def test_overlong_examples_are_counted_or_refused_naming_the_example():
     wanted = {"source": np.array([5, 40, 9, 33]), "target": np.array([4, 4, 50, 4])}
     assert count_overlong("train", wanted, 32, truncate=True, origin="data.name=pairs data.path=p.tsv") == 3
     with pytest.raises(ValueError, match=r"data.name=pairs data.path=p.tsv: train example 1 is longer than "
-                                         r"model.max_seq_len=32 \(source 40 tokens, target 4 tokens, framing included\); "
+                                         r"model.max_seq_len=32 \(source 40 tokens, target 4 tokens, framing "
+                                         r"included\); "
                                          r"3 of 4 train examples are"):
         count_overlong("train", wanted, 32, truncate=False, origin="data.name=pairs data.path=p.tsv")
     assert wanted_lengths(np.array([7, 2, 9]), lambda i: 3).tolist() == [8, 3, 10]  # +1: one framing token
@@ -93,13 +96,14 @@ def test_overlong_examples_are_counted_or_refused_naming_the_example():
 
 def test_seq2seq_datamodule_counts_cut_pairs_and_batches_within_budget():
     src, tgt = _ragged([3, 30, 5, 8, 2, 6]), _ragged([4, 2, 40, 6, 3, 5])
-    dm = Seq2SeqDataModule(_Tok(), {"train": (src, tgt), "val": (src, tgt)}, batch_size=2, max_seq_len=16, seed=0,
-                           max_tokens=40)
+    dm = Seq2SeqDataModule(_Tok(), {"train": (src, tgt), "val": (src, tgt)}, batch_size=2, max_seq_len=16,
+                           seed=0, max_tokens=40)
     assert dm.overlong == {"train": 2, "val": 2}  # the 30-token source, the 40-token target (+ <bos>/<eos>)
     for batch in dm.train_dataloader():
         rows = batch["input_ids"].shape[0]
         assert rows * max(batch["input_ids"].shape[1], batch["decoder_input_ids"].shape[1]) <= 40
-    with pytest.raises(ValueError, match=r"train example 1 is longer than model.max_seq_len=16 \(source 30 tokens"):
+    with pytest.raises(ValueError,
+                       match=r"train example 1 is longer than model.max_seq_len=16 \(source 30 tokens"):
         Seq2SeqDataModule(_Tok(), {"train": (src, tgt)}, batch_size=2, max_seq_len=16, seed=0, truncate=False,
                           origin="data.name=pairs data.path=p.tsv")
 
@@ -110,8 +114,8 @@ def test_max_tokens_and_document_mask_are_refused_where_they_do_not_apply():
         LMDataModule(_Tok(), stream, batch_size=2, max_seq_len=8, seed=0, max_tokens=64)
     texts, labels = _labelled([3, 4])
     with pytest.raises(ValueError, match="data.document_mask=true applies to LM/MLM windows"):
-        ClassificationDataModule(_Tok(), {"train": (texts, labels)}, label_names=["a"], batch_size=2, max_seq_len=8,
-                                 seed=0, document_mask=True)
+        ClassificationDataModule(_Tok(), {"train": (texts, labels)}, label_names=["a"], batch_size=2,
+                                 max_seq_len=8, seed=0, document_mask=True)
 
 
 def test_document_windows_by_hand():
@@ -132,8 +136,10 @@ def test_lm_datamodule_with_document_mask_pads_documents_apart():
     batch = next(iter(dm.train_dataloader()))
     for row, ids in zip(batch["document_ids"], batch["input_ids"], strict=True):
         assert row.tolist() == document_ids(ids.numpy(), eos).tolist()
-    padded = PadCollator(0)([{"input_ids": torch.tensor([5, eos, 6]), "document_ids": torch.tensor([0, 0, 1])},
-                             {"input_ids": torch.tensor([5, 6, 7, 8, 9]), "document_ids": torch.zeros(5).long()}])
+    padded = PadCollator(0)([{"input_ids": torch.tensor([5, eos, 6]),
+                              "document_ids": torch.tensor([0, 0, 1])},
+                             {"input_ids": torch.tensor([5, 6, 7, 8, 9]),
+                              "document_ids": torch.zeros(5).long()}])
     assert padded["document_ids"].tolist() == [[0, 0, 1, 2, 2], [0, 0, 0, 0, 0]]  # pads: one more document
 
 
@@ -146,7 +152,8 @@ def test_document_mask_with_a_bert_framed_stream_ends_documents_at_sep():
         ids={"pad": 0, "cls": cls_, "sep": sep, "mask": 103}, all_ids=(0, 101, 102, 103), prefix=(cls_,),
         suffix=(sep,))})()
     stream = np.array([cls_, 7, 8, sep, cls_, 9, sep, cls_, 6, 5, 5, sep] * 10)
-    dm = LMDataModule(bert, {"train": stream, "val": stream}, batch_size=2, max_seq_len=8, seed=0, document_mask=True)
+    dm = LMDataModule(bert, {"train": stream, "val": stream}, batch_size=2, max_seq_len=8, seed=0,
+                      document_mask=True)
     batch = next(iter(dm.train_dataloader()))
     for row, ids in zip(batch["document_ids"], batch["input_ids"], strict=True):
         assert row.tolist() == document_ids(ids.numpy(), sep).tolist()
@@ -173,7 +180,8 @@ class _Tok:
 def _ragged(lengths):
     from zoo.data.cache import RaggedIds
 
-    return RaggedIds.from_rows([[5 + (i + j) % 40 for j in range(n)] for i, n in enumerate(lengths)], np.dtype("int32"))
+    return RaggedIds.from_rows([[5 + (i + j) % 40 for j in range(n)] for i, n in enumerate(lengths)],
+                               np.dtype("int32"))
 
 
 def _labelled(lengths):
@@ -188,23 +196,26 @@ def _labelled(lengths):
 def test_max_tokens_below_one_example_is_refused_when_batches_are_planned(make, longest, over):
     """Refused when the data module is built (train.py: before the model), not by the loader during fit."""
     lengths = [3, 9, 4, 8]
-    with pytest.raises(ValueError, match=rf"data.name=x: data.max_tokens=8 is smaller than one example: train example "
-                                         rf"1 is {longest} tokens as batched \(framing included, cut to "
-                                         rf"model.max_seq_len\), and {over} example\(s\) exceed it; .* "
-                                         rf"data.max_tokens must be at least {longest}"):
+    with pytest.raises(ValueError,
+                       match=rf"data.name=x: data.max_tokens=8 is smaller than one example: train example "
+                             rf"1 is {longest} tokens as batched \(framing included, cut to "
+                             rf"model.max_seq_len\), and {over} example\(s\) exceed it; .* "
+                             rf"data.max_tokens must be at least {longest}"):
         if make == "classification":
             texts, labels = _labelled(lengths)
             ClassificationDataModule(_Tok(), {"train": (texts, labels)}, label_names=["a"], batch_size=2,
                                      max_seq_len=32, seed=0, max_tokens=8, origin="data.name=x")
-        elif make == "token_classification":  # was: not checked (its data module was a copy without the check)
+        elif make == "token_classification":  # was: not checked (its data module
+                                              # was a copy without the check)
             ids = _ragged(lengths)
             TokenClassificationDataModule(_Tok(), {"train": (ids, np.zeros(len(ids.ids), dtype=np.int64))},
-                                          label_names=["O"], batch_size=2, max_seq_len=32, seed=0, max_tokens=8,
-                                          origin="data.name=x")
+                                          label_names=["O"], batch_size=2, max_seq_len=32, seed=0,
+                                          max_tokens=8, origin="data.name=x")
         else:
             Seq2SeqDataModule(_Tok(), {"train": (_ragged(lengths), _ragged([2, 2, 2, 2]))}, batch_size=2,
                               max_seq_len=32, seed=0, max_tokens=8, origin="data.name=x")
     texts, labels = _labelled(lengths)
-    dm = ClassificationDataModule(_Tok(), {"train": (texts, labels)}, label_names=["a"], batch_size=2, max_seq_len=8,
-                                  seed=0, max_tokens=8)  # cut to max_seq_len=8: 4 8 5 8, each fits alone
+    dm = ClassificationDataModule(_Tok(), {"train": (texts, labels)}, label_names=["a"], batch_size=2,
+                                  max_seq_len=8, seed=0,
+                                  max_tokens=8)  # cut to max_seq_len=8: 4 8 5 8, each fits alone
     assert sorted(map(sorted, dm.train_dataloader().batch_sampler)) == [[0], [1], [2], [3]]  # 2 x 5 > 8

@@ -50,11 +50,14 @@ def test_open_data_takes_what_the_task_decides_as_plain_arguments(cache_dir):
     from zoo.data.build import CorpusKindError, open_data
 
     checked = []
-    plain = dict(check_tokenizer=checked.append, datamodule=lambda entry, loader, **common: (entry, loader, common),
+    plain = dict(check_tokenizer=checked.append,
+                 datamodule=lambda entry, loader, **common: (entry, loader, common),
                  cache_dir=cache_dir, **KW)
     tok, (entry, loader, common) = open_data(SMALL_TOY, SMALL_BPE, corpus_kind="pairs", **plain)
-    assert entry.tokenizer is tok and len(checked) == 2 and checked[-1] is tok  # before encoding, and the entry's
-    assert (common["batch_size"], common["max_seq_len"], common["seed"]) == (4, 16, 0) and "mask_prob" in loader
+    # before encoding, and the entry's
+    assert entry.tokenizer is tok and len(checked) == 2 and checked[-1] is tok
+    assert ((common["batch_size"], common["max_seq_len"], common["seed"]) == (4, 16, 0)
+            and "mask_prob" in loader)
     with pytest.raises(CorpusKindError, match=r"^data=translation_toy gives pairs examples$") as e:
         open_data(SMALL_TOY, SMALL_BPE, corpus_kind="text", **plain)
     assert e.value.kind == "pairs"
@@ -212,7 +215,8 @@ def test_default_cache_dir_env(monkeypatch, tmp_path):
 def test_labels_do_not_leak_through_a_tokenizer_file(cache_dir, tmp_path):
     """A tokenizer saved by a classification run, reused for LM data, brings no label names along."""
     path = tmp_path / "l.jsonl"
-    path.write_text("".join(json.dumps({"text": f"text {i}", "label": "ab"[i % 2]}) + "\n" for i in range(20)))
+    path.write_text("".join(json.dumps({"text": f"text {i}", "label": "ab"[i % 2]}) + "\n"
+                            for i in range(20)))
     tok, _ = build_data({"name": "classification", "path": str(path)}, SMALL_BPE, task="classification",
                         cache_dir=cache_dir, **KW)
     tok.save(tmp_path / "tok")
@@ -224,10 +228,10 @@ def test_labels_do_not_leak_through_a_tokenizer_file(cache_dir, tmp_path):
 
 
 def test_a_tokenizer_read_from_files_is_keyed_by_their_content_not_their_folder(cache_dir, tmp_path):
-    """evaluate.py saves the checkpoint's tokenizer to a new temporary folder on every run: the same tokenizer in
-    another folder reuses the entry (it used to be keyed by the folder's path, so evaluations never hit the cache);
-    a changed tokenizer.json, zoo_tokenizer.json or tokenizer_config.json never does; labels.json, which the data's
-    labels replace, does not count."""
+    """evaluate.py saves the checkpoint's tokenizer to a new temporary folder on every run: the same tokenizer
+    in another folder reuses the entry (it used to be keyed by the folder's path, so evaluations never hit the
+    cache); a changed tokenizer.json, zoo_tokenizer.json or tokenizer_config.json never does; labels.json,
+    which the data's labels replace, does not count."""
     corpus = tmp_path / "c.txt"
     corpus.write_text("the zebra runs under a blue river\n" * 200, encoding="utf-8")
     data = {"name": "text", "files": str(corpus)}
@@ -244,7 +248,8 @@ def test_a_tokenizer_read_from_files_is_keyed_by_their_content_not_their_folder(
     build_tokenizer({"name": "char"}, ["the zebra runs under a blue river!\n"]).save(tmp_path / "other")
     assert len(build("file", tmp_path / "other")) == 2  # another vocabulary
     meta = shutil.copytree(tmp_path / "a", tmp_path / "meta")
-    (meta / "zoo_tokenizer.json").write_text(json.dumps({"kind": "char", "clean_up_spaces": True}), encoding="utf-8")
+    (meta / "zoo_tokenizer.json").write_text(json.dumps({"kind": "char", "clean_up_spaces": True}),
+                                             encoding="utf-8")
     assert len(build("file", meta)) == 3  # the same tokenizer.json read with other metadata
     for name in ("x.json", "y.json"):  # bare files: their bytes, not their names
         (tmp_path / name).write_bytes((tmp_path / "a" / "tokenizer.json").read_bytes())

@@ -82,7 +82,8 @@ def _build(cache_dir, **kw):
 
     from .conftest import SMALL_BPE, SMALL_TOY
 
-    return build_data(SMALL_TOY, SMALL_BPE, task="seq2seq", max_seq_len=16, batch_size=4, cache_dir=cache_dir, **kw)
+    return build_data(SMALL_TOY, SMALL_BPE, task="seq2seq", max_seq_len=16, batch_size=4, cache_dir=cache_dir,
+                      **kw)
 
 
 def _entry(cache_dir):
@@ -104,7 +105,8 @@ def test_entry_with_a_file_cut_short_is_rebuilt(cache_dir):
     _, before = _build(cache_dir)
     before.setup("fit")
     train = before.datasets["train"]
-    reference = [{k: v.clone() for k, v in train[i].items()} for i in (0, len(train) - 1)]  # copied: no memmap
+    # copied: no memmap
+    reference = [{k: v.clone() for k, v in train[i].items()} for i in (0, len(train) - 1)]
     n_examples = len(train)
     del before, train
     offsets = _entry(cache_dir) / "train.src.offsets.bin"
@@ -133,7 +135,8 @@ def _temp(cache_dir, name, age_s):
 def test_stale_temps_of_killed_builds_are_removed_live_ones_kept(cache_dir):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())  # temp names: .<key16>.<host>-<pid>.<random>.tmp
+    # temp names: .<key16>.<host>-<pid>.<random>.tmp
+    host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())
     key, me, there = "0123456789abcdef", f"{host}-{os.getpid()}", "otherhost-7"
     kept = [_temp(cache_dir, f".{key}.{me}.abcd1234.tmp", age_s=86400),  # this live process: never stale
             _temp(cache_dir, f".{key}.{host}-{dead.pid}.abcd1234.tmp", age_s=5),  # dead, but just now
@@ -149,7 +152,8 @@ def test_stale_temps_of_killed_builds_are_removed_live_ones_kept(cache_dir):
 
 @pytest.mark.parametrize("bad", ["file", "read_only", "under_a_file"])
 def test_unusable_cache_dir_env_is_one_error_naming_it_before_any_work(tmp_path, monkeypatch, bad):
-    target = {"file": tmp_path / "f", "read_only": tmp_path / "ro", "under_a_file": tmp_path / "f" / "cache"}[bad]
+    target = {"file": tmp_path / "f", "read_only": tmp_path / "ro",
+              "under_a_file": tmp_path / "f" / "cache"}[bad]
     (tmp_path / "f").write_text("not a folder")
     (tmp_path / "ro").mkdir(mode=0o555)
     if os.geteuid() == 0:  # root writes anywhere; let os.access answer as it does for everyone else
@@ -161,5 +165,7 @@ def test_unusable_cache_dir_env_is_one_error_naming_it_before_any_work(tmp_path,
         raise AssertionError("data read before the cache folder was checked")
 
     monkeypatch.setattr("zoo.data.build.load_source", no_work)
-    with pytest.raises(ValueError, match=rf"^ZOO_CACHE_DIR={re.escape(str(target))}: .*(not a folder|not writable|cannot create)"):
+    with pytest.raises(ValueError,
+                       match=rf"^ZOO_CACHE_DIR={re.escape(str(target))}: "
+                             r".*(not a folder|not writable|cannot create)"):
         _build(None)

@@ -31,7 +31,8 @@ def test_data_yaml_keys_are_accepted(name):
 def test_tokenizer_yaml_keys_are_accepted(name):
     cfg = OmegaConf.to_container(OmegaConf.load(CONF / "tokenizer" / f"{name}.yaml"))
     assert cfg["name"] == name and set(cfg) == set(tokenizer_options(name).rules)
-    if not tokenizer_options(name).required:  # file / hf need a real path, tested in test_tokenizer / test_hf_tokenizer
+    # file / hf need a real path, tested in test_tokenizer / test_hf_tokenizer
+    if not tokenizer_options(name).required:
         validate_tokenizer_cfg(cfg)
 
 

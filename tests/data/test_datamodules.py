@@ -27,8 +27,10 @@ def test_lm_batches(shared_cache):
     tok, dm = build_data(SMALL_STDLIB, SMALL_BPE, task="lm", max_seq_len=32, cache_dir=shared_cache, **KW)
     batch = first_batch(dm)
     assert set(batch) == {"input_ids", "attention_mask", "targets"}
-    assert batch["input_ids"].shape == batch["targets"].shape == (4, 32) and batch["input_ids"].dtype == torch.long
-    assert torch.equal(batch["targets"][:, :-1], batch["input_ids"][:, 1:])  # windows of 33: targets = next tokens
+    assert (batch["input_ids"].shape == batch["targets"].shape == (4, 32)
+            and batch["input_ids"].dtype == torch.long)
+    # windows of 33: targets = next tokens
+    assert torch.equal(batch["targets"][:, :-1], batch["input_ids"][:, 1:])
     assert batch["attention_mask"].all()
     assert batch["input_ids"].max() < tok.vocab_size
     text = tok.decode(batch["input_ids"][0])

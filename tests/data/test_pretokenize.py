@@ -34,7 +34,8 @@ def tok(texts):
 
 
 def mixed_text(n_lines: int, seed: int) -> str:
-    """Lines of mixed length and script (ASCII, Korean, emoji), some longer than a piece, no newline at the end."""
+    """Lines of mixed length and script (ASCII, Korean, emoji), some longer than a piece, no newline at the
+    end."""
     rng = random.Random(seed)
     words = ["def", "x", "나는", "사과를", "🙂", "return", "a" * 700, "\t", "  "]
     lines = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 40))) for _ in range(n_lines)]
@@ -54,7 +55,8 @@ def test_windows_from_blocks_equal_windows_of_the_whole(block, cuts):
     assert "".join(w.piece for w in whole) == text and len(whole) > 1  # the pieces tile the text
     for w in whole:  # each window is the document's text around its piece, with the context it has room for
         assert w.text == text[w.at : w.at + len(w.text)] and 0 < len(w.piece) <= cuts.longest
-        assert w.lo == min(cuts.context, w.start) and len(w.text) - w.hi == min(cuts.context, len(text) - w.end)
+        assert (w.lo == min(cuts.context, w.start)
+                and len(w.text) - w.hi == min(cuts.context, len(text) - w.end))
 
 
 def read_ragged(folder, name, dtype):
@@ -108,7 +110,8 @@ def test_bad_file_fails_before_the_tokenizer_trains(tmp_path, cache_dir, monkeyp
     (tmp_path / "b.txt").write_bytes(b"ok\n" * 50 + b"\xc3\x28" + b"ok\n" * 5)
     monkeypatch.setattr("zoo.data.build.build_tokenizer", lambda *a, **k: pytest.fail("tokenizer trained"))
     with pytest.raises(ValueError, match=r"b.txt: not valid UTF-8 at byte offset 150"):
-        build_data({"name": "text", "files": str(tmp_path / "*.txt")}, SMALL_BPE, task="lm", cache_dir=cache_dir, **KW)
+        build_data({"name": "text", "files": str(tmp_path / "*.txt")}, SMALL_BPE, task="lm",
+                   cache_dir=cache_dir, **KW)
 
 
 def test_sample_is_bounded_seeded_and_whole_when_it_fits(tmp_path, texts, monkeypatch):
@@ -146,7 +149,8 @@ def test_train_bytes_bounds_what_the_tokenizer_sees_and_is_logged(tmp_path, cach
     assert 0 < seen[0] <= 40_000
     assert "tokenizer.train_bytes=40,000, seed 0" in caplog.text
     build_data(data, {**SMALL_BPE, "train_bytes": 40_000}, task="lm", cache_dir=cache_dir, **KW)  # hit
-    build_data(data, {**SMALL_BPE, "train_bytes": 40_000}, task="lm", cache_dir=cache_dir, **{**KW, "seed": 1})
+    build_data(data, {**SMALL_BPE, "train_bytes": 40_000}, task="lm", cache_dir=cache_dir,
+               **{**KW, "seed": 1})
     assert len(seen) == 2  # another seed draws another sample: another entry; the same seed: a cache hit
 
 
@@ -174,7 +178,8 @@ def test_interrupted_pretokenisation_leaves_nothing_a_later_run_trusts(tmp_path,
     tok, dm = build_data(data, SMALL_BPE, task="lm", cache_dir=cache_dir, **KW)
     (entry,) = [p for p in cache_dir.iterdir() if not p.name.startswith(".")]
     manifest = json.loads((entry / "manifest.json").read_text())
-    assert manifest["arrays"] == {"train.tokens": "ragged", "val.tokens": "ragged", "val.tokens.bytes": "uint32"}
+    assert manifest["arrays"] == {"train.tokens": "ragged", "val.tokens": "ragged",
+                                  "val.tokens.bytes": "uint32"}
     train_text = "".join(FileSpans(tuple(file_spans([path], 0.1)[0])).sample(None, 0))
     expected = encode_documents(tok, [train_text], append_eos=True).ids
     np.testing.assert_array_equal(dm.streams["train"], expected)
@@ -214,7 +219,8 @@ def test_dropped_whitespace_counts_with_the_next_token(tmp_path):
     tok = ZooTokenizer(hf, kind="file")
     ids, counts = counted(tok, ["hi  there \n", "  나는"], tmp_path)
     assert ids.tolist() == [5, 6, tok.eos_id, 7, tok.eos_id]
-    assert counts.tolist() == [2, 2 + 5, 2, 2 + 6, 0]  # "hi", "  there", " \n", "  나는" (6 bytes), nothing left
+    # "hi", "  there", " \n", "  나는" (6 bytes), nothing left
+    assert counts.tolist() == [2, 2 + 5, 2, 2 + 6, 0]
 
 
 def test_byte_level_bpe_counts_every_byte_once_per_document(tmp_path, tok):
@@ -224,7 +230,8 @@ def test_byte_level_bpe_counts_every_byte_once_per_document(tmp_path, tok):
     ids, counts = counted(tok, docs, tmp_path, batch_chars=3_000)
     offsets = read_ragged(tmp_path, "v", "uint16").offsets
     assert len(counts) == len(ids)
-    assert [int(counts[offsets[i]:offsets[i + 1]].sum()) for i in range(len(docs))] == [len(d.encode()) for d in docs]
+    assert ([int(counts[offsets[i]:offsets[i + 1]].sum()) for i in range(len(docs))]
+            == [len(d.encode()) for d in docs])
     plain = tmp_path / "plain"
     plain.mkdir()
     pretokenize(tok, TextList(docs), plain, "v", append_eos=True, progress=False, batch_chars=3_000)
@@ -234,11 +241,13 @@ def test_byte_level_bpe_counts_every_byte_once_per_document(tmp_path, tok):
 def test_build_keeps_bytes_for_the_validation_split_only(tmp_path, cache_dir):
     path = tmp_path / "c.txt"
     path.write_text("line of text é\n" * 400, encoding="utf-8")
-    _, dm = build_data({"name": "text", "files": str(path)}, {"name": "char"}, task="lm", cache_dir=cache_dir, **KW)
+    _, dm = build_data({"name": "text", "files": str(path)}, {"name": "char"}, task="lm", cache_dir=cache_dir,
+                       **KW)
     (entry,) = [p for p in cache_dir.iterdir() if not p.name.startswith(".")]
     assert not (entry / "train.tokens.bytes.bin").exists() and set(dm.token_bytes) == {"val"}
     val_text = "".join(FileSpans(tuple(file_spans([path], 0.1)[1])).sample(None, 0))
-    assert int(dm.token_bytes["val"].sum()) == len(val_text.encode()) and len(dm.token_bytes["val"]) == len(dm.streams["val"])
+    assert (int(dm.token_bytes["val"].sum()) == len(val_text.encode())
+            and len(dm.token_bytes["val"]) == len(dm.streams["val"]))
 
 
 # ------------------------------------------------------------------ a file that changes while it is read
@@ -252,8 +261,9 @@ REWRITES = {  # where the file is rewritten (same size) and, for the second, put
 
 @pytest.mark.parametrize("when", sorted(REWRITES))
 def test_a_file_rewritten_while_it_is_tokenized_is_not_cached(tmp_path, cache_dir, monkeypatch, when):
-    """The cache key hashes the text in one pass and pre-tokenisation reads it again: a file changed in between
-    (or during) must not leave an entry under the original content's key that holds the new content's ids."""
+    """The cache key hashes the text in one pass and pre-tokenisation reads it again: a file changed in
+    between (or during) must not leave an entry under the original content's key that holds the new content's
+    ids."""
     import zoo.data.pretokenize as pre
     import zoo.data.sources.base as corpora
 
@@ -286,7 +296,8 @@ def test_a_file_rewritten_while_it_is_tokenized_is_not_cached(tmp_path, cache_di
         monkeypatch.setattr(corpora, "pretokenize", rewrite_first)
     else:
         monkeypatch.setattr(pre.RaggedWriter, "write", rewrite_mid_pass)
-    with pytest.raises(ValueError, match=re.escape(f"{path} changed while it was being read") + ".* nothing was cached"):
+    with pytest.raises(ValueError,
+                       match=re.escape(f"{path} changed while it was being read") + ".* nothing was cached"):
         build_data(data, {"name": "char"}, task="lm", cache_dir=cache_dir, **KW)
     assert writes["n"] >= 1 and list(cache_dir.iterdir()) == []  # no entry under any key, no temp folder
 

@@ -25,7 +25,9 @@ def windows_read(blocks: LMBlocks, sampler) -> list[tuple[int, int]]:
 
 
 def part_of(blocks: LMBlocks, first: int, last: int) -> int:
-    (parts,) = {p for p in range(blocks.parts) if blocks.part_range(p)[0] <= first and last < blocks.part_range(p)[1]}
+    (parts,
+     ) = {p for p in range(blocks.parts)
+          if blocks.part_range(p)[0] <= first and last < blocks.part_range(p)[1]}
     return parts
 
 
@@ -56,7 +58,8 @@ def test_parts_cover_the_stream_and_one_part_is_the_old_sampling():
     assert bounds[0][0] == 0 and bounds[-1][1] == len(STREAM)
     assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:], strict=False))
     whole = LMBlocks(STREAM, 32, random=True, seed=0, parts=1)
-    for key in range(20):  # parts=1: offset = rng((seed, key)).integers(len - span + 1), as before parts existed
+    # parts=1: offset = rng((seed, key)).integers(len - span + 1), as before parts existed
+    for key in range(20):
         start = int(np.random.default_rng((0, key)).integers(len(STREAM) - 33 + 1))
         assert int(whole[key]["input_ids"][0]) == start
 
@@ -66,5 +69,6 @@ def test_a_short_stream_has_fewer_parts_and_a_world_that_does_not_divide_them_is
     check_parts(8, 2)
     check_parts(8, 8)
     check_parts(None, 3)
-    with pytest.raises(ValueError, match=r"data.shards: .* cut into 8 part\(s\), which 3 processes cannot share"):
+    with pytest.raises(ValueError,
+                       match=r"data.shards: .* cut into 8 part\(s\), which 3 processes cannot share"):
         check_parts(8, 3)

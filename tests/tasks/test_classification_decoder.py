@@ -28,14 +28,15 @@ def test_decoder_classifier_trains_on_right_padded_batches(tmp_path, cache_dir, 
     mask, ids = batch["attention_mask"], batch["input_ids"]
     lengths = mask.sum(1)
     assert lengths.min() < ids.shape[1]  # some rows are padded, so the pooled position matters
-    assert torch.equal(mask, (torch.arange(ids.shape[1])[None] < lengths[:, None]).long())  # padding on the right
+    # padding on the right
+    assert torch.equal(mask, (torch.arange(ids.shape[1])[None] < lengths[:, None]).long())
     with torch.no_grad():
         out = model(**plan.task.model_inputs(batch))
     last = out.hidden_states[torch.arange(len(ids)), lengths - 1]  # each row's last real token
     torch.testing.assert_close(out.logits, last @ model.head.proj.weight.T)  # a decoder's score: no bias
 
-    module = ZooLightningModule(model.train(), task=plan.task.name, tokenizer=tokenizer, optim=plan.resolved["optim"],
-                                scheduler=plan.resolved["scheduler"])
+    module = ZooLightningModule(model.train(), task=plan.task.name, tokenizer=tokenizer,
+                                optim=plan.resolved["optim"], scheduler=plan.resolved["scheduler"])
     trainer = L.Trainer(accelerator="cpu", max_steps=1, val_check_interval=1, check_val_every_n_epoch=None,
                         limit_val_batches=1, num_sanity_val_steps=0, logger=False, log_every_n_steps=1,
                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)

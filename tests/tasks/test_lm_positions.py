@@ -53,7 +53,8 @@ def per_position_val_loss(model, stream, t: int) -> torch.Tensor:
     inputs, targets = stream[: n * t].view(n, t), stream[1 : n * t + 1].view(n, t)
     with torch.no_grad():
         logits = model.eval()(inputs).logits  # (n, t, V)
-    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view(n, t).mean(0)
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(),
+                                             reduction="none").view(n, t).mean(0)
 
 
 @pytest.mark.e2e
@@ -63,9 +64,10 @@ def test_last_position_loss_is_not_an_outlier_after_training(cache_dir):
     run trained the old way (8-token windows through the model's shifted `labels=`, row 7 never trained)
     is off by 0.13-0.27 nats over three seeds: the check tells the two apart."""
     t, steps = 8, 300
-    tokenizer, datamodule = build_data({"name": "stdlib_text", "max_bytes": 120000, "blocks_per_epoch": steps * 32},
-                                       {"name": "bpe", "vocab_size": 300}, task="lm", max_seq_len=t, batch_size=32,
-                                       cache_dir=cache_dir, seed=0)
+    tokenizer, datamodule = build_data({"name": "stdlib_text", "max_bytes": 120000,
+                                        "blocks_per_epoch": steps * 32},
+                                       {"name": "bpe", "vocab_size": 300}, task="lm", max_seq_len=t,
+                                       batch_size=32, cache_dir=cache_dir, seed=0)
     task = TASKS.get("lm")
     excess = {}
     for style in ("windows of t + 1", "old: shifted labels on t"):

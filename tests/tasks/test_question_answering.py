@@ -94,7 +94,8 @@ def test_zoo_tokenizers_frame_bos_question_eos_context_eos():
     tok = train_bpe(corpus(), vocab_size=300)
     assert PairTemplate.of(tok) == PairTemplate((tok.bos_id,), (tok.eos_id,), (tok.eos_id,))
     rows = examples(6, seed=1)
-    data = QADataset(QAExamples(encode_split(tok, rows, "train")), PairTemplate.of(tok), max_len=32, doc_stride=4)
+    data = QADataset(QAExamples(encode_split(tok, rows, "train")), PairTemplate.of(tok), max_len=32,
+                     doc_stride=4)
     for k in range(len(data)):
         item, w = data[k], data.windows[k]
         ids = item["input_ids"].tolist()
@@ -117,10 +118,12 @@ def test_a_question_that_leaves_no_room_and_a_stride_too_long_are_refused():
     tok = train_bpe(corpus(), vocab_size=300)
     arrays = QAExamples(encode_split(tok, examples(2), "train"))
     q = len(arrays.question[0])
-    with pytest.raises(ValueError, match=f"example 0's question is {q} tokens; with 3 special tokens no context fits"):
+    with pytest.raises(ValueError,
+                       match=f"example 0's question is {q} tokens; with 3 special tokens no context fits"):
         QADataset(arrays, PairTemplate.of(tok), max_len=q + 3, doc_stride=0)
-    with pytest.raises(ValueError, match=r"data.doc_stride=5 must be smaller than the 5 context tokens a window of "
-                                         r"example 0 holds"):
+    with pytest.raises(ValueError,
+                       match=r"data.doc_stride=5 must be smaller than the 5 context tokens a window of "
+                             r"example 0 holds"):
         QADataset(arrays, PairTemplate.of(tok), max_len=q + 3 + 5, doc_stride=5)
 
 
@@ -155,9 +158,10 @@ class PointAt(torch.nn.Module):
         super().__init__()
         self.first, self.last, self.weight = first, last, torch.nn.Parameter(torch.zeros(1))
 
-    def forward(self, input_ids, attention_mask=None, start_positions=None, end_positions=None, token_type_ids=None):
-        return SimpleNamespace(start_logits=5.0 * (input_ids == self.first), end_logits=5.0 * (input_ids == self.last),
-                               loss=torch.tensor(0.0))
+    def forward(self, input_ids, attention_mask=None, start_positions=None, end_positions=None,
+                token_type_ids=None):
+        return SimpleNamespace(start_logits=5.0 * (input_ids == self.first),
+                               end_logits=5.0 * (input_ids == self.last), loss=torch.tensor(0.0))
 
 
 def test_prediction_is_the_best_span_over_windows_cut_from_the_context(bert, tmp_path):
@@ -170,8 +174,8 @@ def test_prediction_is_the_best_span_over_windows_cut_from_the_context(bert, tmp
     path = tmp_path / "qa.jsonl"
     path.write_text((json.dumps(row) + "\n") * 4, encoding="utf-8")
     _, dm = build_data({"name": "squad", "path": str(path), "val_path": str(path), "doc_stride": 2},
-                       {"name": "hf", "path": str(bert)}, task="question_answering", max_seq_len=20, batch_size=3,
-                       cache_dir=tmp_path / "cache")
+                       {"name": "hf", "path": str(bert)}, task="question_answering", max_seq_len=20,
+                       batch_size=3, cache_dir=tmp_path / "cache")
     model = PointAt(tok.hf.token_to_id("river"), tok.hf.token_to_id("quickly"))
     assert len(dm.datasets["val"]) > 4 * 3  # several windows per example, batches mixing examples
     metrics = QA.evaluate(model, tok, dm, "val", EvalOptions())
@@ -191,16 +195,19 @@ GOOD = {"question": "who?", "context": "Ann met Bo.", "answers": {"text": ["Bo"]
 @pytest.mark.parametrize(("answers", "message"), [
     ({"text": ["Bo"], "answer_start": [10]},
      "answers.answer_start[0]=10 + len(answers.text[0])=2 runs past the end of the context (11 characters)"),
-    ({"text": ["Bo"], "answer_start": [4]}, "answers.text[0]='Bo' is not the context's text at answers.answer_start[0]=4 "
-                                            "(it reads 'me')"),
-    ({"text": [], "answer_start": []}, "answers.text is empty; every SQuAD v1.1 example has at least one answer"),
+    ({"text": ["Bo"], "answer_start": [4]},
+     "answers.text[0]='Bo' is not the context's text at answers.answer_start[0]=4 "
+     "(it reads 'me')"),
+    ({"text": [], "answer_start": []},
+     "answers.text is empty; every SQuAD v1.1 example has at least one answer"),
     ({"text": ["Bo", "Ann"], "answer_start": [8]}, "answers.text has 2 answers but answers.answer_start 1"),
     ({"text": ["Bo"], "answer_start": [-1]}, "answers.answer_start[0] must be an int >= 0, got -1"),
     (["Bo"], "field 'answers' must be {\"text\": [...], \"answer_start\": [...]}"),
 ])
 def test_bad_answer_names_the_example_and_field(tmp_path, answers, message):
     path = tmp_path / "qa.jsonl"
-    path.write_text(json.dumps(GOOD) + "\n\n" + json.dumps({**GOOD, "answers": answers}) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(GOOD) + "\n\n" + json.dumps({**GOOD, "answers": answers}) + "\n",
+                    encoding="utf-8")
     with pytest.raises(ValueError) as err:
         load_squad(path=str(path), val_path=str(path))
     assert f"{path}:3 (example 1): {message}" in str(err.value)
@@ -210,12 +217,14 @@ def test_hf_squad_columns(tmp_path):
     datasets = pytest.importorskip("datasets")
     rows = [{**GOOD, "id": str(i)} for i in range(20)]
     datasets.Dataset.from_list(rows).save_to_disk(str(tmp_path / "ds"))
-    _, dm = build_data({"name": "hf", "path": str(tmp_path / "ds")}, {"name": "char"}, task="question_answering",
-                       max_seq_len=32, batch_size=2, cache_dir=tmp_path / "cache")
+    _, dm = build_data({"name": "hf", "path": str(tmp_path / "ds")}, {"name": "char"},
+                       task="question_answering", max_seq_len=32, batch_size=2, cache_dir=tmp_path / "cache")
     assert dm.datasets["train"].examples.answers(0) == ["Bo"]
-    datasets.Dataset.from_list([{**GOOD, "answers": {"text": ["Bo"], "answer_start": [3]}}] * 20).save_to_disk(
+    datasets.Dataset.from_list([{**GOOD,
+                                 "answers": {"text": ["Bo"], "answer_start": [3]}}] * 20).save_to_disk(
         str(tmp_path / "bad"))
-    with pytest.raises(ValueError, match=r"row 0 of split 'train' .*: answers.text\[0\]='Bo' is not the context's"):
+    with pytest.raises(ValueError,
+                       match=r"row 0 of split 'train' .*: answers.text\[0\]='Bo' is not the context's"):
         build_data({"name": "hf", "path": str(tmp_path / "bad")}, {"name": "char"}, task="question_answering",
                    max_seq_len=32, batch_size=2, cache_dir=tmp_path / "cache")
 
@@ -257,12 +266,13 @@ def test_squad_scores_by_hand():
     "the Broncos" shares 1 token: P = 1/3, R = 1/1, F1 = 0.5; against ["Denver", "Broncos team"]: the best of
     F1(P=1/3, R=1) = 0.5 and F1(P=1/3, R=1/2) = 0.4 is 0.5; "the" against "a" normalizes to "" == "" (EM 1)
     with no shared token (F1 0)."""
-    assert squad_scores(["Denver Broncos won"], ["the Broncos"]) == {"exact_match": 0.0, "f1": pytest.approx(50.0)}
+    assert squad_scores(["Denver Broncos won"], ["the Broncos"]) == {"exact_match": 0.0,
+                                                                     "f1": pytest.approx(50.0)}
     assert squad_f1(["Denver Broncos won"], [["Denver", "Broncos team"]]) == pytest.approx(50.0)
     assert squad_exact_match(["the"], ["a"]) == 100.0 and squad_f1(["the"], ["a"]) == 0.0
     predictions = ["Denver Broncos", "carolina", "Santa Clara, California", "February 7"]
-    golds = [["Denver Broncos", "The Denver Broncos"], ["Carolina Panthers"], ["Levi's Stadium", "Santa Clara"],
-             ["February 7, 2016"]]
+    golds = [["Denver Broncos", "The Denver Broncos"], ["Carolina Panthers"],
+             ["Levi's Stadium", "Santa Clara"], ["February 7, 2016"]]
     # F1: 1; carolina vs carolina panthers: P 1, R 1/2 -> 2/3; santa clara california vs santa clara: P 2/3,
     # R 1 -> 0.8; february 7 vs february 7 2016: P 1, R 2/3 -> 0.8
     assert squad_f1(predictions, golds) == pytest.approx(100 * (1 + 2 / 3 + 0.8 + 0.8) / 4)
@@ -281,14 +291,16 @@ def test_a_step_and_an_evaluation_on_each_architecture(tmp_path, arch):
 
     from .conftest import write_squad
 
-    tok, dm = build_data({"name": "squad", "path": str(write_squad(tmp_path / "qa.jsonl", 30))}, {"name": "char"},
-                         task=QA, max_seq_len=48, batch_size=4, cache_dir=tmp_path / "cache")
-    model = build(QA.model_config(ModelConfig(arch=arch, head="qa", d_model=32, n_heads=2, n_layers=1, d_ff=64,
-                                              max_seq_len=48), tok))
+    tok, dm = build_data({"name": "squad", "path": str(write_squad(tmp_path / "qa.jsonl", 30))},
+                         {"name": "char"}, task=QA, max_seq_len=48, batch_size=4,
+                         cache_dir=tmp_path / "cache")
+    model = build(QA.model_config(ModelConfig(arch=arch, head="qa", d_model=32, n_heads=2, n_layers=1,
+                                              d_ff=64, max_seq_len=48), tok))
     batch = next(iter(dm.train_dataloader()))
     loss = QA.loss(model(**QA.model_inputs(batch)), batch)
     loss.backward()
-    assert torch.isfinite(loss) and all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    assert (torch.isfinite(loss)
+            and all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None))
     metrics = QA.evaluate(model, tok, dm, "val", EvalOptions(max_examples=2))
     assert metrics["examples"] == 2 and metrics["windows"] == dm.datasets["val"].first_window[2] > 2
     assert all(math.isfinite(v) for v in metrics.values())

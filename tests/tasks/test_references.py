@@ -122,7 +122,8 @@ def test_seq2seq_samples_report_exact_match_of_the_test_pairs():
     options = {"max_examples": 10, "num_shown": 2}
     report = make_samples(TASKS.get("seq2seq"), Fixed(generated=generated), tok, datamodule, options)
     assert report.metrics["sample/exact_match"] == pytest.approx(2 / 3)
-    assert [(s.input, s.output, s.reference) for s in report.samples] == [("a b", "x y", "x  y"), ("c", "q", "z")]
+    assert ([(s.input, s.output, s.reference) for s in report.samples]
+            == [("a b", "x y", "x  y"), ("c", "q", "z")])
 
 
 def test_seq2seq_smoothed_loss_closed_form():
@@ -135,6 +136,8 @@ def test_seq2seq_smoothed_loss_closed_form():
     terms = [(1 - eps) * -logp[b, t, labels[b, t]] - eps * logp[b, t].mean()
              for b in range(2) for t in range(4) if labels[b, t] != X]
     expected = float(sum(terms) / len(terms))
-    loss = TASKS.get("seq2seq").training_loss(SimpleNamespace(logits=logits, loss=None), {"labels": labels}, eps)
+    loss = TASKS.get("seq2seq").training_loss(SimpleNamespace(logits=logits, loss=None), {"labels": labels},
+                                              eps)
     assert float(loss) == pytest.approx(expected, rel=1e-6)
-    assert not math.isclose(expected, float(torch.nn.functional.cross_entropy(logits[labels != X], labels[labels != X])))
+    assert not math.isclose(
+        expected, float(torch.nn.functional.cross_entropy(logits[labels != X], labels[labels != X])))

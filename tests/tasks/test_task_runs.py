@@ -45,14 +45,17 @@ def val_metrics(run_dir) -> list[dict[str, float]]:
 def test_token_classification_trains_and_evaluates(make_cfg, tmp_path, cache_dir, bert):
     from transformers import AutoTokenizer
 
-    train_file = write_tagged(tmp_path / "train.jsonl", 400, seed=0, people=PEOPLE, places=PLACES, filler=FILLER)
+    train_file = write_tagged(tmp_path / "train.jsonl", 400, seed=0, people=PEOPLE, places=PLACES,
+                              filler=FILLER)
     val_file = write_tagged(tmp_path / "val.jsonl", 40, seed=1, people=PEOPLE, places=PLACES, filler=FILLER)
     data = ["data=token_tags", f"data.path={train_file}", f"data.val_path={val_file}"]
     result = train(make_cfg([*TINY_BERT, "model.head=token_classifier", "task=token_classification", *data,
-                             "tokenizer=hf", f"tokenizer.path={bert}", "trainer.max_steps=40", "eval_every=20"]))
+                             "tokenizer=hf", f"tokenizer.path={bert}", "trainer.max_steps=40",
+                             "eval_every=20"]))
     logged = val_metrics(result.output_dir)
     assert len(logged) == 2 and logged[-1]["val/loss"] < logged[0]["val/loss"]
-    report = evaluate(compose_eval([f"ckpt={result.last_checkpoint}", *data, "output=null"], tmp_path, cache_dir))
+    report = evaluate(compose_eval([f"ckpt={result.last_checkpoint}", *data, "output=null"], tmp_path,
+                                   cache_dir))
 
     model, tok = zoo.load(result.last_checkpoint)
     assert tok.label_names == ["B-LOC", "B-PER", "I-LOC", "I-PER", "O"] and model.config.num_labels == 5
@@ -105,20 +108,23 @@ def test_question_answering_trains_and_evaluates(make_cfg, tmp_path, cache_dir, 
     val_file = write_squad(tmp_path / "val.jsonl", 30, seed=1, **kwargs)
     data = ["data=squad", f"data.path={train_file}", f"data.val_path={val_file}", "data.doc_stride=8",
             "data.max_answer_len=5"]
-    result = train(make_cfg([*TINY_BERT, "model.head=qa", "task=question_answering", *data, "model.max_seq_len=40",
-                             "tokenizer=hf", f"tokenizer.path={bert}", "trainer.max_steps=40", "eval_every=20"]))
+    result = train(make_cfg([*TINY_BERT, "model.head=qa", "task=question_answering", *data,
+                             "model.max_seq_len=40", "tokenizer=hf", f"tokenizer.path={bert}",
+                             "trainer.max_steps=40", "eval_every=20"]))
     logged = val_metrics(result.output_dir)
     assert len(logged) == 2 and logged[-1]["val/loss"] < logged[0]["val/loss"]
-    report = evaluate(compose_eval([f"ckpt={result.last_checkpoint}", *data, "output=null"], tmp_path, cache_dir))
+    report = evaluate(compose_eval([f"ckpt={result.last_checkpoint}", *data, "output=null"], tmp_path,
+                                   cache_dir))
 
     model, _ = zoo.load(result.last_checkpoint)
     reference = AutoTokenizer.from_pretrained(bert)
     rows = [json.loads(line) for line in val_file.read_text().splitlines()]
     with torch.no_grad():
-        predicted = [brute_force_answer(model.eval(), reference, r["question"], r["context"], 40, 8, 5) for r in rows]
+        predicted = [brute_force_answer(model.eval(), reference, r["question"], r["context"], 40, 8, 5)
+                     for r in rows]
     gold = [r["answers"]["text"] for r in rows]
-    windows = sum(len(reference(r["question"], r["context"], truncation="only_second", max_length=40, stride=8,
-                                return_overflowing_tokens=True)["input_ids"]) for r in rows)
+    windows = sum(len(reference(r["question"], r["context"], truncation="only_second", max_length=40,
+                                stride=8, return_overflowing_tokens=True)["input_ids"]) for r in rows)
     assert report.metrics["examples"] == 30 and report.metrics["windows"] == windows > 30
     assert report.metrics["exact_match"] == pytest.approx(squad_exact_match(predicted, gold))
     assert report.metrics["f1"] == pytest.approx(squad_f1(predicted, gold))

@@ -85,7 +85,8 @@ def test_label_smoothing_is_refused_unless_the_task_implements_it(make_cfg, name
     if task.label_smoothing:
         assert prepare(cfg).task is task
     else:
-        with pytest.raises(ConfigError, match=f"label_smoothing=0.1 applies to task=.* only, not task={name}"):
+        with pytest.raises(ConfigError,
+                           match=f"label_smoothing=0.1 applies to task=.* only, not task={name}"):
             prepare(cfg)
 
 
@@ -118,7 +119,8 @@ def test_one_step_and_validation(trained):
     assert module.task is task and trainer.global_step == 1
     metrics = trainer.callback_metrics
     assert math.isfinite(float(metrics["train/loss"]))
-    expected = {"val/loss", *(["val/ppl"] if task.perplexity else []), *(f"val/{n}" for n in task.val_metrics())}
+    expected = {"val/loss", *(["val/ppl"] if task.perplexity else []),
+                *(f"val/{n}" for n in task.val_metrics())}
     assert {k for k in metrics if k.startswith("val/")} == expected
     total, weight = 0.0, 0
     module.model.eval()
@@ -148,7 +150,8 @@ def test_loss_weight_averages_batches_like_one_batch(trained):
     else:
         key = "targets" if "targets" in batch else "labels"  # causal LM batches carry shifted targets
         labels = torch.randint(0, module.model.label_classes, batch[key].shape, generator=generator)
-        if labels.dim() == 2:  # (B, T): where the conventions differ (a shift, a start token) is the first positions
+        # (B, T): where the conventions differ (a shift, a start token) is the first positions
+        if labels.dim() == 2:
             labels[0, 2:] = IGNORE_INDEX
             labels[1:, 0] = IGNORE_INDEX
         batch[key] = labels
@@ -163,12 +166,14 @@ def test_loss_weight_averages_batches_like_one_batch(trained):
         counts = [int(task.counted_labels(part)) for part in parts]
         whole = loss(batch)
     assert all(c > 0 for c in counts)
-    assert sum(loss * c for loss, c in zip(losses, counts, strict=True)) / sum(counts) == pytest.approx(whole, rel=1e-5)
+    assert (sum(loss * c for loss, c in zip(losses, counts, strict=True)) / sum(counts)
+            == pytest.approx(whole, rel=1e-5))
 
 
 def test_samples_and_references(trained):
     task, plan, tokenizer, datamodule, module, trainer = trained
-    options = {**plan.resolved["callbacks"]["samples"], "num_shown": 2, "max_new_tokens": 4, "max_examples": 5}
+    options = {**plan.resolved["callbacks"]["samples"], "num_shown": 2, "max_new_tokens": 4,
+               "max_examples": 5}
     module.model.train()
     report = make_samples(task, module.model, tokenizer, datamodule, options)
     assert module.model.training  # the mode is put back

@@ -57,7 +57,8 @@ def test_alignment_equals_transformers_word_ids_on_a_bert_folder(bert):
 
 def test_byte_level_bpe_words_get_their_joined_text_ids():
     """zoo's byte-level BPE: the ids the joined sentence gets, the tag on each word's first piece (the first
-    piece whose decoded prefix reaches into the word: a lone space piece belongs to no word), -100 on the rest."""
+    piece whose decoded prefix reaches into the word: a lone space piece belongs to no word), -100 on the
+    rest."""
     tok = train_bpe(corpus(), vocab_size=300)
     words = ["zebra", "unbelievably", "runs", "🦓"]
     ids, labels = align_words(tok, [words], [[5, 6, 7, 8]])
@@ -65,8 +66,10 @@ def test_byte_level_bpe_words_get_their_joined_text_ids():
     assert row == tok.encode(" ".join(words))
     reach = [len(tok.decode(row[: k + 1])) for k in range(len(row))]  # characters spelled through piece k
     firsts = [next(k for k in range(len(row)) if reach[k] > start) for start, _ in word_spans(words)]
-    assert labels.tolist() == [[5, 6, 7, 8][firsts.index(k)] if k in firsts else IGNORE_INDEX for k in range(len(row))]
-    assert tok.hf.id_to_token(row[firsts[1] - 1]) == "Ġ"  # the space before "unbelievably" is a piece of its own
+    assert labels.tolist() == [[5, 6, 7, 8][firsts.index(k)] if k in firsts else IGNORE_INDEX
+                               for k in range(len(row))]
+    # the space before "unbelievably" is a piece of its own
+    assert tok.hf.id_to_token(row[firsts[1] - 1]) == "Ġ"
 
 
 def test_first_tokens_by_character_overlap():
@@ -95,7 +98,8 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 @pytest.mark.parametrize(("row", "message"), [
     ({"tokens": ["a", "b"], "tags": ["O"]}, "field 'tags' must hold one tag per word (2 words), got 1 tags"),
-    ({"tokens": ["a", "b"], "tags": ["O", "PER"]}, "tags[1]: tag 'PER' is not an IOB2 tag; allowed: 'O', 'B-<type>'"),
+    ({"tokens": ["a", "b"], "tags": ["O", "PER"]},
+     "tags[1]: tag 'PER' is not an IOB2 tag; allowed: 'O', 'B-<type>'"),
     ({"tokens": ["a", " "], "tags": ["O", "O"]}, "tokens[1] must be a non-blank string, got ' '"),
     ({"tokens": [], "tags": []}, "field 'tokens' must be a non-empty list of words"),
     ({"tokens": ["a"]}, "missing field(s) ['tags']"),
@@ -122,8 +126,9 @@ def test_hf_sequence_classlabel_tags_are_named(tmp_path):
                                   "ner_tags": datasets.Sequence(datasets.ClassLabel(names=names))})
     rows = {"tokens": [["Ann", "Lee", "ran"], ["Bo", "sat"]] * 20, "ner_tags": [[1, 2, 0], [1, 0]] * 20}
     datasets.Dataset.from_dict(rows, features=features).save_to_disk(str(tmp_path / "ds"))
-    tok, dm = build_data({"name": "hf", "path": str(tmp_path / "ds")}, {"name": "char"}, task="token_classification",
-                         max_seq_len=32, batch_size=2, cache_dir=tmp_path / "cache")
+    tok, dm = build_data({"name": "hf", "path": str(tmp_path / "ds")}, {"name": "char"},
+                         task="token_classification", max_seq_len=32, batch_size=2,
+                         cache_dir=tmp_path / "cache")
     assert tok.label_names == ["B-PER", "I-PER", "O"]
     first = dm.datasets["train"][0]
     words = tok.decode(first["input_ids"])
@@ -131,9 +136,11 @@ def test_hf_sequence_classlabel_tags_are_named(tmp_path):
     assert tags == {"Ann Lee ran": ["B-PER", "I-PER", "O"], "Bo sat": ["B-PER", "O"]}[words]
     bad = {"tokens": [["Ann"]] * 20, "ner_tags": [["O"]] * 19 + [["PER"]]}  # strings: no ClassLabel
     datasets.Dataset.from_dict(bad).save_to_disk(str(tmp_path / "bad"))
-    with pytest.raises(ValueError, match=r"row 19 of .*data.tags_field='ner_tags'\): ner_tags\[0\]: tag 'PER' is not an IOB2"):
-        build_data({"name": "hf", "path": str(tmp_path / "bad")}, {"name": "char"}, task="token_classification",
-                   max_seq_len=32, batch_size=2, cache_dir=tmp_path / "cache")
+    with pytest.raises(ValueError,
+                       match=r"row 19 of .*data.tags_field='ner_tags'\): "
+                             r"ner_tags\[0\]: tag 'PER' is not an IOB2"):
+        build_data({"name": "hf", "path": str(tmp_path / "bad")}, {"name": "char"},
+                   task="token_classification", max_seq_len=32, batch_size=2, cache_dir=tmp_path / "cache")
 
 
 def test_cache_arrays_round_trip(tmp_path):
@@ -189,7 +196,8 @@ def test_entity_scores_equal_seqeval_on_random_tag_sequences():
 
 
 def test_entity_scores_with_no_predicted_entity_are_zero_and_lengths_must_match():
-    assert entity_scores([["B-PER"]], [["O"]]) == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "accuracy": 0.0}
+    assert entity_scores([["B-PER"]], [["O"]]) == {"precision": 0.0, "recall": 0.0, "f1": 0.0,
+                                                   "accuracy": 0.0}
     with pytest.raises(ValueError, match="sentence 0 has 2 gold tags but 1 predicted"):
         entity_scores([["O", "O"]], [["O"]])
 
@@ -215,15 +223,18 @@ def test_a_step_and_an_evaluation_on_each_architecture(tmp_path, arch):
     from .conftest import write_tagged
 
     task = get_task("token_classification")
-    tok, dm = build_data({"name": "token_tags", "path": str(write_tagged(tmp_path / "t.jsonl", 40))}, {"name": "char"},
-                         task=task, max_seq_len=48, batch_size=4, cache_dir=tmp_path / "cache")
-    cfg = ModelConfig(arch=arch, head="token_classifier", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_seq_len=48)
+    tok, dm = build_data({"name": "token_tags", "path": str(write_tagged(tmp_path / "t.jsonl", 40))},
+                         {"name": "char"}, task=task, max_seq_len=48, batch_size=4,
+                         cache_dir=tmp_path / "cache")
+    cfg = ModelConfig(arch=arch, head="token_classifier", d_model=32, n_heads=2, n_layers=1, d_ff=64,
+                      max_seq_len=48)
     model = build(task.model_config(cfg, tok))
     assert model.config.num_labels == len(tok.label_names) == 5
     batch = next(iter(dm.train_dataloader()))
     loss = task.loss(model(**task.model_inputs(batch)), batch)
     loss.backward()
-    assert torch.isfinite(loss) and all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    assert (torch.isfinite(loss)
+            and all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None))
     metrics = task.evaluate(model, tok, dm, "val", EvalOptions())
     assert metrics["examples"] == len(dm.datasets["val"]) and all(math.isfinite(v) for v in metrics.values())
 
@@ -280,13 +291,16 @@ def test_validation_entity_scores_cover_the_whole_split_as_evaluate(tmp_path):
 
     task = get_task("token_classification")
     tok, dm = build_data({"name": "token_tags", "path": str(write_tagged(tmp_path / "t.jsonl", 120))},
-                         {"name": "char"}, task=task, max_seq_len=48, batch_size=4, cache_dir=tmp_path / "cache")
+                         {"name": "char"}, task=task, max_seq_len=48, batch_size=4,
+                         cache_dir=tmp_path / "cache")
     torch.manual_seed(0)
-    cfg = ModelConfig(arch="encoder", head="token_classifier", d_model=32, n_heads=2, n_layers=1, d_ff=64, max_seq_len=48)
+    cfg = ModelConfig(arch="encoder", head="token_classifier", d_model=32, n_heads=2, n_layers=1, d_ff=64,
+                      max_seq_len=48)
     model = build(task.model_config(cfg, tok))
     module = ZooLightningModule(model, task=task, tokenizer=tok, optim={"name": "adamw", "lr": 1e-3},
                                 scheduler={"name": "constant"})
-    trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False,
+                        enable_model_summary=False)
     trainer.validate(module, datamodule=dm, verbose=False)
     logged = {k: float(v) for k, v in trainer.callback_metrics.items()}
     report = task.evaluate(model.eval(), tok, dm, "val", EvalOptions())

@@ -1,6 +1,7 @@
-"""tokenizer=hf: Hugging Face tokenizer folders (built locally, tests/data/hf_folders.py) keep their own special
-tokens; zoo's ids, templates and special ids are checked against transformers' AutoTokenizer on the same folder,
-and the data built for each task against hand-worked layouts. save_hf round trips through AutoTokenizer."""
+"""tokenizer=hf: Hugging Face tokenizer folders (built locally, tests/data/hf_folders.py) keep their own
+special tokens; zoo's ids, templates and special ids are checked against transformers' AutoTokenizer on the
+same folder, and the data built for each task against hand-worked layouts. save_hf round trips through
+AutoTokenizer."""
 
 from __future__ import annotations
 
@@ -60,7 +61,8 @@ def test_ids_and_template_equal_transformers(kind, toks, auto):
     for text in TEXTS:
         ids = tok.encode(text)
         assert ids == ref(text, add_special_tokens=False).input_ids, text
-        assert tok.specials.frame(ids).tolist() == ref(text).input_ids, text  # [CLS] x [SEP], x </s>, <s> x </s>
+        # [CLS] x [SEP], x </s>, <s> x </s>
+        assert tok.specials.frame(ids).tolist() == ref(text).input_ids, text
         assert tok.decode(ids) == ref.decode(ids, skip_special_tokens=True)
 
 
@@ -76,7 +78,8 @@ def test_family_special_ids_by_hand(toks):
     end = gpt2.vocab_size - 1  # <|endoftext|>: the last id, as GPT-2's 50256
     assert (gpt2.bos_id, gpt2.eos_id, gpt2.unk_id, gpt2.pad_id, gpt2.mask_id) == (end, end, end, None, None)
     assert gpt2.padding_id == end  # no pad: batches pad with eos (labels -100, attention mask 0)
-    assert (bert.pad_id, bert.unk_id, bert.cls_id, bert.sep_id, bert.mask_id, bert.bos_id) == (0, 100, 101, 102, 103, None)
+    assert ((bert.pad_id, bert.unk_id, bert.cls_id, bert.sep_id, bert.mask_id, bert.bos_id)
+            == (0, 100, 101, 102, 103, None))
     assert (t5.pad_id, t5.eos_id, t5.unk_id, t5.bos_id) == (0, 1, 2, None)
     assert t5.decoder_start_id == 0  # T5 starts the decoder with <pad>
     assert (roberta.bos_id, roberta.pad_id, roberta.eos_id, roberta.unk_id) == (0, 1, 2, 3)
@@ -85,9 +88,11 @@ def test_family_special_ids_by_hand(toks):
 
 def test_model_overrides_carry_the_ids(toks):
     end = toks["gpt2"].eos_id
-    assert model_overrides(toks["gpt2"]) == {"vocab_size": end + 1, "pad_id": end, "bos_id": end, "eos_id": end}
+    assert model_overrides(toks["gpt2"]) == {"vocab_size": end + 1, "pad_id": end, "bos_id": end,
+                                             "eos_id": end}
     t5 = model_overrides(toks["t5"])
-    assert (t5["pad_id"], t5["bos_id"], t5["eos_id"]) == (0, 0, 1)  # no bos: the decoder start <pad> stands in
+    # no bos: the decoder start <pad> stands in
+    assert (t5["pad_id"], t5["bos_id"], t5["eos_id"]) == (0, 0, 1)
     assert ModelConfig(vocab_size=135, **{k: v for k, v in t5.items() if k != "vocab_size"}).start_id == 0
     bert = model_overrides(toks["bert"])
     assert (bert["pad_id"], bert["bos_id"], bert["eos_id"], bert["decoder_start_id"]) == (0, 101, 102, 0)
@@ -134,7 +139,8 @@ def test_save_hf_loads_in_auto_tokenizer_with_the_same_ids(kind, toks, tmp_path)
     else:
         tok = toks[kind]
     folder = tok.save_hf(tmp_path / "out")
-    assert {p.name for p in folder.iterdir()} == {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}
+    assert {p.name for p in folder.iterdir()} == {"tokenizer.json", "tokenizer_config.json",
+                                                  "special_tokens_map.json"}
     ref = transformers.AutoTokenizer.from_pretrained(folder)
     assert {role: getattr(tok, f"{role}_id") for role in ROLES} == reference_specials(ref)
     for text in [*TEXTS, "literal <pad> and <|endoftext|> and [CLS] stay text"]:
@@ -160,8 +166,8 @@ def _write_text_files(folder, n_files=3):
 def test_lm_stream_joins_documents_with_endoftext(folders, auto, tmp_path):
     docs = _write_text_files(tmp_path / "text")
     tok, dm = build_data({"name": "text", "files": str(tmp_path / "text" / "*.txt"), "val_fraction": 0.2},
-                         {"name": "hf", "path": str(folders["gpt2"])}, task="lm", max_seq_len=32, batch_size=4,
-                         cache_dir=tmp_path / "cache")
+                         {"name": "hf", "path": str(folders["gpt2"])}, task="lm", max_seq_len=32,
+                         batch_size=4, cache_dir=tmp_path / "cache")
     end = tok.eos_id
     stream = np.asarray(dm.streams["train"]).tolist()
     cuts = [i for i, t in enumerate(stream) if t == end]
@@ -170,10 +176,12 @@ def test_lm_stream_joins_documents_with_endoftext(folders, auto, tmp_path):
     ref = auto["gpt2"]
     for piece in pieces:  # each document's training part, encoded alone by transformers
         text = ref.decode(piece)
-        assert any(doc.startswith(text) for doc in docs) and ref(text, add_special_tokens=False).input_ids == piece
+        assert (any(doc.startswith(text) for doc in docs)
+                and ref(text, add_special_tokens=False).input_ids == piece)
     dm.setup("fit")
     window = dm.datasets["val"][0]
-    assert window["input_ids"].shape == (32,) and window["targets"].tolist() == np.asarray(dm.streams["val"])[1:33].tolist()
+    assert (window["input_ids"].shape == (32,)
+            and window["targets"].tolist() == np.asarray(dm.streams["val"])[1:33].tolist())
     assert dm.collate.pad_id == end
 
 
@@ -183,7 +191,8 @@ def test_mlm_never_masks_cls_or_sep_and_masks_with_mask_id(folders, tmp_path):
                           "mask_prob": 0.5}, {"name": "hf", "path": str(folders["bert"])}, task="mlm",
                          max_seq_len=24, batch_size=4, cache_dir=tmp_path / "cache")
     stream = np.asarray(dm.streams["train"])
-    assert stream[0] == 101 and (stream == 101).sum() == (stream == 102).sum() == 3  # [CLS] doc [SEP] per file
+    # [CLS] doc [SEP] per file
+    assert stream[0] == 101 and (stream == 101).sum() == (stream == 102).sum() == 3
     dm.setup("fit")
     ds, seen_special, masked, total = dm.datasets["train"], 0, 0, 0
     ds.random = False  # windows at known offsets k * 24, so the original tokens are known
@@ -196,7 +205,8 @@ def test_mlm_never_masks_cls_or_sep_and_masks_with_mask_id(folders, tmp_path):
         assert (labels[special] == IGNORE_INDEX).all() and (inputs[special] == original[special]).all()
         picked = labels != IGNORE_INDEX
         assert (labels[picked] == original[picked]).all()
-        assert not np.isin(inputs[picked & (inputs != 103)], [0, 100, 101, 102]).any()  # random ids never special
+        # random ids never special
+        assert not np.isin(inputs[picked & (inputs != 103)], [0, 100, 101, 102]).any()
         masked, total = masked + (inputs[picked] == 103).sum(), total + picked.sum()
     assert seen_special >= 4 and masked / total > 0.6
 
@@ -205,8 +215,8 @@ def test_seq2seq_t5_targets_end_with_eos_and_start_with_pad(folders, auto, tmp_p
     pairs = [(a, b) for a, b in zip(corpus(80, seed=2), corpus(80, seed=3), strict=True)]
     (tmp_path / "pairs.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
     tok, dm = build_data({"name": "pairs", "path": str(tmp_path / "pairs.tsv")},
-                         {"name": "hf", "path": str(folders["t5"])}, task="seq2seq", max_seq_len=64, batch_size=4,
-                         cache_dir=tmp_path / "cache")
+                         {"name": "hf", "path": str(folders["t5"])}, task="seq2seq", max_seq_len=64,
+                         batch_size=4, cache_dir=tmp_path / "cache")
     dm.setup("fit")
     ref = auto["t5"]
     by_ids = {tuple(ref(s, add_special_tokens=False).input_ids): (s, t) for s, t in pairs}
@@ -231,7 +241,8 @@ def test_seq2seq_truncation_keeps_the_closing_eos(toks):
 @pytest.mark.parametrize("kind, first", [("bert", 101), ("roberta", 0)])
 def test_classification_starts_with_cls(kind, first, folders, auto, tmp_path):
     rows = [{"text": text, "label": "pos" if i % 2 else "neg"} for i, text in enumerate(corpus(40, seed=4))]
-    (tmp_path / "c.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                                      encoding="utf-8")
     tok, dm = build_data({"name": "classification", "path": str(tmp_path / "c.jsonl")},
                          {"name": "hf", "path": str(folders[kind])}, task="classification", max_seq_len=64,
                          batch_size=4, cache_dir=tmp_path / "cache")
@@ -252,7 +263,8 @@ def test_mask_tokens_with_foreign_special_ids():
     ids = np.array([101, 5, 6, 7, 102, 0, 0])
     rng = np.random.default_rng(0)
     for _ in range(50):
-        inputs, labels = mask_tokens(ids, rng, prob=0.999, mask_id=103, vocab_size=104, special_ids=[0, 101, 102, 103])
+        inputs, labels = mask_tokens(ids, rng, prob=0.999, mask_id=103, vocab_size=104,
+                                     special_ids=[0, 101, 102, 103])
         assert (labels == [IGNORE_INDEX, 5, 6, 7, IGNORE_INDEX, IGNORE_INDEX, IGNORE_INDEX]).all()
         assert (inputs[[0, 4, 5, 6]] == [101, 102, 0, 0]).all()
         assert not np.isin(inputs[1:4], [0, 101, 102]).any() and (inputs[1:4] < 104).all()
@@ -276,7 +288,8 @@ def test_bad_folders_give_one_clear_error(folders, tmp_path):
     cases = {
         tmp_path / "missing": (FileNotFoundError, "does not exist; expected a Hugging Face tokenizer folder"),
         gpt2 / "tokenizer.json": (FileNotFoundError, "is a file; expected a Hugging Face tokenizer folder"),
-        _copy(gpt2, tmp_path / "no_json", "tokenizer_config.json"): (FileNotFoundError, "has no tokenizer.json"),
+        _copy(gpt2, tmp_path / "no_json", "tokenizer_config.json"): (
+            FileNotFoundError, "has no tokenizer.json"),
         _copy(gpt2, tmp_path / "no_config", "tokenizer.json"): (
             FileNotFoundError, "neither tokenizer_config.json nor special_tokens_map.json"),
     }

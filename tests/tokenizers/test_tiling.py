@@ -32,8 +32,9 @@ def test_where_a_piece_ends(text, start, final, end):
 
 
 def test_a_cut_is_not_put_before_a_long_word_when_another_will_do():
-    """Context 6: a word of 3+ characters in the 6 after a cut is long. Of the run starts 10, 12, 14, 16, 18 in the
-    second half, 18 has "ghi" after it and 16 is the last without one; with none such, the last run start."""
+    """Context 6: a word of 3+ characters in the 6 after a cut is long. Of the run starts 10, 12, 14, 16, 18
+    in the second half, 18 has "ghi" after it and 16 is the last without one; with none such, the last run
+    start."""
     cuts = Cuts(piece=20, context=6, longest=60)
     assert piece_end("aaaaaaaaaa b c d e f ghijklmnopqrstuvwxyz", 0, True, cuts) == 16
     assert piece_end("aaaaaaaaaa bcd efg hij klmnopqrstuvwxyz", 0, True, cuts) == 18
@@ -47,7 +48,8 @@ def test_windows_hold_their_piece_and_context():
 
 
 def test_cuts_are_checked():
-    with pytest.raises(ValueError, match=r"Cuts\(piece=1, context=2, longest=30\): need 2 <= piece <= longest"):
+    with pytest.raises(ValueError,
+                       match=r"Cuts\(piece=1, context=2, longest=30\): need 2 <= piece <= longest"):
         Cuts(piece=1, context=2, longest=30)
     with pytest.raises(ValueError, match="context >= 0"):
         Cuts(context=-1)
@@ -55,7 +57,8 @@ def test_cuts_are_checked():
 
 @pytest.fixture(scope="module")
 def runs_bpe():
-    """Byte-level BPE with merges of long '=' and '-' runs and of repeated words (what a cut inside them changes)."""
+    """Byte-level BPE with merges of long '=' and '-' runs and of repeated words (what a cut inside them
+    changes)."""
     return build_tokenizer({"name": "bpe", "vocab_size": 300, "min_frequency": 2},
                            ["=" * 64 + " zebrazebrazebra zebra " * 10 + "-" * 40] * 20)
 
@@ -75,9 +78,9 @@ class Counting(tiling.Tiler):
 
 
 def test_a_cut_the_windows_disagree_on_is_mended(runs_bpe, monkeypatch):
-    """Cut inside a run of '=' or a 1,000-character word, a small window's context is too short: the two windows
-    disagree near the cut, and the two pieces are encoded again as one. The ids equal one call on the whole text;
-    without the check they do not."""
+    """Cut inside a run of '=' or a 1,000-character word, a small window's context is too short: the two
+    windows disagree near the cut, and the two pieces are encoded again as one. The ids equal one call on the
+    whole text; without the check they do not."""
     monkeypatch.setattr(tiling, "Tiler", Counting)
     whole = [runs_bpe.encode(text) for text in RUNS]
     assert encode_texts(runs_bpe.hf, RUNS, SMALL) == whole
@@ -88,8 +91,8 @@ def test_a_cut_the_windows_disagree_on_is_mended(runs_bpe, monkeypatch):
 
 
 def test_past_the_longest_piece_a_cut_is_hard_and_every_character_is_encoded_once(runs_bpe, monkeypatch):
-    """5,000 '=' with pieces of at most 4,000 characters: no window can hold the run, so one cut encodes each side
-    without the other: the ids decode to the text (nothing lost or doubled), and that cut is counted."""
+    """5,000 '=' with pieces of at most 4,000 characters: no window can hold the run, so one cut encodes each
+    side without the other: the ids decode to the text (nothing lost or doubled), and that cut is counted."""
     monkeypatch.setattr(tiling, "Tiler", Counting)
     text = "zebra" * 20 + "=" * 5000
     (ids,) = encode_texts(runs_bpe.hf, [text], SMALL)

@@ -105,7 +105,8 @@ def test_file_tokenizer_without_fixed_specials(tmp_path):
             r"vocab_size=100 .*byte alphabet \(256\) \+ 5 special tokens = 261",
         ),
         ({"name": "bpe", "vocab_size": 4096, "merges": 3},
-         r"Unknown key 'tokenizer.merges' \(tokenizer=bpe\). Allowed tokenizer keys: min_frequency, name, train_bytes, vocab_size"),
+         r"Unknown key 'tokenizer.merges' \(tokenizer=bpe\). Allowed tokenizer keys: min_frequency, name, "
+         r"train_bytes, vocab_size"),
         ({"name": "bpe", "vocab_size": "4k"}, r"tokenizer.vocab_size must be an integer >= 261, got '4k'"),
         ({"name": "char", "vocab_size": 5}, r"tokenizer.vocab_size must be null or an integer >= 6, got 5"),
         ({"name": "wordpiece"}, r"tokenizer.name: Unknown tokenizer 'wordpiece'. Allowed: bpe, char, file."),

@@ -49,10 +49,12 @@ LONG = {  # (name -> text) documents of several thousand tokens for every kind
     "long_lines": "\n".join(corpus(300, seed=7)),
     "long_paragraph": " ".join(corpus(340, seed=8)).replace("\n", " "),
     "long_code": "\n\n".join(CODE * 60) + "\n   \n\t\n",
-    # no whitespace at all (cut before punctuation), then a 1,000-character word (longer than a small window's context)
+    # no whitespace at all (cut before punctuation), then a
+    # 1,000-character word (longer than a small window's context)
     "long_unbroken": "".join(corpus(260, seed=9)).replace(" ", "").replace("\n", "") + "zebra" * 200,
 }
-SPECIAL_TEXT = "<|im_start|>user\nhi<|im_end|> a <|endoftext|> b [CLS] x [SEP] <s> </s> <pad> <mask> <extra_id_0>"
+SPECIAL_TEXT = ("<|im_start|>user\n"
+                "hi<|im_end|> a <|endoftext|> b [CLS] x [SEP] <s> </s> <pad> <mask> <extra_id_0>")
 MIN_LONG_TOKENS = 3000
 
 
@@ -64,7 +66,8 @@ def folders(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def zoo_toks(folders, tmp_path_factory):
-    """kind -> (``tokenizer=hf`` on the folder, the same saved by a run and read back as ``tokenizer=file``)."""
+    """kind -> (``tokenizer=hf`` on the folder, the same saved by a run and read back as
+    ``tokenizer=file``)."""
     saved = tmp_path_factory.mktemp("saved")
     out = {}
     for kind, folder in folders.items():
@@ -89,14 +92,16 @@ def expected(refs):
         plain, framed = ref(texts, add_special_tokens=False).input_ids, ref(texts).input_ids
         out[kind] = {name: {"plain": p, "framed": f,
                             "decoded": {(which, skip): ref.decode(ids, skip_special_tokens=skip)
-                                        for which, ids in (("plain", p), ("framed", f)) for skip in (True, False)}}
+                                        for which, ids in (("plain", p), ("framed", f))
+                                        for skip in (True, False)}}
                      for name, p, f in zip(names, plain, framed, strict=True)}
     return out
 
 
 def test_each_kind_is_built_as_described(folders):
     """The fixtures really hold what the kinds claim (else the parity below would prove less)."""
-    files = {kind: json.loads((folder / "tokenizer.json").read_text(encoding="utf-8")) for kind, folder in folders.items()}
+    files = {kind: json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+             for kind, folder in folders.items()}
     assert files["stored_padding"]["padding"]["strategy"] == {"Fixed": 128}
     assert files["stored_padding"]["truncation"]["max_length"] == 128
     assert files["bert_wordpiece"]["normalizer"]["type"] == "BertNormalizer"
@@ -108,11 +113,13 @@ def test_each_kind_is_built_as_described(folders):
     assert llama["model"]["byte_fallback"] is True and llama["model"]["vocab"]["<0x0A>"] == 13
     assert [n["type"] for n in llama["normalizer"]["normalizers"]] == ["Prepend", "Replace"]
     assert files["llama_metaspace"]["pre_tokenizer"]["prepend_scheme"] == "first"
-    assert files["llama_add_eos"]["post_processor"]["single"] == llama["post_processor"]["single"]  # no </s> in file
+    # no </s> in file
+    assert files["llama_add_eos"]["post_processor"]["single"] == llama["post_processor"]["single"]
     added = {t["content"]: t["special"] for t in files["added_tokens"]["added_tokens"]}
     assert added["<|im_end|>"] is True and added["<think>"] is False and added[" [note]"] is False
     for folder in folders.values():
-        assert {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"} <= {p.name for p in folder.iterdir()}
+        assert {"tokenizer.json", "tokenizer_config.json",
+                "special_tokens_map.json"} <= {p.name for p in folder.iterdir()}
 
 
 # ------------------------------------------------------------------------------------------------- ids
@@ -144,9 +151,11 @@ def test_stored_padding_and_truncation_never_apply(zoo_toks, refs):
     for tok in zoo_toks["stored_padding"]:
         assert tok.encode("the zebra") == ref("the zebra", add_special_tokens=False).input_ids
         assert len(tok.encode("the zebra")) == 2 and tok.pad_id not in tok.encode("the zebra")
-        assert tok.specials.prefix == (2,) and tok.specials.suffix == (3,)  # [CLS] x [SEP], no pads in the template
+        # [CLS] x [SEP], no pads in the template
+        assert tok.specials.prefix == (2,) and tok.specials.suffix == (3,)
         assert len(tok.encode(LONG["long_lines"])) > 128 * 20
-        assert tok.encode_batch(["a", "the zebra runs"]) == ref(["a", "the zebra runs"], add_special_tokens=False).input_ids
+        assert (tok.encode_batch(["a", "the zebra runs"])
+                == ref(["a", "the zebra runs"], add_special_tokens=False).input_ids)
     assert len(ref("a", padding="max_length", max_length=8).input_ids) == 8  # transformers pads when asked
 
 
@@ -161,7 +170,8 @@ def test_stored_padding_is_off_wherever_zoo_reads_a_tokenizer_json(folders, tmp_
     padded.enable_truncation(max_length=64)
     padded.save(str(tmp_path / "tokenizer.json"))
     bare = build_tokenizer({"name": "file", "path": str(tmp_path / "tokenizer.json")}, [])
-    assert bare.encode("the zebra") == zoo_bpe.encode("the zebra") and len(bare.encode(LONG["long_lines"])) > 64
+    assert (bare.encode("the zebra") == zoo_bpe.encode("the zebra")
+            and len(bare.encode(LONG["long_lines"])) > 64)
 
     old_run = tmp_path / "old_run"
     hf_tok = build_tokenizer({"name": "hf", "path": str(folders["stored_padding"])}, [])
@@ -182,14 +192,15 @@ PIPELINE_CUTS = {"default": CUTS, "small": Cuts(piece=256, context=48, longest=2
 @pytest.fixture(scope="session")
 def long_offsets(refs):
     """kind -> transformers' character offsets of each long document's tokens (one call on the whole)."""
-    return {kind: ref(list(LONG.values()), add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    return {kind: ref(list(LONG.values()), add_special_tokens=False,
+                      return_offsets_mapping=True)["offset_mapping"]
             for kind, ref in refs.items()}
 
 
 def spelled_by_hand(texts: list[str], offsets: list, before: tuple, after: tuple) -> list[int]:
-    """The UTF-8 bytes each token of the framed documents spells, from one call's offsets: a token spells the text
-    from the furthest end reached before it to its own end; what is left (text after a document's last token)
-    goes with the next token, a frame token spells nothing else."""
+    """The UTF-8 bytes each token of the framed documents spells, from one call's offsets: a token spells the
+    text from the furthest end reached before it to its own end; what is left (text after a document's last
+    token) goes with the next token, a frame token spells nothing else."""
     out: list[int] = []
     carry = 0
 
@@ -217,13 +228,15 @@ def spelled_by_hand(texts: list[str], offsets: list, before: tuple, after: tuple
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_the_data_pipeline_encodes_a_long_document_as_one_call(kind, cuts, zoo_toks, expected, long_offsets,
                                                                  tmp_path):
-    """Pre-tokenisation and the in-memory encoder (encode_documents, encode_long) cut a long document into windows;
-    its ids are still transformers' ids of the whole document, and each token's source bytes (bits per byte) are
-    those one call's offsets give. With 1,024-character pieces encoded alone they used to differ at the cuts (13
-    fewer to 50 more ids per document: a word cut in two, a "▁" or prefix space at every piece)."""
+    """Pre-tokenisation and the in-memory encoder (encode_documents, encode_long) cut a long document into
+    windows; its ids are still transformers' ids of the whole document, and each token's source bytes (bits
+    per byte) are those one call's offsets give. With 1,024-character pieces encoded alone they used to differ
+    at the cuts (13 fewer to 50 more ids per document: a word cut in two, a "▁" or prefix space at every
+    piece)."""
     tok, cut = zoo_toks[kind][0], PIPELINE_CUTS[cuts]
     texts, want = list(LONG.values()), [expected[kind][name]["plain"] for name in LONG]
-    assert all(len(list(windows([text], cut))) >= max(3, len(text) // (2 * cut.piece)) for text in texts)  # cuts
+    # cuts
+    assert all(len(list(windows([text], cut))) >= max(3, len(text) // (2 * cut.piece)) for text in texts)
     assert encode_texts(tok.hf, texts, cut) == want
     if cuts == "default":
         assert [tok.encode_long(text) for text in texts] == want
@@ -260,12 +273,14 @@ def test_short_texts_cut_every_few_words_are_one_call(kind, zoo_toks, expected):
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_build_data_keeps_every_token_of_a_long_document(kind, folders, refs, tmp_path):
-    """The corpus pre-tokenised for a run (what init_from trains on), every kind: each document's training part is
-    ``before + ids + after`` (the tokenizer's document frame) with exactly transformers' ids of that text, one long
-    paragraph and lines after it (the stored-padding file used to cut each 1024-character piece to 128 ids)."""
+    """The corpus pre-tokenised for a run (what init_from trains on), every kind: each document's training
+    part is ``before + ids + after`` (the tokenizer's document frame) with exactly transformers' ids of that
+    text, one long paragraph and lines after it (the stored-padding file used to cut each 1024-character piece
+    to 128 ids)."""
     ref, data = refs[kind], tmp_path / "text"
     data.mkdir()
-    docs = [" ".join(corpus(320, seed=20 + i)).replace("\n", " ") + "\n" + "\n".join(corpus(40, seed=30 + i)) + "\n"
+    docs = [" ".join(corpus(320, seed=20 + i)).replace("\n", " ") + "\n" + "\n".join(corpus(40, seed=30 + i))
+            + "\n"
             for i in range(2)]
     for i, doc in enumerate(docs):
         (data / f"doc{i}.txt").write_text(doc, encoding="utf-8")
@@ -317,23 +332,27 @@ def test_save_hf_keeps_the_decode_cleanup(zoo_toks, tmp_path):
 
 
 def test_the_files_template_wins_over_add_eos_token_in_the_config(zoo_toks, refs):
-    """The file says ``<s> $A``, the config ``add_eos_token: true``: transformers 5 drops the config flags when a
-    tokenizer.json is there (4.x rebuilt the template as ``<s> $A </s>``), and zoo keeps the file's template."""
+    """The file says ``<s> $A``, the config ``add_eos_token: true``: transformers 5 drops the config flags
+    when a tokenizer.json is there (4.x rebuilt the template as ``<s> $A </s>``), and zoo keeps the file's
+    template."""
     for tok in zoo_toks["llama_add_eos"]:
         assert tok.specials.prefix == (1,) and tok.specials.suffix == ()
-        assert tok.specials.frame(tok.encode("the zebra")).tolist() == refs["llama_add_eos"]("the zebra").input_ids
+        assert (tok.specials.frame(tok.encode("the zebra")).tolist()
+                == refs["llama_add_eos"]("the zebra").input_ids)
 
 
 # ------------------------------------------------------------------------------ folders naming a family class
 
-FAMILY_CLASS = {"bert_wordpiece": "BertTokenizer", "stored_padding": "BertTokenizer", "gpt2_bytelevel": "GPT2Tokenizer",
-                "added_tokens": "GPT2Tokenizer", "bytelevel_prefix_space": "RobertaTokenizer",
-                "t5_unigram": "T5Tokenizer", "llama_bpe": "LlamaTokenizer", "llama_add_eos": "LlamaTokenizer",
+FAMILY_CLASS = {"bert_wordpiece": "BertTokenizer", "stored_padding": "BertTokenizer",
+                "gpt2_bytelevel": "GPT2Tokenizer", "added_tokens": "GPT2Tokenizer",
+                "bytelevel_prefix_space": "RobertaTokenizer", "t5_unigram": "T5Tokenizer",
+                "llama_bpe": "LlamaTokenizer", "llama_add_eos": "LlamaTokenizer",
                 "llama_metaspace": "LlamaTokenizer"}
-# transformers 5's LlamaTokenizer rebuilds the pipeline as Metaspace(prepend_scheme="first") and ignores the file's
-# Prepend("▁") normalizer (Llama 2's file, as sentencepiece and transformers 4.x tokenize): a text that starts
-# with spaces gets one "▁" fewer there. zoo keeps the file's pipeline (docs/data.md).
-CLASS_DIFFERS = {"llama_bpe": {"leading_trailing", "one_space"}, "llama_add_eos": {"leading_trailing", "one_space"}}
+# transformers 5's LlamaTokenizer rebuilds the pipeline as Metaspace(prepend_scheme="first") and ignores the
+# file's Prepend("▁") normalizer (Llama 2's file, as sentencepiece and transformers 4.x tokenize): a text that
+# starts with spaces gets one "▁" fewer there. zoo keeps the file's pipeline (docs/data.md).
+CLASS_DIFFERS = {"llama_bpe": {"leading_trailing", "one_space"},
+                 "llama_add_eos": {"leading_trailing", "one_space"}}
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
@@ -358,11 +377,13 @@ def test_folders_naming_a_family_class(kind, folders, zoo_toks, expected, tmp_pa
         framed = ref(text).input_ids
         assert framed == tok.specials.frame(ids).tolist(), name
         for skip in (True, False):
-            assert ref.decode(framed, skip_special_tokens=skip) == tok.decode(framed, skip_special_tokens=skip), name
+            assert (ref.decode(framed, skip_special_tokens=skip)
+                    == tok.decode(framed, skip_special_tokens=skip)), name
     assert differs == CLASS_DIFFERS.get(kind, set())
     for name in differs:  # one "▁" fewer at the start, the rest equal
         ours, theirs = expected[kind][name]["plain"], ref(TEXTS[name], add_special_tokens=False).input_ids
-        assert len(ours) == len(theirs) + 1 and ours[1:] == theirs and tok.hf.id_to_token(ours[0]) == "▁", name
+        assert (len(ours) == len(theirs) + 1 and ours[1:] == theirs
+                and tok.hf.id_to_token(ours[0]) == "▁"), name
 
 
 # ------------------------------------------------------------------------ where zoo chooses otherwise
@@ -371,12 +392,14 @@ def test_folders_naming_a_family_class(kind, folders, zoo_toks, expected, tmp_pa
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_special_token_text_in_the_input_stays_text(kind, folders, zoo_toks, refs):
     """zoo encodes the text "<|im_end|>", "[CLS]"... as text, never as the special id (so data cannot inject
-    control tokens): transformers' ``split_special_tokens=True``. transformers' default reads it as the token."""
+    control tokens): transformers' ``split_special_tokens=True``. transformers' default reads it as the
+    token."""
     split = transformers.AutoTokenizer.from_pretrained(folders[kind], split_special_tokens=True)
     for tok in zoo_toks[kind]:
         ids = tok.encode(SPECIAL_TEXT)
         assert ids == split(SPECIAL_TEXT, add_special_tokens=False).input_ids
-        assert ids != refs[kind](SPECIAL_TEXT, add_special_tokens=False).input_ids  # the documented difference
+        # the documented difference
+        assert ids != refs[kind](SPECIAL_TEXT, add_special_tokens=False).input_ids
 
 
 def test_non_special_added_tokens_are_matched_in_text(zoo_toks, refs):

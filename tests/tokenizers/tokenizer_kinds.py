@@ -4,9 +4,11 @@ pre-tokenizer, model options, decoder, template) and saved by ``transformers.Pre
 .save_pretrained`` (transformers 5.x writes ``tokenizer.json`` + ``tokenizer_config.json``), with the config
 keys the real folders carry (``clean_up_tokenization_spaces``, ``add_bos_token``...).
 
-- bert_wordpiece: WordPiece, BertNormalizer (lower-case, accents stripped), BertPreTokenizer, ``[CLS] $A [SEP]``.
+- bert_wordpiece: WordPiece, BertNormalizer (lower-case, accents stripped), BertPreTokenizer, ``[CLS] $A
+  [SEP]``.
 - gpt2_bytelevel: byte-level BPE without prefix space; ``<|endoftext|>`` = bos = eos = unk, the last id.
-- bytelevel_prefix_space: byte-level BPE with ``add_prefix_space`` (pre-tokenizer and config), ``<s> $A </s>``.
+- bytelevel_prefix_space: byte-level BPE with ``add_prefix_space`` (pre-tokenizer and config), ``<s> $A
+  </s>``.
 - t5_unigram: Unigram, WhitespaceSplit + Metaspace, ``$A </s>``, ``<extra_id_*>`` sentinels.
 - llama_bpe: Llama 2's file: BPE with ``byte_fallback`` and <0x00>..<0xFF> at ids 3-258, normalizer
   Prepend("▁") + Replace(" ", "▁"), no pre-tokenizer, ``<s> $A``, ``add_bos_token`` in the config.
@@ -77,7 +79,8 @@ def _bert_like() -> tuple[Tokenizer, dict]:
     tok.train_from_iterator(corpus(), trainers.WordPieceTrainer(
         vocab_size=500, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], show_progress=False))
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
     named = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
              "mask_token": "[MASK]"}
     return tok, {**named, "do_lower_case": True, "clean_up_tokenization_spaces": True}
@@ -134,7 +137,8 @@ def t5_unigram() -> tuple[Tokenizer, dict]:
     tok.add_special_tokens(extra)
     tok.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>",
                                                        special_tokens=[("</s>", 1)])
-    return tok, {"eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>", "extra_special_tokens": extra}
+    return tok, {"eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>",
+                 "extra_special_tokens": extra}
 
 
 BYTES = [f"<0x{b:02X}>" for b in range(256)]
@@ -150,7 +154,8 @@ def _llama_model() -> models.BPE:
     merges = json.loads(trained.to_str())["model"]["merges"]
     pieces = [t for t, _ in sorted(trained.get_vocab().items(), key=lambda kv: kv[1]) if t not in BYTES]
     vocab = {t: i for i, t in enumerate(["<unk>", "<s>", "</s>", *BYTES, *pieces])}
-    return models.BPE(vocab=vocab, merges=[tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in merges],
+    return models.BPE(vocab=vocab,
+                      merges=[tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in merges],
                       unk_token="<unk>", byte_fallback=True, fuse_unk=True)
 
 
@@ -176,7 +181,8 @@ def llama_bpe() -> tuple[Tokenizer, dict]:
 
 def llama_add_eos() -> tuple[Tokenizer, dict]:
     """Llama's file with ``add_eos_token: true`` in the config (as some fine-tunes ship): transformers 5 drops
-    the config's flags when a ``tokenizer.json`` is there, so the file's ``<s> $A`` stays (4.x added ``</s>``)."""
+    the config's flags when a ``tokenizer.json`` is there, so the file's ``<s> $A`` stays (4.x added
+    ``</s>``)."""
     tok, config = llama_bpe()
     return tok, {**config, "add_eos_token": True}
 
@@ -224,7 +230,8 @@ def save_folder(kind: str, folder: Path) -> Path:
 
     tok, config = KINDS[kind]()
     named = {k: v for k, v in config.items() if k in ROLE_KEYS}
-    extra = {"extra_special_tokens": config["extra_special_tokens"]} if "extra_special_tokens" in config else {}
+    extra = ({"extra_special_tokens": config["extra_special_tokens"]} if "extra_special_tokens" in config
+             else {})
     PreTrainedTokenizerFast(tokenizer_object=tok, **named, **extra).save_pretrained(folder)
     path = folder / "tokenizer_config.json"
     saved = json.loads(path.read_text(encoding="utf-8"))

@@ -83,7 +83,8 @@ class TokenBudgetBatches(EpochSampler):
         longest = int(self.sizes.max())
         if longest * min_size > max_tokens:
             raise ValueError(f"data.max_tokens={max_tokens} cannot hold {min_size} example(s) of the longest "
-                             f"length {longest} in one batch; raise data.max_tokens to at least {longest * min_size}")
+                             f"length {longest} in one batch; raise data.max_tokens to at least "
+                             f"{longest * min_size}")
         self.ties = np.zeros_like(self.sizes) if ties is None else np.asarray(ties, dtype=np.int64)
         self.max_tokens, self.shuffle, self.min_size = int(max_tokens), shuffle, min_size
         self._bounds = self._cut(np.sort(self.sizes))  # the same every epoch: sorted sizes do not change
@@ -104,7 +105,8 @@ class TokenBudgetBatches(EpochSampler):
         return bounds
 
     def items(self) -> list[list[int]]:
-        random_order = self.rng(0).permutation(len(self.sizes)) if self.shuffle else np.arange(len(self.sizes))
+        random_order = (self.rng(0).permutation(len(self.sizes)) if self.shuffle
+                        else np.arange(len(self.sizes)))
         order = random_order[np.lexsort((self.ties[random_order], self.sizes[random_order]))]  # by size, tie
         batches = [order[a:b].tolist() for a, b in self._bounds]
         if self.shuffle:
@@ -146,7 +148,8 @@ def padding_share(batches: Sequence[Sequence[int]], sizes: np.ndarray) -> float:
 
 def wanted_lengths(raw: np.ndarray, framed_length: Callable[[int], int]) -> np.ndarray:
     """(N,) lengths the examples would have once framed (special tokens added) if nothing were cut: ``raw``
-    plus the framing's overhead, measured with ``framed_length(i)`` on the shortest example (no cut reaches it)."""
+    plus the framing's overhead, measured with ``framed_length(i)`` on the shortest example (no cut reaches
+    it)."""
     raw = np.asarray(raw, dtype=np.int64)
     shortest = int(np.argmin(raw))
     return raw + (framed_length(shortest) - int(raw[shortest]))
@@ -162,13 +165,15 @@ def check_budget(max_tokens: int | None, sizes: Mapping[str, np.ndarray], *, ori
     i, longest = int(np.argmax(sizes[split])), int(sizes[split].max())
     if longest > max_tokens:
         count = sum(int((s > max_tokens).sum()) for s in sizes.values())
-        raise ValueError(f"{origin}: data.max_tokens={max_tokens} is smaller than one example: {split} example {i} "
-                         f"is {longest} tokens as batched (framing included, cut to model.max_seq_len), and {count} "
-                         f"example(s) exceed it; a batch holds at least one example, so data.max_tokens must be at "
-                         f"least {longest} (the longest example), or null (batches of batch_size)")
+        raise ValueError(f"{origin}: data.max_tokens={max_tokens} is smaller than one example: {split} "
+                         f"example {i} is {longest} tokens as batched "
+                         f"(framing included, cut to model.max_seq_len), and {count} example(s) exceed it; a "
+                         f"batch holds at least one example, so data.max_tokens must be at least {longest} "
+                         "(the longest example), or null (batches of batch_size)")
 
 
-def count_overlong(split: str, wanted: Mapping[str, np.ndarray], room: int, *, truncate: bool, origin: str) -> int:
+def count_overlong(split: str, wanted: Mapping[str, np.ndarray], room: int, *, truncate: bool,
+                   origin: str) -> int:
     """How many examples of ``split`` have a side (``wanted``: side name -> (N,) lengths) longer than ``room``
     tokens (model.max_seq_len); with ``truncate=False`` the first one is a ValueError naming it instead."""
     over = np.any([lengths > room for lengths in wanted.values()], axis=0)
@@ -176,6 +181,7 @@ def count_overlong(split: str, wanted: Mapping[str, np.ndarray], room: int, *, t
         i = int(np.flatnonzero(over)[0])
         sides = ", ".join(f"{side} {int(lengths[i])} tokens" for side, lengths in wanted.items())
         raise ValueError(f"{origin}: {split} example {i} is longer than model.max_seq_len={room} ({sides}, "
-                         f"framing included); {int(over.sum())} of {len(over)} {split} examples are. Shorten them, "
-                         f"raise model.max_seq_len, or set data.truncate=true to cut them (counted and reported).")
+                         f"framing included); {int(over.sum())} of {len(over)} {split} examples are. Shorten "
+                         "them, raise model.max_seq_len, or set data.truncate=true to cut them "
+                         "(counted and reported).")
     return int(over.sum())

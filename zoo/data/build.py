@@ -42,7 +42,8 @@ log = logging.getLogger(__name__)
 def sample_key(docs: Documents, tokenizer_cfg: Mapping[str, Any], seed: int) -> dict[str, Any]:
     """What the tokenizer's training text depends on besides the corpus: the seed, when it draws a part."""
     train_bytes = tokenizer_cfg.get("train_bytes", DEFAULT_TRAIN_BYTES)
-    whole = not trains(tokenizer_cfg) or train_bytes is None or (docs.nbytes is not None and docs.nbytes <= train_bytes)
+    whole = (not trains(tokenizer_cfg) or train_bytes is None
+             or (docs.nbytes is not None and docs.nbytes <= train_bytes))
     return {"sampled": None if whole else [train_bytes, seed]}
 
 
@@ -64,9 +65,9 @@ def tokenizer_sample(docs: Documents, tokenizer_cfg: Mapping[str, Any], seed: in
 
 
 def _tokenizer_fingerprint(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The tokenizer config, where it reads files (``tokenizer=file``, ``tokenizer=hf``) with a hash of each in
-    place of their folder: two folders holding the same tokenizer (evaluate.py saves the checkpoint's to a new
-    temporary folder each run) share cache entries, a changed file never does."""
+    """The tokenizer config, where it reads files (``tokenizer=file``, ``tokenizer=hf``) with a hash of each
+    in place of their folder: two folders holding the same tokenizer (evaluate.py saves the checkpoint's to a
+    new temporary folder each run) share cache entries, a changed file never does."""
     files = tokenizer_files(cfg)
     if not files:
         return cfg
@@ -74,7 +75,8 @@ def _tokenizer_fingerprint(cfg: dict[str, Any]) -> dict[str, Any]:
         if not target.is_file():
             raise FileNotFoundError(f"tokenizer.path: tokenizer file not found: {target}")
     given = Path(cfg["path"])
-    digests = {TOKENIZER_FILE if f == given else f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+    digests = {TOKENIZER_FILE if f == given else f.name: hashlib.sha256(f.read_bytes()).hexdigest()
+               for f in files}
     return {**{k: v for k, v in cfg.items() if k != "path"}, "sha256": digests}
 
 
@@ -139,12 +141,14 @@ def open_data(
         }
         arrays, stream = corpus.encode(tokenizer, fingerprints)  # before the temp folder: it only sees writes
         entry = CacheEntry.publish(cache_dir, key, tokenizer, arrays, manifest, stream=stream)
-    loader = {k: data_cfg.get(k) for k in ("blocks_per_epoch", "mask_prob", "shards", "doc_stride", "max_answer_len")}
+    loader = {k: data_cfg.get(k)
+              for k in ("blocks_per_epoch", "mask_prob", "shards", "doc_stride", "max_answer_len")}
     common = dict(
         batch_size=batch_size, max_seq_len=max_seq_len, seed=seed, num_workers=data_cfg.get("num_workers", 0),
         max_tokens=data_cfg.get("max_tokens"), truncate=data_cfg.get("truncate", True),
         document_mask=data_cfg.get("document_mask", False),
-        origin=" ".join(f"data.{k}={data_cfg[k]}" for k in ("name", "path", "files", "dataset") if data_cfg.get(k)),
+        origin=" ".join(f"data.{k}={data_cfg[k]}" for k in ("name", "path", "files", "dataset")
+                        if data_cfg.get(k)),
     )
     check_tokenizer(entry.tokenizer)
     return entry.tokenizer, datamodule(entry, loader, **common)

@@ -18,9 +18,9 @@ import numpy as np
 
 from zoo.atomic import atomic_write_bytes
 
-# 2: streamed text fingerprints, tokenizer sample in the key; 3: source bytes per token of the scored text splits
-# (`<split>.tokens.bytes`); 4: a long document's ids are one call's (zoo.tokenizers.tiling), a tokenizer read from
-# files is keyed by their content, not their path
+# 2: streamed text fingerprints, tokenizer sample in the key; 3: source bytes per token of the scored text
+# splits (`<split>.tokens.bytes`); 4: a long document's ids are one call's (zoo.tokenizers.tiling), a
+# tokenizer read from files is keyed by their content, not their path
 CACHE_FORMAT_VERSION = 4
 CACHE_DIR_ENV = "ZOO_CACHE_DIR"
 # Entry names (sha256 hex keys) for `zoo.atomic.sweep` (older versions named temps by the first 16 digits).
@@ -72,7 +72,8 @@ class RaggedIds:
         return cls(ids, offsets)
 
     def save(self, directory: Path, name: str) -> None:
-        """Write ``<name>.ids.bin`` (raw ids) and ``<name>.offsets.bin`` (int64); dtype goes in the manifest."""
+        """Write ``<name>.ids.bin`` (raw ids) and ``<name>.offsets.bin`` (int64); dtype goes in the
+        manifest."""
         atomic_write_bytes(directory / f"{name}.ids.bin", self.ids.tobytes())
         atomic_write_bytes(directory / f"{name}.offsets.bin", self.offsets.tobytes())
 

@@ -15,7 +15,8 @@ PAD_RULES: dict[str, tuple[str, str | None]] = {
     "decoder_input_ids": ("pad", "decoder_attention_mask"),
     "labels": ("ignore", None),
     "targets": ("ignore", None),  # causal LM: the next token of each input position
-    "document_ids": ("new_document", None),  # packed documents (zoo.data.packing): a row's pads form one more document
+    "document_ids": ("new_document", None),  # packed documents (zoo.data.packing):
+                                             # a row's pads form one more document
 }
 
 

@@ -43,7 +43,8 @@ class ZooDataModule(L.LightningDataModule):
 
     def __init__(
         self, tokenizer: ZooTokenizer, *, batch_size: int, max_seq_len: int, seed: int, num_workers: int = 0,
-        max_tokens: int | None = None, truncate: bool = True, origin: str = "data", document_mask: bool = False,
+        max_tokens: int | None = None, truncate: bool = True, origin: str = "data",
+        document_mask: bool = False,
     ) -> None:
         super().__init__()
         if document_mask and not self.packs_documents:
@@ -52,7 +53,8 @@ class ZooDataModule(L.LightningDataModule):
         self.document_mask = bool(document_mask)
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
             raise ValueError(f"data.max_tokens={max_tokens!r} must be a positive int or null")
-        self.max_tokens, self.truncate, self.origin = max_tokens, truncate, origin  # origin: the data, for messages
+        # origin: the data, for messages
+        self.max_tokens, self.truncate, self.origin = max_tokens, truncate, origin
         self.overlong: dict[str, int] = {}  # split -> examples longer than max_seq_len (cut: data.truncate)
         self.resume_at: dict[str, int] | None = None  # {"epoch", "batches"} of a mid-epoch checkpoint
         for key, value in (("batch_size", batch_size), ("max_seq_len", max_seq_len)):
@@ -75,8 +77,8 @@ class ZooDataModule(L.LightningDataModule):
 
     def _loader(self, split: str, *, sampler: Sampler | None = None, shuffle: bool = False,
                 batch_sampler: Sampler | None = None) -> DataLoader:
-        # its own generator even when nothing is shuffled: starting an iterator then draws its worker seed from it,
-        # not from torch's global RNG (dropout), which a resumed run restores as of its checkpoint
+        # its own generator even when nothing is shuffled: starting an iterator then draws its worker seed
+        # from it, not from torch's global RNG (dropout), which a resumed run restores as of its checkpoint
         generator = torch.Generator().manual_seed(self.seed)
         order = dict(batch_sampler=batch_sampler) if batch_sampler is not None else dict(
             batch_size=self.batch_size, shuffle=shuffle, sampler=sampler)
@@ -101,7 +103,8 @@ class ZooDataModule(L.LightningDataModule):
 
     def _ordered(self, split: str, *, shuffle: bool) -> DataLoader:
         """A finite split's loader: epoch-keyed shuffle (training) or file order, in batch_size batches or
-        (data.max_tokens) token-budget batches of the whole global batch (sharded by zoo.training.distributed)."""
+        (data.max_tokens) token-budget batches of the whole global batch (sharded by
+        zoo.training.distributed)."""
         if self.max_tokens is None:
             sampler = self._resumed(EpochShuffle(len(self._dataset(split)), self.seed)) if shuffle else None
             return self._loader(split, sampler=sampler)
@@ -148,15 +151,17 @@ class ZooDataModule(L.LightningDataModule):
         self.resume_at = state_dict.get("position")
 
 
-DEFAULT_SHARDS = 8  # data.shards: LM/MLM training-stream parts; ranks of a 1/2/4/8-process run read disjoint ones
+# data.shards: LM/MLM training-stream parts; ranks of a 1/2/4/8-process run read disjoint ones
+DEFAULT_SHARDS = 8
 
 
 class LMDataModule(ZooDataModule):
     """Causal LM: random contiguous windows of the training stream (nanoGPT style); validation uses fixed
     windows whose inputs do not overlap. A window is ``max_seq_len + 1`` tokens: ``input_ids`` its first
     ``max_seq_len``, ``targets`` its last ``max_seq_len`` (already the next tokens: not for ``labels=``,
-    which shifts; the lm task computes the loss). ``token_bytes``: split -> the UTF-8 bytes of source text each
-    token of its stream spells (what bits per byte divides by; the cache keeps them for the scored splits)."""
+    which shifts; the lm task computes the loss). ``token_bytes``: split -> the UTF-8 bytes of source text
+    each token of its stream spells (what bits per byte divides by; the cache keeps them for the scored
+    splits)."""
 
     mask_prob: float | None = None
     packs_documents = True
@@ -168,7 +173,8 @@ class LMDataModule(ZooDataModule):
         self.token_bytes = dict(token_bytes or {})
         for split, counts in self.token_bytes.items():
             if len(counts) != len(streams[split]):
-                raise ValueError(f"token_bytes[{split!r}] has {len(counts)} counts for {len(streams[split])} tokens")
+                raise ValueError(f"token_bytes[{split!r}] has {len(counts)} "
+                                 f"counts for {len(streams[split])} tokens")
         if blocks_per_epoch is not None and (not isinstance(blocks_per_epoch, int) or blocks_per_epoch < 1):
             raise ValueError(f"data.blocks_per_epoch={blocks_per_epoch!r} must be a positive int or null")
         if shards is not None and (not isinstance(shards, int) or shards < 1):
@@ -194,7 +200,8 @@ class LMDataModule(ZooDataModule):
 
     def train_dataloader(self) -> DataLoader:
         n = self.blocks_per_epoch or len(self._dataset("train"))  # default: one stream's worth of tokens
-        stride = -(-n // self.train_parts) * self.train_parts  # each epoch's keys start at a multiple of parts
+        # each epoch's keys start at a multiple of parts
+        stride = -(-n // self.train_parts) * self.train_parts
         return self._loader("train", sampler=self._resumed(EpochKeySampler(n, stride=stride)))
 
 
@@ -223,10 +230,12 @@ class Seq2SeqDataModule(ZooDataModule):
         src, tgt = self.pairs[split]
         dataset = self.datasets[split]
         return {"source": wanted_lengths(np.diff(src.offsets), lambda i: len(dataset[i]["input_ids"])),
-                "target": wanted_lengths(np.diff(tgt.offsets), lambda i: len(dataset[i]["decoder_input_ids"]))}
+                "target": wanted_lengths(np.diff(tgt.offsets),
+                                         lambda i: len(dataset[i]["decoder_input_ids"]))}
 
     def example_sizes(self, split: str) -> tuple[np.ndarray, np.ndarray]:
-        """A pair costs its longer side per batch row (as cut to max_seq_len); ties ordered by target length."""
+        """A pair costs its longer side per batch row (as cut to max_seq_len); ties ordered by target
+        length."""
         src, tgt = (np.minimum(self.wanted[split][side], self.max_seq_len) for side in ("source", "target"))
         return np.maximum(src, tgt), tgt
 
@@ -241,8 +250,8 @@ class Seq2SeqDataModule(ZooDataModule):
 
 class LabelledDataModule(ZooDataModule):
     """Tokenized examples with their labels (a class per text, or a tag per token): ``label_names[i]`` names
-    label ``i`` (also saved with the tokenizer); ``dataset_class`` frames one split's (ids, labels). An example
-    longer than max_seq_len is cut (counted; data.truncate=false refuses it)."""
+    label ``i`` (also saved with the tokenizer); ``dataset_class`` frames one split's (ids, labels). An
+    example longer than max_seq_len is cut (counted; data.truncate=false refuses it)."""
 
     dataset_class: type[Dataset]  # (ids, labels, *, max_len, specials)
 

@@ -30,7 +30,8 @@ class EpochKeySampler(EpochSampler):
         if num_samples < 1:
             raise ValueError(f"num_samples={num_samples} must be >= 1")
         if stride is not None and stride < num_samples:
-            raise ValueError(f"stride={stride} must be >= num_samples={num_samples} (epochs would share keys)")
+            raise ValueError(f"stride={stride} must be >= num_samples={num_samples} "
+                             "(epochs would share keys)")
         super().__init__(seed=0)  # the keys are the randomness: the dataset draws from (its seed, key)
         # epoch e starts at key e * stride: a stride that is a multiple of LMBlocks.parts puts the i-th key of
         # every epoch in part i % parts, so a rank keeps its parts from epoch to epoch
@@ -45,8 +46,8 @@ class EpochKeySampler(EpochSampler):
 
 
 def mask_tokens(
-    ids: np.ndarray, rng: np.random.Generator, *, prob: float, mask_id: int, vocab_size: int, n_special: int = 5,
-    special_ids: Sequence[int] | None = None,
+    ids: np.ndarray, rng: np.random.Generator, *, prob: float, mask_id: int, vocab_size: int,
+    n_special: int = 5, special_ids: Sequence[int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """BERT masking: pick ``prob`` of non-special positions (at least one); of those 80% -> ``<mask>``,
     10% -> a random non-special token, 10% unchanged. Returns ``(inputs, labels)``; labels are
@@ -54,7 +55,8 @@ def mask_tokens(
     ids), or ``0 .. n_special - 1`` (zoo's fixed ids) when it is None."""
     ids = ids.astype(np.int64)
     labels = np.full_like(ids, IGNORE_INDEX)
-    specials = np.arange(n_special) if special_ids is None else np.unique(np.asarray(special_ids, dtype=np.int64))
+    specials = (np.arange(n_special) if special_ids is None
+                else np.unique(np.asarray(special_ids, dtype=np.int64)))
     candidates = np.flatnonzero(~np.isin(ids, specials))
     if len(candidates) == 0:
         return ids, labels
@@ -97,11 +99,14 @@ class LMBlocks(Dataset):
         self.mask = dict(prob=mask_prob, mask_id=mask_id, vocab_size=vocab_size, special_ids=special_ids)
         if not isinstance(parts, int) or parts < 1:
             raise ValueError(f"data.shards={parts!r} must be a positive int")
-        self.parts = max(1, min(parts, len(stream) // self.span))  # every part holds at least one whole window
-        self.bounds = np.linspace(0, len(stream), self.parts + 1).astype(np.int64)  # part p: [bounds[p], bounds[p+1])
+        # every part holds at least one whole window
+        self.parts = max(1, min(parts, len(stream) // self.span))
+        # part p: [bounds[p], bounds[p+1])
+        self.bounds = np.linspace(0, len(stream), self.parts + 1).astype(np.int64)
 
     def part_range(self, part: int) -> tuple[int, int]:
-        """Stream positions ``[lo, hi)`` of ``part``: where the training windows of keys ``part (mod parts)`` lie."""
+        """Stream positions ``[lo, hi)`` of ``part``: where the training windows of keys ``part (mod parts)``
+        lie."""
         return int(self.bounds[part]), int(self.bounds[part + 1])
 
     def __len__(self) -> int:
@@ -115,7 +120,8 @@ class LMBlocks(Dataset):
     def target_span(self, key: int) -> tuple[int, int]:
         """Stream positions ``[start, stop)`` of causal validation window ``key``'s targets, in order."""
         if not self.causal or self.random:
-            raise ValueError("target_span is defined for causal validation windows (random=False, no mask_prob)")
+            raise ValueError("target_span is defined for causal validation windows "
+                             "(random=False, no mask_prob)")
         start = key * self.block_len + 1
         return start, min(start + self.block_len, len(self.stream))
 

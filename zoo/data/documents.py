@@ -24,8 +24,8 @@ SAMPLE_BLOCK = 1 << 16  # a tokenizer sample is made of blocks of this many byte
 
 class ContentHash:
     """The content hash of documents (``Documents.fingerprint``): SHA-256 over each document's SHA-256, so
-    boundaries count. Fed as the text streams by, it hashes exactly the text that another pass (pre-tokenisation)
-    reads, which is how a file rewritten between the passes is caught."""
+    boundaries count. Fed as the text streams by, it hashes exactly the text that another pass
+    (pre-tokenisation) reads, which is how a file rewritten between the passes is caught."""
 
     def __init__(self) -> None:
         self.outer = hashlib.sha256()
@@ -89,7 +89,8 @@ def head_lines(text: str, budget: int) -> str:
     return head[: cut + 1] if cut >= 0 else ""
 
 
-def choose_blocks(lengths: Sequence[int], block: int, max_bytes: int, seed: int) -> list[tuple[int, int, int]]:
+def choose_blocks(lengths: Sequence[int], block: int, max_bytes: int,
+                  seed: int) -> list[tuple[int, int, int]]:
     """A seeded choice of ``(document, start, end)`` blocks (each at most ``block`` long, cut from
     documents of ``lengths``) totalling at most ``max_bytes``, in document order."""
     block = max(1, min(block, max_bytes))  # a budget below one block still gets text
@@ -172,7 +173,8 @@ class FileSpan:
         for pos, data in self.raw():
             nul = data.find(b"\x00")
             if nul >= 0:
-                raise ValueError(f"{self.path}: looks binary (NUL byte at byte offset {pos + nul}); expected UTF-8 text")
+                raise ValueError(f"{self.path}: looks binary "
+                                 f"(NUL byte at byte offset {pos + nul}); expected UTF-8 text")
             pending = len(decoder.getstate()[0])
             try:
                 text = decoder.decode(data)

@@ -23,7 +23,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class CacheEntry:
-    """A published cache directory: tokenizer, token arrays (name -> RaggedIds or int64 array) and manifest."""
+    """A published cache directory: tokenizer, token arrays (name -> RaggedIds or int64 array) and
+    manifest."""
 
     path: Path
     tokenizer: ZooTokenizer

@@ -31,15 +31,16 @@ class DocumentWindows(Dataset):
 
     def __init__(self, windows: Dataset, end_id: int | None) -> None:
         if end_id is None:
-            raise ValueError("data.document_mask=true needs a tokenizer with an end-of-document token (eos_id) "
-                             "to find where packed documents end")
+            raise ValueError("data.document_mask=true needs a tokenizer with an end-of-document token "
+                             "(eos_id) to find where packed documents end")
         self.windows, self.end_id = windows, int(end_id)
 
     def __len__(self) -> int:
         return len(self.windows)
 
     def target_span(self, key: int) -> tuple[int, int]:
-        """Stream positions of window ``key``'s targets (those ignored here included): ``LMBlocks.target_span``."""
+        """Stream positions of window ``key``'s targets (those ignored here included):
+        ``LMBlocks.target_span``."""
         return self.windows.target_span(key)
 
     def __getitem__(self, key: int) -> Example:

@@ -120,8 +120,8 @@ def utf8_sizes(text: str) -> np.ndarray:
 
 class RaggedWriter:
     """Appends documents' ids to ``<name>.ids.bin`` and their end offsets to ``<name>.offsets.bin`` (and with
-    ``count_bytes`` each token's source bytes to ``<name>.bytes.bin``); ``tiler`` turns encoded windows into the
-    tokens each piece keeps."""
+    ``count_bytes`` each token's source bytes to ``<name>.bytes.bin``); ``tiler`` turns encoded windows into
+    the tokens each piece keeps."""
 
     def __init__(self, directory: Path, name: str, dtype: np.dtype,
                  frame: tuple[Sequence[int], Sequence[int]], tiler: Tiler, count_bytes: bool = False) -> None:
@@ -145,8 +145,8 @@ class RaggedWriter:
 
     def _spelled(self, tokens: Tokens) -> tuple[np.ndarray, int]:
         """(kept tokens' source bytes, the piece's bytes): each token spells the document's bytes from the
-        furthest any token before it reached to its own end (text a tokenizer drops counts with the token after
-        it, a character cut into several byte-level tokens once), wherever the piece boundaries fall."""
+        furthest any token before it reached to its own end (text a tokenizer drops counts with the token
+        after it, a character cut into several byte-level tokens once), wherever the piece boundaries fall."""
         window = tokens.window
         at = np.zeros(len(window.text) - window.lo + 1, dtype=np.int64)  # bytes from the piece's start
         np.cumsum(utf8_sizes(window.text[window.lo :]), out=at[1:])
@@ -162,7 +162,8 @@ class RaggedWriter:
         ends: list[int] = []
         nbytes, position = 0, self.n_tokens
 
-        def frame(ids: Sequence[int]) -> None:  # frame tokens spell no text of their own, only what was carried
+        # frame tokens spell no text of their own, only what was carried
+        def frame(ids: Sequence[int]) -> None:
             parts.append(np.asarray(ids, dtype=self.dtype))
             if self.counts is not None:
                 counts.append(self._carried(np.zeros(len(ids), dtype=np.int64)))
@@ -230,7 +231,8 @@ def pretokenize(
     hf = tokenizer.hf
     frame = tokenizer.specials.document_ends() if append_eos else ((), ())
     tiler = Tiler(lambda text: hf.encode(text, add_special_tokens=False), cuts)
-    writer = RaggedWriter(directory, name, id_dtype(tokenizer.vocab_size), frame, tiler, count_bytes=count_bytes)
+    writer = RaggedWriter(directory, name, id_dtype(tokenizer.vocab_size), frame, tiler,
+                          count_bytes=count_bytes)
     meter = Progress(f"tokenizing {name}", docs.nbytes, enabled=progress)
     content = ContentHash()
 
@@ -240,7 +242,8 @@ def pretokenize(
     try:
         with ThreadPoolExecutor(max_workers=1) as pool:
             pending = None
-            for batch in batches(docs, batch_chars, content, cuts):  # read the next batch while the previous one encodes
+            # read the next batch while the previous one encodes
+            for batch in batches(docs, batch_chars, content, cuts):
                 submitted = pool.submit(encode, batch)
                 if pending is not None:
                     meter.advance(writer.write(*pending.result()))
@@ -251,12 +254,12 @@ def pretokenize(
         writer.close()
         meter.close()
     if tiler.hard_cuts:
-        log.warning("%s: %d cut(s) where the windows either side disagreed even as one piece of %s characters (a "
-                    "run that long without whitespace or punctuation): each side encoded alone, so the ids near "
-                    "such a cut may differ from one call on the whole document", name, tiler.hard_cuts,
-                    f"{tiler.cuts.longest:,}")
+        log.warning("%s: %d cut(s) where the windows either side disagreed even as one piece of %s "
+                    "characters (a run that long without whitespace or punctuation): each side encoded "
+                    "alone, so the ids near such a cut may differ from one call on the whole document", name,
+                    tiler.hard_cuts, f"{tiler.cuts.longest:,}")
     if fingerprint is not None and content.hexdigest() != fingerprint:
-        raise ValueError(f"{docs.origin} changed while it was being read: the text tokenized for {name} is not the "
-                         "text the data cache key was computed from, so nothing was cached; run again once the "
-                         "file is no longer being written")
+        raise ValueError(f"{docs.origin} changed while it was being read: the text tokenized for {name} is "
+                         "not the text the data cache key was computed from, so nothing was cached; run "
+                         "again once the file is no longer being written")
     return writer.n_tokens

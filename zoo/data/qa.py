@@ -29,7 +29,8 @@ from zoo.tokenizers.tokenizer import ZooTokenizer
 
 DEFAULT_MAX_ANSWER_LEN = 30  # tokens of a predicted answer at most (transformers' run_qa max_answer_length)
 ARRAYS = ("question", "context", "offsets", "context_utf8", "answers", "answer_counts", "answer_tokens")
-PAIR_PROBES = (("a", "b"), ("hello", "world"), ("1", "2"), ("<unk>", "<unk>"))  # how a pair is framed: seen once
+# how a pair is framed: seen once
+PAIR_PROBES = (("a", "b"), ("hello", "world"), ("1", "2"), ("<unk>", "<unk>"))
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,8 @@ class PairTemplate:
             if firsts and seconds:
                 break
         else:
-            raise ValueError(f"the tokenizer ({tokenizer!r}) encodes none of {list(PAIR_PROBES)} to tokens; cannot "
-                             "tell how it frames a (question, context) pair")
+            raise ValueError(f"the tokenizer ({tokenizer!r}) encodes none of {list(PAIR_PROBES)} to tokens; "
+                             "cannot tell how it frames a (question, context) pair")
         ids, types = list(enc.ids), list(enc.type_ids)
         cut = (firsts[0], firsts[-1] + 1, seconds[0], seconds[-1] + 1)
         before, between, after = tuple(ids[:cut[0]]), tuple(ids[cut[1]:cut[2]]), tuple(ids[cut[3]:])
@@ -66,8 +67,8 @@ class PairTemplate:
         end = specials["sep"] if specials["sep"] is not None else specials["eos"]
         if not before or not between or not after:  # no pair template: zoo's own layout
             if specials.first_id is None or end is None:
-                raise ValueError(f"question answering needs a cls or bos token to put first and a sep or eos token "
-                                 f"to close each part; the tokenizer ({tokenizer!r}) has "
+                raise ValueError("question answering needs a cls or bos token to put first and a sep or eos "
+                                 f"token to close each part; the tokenizer ({tokenizer!r}) has "
                                  f"{ {r: t for r, t in specials.tokens.items() if t is not None} }")
             return cls((specials.first_id,), (end,), (end,))
         if not any(types):
@@ -83,8 +84,8 @@ class PairTemplate:
         if self.types is None:
             return ids, None, start
         before, q_type, between, c_type, after = self.types
-        types = np.concatenate([before, np.full(len(question), q_type), between, np.full(len(context), c_type),
-                                after]).astype(np.int64)
+        types = np.concatenate([before, np.full(len(question), q_type), between,
+                                np.full(len(context), c_type), after]).astype(np.int64)
         return ids, types, start
 
 
@@ -158,12 +159,14 @@ class QADataset(Dataset):
         for i in range(len(examples)):
             room = max_len - template.overhead - len(examples.question[i])
             if room < 1:
-                raise ValueError(f"{origin}: example {i}'s question is {len(examples.question[i])} tokens; with "
-                                 f"{template.overhead} special tokens no context fits model.max_seq_len={max_len}")
+                raise ValueError(f"{origin}: example {i}'s question is {len(examples.question[i])} tokens; "
+                                 f"with {template.overhead} special tokens no context fits "
+                                 f"model.max_seq_len={max_len}")
             stride = room // 4 if doc_stride is None else doc_stride
             if stride >= room:
-                raise ValueError(f"{origin}: data.doc_stride={doc_stride} must be smaller than the {room} context "
-                                 f"tokens a window of example {i} holds (model.max_seq_len={max_len})")
+                raise ValueError(f"{origin}: data.doc_stride={doc_stride} must be smaller than the {room} "
+                                 f"context tokens a window of example {i} holds "
+                                 f"(model.max_seq_len={max_len})")
             self.windows += [Window(i, s, e) for s, e in windows(len(examples.context[i]), room, stride)]
             self.first_window.append(len(self.windows))
 
@@ -173,7 +176,8 @@ class QADataset(Dataset):
     def frame(self, k: int) -> tuple[np.ndarray, np.ndarray | None, int]:
         """Window `k`'s (input ids, token types or None, position of its first context token)."""
         w = self.windows[k]
-        return self.template.frame(self.examples.question[w.example], self.examples.context[w.example][w.start:w.end])
+        return self.template.frame(self.examples.question[w.example],
+                                   self.examples.context[w.example][w.start:w.end])
 
     def positions(self, k: int) -> tuple[int, int]:
         """(start, end) labels of window `k`: the answer's tokens when all of it is inside, else (0, 0)."""
@@ -209,11 +213,11 @@ class PairCollator(PadCollator):
 
 class QADataModule(ZooDataModule):
     """Strided windows of (question, context) examples: ``data.doc_stride`` context tokens shared by
-    consecutive windows (null: a quarter of a window's context room); ``data.max_answer_len`` tokens at most in
-    a predicted answer."""
+    consecutive windows (null: a quarter of a window's context room); ``data.max_answer_len`` tokens at most
+    in a predicted answer."""
 
-    def __init__(self, tokenizer: ZooTokenizer, arrays: dict[str, dict[str, Any]], *, doc_stride: int | None = None,
-                 max_answer_len: int | None = None, **kwargs: Any) -> None:
+    def __init__(self, tokenizer: ZooTokenizer, arrays: dict[str, dict[str, Any]], *,
+                 doc_stride: int | None = None, max_answer_len: int | None = None, **kwargs: Any) -> None:
         super().__init__(tokenizer, **kwargs)
         if doc_stride is not None and (not isinstance(doc_stride, int) or doc_stride < 0):
             raise ValueError(f"data.doc_stride={doc_stride!r} must be an int >= 0 or null")
@@ -227,8 +231,8 @@ class QADataModule(ZooDataModule):
         self.setup("fit")
 
     def setup(self, stage: str | None = None) -> None:
-        self.datasets = {split: QADataset(ex, self.template, max_len=self.max_seq_len, doc_stride=self.doc_stride,
-                                          origin=f"{self.origin} ({split})")
+        self.datasets = {split: QADataset(ex, self.template, max_len=self.max_seq_len,
+                                          doc_stride=self.doc_stride, origin=f"{self.origin} ({split})")
                          for split, ex in self.examples.items()}
 
     def example_sizes(self, split: str) -> tuple[np.ndarray, None]:

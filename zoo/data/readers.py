@@ -135,7 +135,8 @@ def read_pairs(
         fmt = PAIR_SUFFIXES.get(path.suffix.lower(), "")
         if not fmt:
             raise ValueError(
-                f"data.format=auto cannot tell the format of {path}; set data.format to one of {sorted(PAIR_FORMATS)}"
+                f"data.format=auto cannot tell the format of {path}; set data.format to one of "
+                f"{sorted(PAIR_FORMATS)}"
             )
     if fmt not in PAIR_FORMATS:
         raise ValueError(f"data.format={fmt!r} is unknown; allowed: {['auto', *sorted(PAIR_FORMATS)]}")

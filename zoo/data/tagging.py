@@ -30,7 +30,8 @@ ENCODE_BATCH = 4096  # sentences per encode_batch call
 
 
 def check_tag(tag: Any, where: str) -> str:
-    """`tag` if it is an IOB2 tag ("O", "B-TYPE", "I-TYPE"); else one ValueError naming `where` and the tag."""
+    """`tag` if it is an IOB2 tag ("O", "B-TYPE", "I-TYPE"); else one ValueError naming `where` and the
+    tag."""
     if not isinstance(tag, str) or not IOB2_TAG.fullmatch(tag):
         raise ValueError(f"{where}: tag {tag!r} is not an IOB2 tag; allowed: 'O', 'B-<type>', 'I-<type>' "
                          "(e.g. B-PER, I-PER)")
@@ -43,7 +44,8 @@ def word_spans(words: Sequence[str]) -> list[tuple[int, int]]:
     return [(start, start + len(word)) for start, word in zip(starts, words, strict=False)]
 
 
-def first_tokens(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]], where: str) -> list[int]:
+def first_tokens(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]],
+                 where: str) -> list[int]:
     """Index of each word's first token: the first token whose character offsets overlap the word's span
     (tokens and words are both in text order). A word no token overlaps, or one whose first token is the
     previous word's too (a tokenizer that merges across spaces), is a ValueError naming it."""
@@ -63,8 +65,8 @@ def first_tokens(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[int, 
 
 def align_words(tokenizer: ZooTokenizer, sentences: Sequence[Sequence[str]], tags: Sequence[Sequence[int]],
                 origin: str = "data") -> tuple[RaggedIds, np.ndarray]:
-    """(token ids of each sentence as RaggedIds, (N_tokens,) int64 labels aligned with their flat ids): the tag
-    id of a word on its first token, IGNORE_INDEX elsewhere. `origin` names the split in errors."""
+    """(token ids of each sentence as RaggedIds, (N_tokens,) int64 labels aligned with their flat ids): the
+    tag id of a word on its first token, IGNORE_INDEX elsewhere. `origin` names the split in errors."""
     rows: list[list[int]] = []
     labels: list[np.ndarray] = []
     for batch_start in range(0, len(sentences), ENCODE_BATCH):
@@ -97,7 +99,8 @@ class TaggedDataset(Dataset):
         framed = self.specials.frame(self.ids[i], self.max_len)  # prefix + body[:room] + suffix
         head, tail = len(self.specials.prefix), len(self.specials.suffix)
         body = self.labels[self.ids.offsets[i]:self.ids.offsets[i + 1]][: len(framed) - head - tail]
-        labels = np.concatenate([np.full(head, IGNORE_INDEX), body, np.full(tail, IGNORE_INDEX)]).astype(np.int64)
+        labels = np.concatenate([np.full(head, IGNORE_INDEX), body,
+                                 np.full(tail, IGNORE_INDEX)]).astype(np.int64)
         return {"input_ids": torch.from_numpy(framed), "labels": torch.from_numpy(labels)}
 
 

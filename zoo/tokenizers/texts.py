@@ -1,5 +1,6 @@
-"""A tokenizer as plain text, {file name: text} (what a training checkpoint stores: weights_only-loadable), back,
-and where two such tokenizers differ in what text becomes which id (a resume refuses a changed tokenizer)."""
+"""A tokenizer as plain text, {file name: text} (what a training checkpoint stores: weights_only-loadable),
+back, and where two such tokenizers differ in what text becomes which id (a resume refuses a changed
+tokenizer)."""
 
 from __future__ import annotations
 
@@ -62,15 +63,17 @@ def _vocabulary_difference(old_json: str, new_json: str) -> list[str]:
     if not changed:
         return []
     i = changed[0]
-    return [f"vocabulary: {len(changed)} of {max(len(old), len(new))} ids stand for other tokens, e.g. id {i} "
-            f"is {old.get(i)!r} in the checkpoint, {new.get(i)!r} in this run"]
+    return [f"vocabulary: {len(changed)} of {max(len(old), len(new))} ids stand for other tokens, e.g. id "
+            f"{i} is {old.get(i)!r} in the checkpoint, {new.get(i)!r} in this run"]
 
 
 def _first_difference(old: list[str], new: list[str]) -> int:
     """Index of the first entry where two lists differ (the shorter length when one extends the other)."""
-    return next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), min(len(old), len(new)))
+    return next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b),
+                min(len(old), len(new)))
 
 
 def _merges(tokenizer_json: Mapping[str, Any]) -> list[str]:
     """BPE merges as "a b" strings (tokenizers writes them as pairs or, in older files, as strings)."""
-    return [m if isinstance(m, str) else " ".join(m) for m in tokenizer_json.get("model", {}).get("merges") or []]
+    return [m if isinstance(m, str) else " ".join(m)
+            for m in tokenizer_json.get("model", {}).get("merges") or []]

@@ -74,7 +74,8 @@ def test_files_give_the_same_seeded_split_streaming_or_not(source, request):
     lazy = load_source({"name": "hf", "path": str(path), "streaming": True}, seed=3, kind="text")
     assert eager.train == lazy.train and eager.val == lazy.val
     texts = [r["text"] for r in rows()]
-    assert sorted(eager.train + eager.val) == sorted(texts) and eager.val  # a split of every row, both non-empty
+    # a split of every row, both non-empty
+    assert sorted(eager.train + eager.val) == sorted(texts) and eager.val
     assert eager.documents()["train"].fingerprint() == lazy.documents()["train"].fingerprint()
     other = load_source({"name": "hf", "path": str(path)}, seed=4, kind="text")
     assert other.val != eager.val
@@ -88,7 +89,8 @@ def test_streaming_dataset_trains_lm_through_build_data(jsonl, cache_dir):
 
 
 def test_mlm_seq2seq_and_classification(saved, parquet, cache_dir):
-    _, mlm = build_data({"name": "hf", "path": str(parquet)}, SMALL_BPE, task="mlm", cache_dir=cache_dir, **KW)
+    _, mlm = build_data({"name": "hf", "path": str(parquet)}, SMALL_BPE, task="mlm", cache_dir=cache_dir,
+                        **KW)
     assert "labels" in next(iter(mlm.train_dataloader()))
     cfg = {"name": "hf", "path": str(saved), "val_split": "validation"}
     tok, s2s = build_data(cfg, SMALL_BPE, task="seq2seq", cache_dir=cache_dir, **KW)
@@ -103,7 +105,8 @@ def test_mlm_seq2seq_and_classification(saved, parquet, cache_dir):
 def test_class_label_column_keeps_its_names(tmp_path):
     features = datasets.Features({"text": datasets.Value("string"),
                                   "label": datasets.ClassLabel(names=["sports", "arts"])})
-    ds = datasets.Dataset.from_dict({"text": [sentence(i) for i in range(20)], "label": [i % 2 for i in range(20)]},
+    ds = datasets.Dataset.from_dict({"text": [sentence(i) for i in range(20)],
+                                     "label": [i % 2 for i in range(20)]},
                                     features=features)
     ds.save_to_disk(str(tmp_path / "cl"))
     corpus = load_source({"name": "hf", "path": str(tmp_path / "cl")}, seed=0, kind="labelled")
@@ -113,11 +116,13 @@ def test_class_label_column_keeps_its_names(tmp_path):
 
 
 @pytest.mark.parametrize("cfg, kind, match", [
-    ({"text_field": "body"}, "text", r"data.text_field='body': .* has no such column; its columns: \['label', 'n', 'src'"),
+    ({"text_field": "body"}, "text",
+     r"data.text_field='body': .* has no such column; its columns: \['label', 'n', 'src'"),
     ({"text_field": "n"}, "text", r"data.text_field='n': column 'n' of .* holds int64, not text"),
     ({"src_field": "source"}, "pairs", r"data.src_field='source': .* no such column"),
     ({"label_field": "y"}, "labelled", r"data.label_field='y': .* no such column"),
-    ({"val_split": "test"}, "text", r"data.val_split='test': .* has no such split; its splits: \['train', 'validation'\]"),
+    ({"val_split": "test"}, "text",
+     r"data.val_split='test': .* has no such split; its splits: \['train', 'validation'\]"),
     ({"train_split": "nope"}, "text", r"data.train_split='nope': .* no such split"),
     ({"format": "xml"}, "text", r"data.format='xml' is unknown; allowed: \['auto', 'disk'"),
 ])
@@ -130,9 +135,10 @@ def test_empty_split_and_bad_values_are_errors(tmp_path, cache_dir):
     empty = datasets.DatasetDict({"train": datasets.Dataset.from_list(rows(10)),
                                   "validation": datasets.Dataset.from_list([{"text": "  ", "n": 1}])})
     empty.save_to_disk(str(tmp_path / "e"))
-    with pytest.raises(ValueError, match=r"split 'validation' of .* has no rows with text in column 'text' .* empty"):
-        build_data({"name": "hf", "path": str(tmp_path / "e"), "val_split": "validation"}, SMALL_BPE, task="lm",
-                   cache_dir=cache_dir, **KW)
+    with pytest.raises(ValueError,
+                       match=r"split 'validation' of .* has no rows with text in column 'text' .* empty"):
+        build_data({"name": "hf", "path": str(tmp_path / "e"), "val_split": "validation"}, SMALL_BPE,
+                   task="lm", cache_dir=cache_dir, **KW)
     mixed = tmp_path / "m.jsonl"  # a streaming reader sees no schema up front: the bad row is named when read
     mixed.write_text(json.dumps({"text": "fine"}) + "\n" + json.dumps({"text": 7}) + "\n")
     with pytest.raises(ValueError, match=r"row 1 of .* holds int 7, not text|holds int64, not text"):
@@ -166,34 +172,41 @@ def test_class_label_minus_one_rows_are_dropped_counted_and_logged(tmp_path, cac
     with caplog.at_level("WARNING", logger="zoo.data.sources.hf"):
         tok, dm = build_data(cfg, SMALL_BPE, task="classification", cache_dir=cache_dir, **KW)
     assert tok.label_names == ["neg", "pos"] and dm.num_labels == 2
-    seen = {tok.decode(ids): int(y) for split in ("train", "val") for ids, y in zip(*dm.examples[split], strict=True)}
-    assert seen == {sentence(i): labels[i] for i in range(60) if labels[i] != -1}  # ids 0 neg, 1 pos: as named
+    seen = {tok.decode(ids): int(y) for split in ("train", "val")
+            for ids, y in zip(*dm.examples[split], strict=True)}
+    # ids 0 neg, 1 pos: as named
+    assert seen == {sentence(i): labels[i] for i in range(60) if labels[i] != -1}
     dropped = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
     counts = [int(m.split("dropped ")[1].split(" of")[0]) for m in dropped]
-    assert sum(counts) == labels.count(-1) == 20 and len(dropped) == 2  # train and the held-out rows, each said
+    # train and the held-out rows, each said
+    assert sum(counts) == labels.count(-1) == 20 and len(dropped) == 2
     assert all("ClassLabel -1 (no label)" in m and "data.label_field='label'" in m for m in dropped)
 
 
 def test_a_split_of_only_unlabelled_rows_is_refused_naming_the_column(tmp_path):
     folder = tmp_path / "d"
-    features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(names=["a", "b"])})
+    features = datasets.Features({"text": datasets.Value("string"),
+                                  "label": datasets.ClassLabel(names=["a", "b"])})
     datasets.DatasetDict({
         "train": datasets.Dataset.from_dict({"text": ["x y", "z w"], "label": [0, 1]}, features=features),
         "test": datasets.Dataset.from_dict({"text": ["x", "y"], "label": [-1, -1]}, features=features),
     }).save_to_disk(str(folder))
-    with pytest.raises(ValueError, match=r"split 'test' of .* has no labelled rows: all 2 rows hold ClassLabel -1 "
-                                         r"\(no label\) in column 'label' \(data.label_field\)"):
+    with pytest.raises(ValueError,
+                       match=r"split 'test' of .* has no labelled rows: all 2 rows hold ClassLabel -1 "
+                             r"\(no label\) in column 'label' \(data.label_field\)"):
         load_source({"name": "hf", "path": str(folder), "val_split": "test"}, seed=0, kind="labelled")
 
 
 @pytest.mark.parametrize("streaming", [False, True])
-@pytest.mark.parametrize("name, content", [("empty.jsonl", b""), ("blank.jsonl", b"\n  \n"), ("empty.txt", b""),
-                                           ("empty.csv", b"")])
+@pytest.mark.parametrize("name, content",
+                         [("empty.jsonl", b""), ("blank.jsonl", b"\n  \n"), ("empty.txt", b""),
+                          ("empty.csv", b"")])
 def test_an_empty_file_is_named(tmp_path, name, content, streaming):
     path = tmp_path / name
     path.write_bytes(content)
     with pytest.raises(ValueError) as err:
-        load_source({"name": "hf", "path": str(path), "streaming": streaming}, seed=0, kind="text").fingerprint()
+        load_source({"name": "hf", "path": str(path), "streaming": streaming}, seed=0,
+                    kind="text").fingerprint()
     assert str(err.value).startswith(f"data.path: {path} is empty (no rows); ")
 
 
@@ -203,11 +216,13 @@ def test_an_empty_file_is_named(tmp_path, name, content, streaming):
     ("latin1.jsonl", b'{"text": "ok"}\n{"text": "caf\xe9"}\n', 28),
     ("latin1.csv", b"text\nfine\ncaf\xe9\n", 13),
 ])
-def test_a_file_that_is_not_utf8_names_the_byte_offset_like_data_text(tmp_path, name, content, offset, streaming):
+def test_a_file_that_is_not_utf8_names_the_byte_offset_like_data_text(tmp_path, name, content, offset,
+                                                                      streaming):
     path = tmp_path / name
     path.write_bytes(content)
     with pytest.raises(ValueError, match=rf"data.path: {path}: not valid UTF-8 at byte offset {offset}: "):
-        load_source({"name": "hf", "path": str(path), "streaming": streaming}, seed=0, kind="text").fingerprint()
+        load_source({"name": "hf", "path": str(path), "streaming": streaming}, seed=0,
+                    kind="text").fingerprint()
 
 
 @pytest.mark.parametrize("kind, match", [
@@ -215,11 +230,15 @@ def test_a_file_that_is_not_utf8_names_the_byte_offset_like_data_text(tmp_path, 
     ("labelled", r"split 'validation' of the dataset saved at .* has no rows; the split is empty"),
 ])
 def test_an_empty_saved_split_is_named(tmp_path, kind, match):
-    """datasets writes a split with no rows but cannot read it back (IndexError): the split is named instead."""
+    """datasets writes a split with no rows but cannot read it back (IndexError): the split is named
+    instead."""
     folder = tmp_path / "d"
-    datasets.DatasetDict({"train": datasets.Dataset.from_list(rows(10)),
-                          "validation": datasets.Dataset.from_list(rows(2)).select([])}).save_to_disk(str(folder))
+    datasets.DatasetDict({
+        "train": datasets.Dataset.from_list(rows(10)),
+        "validation": datasets.Dataset.from_list(rows(2)).select([])}).save_to_disk(str(folder))
     with pytest.raises(ValueError, match=match):
-        load_source({"name": "hf", "path": str(folder), "val_split": "validation"}, seed=0, kind=kind).fingerprint()
+        load_source({"name": "hf", "path": str(folder), "val_split": "validation"}, seed=0,
+                    kind=kind).fingerprint()
     held_out = load_source({"name": "hf", "path": str(folder), "val_fraction": 0.3}, seed=0, kind="text")
-    assert sorted(held_out.train + held_out.val) == sorted(r["text"] for r in rows(10))  # the empty split unused
+    # the empty split unused
+    assert sorted(held_out.train + held_out.val) == sorted(r["text"] for r in rows(10))

@@ -46,7 +46,9 @@ def test_single_class_rejected(tmp_path):
 def test_source_config_validation():
     with pytest.raises(ValueError, match=r"data.name: Unknown data source 'wiki'. Allowed: "):
         load_source({"name": "wiki"}, seed=0)
-    with pytest.raises(ValueError, match=r"Unknown key 'data.max_byte' \(data=stdlib_text\). Did you mean 'data.max_bytes'"):
+    with pytest.raises(ValueError,
+                       match=r"Unknown key 'data.max_byte' \(data=stdlib_text\). "
+                             r"Did you mean 'data.max_bytes'"):
         load_source({"name": "stdlib_text", "max_byte": 10}, seed=0)
     with pytest.raises(ValueError, match=r"data=text needs data.files"):
         load_source({"name": "text"}, seed=0)

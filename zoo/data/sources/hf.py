@@ -4,10 +4,10 @@
 jsonl, parquet, arrow, csv, txt; a glob or a list) or, as a last resort, a dataset name that ``load_dataset``
 may download. ``data.streaming=true`` reads rows lazily (an ``IterableDataset``), so a dataset far larger
 than memory can be pre-tokenised. The task picks the columns: ``text_field`` (lm, mlm), ``src_field`` and
-``tgt_field`` (seq2seq), ``text_field`` and ``label_field`` (classification), ``tokens_field`` and ``tags_field``
-(token_classification), the squad columns (question_answering). Text for lm/mlm is streamed (``HFColumn``);
-pairs, labelled, tagged and QA examples are read into memory (readers of the last two: zoo.data.sources.token_tags
-and .squad, registered in CORPUS_READERS).
+``tgt_field`` (seq2seq), ``text_field`` and ``label_field`` (classification), ``tokens_field`` and
+``tags_field`` (token_classification), the squad columns (question_answering). Text for lm/mlm is streamed
+(``HFColumn``); pairs, labelled, tagged and QA examples are read into memory (readers of the last two:
+zoo.data.sources.token_tags and .squad, registered in CORPUS_READERS).
 """
 
 from __future__ import annotations
@@ -88,11 +88,12 @@ class Split:
         """The column exists (else: the key, its value and the columns there are); a text column holds str."""
         names, features = self.columns(), getattr(self.rows, "features", None)
         if column not in names:
-            raise ValueError(f"data.{key}={column!r}: {self.origin} has no such column; its columns: {sorted(names)}")
+            raise ValueError(f"data.{key}={column!r}: {self.origin} has no "
+                             f"such column; its columns: {sorted(names)}")
         dtype = getattr(features.get(column), "dtype", None) if features else None
         if text and dtype is not None and dtype not in TEXT_TYPES:
-            raise ValueError(f"data.{key}={column!r}: column {column!r} of {self.origin} holds {dtype}, not text "
-                             f"({'/'.join(TEXT_TYPES)}); name a text column")
+            raise ValueError(f"data.{key}={column!r}: column {column!r} of {self.origin} holds {dtype}, not "
+                             f"text ({'/'.join(TEXT_TYPES)}); name a text column")
 
     def value(self, i: int, row: dict[str, Any], column: str, key: str) -> str | None:
         """The text of ``row[column]`` (None when missing or blank); a non-string names the row."""
@@ -127,8 +128,8 @@ class HFColumn(Documents):
         return f"column {self.column!r} of {self.split.origin}"
 
     def fingerprint(self) -> str:
-        """The column's ``ContentHash``, the one pre-tokenisation checks (one pass, which also checks every value
-        and counts the bytes)."""
+        """The column's ``ContentHash``, the one pre-tokenisation checks (one pass, which also checks every
+        value and counts the bytes)."""
         h, total, rows = ContentHash(), 0, 0
         for _, text in self.texts():
             h.add(text)
@@ -140,9 +141,11 @@ class HFColumn(Documents):
         return h.hexdigest()
 
     def sample(self, max_bytes: int | None, seed: int) -> list[str]:
-        """All rows when they fit; else rows in a seeded random order until ``max_bytes`` (a dataset with random
-        access) or the first rows up to ``max_bytes`` (a streaming dataset, which has no random access)."""
-        if max_bytes is None or (self.nbytes is not None and self.nbytes <= max_bytes) or not self.split.random_access:
+        """All rows when they fit; else rows in a seeded random order until ``max_bytes`` (a dataset with
+        random access) or the first rows up to ``max_bytes`` (a streaming dataset, which has no random
+        access)."""
+        if (max_bytes is None or (self.nbytes is not None and self.nbytes <= max_bytes)
+                or not self.split.random_access):
             return super().sample(max_bytes, seed)
         import numpy as np
 
@@ -163,7 +166,8 @@ class HFColumn(Documents):
 
 
 def _files(path: str | Sequence[str]) -> list[str] | None:
-    """Local files named by ``path`` (a file, a glob or a list); None when it names none (a folder or a name)."""
+    """Local files named by ``path`` (a file, a glob or a list); None when it names none (a folder or a
+    name)."""
     patterns = [path] if isinstance(path, str) else list(path)
     found: list[str] = []
     for pattern in patterns:
@@ -218,8 +222,8 @@ def check_files_have_rows(files: Sequence[str], builder: str) -> None:
     if empty:
         shown = ", ".join(empty[:3]) + (f" and {len(empty) - 3} more" if len(empty) > 3 else "")
         raise ValueError(f"data.path: {shown} {'is' if len(empty) == 1 else 'are'} empty (no rows); data=hf "
-                         f"reads {builder} rows from every file given: remove {'it' if len(empty) == 1 else 'them'} "
-                         "or give files with rows")
+                         f"reads {builder} rows from every file given: remove "
+                         f"{'it' if len(empty) == 1 else 'them'} or give files with rows")
 
 
 def load_saved(datasets: Any, folder: Path) -> Any:
@@ -252,22 +256,25 @@ def open_dataset(path: str | Sequence[str], format: str, config: str | None,
     folder = isinstance(path, str) and Path(path).expanduser().is_dir()
     if format == "disk" or (format == "auto" and folder and files is None):
         if not folder:
-            raise FileNotFoundError(f"data.path={path!r}: no such folder (data.format=disk reads a save_to_disk folder)")
+            raise FileNotFoundError(f"data.path={path!r}: no such folder "
+                                    "(data.format=disk reads a save_to_disk folder)")
         try:
             ds = load_saved(datasets, Path(path).expanduser())
         except FileNotFoundError as e:
-            raise ValueError(f"data.path={path!r} is a folder but not one written by save_to_disk ({e}); give data "
-                             "files (data.path='folder/*.parquet') or such a folder") from None
+            raise ValueError(f"data.path={path!r} is a folder but not one written by save_to_disk ({e}); "
+                             "give data files (data.path='folder/*.parquet') or such a folder") from None
         if streaming:
-            ds = {k: v.to_iterable_dataset() for k, v in ds.items()} if hasattr(ds, "keys") else ds.to_iterable_dataset()
+            ds = ({k: v.to_iterable_dataset() for k, v in ds.items()} if hasattr(ds, "keys")
+                  else ds.to_iterable_dataset())
         return ds, f"the dataset saved at {path}", []
     if format in ("auto", *FILE_FORMATS.values()) and files is not None:
         builder = format
         if format == "auto":
             kinds = {FILE_FORMATS.get(Path(f).suffix.lower()) for f in files}
             if None in kinds or len(kinds) != 1:
-                raise ValueError(f"data.format=auto cannot tell the format of {files[:3]}; set data.format to one of "
-                                 f"{sorted(set(FILE_FORMATS.values()))} (suffixes: {sorted(FILE_FORMATS)})")
+                raise ValueError(f"data.format=auto cannot tell the format of {files[:3]}; set data.format "
+                                 f"to one of {sorted(set(FILE_FORMATS.values()))} "
+                                 f"(suffixes: {sorted(FILE_FORMATS)})")
             builder = kinds.pop()
         check_files_have_rows(files, builder)
         try:
@@ -279,7 +286,8 @@ def open_dataset(path: str | Sequence[str], format: str, config: str | None,
     if format != "auto" and format != "hub":
         raise FileNotFoundError(f"data.path={path!r}: no such file(s) for data.format={format}")
     if not isinstance(path, str) or os.path.exists(os.path.expanduser(path)) and not folder:
-        raise ValueError(f"data.path={path!r} is neither a save_to_disk folder, data files nor a dataset name")
+        raise ValueError(f"data.path={path!r} is neither a save_to_disk "
+                         "folder, data files nor a dataset name")
     try:
         ds = datasets.load_dataset(path, config, streaming=streaming)
     except Exception as e:  # datasets raises many types; name what was asked for
@@ -289,12 +297,15 @@ def open_dataset(path: str | Sequence[str], format: str, config: str | None,
 
 def splits(ds: Any, origin: str, train_split: str, val_split: str | None, val_fraction: float,
            seed: int, files: Sequence[str] = ()) -> tuple[Split, Split]:
-    """(train, validation): the named splits, or, with ``val_split=null``, ``val_fraction`` of the train rows."""
+    """(train, validation): the named splits, or, with ``val_split=null``, ``val_fraction`` of the train
+    rows."""
     named = dict(ds.items()) if hasattr(ds, "keys") else {"train": ds}
     for key, name in (("train_split", train_split), ("val_split", val_split)):
         if name is not None and name not in named:
-            hint = "; set data.val_split=null to hold out data.val_fraction of the training rows" if key == "val_split" else ""
-            raise ValueError(f"data.{key}={name!r}: {origin} has no such split; its splits: {sorted(named)}{hint}")
+            hint = ("; set data.val_split=null to hold out data.val_fraction of the training rows"
+                    if key == "val_split" else "")
+            raise ValueError(f"data.{key}={name!r}: {origin} has no such split; its splits: "
+                             f"{sorted(named)}{hint}")
     train = named[train_split]
     if val_split is not None:
         return (Split(train, f"split {train_split!r} of {origin}", files=files),
@@ -335,19 +346,22 @@ def _labelled(split: Split, text_field: str, label_field: str,
             continue
         if text is None:
             raise ValueError(f"row {i} of {split.origin}: text_field {text_field!r} is empty")
-        if isinstance(label, bool) or not isinstance(label, (str, int)) or (isinstance(label, str) and not label.strip()):
-            raise ValueError(f"row {i} of {split.origin}: label_field {label_field!r} must be a non-empty string or "
-                             f"an int, got {label!r}")
+        if (isinstance(label, bool) or not isinstance(label, (str, int))
+                or (isinstance(label, str) and not label.strip())):
+            raise ValueError(f"row {i} of {split.origin}: label_field {label_field!r} must be a non-empty "
+                             f"string or an int, got {label!r}")
         if names is not None and isinstance(label, int) and not 0 <= label < len(names):
-            raise ValueError(f"row {i} of {split.origin}: label_field {label_field!r} holds {label}, outside its "
-                             f"ClassLabel names {list(names)} (0..{len(names) - 1}, or {NO_LABEL}: no label)")
+            raise ValueError(f"row {i} of {split.origin}: label_field {label_field!r} holds {label}, outside "
+                             f"its ClassLabel names {list(names)} "
+                             f"(0..{len(names) - 1}, or {NO_LABEL}: no label)")
         out.append((text, names[label] if names is not None and isinstance(label, int) else str(label)))
     if not out and unlabelled:
-        raise ValueError(f"data=hf: {split.origin} has no labelled rows: all {unlabelled} rows hold ClassLabel "
-                         f"{NO_LABEL} (no label) in column {label_field!r} (data.label_field), as a test split "
-                         "without labels does; name a labelled split")
+        raise ValueError(f"data=hf: {split.origin} has no labelled rows: all {unlabelled} rows hold "
+                         f"ClassLabel {NO_LABEL} (no label) in column {label_field!r} (data.label_field), as "
+                         "a test split without labels does; name a labelled split")
     if unlabelled:
-        log.warning("data=hf: dropped %d of %d rows of %s whose data.label_field=%r holds ClassLabel %d (no label)",
+        log.warning("data=hf: dropped %d of %d rows of %s whose "
+                    "data.label_field=%r holds ClassLabel %d (no label)",
                     unlabelled, unlabelled + len(out), split.origin, label_field, NO_LABEL)
     return nonempty(out, split)
 
@@ -380,8 +394,8 @@ def labelled_corpus(train: Split, val: Split, fields: dict[str, str]) -> Labelle
                                    f"data.label_field={label_field!r}: {train.origin}")
     unseen = sorted({label for _, label in rows["val"]} - set(to_id))
     if unseen:
-        raise ValueError(f"data.label_field={label_field!r}: labels {unseen[:5]} of {val.origin} never occur in "
-                         f"training; training labels: {label_names}")
+        raise ValueError(f"data.label_field={label_field!r}: labels {unseen[:5]} of {val.origin} never occur "
+                         f"in training; training labels: {label_names}")
     return LabelledCorpus(train=[(t, to_id[y]) for t, y in rows["train"]],
                           val=[(t, to_id[y]) for t, y in rows["val"]], label_names=label_names)
 
@@ -416,6 +430,6 @@ def load_hf(
         raise ValueError(f"data=hf cannot give {kind!r} examples; it gives {sorted(CORPUS_READERS)}")
     ds, origin, files = open_dataset(path, format, config, streaming)
     train, val = splits(ds, origin, train_split, val_split, val_fraction, seed, files)
-    fields = {"text_field": text_field, "src_field": src_field, "tgt_field": tgt_field, "label_field": label_field,
-              "tokens_field": tokens_field, "tags_field": tags_field}
+    fields = {"text_field": text_field, "src_field": src_field, "tgt_field": tgt_field,
+              "label_field": label_field, "tokens_field": tokens_field, "tags_field": tags_field}
     return CORPUS_READERS[kind](train, val, fields)

@@ -39,11 +39,12 @@ def check_example(record: dict[str, Any], where: str) -> QAExample:
     context, answers = record["context"], record.get("answers")
     if not isinstance(answers, dict) or not isinstance(answers.get("text"), list) \
             or not isinstance(answers.get("answer_start"), list):
-        raise ValueError(f"{where}: field 'answers' must be {{\"text\": [...], \"answer_start\": [...]}}, got "
-                         f"{answers!r:.80}")
+        raise ValueError(f"{where}: field 'answers' must be {{\"text\": [...], \"answer_start\": [...]}}, "
+                         f"got {answers!r:.80}")
     texts, starts = answers["text"], answers["answer_start"]
     if len(texts) != len(starts):
-        raise ValueError(f"{where}: answers.text has {len(texts)} answers but answers.answer_start {len(starts)}")
+        raise ValueError(f"{where}: answers.text has {len(texts)} answers "
+                         f"but answers.answer_start {len(starts)}")
     if not texts:
         raise ValueError(f"{where}: answers.text is empty; every SQuAD v1.1 example has at least one answer")
     out = []
@@ -53,11 +54,13 @@ def check_example(record: dict[str, Any], where: str) -> QAExample:
         if isinstance(start, bool) or not isinstance(start, int) or start < 0:
             raise ValueError(f"{where}: answers.answer_start[{k}] must be an int >= 0, got {start!r}")
         if start + len(text) > len(context):
-            raise ValueError(f"{where}: answers.answer_start[{k}]={start} + len(answers.text[{k}])={len(text)} runs "
-                             f"past the end of the context ({len(context)} characters)")
+            raise ValueError(f"{where}: answers.answer_start[{k}]={start} + "
+                             f"len(answers.text[{k}])={len(text)} runs past the end of the context "
+                             f"({len(context)} characters)")
         if context[start:start + len(text)] != text:
             raise ValueError(f"{where}: answers.text[{k}]={text!r} is not the context's text at "
-                             f"answers.answer_start[{k}]={start} (it reads {context[start:start + len(text)]!r})")
+                             f"answers.answer_start[{k}]={start} "
+                             f"(it reads {context[start:start + len(text)]!r})")
         out.append((start, text))
     return QAExample(record["question"], context, tuple(out))
 
@@ -133,8 +136,10 @@ def read_squad(path: str | Path) -> list[QAExample]:
 
 
 @register_source("squad")
-def load_squad(*, path: str, val_path: str | None = None, val_fraction: float = 0.1, seed: int = 0) -> QACorpus:
-    """SQuAD-style JSONL; validation is ``val_path`` when given, else a seeded ``val_fraction`` of ``path``."""
+def load_squad(*, path: str, val_path: str | None = None, val_fraction: float = 0.1,
+               seed: int = 0) -> QACorpus:
+    """SQuAD-style JSONL; validation is ``val_path`` when given, else a seeded ``val_fraction`` of
+    ``path``."""
     rows = read_squad(path)
     if val_path is not None:
         return QACorpus(rows, read_squad(val_path))
@@ -153,8 +158,8 @@ def qa_corpus(train: Split, val: Split, fields: dict[str, str]) -> QACorpus:
     names = train.columns()
     missing = [column for column in FIELDS if column not in names]
     if missing:
-        raise ValueError(f"data=hf: task=question_answering reads the squad columns {list(FIELDS)}; {train.origin} "
-                         f"has no {missing}; its columns: {sorted(names)}")
+        raise ValueError(f"data=hf: task=question_answering reads the squad columns {list(FIELDS)}; "
+                         f"{train.origin} has no {missing}; its columns: {sorted(names)}")
     return QACorpus(_examples(train), _examples(val))
 
 

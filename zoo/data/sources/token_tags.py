@@ -60,10 +60,12 @@ def check_sentence(words: Any, tags: Any, where: str, fields: tuple[str, str]) -
     """(words, tags) of one sentence, or one ValueError naming `where` and the field."""
     tokens_field, tags_field = fields
     if not isinstance(words, (list, tuple)) or not words:
-        raise ValueError(f"{where}: field {tokens_field!r} must be a non-empty list of words, got {words!r:.60}")
+        raise ValueError(f"{where}: field {tokens_field!r} must be a "
+                         f"non-empty list of words, got {words!r:.60}")
     if not isinstance(tags, (list, tuple)) or len(tags) != len(words):
         got = f"{len(tags)} tags" if isinstance(tags, (list, tuple)) else repr(tags)[:60]
-        raise ValueError(f"{where}: field {tags_field!r} must hold one tag per word ({len(words)} words), got {got}")
+        raise ValueError(f"{where}: field {tags_field!r} must hold one "
+                         f"tag per word ({len(words)} words), got {got}")
     for k, word in enumerate(words):
         if not isinstance(word, str) or not word.strip():
             raise ValueError(f"{where}: {tokens_field}[{k}] must be a non-blank string, got {word!r}")
@@ -105,10 +107,11 @@ def _sentences(split: Split, fields: dict[str, str], names: Sequence[str] | None
         if names is not None and isinstance(tags, (list, tuple)):
             bad = next((t for t in tags if not isinstance(t, int) or not 0 <= t < len(names)), None)
             if bad is not None:
-                raise ValueError(f"row {i} of {split.origin}: data.tags_field={tags_field!r} holds {bad!r}, not a "
-                                 f"class id of its ClassLabel names {list(names)}")
+                raise ValueError(f"row {i} of {split.origin}: data.tags_field={tags_field!r} holds {bad!r}, "
+                                 f"not a class id of its ClassLabel names {list(names)}")
             tags = [names[t] for t in tags]
-        where = f"row {i} of {split.origin} (data.tokens_field={tokens_field!r}, data.tags_field={tags_field!r})"
+        where = (f"row {i} of {split.origin} (data.tokens_field={tokens_field!r}, "
+                 f"data.tags_field={tags_field!r})")
         out.append(check_sentence(row.get(tokens_field), tags, where, (tokens_field, tags_field)))
     return nonempty(out, split)
 
