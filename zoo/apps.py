@@ -15,12 +15,13 @@ class ConfigError(ValueError):
     """Bad input found before any work starts (one clear `error:` line, exit code 1)."""
 
 
-def checked(check: Callable[..., Any], *args: Any) -> Any:
-    """Run one validation step; its ValueError becomes a ConfigError (one `error:` line)."""
+def checked(check: Callable[..., Any], *args: Any, context: str = "") -> Any:
+    """Run one validation step; its ValueError becomes a ConfigError (one `error:` line), `context` (the key
+    it concerns, e.g. `ckpt_path=...: `) before it."""
     try:
         return check(*args)
     except ValueError as e:
-        raise ConfigError(str(e)) from None
+        raise ConfigError(f"{context}{e}") from None
 
 
 def plain(cfg: DictConfig | Mapping[str, Any], example: str | None = None) -> dict[str, Any]:

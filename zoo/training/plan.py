@@ -16,7 +16,7 @@ import torch
 from omegaconf import DictConfig
 
 from zoo.apps import ConfigError, checked, plain, resolve_data
-from zoo.checkpoint import CheckpointError, checkpoint_file
+from zoo.checkpoint import checkpoint_file
 from zoo.config import ModelConfig
 from zoo.data.datamodules import DEFAULT_SHARDS
 from zoo.data.sources.base import check_data_cfg
@@ -156,10 +156,7 @@ def resolve_ckpt_path(value: str | None, runs_dir: Path, output_dir: Path) -> Pa
     if value in (None, ""):
         return None
     path = find_last_checkpoint(runs_dir, output_dir) if value == "last" else Path(value)
-    try:
-        return checkpoint_file(path)
-    except CheckpointError as e:
-        raise ConfigError(f"ckpt_path={value}: {e}") from None
+    return checked(checkpoint_file, path, context=f"ckpt_path={value}: ")
 
 
 # ------------------------------------------------------------------------------------------- prepare

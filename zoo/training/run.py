@@ -15,7 +15,7 @@ import lightning as L
 from omegaconf import DictConfig
 
 from zoo.apps import ConfigError, checked
-from zoo.checkpoint import Checkpoint, CheckpointError, check_compatible
+from zoo.checkpoint import Checkpoint, check_compatible
 from zoo.training.plan import Plan, prepare
 
 
@@ -56,10 +56,7 @@ def train(cfg: DictConfig) -> TrainResult:
 
 def read_resumed(path: Path, given: str) -> Checkpoint:
     """The checkpoint `ckpt_path=given` names, read (and checked against its own config) once."""
-    try:
-        return Checkpoint.read(path)
-    except CheckpointError as e:
-        raise ConfigError(f"ckpt_path={given}: {e}") from None
+    return checked(Checkpoint.read, path, context=f"ckpt_path={given}: ")
 
 
 def check_resumable(ckpt: Checkpoint, given: str, plan: Plan) -> None:
@@ -96,10 +93,8 @@ def open_run(plan: Plan) -> Opened:
     except (ValueError, FileNotFoundError) as e:
         raise ConfigError(str(e)) from None
     if resumed is not None:
-        try:
-            check_compatible(resumed.record, model_config, plan.task.name, resumed.path, tokenizer=tokenizer)
-        except CheckpointError as e:
-            raise ConfigError(f"ckpt_path={resolved['ckpt_path']}: {e}") from None
+        checked(check_compatible, resumed.record, model_config, plan.task.name, resumed.path, tokenizer,
+                context=f"ckpt_path={resolved['ckpt_path']}: ")
     finetune_cfg = resolved.get("finetune") or {"name": "full"}
     model, applied = checked(build_model, plan.init, init and init.state, model_config, finetune_cfg)
     if resumed is not None:
