@@ -21,6 +21,7 @@ from typing import Annotated, Any
 from tokenizers import Tokenizer as HFTokenizer
 
 from zoo.options import Rule
+from zoo.tokenizers.chat import read_chat_template
 from zoo.tokenizers.registry import register_tokenizer
 from zoo.tokenizers.specials import ROLES, specials_from_roles
 from zoo.tokenizers.tokenizer import (
@@ -74,7 +75,8 @@ def load_hf_tokenizer(path: str | os.PathLike) -> ZooTokenizer:
     config = _read_object(path / HF_CONFIG_FILE) if (path / HF_CONFIG_FILE).is_file() else {}
     roles, extra = read_roles(path, config)
     return ZooTokenizer(hf, kind="hf", specials=specials_from_roles(hf, roles, extra, path),
-                        clean_up_spaces=decode_cleans_up(hf, config))
+                        clean_up_spaces=decode_cleans_up(hf, config),
+                        chat_template=read_chat_template(path, config))
 
 
 def read_roles(folder: Path, config: Mapping[str, Any]) -> tuple[dict[str, str | None], list[str]]:

@@ -14,12 +14,14 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from tokenizers import Tokenizer as HFTokenizer
 
 from zoo.atomic import atomic_write_bytes, atomic_write_json
+from zoo.tokenizers.chat import DEFAULT_CHAT_TEMPLATE, ChatTemplate
 from zoo.tokenizers.specials import SpecialTokens, specials_from_roles
 from zoo.tokenizers.tiling import encode_texts
 
@@ -43,10 +45,13 @@ class ZooTokenizer:
     ``specials=None`` (zoo's own kinds) means the fixed ids 0-4, checked against ``hf``; a Hugging Face
     folder passes the :class:`SpecialTokens` read from its config (``load_hf_tokenizer``).
     ``clean_up_spaces``: decode removes the space before punctuation and contractions as transformers'
-    ``clean_up_tokenization_spaces`` does (a Hugging Face folder's setting; off for zoo's own kinds)."""
+    ``clean_up_tokenization_spaces`` does (a Hugging Face folder's setting; off for zoo's own kinds).
+    ``chat_template``: a folder's Jinja chat template(s) (zoo/tokenizers/chat.py); zoo's own kinds default to
+    ``DEFAULT_CHAT_TEMPLATE``, a Hugging Face folder without one has None."""
 
     def __init__(self, hf: HFTokenizer, kind: str, label_names: Sequence[str] | None = None,
-                 specials: SpecialTokens | None = None, clean_up_spaces: bool = False) -> None:
+                 specials: SpecialTokens | None = None, clean_up_spaces: bool = False,
+                 chat_template: ChatTemplate | None = None) -> None:
         if specials is None:
             check_special_tokens(hf, source=f"{kind} tokenizer")
         hf.encode_special_tokens = True  # "<pad>" in user text is text, not a special token
@@ -55,6 +60,8 @@ class ZooTokenizer:
         self.specials = ZOO_SPECIALS if specials is None else specials
         self.label_names = list(label_names) if label_names is not None else None
         self.clean_up_spaces = clean_up_spaces
+        own = specials is None and chat_template is None  # zoo's own kinds: the default template
+        self.chat_template = DEFAULT_CHAT_TEMPLATE if own else chat_template
 
     # special ids of this tokenizer; None where it has no such token (GPT-2 has no pad, BERT no bos/eos)
     pad_id = property(lambda self: self.specials["pad"])
@@ -88,6 +95,20 @@ class ZooTokenizer:
         """Token ids of ``text`` without any special tokens added."""
         return self.hf.encode(text, add_special_tokens=False).ids
 
+    def encode_chat(self, text: str) -> list[int]:
+        """Ids of a rendered chat (zoo.tokenizers.chat): special-token text the template wrote
+        (``<|im_start|>``) becomes its token, and nothing is added around it, as transformers'
+        ``apply_chat_template`` encodes."""
+        return self._specials_as_tokens.encode(text, add_special_tokens=False).ids
+
+    @cached_property
+    def _specials_as_tokens(self) -> HFTokenizer:
+        """A copy of ``hf`` that matches special-token text (``encode`` keeps it as text); a copy, not a flag
+        flipped and restored, so threads encoding at once never see each other's setting."""
+        copy = HFTokenizer.from_str(self.hf.to_str())
+        copy.encode_special_tokens = False
+        return copy
+
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         return [e.ids for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
 
@@ -115,6 +136,8 @@ class ZooTokenizer:
                     "special_tokens": {self.hf.id_to_token(i): i for i in self.special_ids}}
         if self.clean_up_spaces:
             meta["clean_up_spaces"] = True
+        if self.chat_template not in (None, DEFAULT_CHAT_TEMPLATE):
+            meta["chat_template"] = self.chat_template
         atomic_write_json(directory / META_FILE, meta)
         if self.label_names is not None:
             atomic_write_json(directory / LABELS_FILE, self.label_names)
@@ -190,16 +213,18 @@ def load_tokenizer(directory: str | os.PathLike) -> ZooTokenizer:
     if not directory.is_dir():
         raise FileNotFoundError(f"tokenizer directory not found: {directory}")
     hf = read_hf_tokenizer(directory / TOKENIZER_FILE)
-    kind, labels, specials, clean_up = "file", None, None, False
+    kind, labels, specials, clean_up, template = "file", None, None, False, None
     if (directory / META_FILE).is_file():
         meta = read_json(directory / META_FILE)
         kind, clean_up = meta.get("kind", "file"), bool(meta.get("clean_up_spaces", False))
+        template = meta.get("chat_template")
         if "roles" in meta:  # saved from a Hugging Face folder: its own special tokens
             extra = meta.get("special_tokens", {})
             specials = specials_from_roles(hf, meta["roles"], extra, directory / META_FILE)
     if (directory / LABELS_FILE).is_file():
         labels = read_json(directory / LABELS_FILE)
-    return ZooTokenizer(hf, kind=kind, label_names=labels, specials=specials, clean_up_spaces=clean_up)
+    return ZooTokenizer(hf, kind=kind, label_names=labels, specials=specials, clean_up_spaces=clean_up,
+                        chat_template=template)
 
 
 def read_json(path: Path, what: str = "metadata") -> Any:

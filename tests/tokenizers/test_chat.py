@@ -1,0 +1,220 @@
+"""Chat templates render and encode exactly as transformers' ``apply_chat_template`` (issue 26 item 1).
+
+Each family in tests/tokenizers/chat_templates.py (Llama 3, Llama 3.2 with its date logic, Qwen2.5 ChatML with
+tools absent, Gemma without a system role, Mistral [INST] as text and Mistral Nemo's as special tokens,
+Phi-3, SmolLM) is written as a Hugging Face folder: a small byte-level BPE ``tokenizer.json`` with the
+family's special tokens (and BOS added by its post-processor where the family's does) and a
+``tokenizer_config.json`` with the template. zoo's text and ids equal
+``AutoTokenizer.from_pretrained(folder).apply_chat_template``'s with and without a generation prompt and a
+system message; where the template refuses (Gemma's system role) both raise the template's message.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+from tokenizers import decoders as tk_decoders
+
+from tests.tokenizers.chat_templates import FAMILIES, LLAMA3, SMOLLM, Family
+from zoo.tokenizers import build_tokenizer, load_hf_tokenizer, load_tokenizer
+from zoo.tokenizers.chat import DEFAULT_CHAT_TEMPLATE, chat_ids, check_messages, read_messages, render_chat
+
+transformers = pytest.importorskip("transformers")
+
+CONVERSATIONS = {
+    "user": [{"role": "user", "content": "Hello there! How are you?"}],
+    "system_user": [{"role": "system", "content": "  You are a zebra.  "},
+                    {"role": "user", "content": "What do you eat?"}],
+    "multi_turn": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+                   {"role": "assistant", "content": "Hello! <|im_end|> is text here"},
+                   {"role": "user", "content": "Tell me a joke about lions 🦁."}],
+    "no_system_multi_turn": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hey."},
+                             {"role": "user", "content": "Bye"}],
+}
+TEXT = ["Hello there! How are you? You are a zebra. What do you eat? Be brief. Tell me a joke about lions.",
+        "system user assistant model Cutting Knowledge Date: December 2023 Today Date: 26 Jul 2024",
+        "You are Qwen, created by Alibaba Cloud. You are a helpful assistant named SmolLM [INST]"] * 20
+
+
+@pytest.fixture(scope="module")
+def base_tokenizer() -> str:
+    """A byte-level BPE (any text encodes) trained on the words the templates and conversations use."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tk_decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(TEXT, trainer)
+    return tok.to_str()
+
+
+def write_folder(base: str, family: Family, folder: Path, *, config_template: object = "family",
+                 jinja: str | None = None) -> Path:
+    """A Hugging Face folder as one is shipped: tokenizer.json with the specials, tokenizer_config.json."""
+    tok = Tokenizer.from_str(base)
+    specials = [t for t in family.roles.values() if t is not None] + list(family.added)
+    tok.add_special_tokens(list(dict.fromkeys(specials)))
+    bos = family.roles.get("bos")
+    if family.prepends_bos:
+        tok.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A {bos} $B",
+                                                           special_tokens=[(bos, tok.token_to_id(bos))])
+    folder.mkdir(parents=True, exist_ok=True)
+    tok.save(str(folder / "tokenizer.json"))
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False,
+              **{f"{role}_token": text for role, text in family.roles.items()}}
+    if config_template == "family":
+        config["chat_template"] = family.template
+    elif config_template is not None:
+        config["chat_template"] = config_template
+    (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    if jinja is not None:
+        (folder / "chat_template.jinja").write_text(jinja, encoding="utf-8")
+    return folder
+
+
+def transformers_chat(folder: Path, messages: list[dict],
+                      add_generation_prompt: bool) -> tuple[str, list[int]]:
+    hf = transformers.AutoTokenizer.from_pretrained(str(folder))
+    text = hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+    ids = hf.apply_chat_template(messages, tokenize=True, return_dict=False,
+                                 add_generation_prompt=add_generation_prompt)
+    return text, list(ids)
+
+
+def zoo_chat(folder: Path, messages: list[dict], add_generation_prompt: bool) -> tuple[str, list[int]]:
+    tok = load_hf_tokenizer(folder)
+    text = render_chat(tok.chat_template, check_messages(messages), tok.specials.tokens,
+                       add_generation_prompt=add_generation_prompt)
+    return text, chat_ids(tok, messages, add_generation_prompt=add_generation_prompt)
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
+def test_family_templates_match_transformers(family: Family, base_tokenizer: str, tmp_path: Path) -> None:
+    """Text and ids equal apply_chat_template's for every conversation, with and without a generation prompt;
+    a refusal (Gemma's system role, Mistral's) is the same message in both."""
+    folder = write_folder(base_tokenizer, family, tmp_path / family.name)
+    compared = refused = 0
+    for name, messages in CONVERSATIONS.items():
+        for prompt in (False, True):
+            try:
+                expected = transformers_chat(folder, messages, prompt)
+            except Exception as e:  # the template's raise_exception (jinja2 TemplateError)
+                with pytest.raises(ValueError, match=f"chat template: {e}"):
+                    zoo_chat(folder, messages, prompt)
+                refused += 1
+                continue
+            assert zoo_chat(folder, messages, prompt) == expected, (family.name, name, prompt)
+            compared += 1
+    assert compared >= 4, family.name
+    if family.name in ("gemma", "mistral"):
+        assert refused >= 2  # a system message is refused by the template, in both
+
+
+def test_bos_is_not_doubled(base_tokenizer: str, tmp_path: Path) -> None:
+    """Llama's tokenizer.json adds BOS to a text; its template writes BOS too: the chat has exactly one."""
+    family = next(f for f in FAMILIES if f.name == "llama3")
+    tok = load_hf_tokenizer(write_folder(base_tokenizer, family, tmp_path / "llama"))
+    ids = chat_ids(tok, CONVERSATIONS["user"])
+    assert ids[0] == tok.bos_id and ids[1] != tok.bos_id and ids.count(tok.bos_id) == 1
+    assert tok.hf.encode("hi").ids[0] == tok.bos_id  # the folder's own template does add it
+
+
+@pytest.mark.parametrize("form", ["named_list", "jinja_file", "additional_dir"])
+def test_template_forms_match_transformers(form: str, base_tokenizer: str, tmp_path: Path) -> None:
+    """The list-of-named-templates form (``default`` is used), a chat_template.jinja file (over the config's
+    template), and named templates in additional_chat_templates/ read as transformers reads them."""
+    family = next(f for f in FAMILIES if f.name == "smollm")
+    named = [{"name": "default", "template": SMOLLM}, {"name": "tool_use", "template": LLAMA3}]
+    folder = tmp_path / form
+    if form == "named_list":
+        write_folder(base_tokenizer, family, folder, config_template=named)
+    elif form == "jinja_file":
+        write_folder(base_tokenizer, family, folder, config_template=LLAMA3, jinja=SMOLLM)
+    else:
+        write_folder(base_tokenizer, family, folder, config_template=None, jinja=SMOLLM)
+        (folder / "additional_chat_templates").mkdir()
+        (folder / "additional_chat_templates" / "tool_use.jinja").write_text(LLAMA3, encoding="utf-8")
+    for prompt in (False, True):
+        assert zoo_chat(folder, CONVERSATIONS["system_user"], prompt) == \
+            transformers_chat(folder, CONVERSATIONS["system_user"], prompt)
+
+
+def test_jinja_rules_match_transformers(base_tokenizer: str, tmp_path: Path) -> None:
+    """Loop controls, namespace, tojson (no HTML escaping), dict, a {% generation %} block, trim/lstrip."""
+    template = ("{% set ns = namespace(n=0) %}{% for m in messages %}"
+                "{% if m.role == 'system' %}{% continue %}{% endif %}{% set ns.n = ns.n + 1 %}"
+                "\n  {% generation %}{{ m | tojson }}{% endgeneration %}"
+                "{% if ns.n > 1 %}{% break %}{% endif %}\n{% endfor %}{{ dict(a='<&>') | tojson(indent=2) }}"
+                "{{ eos_token }}")
+    family = next(f for f in FAMILIES if f.name == "qwen2.5")
+    folder = write_folder(base_tokenizer, family, tmp_path / "rules", config_template=template)
+    for prompt in (False, True):
+        got = zoo_chat(folder, CONVERSATIONS["multi_turn"], prompt)
+        assert got == transformers_chat(folder, CONVERSATIONS["multi_turn"], prompt)
+        assert '"<&>"' in got[0]
+
+
+def test_zoo_default_template(tmp_path: Path) -> None:
+    """zoo's own tokenizers: ChatML with <bos>/<eos> (ids 1 and 2) in place of <|im_start|>/<|im_end|>;
+    the template survives save/load, and an explicit template replaces it."""
+    messages = CONVERSATIONS["system_user"]
+    text = render_chat(DEFAULT_CHAT_TEMPLATE, messages, {"bos": "<bos>", "eos": "<eos>"})
+    assert text == ("<bos>system\n  You are a zebra.  <eos>\n<bos>user\nWhat do you eat?<eos>\n"
+                    "<bos>assistant\n")
+    tok = build_tokenizer({"name": "char"}, [text])
+    assert tok.chat_template == DEFAULT_CHAT_TEMPLATE
+    ids = chat_ids(tok, messages)
+    assert ids[0] == 1 and ids.count(1) == 3 and ids.count(2) == 2
+    assert tok.decode(ids) == text.replace("<bos>", "").replace("<eos>", "")
+    assert tok.encode(text).count(1) == 0  # plain encode keeps "<bos>" as text; encode_chat matches it
+    tok.save(tmp_path / "zoo")
+    assert "chat_template" not in json.loads((tmp_path / "zoo" / "zoo_tokenizer.json").read_text())
+    assert load_tokenizer(tmp_path / "zoo").chat_template == DEFAULT_CHAT_TEMPLATE
+
+
+def test_folder_template_survives_save_and_load(base_tokenizer: str, tmp_path: Path) -> None:
+    """A Hugging Face folder's template is kept when zoo saves the tokenizer (checkpoints, exports)."""
+    family = next(f for f in FAMILIES if f.name == "qwen2.5")
+    tok = load_hf_tokenizer(write_folder(base_tokenizer, family, tmp_path / "qwen"))
+    tok.save(tmp_path / "saved")
+    again = load_tokenizer(tmp_path / "saved")
+    assert again.chat_template == family.template
+    assert chat_ids(again, CONVERSATIONS["multi_turn"]) == chat_ids(tok, CONVERSATIONS["multi_turn"])
+
+
+@pytest.mark.parametrize(("messages", "message"), [
+    ({"role": "user", "content": "hi"}, "messages must be a non-empty list"),
+    ([], "messages must be a non-empty list"),
+    (["hi"], r"messages\[0\] must be an object with role and content"),
+    ([{"role": "robot", "content": "hi"}],
+     r"messages\[0\].role must be one of system, user, assistant, tool, got 'robot'"),
+    ([{"role": "user", "content": 3}], r"messages\[0\].content must be text, got int 3"),
+    ([{"role": "user"}], r"messages\[0\].content must be text, got NoneType"),
+])
+def test_bad_messages_are_named(messages: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        check_messages(messages)
+
+
+def test_folder_without_template_is_named(base_tokenizer: str, tmp_path: Path) -> None:
+    family = next(f for f in FAMILIES if f.name == "qwen2.5")
+    tok = load_hf_tokenizer(write_folder(base_tokenizer, family, tmp_path / "plain", config_template=None))
+    assert tok.chat_template is None
+    with pytest.raises(ValueError, match="this hf tokenizer has no chat template"):
+        chat_ids(tok, CONVERSATIONS["user"])
+
+
+def test_bad_template_and_messages_file(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="chat template: line 1: "):
+        render_chat("{% for m in messages %}", CONVERSATIONS["user"], {})
+    with pytest.raises(ValueError, match=r"named templates \['tool_use'\] and no 'default' one"):
+        render_chat({"tool_use": LLAMA3}, CONVERSATIONS["user"], {})
+    (tmp_path / "bad.json").write_text("[{", encoding="utf-8")
+    with pytest.raises(ValueError, match="messages_file='.*bad.json' is not JSON"):
+        read_messages(tmp_path / "bad.json", "messages_file")
+    (tmp_path / "obj.json").write_text('{"role": "user"}', encoding="utf-8")
+    with pytest.raises(ValueError, match="messages_file='.*obj.json' must be a non-empty list"):
+        read_messages(tmp_path / "obj.json", "messages_file")

@@ -1,0 +1,186 @@
+"""Chat templates: a conversation rendered to text and ids exactly as transformers' ``apply_chat_template``
+renders them (no tools or documents), so a chat model sees the prompt it was trained on.
+
+A Hugging Face folder's template is ``chat_template.jinja`` (plus ``additional_chat_templates/<name>.jinja``),
+else ``tokenizer_config.json``'s ``chat_template`` (one string, or ``[{"name", "template"}, ...]``); of named
+templates, ``default`` is used. It is rendered by Jinja's immutable sandbox with transformers' rules:
+``trim_blocks``, ``lstrip_blocks``, loop controls, ``raise_exception``, ``strftime_now``, ``tojson`` (not
+HTML-escaping), ``namespace``, ``dict``, a no-op ``{% generation %}`` tag, and the variables ``messages``,
+``add_generation_prompt``, ``tools=None``, ``documents=None`` and the tokenizer's ``bos_token``,
+``eos_token``, ... (none that it lacks). The text is encoded with special-token text matched as those tokens
+and nothing added around it (the template writes BOS itself, so it is never doubled).
+
+zoo's own tokenizers use :data:`DEFAULT_CHAT_TEMPLATE`, ChatML with ``<bos>``/``<eos>`` in place of
+``<|im_start|>``/``<|im_end|>``: ``<bos>user\\nHi<eos>\\n<bos>assistant\\n`` (generation stops at ``<eos>``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from zoo.tokenizers.tokenizer import ZooTokenizer
+
+CHAT_TEMPLATE_FILE = "chat_template.jinja"
+CHAT_TEMPLATE_DIR = "additional_chat_templates"
+MESSAGE_ROLES = ("system", "user", "assistant", "tool")
+DEFAULT_CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ bos_token + message['role'] + '\\n' + message['content'] + eos_token + '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ bos_token + 'assistant\\n' }}{% endif %}"
+)
+ChatTemplate = str | dict[str, str]  # one template, or named ones ("default", "tool_use", ...)
+
+
+def read_chat_template(folder: Path, config: Mapping[str, Any]) -> ChatTemplate | None:
+    """A Hugging Face folder's chat template(s): the ``.jinja`` files when there are any (transformers lets
+    them override the config), else the config's ``chat_template``; None when it has neither."""
+    files = {"default": folder / CHAT_TEMPLATE_FILE} if (folder / CHAT_TEMPLATE_FILE).is_file() else {}
+    if (folder / CHAT_TEMPLATE_DIR).is_dir():
+        named = sorted((folder / CHAT_TEMPLATE_DIR).glob("*.jinja"))
+        files |= {file.name.removesuffix(".jinja"): file for file in named}
+    if files:
+        named = {name: file.read_text(encoding="utf-8") for name, file in files.items()}
+        return named["default"] if list(named) == ["default"] else named
+    value = config.get("chat_template")
+    if isinstance(value, list) and all(isinstance(t, Mapping) and isinstance(t.get("name"), str)
+                                       and isinstance(t.get("template"), str) for t in value):
+        return {t["name"]: t["template"] for t in value}
+    if value is None or isinstance(value, str):
+        return value
+    raise ValueError(f"{folder / 'tokenizer_config.json'}: chat_template must be a string or a list of "
+                     f"{{\"name\": ..., \"template\": ...}}, got {type(value).__name__}")
+
+
+def check_messages(messages: Any, where: str = "messages") -> list[dict[str, Any]]:
+    """``messages`` as a chat: a non-empty list of {"role": one of MESSAGE_ROLES, "content": text, ...}; keys
+    whose value is null are dropped, as transformers drops them. Anything else raises naming ``where``."""
+    if not isinstance(messages, list) or not messages:
+        raise ValueError(f"{where} must be a non-empty list of {{\"role\": ..., \"content\": ...}} messages, "
+                         f"got {_short(messages)}")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise ValueError(f"{where}[{i}] must be an object with role and content, got {_short(message)}")
+        if message.get("role") not in MESSAGE_ROLES:
+            raise ValueError(f"{where}[{i}].role must be one of {', '.join(MESSAGE_ROLES)}, "
+                             f"got {message.get('role')!r}")
+        if not isinstance(message.get("content"), str):
+            raise ValueError(f"{where}[{i}].content must be text, got {_short(message.get('content'))}")
+    return [{k: v for k, v in m.items() if v is not None} for m in messages]
+
+
+def render_chat(template: ChatTemplate, messages: list[dict[str, Any]], tokens: Mapping[str, str | None], *,
+                add_generation_prompt: bool = True) -> str:
+    """The text ``template`` makes of ``messages`` (checked by :func:`check_messages`), with the special
+    tokens ``tokens`` (role -> text: ``{"bos": "<s>", ...}``) as ``bos_token`` ... variables."""
+    import jinja2
+
+    source = _default_of(template)
+    specials = {f"{role}_token": text for role, text in tokens.items() if text is not None}
+    try:
+        return _compile(source).render(messages=messages, tools=None, documents=None,
+                                       add_generation_prompt=add_generation_prompt, **specials)
+    except jinja2.TemplateError as e:  # raise_exception(...), a syntax error, a sandbox refusal
+        raise ValueError(f"chat template: {e.message or type(e).__name__}") from None
+
+
+def chat_ids(tokenizer: ZooTokenizer, messages: Any, *, add_generation_prompt: bool = True) -> list[int]:
+    """Token ids of a conversation under the tokenizer's chat template, as ``apply_chat_template`` gives them;
+    a tokenizer without a template raises naming the files a template is read from."""
+    if tokenizer.chat_template is None:
+        raise ValueError(f"this {tokenizer.kind} tokenizer has no chat template ({CHAT_TEMPLATE_FILE} or "
+                         "tokenizer_config.json's chat_template in its Hugging Face folder); chat needs one")
+    text = render_chat(tokenizer.chat_template, check_messages(messages), tokenizer.specials.tokens,
+                       add_generation_prompt=add_generation_prompt)
+    return tokenizer.encode_chat(text)
+
+
+def read_messages(path: str | Path, where: str) -> list[dict[str, Any]]:
+    """A conversation from a JSON file (a list of messages), checked; ``where`` names the option."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ValueError(f"{where}={str(path)!r} cannot be read: {e.strerror or e}.") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{where}={str(path)!r} is not JSON: {e}.") from None
+    return check_messages(data, where=f"{where}={str(path)!r}")
+
+
+def _default_of(template: ChatTemplate) -> str:
+    if isinstance(template, str):
+        return template
+    if "default" not in template:
+        raise ValueError(f"chat template: named templates {sorted(template)} and no 'default' one")
+    return template["default"]
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+@lru_cache(maxsize=16)
+def _compile(source: str) -> Any:
+    """A template compiled in an environment with transformers' rules (module docstring)."""
+    import jinja2
+    from jinja2.ext import Extension, loopcontrols
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class Generation(Extension):  # {% generation %}...{% endgeneration %} marks assistant text; renders as is
+        tags = {"generation"}
+
+        def parse(self, parser: Any) -> Any:
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+        def _body(self, caller: Any) -> str:
+            return caller()
+
+    def raise_exception(message: str) -> None:
+        raise jinja2.TemplateError(message)
+
+    def tojson(x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None,
+               sort_keys: bool = False) -> str:  # jinja's own escapes HTML characters; this does not
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+                          sort_keys=sort_keys)
+
+    class Namespace(jinja2.utils.Namespace):  # no underscore names: nothing reaches Python internals
+        def __init__(*args: Any, **kwargs: Any) -> None:
+            self, attrs = args[0], dict(*args[1:], **kwargs)
+            for name in attrs:
+                Namespace._check(name)
+            jinja2.utils.Namespace.__init__(self, attrs)
+
+        def __setitem__(self, name: str, value: Any) -> None:
+            Namespace._check(name)
+            jinja2.utils.Namespace.__setitem__(self, name, value)
+
+        @staticmethod
+        def _check(name: Any) -> None:
+            if isinstance(name, str) and name.startswith("_"):
+                raise jinja2.exceptions.SecurityError(f"namespace attribute {name!r} starts with '_'")
+
+    class Dict:  # dict(...) and dict.fromkeys(...) only
+        def __call__(self, *args: Any, **kwargs: Any) -> dict:
+            return dict(*args, **kwargs)
+
+        def fromkeys(self, *args: Any) -> dict:
+            return dict.fromkeys(*args)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[Generation, loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals.update(raise_exception=raise_exception, strftime_now=lambda f: datetime.now().strftime(f),
+                       namespace=Namespace, dict=Dict())
+    try:
+        return env.from_string(source)
+    except jinja2.TemplateSyntaxError as e:
+        raise ValueError(f"chat template: line {e.lineno}: {e.message}") from None
