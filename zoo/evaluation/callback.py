@@ -24,9 +24,8 @@ class TestSplitEvaluation(Callback):
         self.evaluated: str | None = None  # which weights: the best checkpoint's path or "final weights"
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.interrupted or not trainer.is_global_zero or trainer.fast_dev_run:
-            return
-        if "test" not in available_splits(self.datamodule):
+        if trainer.interrupted or not trainer.is_global_zero or trainer.fast_dev_run \
+                or "test" not in available_splits(self.datamodule):
             return
         model, self.evaluated = pl_module.model, "final weights"
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
