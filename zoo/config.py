@@ -32,7 +32,9 @@ class ModelConfig:
     head_dim: int | None = None  # per-head size; default d_model // n_heads (Gemma, Qwen3 set it apart)
     qkv_bias: bool | None = None  # bias on the q/k/v projections only;
                                   # default `bias` (Qwen2: true, bias false)
-    qk_norm: bool = False  # norm (model.norm) of each head's q and k before RoPE (Qwen3)
+    qk_norm: bool = False  # norm (model.norm) of q and k before RoPE (Qwen3, OLMo 2)
+    qk_norm_scope: str = "head"  # qk_norm over each head's D features (Qwen3) | all: over the whole q and
+                                 # k projections, before the head split (OLMo 2)
     attn_scale: float | None = None  # score multiplier; default 1/sqrt(head size) (T5: 1.0)
     attn_softcap: float | None = None  # scores -> c * tanh(scores / c) before the mask (Gemma 2)
     final_softcap: float | None = None  # logits -> c * tanh(logits / c) (Gemma 2)
@@ -66,6 +68,7 @@ class ModelConfig:
     rope_layout: str = "half"  # half (rotate-half, GPT-NeoX/Llama) | interleaved (pairs, RoFormer/GPT-J)
     rope_fraction: float = 1.0  # share of each head's features that rotate
                                 # (GPT-NeoX 0.25, Phi-2 0.4); rest pass
+    nope_every: int = 0  # rope: every k-th layer (k, 2k, ...) does not rotate (SmolLM3: 4); 0 = all rotate
     rope_scaling: str = "none"  # frequency scaling for longer context: none | linear | llama3 | yarn
     rope_factor: float = 1.0  # rope_scaling linear / llama3 / yarn: how far the context is stretched
     rope_low_freq_factor: float = 1.0  # llama3: wavelengths > rope_original_max_len
@@ -113,6 +116,10 @@ class ModelConfig:
         if self.sliding_window is None:
             return False
         return not (self.global_every and (index + 1) % self.global_every == 0)
+
+    def layer_rotates(self, index: int) -> bool:
+        """Whether layer `index` applies the rotary terms (SmolLM3, nope_every=4: all but layers 3, 7, ...)."""
+        return not (self.nope_every and (index + 1) % self.nope_every == 0)
 
     @property
     def use_qkv_bias(self) -> bool:
@@ -184,7 +191,8 @@ class ModelConfig:
             raise ValueError(f"model.head_dim must be a positive integer (or null for d_model // n_heads), "
                              f"got {self.head_dim!r}.")
         for key in ["n_layers", "encoder_layers", "decoder_layers", "type_vocab_size", "num_labels",
-                    "pos_offset", "rel_buckets", "rel_max_distance", "global_every", "context_size"]:
+                    "pos_offset", "rel_buckets", "rel_max_distance", "global_every", "context_size",
+                    "nope_every"]:
             value = getattr(self, key)
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise ValueError(f"model.{key} must be a non-negative integer, got {value!r}.")
@@ -259,5 +267,6 @@ _ENUMS: dict[str, tuple[str, ...]] = {
     "sinusoidal_layout": ("interleaved", "half"),
     "rope_layout": ("half", "interleaved"),
     "ffn": ("mlp", "none"),
+    "qk_norm_scope": ("head", "all"),
 }
 

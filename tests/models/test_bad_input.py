@@ -18,7 +18,7 @@ import zoo
         ("gpt_nano", {"activation": "swish"}, r"model.activation: .*Allowed:"),
         ("gpt_nano", {"arch": "decoder_only"}, r"model.arch: .*Allowed: decoder, encoder, encoder_decoder"),
         ("gpt_nano", {"norm_placement": "middle"},
-         r"model.norm_placement: .*Allowed: parallel, parallel_shared, post, pre, sandwich"),
+         r"model.norm_placement: .*Allowed: parallel, parallel_shared, post, post_sublayer, pre, sandwich"),
         ("gpt_nano", {"d_model": 30, "n_heads": 4}, r"d_model=30 is not divisible by model.n_heads=4"),
         ("gpt_nano", {"n_heads": 4, "n_kv_heads": 3}, r"n_heads=4 is not divisible by model.n_kv_heads=3"),
         ("gpt_nano", {"d_model": 24, "n_heads": 8, "positional": "rope"},

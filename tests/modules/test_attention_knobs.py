@@ -1,6 +1,6 @@
 """Attention knobs against transformers' own attention modules (built locally from small configs, eager
 attention, same weights): an explicit head size apart from d_model / n_heads with per-head q/k RMSNorm
-(Qwen3), q/k/v-only biases (Qwen2), a soft cap on the scores and a query scale override (Gemma 2); the
+(Qwen3), q/k RMSNorm over the whole projections (OLMo 2), q/k/v-only biases (Qwen2), a soft cap on the scores and a query scale override (Gemma 2); the
 final-logit soft cap against its closed form."""
 
 import pytest
@@ -27,6 +27,12 @@ def _hf_attention(kind: str):
         hf_cfg = transformers.Qwen3Config(head_dim=8, attention_bias=False, **common)
         attn, rope = m.Qwen3Attention(hf_cfg, layer_idx=0), m.Qwen3RotaryEmbedding(hf_cfg)
         ours = dict(head_dim=8, qk_norm=True, bias=False)
+    elif kind == "olmo2":  # q_norm over all 4 * 8 q features, k_norm over 2 * 8
+        from transformers.models.olmo2 import modeling_olmo2 as m
+
+        hf_cfg = transformers.Olmo2Config(head_dim=8, **common)
+        attn, rope = m.Olmo2Attention(hf_cfg, layer_idx=0), m.Olmo2RotaryEmbedding(hf_cfg)
+        ours = dict(head_dim=8, qk_norm=True, qk_norm_scope="all", bias=False)
     elif kind == "qwen2":  # biases on q, k, v only
         from transformers.models.qwen2 import modeling_qwen2 as m
 
@@ -63,7 +69,7 @@ def _copy(ours: Attention, theirs) -> None:
 
 
 @pytest.mark.parametrize("need_weights", [False, True], ids=["fused", "weights"])
-@pytest.mark.parametrize("kind", ["qwen3", "qwen2", "gemma2"])
+@pytest.mark.parametrize("kind", ["qwen3", "olmo2", "qwen2", "gemma2"])
 def test_attention_knobs_match_transformers(kind, need_weights):
     torch.manual_seed(0)
     theirs, rope, cfg = _hf_attention(kind)

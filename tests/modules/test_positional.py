@@ -79,3 +79,25 @@ def _press_slopes(n: int) -> list[float]:
 @pytest.mark.parametrize("n_heads", [1, 2, 3, 5, 6, 8, 12, 16])
 def test_alibi_slopes_match_reference_code_for_any_head_count(n_heads):
     assert alibi_slopes(n_heads).tolist() == pytest.approx(_press_slopes(n_heads), rel=1e-6)
+
+
+def test_nope_layers_skip_the_rotation():
+    """nope_every=k: layers k-1, 2k-1, ... get no rotary terms (SmolLM3's pattern for k=4); with k=1 no layer
+    rotates, so the model is exactly the same weights with positional=none."""
+    import zoo
+
+    assert [ModelConfig(nope_every=4).layer_rotates(i) for i in range(8)] == [True, True, True, False] * 2
+    kw = dict(arch="decoder", vocab_size=32, d_model=16, n_heads=2, n_layers=2, norm="rmsnorm")
+    torch.manual_seed(0)
+    nope = zoo.build({**kw, "positional": "rope", "nope_every": 1}).eval()
+    plain = zoo.build({**kw, "positional": "none"}).eval()
+    plain.load_state_dict(nope.state_dict())
+    rope = zoo.build({**kw, "positional": "rope"}).eval()
+    rope.load_state_dict(nope.state_dict())
+    ids = torch.randint(0, 32, (2, 9))
+    with torch.no_grad():
+        torch.testing.assert_close(nope(ids).logits, plain(ids).logits)
+        assert not torch.allclose(nope(ids).logits, rope(ids).logits)
+    with pytest.raises(ValueError, match=r"model.nope_every=2 makes layers skip the rotary terms, but "
+                                         r"model.positional='learned' does not rotate"):
+        zoo.build({**kw, "positional": "learned", "nope_every": 2})

@@ -1,5 +1,5 @@
 """Every residual wiring against a hand-written reference layer (plain functional code, same weights):
-pre, post, sandwich (Gemma 2), parallel (GPT-NeoX) and parallel_shared (GPT-J, Phi-2), with and without
+pre, post, sandwich (Gemma 2), post_sublayer (OLMo 2), parallel (GPT-NeoX) and parallel_shared (GPT-J, Phi-2), with and without
 cross-attention."""
 
 import math
@@ -56,6 +56,8 @@ def _reference(block, wiring, x, memory):
             x = norm(name, x + f(x))
         elif wiring == "sandwich":  # x + post_norm(f(norm(x)))
             x = x + _ln(getattr(block, f"post_norm_{name}"), f(norm(name, x)))
+        elif wiring == "post_sublayer":  # x + post_norm(f(x))
+            x = x + _ln(getattr(block, f"post_norm_{name}"), f(x))
     return x
 
 
@@ -85,6 +87,7 @@ def test_sandwich_and_parallel_norm_names():
     assert names("sandwich") == {"norm_self", "norm_cross", "norm_ffn",
                                  "post_norm_self", "post_norm_cross", "post_norm_ffn"}
     assert names("parallel_shared") == {"norm_self"}
+    assert names("post_sublayer") == {"post_norm_self", "post_norm_cross", "post_norm_ffn"}
 
 
 @pytest.mark.parametrize("wiring", WIRINGS.names())

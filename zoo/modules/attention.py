@@ -2,8 +2,8 @@
 
 Shapes: x (B, T, C) -> q (B, H, T, D), k/v (B, KV, S, D), usually with C = H * D (`model.head_dim` may set D
 apart). Scores q.k^T are scaled by 1/sqrt(D) so their variance stays ~1 whatever the head size (softmax would
-saturate otherwise; `model.attn_scale` overrides it). Optional: q/k norm per head before RoPE (Qwen3) and a
-tanh soft cap on the scores (Gemma 2). The fast path is `scaled_dot_product_attention`; the explicit path
+saturate otherwise; `model.attn_scale` overrides it). Optional: a q/k norm before RoPE, per head (Qwen3) or
+over the whole projection (OLMo 2), and a tanh soft cap on the scores (Gemma 2). The fast path is `scaled_dot_product_attention`; the explicit path
 (need_weights, a soft cap, or while traced) also returns the softmax weights (B, H, T, S)."""
 
 from __future__ import annotations
@@ -37,9 +37,11 @@ class Attention(nn.Module):
         else:
             self.qkv = nn.Linear(cfg.d_model, q_dim + 2 * kv_dim, bias=cfg.use_qkv_bias)
         self.o = nn.Linear(q_dim, cfg.d_model, bias=cfg.bias)  # W_O: mixes the concatenated heads
-        if cfg.qk_norm:  # over each head's D features, shared by the heads
+        self.qk_norm = cfg.qk_norm and cfg.qk_norm_scope  # None | "head" | "all"
+        if self.qk_norm == "head":  # over each head's D features, shared by the heads
             self.q_norm, self.k_norm = make_norm(cfg, self.head_dim), make_norm(cfg, self.head_dim)
-        self.qk_norm = cfg.qk_norm
+        elif self.qk_norm == "all":  # over the whole projection: H * D (q), KV * D (k) features
+            self.q_norm, self.k_norm = make_norm(cfg, q_dim), make_norm(cfg, kv_dim)
         self.scale = self.head_dim**-0.5 if cfg.attn_scale is None else cfg.attn_scale
         self.softcap = cfg.attn_softcap
         self.dropout = cfg.attention_dropout
@@ -48,24 +50,24 @@ class Attention(nn.Module):
         b, s, _ = t.shape
         return t.view(b, s, n, self.head_dim).transpose(1, 2)  # (B, T, n*D) -> (B, n, T, D)
 
-    def _q_heads(self, q: torch.Tensor) -> torch.Tensor:
-        q = self._heads(q, self.n_heads)  # (B, H, T, D)
-        return self.q_norm(q) if self.qk_norm else q
-
-    def _k_norm(self, k: torch.Tensor) -> torch.Tensor:
-        return self.k_norm(k) if self.qk_norm else k
+    def _normed_heads(self, t: torch.Tensor, n: int, norm: str) -> torch.Tensor:
+        """q or k (B, T, n*D) -> (B, n, T, D), through its qk norm (`norm`: q_norm / k_norm) if any."""
+        if self.qk_norm == "all":
+            return self._heads(getattr(self, norm)(t), n)
+        t = self._heads(t, n)
+        return getattr(self, norm)(t) if self.qk_norm == "head" else t
 
     def _project(self, x, memory, cache: LayerCache | None):
         q_dim, kv_dim = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
         if not self.cross:
             q, k, v = self.qkv(x).split([q_dim, kv_dim, kv_dim], dim=-1)
-            k, v = self._heads(k, self.n_kv_heads), self._heads(v, self.n_kv_heads)
-            return self._q_heads(q), self._k_norm(k), v
-        q = self._q_heads(self.q(x))
+            return (self._normed_heads(q, self.n_heads, "q_norm"), self._normed_heads(k, self.n_kv_heads, "k_norm"),
+                    self._heads(v, self.n_kv_heads))
+        q = self._normed_heads(self.q(x), self.n_heads, "q_norm")
         if cache is not None and cache.cross_k is not None:  # encoder K/V: computed once per source
             return q, cache.cross_k, cache.cross_v
         k, v = self.kv(memory).split([kv_dim, kv_dim], dim=-1)
-        k, v = self._k_norm(self._heads(k, self.n_kv_heads)), self._heads(v, self.n_kv_heads)
+        k, v = self._normed_heads(k, self.n_kv_heads, "k_norm"), self._heads(v, self.n_kv_heads)
         if cache is not None:
             cache.cross_k, cache.cross_v = k, v
         return q, k, v

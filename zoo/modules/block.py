@@ -76,6 +76,7 @@ class Stack(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(Block(cfg, cross=cross) for _ in range(n_layers))
         self.local = [cfg.layer_is_local(i) for i in range(n_layers)]  # sliding-window self-attention
+        self.rotates = [cfg.layer_rotates(i) for i in range(n_layers)]  # False: a NoPE layer (SmolLM3)
         self.final_norm = make_norm(cfg) if uses_final_norm(cfg) else nn.Identity()
         self.checkpoint_layers = False  # recompute each layer in backward (zoo.modules.checkpointing)
 
@@ -103,9 +104,8 @@ class Stack(nn.Module):
             if hidden_states is not None:
                 hidden_states.append(x)
             x, sw, cw = step(
-                x, mask.for_layer(self.local[i]),
-                None if positions is None else positions.for_layer(self.local[i]),
-                memory=memory, memory_mask=memory_mask,
+                x, mask.for_layer(self.local[i]), None if positions is None or not self.rotates[i]
+                else positions.for_layer(self.local[i]), memory=memory, memory_mask=memory_mask,
                 cache=cache.layers[i] if cache is not None else None, need_weights=need_weights,
             )
             self_weights.append(sw)

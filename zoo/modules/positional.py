@@ -73,6 +73,9 @@ class Positional(nn.Module):
         if not cls.rotates and ROPE_SCALINGS.get(cfg.rope_scaling) is not RopeScaling:
             raise ValueError(f"model.rope_scaling={cfg.rope_scaling!r} scales rotary frequencies, but "
                              f"model.positional={cfg.positional!r} does not rotate; use positional=rope.")
+        if not cls.rotates and cfg.nope_every:
+            raise ValueError(f"model.nope_every={cfg.nope_every} makes layers skip the rotary terms, but "
+                             f"model.positional={cfg.positional!r} does not rotate; use positional=rope.")
         if not cls.rotates and cfg.rope_local_base is not None:
             raise ValueError(f"model.rope_local_base={cfg.rope_local_base!r} is a rotary base, but "
                              f"model.positional={cfg.positional!r} does not rotate; use positional=rope.")

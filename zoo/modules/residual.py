@@ -4,6 +4,7 @@ f (self-attention, cross-attention, FFN) with norms, dropout and the residual ad
 - pre (GPT-2, Llama):      x = x + f(norm(x))
 - post (Vaswani, BERT):    x = norm(x + f(x))
 - sandwich (Gemma 2):      x = x + post_norm(f(norm(x)))
+- post_sublayer (OLMo 2):  x = x + post_norm(f(x))   (the norm inside the residual branch, on its output)
 - parallel (GPT-NeoX):      x = x + f1(norm1(x)) + f2(norm2(x)) + ...   (every sub-layer reads the same x)
 - parallel_shared (GPT-J, Phi-2): x = x + f1(norm(x)) + f2(norm(x)) + ...   (one norm for all sub-layers)
 
@@ -76,6 +77,18 @@ class SandwichNorm(Wiring):
     def step(self, block: nn.Module, x: torch.Tensor, name: str, f) -> torch.Tensor:
         h = getattr(block, f"post_norm_{name}")(f(self.norm(block, name)(x)))
         return residual_add(block, x, block.drop(h))
+
+
+@WIRINGS.register("post_sublayer")
+class PostSublayerNorm(Wiring):
+    """x + post_norm(f(x)): each sub-layer's output is normalised before the add, its input is not (OLMo 2);
+    the stream is never normalised, so the stack ends with a final norm."""
+
+    def add_norms(self, block: nn.Module, name: str, cfg) -> None:
+        setattr(block, f"post_norm_{name}", make_norm(cfg))
+
+    def step(self, block: nn.Module, x: torch.Tensor, name: str, f) -> torch.Tensor:
+        return residual_add(block, x, block.drop(getattr(block, f"post_norm_{name}")(f(x))))
 
 
 @WIRINGS.register("parallel")
