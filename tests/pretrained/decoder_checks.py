@@ -1,5 +1,6 @@
-"""Parity checks a decoder family runs against its `transformers` model (every decoder family): logits on right- and
-left-padded batches, greedy tokens against `generate`, and export -> import -> `transformers` round trips."""
+"""Parity checks a decoder family runs against its `transformers` model (every decoder family): logits on
+right- and left-padded batches, greedy tokens against `generate`, and export -> import -> `transformers` round
+trips."""
 
 from __future__ import annotations
 
@@ -68,7 +69,8 @@ def greedy_matches(hf, model) -> None:
     with torch.no_grad():
         ref = hf.generate(input_ids=ids, attention_mask=mask, pad_token_id=0, eos_token_id=eos, **GREEDY)
     assert bool((ref[1, ids.shape[1] + 3:] == 0).all())  # the stop really happened
-    same_tokens(generate(model, ids, attention_mask=mask, eos_token_id=eos, pad_token_id=0, **GREEDY), ref, pad=0)
+    same_tokens(generate(model, ids, attention_mask=mask, eos_token_id=eos, pad_token_id=0, **GREEDY), ref,
+                pad=0)
 
 
 def export_round_trips(model, hf_class, path, vocab: int = 99):

@@ -36,7 +36,8 @@ class Kind:
 
     name: str
     hidden: tuple[tuple[str, str], ...]  # (zoo field, transformers field) holding every layer's hidden states
-    real_only: bool = False  # per-token outputs compared at real tokens (a decoder's right pads are a convention)
+    real_only: bool = False  # per-token outputs compared at real tokens
+                             # (a decoder's right pads are a convention)
     left_padded: bool = False  # also compared left-padded, with position_ids = cumsum(mask) - 1
     decoder_ids: bool = False  # takes decoder_input_ids beside the source
     padding: str = ""  # how the batch is padded, for the docs
@@ -53,7 +54,8 @@ KINDS = {
 
 @dataclass(frozen=True)
 class Case:
-    """A folder of transformers class `suffix` of `family`: zoo loads it as `head`, exports it as `exports`."""
+    """A folder of transformers class `suffix` of `family`: zoo loads it as `head`, exports it as
+    `exports`."""
 
     family: str
     suffix: str  # the transformers class-name suffix the folder's `architectures` names
@@ -101,7 +103,8 @@ LM_SUFFIX = {"gpt2": "LMHeadModel"}  # the decoders' causal LM when not *ForCaus
 
 
 def _decoder_cases(family: str) -> list[Case]:
-    """Every class of the decoder family that transformers has, among the bare model and the heads zoo loads."""
+    """Every class of the decoder family that transformers has, among the bare model and the heads zoo
+    loads."""
     suffixes = {"none": "Model", "lm": LM_SUFFIX.get(family, "ForCausalLM"), **{h: CLASSES[h] for h in NAMED},
                 "qa": CLASSES["qa"]}
     return [Case(family, suffix, head, kind="decoder", outputs=HIDDEN if head == "none" else ())
@@ -112,7 +115,8 @@ SEQ2SEQ_OUT = ("encoder_hidden_states", "encoder_last_hidden_state")  # the enco
 ENCODER_ONLY = "`arch: encoder` (T5's encoder with its relative position bias)"
 SEQ2SEQ_CASES = [
     Case("bart", "Model", "none", kind="seq2seq", outputs=(*HIDDEN, SEQ2SEQ_OUT)),
-    Case("bart", "ForConditionalGeneration", "lm", kind="seq2seq", outputs=(("logits", "logits"), SEQ2SEQ_OUT)),
+    Case("bart", "ForConditionalGeneration", "lm", kind="seq2seq",
+         outputs=(("logits", "logits"), SEQ2SEQ_OUT)),
     Case("marian", "Model", "none", kind="seq2seq", outputs=(*HIDDEN, SEQ2SEQ_OUT)),
     Case("marian", "MTModel", "lm", kind="seq2seq", outputs=(("logits", "logits"), SEQ2SEQ_OUT)),
     Case("t5", "Model", "none", kind="seq2seq", outputs=(*HIDDEN, SEQ2SEQ_OUT)),
@@ -143,11 +147,12 @@ def render() -> str:
     for case in CASES:
         compared = ", ".join(f"`{zoo}`" for zoo in case.compared)
         hidden = " and ".join(f"`{zoo}`" for zoo, _ in case.runs.hidden)
-        exported = "the same class" if case.export_class == case.hf_class else f"`{case.export_class}` ({case.why})"
+        exported = ("the same class" if case.export_class == case.hf_class
+                    else f"`{case.export_class}` ({case.why})")
         reload = "yes" + (", `id2label` / `label2id` kept" if case.labelled else "")
         loads = f"`head: {case.head}`" + (f", {case.note}" if case.note else "")
-        lines.append(f"| `{case.hf_class}` | {loads} | {cell(compared)}, every layer's {hidden}{case.runs.padding} | "
-                     f"{cell(exported)} | {reload} |")
+        lines.append(f"| `{case.hf_class}` | {loads} | {cell(compared)}, every layer's "
+                     f"{hidden}{case.runs.padding} | {cell(exported)} | {reload} |")
     refused = ", ".join(f"`{FAMILIES[family][2]}{suffix}`" for family, suffix in REFUSED)
     lines += ["", f"Not loaded (the error names each and why): {refused}."]
     return "\n".join([*lines, END])

@@ -1,9 +1,10 @@
 """Folders "as shipped", built locally with transformers and sentence-transformers (nothing downloaded): every
-family x head (bare base model with tensor names without the prefix, masked / causal LM with the tied head left
-out of the file, sequence / token classification with named labels, question answering), fp16 / bf16
+family x head (bare base model with tensor names without the prefix, masked / causal LM with the tied head
+left out of the file, sequence / token classification with named labels, question answering), fp16 / bf16
 weight files, sharded safetensors, a `pytorch_model.bin` only as transformers 4 wrote it (tied weights and
-`position_ids` inside), and a sentence-transformers folder (`modules.json`, `1_Pooling/`, a tokenizer.json that
-stores padding and truncation at 128) written by that package itself. `Shipped` builds each folder once."""
+`position_ids` inside), and a sentence-transformers folder (`modules.json`, `1_Pooling/`, a tokenizer.json
+that stores padding and truncation at 128) written by that package itself. `Shipped` builds each folder
+once."""
 
 from __future__ import annotations
 
@@ -17,22 +18,26 @@ from tests.pretrained.helpers import perturbed
 
 # family -> (transformers config class, tiny config, class-name prefix)
 FAMILIES = {
-    "bert": ("BertConfig", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
-                                vocab_size=99, max_position_embeddings=40, type_vocab_size=2), "Bert"),
-    "roberta": ("RobertaConfig", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
-                                      vocab_size=99, max_position_embeddings=40, type_vocab_size=1,
-                                      layer_norm_eps=1e-5, pad_token_id=1), "Roberta"),
+    "bert": ("BertConfig",
+             dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
+                  vocab_size=99, max_position_embeddings=40, type_vocab_size=2), "Bert"),
+    "roberta": ("RobertaConfig",
+                dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
+                        vocab_size=99, max_position_embeddings=40, type_vocab_size=1,
+                        layer_norm_eps=1e-5, pad_token_id=1), "Roberta"),
     "xlm-roberta": ("XLMRobertaConfig", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                             intermediate_size=48, vocab_size=99, max_position_embeddings=40,
-                                             type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1), "XLMRoberta"),
+                               intermediate_size=48, vocab_size=99, max_position_embeddings=40,
+                               type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1), "XLMRoberta"),
     "distilbert": ("DistilBertConfig", dict(dim=32, n_layers=2, n_heads=4, hidden_dim=48, vocab_size=99,
-                                            max_position_embeddings=40), "DistilBert"),
+                              max_position_embeddings=40), "DistilBert"),
 }
 ENCODERS = tuple(FAMILIES)
-# decoders: pad_token_id 0, bos 1, eos 2 (the test ids start at 3, so a classifier's last real token is the last
-# non-pad one); GQA where the family has it; Gemma's and Qwen3's head_dim given (their defaults are 256 / 128)
-_LLAMA = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=40,
-              vocab_size=99, max_position_embeddings=40, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+# decoders: pad_token_id 0, bos 1, eos 2 (the test ids start at 3, so a classifier's last real token is the
+# last non-pad one); GQA where the family has it; Gemma's
+# and Qwen3's head_dim given (their defaults are 256 / 128)
+_LLAMA = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+              intermediate_size=40, vocab_size=99, max_position_embeddings=40, pad_token_id=0, bos_token_id=1,
+              eos_token_id=2)
 DECODERS = {
     "gpt2": ("GPT2Config", dict(n_embd=32, n_layer=2, n_head=4, vocab_size=99, n_positions=40, pad_token_id=0,
                                 bos_token_id=1, eos_token_id=2), "GPT2"),
@@ -44,18 +49,21 @@ DECODERS = {
     "gemma": ("GemmaConfig", dict(_LLAMA, head_dim=8), "Gemma"),
     "gemma2": ("Gemma2Config", dict(_LLAMA, head_dim=8), "Gemma2"),
     "gpt_neox": ("GPTNeoXConfig", {k: v for k, v in _LLAMA.items() if k != "num_key_value_heads"}, "GPTNeoX"),
-    "opt": ("OPTConfig", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, ffn_dim=40, vocab_size=99,
-                              max_position_embeddings=40, word_embed_proj_dim=32, pad_token_id=0, bos_token_id=1,
-                              eos_token_id=2), "OPT"),
+    "opt": ("OPTConfig",
+            dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, ffn_dim=40, vocab_size=99,
+                 max_position_embeddings=40, word_embed_proj_dim=32, pad_token_id=0, bos_token_id=1,
+                 eos_token_id=2), "OPT"),
 }
-_SEQ2SEQ = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
-                encoder_ffn_dim=48, decoder_ffn_dim=48, vocab_size=99, max_position_embeddings=40, pad_token_id=0,
-                bos_token_id=1, eos_token_id=2, decoder_start_token_id=2)
+_SEQ2SEQ = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                decoder_attention_heads=4, encoder_ffn_dim=48, decoder_ffn_dim=48, vocab_size=99,
+                max_position_embeddings=40, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                decoder_start_token_id=2)
 SEQ2SEQ = {
     "bart": ("BartConfig", _SEQ2SEQ, "Bart"),
     "marian": ("MarianConfig", dict(_SEQ2SEQ, decoder_start_token_id=0, forced_eos_token_id=2), "Marian"),
-    "t5": ("T5Config", dict(d_model=32, d_kv=8, d_ff=48, num_layers=2, num_heads=4, vocab_size=99, pad_token_id=0,
-                            eos_token_id=1, decoder_start_token_id=0), "T5"),
+    "t5": ("T5Config",
+           dict(d_model=32, d_kv=8, d_ff=48, num_layers=2, num_heads=4, vocab_size=99, pad_token_id=0,
+                eos_token_id=1, decoder_start_token_id=0), "T5"),
 }
 FAMILIES.update({**DECODERS, **SEQ2SEQ})
 # zoo head -> the transformers class-name suffix a folder of that head names in `architectures`
@@ -67,12 +75,13 @@ NAMED = {"classifier": LABELS, "token_classifier": TAGS}  # zoo head -> the labe
 
 
 def hf_model(family: str, suffix: str, seed: int = 0, **config) -> transformers.PreTrainedModel:
-    """The family's transformers class `suffix` (ForMaskedLM, ...) from a tiny config, every parameter perturbed,
-    eval mode; classifiers with named labels."""
+    """The family's transformers class `suffix` (ForMaskedLM, ...) from a tiny config, every parameter
+    perturbed, eval mode; classifiers with named labels."""
     config_class, tiny, prefix = FAMILIES[family]
     names = NAMED.get(next((h for h, s in CLASSES.items() if s == suffix), ""))
     if names is not None:
-        config = {"id2label": dict(enumerate(names)), "label2id": {n: i for i, n in enumerate(names)}, **config}
+        config = {"id2label": dict(enumerate(names)), "label2id": {n: i for i, n in enumerate(names)},
+                  **config}
     torch.manual_seed(seed)
     model = getattr(transformers, prefix + suffix)(getattr(transformers, config_class)(**tiny, **config))
     return perturbed(model, seed)
@@ -90,7 +99,8 @@ def _bin_only(model: transformers.PreTrainedModel, folder: Path) -> None:
     model.config.architectures = [type(model).__name__]  # as save_pretrained records it
     model.config.save_pretrained(folder)
     state = dict(model.state_dict())
-    base = f"{model.base_model_prefix}." if any(k.startswith(model.base_model_prefix + ".") for k in state) else ""
+    base = f"{model.base_model_prefix}." if any(k.startswith(model.base_model_prefix + ".")
+                                                for k in state) else ""
     state[f"{base}embeddings.position_ids"] = torch.arange(model.config.max_position_embeddings)[None]
     torch.save(state, folder / "pytorch_model.bin")
 
@@ -145,13 +155,15 @@ def wordpiece_tokenizer(folder: Path) -> None:
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    pieces = [*specials, *WORDS, *"abcdefghijklmnopqrstuvwxyz", *(f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz")]
+    pieces = [*specials, *WORDS, *"abcdefghijklmnopqrstuvwxyz",
+              *(f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz")]
     tok = Tokenizer(models.WordPiece({p: i for i, p in enumerate(pieces)}, unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
     tok.enable_truncation(STORED_LENGTH)
     tok.enable_padding(length=STORED_LENGTH, pad_id=0, pad_token="[PAD]")
     fast = transformers.BertTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]",

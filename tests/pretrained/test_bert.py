@@ -16,7 +16,8 @@ TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermed
 def test_mlm_logits_match_with_padding_and_token_types(tmp_path):
     hf = perturbed(BertForMaskedLM(BertConfig(**TINY)))
     model = zoo.from_pretrained(saved(hf, tmp_path))
-    assert model.config.norm_eps == 1e-12 and model.config.embed_norm and model.config.norm_placement == "post"
+    assert (model.config.norm_eps == 1e-12 and model.config.embed_norm
+            and model.config.norm_placement == "post")
     ids, mask = right_padded(3, 12, 99, [12, 8, 5])
     types = torch.randint(0, 3, ids.shape)
     with torch.no_grad():
@@ -31,7 +32,8 @@ def test_untied_mlm_head_uses_the_decoder_weight_and_bias(tmp_path):
     embeddings and cls.predictions.bias when tie_word_embeddings=false."""
     hf = perturbed(BertForMaskedLM(BertConfig(**TINY, tie_word_embeddings=False)))
     head = hf.cls.predictions
-    assert head.decoder.bias is not head.bias and not torch.equal(head.decoder.bias, head.bias)  # the case exists
+    # the case exists
+    assert head.decoder.bias is not head.bias and not torch.equal(head.decoder.bias, head.bias)
     model = zoo.from_pretrained(saved(hf, tmp_path))
     assert not model.config.tie_embeddings
     ids, mask = right_padded(2, 9, 99, [9, 6])

@@ -1,7 +1,8 @@
-"""Decoder and encoder-decoder folders as shipped (tests/pretrained/shipped.py): tied weights that transformers
-leaves out of the file, and `init_from=<folder>` through the functions train.py runs (plan_init -> read_init ->
-build_model): the task's head is built as the family's class builds it (a decoder's `score` without bias), fresh
-where transformers would not load a checkpoint tensor into it, and the run exports as that class."""
+"""Decoder and encoder-decoder folders as shipped (tests/pretrained/shipped.py): tied weights that
+transformers leaves out of the file, and `init_from=<folder>` through the functions train.py runs (plan_init
+-> read_init -> build_model): the task's head is built as the family's class builds it (a decoder's `score`
+without bias), fresh where transformers would not load a checkpoint tensor into it, and the run exports as
+that class."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ TIED = [
 ]
 
 
-@pytest.mark.parametrize(("family", "suffix", "table", "absent"), TIED, ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(("family", "suffix", "table", "absent"), TIED,
+                         ids=lambda v: v if isinstance(v, str) else "")
 def test_tied_weights_left_out_of_the_file_are_the_token_table(shipped, family, suffix, table, absent):
     """transformers 5 stores a tied pair once; zoo ties the head (and both stacks' tables) to the stored one.
     The logits of the same folders equal transformers' in test_heads.py."""
@@ -53,9 +55,10 @@ def test_tied_weights_left_out_of_the_file_are_the_token_table(shipped, family, 
 
 
 def test_a_reward_model_scores_the_last_real_token_as_transformers(tmp_path):
-    """A reward model is a *ForSequenceClassification with one label (LABEL_0): one score per sequence, read at
-    the last real token of a right-padded batch, exported back with equal scores."""
-    hf = hf_model("qwen2", "ForSequenceClassification", num_labels=1, id2label={0: "LABEL_0"}, label2id={"LABEL_0": 0})
+    """A reward model is a *ForSequenceClassification with one label (LABEL_0): one score per sequence, read
+    at the last real token of a right-padded batch, exported back with equal scores."""
+    hf = hf_model("qwen2", "ForSequenceClassification", num_labels=1, id2label={0: "LABEL_0"},
+                  label2id={"LABEL_0": 0})
     hf.save_pretrained(tmp_path / "rm")
     model = zoo.from_pretrained(tmp_path / "rm")
     assert model.config.num_labels == 1
@@ -63,8 +66,10 @@ def test_a_reward_model_scores_the_last_real_token_as_transformers(tmp_path):
     ids = ids.masked_fill(mask == 0, hf.config.pad_token_id)
     with torch.no_grad():
         scores = model(ids, attention_mask=mask).logits
-        assert scores.shape == (3, 1) and (scores - hf(input_ids=ids, attention_mask=mask).logits).abs().max() < 1e-4
-        again = transformers.Qwen2ForSequenceClassification.from_pretrained(zoo.save_pretrained(model, tmp_path / "x"))
+        assert (scores.shape == (3, 1)
+                and (scores - hf(input_ids=ids, attention_mask=mask).logits).abs().max() < 1e-4)
+        again = transformers.Qwen2ForSequenceClassification.from_pretrained(
+            zoo.save_pretrained(model, tmp_path / "x"))
         assert (again.eval()(input_ids=ids, attention_mask=mask).logits - scores).abs().max() < 1e-4
 
 
@@ -91,7 +96,8 @@ def test_causal_lm_folder_with_task_classification_gets_a_fresh_score_and_export
     transformers gives the same logits on a right-padded batch."""
     folder = folder_with_tokenizer(shipped, tmp_path, "llama", "ForCausalLM")
     model, log = init_from(folder, "classification", 2, tmp_path)
-    assert (model.config.head, model.config.head_pooler, model.config.head_proj_bias) == ("classifier", "none", False)
+    assert ((model.config.head, model.config.head_pooler, model.config.head_proj_bias)
+            == ("classifier", "none", False))
     assert log.endswith("new (trained from scratch): head.proj.weight")
     out = zoo.save_pretrained(model, tmp_path / "export", label_names=["no", "yes"])
     hf = transformers.LlamaForSequenceClassification.from_pretrained(out).eval()
@@ -99,11 +105,13 @@ def test_causal_lm_folder_with_task_classification_gets_a_fresh_score_and_export
     ids, mask = right_padded(3, 10, 99, [10, 6, 2], seed=5)
     ids = ids.masked_fill(mask == 0, hf.config.pad_token_id)
     with torch.no_grad():
-        assert (hf(input_ids=ids, attention_mask=mask).logits - model(ids, attention_mask=mask).logits).abs().max() < 1e-4
+        assert (hf(input_ids=ids, attention_mask=mask).logits
+                - model(ids, attention_mask=mask).logits).abs().max() < 1e-4
 
 
 @pytest.mark.parametrize(("family", "reused", "fresh"), [
-    ("llama", "score.weight", "head.proj.bias"),  # LlamaForTokenClassification's `score` (with a bias) is that tensor
+    ("llama", "score.weight", "head.proj.bias"),  # LlamaForTokenClassification's
+                                                  # `score` (with a bias) is that tensor
     ("gpt2", None, "head.proj.bias, head.proj.weight"),  # GPT2ForTokenClassification's is `classifier`
 ])
 def test_a_sequence_classifier_folder_for_token_classification_reuses_only_the_same_tensor(
@@ -122,8 +130,8 @@ def test_a_sequence_classifier_folder_for_token_classification_reuses_only_the_s
     ("pythia_70m", "token_classifier", "GPTNeoXForTokenClassification"),
 ])
 def test_a_zoo_built_decoder_head_exports_as_the_family_class(tmp_path, preset, head, hf_class):
-    """A decoder trained from a preset with a task head (no folder to remember): the family is found by its knobs,
-    the class by its head, and transformers gives the same outputs."""
+    """A decoder trained from a preset with a task head (no folder to remember): the family is found by its
+    knobs, the class by its head, and transformers gives the same outputs."""
     small = dict(vocab_size=99, d_model=32, n_layers=1, n_heads=4, max_seq_len=32)
     labels = {"num_labels": 3} if head != "qa" else {}
     model = zoo.build(preset, **small, head=head, **labels).eval()
@@ -139,7 +147,8 @@ def test_a_zoo_built_decoder_head_exports_as_the_family_class(tmp_path, preset, 
 
 
 def test_a_decoder_head_its_class_cannot_express_is_refused_naming_the_key(tmp_path):
-    """transformers' decoder `score` has no bias: a zoo decoder classifier with one is no LlamaForSequenceClassification."""
+    """transformers' decoder `score` has no bias: a zoo decoder classifier with one is no
+    LlamaForSequenceClassification."""
     model = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=1, n_heads=4, max_seq_len=32,
                       head="classifier", num_labels=2, head_proj_bias=True)
     with pytest.raises(ValueError, match=r"'llama'.*model.head_proj_bias=True \(would load as False\)"):

@@ -31,11 +31,12 @@ def test_mlm_logits_match_with_padding(tmp_path, activation):
 
 
 def test_sinusoidal_checkpoint_loads_its_stored_table(tmp_path):
-    """sinusoidal_pos_embds fills the position table with zoo's interleaved sinusoid at init; transformers then
-    reads the stored (here perturbed) table, and so does zoo."""
+    """sinusoidal_pos_embds fills the position table with zoo's interleaved sinusoid at init; transformers
+    then reads the stored (here perturbed) table, and so does zoo."""
     fresh = DistilBertForMaskedLM(DistilBertConfig(**TINY, sinusoidal_pos_embds=True))
     table = fresh.distilbert.embeddings.position_embeddings.weight
-    cfg = zoo.config.ModelConfig(d_model=32, n_heads=4, positional="sinusoidal", sinusoidal_layout="interleaved")
+    cfg = zoo.config.ModelConfig(d_model=32, n_heads=4, positional="sinusoidal",
+                                 sinusoidal_layout="interleaved")
     assert torch.allclose(table, Sinusoidal(cfg).pattern(40)[0], atol=1e-6)
     hf = perturbed(fresh)
     model = zoo.from_pretrained(saved(hf, tmp_path))
@@ -51,17 +52,20 @@ def test_export_round_trip_is_exact_and_loads_in_transformers(tmp_path, tied):
     again = zoo.from_pretrained(out)
     for (name, a), (_, b) in zip(model.state_dict().items(), again.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
-    _assert_same_logits(DistilBertForMaskedLM.from_pretrained(out).eval(), model, *right_padded(2, 10, 99, [10, 6]))
+    _assert_same_logits(DistilBertForMaskedLM.from_pretrained(out).eval(), model,
+                        *right_padded(2, 10, 99, [10, 6]))
 
 
 def test_preset_exports_to_transformers(tmp_path):
-    model = zoo.build("distilbert_base", d_model=32, n_layers=1, n_heads=4, d_ff=48, vocab_size=99, max_seq_len=16)
-    hf = DistilBertForMaskedLM.from_pretrained(zoo.save_pretrained(model.eval(), tmp_path / "p", model_type="distilbert"))
+    model = zoo.build("distilbert_base", d_model=32, n_layers=1, n_heads=4, d_ff=48, vocab_size=99,
+                      max_seq_len=16)
+    hf = DistilBertForMaskedLM.from_pretrained(zoo.save_pretrained(model.eval(), tmp_path / "p",
+                                                                   model_type="distilbert"))
     _assert_same_logits(hf.eval(), model, *right_padded(2, 12, 99, [12, 3]))
 
 
 def test_export_refuses_token_types():
-    model = zoo.build("distilbert_base", d_model=32, n_layers=1, n_heads=4, d_ff=48, vocab_size=99, max_seq_len=16,
-                      type_vocab_size=2)
+    model = zoo.build("distilbert_base", d_model=32, n_layers=1, n_heads=4, d_ff=48, vocab_size=99,
+                      max_seq_len=16, type_vocab_size=2)
     with pytest.raises(ValueError, match="type_vocab_size=2 \\(would load as 0\\)"):
         zoo.save_pretrained(model, "unused", model_type="distilbert")

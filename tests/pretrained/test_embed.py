@@ -65,7 +65,8 @@ def test_older_layout_with_max_seq_length_and_a_default_prompt(shipped, tmp_path
     modules[0]["path"] = "0_Transformer"  # the oldest layout: the model and tokenizer in a subfolder
     (folder / "0_Transformer").mkdir()
     for file in folder.iterdir():
-        if file.is_file() and file.name not in ("modules.json", "config_sentence_transformers.json", "README.md"):
+        if (file.is_file()
+                and file.name not in ("modules.json", "config_sentence_transformers.json", "README.md")):
             file.rename(folder / "0_Transformer" / file.name)
     (folder / "modules.json").write_text(json.dumps(modules))
     (folder / "1_Pooling" / "config.json").write_text(json.dumps({
@@ -90,7 +91,8 @@ def test_plain_model_folder_pools_the_callers_way(shipped, tmp_path):
     from transformers import AutoTokenizer
 
     folder = shutil.copytree(shipped.folder("bert", "Model"), tmp_path / "bert")
-    for name in ("tokenizer.json", "tokenizer_config.json"):  # a BERT tokenizer (vocabulary within the model's)
+    # a BERT tokenizer (vocabulary within the model's)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(shipped.sentence_transformers() / name, folder)
     hf, words = shipped.model("bert", "Model"), AutoTokenizer.from_pretrained(folder)
     texts = TEXTS[:3]
@@ -114,8 +116,8 @@ def test_last_token_of_a_decoder_in_a_right_padded_batch(shipped, tmp_path):
     from tests.pretrained.helpers import perturbed
 
     torch.manual_seed(0)
-    gpt2 = perturbed(transformers.GPT2Model(transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=99,
-                                                                      n_positions=140)))
+    gpt2 = perturbed(transformers.GPT2Model(transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4,
+                                                                    vocab_size=99, n_positions=140)))
     gpt2.save_pretrained(tmp_path / "gpt2")
     tokenizer = load_hf_tokenizer(shipped.sentence_transformers())  # any tokenizer whose ids the model holds
     texts = TEXTS[:3]
@@ -149,7 +151,8 @@ def test_every_pooling_is_checked_against_sentence_transformers():
 # ----------------------------------------------------------------------------------------- bad input
 
 def test_unknown_pooling_is_refused_before_the_weights_are_read(shipped):
-    with pytest.raises(ValueError, match=r"pooling: Unknown sentence pooling 'avg'\. Allowed: cls, last, max, mean"):
+    with pytest.raises(ValueError,
+                       match=r"pooling: Unknown sentence pooling 'avg'\. Allowed: cls, last, max, mean"):
         load_embedder(shipped.sentence_transformers(), pooling="avg")
     folder = shipped.sentence_transformers()
     model, tokenizer = zoo.from_pretrained(folder), load_hf_tokenizer(folder)
@@ -158,12 +161,15 @@ def test_unknown_pooling_is_refused_before_the_weights_are_read(shipped):
 
 
 def test_missing_folder_is_named(tmp_path):
-    with pytest.raises(FileNotFoundError, match=f"{tmp_path / 'nope'} is not a folder; expected a Hugging Face"):
+    with pytest.raises(FileNotFoundError,
+                       match=f"{tmp_path / 'nope'} is not a folder; expected a Hugging Face"):
         load_embedder(tmp_path / "nope")
 
 
 @pytest.mark.parametrize(("edit", "message"), [
-    (lambda m, p: m.insert(2, {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}),
+    (lambda m, p: m.insert(2,
+                           {"idx": 2, "name": "2", "path": "2_Dense",
+                            "type": "sentence_transformers.models.Dense"}),
      r"modules zoo does not run: sentence_transformers\.models\.Dense; zoo\.embed runs Transformer, Pooling"),
     (lambda m, p: p.update(pooling_mode=["cls", "mean"]),
      r"1_Pooling/config\.json asks for pooling \['cls', 'mean'\]; zoo\.embed pools with one of mean, cls"),
@@ -195,5 +201,6 @@ def test_texts_must_be_a_list_of_strings(shipped):
 
 def test_an_encoder_decoder_is_refused():
     model = zoo.build("transformer_tiny")
-    with pytest.raises(ValueError, match="zoo.embed takes an encoder or a decoder; this model is an encoder-decoder"):
+    with pytest.raises(ValueError,
+                       match="zoo.embed takes an encoder or a decoder; this model is an encoder-decoder"):
         Embedder(model, tokenizer=None)

@@ -1,5 +1,5 @@
-"""`python -m zoo.embedding folder= input= output=`: the written array equals sentence-transformers' encode of the
-file's lines, row for row; every bad argument is one error naming it, raised before the model is read."""
+"""`python -m zoo.embedding folder= input= output=`: the written array equals sentence-transformers' encode of
+the file's lines, row for row; every bad argument is one error naming it, raised before the model is read."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ def texts_file(tmp_path):
 
 
 @pytest.mark.parametrize("suffix", [".npy", ".pt"])
-def test_cli_writes_one_row_per_line_equal_to_sentence_transformers(shipped, texts_file, tmp_path, suffix, capsys):
+def test_cli_writes_one_row_per_line_equal_to_sentence_transformers(shipped, texts_file, tmp_path, suffix,
+                                                                    capsys):
     folder = shipped.sentence_transformers("mean", True)
     output = tmp_path / "out" / f"emb{suffix}"
     assert main([f"folder={folder}", f"input={texts_file}", f"output={output}", "batch_size=3"]) == 0
@@ -44,20 +45,24 @@ def test_cli_arguments_replace_the_folders_settings(shipped, texts_file, tmp_pat
     main([f"folder={folder}", f"input={texts_file}", f"output={output}", "pooling=cls", "normalize=true"])
     word = SentenceTransformer(str(folder), device="cpu")[0]
     reference = SentenceTransformer(modules=[word, Pooling(32, "cls"), Normalize()], device="cpu")
-    assert (torch.from_numpy(np.load(output)) - reference.encode(LINES, convert_to_tensor=True)).abs().max() < 1e-5
+    assert (torch.from_numpy(np.load(output))
+            - reference.encode(LINES, convert_to_tensor=True)).abs().max() < 1e-5
 
 
 @pytest.mark.parametrize(("args", "message"), [
     ("input={in_} output={out}.npy", r"folder= is required"),
     ("folder={missing} input={in_} output={out}.npy", r"folder='.*missing' is not a folder"),
-    ("folder={st} input={empty} output={out}.npy", r"input='.*empty\.txt' holds no text \(2 line\(s\), all empty\)"),
+    ("folder={st} input={empty} output={out}.npy",
+     r"input='.*empty\.txt' holds no text \(2 line\(s\), all empty\)"),
     ("folder={st} input={missing} output={out}.npy", r"input='.*missing' is not a file"),
     ("folder={st} input={in_} output={out}.csv", r"output='.*out\.csv' must end in \.npy or \.pt"),
     ("folder={st} input={in_} output={out}.npy pooling=avg",
      r"pooling: Unknown sentence pooling 'avg'\. Allowed: cls, last, max, mean"),
-    ("folder={st} input={in_} output={out}.npy batch_size=0", r"batch_size=0 and max_length=None must be >= 1"),
+    ("folder={st} input={in_} output={out}.npy batch_size=0",
+     r"batch_size=0 and max_length=None must be >= 1"),
     ("folder={st} inptu={in_}", r"unknown key 'inptu'\. Did you mean 'input'\?"),
-    ("folder={st} input={in_} output={out}.npy batch_size=x", r"bad value: Value 'x' of type 'str' could not"),
+    ("folder={st} input={in_} output={out}.npy batch_size=x",
+     r"bad value: Value 'x' of type 'str' could not"),
     ("folder", r"arguments are key=value, got 'folder'"),
 ])
 def test_cli_bad_arguments_are_one_error_each(shipped, texts_file, tmp_path, args, message):
@@ -71,9 +76,9 @@ def test_cli_bad_arguments_are_one_error_each(shipped, texts_file, tmp_path, arg
 
 @pytest.mark.e2e
 def test_python_m_zoo_embedding_prints_one_error_line(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "zoo.embedding", f"folder={tmp_path / 'nope'}", "input=x.txt",
-                           "output=e.npy"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "zoo.embedding", f"folder={tmp_path / 'nope'}",
+                           "input=x.txt", "output=e.npy"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        f"error: folder='{tmp_path / 'nope'}' is not a folder; give a Hugging Face model folder (config.json, "
-        "weights, tokenizer.json), a sentence-transformers one included."]
+        f"error: folder='{tmp_path / 'nope'}' is not a folder; give a Hugging Face model folder "
+        "(config.json, weights, tokenizer.json), a sentence-transformers one included."]

@@ -20,7 +20,8 @@ class NotATensor:  # a custom class: unpickling it needs arbitrary code
 
 @pytest.fixture
 def gpt2_dir(tmp_path):
-    cfg = GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=50, n_positions=16, bos_token_id=1, eos_token_id=2)
+    cfg = GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=50, n_positions=16, bos_token_id=1,
+                     eos_token_id=2)
     return saved(GPT2LMHeadModel(cfg), tmp_path)
 
 
@@ -34,7 +35,8 @@ def test_directory_without_config(tmp_path):
 
 def test_unsupported_model_type_lists_supported(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "xlnet"}))
-    with pytest.raises(ValueError, match=r"Unknown Hugging Face model_type 'xlnet'.*Allowed: bart, bert, .*marian.*t5"):
+    with pytest.raises(ValueError,
+                       match=r"Unknown Hugging Face model_type 'xlnet'.*Allowed: bart, bert, .*marian.*t5"):
         zoo.from_pretrained(tmp_path)
 
 
@@ -60,7 +62,8 @@ def test_missing_tensors_are_listed(gpt2_dir):
     tensors = load_file(file)
     del tensors["transformer.ln_f.bias"], tensors["transformer.h.0.ln_2.weight"]
     save_file(tensors, file, metadata={"format": "pt"})
-    with pytest.raises(ValueError, match=r"missing 2 tensor.*transformer.h.0.ln_2.weight.*transformer.ln_f.bias"):
+    with pytest.raises(ValueError,
+                       match=r"missing 2 tensor.*transformer.h.0.ln_2.weight.*transformer.ln_f.bias"):
         zoo.from_pretrained(gpt2_dir)
 
 
@@ -98,7 +101,8 @@ def test_directory_without_weights(gpt2_dir):
 
 
 def test_export_of_unrepresentable_model_explains_each_family(tmp_path):
-    model = zoo.build({"arch": "decoder", "positional": "alibi", "vocab_size": 32, "d_model": 16, "n_heads": 2})
+    model = zoo.build({"arch": "decoder", "positional": "alibi", "vocab_size": 32, "d_model": 16,
+                       "n_heads": 2})
     with pytest.raises(ValueError, match=r"(?s)No Hugging Face family.*'gpt2': its config.json cannot "
                                          r"express model.positional='alibi' \(would load as 'learned'\)"):
         zoo.save_pretrained(model, tmp_path / "out")
@@ -110,7 +114,8 @@ def test_missing_config_key_names_file_and_key(gpt2_dir):
     config = json.loads((gpt2_dir / "config.json").read_text())
     del config["n_embd"]
     (gpt2_dir / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError, match=rf"{gpt2_dir / 'config.json'} has no 'n_embd', which a gpt2 checkpoint needs"):
+    with pytest.raises(ValueError,
+                       match=rf"{gpt2_dir / 'config.json'} has no 'n_embd', which a gpt2 checkpoint needs"):
         zoo.from_pretrained(gpt2_dir)
 
 
@@ -162,7 +167,8 @@ def test_shard_names_must_stay_in_the_folder(gpt2_dir, tmp_path):
     (gpt2_dir / "model.safetensors").rename(tmp_path / "elsewhere.safetensors")
     index = {"metadata": {}, "weight_map": {"transformer.wte.weight": "../elsewhere.safetensors"}}
     (gpt2_dir / "model.safetensors.index.json").write_text(json.dumps(index))
-    with pytest.raises(ValueError, match=r"names shard files outside its folder: \['../elsewhere.safetensors'\]"):
+    with pytest.raises(ValueError,
+                       match=r"names shard files outside its folder: \['../elsewhere.safetensors'\]"):
         zoo.from_pretrained(gpt2_dir)
 
 

@@ -1,6 +1,7 @@
-"""A classifier's label names survive the Hugging Face export (issue 28 item 7): `zoo.export(ckpt, format="hf")`
-writes the names the checkpoint was trained on as `id2label` / `label2id` (not LABEL_0, LABEL_1), and a
-classifier trained from the `bert_small` preset (model.head=classifier) exports at all."""
+"""A classifier's label names survive the Hugging Face export (issue 28 item 7):
+`zoo.export(ckpt, format="hf")` writes the names the checkpoint was trained on as `id2label` / `label2id` (not
+LABEL_0, LABEL_1), and a classifier trained from the `bert_small` preset (model.head=classifier) exports at
+all."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ def test_preset_classifier_exports_with_its_label_names(classifier_ckpt, tmp_pat
 def test_loaded_label_names_are_written_back_and_can_be_given(shipped, tmp_path):
     model = zoo.from_pretrained(shipped.folder("bert", "ForSequenceClassification"))
     given = zoo.save_pretrained(model, tmp_path / "given", label_names=["bad", "meh", "good"])
-    assert json.loads((given / "config.json").read_text())["id2label"] == {"0": "bad", "1": "meh", "2": "good"}
+    assert (json.loads((given / "config.json").read_text())["id2label"]
+            == {"0": "bad", "1": "meh", "2": "good"})
     with pytest.raises(ValueError, match=r"2 label names \['a', 'b'\] for a head of model.num_labels=3"):
         zoo.save_pretrained(model, tmp_path / "short", label_names=["a", "b"])

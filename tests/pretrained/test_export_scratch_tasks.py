@@ -1,6 +1,6 @@
 """A token_classification / question_answering model trained from scratch with a BERT tokenizer folder
-(tokenizer=hf: bos_id is [CLS] 101, eos_id [SEP] 102, the decoder start its [PAD]) exports as the BERT class of
-its head, with its label names, and transformers reloads it with the same logits. Was refused: "config.json
+(tokenizer=hf: bos_id is [CLS] 101, eos_id [SEP] 102, the decoder start its [PAD]) exports as the BERT class
+of its head, with its label names, and transformers reloads it with the same logits. Was refused: "config.json
 cannot express model.bos_id=101 (would load as 1); model.eos_id=102 ...; model.decoder_start_id=0 ..."."""
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ def test_scratch_task_with_a_bert_tokenizer_exports_as_bert(tmp_path, task):
     head, hf_class, labels = CASES[task]
     tokenizer = load_hf_tokenizer(make_bert(tmp_path / "bert"))
     tokenizer.label_names = labels
-    config = resolve_config("bert_small", head=head, d_model=32, n_heads=2, n_layers=1, d_ff=64, max_seq_len=48)
+    config = resolve_config("bert_small", head=head, d_model=32, n_heads=2, n_layers=1, d_ff=64,
+                            max_seq_len=48)
     config = get_task(task).model_config(config, tokenizer)
     assert (config.bos_id, config.eos_id, config.start_id) == (101, 102, 0)  # the case the export refused
     torch.manual_seed(0)

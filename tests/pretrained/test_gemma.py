@@ -50,7 +50,8 @@ def test_gemma_logits_match(tmp_path):
     hf = tiny_gemma()
     model = zoo.from_pretrained(saved(hf, tmp_path))
     c = model.config
-    assert (c.norm, c.activation, c.embed_scale, c.head_size, c.kv_heads) == ("rmsnorm_1p", "geglu_tanh", True, 16, 2)
+    assert ((c.norm, c.activation, c.embed_scale, c.head_size, c.kv_heads)
+            == ("rmsnorm_1p", "geglu_tanh", True, 16, 2))
     assert (c.bos_id, c.eos_id, c.pad_id) == (2, 1, 0)
     logits_match(hf, model)
 
@@ -74,7 +75,8 @@ def test_gemma2_logits_match(tmp_path, layer_types):
     c = model.config
     assert (c.norm_placement, c.attn_softcap, c.final_softcap, c.attn_scale) == ("sandwich", 2.0, 3.0, 0.5)
     assert (c.sliding_window, c.global_every) == (4, 3 if layer_types else 2)
-    assert [c.layer_is_local(i) for i in range(3)] == [t == "sliding_attention" for t in hf.config.layer_types]
+    assert [c.layer_is_local(i) for i in range(3)] == [t == "sliding_attention"
+                                                       for t in hf.config.layer_types]
     logits_match(hf, model)
 
 
@@ -92,7 +94,8 @@ def test_gemma2_settings_really_act_here(tmp_path):
 @pytest.mark.parametrize("family", ["gemma", "gemma2"])
 def test_greedy_matches_transformers_generate(tmp_path, family):
     hf = (tiny_gemma if family == "gemma" else tiny_gemma2)(scale=0.3)  # sharp, tie-free next-token choices
-    greedy_matches(hf, zoo.from_pretrained(saved(hf, tmp_path)))  # 6 prompt + 8 new tokens: past the window of 4
+    # 6 prompt + 8 new tokens: past the window of 4
+    greedy_matches(hf, zoo.from_pretrained(saved(hf, tmp_path)))
 
 
 @pytest.mark.parametrize("family", ["gemma", "gemma2"])
@@ -116,7 +119,8 @@ def test_gemma2_preset_exports_and_loads_in_transformers(tmp_path):
     model = zoo.build("gemma2_2b", vocab_size=64, d_model=32, n_layers=3, n_heads=4, n_kv_heads=2, head_dim=8,
                       d_ff=24, sliding_window=3, attn_softcap=2.0, final_softcap=3.0).eval()
     out = zoo.save_pretrained(model, tmp_path / "fresh")
-    assert json.loads((out / "config.json").read_text())["query_pre_attn_scalar"] == 8  # attn_scale null: head size
+    # attn_scale null: head size
+    assert json.loads((out / "config.json").read_text())["query_pre_attn_scalar"] == 8
     logits_match(Gemma2ForCausalLM.from_pretrained(out).eval(), model, vocab=64)
 
 
@@ -138,9 +142,9 @@ def test_published_gemma_2_2b_config_reads_as_the_preset():
                  "cache_implementation": "hybrid", "eos_token_id": [1, 107], "final_logit_softcapping": 30.0,
                  "head_dim": 256, "hidden_act": "gelu_pytorch_tanh", "hidden_activation": "gelu_pytorch_tanh",
                  "hidden_size": 2304, "intermediate_size": 9216, "max_position_embeddings": 8192,
-                 "num_attention_heads": 8, "num_hidden_layers": 26, "num_key_value_heads": 4, "pad_token_id": 0,
-                 "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "sliding_window": 4096,
-                 "vocab_size": 256000}
+                 "num_attention_heads": 8, "num_hidden_layers": 26, "num_key_value_heads": 4,
+                 "pad_token_id": 0, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06,
+                 "rope_theta": 10000.0, "sliding_window": 4096, "vocab_size": 256000}
     preset = ModelConfig.from_dict(zoo.presets.preset_dict("gemma2_2b"))
     assert effective(FAMILIES.get("gemma2")().config_from_hf(published)) == effective(preset)
 
@@ -155,7 +159,8 @@ BASE = {"hidden_size": 32, "num_hidden_layers": 3, "num_attention_heads": 4, "in
     ("gemma", {"hidden_activation": "gelu"}, r"hidden_activation='gelu' \(supported: 'gelu_pytorch_tanh'\)"),
     ("gemma", {"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}},
      r"rope_type='linear' \(supported: default\), rope_parameters.factor=2.0 \(supported: 'absent'\)"),
-    ("gemma2", {"use_bidirectional_attention": True}, r"use_bidirectional_attention=True \(supported: False\)"),
+    ("gemma2", {"use_bidirectional_attention": True},
+     r"use_bidirectional_attention=True \(supported: False\)"),
     ("gemma2", {"hidden_activation": "gelu"}, r"hidden_activation='gelu' \(supported: gelu_pytorch_tanh\)"),
     ("gemma2", {"layer_types": ["full_attention", "sliding_attention", "sliding_attention"]},
      r"layer_types global every k-th layer=False"),
@@ -164,7 +169,8 @@ BASE = {"hidden_size": 32, "num_hidden_layers": 3, "num_attention_heads": 4, "in
     ("gemma2", {"sliding_window": None}, r"sliding_window given for sliding_attention layers=False"),
 ])
 def test_settings_zoo_cannot_reproduce_are_named(model_type, settings, message):
-    with pytest.raises(ValueError, match=rf"^{model_type} config.json uses settings zoo does not support: {message}"):
+    with pytest.raises(ValueError,
+                       match=rf"^{model_type} config.json uses settings zoo does not support: {message}"):
         FAMILIES.get(model_type)().config_from_hf({"model_type": model_type, **BASE, **settings})
 
 
@@ -176,7 +182,8 @@ def test_settings_zoo_cannot_reproduce_are_named(model_type, settings, message):
 def test_gemma2_layer_types_map_to_window_and_global_every(settings, window, every):
     cfg = FAMILIES.get("gemma2")().config_from_hf({"model_type": "gemma2", **BASE, **settings})
     assert (cfg.sliding_window, cfg.global_every) == (window, every)
-    assert (cfg.attn_softcap, cfg.final_softcap, cfg.attn_scale) == (50.0, 30.0, 256**-0.5)  # defaults, head 8
+    # defaults, head 8
+    assert (cfg.attn_softcap, cfg.final_softcap, cfg.attn_scale) == (50.0, 30.0, 256**-0.5)
 
 
 @pytest.mark.parametrize(("model_type", "overrides", "message"), [

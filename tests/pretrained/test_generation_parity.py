@@ -21,8 +21,9 @@ from tests.pretrained.decoder_checks import GREEDY, NEW, greedy_matches, same_to
 from tests.pretrained.helpers import perturbed, saved
 from zoo.generation import generate
 
-SEQ2SEQ = dict(d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4,
-               encoder_ffn_dim=48, decoder_ffn_dim=48, vocab_size=99, max_position_embeddings=40)
+SEQ2SEQ = dict(d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
+               decoder_attention_heads=4, encoder_ffn_dim=48, decoder_ffn_dim=48, vocab_size=99,
+               max_position_embeddings=40)
 
 
 def decoders():
@@ -35,8 +36,10 @@ def decoders():
 
 def seq2seqs():
     yield "bart", BartForConditionalGeneration(BartConfig(**SEQ2SEQ))
-    yield "marian", MarianMTModel(MarianConfig(**SEQ2SEQ, pad_token_id=98, eos_token_id=0, decoder_start_token_id=98,
-                                               bos_token_id=None, activation_function="swish", scale_embedding=True))
+    yield "marian", MarianMTModel(MarianConfig(**SEQ2SEQ, pad_token_id=98, eos_token_id=0,
+                                               decoder_start_token_id=98,
+                                               bos_token_id=None, activation_function="swish",
+                                               scale_embedding=True))
 
 
 @pytest.mark.parametrize("name,hf", list(decoders()), ids=[n for n, _ in decoders()])
@@ -55,9 +58,11 @@ def test_seq2seq_greedy_matches_transformers(tmp_path, name, hf):
     mask[2, 3:] = 0
     pad = model.config.pad_id
     src = src.masked_fill(mask == 0, pad)
-    no_forcing = dict(forced_eos_token_id=None, forced_bos_token_id=None, min_length=0, no_repeat_ngram_size=0)
+    no_forcing = dict(forced_eos_token_id=None, forced_bos_token_id=None, min_length=0,
+                      no_repeat_ngram_size=0)
     with torch.no_grad():  # 1) explicit argmax loop over zoo's forward, no EOS stop
-        ref = hf.generate(input_ids=src, attention_mask=mask, eos_token_id=None, pad_token_id=pad, **no_forcing, **GREEDY)
+        ref = hf.generate(input_ids=src, attention_mask=mask, eos_token_id=None, pad_token_id=pad,
+                          **no_forcing, **GREEDY)
         tgt = torch.full((3, 1), model.config.start_id)
         for _ in range(NEW):
             nxt = model(src, tgt, mask).logits[:, -1].argmax(-1, keepdim=True)
@@ -66,6 +71,8 @@ def test_seq2seq_greedy_matches_transformers(tmp_path, name, hf):
 
     eos = int(tgt[0, 3])  # 2) zoo.generation.generate with an EOS row 0 emits at its third token
     with torch.no_grad():
-        ref = hf.generate(input_ids=src, attention_mask=mask, eos_token_id=eos, pad_token_id=pad, **no_forcing, **GREEDY)
+        ref = hf.generate(input_ids=src, attention_mask=mask, eos_token_id=eos, pad_token_id=pad,
+                          **no_forcing, **GREEDY)
     assert bool((ref[0, 4:] == pad).all())
-    same_tokens(generate(model, src, attention_mask=mask, eos_token_id=eos, pad_token_id=pad, **GREEDY), ref, pad=pad)
+    same_tokens(generate(model, src, attention_mask=mask, eos_token_id=eos, pad_token_id=pad, **GREEDY), ref,
+                pad=pad)

@@ -1,7 +1,7 @@
 """Heads as the folder says, for every family x head (tests/pretrained/heads_table.py: CASES): zoo loads the
 transformers class the folder names with outputs equal to transformers' (padded batches, every layer's hidden
-states; decoders right- and left-padded, encoder-decoders with the encoder's states too), exports it back as the
-same class with its label names, and transformers reloads the export with equal outputs. The docs table is
+states; decoders right- and left-padded, encoder-decoders with the encoder's states too), exports it back as
+the same class with its label names, and transformers reloads the export with equal outputs. The docs table is
 rendered from the same cases."""
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ TOL = 1e-4
 
 
 def batch(case: Case, config) -> dict[str, torch.Tensor]:
-    """Right-padded ids (pads hold pad_token_id, as a tokenizer gives them; real ids from 3 up, never the pad),
-    token types where there are, and an encoder-decoder's decoder_input_ids."""
+    """Right-padded ids (pads hold pad_token_id, as a tokenizer gives them; real ids from 3 up, never the
+    pad), token types where there are, and an encoder-decoder's decoder_input_ids."""
     ids, mask = right_padded(3, 12, config.vocab_size, [12, 8, 5], seed=1)
     pad = config.pad_token_id or 0
     inputs = {"input_ids": ids.masked_fill(mask == 0, pad), "attention_mask": mask}
@@ -61,7 +61,8 @@ def assert_same_outputs(case: Case, got, ref, mask: torch.Tensor | None = None) 
     real = mask.bool() if case.runs.real_only else None
     for zoo_field, hf_field in case.compared.items():
         ours, theirs = getattr(got, zoo_field), getattr(ref, hf_field)
-        assert ours is not None and ours.shape == theirs.shape, (zoo_field, None if ours is None else ours.shape)
+        assert (ours is not None
+                and ours.shape == theirs.shape), (zoo_field, None if ours is None else ours.shape)
         assert close(ours, theirs, real) < TOL, (zoo_field, close(ours, theirs, real))
     for absent in set(OUTPUTS[case.head]) - set(case.compared):
         assert getattr(got, absent) is None, absent
@@ -97,7 +98,8 @@ def test_loads_as_the_head_and_exports_as_its_class(shipped, case, tmp_path):
         assert config["label2id"] == {n: i for i, n in enumerate(names)}
     reloaded = getattr(transformers, case.export_class).from_pretrained(out).eval()
     assert reloaded.config.id2label == reference.config.id2label
-    exported = replace(case, suffix=case.exports, exports="", outputs=()) if case.exports else case  # its names
+    # its names
+    exported = replace(case, suffix=case.exports, exports="", outputs=()) if case.exports else case
     assert_same_outputs(exported, ours, run(reloaded, inputs), inputs["attention_mask"])
     again = zoo.from_pretrained(out)
     for (name, a), (_, b) in zip(model.state_dict().items(), again.state_dict().items(), strict=True):
@@ -125,7 +127,8 @@ def test_a_class_transformers_has_and_zoo_does_not_load_is_named_with_why(shippe
 
 
 def test_every_seq2seq_class_transformers_has_is_a_case_or_refused():
-    """The encoder-decoder rows are listed by hand: none of transformers' classes of those families is missed."""
+    """The encoder-decoder rows are listed by hand: none of transformers' classes of those families is
+    missed."""
     suffixes = ("Model", "ForConditionalGeneration", "MTModel", "EncoderModel", "ForCausalLM",
                 "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering")
     listed = {(c.family, c.suffix) for c in SEQ2SEQ_CASES} | set(REFUSED)

@@ -1,6 +1,6 @@
-"""init_from and the keys heads read (zoo.modules.heads: each head declares them): a new head drops every key of
-the head it replaces (derived from the registry, not a hand list), and a model.* override of a key the chosen head
-does not read is refused with the same words as zoo.build / train.py without init_from."""
+"""init_from and the keys heads read (zoo.modules.heads: each head declares them): a new head drops every key
+of the head it replaces (derived from the registry, not a hand list), and a model.* override of a key the
+chosen head does not read is refused with the same words as zoo.build / train.py without init_from."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from zoo.tasks import TASKS
 
 
 def test_a_new_head_drops_every_key_of_the_old_head(shipped):
-    """Was: only head_transform/head_bias/head_activation (a hand list) were reset, so a BertModel folder (head
-    none, pooler tanh) kept head_pooler=tanh under task=token_classification, whose head never reads it."""
+    """Was: only head_transform/head_bias/head_activation (a hand list) were reset, so a BertModel folder
+    (head none, pooler tanh) kept head_pooler=tanh under task=token_classification, whose head never reads
+    it."""
     folder = shipped.sentence_transformers()
     plan = plan_init({"init_from": str(folder), "model": {}}, TASKS.get("token_classification").head)
     assert plan.model.head == "token_classifier" and plan.new_head
@@ -33,6 +34,6 @@ def test_an_override_of_a_key_the_head_does_not_read_is_refused(shipped, monkeyp
     with pytest.raises(ValueError) as planned:
         plan_init(resolved, TASKS.get("token_classification").head)
     assert str(planned.value) == str(built.value) == (
-        "model.head_pooler='relu' is read by model.head=classifier|none, not by model.head=token_classifier; drop "
-        "it (model.head=token_classifier reads: num_labels, head_proj_bias)")
+        "model.head_pooler='relu' is read by model.head=classifier|none, not by model.head=token_classifier; "
+        "drop it (model.head=token_classifier reads: num_labels, head_proj_bias)")
     assert plan_init(resolved, TASKS.get("classification").head).model.head_pooler == "relu"  # read: applies

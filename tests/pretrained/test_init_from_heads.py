@@ -1,6 +1,7 @@
 """`init_from=<folder>` of a folder whose head the task does not use, through the functions train.py runs
-(zoo.finetune.setup: plan_init -> read_init -> build_model): the task gets its fresh head, the log names the new
-tensors, and a head tensor is reused only where transformers would reuse it (the same checkpoint tensor)."""
+(zoo.finetune.setup: plan_init -> read_init -> build_model): the task gets its fresh head, the log names the
+new tensors, and a head tensor is reused only where transformers would reuse it (the same checkpoint
+tensor)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ def test_bare_bert_folder_with_task_classification_gets_a_fresh_projection(shipp
     model, applied = build_model(plan, init.state, config, {"name": "full"})
     assert applied.description.endswith("; new (trained from scratch): head.proj.bias, head.proj.weight")
     bare = zoo.from_pretrained(folder)
-    assert torch.equal(model.head.pool.weight, bare.head.pool.weight)  # BertModel's pooler, as transformers reuses it
+    # BertModel's pooler, as transformers reuses it
+    assert torch.equal(model.head.pool.weight, bare.head.pool.weight)
     ids = torch.tensor([[2, 9, 10, 11, 3]])
     with torch.no_grad():
         assert torch.equal(model.eval()(ids).hidden_states, bare(ids).last_hidden_state)
@@ -57,7 +59,8 @@ def test_a_new_head_is_built_as_the_family_builds_it_and_exports(shipped, tmp_pa
         for name in ("tokenizer.json", "tokenizer_config.json"):  # a tokenizer that fits its 99 rows
             shutil.copy(shipped.sentence_transformers() / name, folder / name)
         plan = plan_init({"init_from": str(folder), "model": {}}, TASKS.get("classification").head)
-        assert (plan.model.head, plan.model.head_pooler, plan.model.head_proj_bias) == ("classifier", "relu", True)
+        assert ((plan.model.head, plan.model.head_pooler, plan.model.head_proj_bias)
+                == ("classifier", "relu", True))
         config = ModelConfig.from_dict({**plan.model.to_dict(), "num_labels": 2})
         model, applied = build_model(plan, read_init(plan, tmp_path).state, config, {"name": "full"})
         assert applied.description.endswith("new (trained from scratch): head.pool.bias, head.pool.weight, "
@@ -96,8 +99,8 @@ def test_a_head_missing_from_the_file_is_made_fresh_not_an_error(shipped, tmp_pa
     folder = tmp_path / "no-head"
     shutil.copytree(shipped.folder("bert", "ForSequenceClassification"), folder)
     tensors = load_file(folder / "model.safetensors")
-    save_file({k: v for k, v in tensors.items() if not k.startswith("classifier.")}, folder / "model.safetensors",
-              metadata={"format": "pt"})
+    save_file({k: v for k, v in tensors.items() if not k.startswith("classifier.")},
+              folder / "model.safetensors", metadata={"format": "pt"})
     try:
         zoo.from_pretrained(folder)
         raise AssertionError("a head missing from the file must fail from_pretrained")
@@ -106,13 +109,14 @@ def test_a_head_missing_from_the_file_is_made_fresh_not_an_error(shipped, tmp_pa
     model, fresh = fresh_head(folder, "classifier", 3)
     assert fresh == ["head.proj.bias", "head.proj.weight"]
     assert torch.equal(model.head.pool.weight, tensors["bert.pooler.dense.weight"])
-    assert json.loads((folder / "config.json").read_text())["architectures"] == ["BertForSequenceClassification"]
+    assert (json.loads((folder / "config.json").read_text())["architectures"]
+            == ["BertForSequenceClassification"])
 
 
 @pytest.mark.e2e
 def test_train_classification_from_a_sentence_transformers_folder_and_export_it(shipped, tmp_path, capsys):
-    """The whole path of `python train.py init_from=<MiniLM-like folder> task=classification`: it trains, names
-    the new tensors, and exports as BertForSequenceClassification with the data's label names."""
+    """The whole path of `python train.py init_from=<MiniLM-like folder> task=classification`: it trains,
+    names the new tensors, and exports as BertForSequenceClassification with the data's label names."""
     from hydra import compose, initialize_config_dir
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
@@ -127,11 +131,13 @@ def test_train_classification_from_a_sentence_transformers_folder_and_export_it(
     data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     folder = shipped.sentence_transformers()
     overrides = [f"init_from={folder}", "task=classification", "data=classification", f"data.path={data}",
-                 "logger=csv", "trainer.accelerator=cpu", "trainer.num_sanity_val_steps=0", "callbacks.samples=null",
-                 "trainer.enable_progress_bar=false", "batch_size=8", "trainer.max_steps=40", "eval_every=40",
-                 "optim.lr=3e-3", "scheduler.warmup_steps=2", f"paths.output_dir={tmp_path / 'run'}",
-                 f"paths.runs_dir={tmp_path}", f"paths.cache_dir={tmp_path / 'cache'}"]
-    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[2] / "conf"), version_base="1.3"):
+                 "logger=csv", "trainer.accelerator=cpu", "trainer.num_sanity_val_steps=0",
+                 "callbacks.samples=null", "trainer.enable_progress_bar=false", "batch_size=8",
+                 "trainer.max_steps=40", "eval_every=40", "optim.lr=3e-3", "scheduler.warmup_steps=2",
+                 f"paths.output_dir={tmp_path / 'run'}", f"paths.runs_dir={tmp_path}",
+                 f"paths.cache_dir={tmp_path / 'cache'}"]
+    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[2] / "conf"),
+                               version_base="1.3"):
         cfg = compose("config", overrides=overrides, return_hydra_config=True)
     HydraConfig.instance().set_config(cfg)
     with open_dict(cfg):

@@ -13,15 +13,17 @@ from tests.pretrained.helpers import perturbed, right_padded, saved
 
 
 def tiny_llama(**kw):
-    cfg = LlamaConfig(**{**dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                intermediate_size=40, vocab_size=99, max_position_embeddings=64, rope_theta=500.0), **kw})
+    cfg = LlamaConfig(**{**dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                num_key_value_heads=2, intermediate_size=40, vocab_size=99,
+                                max_position_embeddings=64, rope_theta=500.0), **kw})
     return perturbed(LlamaForCausalLM(cfg))
 
 
 def test_gqa_logits_match_with_right_padding(tmp_path):
     hf = tiny_llama()
     model = zoo.from_pretrained(saved(hf, tmp_path))
-    assert model.config.kv_heads == 2 and model.config.rope_base == 500.0 and model.config.activation == "swiglu"
+    assert (model.config.kv_heads == 2 and model.config.rope_base == 500.0
+            and model.config.activation == "swiglu")
     ids, mask = right_padded(3, 12, 99, [12, 9, 3])
     with torch.no_grad():
         ref = hf(input_ids=ids, attention_mask=mask).logits
@@ -58,20 +60,24 @@ def test_export_round_trip_is_exact_and_loads_in_transformers(tmp_path):
 
 
 def test_zoo_llama_preset_exports(tmp_path):
-    model = zoo.build("llama_small", vocab_size=64, d_model=32, n_layers=1, n_heads=4, n_kv_heads=1, d_ff=24).eval()
+    model = zoo.build("llama_small", vocab_size=64, d_model=32, n_layers=1, n_heads=4, n_kv_heads=1,
+                      d_ff=24).eval()
     hf = LlamaForCausalLM.from_pretrained(zoo.save_pretrained(model, tmp_path / "fresh")).eval()
     ids = torch.randint(0, 64, (2, 8))
     with torch.no_grad():
         assert (hf(input_ids=ids).logits - model(ids).logits).abs().max() < 1e-4
 
 
-# transformers rope_parameters -> the zoo keys they map to. head 8, theta 500: wavelengths 6.3, 30, 140, 664, so
-# llama3 with original 64 keeps one pair (< 16), blends one and divides two (> 64)
+# transformers rope_parameters -> the zoo keys they map to. head 8, theta 500: wavelengths 6.3, 30, 140, 664,
+# so llama3 with original 64 keeps one pair (< 16), blends one and divides two (> 64)
 ROPE_SCALINGS = {
     "linear": ({"factor": 4.0}, {"rope_factor": 4.0}),
-    "llama3": ({"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64},
-               {"rope_factor": 8.0, "rope_low_freq_factor": 1.0, "rope_high_freq_factor": 4.0, "rope_original_max_len": 64}),
-    "yarn": ({"factor": 4.0, "original_max_position_embeddings": 16}, {"rope_factor": 4.0, "rope_original_max_len": 16}),
+    "llama3": ({"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 64},
+               {"rope_factor": 8.0, "rope_low_freq_factor": 1.0, "rope_high_freq_factor": 4.0,
+                "rope_original_max_len": 64}),
+    "yarn": ({"factor": 4.0, "original_max_position_embeddings": 16},
+             {"rope_factor": 4.0, "rope_original_max_len": 16}),
 }
 
 
@@ -103,22 +109,25 @@ def test_transformers_4_rope_scaling_key_is_read():
     """Checkpoints written by transformers 4.x keep `rope_theta` apart and the scaling in `rope_scaling`."""
     hf = {"model_type": "llama", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4,
           "intermediate_size": 40, "vocab_size": 99, "rope_theta": 500000.0,
-          "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                           "original_max_position_embeddings": 8192}}
+          "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                           "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}
     cfg = zoo.pretrained.FAMILIES.get("llama")().config_from_hf(hf)
-    assert (cfg.rope_base, cfg.rope_scaling, cfg.rope_factor, cfg.rope_original_max_len) == (500000.0, "llama3", 8.0, 8192)
+    assert ((cfg.rope_base, cfg.rope_scaling, cfg.rope_factor, cfg.rope_original_max_len)
+            == (500000.0, "llama3", 8.0, 8192))
 
 
 @pytest.mark.parametrize(("rope_parameters", "message"), [
     ({"rope_type": "dynamic", "factor": 2.0}, r"rope_type='dynamic' \(supported: default, linear, llama3, "),
     ({"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 16, "beta_fast": 16},
      r"rope_parameters.beta_fast=16 \(supported: 32\)"),
-    ({"rope_type": "default", "partial_rotary_factor": 0.5}, r"rope_parameters.partial_rotary_factor=0.5 \(supported: 1.0\)"),
+    ({"rope_type": "default", "partial_rotary_factor": 0.5},
+     r"rope_parameters.partial_rotary_factor=0.5 \(supported: 1.0\)"),
     ({"rope_type": "linear"}, r"rope_parameters.factor given=False"),
 ])
 def test_rope_settings_zoo_cannot_reproduce_are_named(rope_parameters, message):
     hf = {"model_type": "llama", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4,
-          "intermediate_size": 40, "vocab_size": 99, "rope_parameters": {"rope_theta": 500.0, **rope_parameters}}
+          "intermediate_size": 40, "vocab_size": 99,
+          "rope_parameters": {"rope_theta": 500.0, **rope_parameters}}
     with pytest.raises(ValueError, match=message):
         zoo.pretrained.FAMILIES.get("llama")().config_from_hf(hf)
 
@@ -144,14 +153,15 @@ def test_llama3_scaled_export_round_trips_through_transformers(tmp_path):
 
 
 def test_partial_rotary_does_not_export_as_llama(tmp_path):
-    model = zoo.build("llama_small", vocab_size=64, d_model=32, n_layers=1, n_heads=4, d_ff=24, rope_fraction=0.5)
+    model = zoo.build("llama_small", vocab_size=64, d_model=32, n_layers=1, n_heads=4, d_ff=24,
+                      rope_fraction=0.5)
     with pytest.raises(ValueError, match=r"'llama': .*model.rope_fraction=0.5 \(would load as 1.0\)"):
         zoo.save_pretrained(model, tmp_path / "x", model_type="llama")  # chosen by its knobs, it is a phi3
 
 
 def test_tied_file_holding_only_lm_head_loads_as_in_transformers(tmp_path):
-    """transformers loads a tied checkpoint from either tensor of the pair; one that stores only lm_head.weight
-    (no model.embed_tokens.weight) gives zoo the same logits."""
+    """transformers loads a tied checkpoint from either tensor of the pair; one that stores only
+    lm_head.weight (no model.embed_tokens.weight) gives zoo the same logits."""
     from safetensors.torch import load_file, save_file
 
     folder = saved(tiny_llama(tie_word_embeddings=True), tmp_path)

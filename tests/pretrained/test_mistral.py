@@ -22,9 +22,10 @@ WINDOW = 4
 
 
 def tiny_mistral(scale: float = 0.05, **kw):
-    cfg = MistralConfig(**{**dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                  intermediate_size=40, vocab_size=99, max_position_embeddings=64, rope_theta=500.0,
-                                  sliding_window=WINDOW, pad_token_id=0, bos_token_id=1, eos_token_id=2), **kw})
+    cfg = MistralConfig(**{**dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                  num_key_value_heads=2, intermediate_size=40, vocab_size=99,
+                                  max_position_embeddings=64, rope_theta=500.0, sliding_window=WINDOW,
+                                  pad_token_id=0, bos_token_id=1, eos_token_id=2), **kw})
     return perturbed(MistralForCausalLM(cfg), scale=scale)
 
 
@@ -64,8 +65,8 @@ def test_zoo_model_with_a_window_on_every_layer_exports_as_mistral(tmp_path):
 
 
 def test_settings_mistral_cannot_express_are_named(tmp_path):
-    model = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=2, n_heads=4, d_ff=24, sliding_window=4,
-                      global_every=2, bias=True)
+    model = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=2, n_heads=4, d_ff=24,
+                      sliding_window=4, global_every=2, bias=True)
     with pytest.raises(ValueError, match=r"'mistral': its config.json cannot express model.qkv_bias=True "
                                          r"\(would load as False\); model.global_every=2 \(would load as "
                                          r"0\); model.bias=True \(would load as False\)"):

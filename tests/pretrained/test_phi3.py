@@ -19,9 +19,12 @@ from tests.pretrained.helpers import perturbed, saved
 
 
 def tiny_phi3(scale: float = 0.05, **kw):
-    cfg = Phi3Config(**{**dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                               intermediate_size=40, vocab_size=99, max_position_embeddings=64, sliding_window=4,
-                               rope_parameters={"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.5},
+    cfg = Phi3Config(**{**dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                               num_key_value_heads=2,
+                               intermediate_size=40, vocab_size=99, max_position_embeddings=64,
+                               sliding_window=4,
+                               rope_parameters={"rope_type": "default", "rope_theta": 500.0,
+                                                "partial_rotary_factor": 0.5},
                                pad_token_id=0, bos_token_id=1, eos_token_id=2), **kw})
     return perturbed(Phi3ForCausalLM(cfg), scale=scale)
 
@@ -41,7 +44,8 @@ def test_greedy_matches_transformers_generate(tmp_path):
 
 
 def test_export_round_trip_full_rotary_no_window(tmp_path):
-    hf = tiny_phi3(sliding_window=None, tie_word_embeddings=True, rope_parameters={"rope_type": "default", "rope_theta": 500.0})
+    hf = tiny_phi3(sliding_window=None, tie_word_embeddings=True,
+                   rope_parameters={"rope_type": "default", "rope_theta": 500.0})
     model = zoo.from_pretrained(saved(hf, tmp_path))
     assert (model.config.rope_fraction, model.config.sliding_window) == (1.0, None)
     right_padded_logits_match(hf, model)
@@ -63,7 +67,7 @@ def test_settings_phi3_cannot_express_are_named(tmp_path):
           "rope_scaling": {"type": "su", "short_factor": [1.0] * 4, "long_factor": [2.0] * 4}}
     with pytest.raises(ValueError, match=r"phi3 config.json .*rope_type='su' \(supported: default\)"):
         zoo.pretrained.FAMILIES.get("phi3")().config_from_hf(hf)
-    scaled = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=1, n_heads=4, d_ff=24, rope_scaling="linear",
-                       rope_factor=2.0)
+    scaled = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=1, n_heads=4, d_ff=24,
+                       rope_scaling="linear", rope_factor=2.0)
     with pytest.raises(ValueError, match=r"'phi3': .*model.rope_scaling='linear' \(would load as 'none'\)"):
         zoo.save_pretrained(scaled, tmp_path / "x", model_type="phi3")

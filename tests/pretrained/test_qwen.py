@@ -1,6 +1,6 @@
 """Qwen2 (q/k/v biases only) and Qwen3 (per-head q/k RMSNorm, head_dim apart from hidden/heads) import/export
-parity against transformers' Qwen2ForCausalLM / Qwen3ForCausalLM; Llama's attention_bias (q, k, v and o) beside
-Qwen2's for contrast."""
+parity against transformers' Qwen2ForCausalLM / Qwen3ForCausalLM; Llama's attention_bias (q, k, v and o)
+beside Qwen2's for contrast."""
 
 from __future__ import annotations
 
@@ -25,8 +25,9 @@ from tests.pretrained.decoder_checks import (
 )
 from tests.pretrained.helpers import perturbed, saved
 
-TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=40,
-            vocab_size=99, max_position_embeddings=64, rope_theta=500.0, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            intermediate_size=40, vocab_size=99, max_position_embeddings=64, rope_theta=500.0, pad_token_id=0,
+            bos_token_id=1, eos_token_id=2)
 
 
 def tiny(config_class, model_class, scale: float = 0.05, **kw):
@@ -39,7 +40,8 @@ def test_qwen2_qkv_biases_logits_match(tmp_path):
     c = model.config
     assert (c.qkv_bias, c.bias, c.sliding_window) == (True, False, None)
     layer = model.decoder_stack.layers[0]
-    assert layer.self_attn.qkv.bias is not None and layer.self_attn.o.bias is None and layer.ffn.up.bias is None
+    assert (layer.self_attn.qkv.bias is not None and layer.self_attn.o.bias is None
+            and layer.ffn.up.bias is None)
     right_padded_logits_match(hf, model)
     left_padded_logits_match(hf, model)
 
@@ -52,7 +54,8 @@ def test_llama_attention_bias_is_on_q_k_v_and_o(tmp_path):
     export_round_trips(model, LlamaForCausalLM, tmp_path / "export")
 
 
-@pytest.mark.parametrize(("config_class", "model_class"), [(Qwen2Config, Qwen2ForCausalLM), (Qwen3Config, Qwen3ForCausalLM)],
+@pytest.mark.parametrize(("config_class", "model_class"),
+                         [(Qwen2Config, Qwen2ForCausalLM), (Qwen3Config, Qwen3ForCausalLM)],
                          ids=["qwen2", "qwen3"])
 def test_greedy_matches_transformers_generate(tmp_path, config_class, model_class):
     hf = tiny(config_class, model_class, scale=0.3, head_dim=16)
@@ -60,7 +63,8 @@ def test_greedy_matches_transformers_generate(tmp_path, config_class, model_clas
 
 
 def test_qwen2_export_round_trip(tmp_path):
-    model = zoo.from_pretrained(saved(tiny(Qwen2Config, Qwen2ForCausalLM, tie_word_embeddings=True), tmp_path))
+    model = zoo.from_pretrained(saved(tiny(Qwen2Config, Qwen2ForCausalLM, tie_word_embeddings=True),
+                                      tmp_path))
     export_round_trips(model, Qwen2ForCausalLM, tmp_path / "export")
 
 
@@ -72,7 +76,8 @@ def test_qwen2_sliding_window_on_every_layer_maps_exactly(tmp_path):
     right_padded_logits_match(hf, model)
     out = export_round_trips(model, Qwen2ForCausalLM, tmp_path / "export")
     written = json.loads((out / "config.json").read_text())
-    assert (written["use_sliding_window"], written["sliding_window"], written["max_window_layers"]) == (True, 4, 0)
+    assert ((written["use_sliding_window"], written["sliding_window"], written["max_window_layers"])
+            == (True, 4, 0))
 
 
 def test_qwen2_window_on_some_layers_is_refused(tmp_path):
@@ -105,7 +110,8 @@ def test_settings_qwen_cannot_express_are_named(tmp_path):
           "intermediate_size": 40, "vocab_size": 99, "attention_bias": True}
     with pytest.raises(ValueError, match=r"qwen3 config.json .*attention_bias=True \(supported: False\)"):
         zoo.pretrained.FAMILIES.get("qwen3")().config_from_hf(hf)
-    assert zoo.pretrained.FAMILIES.get("qwen3")().config_from_hf({**hf, "attention_bias": False}).head_size == 128
+    assert zoo.pretrained.FAMILIES.get("qwen3")().config_from_hf(
+        {**hf, "attention_bias": False}).head_size == 128
     plain = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=1, n_heads=4, d_ff=24)
     with pytest.raises(ValueError, match=r"'qwen2': .*model.qkv_bias=False \(would load as True\)"):
         zoo.save_pretrained(plain, tmp_path / "x", model_type="qwen2")

@@ -1,4 +1,5 @@
-"""RoBERTa / XLM-RoBERTa import/export parity against transformers' *ForMaskedLM and *ForSequenceClassification."""
+"""RoBERTa / XLM-RoBERTa import/export parity against transformers' *ForMaskedLM and
+*ForSequenceClassification."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermed
 
 
 def _batch(lengths: list[int], length: int = 12, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-padded ids with pad_token_id at the pads, as a tokenizer gives them (RoBERTa's positions read it)."""
+    """Right-padded ids with pad_token_id at the pads, as a tokenizer gives them (RoBERTa's positions read
+    it)."""
     ids, mask = right_padded(len(lengths), length, 99, lengths, seed=seed)
     return ids.masked_fill(mask == 0, PAD), mask
 
@@ -53,7 +55,8 @@ def test_classifier_logits_match_and_export_loads_in_transformers(tmp_path):
     assert model.config.head == "classifier" and model.config.num_labels == 3
     ids, mask = _batch([9, 4], length=9, seed=2)
     _assert_same_logits(hf, model, ids, mask)
-    hf2 = RobertaForSequenceClassification.from_pretrained(zoo.save_pretrained(model, tmp_path / "out")).eval()
+    hf2 = RobertaForSequenceClassification.from_pretrained(
+        zoo.save_pretrained(model, tmp_path / "out")).eval()
     _assert_same_logits(hf2, model, ids, mask)
 
 
@@ -82,8 +85,10 @@ def test_xlm_roberta_with_another_activation_keeps_the_gelu_head(tmp_path):
 
 
 def test_preset_exports_to_transformers(tmp_path):
-    model = zoo.build("roberta_base", d_model=32, n_layers=1, n_heads=4, d_ff=48, vocab_size=99, max_seq_len=16).eval()
-    hf = RobertaForMaskedLM.from_pretrained(zoo.save_pretrained(model, tmp_path / "preset", model_type="roberta")).eval()
+    model = zoo.build("roberta_base", d_model=32, n_layers=1, n_heads=4, d_ff=48, vocab_size=99,
+                      max_seq_len=16).eval()
+    hf = RobertaForMaskedLM.from_pretrained(zoo.save_pretrained(model, tmp_path / "preset",
+                                                                model_type="roberta")).eval()
     _assert_same_logits(hf, model, *_batch([12, 3]))
 
 
@@ -101,7 +106,7 @@ def test_unsupported_settings_are_named(tmp_path, change, named):
 
 
 def test_export_refuses_positions_roberta_cannot_express():
-    model = zoo.build("roberta_base", d_model=32, n_layers=1, n_heads=4, d_ff=48, vocab_size=99, max_seq_len=16,
-                      pos_skip_pads=False)
+    model = zoo.build("roberta_base", d_model=32, n_layers=1, n_heads=4, d_ff=48, vocab_size=99,
+                      max_seq_len=16, pos_skip_pads=False)
     with pytest.raises(ValueError, match="pos_skip_pads=False"):
         zoo.save_pretrained(model, "unused", model_type="roberta")

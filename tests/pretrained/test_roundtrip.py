@@ -22,7 +22,8 @@ FAMILY = {"llama_small": "llama", "gpt2": "gpt2", "bert_small": "bert"}  # the f
 ])
 def test_unexpressible_knob_is_named(tmp_path, preset, knob, value):
     model = zoo.build(preset, **TINY, **{knob: value})
-    with pytest.raises(ValueError, match=rf"cannot express model.{knob}={value!r}"):  # another family may take it
+    # another family may take it
+    with pytest.raises(ValueError, match=rf"cannot express model.{knob}={value!r}"):
         zoo.save_pretrained(model, tmp_path / "hf", model_type=FAMILY[preset])
     assert not (tmp_path / "hf").exists()
 

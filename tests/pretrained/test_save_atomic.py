@@ -60,7 +60,8 @@ def old_folder(tmp_path, layout: str):
 
 
 def weight_files(folder) -> set[str]:
-    return {p.name for p in folder.iterdir() if p.suffix in (".safetensors", ".bin") or p.name.endswith("index.json")}
+    return {p.name for p in folder.iterdir()
+            if p.suffix in (".safetensors", ".bin") or p.name.endswith("index.json")}
 
 
 @pytest.mark.parametrize("layout", ["sharded", "bin"])
@@ -107,8 +108,9 @@ def test_config_and_weights_of_different_saves_are_refused(tmp_path):
     zoo.save_pretrained(tiny(0), first)
     zoo.save_pretrained(tiny(1, norm_eps=1e-6), second)
     shutil.copy(first / "config.json", second / "config.json")
-    with pytest.raises(ValueError, match=r"config.json \(zoo_save_id .*\) and model.safetensors \(zoo_save_id .*\) "
-                                         r"were written by different saves"):
+    with pytest.raises(ValueError,
+                       match=r"config.json \(zoo_save_id .*\) and model.safetensors \(zoo_save_id .*\) "
+                             r"were written by different saves"):
         zoo.from_pretrained(second)
 
 
@@ -141,7 +143,8 @@ def test_a_save_stopped_at_any_step_leaves_the_old_or_the_new_model(tmp_path, la
             assert any(all(torch.equal(got[n], ref[n]) for n in ref) for ref in (old_hf, new_hf)), (how, k)
             zoo.save_pretrained(new, folder)  # the next save recovers and cleans up
             assert same(zoo.from_pretrained(folder), new)
-            assert weight_files(folder) == {"model.safetensors"} and not hidden(folder), (how, k, os.listdir(folder))
+            assert (weight_files(folder) == {"model.safetensors"}
+                    and not hidden(folder)), (how, k, os.listdir(folder))
             assert {n: (folder / n).read_text() for n in USER_FILES} == USER_FILES
         shutil.rmtree(image)
 

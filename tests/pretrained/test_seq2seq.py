@@ -12,8 +12,9 @@ import zoo
 from tests.pretrained.helpers import perturbed, right_padded, saved
 from zoo.modules.positional import Sinusoidal
 
-TINY = dict(d_model=32, encoder_layers=2, decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4,
-            encoder_ffn_dim=48, decoder_ffn_dim=48, vocab_size=99, max_position_embeddings=40)
+TINY = dict(d_model=32, encoder_layers=2, decoder_layers=1, encoder_attention_heads=4,
+            decoder_attention_heads=4, encoder_ffn_dim=48, decoder_ffn_dim=48, vocab_size=99,
+            max_position_embeddings=40)
 
 
 def tiny_bart(**kw):
@@ -31,7 +32,8 @@ def compare(hf, model, seed=0):
     src, src_mask = right_padded(3, 11, 99, [11, 7, 3], seed=seed)
     tgt, tgt_mask = right_padded(3, 8, 99, [8, 5, 6], seed=seed + 1)
     with torch.no_grad():
-        ref = hf(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt, decoder_attention_mask=tgt_mask).logits
+        ref = hf(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt,
+                 decoder_attention_mask=tgt_mask).logits
         got = model(src, tgt, src_mask, decoder_attention_mask=tgt_mask).logits
     real = tgt_mask.bool()  # causal + right padding: every real target position sees the same keys
     return (got[real] - ref[real]).abs().max().item()
@@ -70,7 +72,8 @@ def test_half_sinusoid_equals_marian_table():
     assert (ours - table.weight).abs().max() < 1e-4  # fp32 angle rounding at position ~500
 
 
-@pytest.mark.parametrize("make,cls", [(tiny_bart, BartForConditionalGeneration), (tiny_marian, MarianMTModel)])
+@pytest.mark.parametrize("make,cls",
+                         [(tiny_bart, BartForConditionalGeneration), (tiny_marian, MarianMTModel)])
 def test_export_round_trip_is_exact_and_loads_in_transformers(tmp_path, make, cls):
     model = zoo.from_pretrained(saved(make(), tmp_path))
     out = zoo.save_pretrained(model, tmp_path / "export")
@@ -81,8 +84,8 @@ def test_export_round_trip_is_exact_and_loads_in_transformers(tmp_path, make, cl
 
 
 def test_transformer_base_preset_exports_as_marian_when_half_sinusoid(tmp_path):
-    model = zoo.build("transformer_base", vocab_size=64, d_model=32, encoder_layers=1, decoder_layers=1, n_heads=4,
-                      d_ff=48, sinusoidal_layout="half", activation="relu", dropout=0.0).eval()
+    model = zoo.build("transformer_base", vocab_size=64, d_model=32, encoder_layers=1, decoder_layers=1,
+                      n_heads=4, d_ff=48, sinusoidal_layout="half", activation="relu", dropout=0.0).eval()
     out = zoo.save_pretrained(model, tmp_path / "fresh")  # no family named: found by the knobs
     hf = MarianMTModel.from_pretrained(out).eval()
     src, tgt = torch.randint(3, 64, (2, 7)), torch.randint(3, 64, (2, 5))
@@ -97,9 +100,11 @@ def test_untied_token_tables_are_read_from_the_encoder_and_decoder(make, tmp_pat
     forward pass reads those tables, so zoo must too (and refuse when they differ from each other)."""
     hf = make(tie_word_embeddings=False)
     assert hf.model.encoder.embed_tokens.weight is not hf.model.shared.weight  # the case under test exists
-    with pytest.raises(ValueError, match="encoder.embed_tokens and decoder.embed_tokens hold different weights"):
+    with pytest.raises(ValueError,
+                       match="encoder.embed_tokens and decoder.embed_tokens hold different weights"):
         zoo.from_pretrained(saved(hf, tmp_path, "different"))
     with torch.no_grad():
-        hf.model.decoder.embed_tokens.weight.copy_(hf.model.encoder.embed_tokens.weight)  # equal, but not `shared`
+        # equal, but not `shared`
+        hf.model.decoder.embed_tokens.weight.copy_(hf.model.encoder.embed_tokens.weight)
     assert not torch.equal(hf.model.shared.weight, hf.model.encoder.embed_tokens.weight)
     assert compare(hf, zoo.from_pretrained(saved(hf, tmp_path, "equal"))) < 1e-4

@@ -44,18 +44,22 @@ def test_half_precision_files_load_in_fp32_by_default_and_as_stored_with_auto(sh
     assert (logits(model) - ref).abs().max() < 1e-4  # the file's rounded weights, computed in fp32 by both
     auto = zoo.from_pretrained(folder, dtype="auto")
     assert {p.dtype for p in auto.parameters()} == {stored}
-    assert torch.equal(auto.head.proj.weight, reference.classifier.weight.to(stored))  # exact: no rounding twice
-    assert {p.dtype for p in zoo.from_pretrained(folder, dtype=torch.bfloat16).parameters()} == {torch.bfloat16}
+    # exact: no rounding twice
+    assert torch.equal(auto.head.proj.weight, reference.classifier.weight.to(stored))
+    assert {p.dtype
+            for p in zoo.from_pretrained(folder, dtype=torch.bfloat16).parameters()} == {torch.bfloat16}
 
 
 def test_unknown_dtype_is_named_before_reading(tmp_path):
-    with pytest.raises(ValueError, match=r"dtype='float8' is not supported; allowed: None \(float32\), 'auto'"):
+    with pytest.raises(ValueError,
+                       match=r"dtype='float8' is not supported; allowed: None \(float32\), 'auto'"):
         zoo.from_pretrained(tmp_path / "not-read", dtype="float8")
 
 
 def test_sharded_safetensors_load_as_the_single_file(shipped):
     folder = shipped.folder("roberta", "ForTokenClassification", "sharded")
-    assert len(list(folder.glob("model-*.safetensors"))) > 1 and (folder / "model.safetensors.index.json").is_file()
+    assert (len(list(folder.glob("model-*.safetensors"))) > 1
+            and (folder / "model.safetensors.index.json").is_file())
     single = zoo.from_pretrained(shipped.folder("roberta", "ForTokenClassification"))
     sharded = zoo.from_pretrained(folder)
     for (name, a), (_, b) in zip(single.state_dict().items(), sharded.state_dict().items(), strict=True):
@@ -90,7 +94,8 @@ def test_bare_model_names_have_no_prefix_and_a_pooler_is_kept_only_when_stored(s
     names = file_names(folder)
     assert "pooler.dense.weight" in names and not any(n.startswith("bert.") for n in names)
     assert zoo.from_pretrained(folder).config.head_pooler == "tanh"
-    transformers.BertModel.from_pretrained(folder, add_pooling_layer=False).save_pretrained(tmp_path / "no-pooler")
+    transformers.BertModel.from_pretrained(folder,
+                                           add_pooling_layer=False).save_pretrained(tmp_path / "no-pooler")
     bare = zoo.from_pretrained(tmp_path / "no-pooler")
     assert bare.config.head_pooler == "none" and not any(k.startswith("head.") for k in bare.state_dict())
     with torch.no_grad():
@@ -100,33 +105,37 @@ def test_bare_model_names_have_no_prefix_and_a_pooler_is_kept_only_when_stored(s
 
 
 @pytest.mark.parametrize("name", ["bert.embeddings.position_ids", "embeddings.token_type_ids",
-                                  "model.layers.0.self_attn.rotary_emb.inv_freq", "model.rotary_emb.original_inv_freq",
+                                  "model.layers.0.self_attn.rotary_emb.inv_freq",
+                                  "model.rotary_emb.original_inv_freq",
                                   "transformer.h.3.attn.masked_bias", "gpt_neox.layers.1.attention.bias"])
 def test_buffers_on_the_list_are_not_weights(name):
     assert is_buffer(name)
 
 
-@pytest.mark.parametrize("name", ["bert.embeddings.position_ids_extra", "bert.embeddings.position_embeddings.weight",
-                                  "transformer.h.0.attn.c_attn.bias", "gpt_neox.layers.0.attention.dense.bias",
-                                  "encoder.layer.0.attention.output.dense.bias", "rotary_emb.inv_freq.weight"])
+@pytest.mark.parametrize("name",
+                         ["bert.embeddings.position_ids_extra", "bert.embeddings.position_embeddings.weight",
+                          "transformer.h.0.attn.c_attn.bias", "gpt_neox.layers.0.attention.dense.bias",
+                          "encoder.layer.0.attention.output.dense.bias", "rotary_emb.inv_freq.weight"])
 def test_weights_are_never_taken_for_buffers(name):
     assert not is_buffer(name)
 
 
 def test_no_weight_of_a_transformers_model_matches_the_buffer_list():
-    """Every stored tensor name (parameters and persistent buffers) of one model per supported architecture."""
-    tiny = dict(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+    """Every stored tensor name (parameters and persistent buffers) of one model per supported
+    architecture."""
+    tiny = dict(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                intermediate_size=32)
     models = [
         transformers.BertForPreTraining(transformers.BertConfig(**tiny)),
         transformers.RobertaForMaskedLM(transformers.RobertaConfig(**tiny)),
-        transformers.DistilBertForMaskedLM(transformers.DistilBertConfig(vocab_size=64, dim=16, n_layers=1, n_heads=2,
-                                                                         hidden_dim=32)),
+        transformers.DistilBertForMaskedLM(transformers.DistilBertConfig(vocab_size=64, dim=16, n_layers=1,
+                                                                         n_heads=2, hidden_dim=32)),
         transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=64, n_embd=16, n_layer=1, n_head=2,
                                                              bos_token_id=0, eos_token_id=0)),
         transformers.LlamaForCausalLM(transformers.LlamaConfig(**tiny)),
         transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(**tiny)),
-        transformers.T5ForConditionalGeneration(transformers.T5Config(vocab_size=64, d_model=16, d_kv=8, d_ff=32,
-                                                                      num_layers=1, num_heads=2)),
+        transformers.T5ForConditionalGeneration(transformers.T5Config(vocab_size=64, d_model=16, d_kv=8,
+                                                                      d_ff=32, num_layers=1, num_heads=2)),
     ]
     names = [k for m in models for k in m.state_dict()]
     assert len(names) > 100 and not [k for k in names if is_buffer(k)]
@@ -137,15 +146,16 @@ def test_buffer_in_the_file_is_ignored_and_an_unknown_tensor_is_an_error(shipped
     from safetensors.torch import load_file, save_file
 
     folder = tmp_path / "bert"
-    transformers.BertForTokenClassification.from_pretrained(shipped.folder("bert", "ForTokenClassification")) \
-        .save_pretrained(folder)
+    transformers.BertForTokenClassification.from_pretrained(
+        shipped.folder("bert", "ForTokenClassification")).save_pretrained(folder)
     tensors = load_file(folder / "model.safetensors")
     save_file({**tensors, "bert.embeddings.token_type_ids": torch.zeros(1, 40, dtype=torch.long)},
               folder / "model.safetensors", metadata={"format": "pt"})
     zoo.from_pretrained(folder)  # no error, no warning about a weight
     save_file({**tensors, "bert.embeddings.extra_ids": torch.zeros(1, 40)}, folder / "model.safetensors",
               metadata={"format": "pt"})
-    with pytest.raises(ValueError, match="holds 1 tensor.* zoo does not know how to load: bert.embeddings.extra_ids"):
+    with pytest.raises(ValueError,
+                       match="holds 1 tensor.* zoo does not know how to load: bert.embeddings.extra_ids"):
         zoo.from_pretrained(folder)
 
 
@@ -183,7 +193,8 @@ def test_sentence_transformers_folder_loads_as_a_bare_model_with_its_pooler(ship
     model = zoo.from_pretrained(folder)
     assert model.config.head == "none" and model.config.head_pooler == "tanh"
     st = SentenceTransformer(str(folder), device="cpu")
-    texts = ["the cat sat on the mat", "a big red dog ran very quickly under the small blue house and not slowly"]
+    texts = ["the cat sat on the mat",
+             "a big red dog ran very quickly under the small blue house and not slowly"]
     features = st.tokenize(texts)
     with torch.no_grad():
         ref = st[0].auto_model(**features)
@@ -192,5 +203,6 @@ def test_sentence_transformers_folder_loads_as_a_bare_model_with_its_pooler(ship
     assert (out.last_hidden_state - ref.last_hidden_state).abs().max() < 1e-4
     assert (out.pooler_output - ref.pooler_output).abs().max() < 1e-4
     mask = features["attention_mask"][..., None].float()
-    mean = (out.last_hidden_state * mask).sum(1) / mask.sum(1)  # the folder's 1_Pooling: mean over real tokens
+    # the folder's 1_Pooling: mean over real tokens
+    mean = (out.last_hidden_state * mask).sum(1) / mask.sum(1)
     assert (mean - st.encode(texts, convert_to_tensor=True)).abs().max() < 1e-5

@@ -43,7 +43,8 @@ def compare(hf, model, seed=0, flip_source=False) -> float:
         src_mask = src_mask.flip(-1)
     tgt, tgt_mask = right_padded(3, 8, 99, [8, 5, 6], seed=seed + 1)
     with torch.no_grad():
-        ref = hf(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt, decoder_attention_mask=tgt_mask).logits
+        ref = hf(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt,
+                 decoder_attention_mask=tgt_mask).logits
         got = model(src, tgt, src_mask, decoder_attention_mask=tgt_mask).logits
     real = tgt_mask.bool()
     return (got[real] - ref[real]).abs().max().item()
@@ -64,7 +65,8 @@ def test_logits_match_with_padding(pair):
     assert (c.tie_embeddings, c.head_scale) == ((True, 32**-0.5) if variant == "v1.0" else (False, None))
     assert (c.pad_id, c.eos_id, c.start_id) == (0, 1, 0)
     assert compare(hf, model) < 1e-4
-    assert compare(hf, model, seed=3, flip_source=True) < 1e-4  # relative positions: left-padded sources agree too
+    # relative positions: left-padded sources agree too
+    assert compare(hf, model, seed=3, flip_source=True) < 1e-4
     if variant == "v1.0":  # the head scale is not a no-op
         model.head.scale = None
         assert compare(hf, model) > 1e-2
@@ -72,7 +74,8 @@ def test_logits_match_with_padding(pair):
 
 
 def test_head_scale_is_what_v1_0_needs():
-    """LMHead multiplies its input by head_scale; without it the tied v1.0 logits are d_model ** 0.5 times off."""
+    """LMHead multiplies its input by head_scale; without it the tied v1.0 logits are d_model ** 0.5 times
+    off."""
     cfg = zoo.ModelConfig(d_model=16, n_heads=2, vocab_size=11, head_scale=0.25)
     head, x = LMHead(cfg, torch.nn.Embedding(11, 16)), torch.randn(2, 3, 16)
     assert torch.allclose(head(x), x @ head.proj.weight.T * 0.25)
@@ -110,7 +113,8 @@ def test_greedy_generation_matches_transformers(tmp_path, variant):
     ours = generate(model, src, attention_mask=mask, eos_token_id=eos, **greedy)
     assert bool((ref[0, 4:] == 0).all())  # the stop really happened
     n = min(ours.shape[1], ref.shape[1])
-    assert torch.equal(ours[:, :n], ref[:, :n]) and bool((ours[:, n:] == 0).all()) and bool((ref[:, n:] == 0).all())
+    assert (torch.equal(ours[:, :n], ref[:, :n]) and bool((ours[:, n:] == 0).all())
+            and bool((ref[:, n:] == 0).all()))
 
 
 def test_export_round_trip_is_exact_and_loads_in_transformers(pair, tmp_path):
@@ -151,10 +155,12 @@ def test_t5_small_preset_exports(tmp_path):
 
 
 @pytest.mark.parametrize(("config", "message"), [
-    ({"feed_forward_proj": "gated-relu"}, r"feed_forward_proj='gated-relu' \(dense_act_fn='relu', is_gated_act=True\)"),
+    ({"feed_forward_proj": "gated-relu"},
+     r"feed_forward_proj='gated-relu' \(dense_act_fn='relu', is_gated_act=True\)"),
     ({"feed_forward_proj": "relu", "is_gated_act": True},
      r"feed_forward_proj='relu' \(dense_act_fn='relu', is_gated_act=True\)"),
-    ({"feed_forward_proj": "gelu_fast"}, r"feed_forward_proj='gelu_fast'.*supported activations: gelu, gelu_new"),
+    ({"feed_forward_proj": "gelu_fast"},
+     r"feed_forward_proj='gelu_fast'.*supported activations: gelu, gelu_new"),
     ({"num_decoder_layers": 0}, r"num_decoder_layers >= 1=False"),
 ])
 def test_unsupported_settings_are_named(config, message):
@@ -175,7 +181,7 @@ def test_checkpoint_tensors_that_do_not_fit_the_config(tmp_path):
 
 
 def test_untied_head_with_scale_does_not_export(tmp_path):
-    model = zoo.build("t5_small", vocab_size=64, d_model=32, n_heads=4, d_ff=48, encoder_layers=1, decoder_layers=1,
-                      tie_embeddings=False)
+    model = zoo.build("t5_small", vocab_size=64, d_model=32, n_heads=4, d_ff=48, encoder_layers=1,
+                      decoder_layers=1, tie_embeddings=False)
     with pytest.raises(ValueError, match=r"'t5': .*model.head_scale=0.044\d+ \(would load as None\)"):
         zoo.save_pretrained(model, tmp_path / "x")

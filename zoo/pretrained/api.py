@@ -27,14 +27,16 @@ def family_for(model_type: str) -> Family:
     """The registered converter for HF `model_type`; an unknown one lists the supported types."""
     if model_type not in FAMILIES:
         raise ValueError(
-            "Unsupported checkpoint: " + unknown_choice_message("Hugging Face model_type", model_type, FAMILIES.names())
+            "Unsupported checkpoint: "
+            + unknown_choice_message("Hugging Face model_type", model_type, FAMILIES.names())
         )
     return FAMILIES.get(model_type)()
 
 
 def _family(hf: Mapping[str, Any], path: str | Path) -> Family:
     if "model_type" not in hf:
-        raise ValueError(f"{Path(path) / 'config.json'} has no 'model_type'; supported: {', '.join(FAMILIES.names())}.")
+        raise ValueError(f"{Path(path) / 'config.json'} has no 'model_type'; supported: "
+                         f"{', '.join(FAMILIES.names())}.")
     return family_for(hf["model_type"])
 
 
@@ -74,7 +76,8 @@ def read_pretrained(path: str | Path, overrides: Mapping[str, Any] | None = None
     config = family.fitted(config, src)
     with torch.no_grad():
         state = family.state_from_hf(src, config)
-    return Pretrained(family, config, state, family.label_names(hf, config), _file_dtype(tensors), src.new_head)
+    return Pretrained(family, config, state, family.label_names(hf, config), _file_dtype(tensors),
+                      src.new_head)
 
 
 def _file_dtype(tensors: Mapping[str, torch.Tensor]) -> torch.dtype | None:
@@ -84,8 +87,9 @@ def _file_dtype(tensors: Mapping[str, torch.Tensor]) -> torch.dtype | None:
 
 
 def resolve_dtype(dtype: str | torch.dtype | None, file_dtype: torch.dtype | None) -> torch.dtype:
-    """from_pretrained's `dtype`: None -> float32 (zoo's default, whatever the file holds), "auto" -> the weight
-    file's own dtype (transformers 5's default), or float32 / float16 / bfloat16 by name or torch dtype."""
+    """from_pretrained's `dtype`: None -> float32 (zoo's default, whatever the file holds), "auto" -> the
+    weight file's own dtype (transformers 5's default), or float32 / float16 / bfloat16 by name or torch
+    dtype."""
     if dtype is None:
         return torch.float32
     if dtype == "auto":
@@ -94,16 +98,16 @@ def resolve_dtype(dtype: str | torch.dtype | None, file_dtype: torch.dtype | Non
         return dtype
     if isinstance(dtype, str) and dtype.removeprefix("torch.") in DTYPES:
         return DTYPES[dtype.removeprefix("torch.")]
-    raise ValueError(f"from_pretrained dtype={dtype!r} is not supported; allowed: None (float32), 'auto' (the "
-                     f"weight file's dtype), {', '.join(DTYPES)} (names or torch dtypes).")
+    raise ValueError(f"from_pretrained dtype={dtype!r} is not supported; allowed: None (float32), 'auto' "
+                     f"(the weight file's dtype), {', '.join(DTYPES)} (names or torch dtypes).")
 
 
 def from_pretrained(path: str | Path, *, dtype: str | torch.dtype | None = None, **overrides) -> ZooModel:
-    """A zoo model (eval mode) with the weights of HF checkpoint directory `path`, its head the one config.json's
-    `architectures` names (BertModel: none, *ForMaskedLM: lm, *ForSequenceClassification: classifier, ...).
-    `dtype`: None keeps fp32 whatever the file holds; "auto" the file's dtype (as transformers 5); or
-    float32 / float16 / bfloat16. `overrides` replace config fields that do not change weight shapes
-    (e.g. `dropout=0.0`)."""
+    """A zoo model (eval mode) with the weights of HF checkpoint directory `path`, its head the one
+    config.json's `architectures` names (BertModel: none, *ForMaskedLM: lm, *ForSequenceClassification:
+    classifier, ...). `dtype`: None keeps fp32 whatever the file holds; "auto" the file's dtype (as
+    transformers 5); or float32 / float16 / bfloat16. `overrides` replace config fields that do not change
+    weight shapes (e.g. `dropout=0.0`)."""
     resolve_dtype(dtype, None)  # a bad dtype fails before any file is read
     read = read_pretrained(path, overrides)
     model = build_model(read.config)
@@ -131,11 +135,11 @@ def export_family(model: ZooModel, model_type: str | None = None) -> Family:
 
 def save_pretrained(model: ZooModel, path: str | Path, *, model_type: str | None = None,
                     label_names: Sequence[str] | None = None) -> Path:
-    """Write `config.json` + `model.safetensors` into `path` in the layout `transformers` loads, as the class of
-    the model's head (BertModel, BertForSequenceClassification, ...). A classifier's `id2label` / `label2id`
-    come from `label_names`, else the names it was loaded with, else transformers' LABEL_i. Other files in the
-    folder stay; weight files of an older checkpoint there go; a save stopped at any point leaves the old
-    model or the new one."""
+    """Write `config.json` + `model.safetensors` into `path` in the layout `transformers` loads, as the class
+    of the model's head (BertModel, BertForSequenceClassification, ...). A classifier's `id2label` /
+    `label2id` come from `label_names`, else the names it was loaded with, else transformers' LABEL_i. Other
+    files in the folder stay; weight files of an older checkpoint there go; a save stopped at any point leaves
+    the old model or the new one."""
     family = export_family(model, model_type)
     config = hf_config(family, model.config)
     names = label_names if label_names is not None else getattr(model, "label_names", None)

@@ -1,8 +1,8 @@
-"""The heads of the decoder families as transformers stores them (zoo.pretrained.heads: one `HeadLayout` per zoo
-head): the causal LM's `lm_head` (tied to the token table or not), `*ForSequenceClassification`'s `score` (no
-bias; transformers pools the last non-pad token, as zoo's decoder classifier does), `*ForTokenClassification`'s
-`score` or `classifier`, `*ForQuestionAnswering`'s `qa_outputs`, and the bare `*Model` (no head tensors, names
-without the base prefix)."""
+"""The heads of the decoder families as transformers stores them (zoo.pretrained.heads: one `HeadLayout` per
+zoo head): the causal LM's `lm_head` (tied to the token table or not), `*ForSequenceClassification`'s `score`
+(no bias; transformers pools the last non-pad token, as zoo's decoder classifier does),
+`*ForTokenClassification`'s `score` or `classifier`, `*ForQuestionAnswering`'s `qa_outputs`, and the bare
+`*Model` (no head tensors, names without the base prefix)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from zoo.pretrained.tensor_map import HFTensors, stored_name
 
 @dataclass(frozen=True)
 class CausalLMLayout(HeadLayout):
-    """A vocabulary projection `proj` without bias: the token table `tokens` when config.json ties them (a stored
-    copy is dropped), else its own weight, read under `proj` or `alias` (GPT-NeoX: `embed_out` or `lm_head`)."""
+    """A vocabulary projection `proj` without bias: the token table `tokens` when config.json ties them (a
+    stored copy is dropped), else its own weight, read under `proj` or `alias` (GPT-NeoX: `embed_out` or
+    `lm_head`)."""
 
     alias: str | None = None
     tokens: str = "embed.tokens.weight"  # the zoo token table a tied head shares
@@ -52,11 +53,13 @@ QA = HeadLayout("qa", proj="~qa_outputs")
 
 
 def token_classifier(proj: str) -> HeadLayout:
-    """`*ForTokenClassification`'s projection (with a bias): `~score` (Llama-shaped) or `~classifier` (GPT-2)."""
+    """`*ForTokenClassification`'s projection (with a bias): `~score` (Llama-shaped) or `~classifier`
+    (GPT-2)."""
     return HeadLayout("token_classifier", proj=proj, labelled=True)
 
 
-# zoo head -> layout of a Llama-shaped family (Llama, Qwen2, Qwen3: its QA class keeps the base as `transformer.`)
+# zoo head -> layout of a Llama-shaped family (Llama, Qwen2,
+# Qwen3: its QA class keeps the base as `transformer.`)
 LLAMA_HEADS: dict[str, HeadLayout] = {
     "none": BARE, "lm": LM, "classifier": SCORE, "token_classifier": token_classifier("~score"),
     "qa": HeadLayout("qa", proj="~qa_outputs", prefix="transformer."),

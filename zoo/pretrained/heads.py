@@ -1,6 +1,7 @@
 """Heads as the folder says. `CLASS_HEADS` is the one table from a transformers class-name suffix to zoo's
 `model.head`; a family lists, per zoo head, where that head keeps its tensors in the family's class (a
-`HeadLayout`), and loading, export and `init_from`'s reuse of head tensors are all derived from those lists."""
+`HeadLayout`), and loading, export and `init_from`'s reuse of head tensors are all derived from those
+lists."""
 
 from __future__ import annotations
 
@@ -41,13 +42,15 @@ class HeadLayout:
     activation: str | None = None  # the pooler's activation -> model.head_pooler
     pooler_optional: bool = False  # a bare model keeps the pooler only when its file has one
     bare: bool = False  # the class is the base model itself: its tensors are stored without the prefix
-    prefix: str | None = None  # the class's base-model prefix when not the family's first (LlamaForQA: transformer.)
+    prefix: str | None = None  # the class's base-model prefix when not the
+                               # family's first (LlamaForQA: transformer.)
     labelled: bool = False  # outputs are named classes: config.json's id2label / label2id
     unused: Mapping[str, str] = field(default_factory=dict)  # tensors the class has and zoo does not use
 
     def config(self, hf: Mapping[str, Any], family: Any) -> dict[str, Any]:
         """The model config keys of this head read from config.json `hf`."""
-        keys: dict[str, Any] = {"head": self.head, "num_labels": num_labels(hf), "head_proj_bias": self.proj_bias,
+        keys: dict[str, Any] = {"head": self.head, "num_labels": num_labels(hf),
+                                "head_proj_bias": self.proj_bias,
                                 "head_pooler": self.activation if self.pooler else NO_POOLER}
         return {k: v for k, v in keys.items() if k == "head" or k in HEADS.get(self.head).reads}
 
@@ -100,8 +103,8 @@ def label_maps(names: Sequence[str] | None, n: int, where: str) -> dict[str, Any
     """config.json's id2label / label2id for `n` classes named `names` (transformers' LABEL_i when None)."""
     names = list(names) if names is not None else [f"LABEL_{i}" for i in range(n)]
     if len(names) != n:
-        raise ValueError(f"{where}: {len(names)} label names {names[:6]} for a head of model.num_labels={n}; give "
-                         f"one name per class.")
+        raise ValueError(f"{where}: {len(names)} label names {names[:6]} for a head of model.num_labels={n}; "
+                         f"give one name per class.")
     if len(set(names)) != n:
         raise ValueError(f"{where}: label names {names} repeat a name; label2id needs each name once.")
     return {"id2label": {str(i): name for i, name in enumerate(names)},

@@ -53,7 +53,8 @@ def read_config(path: str | Path, parsed: Any = None) -> HFConfig:
     file's content already parsed by the caller (init_from recognises a folder by it), not parsed again."""
     folder = Path(path)
     if not folder.is_dir():
-        raise FileNotFoundError(f"Checkpoint directory {str(folder)!r} does not exist (or is not a directory).")
+        raise FileNotFoundError(f"Checkpoint directory {str(folder)!r} does not exist "
+                                "(or is not a directory).")
     weights_id = weights_save_id(folder)
     file = _config_file(folder, weights_id)
     if not file.is_file():
@@ -85,7 +86,8 @@ def _config_file(folder: Path, weights_id: str | None) -> Path:
     """config.json, or the pending config of a save killed after renaming its weights in but before its
     config (`weights_id`, the save id in `model.safetensors`, names that save)."""
     if weights_id and re.fullmatch(r"[0-9a-f]{16}", weights_id):
-        pending = [*folder.glob(f".{CONFIG}.*.{weights_id}.tmp"), folder / f"{OLD_PENDING}{weights_id}.{CONFIG}"]
+        pending = [*folder.glob(f".{CONFIG}.*.{weights_id}.tmp"),
+                   folder / f"{OLD_PENDING}{weights_id}.{CONFIG}"]
         return next((p for p in pending if p.is_file()), folder / CONFIG)
     return folder / CONFIG
 
@@ -124,7 +126,8 @@ def read_weights(path: str | Path) -> tuple[dict[str, torch.Tensor], Path]:
                 tensors.update(_read_file(folder / shard))
             return tensors, index
     raise FileNotFoundError(
-        f"{str(folder)!r} has a config.json but no weights: expected one of {', '.join(WEIGHT_FILES + INDEX_FILES)}."
+        f"{str(folder)!r} has a config.json but no weights: expected one of "
+        f"{', '.join(WEIGHT_FILES + INDEX_FILES)}."
     )
 
 
@@ -154,14 +157,16 @@ def _read_file(file: Path) -> dict[str, torch.Tensor]:
         try:
             return load_file(str(file))
         except (SafetensorError, OSError) as err:
-            raise ValueError(f"{str(file)!r} is not a readable safetensors file (truncated or corrupt?): {err}.") from None
+            raise ValueError(f"{str(file)!r} is not a readable safetensors "
+                             f"file (truncated or corrupt?): {err}.") from None
     try:
         data = torch.load(file, map_location="cpu", weights_only=True)
     except Exception as err:  # weights_only refusals, truncated zips and foreign formats alike
         advice = "; convert it to model.safetensors with trusted tools first"
         raise ValueError(torch_load_failure(repr(str(file)), err, advice=advice, path=file) + ".") from None
     if not isinstance(data, dict) or not all(isinstance(v, torch.Tensor) for v in data.values()):
-        raise ValueError(f"{str(file)!r} does not hold a flat state dict of tensors (got {type(data).__name__}).")
+        raise ValueError(f"{str(file)!r} does not hold a flat state dict of tensors "
+                         f"(got {type(data).__name__}).")
     return data
 
 

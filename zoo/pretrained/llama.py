@@ -119,7 +119,8 @@ class Qwen2(LlamaShaped):
         window = cfg.sliding_window
         return {**super().more_to_hf(cfg), "use_sliding_window": window is not None, "sliding_window": window,
                 "max_window_layers": 0 if window is not None else cfg.n_layers,
-                "layer_types": [self.KINDS[window is not None]] * cfg.n_layers}  # global_every: the round trip
+                # global_every: the round trip
+                "layer_types": [self.KINDS[window is not None]] * cfg.n_layers}
 
 
 class Qwen3(Qwen2):

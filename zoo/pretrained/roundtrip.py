@@ -24,12 +24,15 @@ def effective(cfg: ModelConfig) -> dict[str, Any]:
     out = cfg.to_dict()
     out.update(d_ff=cfg.ffn_dim, n_kv_heads=cfg.kv_heads, head_dim=cfg.head_size, qkv_bias=cfg.use_qkv_bias,
                decoder_start_id=cfg.start_id, final_norm=uses_final_norm(cfg),
-               head_activation=plain_activation(cfg.head_activation or cfg.activation).fn if cfg.head_transform else None,
+               head_activation=plain_activation(cfg.head_activation or cfg.activation).fn
+               if cfg.head_transform else None,
                encoder_layers=cfg.n_encoder_layers, decoder_layers=cfg.n_decoder_layers)
     out.update(head_settings(cfg))
-    for key in ("ffn_ratio", "n_layers", *NOT_IN_THE_MODEL):  # n_layers: in the resolved encoder/decoder_layers
+    # n_layers: in the resolved encoder/decoder_layers
+    for key in ("ffn_ratio", "n_layers", *NOT_IN_THE_MODEL):
         out.pop(key)
-    if cfg.arch != "encoder_decoder":  # only a seq2seq decoder starts from it (a BERT tokenizer's is its [PAD])
+    # only a seq2seq decoder starts from it (a BERT tokenizer's is its [PAD])
+    if cfg.arch != "encoder_decoder":
         out.pop("decoder_start_id")
     return out
 
@@ -55,5 +58,6 @@ def check_roundtrip(cfg: ModelConfig, read_back: ModelConfig, model_type: str,
     lost = [f"model.{k}={mine[k]!r} (would load as {theirs[k]!r})" for k in mine
             if k in theirs and mine[k] != theirs[k] and k not in same_model]  # absent: another arch's key
     if lost:
-        raise ValueError(f"This zoo model cannot be exported as {model_type!r}: its config.json cannot express "
+        raise ValueError("This zoo model cannot be exported as "
+                         f"{model_type!r}: its config.json cannot express "
                          + "; ".join(lost) + ".")

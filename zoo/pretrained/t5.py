@@ -8,11 +8,11 @@ transformers 5 always writes `tie_word_embeddings: true`, keeps the scale in `sc
 leaves the head untied when the checkpoint holds a different `lm_head.weight`. zoo reads both as tied and
 scaled (`head_scale`), or untied and unscaled.
 
-Classes (`ARCH_CLASSES`): T5ForConditionalGeneration (the LM), T5Model (bare: the decoder's hidden states and the
-encoder's), and the encoder alone as a zoo encoder with T5's relative bias: T5EncoderModel (bare) and
-T5ForTokenClassification (its base under `transformer.`, then `classifier`). T5's sequence classification and QA
-read the decoder's output (at the last eos / every position), which zoo's encoder_decoder heads (lm, none) do not
-express; they are named in the error."""
+Classes (`ARCH_CLASSES`): T5ForConditionalGeneration (the LM), T5Model (bare: the decoder's hidden states and
+the encoder's), and the encoder alone as a zoo encoder with T5's relative bias: T5EncoderModel (bare) and
+T5ForTokenClassification (its base under `transformer.`, then `classifier`). T5's sequence classification and
+QA read the decoder's output (at the last eos / every position), which zoo's encoder_decoder heads (lm, none)
+do not express; they are named in the error."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ from zoo.pretrained.heads import HeadLayout
 from zoo.pretrained.tensor_map import HFTensors, Rows, within
 
 # HF dense_act_fn -> zoo activation, plain (is_gated_act false) and gated (wi_0 the gate, wi_1 the value)
-_PLAIN = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "silu": "silu",
-          "swish": "silu"}
+_PLAIN = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+          "silu": "silu", "swish": "silu"}
 _GATED = {"gelu_new": "geglu_tanh", "gelu_pytorch_tanh": "geglu_tanh", "gelu": "geglu", "silu": "swiglu",
           "swish": "swiglu"}
 # zoo activation -> (feed_forward_proj, dense_act_fn, is_gated_act) written on export
@@ -43,8 +43,8 @@ _UNUSED = {"EncDecAttention.relative_attention_bias":
 
 
 def _activation(hf: Mapping[str, Any]) -> str:
-    """zoo's activation for what transformers runs: `dense_act_fn` / `is_gated_act` from config.json when present
-    (they override what `feed_forward_proj` implies), else derived from `feed_forward_proj`."""
+    """zoo's activation for what transformers runs: `dense_act_fn` / `is_gated_act` from config.json when
+    present (they override what `feed_forward_proj` implies), else derived from `feed_forward_proj`."""
     proj = hf.get("feed_forward_proj", "relu")
     parts = proj.split("-")
     gated = hf.get("is_gated_act", len(parts) == 2 and parts[0] == "gated")
@@ -53,8 +53,8 @@ def _activation(hf: Mapping[str, Any]) -> str:
     if len(parts) > 2 or (len(parts) == 2 and parts[0] != "gated") or act not in table:
         supported = sorted(_PLAIN) + [f"gated-{a}" for a in sorted(_GATED)]
         raise ValueError(
-            f"t5 config.json uses settings zoo does not support: feed_forward_proj={proj!r} (dense_act_fn={act!r}, "
-            f"is_gated_act={gated!r}); supported activations: {', '.join(supported)}."
+            f"t5 config.json uses settings zoo does not support: feed_forward_proj={proj!r} "
+            f"(dense_act_fn={act!r}, is_gated_act={gated!r}); supported activations: {', '.join(supported)}."
         )
     return table[act]
 
@@ -76,8 +76,9 @@ def _stack(side: str, ffn: str, up: tuple[str, ...]) -> dict:
 _BIAS = "{}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"  # one per stack, on its layer 0
 # (zoo arch, model.head) -> the transformers class it is; the first per head is what a folder without
 # `architectures` loads as (the LM) and the class name says the arch a folder loads as
-ARCH_CLASSES = {("encoder_decoder", "lm"): "T5ForConditionalGeneration", ("encoder_decoder", "none"): "T5Model",
-                ("encoder", "none"): "T5EncoderModel", ("encoder", "token_classifier"): "T5ForTokenClassification"}
+ARCH_CLASSES = {("encoder_decoder", "lm"): "T5ForConditionalGeneration",
+                ("encoder_decoder", "none"): "T5Model", ("encoder", "none"): "T5EncoderModel",
+                ("encoder", "token_classifier"): "T5ForTokenClassification"}
 _DECODER_HEADS = "its head reads the decoder's output, and zoo's encoder_decoder carries model.head=lm | none"
 
 
@@ -85,13 +86,15 @@ def _same_as(src: HFTensors, name: str, tokens: torch.Tensor, why: str) -> None:
     """Consume an optional stored copy of the token table; a copy holding other weights cannot be loaded."""
     copy = src.take_optional(name, tuple(tokens.shape))
     if copy is not None and not torch.equal(copy, tokens):
-        raise ValueError(f"{src.source}: {src.key(name)!r} holds weights different from 'shared.weight', but {why}.")
+        raise ValueError(f"{src.source}: {src.key(name)!r} holds weights "
+                         f"different from 'shared.weight', but {why}.")
 
 
 @dataclass(frozen=True)
 class T5LMLayout(HeadLayout):
-    """T5's `lm_head`: the token table when tied (v1.0; a stored copy must equal it), else its own weight (v1.1;
-    transformers 5 ties the head of a model configured untied and stores none: then a copy of the table)."""
+    """T5's `lm_head`: the token table when tied (v1.0; a stored copy must equal it), else its own weight
+    (v1.1; transformers 5 ties the head of a model configured untied and stores none: then a copy of the
+    table)."""
 
     def origins(self) -> dict[str, str]:
         return {"head.proj.weight": "~lm_head.weight"}
@@ -100,8 +103,10 @@ class T5LMLayout(HeadLayout):
                 shapes: Mapping[str, tuple[int, ...]]) -> None:
         tokens = out["tgt_embed.tokens.weight"]
         if cfg.tie_embeddings:
-            _same_as(src, "~lm_head.weight", tokens, "config.json ties the head to it and scales the decoder output "
-                     "(T5 v1.0); an untied head needs tie_word_embeddings=false or scale_decoder_outputs=false")
+            _same_as(src, "~lm_head.weight", tokens,
+                     "config.json ties the head to it and scales the decoder output "
+                     "(T5 v1.0); an untied head needs tie_word_embeddings=false or "
+                     "scale_decoder_outputs=false")
             out["head.proj.weight"] = tokens
         else:
             head = src.take_optional("~lm_head.weight", tuple(tokens.shape))
@@ -117,7 +122,8 @@ class T5(Family):
     class_prefix = "T5"
     lm_suffixes = ("ForConditionalGeneration",)
     prefixes = ("transformer.",)  # T5ForTokenClassification's encoder; the other classes store no prefix
-    heads = {"lm": T5LMLayout("lm", prefix="", unused=_UNUSED), "none": HeadLayout("none", bare=True, unused=_UNUSED),
+    heads = {"lm": T5LMLayout("lm", prefix="", unused=_UNUSED),
+             "none": HeadLayout("none", bare=True, unused=_UNUSED),
              "token_classifier": HeadLayout("token_classifier", proj="~classifier", labelled=True)}
     not_loaded = {"T5ForSequenceClassification": _DECODER_HEADS, "T5ForQuestionAnswering": _DECODER_HEADS}
     keys = (
@@ -147,7 +153,8 @@ class T5(Family):
         arch = next(arch for (arch, _), name in ARCH_CLASSES.items() if name == named)
         layers = settings["n_layers"]
         decoder_layers = layers if hf.get("num_decoder_layers") is None else hf["num_decoder_layers"]
-        if "scale_decoder_outputs" in hf:  # written by transformers 5, whose tie_word_embeddings is always true
+        # written by transformers 5, whose tie_word_embeddings is always true
+        if "scale_decoder_outputs" in hf:
             tied = bool(hf["scale_decoder_outputs"])
         else:
             tied = hf.get("tie_word_embeddings", True) is not False
@@ -177,6 +184,7 @@ class T5(Family):
 
     def read_first(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
         tokens = src.take("shared.weight", (cfg.vocab_size, cfg.d_model))  # the map reads it again (the same)
-        for name in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"):  # copies in older checkpoints
+        # copies in older checkpoints
+        for name in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"):
             _same_as(src, name, tokens, "zoo, like transformers' T5, keeps one token table for both stacks")
         return {}

@@ -1,6 +1,7 @@
 """Training callbacks, built by name from `conf/callbacks/*.yaml` through the CALLBACKS registry:
 checkpoints (last = latest, best = best finite monitored metric), tokens/s, a non-finite-loss stop, validation
-exact-match for tasks with reference texts, and generated samples at the end (printed and logged as a table)."""
+exact-match for tasks with reference texts, and generated samples at the end (printed and logged as a
+table)."""
 
 from __future__ import annotations
 
@@ -52,11 +53,13 @@ class TokensPerSecond(Callback):
         self.window = window
         self._events: list[tuple[float, int]] = []
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int) -> None:
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch,
+                           batch_idx: int) -> None:
         now = time.perf_counter()
         self._events.append((now, token_count(batch) * trainer.world_size))
         self._events = self._events[-(self.window + 1):]
-        n = trainer.log_every_n_steps  # log on the steps whose values reach the loggers (the step has counted)
+        # log on the steps whose values reach the loggers (the step has counted)
+        n = trainer.log_every_n_steps
         if len(self._events) > 1 and n > 0 and trainer.global_step % n == 0:
             elapsed = now - self._events[0][0]
             tokens = sum(count for _, count in self._events[1:])
@@ -77,7 +80,8 @@ class NonFiniteLossStop(Callback):
         last = self.checkpoint_dir / "last.ckpt"
         return f"the last good checkpoint is {last}" if last.exists() else "no checkpoint was written yet"
 
-    def on_before_backward(self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor) -> None:
+    def on_before_backward(self, trainer: L.Trainer, pl_module: L.LightningModule,
+                           loss: torch.Tensor) -> None:
         if not bool(torch.isfinite(loss.detach())):
             raise NonFiniteLossError(
                 f"non-finite training loss ({float(loss.detach())}) at step {trainer.global_step} "
@@ -92,9 +96,10 @@ class NonFiniteLossStop(Callback):
             return
         bad, counted = getattr(pl_module, "val_non_finite", (0, 0))
         raise NonFiniteLossError(
-            f"non-finite validation loss (val/loss={float(loss)}) at step {trainer.global_step}: {bad} of {counted} "
-            f"validation batches gave NaN/inf; training stopped, {self._kept()}. Try a lower optim.lr, gradient "
-            "clipping (trainer.gradient_clip_val) or 32-true precision; callbacks.non_finite=null only warns."
+            f"non-finite validation loss (val/loss={float(loss)}) at step {trainer.global_step}: {bad} of "
+            f"{counted} validation batches gave NaN/inf; training stopped, {self._kept()}. Try a lower "
+            "optim.lr, gradient clipping (trainer.gradient_clip_val) or 32-true precision; "
+            "callbacks.non_finite=null only warns."
         )
 
 
@@ -105,7 +110,8 @@ class ValExactMatch(Callback):
     rank computes the same values)."""
 
     def __init__(self, task: Task, tokenizer, datamodule, max_examples: int = 200) -> None:
-        self.task, self.tokenizer, self.datamodule, self.max_examples = task, tokenizer, datamodule, max_examples
+        self.task, self.tokenizer, self.datamodule, self.max_examples = (task, tokenizer, datamodule,
+                                                                         max_examples)
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking:
@@ -178,7 +184,8 @@ class StepProgressBar(RichProgressBar):
     def _get_train_description(self, current_epoch: int) -> str:
         return f"step {self.trainer.global_step}/{self.trainer.max_steps}"
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int) -> None:
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch,
+                           batch_idx: int) -> None:
         if self.progress is not None and self.train_progress_bar_id is not None:  # keep "step N" current
             self.progress.update(self.train_progress_bar_id, description=self._get_train_description(0))
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
@@ -194,7 +201,8 @@ class StepProgressBar(RichProgressBar):
 
 @CALLBACKS.register("progress_bar")
 def _progress(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback | None:
-    """style auto: the rich bar in a terminal, progress lines (zoo.training.console) when stdout is not one."""
+    """style auto: the rich bar in a terminal, progress lines (zoo.training.console) when stdout is not
+    one."""
     if not ctx.progress_bar:
         return None
     opts = dict(opts)
@@ -208,8 +216,8 @@ def _progress(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback | None:
 def _checkpoint(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
     return ZooCheckpoint(
         dirpath=ctx.checkpoint_dir, filename="best", monitor=opts.get("monitor", "val/loss"),
-        mode=opts.get("mode", "min"), save_top_k=opts.get("save_top_k", 1), save_last=opts.get("save_last", True),
-        auto_insert_metric_name=False, enable_version_counter=False,
+        mode=opts.get("mode", "min"), save_top_k=opts.get("save_top_k", 1),
+        save_last=opts.get("save_last", True), auto_insert_metric_name=False, enable_version_counter=False,
     )
 
 

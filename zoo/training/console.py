@@ -1,8 +1,8 @@
 """What a run prints: progress lines when the output is not a terminal (cluster logs, CI, `| tee`), filters
 for third-party messages that tell the user nothing, and the closing summary (where things are, how to go on).
 
-In a terminal the rich bar (callbacks.StepProgressBar) redraws in place; redirected, a bar only shows up at the
-end, so `LineProgress` prints one plain line every `every_n_steps` optimizer steps instead. `token_count`
+In a terminal the rich bar (callbacks.StepProgressBar) redraws in place; redirected, a bar only shows up at
+the end, so `LineProgress` prints one plain line every `every_n_steps` optimizer steps instead. `token_count`
 (a batch's real tokens) feeds its tok/s and the callbacks' `train/tokens_per_s`."""
 
 from __future__ import annotations
@@ -27,13 +27,16 @@ LIGHTNING_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.
 # torch deprecates LeafSpec; Lightning's own pytree helper still uses it (nothing a zoo user can change).
 # Lightning also warns that zoo's module overrides on_before_batch_transfer next to a datamodule: that is the
 # intended design (the module range-checks ids on the host), so the warning tells the user nothing. And it
-# calls a mid-epoch resume unreliable because zoo's loaders lack Lightning's state_dict interface: zoo restores
-# the position itself (samplers keyed by seed and epoch, batches trained in the checkpoint; resume tests, 1e-6).
+# calls a mid-epoch resume unreliable because zoo's loaders lack Lightning's state_dict interface: zoo
+# restores the position itself (samplers keyed by seed and
+# epoch, batches trained in the checkpoint; resume tests, 1e-6).
 DEPENDENCY_DEPRECATIONS = (
-    (r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning, r"lightning\.pytorch\.utilities\._pytree"),
+    (r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning,
+     r"lightning\.pytorch\.utilities\._pytree"),
     (r"You have overridden `on_before_batch_transfer` in `LightningModule` but have passed in a", UserWarning,
      r"lightning\.pytorch\.trainer\.connectors\.data_connector"),
-    (r"You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable",
+    (r"You're resuming from a checkpoint that ended before "
+     r"the epoch ended and your dataloader is not resumable",
      Warning, r"lightning\.pytorch\.loops\.training_epoch_loop"),
 )
 
@@ -74,9 +77,10 @@ def _clock(seconds: float) -> str:
 
 
 class LineProgress(ProgressBar):
-    """One line every `every_n_steps` optimizer steps: `step 200/2000 | loss 2.345 | 12,345 tok/s | 0:41 elapsed,
-    ETA 6:09`, plus a line per validation. Reads the loss once per printed line (no per-step host sync);
-    tokens/s counts the batches' tokens since the previous line (all processes together)."""
+    """One line every `every_n_steps` optimizer steps:
+    `step 200/2000 | loss 2.345 | 12,345 tok/s | 0:41 elapsed, ETA 6:09`, plus a line per validation. Reads
+    the loss once per printed line (no per-step host sync); tokens/s counts the batches' tokens since the
+    previous line (all processes together)."""
 
     def __init__(self, every_n_steps: int = 50) -> None:
         super().__init__()
@@ -99,7 +103,8 @@ class LineProgress(ProgressBar):
         self._start_step = self._printed_step = trainer.global_step
         self._tokens = 0
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int) -> None:
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch,
+                           batch_idx: int) -> None:
         self._tokens = self._tokens + token_count(batch) * trainer.world_size  # a tensor for masked batches
         step = trainer.global_step
         if not self._enabled or step == self._printed_step or step % self.every_n_steps:
@@ -141,7 +146,8 @@ def summary_lines(result: Any, overrides: list[str] | None = None) -> list[str]:
     if result.wandb_run:
         lines.append(f"  W&B run:  {result.wandb_run}")
     if result.samples is not None and result.samples.samples:
-        lines.append("  samples:  printed above" + (", and logged to W&B as the table 'samples'" if result.wandb_run else ""))
+        lines.append("  samples:  printed above"
+                     + (", and logged to W&B as the table 'samples'" if result.wandb_run else ""))
     if last is not None:
         kept = [shlex.quote(a) for a in (overrides or []) if not a.startswith(("ckpt_path=", "+ckpt_path="))]
         lines.append(f"  resume:   python train.py {' '.join([*kept, f'ckpt_path={last}'])}")

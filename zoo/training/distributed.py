@@ -12,8 +12,8 @@ from zoo.data.batching import ShardedBatches
 
 
 class ShardedSampler(Sampler[int]):
-    """Every `world`-th item of `inner`, starting at `rank`. With `pad`, a process short of an item repeats its
-    own first one, so every process runs the same number of steps (DDP needs that) and none reads an item
+    """Every `world`-th item of `inner`, starting at `rank`. With `pad`, a process short of an item repeats
+    its own first one, so every process runs the same number of steps (DDP needs that) and none reads an item
     (for LM windows: a part of the token stream) that belongs to another rank."""
 
     def __init__(self, inner: Sampler, rank: int, world: int, *, pad: bool) -> None:
@@ -41,10 +41,12 @@ def sharded(loader: DataLoader, rank: int, world: int, *, pad: bool) -> DataLoad
     """The same loader reading only this process's shard."""
     if world == 1:
         return loader
-    if loader.batch_size is None:  # token-budget batches (data.max_tokens) of the global batch: share each one
+    # token-budget batches (data.max_tokens) of the global batch: share each one
+    if loader.batch_size is None:
         order = dict(batch_sampler=ShardedBatches(loader.batch_sampler, rank, world))
     else:
-        order = dict(batch_size=loader.batch_size, sampler=ShardedSampler(loader.sampler, rank, world, pad=pad))
+        order = dict(batch_size=loader.batch_size,
+                     sampler=ShardedSampler(loader.sampler, rank, world, pad=pad))
     return DataLoader(
         loader.dataset, **order,
         collate_fn=loader.collate_fn, num_workers=loader.num_workers, pin_memory=loader.pin_memory,
@@ -57,8 +59,9 @@ def check_parts(parts: int | None, world: int) -> None:
     it (rank r reads parts r, r + world, ...); raise ValueError naming data.shards otherwise."""
     if parts is None or world == 1 or parts % world == 0:
         return
-    raise ValueError(f"data.shards: the training token stream is cut into {parts} part(s), which {world} processes "
-                     f"cannot share without reading each other's; set data.shards to a multiple of {world} "
+    raise ValueError(f"data.shards: the training token stream is cut into {parts} part(s), which {world} "
+                     "processes cannot share without reading each other's; set data.shards to a multiple of "
+                     f"{world} "
                      "(a stream shorter than that many windows of max_seq_len + 1 tokens has fewer parts)")
 
 

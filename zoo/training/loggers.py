@@ -86,7 +86,8 @@ def _wandb(run_dir: Path, run_name: str, *, mode: WandbMode = "auto", project: s
         return None
     os.environ["WANDB_MODE"] = mode  # also seen by DDP child processes and wandb's service
     if mode == "offline":
-        print(f"[zoo] W&B offline ({reason}). Upload later with: wandb sync {run_dir / 'wandb'}/offline-run-*")
+        print(f"[zoo] W&B offline ({reason}). Upload later with: wandb sync "
+              f"{run_dir / 'wandb'}/offline-run-*")
     resume = {"id": resume_id, "resume": "allow"} if resume_id else {}
     if resume_id:
         print(f"[zoo] W&B continues run {resume_id} (its id is kept in the checkpoint)")

@@ -44,8 +44,8 @@ def check_monitor(callbacks: Mapping[str, Any] | None, task: Task) -> None:
     if monitor in allowed:
         return
     if monitor in reference_metric_names(task):
-        raise ValueError(f"callbacks.checkpoint.monitor={monitor} is logged by the exact_match callback, which "
-                         "is switched off; switch it on (callbacks.exact_match.max_examples=200) or monitor "
-                         f"one of: {', '.join(allowed)}")
+        raise ValueError(f"callbacks.checkpoint.monitor={monitor} is logged by the exact_match callback, "
+                         "which is switched off; switch it on (callbacks.exact_match.max_examples=200) or "
+                         f"monitor one of: {', '.join(allowed)}")
     raise ValueError(f"callbacks.checkpoint.monitor={monitor} is never logged by task={task.name}."
                      f"{did_you_mean(monitor, allowed)} Logged at validation: {', '.join(allowed)}")

@@ -24,8 +24,8 @@ def muon_parameters(model: nn.Module) -> list[nn.Parameter]:
 
 
 def muon_matrices(model: nn.Module) -> list[nn.Parameter]:
-    """`muon_parameters`, or ValueError when there are none (Muon would get an empty parameter list): the model
-    has no attention or feed-forward layers (bigram, mlp_lm), or finetune froze all of them."""
+    """`muon_parameters`, or ValueError when there are none (Muon would get an empty parameter list): the
+    model has no attention or feed-forward layers (bigram, mlp_lm), or finetune froze all of them."""
     hidden = muon_parameters(model)
     if hidden:
         return hidden
@@ -33,10 +33,11 @@ def muon_matrices(model: nn.Module) -> list[nn.Parameter]:
     if any(isinstance(m, (Attention, FeedForward)) for m in model.modules()):
         why = "finetune freezes all of them"
     else:  # n_layers only where a layer stack reads it
-        layers = f", model.n_layers={config.n_layers}" if any(isinstance(m, Stack) for m in model.modules()) else ""
+        layers = (f", model.n_layers={config.n_layers}" if any(isinstance(m, Stack) for m in model.modules())
+                  else "")
         why = f"this model has none (model.arch={getattr(config, 'arch', '?')}{layers})"
-    raise ValueError("optim.name=muon trains the weight matrices of the attention and feed-forward layers of the "
-                     f"stacks, and {why}; use optim.name=adamw")
+    raise ValueError("optim.name=muon trains the weight matrices of the attention and feed-forward layers of "
+                     f"the stacks, and {why}; use optim.name=adamw")
 
 
 class MuonWithAdamW(torch.optim.Optimizer):

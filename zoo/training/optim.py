@@ -30,7 +30,8 @@ NonNegative = Annotated[float, number(0)]
 Beta = Annotated[float, number(0, 1, high_open=True)]
 
 
-def param_groups(model: nn.Module, weight_decay: float, params: list[nn.Parameter] | None = None) -> list[dict[str, Any]]:
+def param_groups(model: nn.Module, weight_decay: float,
+                 params: list[nn.Parameter] | None = None) -> list[dict[str, Any]]:
     """Decay only tensors with >= 2 dims (matrices, embeddings); biases and norm gains are not decayed.
     Tied tensors appear once (parameters() removes duplicates). `params` limits the groups to a subset."""
     chosen = [p for p in (params if params is not None else model.parameters()) if p.requires_grad]
@@ -40,8 +41,8 @@ def param_groups(model: nn.Module, weight_decay: float, params: list[nn.Paramete
 
 
 @OPTIMIZERS.register("adamw")
-def adamw(model: nn.Module, *, lr: Positive, weight_decay: NonNegative = 0.0, betas: tuple[Beta, Beta] = (0.9, 0.999),
-          eps: Positive = 1e-8) -> torch.optim.Optimizer:
+def adamw(model: nn.Module, *, lr: Positive, weight_decay: NonNegative = 0.0,
+          betas: tuple[Beta, Beta] = (0.9, 0.999), eps: Positive = 1e-8) -> torch.optim.Optimizer:
     """AdamW over `param_groups` (decay on matrices only)."""
     return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=tuple(betas), eps=eps)
 
@@ -57,8 +58,9 @@ def adamw_fused(model: nn.Module, *, lr: Positive, weight_decay: NonNegative = 0
     devices = _get_fused_kernels_supported_devices()
     for name, p in model.named_parameters():
         if p.requires_grad and (p.device.type not in devices or not torch.is_floating_point(p)):
-            raise ValueError(f"optim.name=adamw_fused: parameter {name} is {p.dtype} on {p.device.type}; the fused "
-                             f"AdamW kernel takes floating-point tensors on {', '.join(devices)}. Use optim.name=adamw.")
+            raise ValueError(f"optim.name=adamw_fused: parameter {name} is {p.dtype} on {p.device.type}; the "
+                             "fused AdamW kernel takes floating-point tensors "
+                             f"on {', '.join(devices)}. Use optim.name=adamw.")
     groups = param_groups(model, weight_decay)
     return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, fused=True)
 
@@ -68,9 +70,10 @@ def check_optim_with_trainer(optim: Mapping[str, Any], trainer: Mapping[str, Any
     gradient clipping (which needs them unscaled before the step) cannot run with it (Lightning refuses)."""
     clip = trainer.get("gradient_clip_val") or 0
     if optim.get("name") == "adamw_fused" and str(trainer.get("precision")).startswith("16") and clip > 0:
-        raise ValueError(f"optim.name=adamw_fused with trainer.precision={trainer['precision']} cannot clip gradients "
-                         f"(trainer.gradient_clip_val={clip}): the fused step unscales them itself. Use "
-                         "trainer.precision=bf16-mixed, trainer.gradient_clip_val=0 or optim.name=adamw.")
+        raise ValueError(f"optim.name=adamw_fused with trainer.precision={trainer['precision']} cannot clip "
+                         f"gradients (trainer.gradient_clip_val={clip}): the fused step unscales them "
+                         "itself. Use trainer.precision=bf16-mixed, "
+                         "trainer.gradient_clip_val=0 or optim.name=adamw.")
 
 
 def check_optimizer_model(model: nn.Module, cfg: Mapping[str, Any]) -> None:
@@ -91,9 +94,10 @@ def muon(model: nn.Module, *, lr: Positive, weight_decay: NonNegative = 0.0, mom
     hidden = muon_matrices(model)
     chosen = {id(p) for p in hidden}
     rest = [p for p in model.parameters() if p.requires_grad and id(p) not in chosen]
-    inner_muon = torch.optim.Muon(hidden, lr=lr, weight_decay=weight_decay, momentum=momentum, ns_steps=ns_steps,
-                                  adjust_lr_fn="match_rms_adamw")
-    inner_adamw = torch.optim.AdamW(param_groups(model, weight_decay, rest), lr=lr, betas=tuple(betas), eps=eps)
+    inner_muon = torch.optim.Muon(hidden, lr=lr, weight_decay=weight_decay, momentum=momentum,
+                                  ns_steps=ns_steps, adjust_lr_fn="match_rms_adamw")
+    inner_adamw = torch.optim.AdamW(param_groups(model, weight_decay, rest), lr=lr, betas=tuple(betas),
+                                    eps=eps)
     return MuonWithAdamW(inner_muon, inner_adamw)
 
 
@@ -111,7 +115,8 @@ def check_optim(cfg: Mapping[str, Any]) -> None:
 
 
 def build_optimizer(model: nn.Module, cfg: Mapping[str, Any]) -> torch.optim.Optimizer:
-    """`optim: {name: adamw | adamw_fused | muon, lr, weight_decay, ...}` -> the optimizer, after check_optim."""
+    """`optim: {name: adamw | adamw_fused | muon, lr, weight_decay, ...}` -> the optimizer, after
+    check_optim."""
     check_optim(cfg)
     options = {k: (tuple(v) if isinstance(v, list) else v) for k, v in cfg.items() if k != "name"}
     return OPTIMIZERS.get(cfg.get("name", "adamw"))(model, **options)

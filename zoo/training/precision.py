@@ -30,7 +30,8 @@ def resolve_precision(precision: str | int, accelerator: str) -> str:
     if precision == "auto":
         return "32-true"
     if precision not in PRECISIONS:
-        raise ValueError(f"trainer.precision={precision!r} is unknown; allowed: auto, {', '.join(PRECISIONS)}")
+        raise ValueError(f"trainer.precision={precision!r} is unknown; allowed: auto, "
+                         f"{', '.join(PRECISIONS)}")
     if accelerator not in PRECISIONS[precision]:
         raise ValueError(
             f"trainer.precision={precision} needs a GPU but the accelerator is {accelerator}; "
