@@ -9,9 +9,10 @@ import importlib
 from zoo.registry import Registry, unknown_choice_message
 
 MODULES = {
-    "bart": "bart", "bert": "bert", "distilbert": "bert", "gemma": "gemma", "gemma2": "gemma", "gpt2": "gpt2",
-    "gpt_neox": "gpt_neox", "llama": "llama", "marian": "bart", "mistral": "llama", "opt": "opt",
-    "phi3": "llama", "qwen2": "llama", "qwen3": "llama", "roberta": "bert", "t5": "t5", "xlm-roberta": "bert",
+    "bart": "bart", "bert": "bert", "distilbert": "bert", "gemma": "gemma", "gemma2": "gemma",
+    "gemma3_text": "gemma", "gpt2": "gpt2", "gpt_neox": "gpt_neox", "llama": "llama", "marian": "bart",
+    "mistral": "llama", "olmo2": "olmo2", "opt": "opt", "phi3": "llama", "qwen2": "llama", "qwen3": "llama",
+    "roberta": "bert", "smollm3": "smollm3", "t5": "t5", "xlm-roberta": "bert",
 }
 
 

@@ -4,17 +4,21 @@ tied head, no biases, plain RoPE. Gemma 2 adds sandwich norms (a second norm on 
 `post_attention_layernorm` / `post_feedforward_layernorm` -> zoo `post_norm_self` / `post_norm_ffn`, and
 `pre_feedforward_layernorm` -> `norm_ffn`), tanh soft caps on the attention scores and the logits, a score
 scale of query_pre_attn_scalar ** -0.5, and a sliding window on the layers `layer_types` marks (every other
-one, starting with layer 0, by default)."""
+one, starting with layer 0, by default). Gemma 3 (text, `gemma3_text`) is Gemma 2 without the soft caps, with
+qk-norm (each head's q and k, the same (1 + w) RMSNorm), five local layers to one global by default, and RoPE
+per layer type: the global layers' `rope_theta` (1e6) and scaling, the local ones' plain
+`rope_local_base_freq` (1e4, zoo's `rope_local_base`)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from zoo.config import ModelConfig
-from zoo.pretrained.config_map import PLAIN_ROPE, Key, Rope
-from zoo.pretrained.decoder_heads import NO_QA
+from zoo.pretrained.config_map import PLAIN_ROPE, ROPE_TYPES, Key, Rope
+from zoo.pretrained.decoder_heads import LLAMA_HEADS, NO_QA
 from zoo.pretrained.family import Checks
 from zoo.pretrained.llama import DECODER, KEYS, TENSORS, LlamaShaped
 from zoo.pretrained.tensor_map import within
@@ -73,10 +77,17 @@ class Gemma2(Gemma):
     fixed = {**Gemma.fixed, "norm_placement": "sandwich"}
     requires = {"attention_bias": False, "use_bidirectional_attention": False}
 
+    softcaps = {"attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0}  # config.json defaults
+
+    def global_every(self, hf: Mapping[str, Any]) -> int:
+        """The pattern of local and global layers when config.json has no `layer_types`."""
+        return 2
+
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
         more, checks = super().more_from_hf(hf, settings)
         n, d, window = settings["n_layers"], settings["d_model"], hf.get("sliding_window", 4096)
-        types = hf.get("layer_types") or [LOCAL if local else GLOBAL for local in local_layers(n, 2)]
+        default_types = [LOCAL if local else GLOBAL for local in local_layers(n, self.global_every(hf))]
+        types = hf.get("layer_types") or default_types
         local = [t == LOCAL for t in types]
         every = global_every_for(local)
         checks.update({
@@ -87,8 +98,7 @@ class Gemma2(Gemma):
             "hidden_size a multiple of num_attention_heads": (d % settings["n_heads"] == 0, True),
         })
         scalar = hf.get("query_pre_attn_scalar", 256)
-        caps = [hf.get(key, default) for key, default in (("attn_logit_softcapping", 50.0),
-                                                           ("final_logit_softcapping", 30.0))]
+        caps = [hf.get(key, default) for key, default in self.softcaps.items()]
         return {**more, "attn_scale": None if scalar == more["head_dim"] else float(scalar) ** -0.5,
                 "attn_softcap": None if caps[0] is None else float(caps[0]),
                 "final_softcap": None if caps[1] is None else float(caps[1]),
@@ -106,3 +116,50 @@ class Gemma2(Gemma):
             "sliding_window": cfg.max_seq_len if cfg.sliding_window is None else cfg.sliding_window,
             "layer_types": [LOCAL if cfg.layer_is_local(i) else GLOBAL for i in range(cfg.n_layers)],
         }
+
+
+@dataclass(frozen=True)
+class LayerTypeRope:
+    """Gemma 3's RoPE, `rope_parameters` per layer type (4.x: `rope_theta` and `rope_scaling` for the global
+    layers, `rope_local_base_freq` for the local ones): the global as Llama's, the local plain."""
+
+    full: Rope = Rope(ROPE_TYPES)
+    sliding: Rope = Rope(PLAIN_ROPE, base="rope_local_base_freq")
+
+    def from_hf(self, hf: Mapping[str, Any]) -> tuple[dict[str, Any], Checks]:
+        params = hf.get("rope_parameters") or {}
+        out, checks = self.full.from_hf({"rope_theta": 1e6, **hf, "rope_parameters": params.get(GLOBAL)})
+        local, local_checks = self.sliding.from_hf({"rope_local_base_freq": 1e4, **hf,
+                                                    "rope_parameters": params.get(LOCAL)})
+        checks.update({f"{LOCAL} {k}": v for k, v in local_checks.items()})
+        checks["rope_parameters per layer type"] = (set(params) <= {LOCAL, GLOBAL}, True)
+        return {**out, "rope_local_base": local["rope_base"]}, checks
+
+    def to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
+        local = cfg.rope_base if cfg.rope_local_base is None else cfg.rope_local_base
+        return {"rope_parameters": {GLOBAL: self.full.to_hf(cfg)["rope_parameters"],
+                                    LOCAL: {"rope_type": "default", "rope_theta": local}}}
+
+
+class Gemma3(Gemma2):
+    model_type = "gemma3_text"
+    class_prefix = "Gemma3"
+    heads = {head: LLAMA_HEADS[head] for head in ("lm", "none", "classifier")}
+    defaults = {**Gemma.defaults, "max_position_embeddings": 131072}
+    fixed = {**Gemma2.fixed, "qk_norm": True}
+    softcaps = {"attn_logit_softcapping": None, "final_logit_softcapping": None}
+    rope = LayerTypeRope()
+
+    def classes(self) -> dict[str, str]:
+        """The text classes (Gemma3Model and Gemma3ForSequenceClassification are the multimodal ones)."""
+        return {"Gemma3ForCausalLM": "lm", "Gemma3TextModel": "none",
+                "Gemma3TextForSequenceClassification": "classifier"}
+
+    def global_every(self, hf: Mapping[str, Any]) -> int:
+        return hf.get("sliding_window_pattern", 6)  # a 4.x key; transformers 5 writes layer_types
+
+    def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
+        more, checks = super().more_from_hf(hf, settings)
+        same = more["rope_local_base"] == more["rope_base"] and more["rope_scaling"] == "none"
+        return {**more, "rope_local_base": None if same or not more["sliding_window"]
+                else more["rope_local_base"]}, checks
