@@ -1,5 +1,6 @@
 """Generate from a checkpoint: `python generate.py ckpt=path prompt="Once upon"` (decoders),
-`python generate.py ckpt=path src="a sentence"` (encoder-decoders); every decoding option is a key=value
+`python generate.py ckpt=path src="a sentence"` (encoder-decoders), `python generate.py ckpt=path chat=true
+prompt="Hi"` (the tokenizer's chat template; system=, messages_file=); every decoding option is a key=value
 override (max_new_tokens, do_sample, temperature, top_k, top_p, num_beams, ...). See docs/decoding.md."""
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -17,13 +18,16 @@ from zoo.checkpoint import atomic_torch_save, zoo_section
 from zoo.data import TOKENIZERS
 from zoo.generation.cli import CLI_DEFAULTS, GenerateCLIConfig, main, parse_overrides
 from zoo.generation.config import GenerationConfig
+from zoo.tokenizers import load_hf_tokenizer
+from zoo.tokenizers.chat import chat_ids
 
 TEXTS = ["the cat sat on the mat", "a dog ran far away", "hello world"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _checkpoint(tmp_path: Path, arch: str, with_tokenizer: bool = True) -> tuple[Path, object, object]:
-    tok = TOKENIZERS["char"](TEXTS)
+def _checkpoint(tmp_path: Path, arch: str, with_tokenizer: bool = True,
+                tok=None) -> tuple[Path, object, object]:
+    tok = TOKENIZERS["char"](TEXTS) if tok is None else tok
     torch.manual_seed(0)
     model = zoo.build(dict(arch=arch, vocab_size=tok.vocab_size, d_model=16, n_layers=1, n_heads=2,
                            positional="rope", max_seq_len=32, dropout=0.0)).eval()
@@ -154,3 +158,44 @@ def test_static_cache_and_assistant_from_the_command_line(tmp_path):
           "num_assistant_tokens=3"], stdout=spec)
     assert static.getvalue() == plain.getvalue() == spec.getvalue()
     assert len(plain.getvalue().splitlines()) == 4
+
+
+def test_chat_replies_to_the_user_message_under_the_template(tmp_path):
+    """chat=true: the prompt is the user's message (after system=) under the tokenizer's chat template
+    (zoo's default for a char tokenizer); the reply equals model.generate on chat_ids, and a messages_file
+    holding the same conversation gives the same reply."""
+    path, model, tok = _checkpoint(tmp_path, "decoder")
+    out = io.StringIO()
+    main([f"ckpt={path}", "chat=true", "system=be brief", "prompt=the cat", "max_new_tokens=5"], stdout=out)
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "the cat"}]
+    ids = chat_ids(tok, messages)
+    assert ids[0] == tok.bos_id and ids[-len("assistant\n") - 1] == tok.bos_id
+    expected = model.generate([ids], max_new_tokens=5, eos_token_id=tok.eos_id)[0, len(ids):]
+    assert out.getvalue().splitlines() == [">>> the cat", tok.decode(expected)]
+    conversation = tmp_path / "chat.json"
+    conversation.write_text(json.dumps(messages), encoding="utf-8")
+    again = io.StringIO()
+    main([f"ckpt={path}", "chat=true", f"messages_file={conversation}", "max_new_tokens=5"], stdout=again)
+    assert again.getvalue() == out.getvalue()
+
+
+def test_chat_errors_are_named(tmp_path):
+    """A chat key without chat=true, bad messages (not a list, a role not allowed), an encoder-decoder, and a
+    Hugging Face tokenizer folder without a template are each one error."""
+    path, _, tok = _checkpoint(tmp_path, "decoder")
+    with pytest.raises(ValueError, match="system=... is for chat; add chat=true"):
+        parse_overrides([f"ckpt={path}", "prompt=a", "system=hi"])
+    bad = tmp_path / "bad.json"
+    wizard = r"\[0\].role must be one of system, user, assistant, tool, got 'wizard'"
+    for content, match in [('{"role": "user", "content": "hi"}', "must be a non-empty list"),
+                           ('[{"role": "wizard", "content": "hi"}]', wizard)]:
+        bad.write_text(content, encoding="utf-8")
+        with pytest.raises(ValueError, match=rf"messages_file='{bad}'.*{match}"):
+            main([f"ckpt={path}", "chat=true", f"messages_file={bad}"])
+    seq2seq, _, _ = _checkpoint(tmp_path, "encoder_decoder")
+    with pytest.raises(ValueError, match="chat=true needs a decoder; this is a model.arch='encoder_decoder'"):
+        main([f"ckpt={seq2seq}", "chat=true", "src=hi"])
+    plain = load_hf_tokenizer(tok.save_hf(tmp_path / "hf"))  # a folder whose config has no chat_template
+    no_template, _, _ = _checkpoint(tmp_path / "plain", "decoder", tok=plain)
+    with pytest.raises(ValueError, match="this hf tokenizer has no chat template"):
+        main([f"ckpt={no_template}", "chat=true", "interactive=true"], stdin=io.StringIO("hi\n"))

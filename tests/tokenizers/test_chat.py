@@ -113,6 +113,15 @@ def test_family_templates_match_transformers(family: Family, base_tokenizer: str
         assert refused >= 2  # a system message is refused by the template, in both
 
 
+def test_gemma_refuses_a_system_message_with_its_own_words(base_tokenizer: str, tmp_path: Path) -> None:
+    """A template's raise_exception is one error with the template's message (transformers raises it too)."""
+    family = next(f for f in FAMILIES if f.name == "gemma")
+    tok = load_hf_tokenizer(write_folder(base_tokenizer, family, tmp_path / "gemma"))
+    with pytest.raises(ValueError, match="^chat template: System role not supported$"):
+        chat_ids(tok, CONVERSATIONS["system_user"])
+    assert chat_ids(tok, CONVERSATIONS["user"])[0] == tok.bos_id
+
+
 def test_bos_is_not_doubled(base_tokenizer: str, tmp_path: Path) -> None:
     """Llama's tokenizer.json adds BOS to a text; its template writes BOS too: the chat has exactly one."""
     family = next(f for f in FAMILIES if f.name == "llama3")

@@ -1,17 +1,19 @@
 """The `generate.py` command line: Hydra-style `key=value` overrides checked against a schema (unknown keys
 fail with a close match), a checkpoint with its saved tokenizer, prompts / sources from the command line,
-a file, or an interactive loop."""
+a file, or an interactive loop; with `chat=true` each prompt is the user's message under the tokenizer's
+chat template (zoo/tokenizers/chat.py), or `messages_file=` gives a whole conversation."""
 
 from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from zoo.generation.config import GenerationConfig
+from zoo.tokenizers.chat import chat_ids, read_messages
 from zoo.utils import did_you_mean
 
 # GenerationConfig options the command line does not expose: EOS / pad come from the tokenizer, and the
@@ -20,7 +22,7 @@ NOT_ON_CLI = ("return_dict", "eos_token_id", "pad_token_id")
 DECODING_KEYS = [f.name for f in dataclasses.fields(GenerationConfig) if f.name not in NOT_ON_CLI]
 # The one decoding default the script changes: a reader at the terminal wants more than the library's 20
 CLI_DEFAULTS = {"max_new_tokens": 64}
-INPUTS = ("prompt", "prompts_file", "src", "src_file")  # where the texts come from: one of them, or stdin
+INPUTS = ("prompt", "prompts_file", "src", "src_file", "messages_file")  # one of them, or stdin
 
 
 @dataclass
@@ -33,6 +35,9 @@ class _ScriptOptions:
     src: str | None = None  # encoder-decoder: a source sentence
     src_file: str | None = None  # encoder-decoder: one source per line
     interactive: bool = False  # read prompts / sources from stdin, one per line
+    chat: bool = False  # decoder: each prompt is the user's message under the tokenizer's chat template
+    system: str | None = None  # chat: a system message before each prompt
+    messages_file: str | None = None  # chat: a JSON list of {"role", "content"} messages, one conversation
     device: str = "cpu"
     batch_size: int = 16
     show_scores: bool = False  # print each beam hypothesis' length-normalised log-probability
@@ -86,6 +91,9 @@ def parse_overrides(argv: Sequence[str]) -> GenerateCLIConfig:
         raise ValueError(f"Give one input source, got {', '.join(inputs)}.")
     if not inputs and not cfg.interactive:
         raise ValueError("Give prompt=..., prompts_file=..., src=..., src_file=... or interactive=true.")
+    needs_chat = [k for k in ("system", "messages_file") if getattr(cfg, k) is not None]
+    if needs_chat and not cfg.chat:
+        raise ValueError(f"{needs_chat[0]}=... is for chat; add chat=true.")
     if cfg.batch_size < 1:
         raise ValueError(f"batch_size must be an integer >= 1, got {cfg.batch_size!r}.")
     check_device(cfg.device)
@@ -119,15 +127,20 @@ def check_device(name: str) -> None:
                          f"available: {', '.join(available)}.")
 
 
-def read_inputs(cfg: GenerateCLIConfig, model) -> list[str]:
-    """The texts to continue / translate; checks they match the model's architecture."""
+def read_inputs(cfg: GenerateCLIConfig, model) -> list[Any]:
+    """The texts to continue / translate (chat: user messages, or one conversation from messages_file);
+    checks they match the model's architecture."""
     want_src, arch = model.is_encoder_decoder, model.config.arch
     given = next((k for k in INPUTS if getattr(cfg, k) is not None), None)
+    if cfg.chat and want_src:
+        raise ValueError(f"chat=true needs a decoder; this is a model.arch={arch!r} checkpoint.")
     if given is not None and given.startswith("src") != want_src:
         wanted = "src=... or src_file=..." if want_src else "prompt=... or prompts_file=..."
         raise ValueError(f"{given}=... does not fit a model.arch={arch!r} checkpoint; use {wanted}.")
     if given in ("prompt", "src"):
         return [getattr(cfg, given)]
+    if given == "messages_file":
+        return [read_messages(cfg.messages_file, "messages_file")]
     if given is None:
         return []
     path = Path(getattr(cfg, given))
@@ -146,19 +159,32 @@ def read_inputs(cfg: GenerateCLIConfig, model) -> list[str]:
     return texts
 
 
-def run_texts(model, tokenizer, texts: Sequence[str], cfg: GenerateCLIConfig,
+def prompt_encoder(cfg: GenerateCLIConfig, tokenizer) -> Callable[[Any], list[int]]:
+    """How an input becomes prompt ids: its text as it is, or (chat=true) the conversation of the system
+    message and the input as the user's (or messages_file's conversation) under the chat template."""
+    if not cfg.chat:
+        return tokenizer.encode
+    if tokenizer.chat_template is None:
+        chat_ids(tokenizer, [])  # raises naming where a template is read from
+    system = [] if cfg.system is None else [{"role": "system", "content": cfg.system}]
+    return lambda given: chat_ids(tokenizer, given if isinstance(given, list)
+                                  else [*system, {"role": "user", "content": given}])
+
+
+def run_texts(model, tokenizer, texts: Sequence[Any], cfg: GenerateCLIConfig,
               assistant=None) -> list[list[tuple[str, float | None]]]:
-    """Generate for each text: a list of (output text, score or None) per text. With an assistant (draft)
-    model, texts run one at a time (speculative decoding is batch 1)."""
+    """Generate for each text (chat: message or conversation): a list of (output text, score or None) per
+    text. With an assistant (draft) model, texts run one at a time (speculative decoding is batch 1)."""
     results: list[list[tuple[str, float | None]]] = []
     batch_size = 1 if assistant is not None else cfg.batch_size
     extra = {"assistant_model": assistant} if assistant is not None else {}
     n = cfg.num_return_sequences
     decoder = not model.is_encoder_decoder  # continuations repeat the prompt; translations do not
     options = {k: getattr(cfg, k) for k in DECODING_KEYS}
+    encode = prompt_encoder(cfg, tokenizer)
     for start in range(0, len(texts), batch_size):
         chunk = texts[start : start + batch_size]
-        ids = [tokenizer.encode(t) for t in chunk]
+        ids = [encode(t) for t in chunk]
         for i, row in enumerate(ids):
             if not row:
                 raise ValueError(f"Input {start + i} ({chunk[i]!r}) encodes to no tokens; give some text.")
@@ -173,13 +199,16 @@ def run_texts(model, tokenizer, texts: Sequence[str], cfg: GenerateCLIConfig,
     return results
 
 
-def print_results(texts: Iterable[str], results, cfg: GenerateCLIConfig, decoder: bool, out: TextIO) -> None:
+def print_results(texts: Iterable[Any], results, cfg: GenerateCLIConfig, decoder: bool, out: TextIO) -> None:
+    """Each input after `>>>`, then its outputs: a continuation repeats the prompt, a translation or a chat
+    reply does not (a conversation is shown by its last message)."""
     for text, outputs in zip(texts, results, strict=True):
-        print(f">>> {text}", file=out)
+        shown = text[-1]["content"] if isinstance(text, list) else text
+        print(f">>> {shown}", file=out)
         for k, (generated, score) in enumerate(outputs):
             prefix = f"[{k}] " if len(outputs) > 1 else ""
             suffix = f"  (score {score:.4f})" if cfg.show_scores and score is not None else ""
-            print(f"{prefix}{text + generated if decoder else generated}{suffix}", file=out)
+            print(f"{prefix}{text + generated if decoder and not cfg.chat else generated}{suffix}", file=out)
 
 
 def main(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
@@ -193,10 +222,11 @@ def main(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.st
         assistant = open_model(cfg.assistant_ckpt)[0].to(cfg.device)
     decoder = not model.is_encoder_decoder
     texts = read_inputs(cfg, model)
+    prompt_encoder(cfg, tokenizer)  # a chat without a template fails before any generation
     if texts:
         print_results(texts, run_texts(model, tokenizer, texts, cfg, assistant), cfg, decoder, stdout)
     if cfg.interactive:
-        kind = "prompt" if decoder else "source sentence"
+        kind = "user message" if cfg.chat else "prompt" if decoder else "source sentence"
         print(f"Type a {kind} per line; an empty line or Ctrl-D quits.", file=stdout, flush=True)
         for line in stdin:
             line = line.rstrip("\n")
