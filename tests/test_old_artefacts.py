@@ -1,0 +1,103 @@
+"""Artefacts written by an older zoo (tests/fixtures/<commit>/, by tests/fixtures/make_old_artefacts.py) still
+load with today's code and give the logits the old code recorded: training checkpoints, zoo and Hugging Face
+exports, save_pretrained folders; an old checkpoint resumes, seeds init_from and exports again."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from hydra.core.hydra_config import HydraConfig
+
+import zoo
+from zoo.training.run import train
+
+from .fixtures.make_old_artefacts import KINDS, LM_DATA, compose_run, labelled_file, logits
+
+OLD = Path(__file__).parent / "fixtures" / "b777160"
+TEXT = "def add(a, b):\n    return a + b  # über"
+
+
+def expected(kind: str) -> dict:
+    return torch.load(OLD / kind / "expected.pt", weights_only=True)
+
+
+def same_logits(model: torch.nn.Module, kind: str, artefact: str) -> None:
+    want = expected(kind)
+    torch.testing.assert_close(logits(model, want["inputs"]), want[artefact], rtol=1e-5, atol=1e-6)
+
+
+@pytest.fixture
+def run_cfg(tmp_path):
+    """run_cfg(overrides, name) -> the config train.py composes (HydraConfig set) for a run under tmp_path."""
+    yield lambda overrides, name: compose_run(overrides, tmp_path, name)
+    HydraConfig.instance().cfg = None
+
+
+def old_overrides(kind: str, folder: Path) -> list[str]:
+    """The overrides the old run of `kind` trained with: its data file written again into `folder`, init_from
+    the old lm checkpoint or its HF export."""
+    fill = {"labelled": labelled_file(folder), "lm": OLD / "lm" / "last.ckpt", "lm_hf": OLD / "lm" / "export_hf"}
+    return [o.format(**fill) for o in KINDS[kind]]
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_old_checkpoint_and_exports_load_with_the_recorded_logits(kind):
+    model, tok = zoo.load(OLD / kind / "last.ckpt")
+    same_logits(model, kind, "ckpt")
+    exported, exported_tok = zoo.load(OLD / kind / "export_zoo")
+    same_logits(exported, kind, "export_zoo")
+    assert exported_tok.encode(TEXT) == tok.encode(TEXT)
+    assert exported_tok.label_names == tok.label_names
+    for folder in ("export_hf", "pretrained"):
+        same_logits(zoo.from_pretrained(OLD / kind / folder), kind, folder)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_old_hf_export_tokenizer_reads_as_the_checkpoints(kind):
+    from zoo.tokenizers.hf import load_hf_tokenizer
+
+    _, tok = zoo.load(OLD / kind / "last.ckpt")
+    hf = load_hf_tokenizer(OLD / kind / "export_hf")
+    assert (hf.encode(TEXT), hf.vocab_size) == (tok.encode(TEXT), tok.vocab_size)
+    assert hf.decode(hf.encode(TEXT)) == tok.decode(tok.encode(TEXT))
+    config = json.loads((OLD / kind / "export_hf" / "config.json").read_text(encoding="utf-8"))
+    assert config["vocab_size"] == tok.vocab_size
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_old_checkpoint_exports_again_to_both_formats(kind, tmp_path):
+    ckpt = tmp_path / "old.ckpt"  # a copy: an export folder may not hold its checkpoint
+    shutil.copyfile(OLD / kind / "last.ckpt", ckpt)
+    same_logits(zoo.load(zoo.export(ckpt, tmp_path / "zoo"))[0], kind, "export_zoo")
+    same_logits(zoo.from_pretrained(zoo.export(ckpt, tmp_path / "hf", format="hf")), kind, "export_hf")
+    assert model_type(tmp_path / "hf") == model_type(OLD / kind / "export_hf")  # the family the old code chose
+
+
+def model_type(folder: Path) -> str:
+    return json.loads((folder / "config.json").read_text(encoding="utf-8"))["model_type"]
+
+
+def test_old_checkpoint_keeps_the_hf_family_it_was_initialised_from():
+    """freeze was initialised from the old lm's HF export: the checkpoint names gpt2 for export to write back."""
+    assert zoo.load(OLD / "freeze" / "last.ckpt")[0].pretrained_family == "gpt2"
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_old_checkpoint_resumes_for_a_step(kind, run_cfg, tmp_path):
+    old_step = torch.load(OLD / kind / "last.ckpt", weights_only=False)["global_step"]
+    resumed = train(run_cfg([*old_overrides(kind, tmp_path), f"trainer.max_steps={old_step + 1}",
+                             f"eval_every={old_step + 1}", f"ckpt_path={OLD / kind / 'last.ckpt'}"], "resumed"))
+    assert torch.load(resumed.last_checkpoint, weights_only=False)["global_step"] == old_step + 1
+
+
+@pytest.mark.parametrize("source", ["last.ckpt", "export_zoo"])
+def test_init_from_an_old_checkpoint_and_export(source, run_cfg):
+    """A step at learning rate 1e-30 (0 is refused) moves no float32 weight, so the new checkpoint has the
+    logits of the weights init_from read."""
+    run = train(run_cfg([f"init_from={OLD / 'lm' / source}", *LM_DATA, "optim.lr=1e-30", "trainer.max_steps=1",
+                         "eval_every=1"], "init"))
+    same_logits(zoo.load(run.last_checkpoint)[0], "lm", "ckpt")
