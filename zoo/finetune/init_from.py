@@ -124,7 +124,7 @@ class HuggingFaceFolder(Source):
         return (self.path / "tokenizer.json").is_file()
 
     def head_keys(self, head: str) -> dict[str, Any]:
-        layout = getattr(self.family, "heads", {}).get(head)  # zoo.pretrained.heads.HeadLayout
+        layout = self.family.heads.get(head)  # zoo.pretrained.heads.HeadLayout
         keys = layout.config(self.hf, self.family) if layout is not None else {}
         return {k: v for k, v in keys.items() if k not in ("head", "num_labels")}  # the data gives num_labels
 
@@ -132,7 +132,7 @@ class HuggingFaceFolder(Source):
         """config.json's id2label, for a labelled head (*ForSequenceClassification, *ForTokenClassification);
         transformers' generic LABEL_i when it names none (transformers 5 leaves a default id2label out)."""
         cfg = self.config()
-        layout = getattr(self.family, "heads", {}).get(cfg.head)  # zoo.pretrained.heads.HeadLayout
+        layout = self.family.heads.get(cfg.head)
         if layout is None or not layout.labelled:
             return None
         return self.family.label_names(self.hf, cfg) or [f"LABEL_{i}" for i in range(cfg.num_labels)]

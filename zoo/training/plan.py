@@ -142,20 +142,17 @@ def trainer_kwargs(trainer_cfg: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------- checkpoint
 
 
-def find_last_checkpoint(runs_dir: Path, exclude: Path) -> Path:
-    """`ckpt_path=last`: the newest `checkpoints/last.ckpt` of an earlier run under `runs_dir`."""
-    found = [p for p in runs_dir.glob("**/checkpoints/last.ckpt") if exclude not in p.parents]
-    if not found:
-        raise ConfigError(f"ckpt_path=last: no earlier run with checkpoints/last.ckpt under {runs_dir}")
-    return max(found, key=lambda p: p.stat().st_mtime)
-
-
 def resolve_ckpt_path(value: str | None, runs_dir: Path, output_dir: Path) -> Path | None:
-    """The checkpoint `ckpt_path=value` names (`last`: the newest of an earlier run); that it exists is all
-    that is checked here: the run's open step reads it, once."""
+    """The checkpoint `ckpt_path=value` names (`last`: the newest `checkpoints/last.ckpt` of an earlier run
+    under `runs_dir`); that it exists is all that is checked here: the run's open step reads it, once."""
     if value in (None, ""):
         return None
-    path = find_last_checkpoint(runs_dir, output_dir) if value == "last" else Path(value)
+    path = Path(value)
+    if value == "last":
+        found = [p for p in runs_dir.glob("**/checkpoints/last.ckpt") if output_dir not in p.parents]
+        if not found:
+            raise ConfigError(f"ckpt_path=last: no earlier run with checkpoints/last.ckpt under {runs_dir}")
+        path = max(found, key=lambda p: p.stat().st_mtime)
     return checked(checkpoint_file, path, context=f"ckpt_path={value}: ")
 
 
