@@ -48,6 +48,8 @@ DECODERS = {
     "phi3": ("Phi3Config", _LLAMA, "Phi3"),
     "gemma": ("GemmaConfig", dict(_LLAMA, head_dim=8), "Gemma"),
     "gemma2": ("Gemma2Config", dict(_LLAMA, head_dim=8), "Gemma2"),
+    # the text classes (Gemma3ForCausalLM: tests/pretrained/test_gemma3.py)
+    "gemma3_text": ("Gemma3TextConfig", dict(_LLAMA, head_dim=8), "Gemma3Text"),
     "gpt_neox": ("GPTNeoXConfig", {k: v for k, v in _LLAMA.items() if k != "num_key_value_heads"}, "GPTNeoX"),
     "opt": ("OPTConfig",
             dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, ffn_dim=40, vocab_size=99,
