@@ -32,24 +32,31 @@ def lm_checkpoint(tmp_path):
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
-    (["data=translation_toy"], "gives pairs examples, which suit task ['seq2seq'], not task='lm' (checkpoint "),
-    (["data=text", "data.files={corpus}", "split=test"], "split=test: this data has no 'test' split; available: val"),
-    (["data=text", "data.files={corpus}", "+max_example=3"], "Unknown key 'max_example'. Did you mean 'max_examples'?"),
+    (["data=translation_toy"],
+     "gives pairs examples, which suit task ['seq2seq'], not task='lm' (checkpoint "),
+    (["data=text", "data.files={corpus}", "split=test"],
+     "split=test: this data has no 'test' split; available: val"),
+    (["data=text", "data.files={corpus}", "+max_example=3"],
+     "Unknown key 'max_example'. Did you mean 'max_examples'?"),
     (["data=text", "data.files={corpus}", "+generation.beams=2"],
      "Unknown key 'generation.beams'. Did you mean 'generation.num_beams'?"),
-    (["data=text", "data.files={corpus}", "generation.num_beams=0"], "generation.num_beams must be an integer >= 1"),
-    (["data=text", "data.files={corpus}", "split=train"], "split must be one of 'auto', 'val', 'test', got 'train'"),
+    (["data=text", "data.files={corpus}", "generation.num_beams=0"],
+     "generation.num_beams must be an integer >= 1"),
+    (["data=text", "data.files={corpus}", "split=train"],
+     "split must be one of 'auto', 'val', 'test', got 'train'"),
 ])
 def test_bad_config_is_one_error(lm_checkpoint, make_eval_cfg, overrides, message):
     ckpt, corpus = lm_checkpoint
     with pytest.raises(ConfigError) as err:
-        evaluate(make_eval_cfg([f"ckpt={ckpt}", "output=null", *(o.format(corpus=corpus) for o in overrides)]))
+        evaluate(make_eval_cfg([f"ckpt={ckpt}", "output=null",
+                                *(o.format(corpus=corpus) for o in overrides)]))
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize(("content", "message"), [
     (b"", "is not a readable PyTorch file"),  # an empty file
-    (b"def main():\n    pass\n", "is not a PyTorch checkpoint (it starts with b'def main():\\n': text"),  # 'd': an opcode
+    # 'd': an opcode
+    (b"def main():\n    pass\n", "is not a PyTorch checkpoint (it starts with b'def main():\\n': text"),
     ("torch", "is a PyTorch file but not a zoo training checkpoint (no 'zoo' section)"),
     ("missing", "checkpoint not found"),
 ])
@@ -79,7 +86,8 @@ def test_cli_exits_1_with_one_error_line(tmp_path, eval_cache):
     """Only what needs the script runs as a subprocess: the exit status and the `error:` line (the report
     itself is checked in-process: test_lm_reference.py, test_report_table_lists_every_metric)."""
     missing = tmp_path / "nothing.ckpt"
-    bad = _run([f"ckpt={missing}", f"paths.cache_dir={eval_cache}", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    bad = _run([f"ckpt={missing}", f"paths.cache_dir={eval_cache}", f"hydra.run.dir={tmp_path / 'run'}"],
+               tmp_path)
     assert bad.returncode == 1
     assert bad.stderr.strip().splitlines() == [f"error: ckpt={missing}: checkpoint not found: {missing}"]
 

@@ -19,7 +19,8 @@ from zoo.tokenizers import build_tokenizer
 from .conftest import write_checkpoint
 
 WINDOW = 32
-LINES = [f"line {i}: the quick brown fox {'jumps' if i % 3 else 'naps'} over {i * 7 % 11} dogs\n" for i in range(120)]
+LINES = [f"line {i}: the quick brown fox {'jumps' if i % 3 else 'naps'} over {i * 7 % 11} dogs\n"
+         for i in range(120)]
 
 
 @pytest.fixture
@@ -29,7 +30,8 @@ def gpt2_checkpoint(tmp_path):
     corpus.write_text(text)
     tokenizer = build_tokenizer({"name": "char"}, [text])
     hf = GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=tokenizer.vocab_size,
-                                    n_positions=WINDOW, bos_token_id=tokenizer.bos_id, eos_token_id=tokenizer.eos_id))
+                                    n_positions=WINDOW, bos_token_id=tokenizer.bos_id,
+                                    eos_token_id=tokenizer.eos_id))
     torch.manual_seed(0)
     with torch.no_grad():  # a sharper model than the init: logits that differ a lot between tokens
         for p in hf.parameters():
@@ -48,7 +50,8 @@ def test_perplexity_and_bits_per_byte_match_transformers_by_hand(gpt2_checkpoint
 
     # the same windows, read through the data pipeline with the same tokenizer (not what is under test)
     tokenizer.save(tmp_path / "tok")
-    _, dm = build_data({"name": "text", "files": str(corpus)}, {"name": "file", "path": str(tmp_path / "tok")},
+    _, dm = build_data({"name": "text", "files": str(corpus)},
+                       {"name": "file", "path": str(tmp_path / "tok")},
                        task="lm", max_seq_len=WINDOW, batch_size=3, cache_dir=tmp_path / "c2")
     dm.setup("fit")
     windows = [dm.datasets["val"][k] for k in range(len(dm.datasets["val"]))]
@@ -93,7 +96,8 @@ def unk_checkpoint(tmp_path, request):
     assert len(val_line.encode()) > 0.1 * corpus.stat().st_size and "\n" not in val_line
     tokenizer = build_tokenizer({"name": "char"}, [train_text])
     hf = GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=tokenizer.vocab_size,
-                                    n_positions=WINDOW, bos_token_id=tokenizer.bos_id, eos_token_id=tokenizer.eos_id))
+                                    n_positions=WINDOW, bos_token_id=tokenizer.bos_id,
+                                    eos_token_id=tokenizer.eos_id))
     torch.manual_seed(1)
     with torch.no_grad():
         for p in hf.parameters():
@@ -104,10 +108,10 @@ def unk_checkpoint(tmp_path, request):
 
 
 def test_every_validation_token_after_the_first_is_scored_once_tail_included(unk_checkpoint, make_eval_cfg):
-    """The whole validation stream (the line's characters, then <eos>) scored by hand: windows of WINDOW inputs
-    every WINDOW tokens, the last one short, so each of the N - 1 targets counts once (before: the targets
-    after the last whole window were never scored). Bits per byte divides by the UTF-8 bytes of the scored
-    characters, <unk> ones included (ï, é 2 bytes, € 3, 😀 4; <eos> none), not by what <unk> decodes to
+    """The whole validation stream (the line's characters, then <eos>) scored by hand: windows of WINDOW
+    inputs every WINDOW tokens, the last one short, so each of the N - 1 targets counts once (before: the
+    targets after the last whole window were never scored). Bits per byte divides by the UTF-8 bytes of the
+    scored characters, <unk> ones included (ï, é 2 bytes, € 3, 😀 4; <eos> none), not by what <unk> decodes to
     (before: nothing, so bits per byte came out several times too high)."""
     hf, tokenizer, ckpt, corpus, val_line = unk_checkpoint
     ids = [tokenizer.hf.token_to_id(ch) for ch in val_line]  # the char tokenizer's ids, None where unseen

@@ -69,9 +69,9 @@ def test_default_output_writes_only_the_metrics(lm_checkpoint, make_eval_cfg, tm
 
 
 def test_a_second_evaluation_reuses_the_data_cache(lm_checkpoint, make_eval_cfg, monkeypatch):
-    """The checkpoint's tokenizer is saved to a new temporary folder on each run; the data cache is keyed by the
-    tokenizer's files' content, not that folder, so the second run of the same evaluation encodes nothing (it used
-    to build a new entry every run)."""
+    """The checkpoint's tokenizer is saved to a new temporary folder on each run; the data cache is keyed by
+    the tokenizer's files' content, not that folder, so the second run of the same evaluation encodes nothing
+    (it used to build a new entry every run)."""
     ckpt, corpus = lm_checkpoint
     cfg = [f"ckpt={ckpt}", "data=text", f"data.files={corpus}"]
     first = evaluate(make_eval_cfg(cfg))

@@ -52,16 +52,17 @@ def test_t5_sources_are_framed_like_training_and_bleu_is_sacrebleus(t5_folder, t
     path = tmp_path / "pairs.tsv"
     path.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
     data_cfg = {"name": "pairs", "path": str(path), "val_fraction": 0.25}
-    tok, dm = build_data(data_cfg, {"name": "hf", "path": str(t5_folder)}, task="seq2seq", max_seq_len=MAX_LEN,
-                         batch_size=4, cache_dir=tmp_path / "c")
+    tok, dm = build_data(data_cfg, {"name": "hf", "path": str(t5_folder)}, task="seq2seq",
+                         max_seq_len=MAX_LEN, batch_size=4, cache_dir=tmp_path / "c")
     overrides = model_overrides(tok)
     model = zoo.build("transformer_tiny", encoder_layers=1, decoder_layers=1, d_model=32, n_heads=2, d_ff=64,
                       max_seq_len=MAX_LEN, dropout=0.0, **overrides)
     ckpt = write_checkpoint(tmp_path / "t5.ckpt", model, "seq2seq", tok)
     seen = _spy_on_generate(monkeypatch, type(model))
-    report = evaluate(make_eval_cfg([f"ckpt={ckpt}", "data=pairs", f"data.path={path}", "data.val_fraction=0.25",
-                                     "split=val", f"max_examples={N}", "batch_size=3", "generation.num_beams=2",
-                                     "generation.max_new_tokens=6", "output=null"]))
+    report = evaluate(make_eval_cfg([f"ckpt={ckpt}", "data=pairs", f"data.path={path}",
+                                     "data.val_fraction=0.25", "split=val", f"max_examples={N}",
+                                     "batch_size=3", "generation.num_beams=2", "generation.max_new_tokens=6",
+                                     "output=null"]))
     monkeypatch.undo()
     assert report.metrics["examples"] == N and len(seen) == N  # two generate calls: 3 + 2 sources
 

@@ -22,18 +22,20 @@ TINY = dict(d_model=32, n_heads=2, d_ff=64, max_seq_len=24)
 
 def _data(tmp_path, data_cfg, task):
     """The tokenizer and data module a checkpoint for `task` on `data_cfg` is built with."""
-    return build_data(data_cfg, {"name": "char"}, task=task, max_seq_len=24, batch_size=4, cache_dir=tmp_path / "c")
+    return build_data(data_cfg, {"name": "char"}, task=task, max_seq_len=24, batch_size=4,
+                      cache_dir=tmp_path / "c")
 
 
 def test_seq2seq_scores_beam_translations_of_the_test_split(tmp_path, make_eval_cfg):
     data_cfg = {"name": "translation_toy", "n_pairs": 200, "n_test": 12}
     tok, dm = _data(tmp_path, data_cfg, "seq2seq")
-    model = zoo.build("transformer_tiny", encoder_layers=1, decoder_layers=1, vocab_size=tok.vocab_size, **TINY,
-                      pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id, dropout=0.0)
+    model = zoo.build("transformer_tiny", encoder_layers=1, decoder_layers=1, vocab_size=tok.vocab_size,
+                      **TINY, pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id, dropout=0.0)
     ckpt = write_checkpoint(tmp_path / "s2s.ckpt", model, "seq2seq", tok)
-    report = evaluate(make_eval_cfg([f"ckpt={ckpt}", "data=translation_toy", "data.n_pairs=200", "data.n_test=12",
-                                     "generation.num_beams=3", "generation.max_new_tokens=8", "max_examples=6",
-                                     "batch_size=4", "output=null"]))
+    report = evaluate(make_eval_cfg([f"ckpt={ckpt}", "data=translation_toy", "data.n_pairs=200",
+                                     "data.n_test=12", "generation.num_beams=3",
+                                     "generation.max_new_tokens=8", "max_examples=6", "batch_size=4",
+                                     "output=null"]))
     assert report.split == "test" and report.metrics["examples"] == 6  # auto: the data has a test split
     dm.setup("fit")
     test = dm.datasets["test"]
@@ -47,7 +49,8 @@ def test_seq2seq_scores_beam_translations_of_the_test_split(tmp_path, make_eval_
     with torch.no_grad():  # teacher-forced NLL of the first 6 targets, one example at a time
         nll = sum(float(model(**{k: v[None] for k, v in test[i].items()}).loss) * len(test[i]["labels"])
                   for i in range(6))
-    assert report.metrics["loss"] == pytest.approx(nll / sum(len(test[i]["labels"]) for i in range(6)), rel=1e-5)
+    assert report.metrics["loss"] == pytest.approx(nll / sum(len(test[i]["labels"]) for i in range(6)),
+                                                   rel=1e-5)
 
 
 def test_classification_accuracy_and_macro_f1_by_hand(tmp_path, make_eval_cfg):
@@ -57,8 +60,8 @@ def test_classification_accuracy_and_macro_f1_by_hand(tmp_path, make_eval_cfg):
                             for i in range(60) for y in ("pos", "neg", "mix")))
     data_cfg = {"name": "classification", "path": str(path)}
     tok, dm = _data(tmp_path, data_cfg, "classification")
-    model = zoo.build("bert_small", head="classifier", num_labels=3, n_layers=1, vocab_size=tok.vocab_size, **TINY,
-                      pad_id=tok.pad_id).eval()
+    model = zoo.build("bert_small", head="classifier", num_labels=3, n_layers=1, vocab_size=tok.vocab_size,
+                      **TINY, pad_id=tok.pad_id).eval()
     torch.manual_seed(0)
     dm.setup("fit")
     val = dm.datasets["val"]
@@ -69,10 +72,12 @@ def test_classification_accuracy_and_macro_f1_by_hand(tmp_path, make_eval_cfg):
         model.head.proj.bias -= logits.mean(0)
         pred = [int(model(val[i]["input_ids"][None]).logits.argmax(-1)) for i in range(len(val))]
     ckpt = write_checkpoint(tmp_path / "cls.ckpt", model, "classification", tok)
-    report = evaluate(make_eval_cfg([f"ckpt={ckpt}", "data=classification", f"data.path={path}", "output=null"]))
+    report = evaluate(make_eval_cfg([f"ckpt={ckpt}", "data=classification", f"data.path={path}",
+                                     "output=null"]))
     gold = [int(val[i]["labels"]) for i in range(len(val))]
     assert len(set(pred)) > 1 and report.metrics["examples"] == len(val)
-    assert report.metrics["accuracy"] == pytest.approx(sum(p == g for p, g in zip(pred, gold, strict=True)) / len(val))
+    assert report.metrics["accuracy"] == pytest.approx(
+        sum(p == g for p, g in zip(pred, gold, strict=True)) / len(val))
     f1 = []
     for c in range(3):
         tp = sum(p == c == g for p, g in zip(pred, gold, strict=True))
@@ -97,4 +102,5 @@ def test_mlm_masked_accuracy_by_hand(tmp_path, make_eval_cfg):
             picked = val[i]["labels"] != -100
             right += int((guess[picked] == val[i]["labels"][picked]).sum())
             total += int(picked.sum())
-    assert total == report.metrics["tokens"] and report.metrics["masked_accuracy"] == pytest.approx(right / total)
+    assert (total == report.metrics["tokens"]
+            and report.metrics["masked_accuracy"] == pytest.approx(right / total))

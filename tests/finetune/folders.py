@@ -31,7 +31,8 @@ def labelled_file(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     lines = [ln.strip() for doc in CORPUS[:4] for ln in doc.splitlines() if ln.strip()]
     defs = [ln for ln in lines if ln.startswith("def")]
-    rows = [{"text": ln, "label": "def" if ln in defs else "other"} for ln in lines + defs * 4] * 10  # balanced
+    # balanced
+    rows = [{"text": ln, "label": "def" if ln in defs else "other"} for ln in lines + defs * 4] * 10
     file = folder / "labels.jsonl"
     file.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return file
@@ -54,8 +55,8 @@ def gpt2_folder(folder: Path, vocab: int = 320, positions: int = 64) -> Path:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.train_from_iterator(CORPUS, trainers.BpeTrainer(
-        vocab_size=vocab, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False))
+        vocab_size=vocab, special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
                                    unk_token="<|endoftext|>")
     eos = tok.token_to_id("<|endoftext|>")
@@ -79,13 +80,15 @@ def bert_folder(folder: Path, vocab: int = 200, positions: int = 64) -> Path:
     tok.train_from_iterator(CORPUS, trainers.WordPieceTrainer(vocab_size=vocab, special_tokens=specials,
                                                               show_progress=False))
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]",
+                                                       pair="[CLS] $A [SEP] $B [SEP]",
                                                        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
-                                   sep_token="[SEP]", mask_token="[MASK]")
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]",
+                                   cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
     torch.manual_seed(0)
     model = BertForMaskedLM(BertConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2,
-                                       num_attention_heads=4, intermediate_size=64, max_position_embeddings=positions,
+                                       num_attention_heads=4, intermediate_size=64,
+                                       max_position_embeddings=positions,
                                        pad_token_id=tok.token_to_id("[PAD]")))
     model.save_pretrained(folder)
     fast.save_pretrained(folder)
@@ -104,7 +107,8 @@ def t5_folder(folder: Path, vocab: int = 200) -> Path:
                                                             unk_token="<unk>", show_progress=False))
     tok.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>",
                                                        special_tokens=[("</s>", tok.token_to_id("</s>"))])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>",
+                                   unk_token="<unk>")
     torch.manual_seed(0)
     model = T5ForConditionalGeneration(T5Config(vocab_size=tok.get_vocab_size(), d_model=32, d_kv=8, d_ff=64,
                                                 num_layers=2, num_heads=4, pad_token_id=0, eos_token_id=1,

@@ -37,7 +37,8 @@ def test_corrupt_weights(make_run_cfg, tmp_path, folders):
     weights = broken / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:100])
     message = attempt(make_run_cfg, tmp_path, f"init_from={broken}")
-    assert message.startswith(f"init_from={broken} (Hugging Face folder): ") and "model.safetensors" in message
+    assert (message.startswith(f"init_from={broken} (Hugging Face folder): ")
+            and "model.safetensors" in message)
     assert "truncated or corrupt" in message
 
 
@@ -55,16 +56,17 @@ def test_folder_without_tokenizer(make_run_cfg, tmp_path, folders):
     for name in ("config.json", "model.safetensors"):
         shutil.copy(folders["gpt2"] / name, bare / name)
     message = attempt(make_run_cfg, tmp_path, f"init_from={bare}")
-    assert message == (f"init_from={bare}: Hugging Face folder {bare} has no tokenizer (no tokenizer.json); give "
-                       "the tokenizer the model was trained with: tokenizer=hf tokenizer.path=FOLDER or "
+    assert message == (f"init_from={bare}: Hugging Face folder {bare} has no tokenizer (no tokenizer.json); "
+                       "give the tokenizer the model was trained with: tokenizer=hf tokenizer.path=FOLDER or "
                        "tokenizer=file tokenizer.path=tokenizer.json")
 
 
 def test_shape_changing_override(make_run_cfg, tmp_path, folders):
     message = attempt(make_run_cfg, tmp_path, f"init_from={folders['gpt2']}", "model.max_seq_len=32")
-    assert message == (f"model.max_seq_len=32 would change the shape of the pretrained weights of {folders['gpt2']}: "
-                       "embed.positional.table.weight (64, 32) -> (32, 32); only overrides that keep every "
-                       "weight's shape apply with init_from (e.g. model.dropout, model.attn_dropout)")
+    assert message == ("model.max_seq_len=32 would change the shape of the pretrained weights of "
+                       f"{folders['gpt2']}: embed.positional.table.weight (64, 32) -> (32, 32); only "
+                       "overrides that keep every weight's shape apply with init_from "
+                       "(e.g. model.dropout, model.attn_dropout)")
     message = attempt(make_run_cfg, tmp_path, f"init_from={folders['gpt2']}", "model.d_model=64")
     assert message.startswith("model.d_model=64 would change the shape of the pretrained weights of ")
     assert "(32,) -> (64,) (and 26 more)" in message
@@ -100,13 +102,13 @@ def test_a_text_file_starting_with_d_is_not_a_pytorch_checkpoint(make_run_cfg, t
     notes = tmp_path / "notes.txt"
     notes.write_text("def main():\n    pass\n")
     assert attempt(make_run_cfg, tmp_path, f"init_from={notes}") == (
-        f"init_from={notes} (zoo checkpoint): {notes} is not a PyTorch checkpoint (it starts with b'def main():\\n': "
-        "text or another format)")
+        f"init_from={notes} (zoo checkpoint): {notes} is not a PyTorch checkpoint "
+        "(it starts with b'def main():\\n': text or another format)")
 
 
 def _folder_with_a_larger_tokenizer(folders, tmp_path):
-    """The GPT-2 folder (320 tokens) with its embedding cut to 300 rows: config.json and weights agree, and the
-    folder's own tokenizer has 20 tokens the model has no row for (its files do not belong together)."""
+    """The GPT-2 folder (320 tokens) with its embedding cut to 300 rows: config.json and weights agree, and
+    the folder's own tokenizer has 20 tokens the model has no row for (its files do not belong together)."""
     import json
 
     from safetensors.torch import load_file, save_file
@@ -129,16 +131,18 @@ def test_own_tokenizer_larger_than_the_embedding_is_refused_before_any_data(make
         train(make_run_cfg(["data=text", f"data.files={folders['corpus']}", *FAST, "trainer.max_steps=2",
                             f"init_from={folder}"]))
     assert str(err.value) == (
-        f"init_from={folder}: the tokenizer shipped in Hugging Face folder {folder} has 320 tokens but its model has "
-        "300 embedding rows (config vocab_size), so the two do not belong together; give the tokenizer the model "
-        "was trained with, of at most 300 tokens: tokenizer=hf tokenizer.path=FOLDER or tokenizer=file "
-        "tokenizer.path=tokenizer.json")
-    assert not (tmp_path / "cache").exists() and not (tmp_path / "runs").exists()  # nothing tokenized or cached
+        f"init_from={folder}: the tokenizer shipped in Hugging Face folder {folder} has 320 tokens but its "
+        "model has 300 embedding rows (config vocab_size), so the two do not belong together; give the "
+        "tokenizer the model was trained with, of at most 300 tokens: tokenizer=hf tokenizer.path=FOLDER or "
+        "tokenizer=file tokenizer.path=tokenizer.json")
+    # nothing tokenized or cached
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "runs").exists()
 
 
-def test_given_tokenizer_larger_than_the_embedding_is_refused_before_any_data(make_run_cfg, tmp_path, folders):
-    """A tokenizer read from files (tokenizer=hf / file) is sized before the data is read; the advice to use the
-    folder's own tokenizer is given only when that one fits."""
+def test_given_tokenizer_larger_than_the_embedding_is_refused_before_any_data(make_run_cfg, tmp_path,
+                                                                              folders):
+    """A tokenizer read from files (tokenizer=hf / file) is sized before the data is read; the advice to use
+    the folder's own tokenizer is given only when that one fits."""
     from tokenizers import Tokenizer
 
     larger = tmp_path / "larger"
@@ -151,12 +155,14 @@ def test_given_tokenizer_larger_than_the_embedding_is_refused_before_any_data(ma
     with pytest.raises(ConfigError) as err:
         train(make_run_cfg([*run, f"init_from={folders['gpt2']}"]))
     assert str(err.value) == (
-        f"init_from={folders['gpt2']}: the tokenizer given (tokenizer=hf) has 340 tokens but the model has 320 "
-        "embedding rows (config vocab_size); use the model's own tokenizer (leave tokenizer= unset) or one of at "
-        "most 320 tokens")
+        f"init_from={folders['gpt2']}: the tokenizer given (tokenizer=hf) has 340 tokens but the model has "
+        "320 embedding rows (config vocab_size); use the model's own tokenizer (leave tokenizer= unset) or "
+        "one of at most 320 tokens")
     mismatched = _folder_with_a_larger_tokenizer(folders, tmp_path)  # its own tokenizer does not fit either
     with pytest.raises(ConfigError) as err:
         train(make_run_cfg([*run, f"init_from={mismatched}"]))
-    assert str(err.value).endswith("has 340 tokens but the model has 300 embedding rows (config vocab_size); give "
-                                   "a tokenizer of at most 300 tokens (the one the model was trained with)")
-    assert not (tmp_path / "cache").exists() and not (tmp_path / "runs").exists()  # nothing tokenized or cached
+    assert str(err.value).endswith("has 340 tokens but the model has 300 embedding rows (config vocab_size); "
+                                   "give a tokenizer of at most 300 tokens "
+                                   "(the one the model was trained with)")
+    # nothing tokenized or cached
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "runs").exists()

@@ -43,7 +43,8 @@ def labelled(folder: Path, counts: dict[str, int]) -> Path:
     """Classification JSONL with `counts[label]` rows of each label (texts fixed per label)."""
     folder.mkdir(parents=True, exist_ok=True)
     rows = [{"text": TEXTS[label][i % 2], "label": label} for label, n in counts.items() for i in range(n)]
-    (file := folder / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (file := folder / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows),
+                                                 encoding="utf-8")
     return file
 
 
@@ -51,8 +52,8 @@ def up_to_model(cfg):
     """What train.py does before it trains: (plan, tokenizer, datamodule, model)."""
     plan = prepare(cfg)
     init = read_init(plan.init, plan.output_dir)
-    tokenizer, datamodule = build_data(plan.data_cfg, init.tokenizer_cfg or plan.tokenizer_cfg, task=plan.task,
-                                       max_seq_len=plan.model.max_seq_len, batch_size=4,
+    tokenizer, datamodule = build_data(plan.data_cfg, init.tokenizer_cfg or plan.tokenizer_cfg,
+                                       task=plan.task, max_seq_len=plan.model.max_seq_len, batch_size=4,
                                        cache_dir=cfg.paths.cache_dir, seed=cfg.seed)
     align_labels(plan.init, tokenizer, datamodule)
     config = final_config(plan.init, plan.task.model_config(plan.model, tokenizer), tokenizer)
@@ -65,7 +66,8 @@ def all_labels(datamodule) -> np.ndarray:
 
 
 def same_logits(model, folder: Path, kind: str = "sequence") -> None:
-    """zoo's logits equal the folder's transformers model's on one text: output i means id2label[i] in both."""
+    """zoo's logits equal the folder's transformers model's on one text: output i means id2label[i] in
+    both."""
     from transformers import (
         AutoModelForSequenceClassification,
         AutoModelForTokenClassification,
@@ -82,7 +84,8 @@ def same_logits(model, folder: Path, kind: str = "sequence") -> None:
 
 def run_cfg(make_run_cfg, folder: Path, data: Path, *extra: str):
     return make_run_cfg([f"init_from={folder}", "task=classification", "data=classification",
-                         f"data.path={data}", "logger=csv", "trainer.accelerator=cpu", "batch_size=4", *extra])
+                         f"data.path={data}", "logger=csv", "trainer.accelerator=cpu", "batch_size=4",
+                         *extra])
 
 
 def test_reordered_labels_take_the_folders_order(make_run_cfg, folders, tmp_path):
@@ -105,8 +108,9 @@ def test_labels_the_folder_lacks_are_one_clear_error(make_run_cfg, folders, tmp_
     """(b) data [negative, positive], folder [positive, neutral]: same count, so nothing else would notice."""
     folder = head_folder(tmp_path / "clf", folders["bert"], ["positive", "neutral"])
     data = labelled(tmp_path / "data", {"negative": 10, "positive": 10})
-    with pytest.raises(ValueError, match=r"the data has labels \['negative'\] that the folder's head does not "
-                                         r"know; its id2label is \['positive', 'neutral'\].*model.head=classifier"):
+    with pytest.raises(ValueError,
+                       match=r"the data has labels \['negative'\] that the folder's head does not "
+                             r"know; its id2label is \['positive', 'neutral'\].*model.head=classifier"):
         up_to_model(run_cfg(make_run_cfg, folder, data))
 
 
@@ -125,7 +129,8 @@ def test_model_head_given_trains_a_fresh_head_from_the_data(make_run_cfg, folder
 
 
 def written_out(folder: Path) -> Path:
-    """The folder with its default id2label written in config.json, as transformers 4 saved it (5 leaves it out)."""
+    """The folder with its default id2label written in config.json, as transformers 4 saved it (5 leaves it
+    out)."""
     config = json.loads((folder / "config.json").read_text())
     config["id2label"], config["label2id"] = {"0": "LABEL_0", "1": "LABEL_1"}, {"LABEL_0": 0, "LABEL_1": 1}
     (folder / "config.json").write_text(json.dumps(config))
@@ -134,7 +139,8 @@ def written_out(folder: Path) -> Path:
 
 @pytest.mark.parametrize("saved", [lambda f: f, written_out], ids=["id2label_left_out", "id2label_LABEL_i"])
 def test_generic_folder_labels_take_the_data_names_in_order(make_run_cfg, folders, tmp_path, saved):
-    """(c) LABEL_0, LABEL_1 (transformers' default): the data's sorted names take their places; the run says so."""
+    """(c) LABEL_0, LABEL_1 (transformers' default): the data's sorted names take their places; the run says
+    so."""
     folder = saved(head_folder(tmp_path / "clf", folders["bert"], ["LABEL_0", "LABEL_1"]))
     data = labelled(tmp_path / "data", {"negative": 30, "positive": 10})
     plan, tokenizer, datamodule, model = up_to_model(run_cfg(make_run_cfg, folder, data))
@@ -166,7 +172,8 @@ def test_token_tags_take_the_folders_order(make_run_cfg, folders, tmp_path):
     -100 of a word's later sub-tokens stays."""
     folder = head_folder(tmp_path / "ner", folders["bert"], ["O", "B-X", "I-X"], kind="token")
     rows = [{"tokens": ["def", "add", "(a,", "b):"], "tags": ["O", "B-X", "I-X", "O"]}] * 20
-    (data := tmp_path / "tags.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (data := tmp_path / "tags.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows),
+                                                 encoding="utf-8")
     _, tokenizer, datamodule, model = up_to_model(make_run_cfg([
         f"init_from={folder}", "task=token_classification", "data=token_tags", f"data.path={data}",
         "logger=csv", "trainer.accelerator=cpu", "batch_size=4"]))

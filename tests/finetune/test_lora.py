@@ -69,8 +69,9 @@ def test_gpt2_rank_8_trains_under_one_percent():
 
 def test_unknown_target_lists_the_names():
     model = tiny()
-    with pytest.raises(ValueError, match=r"finetune.targets: Unknown LoRA target module 'self_attn.qvk'. Did you "
-                                         r"mean 'self_attn.qkv'\?") as err:
+    with pytest.raises(ValueError,
+                       match=r"finetune.targets: Unknown LoRA target module 'self_attn.qvk'. Did you "
+                             r"mean 'self_attn.qkv'\?") as err:
         apply_finetune(model, {"name": "lora", "targets": ["self_attn.qvk"]})
     assert all(name in str(err.value) for name in lora_target_names(model))
 
@@ -88,7 +89,8 @@ def test_freeze_embeddings_and_first_layer():
                       if n.startswith(("embed.", "decoder_stack.layers.0."))}
     with pytest.raises(ValueError, match=r"Unknown module 'embeddings'. Did you mean 'embed'\?"):
         apply_finetune(tiny(), {"name": "freeze", "modules": ["embeddings"]})
-    with pytest.raises(ValueError, match="finetune.first_layers=3 but a stack of this model has only 2 layers"):
+    with pytest.raises(ValueError,
+                       match="finetune.first_layers=3 but a stack of this model has only 2 layers"):
         apply_finetune(tiny(), {"name": "freeze", "first_layers": 3})
 
 

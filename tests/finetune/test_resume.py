@@ -34,8 +34,9 @@ def test_resume_that_changes_what_trains_is_refused(make_run_cfg, folders):
         "this run freezes decoder_stack.layers.1: what trains cannot change on resume (the optimizer state "
         "belongs to the parameters that trained). Resume with the checkpoint's finetune settings, or start a "
         f"new run from its weights with init_from={first.last_checkpoint}")
-    with pytest.raises(ConfigError, match=r"trained with decoder_stack.layers.0 frozen, this run freezes nothing: "
-                                          r"what trains cannot change on resume"):
+    with pytest.raises(ConfigError,
+                       match=r"trained with decoder_stack.layers.0 frozen, this run freezes nothing: "
+                             r"what trains cannot change on resume"):
         run(make_run_cfg, folders["corpus"], 4, "finetune=full", resume, name="full")
     # the same parameters frozen, however spelled, resume
     same = run(make_run_cfg, folders["corpus"], 4, "finetune=freeze", "finetune.modules=[]",

@@ -57,7 +57,8 @@ def test_bert_masked_lm_round_trip(make_run_cfg, folders, tmp_path):
     model, tok = zoo.load(result.last_checkpoint)
     original_tok = transformers.AutoTokenizer.from_pretrained(folders["bert"])
     ids = tok.encode(TEXT)
-    assert hf_tok(TEXT, add_special_tokens=False).input_ids == ids == original_tok(TEXT, add_special_tokens=False).input_ids
+    assert (hf_tok(TEXT, add_special_tokens=False).input_ids == ids
+            == original_tok(TEXT, add_special_tokens=False).input_ids)
     framed = original_tok(TEXT).input_ids  # [CLS] x [SEP]
     assert hf_tok(TEXT).input_ids == framed
     batch = torch.tensor([framed])
@@ -77,7 +78,8 @@ def test_bert_classification_gets_a_fresh_head(make_run_cfg, folders, tmp_path, 
                                  f"data.path={folders['labels']}", *FAST, "trainer.limit_val_batches=1.0",
                                  "trainer.max_steps=30", "eval_every=30", "optim.lr=3e-3",
                                  "scheduler.warmup_steps=2"]))
-    assert "new (trained from scratch): head.pool.bias, head.pool.weight, head.proj.bias, head.proj.weight" in (
+    assert ("new (trained from scratch): head.pool.bias, "
+            "head.pool.weight, head.proj.bias, head.proj.weight") in (
         capsys.readouterr().out)
     assert result.metrics["val/accuracy"] >= 0.9  # half the examples are "def" lines: chance is 0.5
     out = zoo.export(result.last_checkpoint, tmp_path / "hf", format="hf")
@@ -93,8 +95,8 @@ def test_bert_classification_gets_a_fresh_head(make_run_cfg, folders, tmp_path, 
 
 
 def test_t5_seq2seq_round_trip(make_run_cfg, folders, tmp_path):
-    result = train(make_run_cfg([f"init_from={folders['t5']}", "data=pairs", f"data.path={folders['pairs']}", *FAST,
-                                 "trainer.max_steps=20", "eval_every=20", "optim.lr=3e-3",
+    result = train(make_run_cfg([f"init_from={folders['t5']}", "data=pairs", f"data.path={folders['pairs']}",
+                                 *FAST, "trainer.max_steps=20", "eval_every=20", "optim.lr=3e-3",
                                  "scheduler.warmup_steps=2"]))
     out = zoo.export(result.last_checkpoint, tmp_path / "hf", format="hf")
     hf_model = transformers.AutoModelForSeq2SeqLM.from_pretrained(out).eval()
@@ -107,7 +109,8 @@ def test_t5_seq2seq_round_trip(make_run_cfg, folders, tmp_path):
     tgt = torch.tensor([[0, *original_tok("def add").input_ids]])  # decoder_start = pad = 0
     with torch.no_grad():
         ours = model(src, decoder_input_ids=tgt).logits
-        torch.testing.assert_close(ours, hf_model(input_ids=src, decoder_input_ids=tgt).logits, atol=1e-4, rtol=0)
+        torch.testing.assert_close(ours, hf_model(input_ids=src, decoder_input_ids=tgt).logits, atol=1e-4,
+                                   rtol=0)
         labels = torch.tensor([original_tok("def add(a, b):").input_ids])
         before = transformers.AutoModelForSeq2SeqLM.from_pretrained(folders["t5"]).eval()
         after_loss, before_loss = (float(m(input_ids=src, labels=labels).loss) for m in (hf_model, before))
@@ -119,7 +122,8 @@ def test_gpt2_lora_trains_only_adapters_and_exports_merged(make_run_cfg, folders
                       "finetune.targets=[self_attn.qkv,ffn.up]", "optim.lr=1e-2", steps=10)
     out = capsys.readouterr().out
     assert "LoRA rank 4, alpha 16 on 4 layers (self_attn.qkv, ffn.up)" in out
-    adapters = 2 * 4 * ((32 + 96) + (32 + 128))  # 2 layers x r (in + out) for qkv (32 -> 96) and up (32 -> 128)
+    # 2 layers x r (in + out) for qkv (32 -> 96) and up (32 -> 128)
+    adapters = 2 * 4 * ((32 + 96) + (32 + 128))
     assert f"trainable parameters: {adapters:,} of " in out
 
     from zoo.checkpoint import read_checkpoint

@@ -20,7 +20,8 @@ def compose_into(tmp_path, overrides: list[str]):
     """The config train.py would compose, with its run folder, runs dir and cache under tmp_path."""
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         return compose("config", overrides=[*overrides, f"paths.output_dir={tmp_path / 'run'}",
-                                            f"paths.runs_dir={tmp_path / 'runs'}", f"paths.cache_dir={tmp_path / 'cache'}"])
+                                            f"paths.runs_dir={tmp_path / 'runs'}",
+                                            f"paths.cache_dir={tmp_path / 'cache'}"])
 
 
 @pytest.mark.parametrize("case", OVERRIDES, ids=lambda case: case.given)
@@ -58,7 +59,8 @@ def test_docs_table_is_rendered_from_the_list():
 @pytest.mark.e2e
 def test_train_py_prints_one_error_line(run_cli, tmp_path):
     case = next(row for row in OVERRIDES if row.given == "optim.lr=abc")
-    proc = run_cli([*case.overrides, f"hydra.run.dir={tmp_path / 'run'}", f"paths.cache_dir={tmp_path / 'cache'}"])
+    proc = run_cli([*case.overrides, f"hydra.run.dir={tmp_path / 'run'}",
+                    f"paths.cache_dir={tmp_path / 'cache'}"])
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert proc.returncode == 1 and len(errors) == 1 and case.message in errors[0], proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr

@@ -1,5 +1,5 @@
-"""Which step `last.ckpt` and `best.ckpt` hold: last = the latest validation or the end of fit, best = the lowest
-finite val/loss; a NaN/inf validation is reported (stop, or a warning) and never becomes best."""
+"""Which step `last.ckpt` and `best.ckpt` hold: last = the latest validation or the end of fit, best = the
+lowest finite val/loss; a NaN/inf validation is reported (stop, or a warning) and never becomes best."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ def patch_val_loss(monkeypatch, change) -> None:
     def patched(self, batch, batch_idx):
         task = self.task
         real = type(task).loss
-        task.loss = lambda out, b: change(self, batch_idx, real(task, out, b))  # shadows the method, this call only
+        # shadows the method, this call only
+        task.loss = lambda out, b: change(self, batch_idx, real(task, out, b))
         try:
             return original(self, batch, batch_idx)
         finally:
@@ -72,9 +73,11 @@ def test_non_finite_training_stop_keeps_the_latest_validation(make_cfg, monkeypa
 
 
 def test_nan_validation_stops_before_its_checkpoints(make_cfg, monkeypatch):
-    patch_val_loss(monkeypatch, lambda m, i, loss: loss * float("nan") if m.global_step == 6 and i == 1 else loss)
+    patch_val_loss(monkeypatch,
+                   lambda m, i, loss: loss * float("nan") if m.global_step == 6 and i == 1 else loss)
     cfg = make_cfg([*TINY_LM, "trainer.max_steps=9", "eval_every=3"])
-    with pytest.raises(NonFiniteLossError, match=r"non-finite validation loss \(val/loss=nan\) at step 6: 1 of 2"):
+    with pytest.raises(NonFiniteLossError,
+                       match=r"non-finite validation loss \(val/loss=nan\) at step 6: 1 of 2"):
         train(cfg)
     checkpoints = f"{cfg.paths.output_dir}/checkpoints"
     assert saved_step(f"{checkpoints}/last.ckpt") == 3 and saved_step(f"{checkpoints}/best.ckpt") == 3

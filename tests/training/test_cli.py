@@ -23,7 +23,8 @@ SMOKE = ["experiment=smoke", "data.max_bytes=120000", "tokenizer.vocab_size=300"
 
 
 def _digest(folder: Path) -> dict[str, str]:
-    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
 
 
 def test_default_logger_is_wandb_offline_with_metrics_on_disk(tmp_path, run_cli, cache_dir):
@@ -33,7 +34,8 @@ def test_default_logger_is_wandb_offline_with_metrics_on_disk(tmp_path, run_cli,
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "W&B offline" in proc.stdout and "wandb sync" in proc.stdout
     assert "=== samples (lm) ===" in proc.stdout
-    assert (run_dir / "checkpoints" / "last.ckpt").exists() and (run_dir / "checkpoints" / "best.ckpt").exists()
+    assert ((run_dir / "checkpoints" / "last.ckpt").exists()
+            and (run_dir / "checkpoints" / "best.ckpt").exists())
     [run_file] = glob.glob(str(run_dir / "wandb" / "offline-run-*" / "run-*.wandb"))
     rows = history(Path(run_file))
     logged = set().union(*rows)
@@ -42,7 +44,8 @@ def test_default_logger_is_wandb_offline_with_metrics_on_disk(tmp_path, run_cli,
         assert key in logged, f"{key} not in the offline run's history: {sorted(logged)}"
     [table] = [r for r in rows if "samples/_type" in r]  # the table of generated samples
     assert table["samples/_type"] == "table-file" and table["samples/nrows"] == 3
-    assert {"model", "optim", "trainer", "parameters", "parameter_counts", "flops_per_token", "model_final"} <= config_keys(Path(run_file))
+    assert {"model", "optim", "trainer", "parameters", "parameter_counts", "flops_per_token",
+            "model_final"} <= config_keys(Path(run_file))
     assert [r["val/loss"] for r in rows if "val/loss" in r][-1] < 5.7  # below ln(300)
 
 
@@ -69,9 +72,11 @@ def test_multirun_gives_separate_runs(tmp_path, run_cli, cache_dir):
         assert f"model.n_heads={heads}" in (sweep / job / ".hydra" / "overrides.yaml").read_text()
 
 
-def test_bad_input_exits_nonzero_with_one_error_and_touches_no_earlier_run(tmp_path, run_cli, make_cfg, cache_dir):
-    """The script's exit path for a bad input; each message is checked in-process by tests/training/bad_inputs.py
-    (a misspelled key such as trainer.max_stepz fails at compose time: tests/training/test_config.py)."""
+def test_bad_input_exits_nonzero_with_one_error_and_touches_no_earlier_run(tmp_path, run_cli, make_cfg,
+                                                                           cache_dir):
+    """The script's exit path for a bad input; each message is checked in-process by
+    tests/training/bad_inputs.py (a misspelled key such as trainer.max_stepz fails at compose time:
+    tests/training/test_config.py)."""
     train(make_cfg([*SMOKE, "trainer.max_steps=2", "eval_every=2", "callbacks.samples=null"], run="earlier"))
     runs, earlier = tmp_path / "runs", tmp_path / "runs" / "earlier"
     before = _digest(earlier)

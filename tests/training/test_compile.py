@@ -34,9 +34,9 @@ def _train_losses(compile_cfg: dict, steps: int = 3) -> list[float]:
     ids = [torch.randint(3, VOCAB, (2, T + 1), generator=gen) for _ in range(steps)]
     batches = [{"input_ids": i[:, :-1], "targets": i[:, 1:]} for i in ids]
     losses = _Losses()
-    trainer = L.Trainer(max_steps=steps, logger=False, callbacks=[losses], accelerator="cpu", gradient_clip_val=1.0,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        limit_val_batches=0, num_sanity_val_steps=0)
+    trainer = L.Trainer(max_steps=steps, logger=False, callbacks=[losses], accelerator="cpu",
+                        gradient_clip_val=1.0, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, limit_val_batches=0, num_sanity_val_steps=0)
     trainer.fit(module, train_dataloaders=torch.utils.data.DataLoader(batches, batch_size=None))
     assert (module._forward is not model) == wants_compile(compile_cfg, "cpu")
     return losses.losses
@@ -53,24 +53,28 @@ def test_compiled_training_losses_equal_eager():
 
 
 KNOBS = {  # representative configs: the three architectures, every positional scheme, the attention knobs
-    "decoder learned parallel": dict(arch="decoder", n_layers=1, positional="learned", norm_placement="parallel"),
-    "decoder rope gqa qk_norm swiglu rmsnorm": dict(arch="decoder", n_layers=1, positional="rope", n_kv_heads=1,
-                                                    qk_norm=True, activation="swiglu", norm="rmsnorm",
-                                                    rope_scaling="yarn", rope_factor=2.0, rope_original_max_len=8),
+    "decoder learned parallel": dict(arch="decoder", n_layers=1, positional="learned",
+                                     norm_placement="parallel"),
+    "decoder rope gqa qk_norm swiglu rmsnorm": dict(arch="decoder", n_layers=1, positional="rope",
+                                                    n_kv_heads=1, qk_norm=True, activation="swiglu",
+                                                    norm="rmsnorm", rope_scaling="yarn", rope_factor=2.0,
+                                                    rope_original_max_len=8),
     "decoder alibi sliding window": dict(arch="decoder", n_layers=2, positional="alibi", sliding_window=4,
                                          global_every=2),
     "decoder sinusoidal softcaps sandwich": dict(arch="decoder", n_layers=1, positional="sinusoidal",
-                                                 attn_softcap=50.0, final_softcap=30.0, norm_placement="sandwich"),
+                                                 attn_softcap=50.0, final_softcap=30.0,
+                                                 norm_placement="sandwich"),
     "encoder none": dict(arch="encoder", n_layers=1, positional="none"),
     "encoder classifier": dict(arch="encoder", n_layers=1, head="classifier", num_labels=3),
-    "encoder_decoder t5_relative": dict(arch="encoder_decoder", n_layers=1, positional="t5_relative", head_dim=8),
+    "encoder_decoder t5_relative": dict(arch="encoder_decoder", n_layers=1, positional="t5_relative",
+                                        head_dim=8),
 }
 
 
 @pytest.mark.parametrize("knobs", KNOBS.values(), ids=KNOBS.keys())
 def test_training_forward_is_one_graph(knobs):
-    """dynamo.explain traces without a backend compile (cheap). Inputs are value-checked on the host during fit
-    (inputs_checked_on_host), so the forward, labels and document ids included, has no host sync."""
+    """dynamo.explain traces without a backend compile (cheap). Inputs are value-checked on the host during
+    fit (inputs_checked_on_host), so the forward, labels and document ids included, has no host sync."""
     model = zoo.build({**TINY, **knobs}).train()
     model.inputs_checked_on_host = True
     ids = torch.randint(3, VOCAB, (2, T), generator=torch.Generator().manual_seed(0))
@@ -96,8 +100,9 @@ def test_auto_compiles_on_cuda_only():
 
 @pytest.mark.parametrize("enabled", [False, True])
 def test_checkpoint_holds_each_weight_once(enabled):
-    """The forward alias (eager model or its compiled wrapper) is not a submodule: the module's state_dict, and
-    so every checkpoint, holds exactly the model's own keys under `model.` (it once held a `_forward.` copy)."""
+    """The forward alias (eager model or its compiled wrapper) is not a submodule: the module's state_dict,
+    and so every checkpoint, holds exactly the model's own keys under `model.` (it once held a `_forward.`
+    copy)."""
     model = zoo.build({"arch": "decoder", "n_layers": 1, **TINY})
     module = ZooLightningModule(model, task="lm", tokenizer=None, optim={"lr": 1e-2},
                                 scheduler={"name": "constant", "warmup_steps": 0},

@@ -46,7 +46,8 @@ def test_classifier_head_trains_classification(make_cfg):
 
 
 def test_classifier_num_labels_may_come_from_the_data(make_cfg):
-    plan = prepare(make_cfg(["model=bert_small", "model.head=classifier", "data=classification", "data.path=x.jsonl"]))
+    plan = prepare(make_cfg(["model=bert_small", "model.head=classifier", "data=classification",
+                             "data.path=x.jsonl"]))
     assert plan.task.name == "classification" and plan.model.num_labels == 0  # filled in from the data
 
 

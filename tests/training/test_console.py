@@ -19,8 +19,9 @@ SMOKE = ["experiment=smoke", "data.max_bytes=120000", "tokenizer.vocab_size=300"
 @pytest.mark.e2e
 def test_piped_run_prints_progress_lines_without_third_party_noise(tmp_path, run_cli, cache_dir):
     run_dir = tmp_path / "run"
-    proc = run_cli([*SMOKE, "logger=wandb", "trainer.max_steps=6", "eval_every=3", "callbacks.progress_bar.every_n_steps=2",
-                    f"hydra.run.dir={run_dir}", f"paths.cache_dir={cache_dir}"])
+    proc = run_cli([*SMOKE, "logger=wandb", "trainer.max_steps=6", "eval_every=3",
+                    "callbacks.progress_bar.every_n_steps=2", f"hydra.run.dir={run_dir}",
+                    f"paths.cache_dir={cache_dir}"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     out, both = proc.stdout, proc.stdout + proc.stderr
     lines = re.findall(r"^step (\d+)/6 \| loss (\S+) \| ([\d,]+) tok/s \| \S+ elapsed, ETA \S+$", out, re.M)
@@ -30,11 +31,13 @@ def test_piped_run_prints_progress_lines_without_third_party_noise(tmp_path, run
     # printed during the run: before the end-of-fit samples (a redirected rich bar appears only at the end)
     assert out.index("step 2/6 |") < out.index("=== samples (lm) ===")
     assert "it/s" not in out  # no progress bar drawn into the log
-    for noise in ("💡 Tip", "LeafSpec", "anonymous setting", "litlogger", "URL not available", "on_before_batch_transfer"):
+    for noise in ("💡 Tip", "LeafSpec", "anonymous setting", "litlogger", "URL not available",
+                  "on_before_batch_transfer"):
         assert noise not in both, f"{noise!r} printed:\n{both[-3000:]}"
     ckpts = run_dir / "checkpoints"
     assert f"  best checkpoint: {ckpts / 'best.ckpt'}" in out
-    assert f"ckpt_path={ckpts / 'last.ckpt'}" in out and "  resume:   python train.py experiment=smoke " in out
+    assert (f"ckpt_path={ckpts / 'last.ckpt'}" in out
+            and "  resume:   python train.py experiment=smoke " in out)
     assert f"  generate: python generate.py ckpt={ckpts / 'best.ckpt'} prompt=" in out
     assert re.search(r"^  W&B run:  \S*offline-run-\S+$", out, re.M), out
 
@@ -44,8 +47,10 @@ def test_filters_drop_only_the_listed_messages():
     import lightning_utilities.core.rank_zero as rank_zero
 
     log = rank_zero.log  # where Lightning's rank_zero_info writes
-    tip = logging.LogRecord(log.name, logging.INFO, __file__, 1, "💡 Tip: For seamless cloud logging ...", None, None)
-    other = logging.LogRecord(log.name, logging.INFO, __file__, 1, "GPU available: False, used: False", None, None)
+    tip = logging.LogRecord(log.name, logging.INFO, __file__, 1, "💡 Tip: For seamless cloud logging ...",
+                            None, None)
+    other = logging.LogRecord(log.name, logging.INFO, __file__, 1, "GPU available: False, used: False", None,
+                              None)
     assert not all(f.filter(tip) for f in log.filters) and all(f.filter(other) for f in log.filters)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")
@@ -54,11 +59,13 @@ def test_filters_drop_only_the_listed_messages():
                                "_pytree.py", 21, module="lightning.pytorch.utilities._pytree")
         warnings.warn_explicit("`isinstance(treespec, LeafSpec)` is deprecated, use ...", FutureWarning,
                                "mine.py", 1, module="zoo.mine")  # same text from elsewhere: shown
+        # zoo resumes exactly itself
         warnings.warn_explicit("You're resuming from a checkpoint that ended before the epoch ended and your "
                                "dataloader is not resumable. ...", UserWarning, "training_epoch_loop.py", 224,
-                               module="lightning.pytorch.loops.training_epoch_loop")  # zoo resumes exactly itself
+                               module="lightning.pytorch.loops.training_epoch_loop")
         warnings.warn_explicit("a real deprecation", FutureWarning, __file__, 2, module="zoo.real")
-    assert [(w.filename, w.category) for w in caught] == [("mine.py", FutureWarning), (__file__, FutureWarning)]
+    assert [(w.filename, w.category) for w in caught] == [("mine.py", FutureWarning),
+                                                          (__file__, FutureWarning)]
 
 
 def test_summary_names_everything_a_user_needs_next(tmp_path):

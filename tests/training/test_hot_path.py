@@ -1,5 +1,5 @@
-"""The training step's per-step work (issue 15): token ids are range-checked once per batch on the host (not by
-a device sync inside forward), and values are logged only on the steps whose values reach the loggers."""
+"""The training step's per-step work (issue 15): token ids are range-checked once per batch on the host (not
+by a device sync inside forward), and values are logged only on the steps whose values reach the loggers."""
 
 from __future__ import annotations
 
@@ -48,9 +48,10 @@ def _fit(batches, *, steps: int, log_every: int, logger=False, callbacks=()) -> 
                        "max_seq_len": T})
     module = ZooLightningModule(model, task="lm", tokenizer=None, optim={"lr": 1e-3},
                                 scheduler={"name": "constant", "warmup_steps": 0})
-    trainer = L.Trainer(max_steps=steps, log_every_n_steps=log_every, logger=logger, callbacks=list(callbacks),
-                        accelerator="cpu", enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, limit_val_batches=0, num_sanity_val_steps=0)
+    trainer = L.Trainer(max_steps=steps, log_every_n_steps=log_every, logger=logger,
+                        callbacks=list(callbacks), accelerator="cpu", enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
+                        num_sanity_val_steps=0)
     trainer.fit(module, train_dataloaders=torch.utils.data.DataLoader(batches, batch_size=None))
     return module
 
@@ -58,9 +59,11 @@ def _fit(batches, *, steps: int, log_every: int, logger=False, callbacks=()) -> 
 def test_bad_token_id_in_a_batch_gets_the_clear_error(monkeypatch):
     built = []
     monkeypatch.setattr(ZooLightningModule, "configure_optimizers",
-                        lambda self, original=ZooLightningModule.configure_optimizers: built.append(self) or original(self))
-    with pytest.raises(ValueError, match=rf"input_ids holds token ids in \[\d+, {VOCAB + 7}\] but the vocabulary "
-                                         rf"is \[0, {VOCAB}\) \(model.vocab_size={VOCAB}\)"):
+                        lambda self, original=ZooLightningModule.configure_optimizers: built.append(self)
+                        or original(self))
+    with pytest.raises(ValueError,
+                       match=rf"input_ids holds token ids in \[\d+, {VOCAB + 7}\] but the vocabulary "
+                             rf"is \[0, {VOCAB}\) \(model.vocab_size={VOCAB}\)"):
         _fit(_batches(3, bad_at=1), steps=3, log_every=1)
     model = built[0].model  # after the failed fit, forward checks ids itself again
     assert not model.inputs_checked_on_host
@@ -99,7 +102,8 @@ def test_targets_labels_and_documents_are_checked_on_the_host():
     batches = _batches(3)
     batches[1]["targets"] = batches[1]["targets"].clone()  # a view of the ids: change the targets only
     batches[1]["targets"][0, 2] = VOCAB + 3
-    with pytest.raises(ValueError, match=rf"targets hold values in \[\d+, {VOCAB + 3}\]; allowed are \[0, {VOCAB}\)"):
+    with pytest.raises(ValueError,
+                       match=rf"targets hold values in \[\d+, {VOCAB + 3}\]; allowed are \[0, {VOCAB}\)"):
         _fit(batches, steps=3, log_every=1)
     classifier = zoo.build({"arch": "encoder", "head": "classifier", "num_labels": 3, "vocab_size": VOCAB,
                             "d_model": 16, "n_layers": 1, "n_heads": 2, "max_seq_len": T})
@@ -108,7 +112,8 @@ def test_targets_labels_and_documents_are_checked_on_the_host():
         classifier.check_values({"input_ids": ids, "labels": torch.tensor([0, 3])})
     classifier.check_values({"input_ids": ids, "labels": torch.tensor([0, 2])})
     with pytest.raises(ValueError, match="document_ids must not decrease along a row"):
-        classifier.check_values({"input_ids": ids, "document_ids": torch.tensor([[0] * T, [1] * 4 + [0] * (T - 4)])})
+        classifier.check_values({"input_ids": ids,
+                                 "document_ids": torch.tensor([[0] * T, [1] * 4 + [0] * (T - 4)])})
     classifier.inputs_checked_on_host = True  # forward skips the value checks, not the shape checks
     assert classifier(ids, labels=torch.tensor([0, 2])).loss is not None
     with pytest.raises(ValueError, match=r"labels must be an integer tensor of shape \(2,\)"):

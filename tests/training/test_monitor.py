@@ -17,7 +17,8 @@ def test_best_follows_the_monitored_metric_and_mode(make_cfg, monkeypatch):
     patch_val_loss(monkeypatch, worsening)  # val/loss (and val/ppl) grow: step 3 is the lowest, 6 the highest
     common = [*TINY_LM, "trainer.max_steps=6", "eval_every=3", "callbacks.samples=null"]
     lowest = train(make_cfg([*common, "callbacks.checkpoint.monitor=val/ppl"], run="min"))
-    highest = train(make_cfg([*common, "callbacks.checkpoint.monitor=val/ppl", "callbacks.checkpoint.mode=max"],
+    highest = train(make_cfg([*common, "callbacks.checkpoint.monitor=val/ppl",
+                              "callbacks.checkpoint.mode=max"],
                              run="max"))
     assert saved_step(lowest.best_checkpoint) == 3
     assert saved_step(highest.best_checkpoint) == 6

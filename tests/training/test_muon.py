@@ -53,7 +53,8 @@ def test_steps_equal_torch_muon_and_adamw_by_hand():
     by_hand = [torch.optim.Muon(hidden, lr=0.02, weight_decay=0.1, momentum=0.9, ns_steps=5,
                                 adjust_lr_fn="match_rms_adamw"),
                torch.optim.AdamW(param_groups(ref, 0.1, rest), lr=0.02, betas=(0.9, 0.95), eps=1e-8)]
-    schedules = [build_scheduler(o, {"name": "cosine", "warmup_steps": 2}, max_steps=6) for o in [combined, *by_hand]]
+    schedules = [build_scheduler(o, {"name": "cosine", "warmup_steps": 2}, max_steps=6)
+                 for o in [combined, *by_hand]]
     for step in range(4):
         _loss_step(ours, combined, step)
         gen = torch.Generator().manual_seed(step)
@@ -67,7 +68,8 @@ def test_steps_equal_torch_muon_and_adamw_by_hand():
             s.step()
     for (name, a), b in zip(ours.named_parameters(), ref.parameters(), strict=True):
         torch.testing.assert_close(a, b, msg=name)
-    assert {g["lr"] for g in combined.param_groups} == {by_hand[0].param_groups[0]["lr"]}  # the schedule reaches both
+    # the schedule reaches both
+    assert {g["lr"] for g in combined.param_groups} == {by_hand[0].param_groups[0]["lr"]}
 
 
 def test_state_dict_round_trip_resumes_exactly():

@@ -90,10 +90,12 @@ def test_adamw_fused_refuses_what_the_kernel_cannot_take():
     from zoo.training.optim import check_optim_with_trainer
 
     meta = torch.nn.Linear(2, 2, device="meta")
-    with pytest.raises(ValueError, match=r"adamw_fused: parameter weight is torch.float32 on meta.*optim.name=adamw"):
+    with pytest.raises(ValueError,
+                       match=r"adamw_fused: parameter weight is torch.float32 on meta.*optim.name=adamw"):
         build_optimizer(meta, {"name": "adamw_fused", "lr": 1e-3})
     fused = {"name": "adamw_fused", "lr": 1e-3}
-    with pytest.raises(ValueError, match=r"trainer.precision=16-mixed cannot clip gradients .*gradient_clip_val=1.0"):
+    with pytest.raises(ValueError,
+                       match=r"trainer.precision=16-mixed cannot clip gradients .*gradient_clip_val=1.0"):
         check_optim_with_trainer(fused, {"precision": "16-mixed", "gradient_clip_val": 1.0})
     check_optim_with_trainer(fused, {"precision": "bf16-mixed", "gradient_clip_val": 1.0})  # no scaler: fine
     check_optim_with_trainer(fused, {"precision": "16-mixed", "gradient_clip_val": 0})

@@ -26,7 +26,8 @@ def test_every_registered_callback_declares_its_options():
 
 def test_declared_options_are_the_constructor_arguments():
     assert _keys("tokens_per_s") == set(Options.of(TokensPerSecond.__init__).rules)
-    assert _keys("exact_match") == set(Options.of(ValExactMatch.__init__, skip=("task", "tokenizer", "datamodule")).rules)
+    assert _keys("exact_match") == set(Options.of(ValExactMatch.__init__,
+                                                  skip=("task", "tokenizer", "datamodule")).rules)
     assert _keys("attention_maps") == set(Options.of(AttentionMapLogger.__init__).rules)
     assert _keys("checkpoint") <= set(inspect.signature(ModelCheckpoint).parameters)
     bar_keys = _keys("progress_bar") - {"style", "every_n_steps"}  # style picks the bar or the lines
@@ -37,7 +38,8 @@ def test_declared_options_are_the_constructor_arguments():
 def test_samples_options_are_the_keys_the_samplers_read():
     """callbacks.samples.* are the keys the tasks' `samples` methods read (every registered task)."""
     sources = {inspect.getsourcefile(type(TASKS.get(name))) for name in TASKS.names()}
-    read = {key for path in sources for key in re.findall(r'cfg\["(\w+)"\]', Path(path).read_text(encoding="utf-8"))}
+    read = {key for path in sources
+            for key in re.findall(r'cfg\["(\w+)"\]', Path(path).read_text(encoding="utf-8"))}
     assert _keys("samples") == read
 
 

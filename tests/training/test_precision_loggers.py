@@ -22,7 +22,8 @@ def no_wandb_env(monkeypatch, tmp_path):
     for key in ("WANDB_MODE", "WANDB_API_KEY", "WANDB_DISABLED", "WANDB_BASE_URL"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
-    monkeypatch.setattr(loggers, "host_reachable", lambda host, timeout=2.0: pytest.fail("no key: must not probe"))
+    monkeypatch.setattr(loggers, "host_reachable",
+                        lambda host, timeout=2.0: pytest.fail("no key: must not probe"))
     return tmp_path
 
 

@@ -19,31 +19,35 @@ from .conftest import TINY_LM, killed_and_resumed, train_losses
 
 pytestmark = pytest.mark.e2e  # trains, spawns processes or drives a browser: outside the inner loop
 
-RUN = ["logger=csv", "trainer.accelerator=cpu", "trainer.limit_val_batches=1", "trainer.num_sanity_val_steps=0",
-       "trainer.enable_progress_bar=false", "trainer.log_every_n_steps=1", "optim.lr=3e-3", "scheduler.warmup_steps=2",
-       "tokenizer.vocab_size=300", "callbacks.samples=null", "callbacks.progress_bar=null"]
+RUN = ["logger=csv", "trainer.accelerator=cpu", "trainer.limit_val_batches=1",
+       "trainer.num_sanity_val_steps=0", "trainer.enable_progress_bar=false", "trainer.log_every_n_steps=1",
+       "optim.lr=3e-3", "scheduler.warmup_steps=2", "tokenizer.vocab_size=300", "callbacks.samples=null",
+       "callbacks.progress_bar=null"]
 SEQ2SEQ = ["model=transformer_tiny", "model.encoder_layers=1", "model.decoder_layers=1", "model.d_model=32",
            "model.n_heads=2", "model.d_ff=64", "model.max_seq_len=32", "+data.n_pairs=300", "+data.n_test=10",
            "callbacks.exact_match=null", "batch_size=16", *RUN]
 
+# masked counts differ per process
 MLM = ["model=bert_small", "model.n_layers=1", "model.d_model=32", "model.n_heads=2", "model.d_ff=64",
-       "model.max_seq_len=32", "data=stdlib_text", "data.max_bytes=120000", *RUN]  # masked counts differ per process
+       "model.max_seq_len=32", "data=stdlib_text", "data.max_bytes=120000", *RUN]
 
 
 @pytest.fixture
 def classification(tmp_path) -> list[str]:
     data = tmp_path / "labelled.jsonl"
     words = {"pos": "good great fine nice", "neg": "bad awful poor sad", "mix": "so so okay meh"}
-    data.write_text("".join(json.dumps({"text": " ".join([words[y]] * (1 + i % 4)) + f" {i}", "label": y}) + "\n"
+    data.write_text("".join(json.dumps({"text": " ".join([words[y]] * (1 + i % 4)) + f" {i}", "label": y})
+                            + "\n"
                             for i in range(80) for y in words), encoding="utf-8")
-    return ["model=bert_small", "model.head=classifier", "model.n_layers=1", "model.d_model=32", "model.n_heads=2",
-            "model.d_ff=64", "model.max_seq_len=32", "data=classification", f"data.path={data}", "batch_size=16",
-            *RUN]
+    return ["model=bert_small", "model.head=classifier", "model.n_layers=1", "model.d_model=32",
+            "model.n_heads=2", "model.d_ff=64", "model.max_seq_len=32", "data=classification",
+            f"data.path={data}", "batch_size=16", *RUN]
 
 
 @pytest.mark.parametrize("order", [[], ["+data.max_tokens=200"]], ids=["batch_size", "max_tokens"])
 def test_seq2seq_resumed_mid_epoch_matches_uninterrupted(make_cfg, monkeypatch, order):
-    common = [*SEQ2SEQ, *order, "trainer.max_steps=8", "eval_every=4"]  # ~18 batches an epoch: step 4 is mid-epoch
+    # ~18 batches an epoch: step 4 is mid-epoch
+    common = [*SEQ2SEQ, *order, "trainer.max_steps=8", "eval_every=4"]
     straight, resumed = killed_and_resumed(make_cfg, monkeypatch, common, "seq2seq")
     assert sorted(resumed) == [4, 5, 6, 7]  # continued from the step-4 checkpoint, in the middle of epoch 0
     for step in resumed:
@@ -51,7 +55,8 @@ def test_seq2seq_resumed_mid_epoch_matches_uninterrupted(make_cfg, monkeypatch, 
 
 
 def test_classification_resumed_mid_epoch_matches_uninterrupted(make_cfg, monkeypatch, classification):
-    common = [*classification, "trainer.max_steps=8", "eval_every=4"]  # 216 train examples: 14 batches an epoch
+    # 216 train examples: 14 batches an epoch
+    common = [*classification, "trainer.max_steps=8", "eval_every=4"]
     straight, resumed = killed_and_resumed(make_cfg, monkeypatch, common, "classification")
     assert sorted(resumed) == [4, 5, 6, 7]
     for step in resumed:
@@ -59,10 +64,10 @@ def test_classification_resumed_mid_epoch_matches_uninterrupted(make_cfg, monkey
 
 
 def test_lm_resumed_mid_epoch_matches_uninterrupted(make_cfg, monkeypatch):
-    """LM epochs normally end at each validation; with data.blocks_per_epoch the step-4 checkpoint falls inside
-    an epoch of 400 windows (50 batches), and the resumed run draws the same windows and dropout."""
-    common = [*TINY_LM, "trainer.max_steps=8", "eval_every=4", "model.dropout=0.1", "data.blocks_per_epoch=400",
-              "callbacks.samples=null"]
+    """LM epochs normally end at each validation; with data.blocks_per_epoch the step-4 checkpoint falls
+    inside an epoch of 400 windows (50 batches), and the resumed run draws the same windows and dropout."""
+    common = [*TINY_LM, "trainer.max_steps=8", "eval_every=4", "model.dropout=0.1",
+              "data.blocks_per_epoch=400", "callbacks.samples=null"]
     straight, resumed = killed_and_resumed(make_cfg, monkeypatch, common, "lm")
     assert sorted(resumed) == [4, 5, 6, 7]
     for step in resumed:
@@ -94,8 +99,8 @@ def test_resume_across_an_epoch_boundary(make_cfg, monkeypatch, classification):
     ("classification", ["batch_size=8"], ["batch_size=16"]),
     ("mlm", ["batch_size=4"], ["batch_size=8"]),
 ], ids=["seq2seq-max_tokens", "classification", "mlm"])
-def test_two_ddp_processes_match_one(tmp_path, run_cli, make_cfg, cache_dir, classification, task, per_process,
-                                     one_process):
+def test_two_ddp_processes_match_one(tmp_path, run_cli, make_cfg, cache_dir, classification, task,
+                                     per_process, one_process):
     """The same global batches (16 examples, or a 200-token budget split in two), the loss averaged over every
     counted label of the global batch: the processes' shares differ in tokens, the trajectory does not. No
     dropout: each process draws its own masks, so with dropout the runs agree in distribution only."""
@@ -120,7 +125,8 @@ def test_lm_with_document_mask_trains_and_validates(make_cfg):
 
 
 def test_token_budget_pads_less_than_random_batches_on_the_translation_data(make_cfg):
-    """The bench's padding claim (bench/bench_batching.py), at test size: bucketing halves the padding share."""
+    """The bench's padding claim (bench/bench_batching.py), at test size: bucketing halves the padding
+    share."""
     from zoo.tasks import build_data
     from zoo.training.plan import prepare
 

@@ -1,5 +1,6 @@
 """In-process training runs on tiny seeded CPU models: learning, checkpoints + zoo.load, exact resume,
-non-finite stop, MLM / seq2seq / classification metrics recounted from the final checkpoint, bf16-mixed and torch.compile wiring."""
+non-finite stop, MLM / seq2seq / classification metrics recounted from the final checkpoint, bf16-mixed and
+torch.compile wiring."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ def _val_loss(model, datamodule, limit: int) -> float:
                 break
             n = int((batch["targets"] != -100).sum())  # every position has a target (windows of T + 1)
             logits = model(batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch["targets"].flatten(), ignore_index=-100)
+            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch["targets"].flatten(),
+                                                     ignore_index=-100)
             total += float(loss) * n
             count += n
     return total / count
@@ -47,13 +49,14 @@ def test_lm_learns_checkpoints_and_loads(make_cfg, tmp_path):
     assert best.name == "best.ckpt" and last.name == "last.ckpt"
     ckpt = torch.load(last, weights_only=True)  # plain data only
     assert ckpt["global_step"] == 40 and ckpt["zoo"]["model_config"]["vocab_size"] == 300
-    assert isinstance(ckpt["zoo"]["model_config"], dict) and "tokenizer.json" in ckpt["zoo"]["tokenizer_files"]
+    assert (isinstance(ckpt["zoo"]["model_config"], dict)
+            and "tokenizer.json" in ckpt["zoo"]["tokenizer_files"])
     assert not list(last.parent.glob("*.tmp"))  # atomic writes leave no temp files
 
     model, tok = zoo.load(last)
     assert tok.vocab_size == model.config.vocab_size == 300
-    _, dm = build_data({**cfg.data, "blocks_per_epoch": 1}, cfg.tokenizer, task="lm", max_seq_len=32, batch_size=8,
-                       cache_dir=cfg.paths.cache_dir, seed=0)
+    _, dm = build_data({**cfg.data, "blocks_per_epoch": 1}, cfg.tokenizer, task="lm", max_seq_len=32,
+                       batch_size=8, cache_dir=cfg.paths.cache_dir, seed=0)
     assert _val_loss(model, dm, limit=2) == pytest.approx(result.metrics["val/loss"], abs=1e-5)
 
     exported = zoo.export(last, tmp_path / "export")
@@ -113,13 +116,14 @@ def test_resume_from_other_architecture_is_refused_before_training(make_cfg):
 
 
 TINY_NETS = ["model.d_model=32", "model.n_heads=2", "model.max_seq_len=32", "logger=csv", "batch_size=16",
-             "trainer.max_steps=6", "eval_every=3", "trainer.limit_val_batches=2", "trainer.num_sanity_val_steps=0",
-             "trainer.enable_progress_bar=false", "optim.lr=3e-3", "scheduler.warmup_steps=2"]
+             "trainer.max_steps=6", "eval_every=3", "trainer.limit_val_batches=2",
+             "trainer.num_sanity_val_steps=0", "trainer.enable_progress_bar=false", "optim.lr=3e-3",
+             "scheduler.warmup_steps=2"]
 
 
 def test_mlm_without_naming_data(make_cfg):
-    cfg = make_cfg(["model=bert_small", "model.n_layers=1", "model.d_ff=64", *TINY_NETS, "+data.max_bytes=120000",
-                    "tokenizer.vocab_size=300", "callbacks.samples.num_shown=2"])
+    cfg = make_cfg(["model=bert_small", "model.n_layers=1", "model.d_ff=64", *TINY_NETS,
+                    "+data.max_bytes=120000", "tokenizer.vocab_size=300", "callbacks.samples.num_shown=2"])
     result = train(cfg)
     assert result.metrics["val/loss"] < math.log(300)
     assert len(result.samples.samples) == 2
@@ -129,16 +133,18 @@ def test_mlm_without_naming_data(make_cfg):
                        cache_dir=cfg.paths.cache_dir, seed=0)
     batch = next(iter(dm.val_dataloader()))
     with torch.no_grad():
-        guesses = model.eval()(batch["input_ids"][:2], attention_mask=batch["attention_mask"][:2]).logits.argmax(-1)
+        guesses = model.eval()(batch["input_ids"][:2],
+                               attention_mask=batch["attention_mask"][:2]).logits.argmax(-1)
     picked = batch["labels"][:2] != -100
     right, total = int((guesses[picked] == batch["labels"][:2][picked]).sum()), int(picked.sum())
     assert total > 0 and result.metrics["sample/masked_token_accuracy"] == pytest.approx(right / total)
 
 
 def test_translation_without_naming_data_reports_exact_match(make_cfg):
-    cfg = make_cfg(["model=transformer_tiny", "model.encoder_layers=1", "model.decoder_layers=1", "model.d_ff=64",
-                    *TINY_NETS, "+data.n_pairs=400", "+data.n_test=20", "tokenizer.vocab_size=300",
-                    "callbacks.exact_match.max_examples=10", "label_smoothing=0.1"])
+    cfg = make_cfg(["model=transformer_tiny", "model.encoder_layers=1", "model.decoder_layers=1",
+                    "model.d_ff=64", *TINY_NETS, "+data.n_pairs=400", "+data.n_test=20",
+                    "tokenizer.vocab_size=300", "callbacks.exact_match.max_examples=10",
+                    "label_smoothing=0.1"])
     result = train(cfg)
     assert result.samples.samples[0].reference  # references shown next to translations
     assert result.metrics["val/loss"] < math.log(300)
@@ -173,12 +179,14 @@ def test_classification_takes_num_labels_from_the_data(make_cfg, tmp_path):
     result = train(make_cfg(common))
     model, tok = zoo.load(result.last_checkpoint)
     assert model.config.num_labels == 3 and sorted(tok.label_names) == ["mix", "neg", "pos"]
-    _, dm = build_data(prepare(make_cfg(common)).data_cfg, {"name": "bpe", "vocab_size": 300}, task="classification",
-                       max_seq_len=32, batch_size=16, cache_dir=make_cfg(common).paths.cache_dir, seed=0)
+    _, dm = build_data(prepare(make_cfg(common)).data_cfg, {"name": "bpe", "vocab_size": 300},
+                       task="classification", max_seq_len=32, batch_size=16,
+                       cache_dir=make_cfg(common).paths.cache_dir, seed=0)
     right = total = 0
     with torch.no_grad():  # val/accuracy over the 2 validation batches, recounted with the final model
         for batch in list(dm.val_dataloader())[:2]:
-            guesses = model.eval()(batch["input_ids"], attention_mask=batch["attention_mask"]).logits.argmax(-1)
+            guesses = model.eval()(batch["input_ids"],
+                                   attention_mask=batch["attention_mask"]).logits.argmax(-1)
             right, total = right + int((guesses == batch["labels"]).sum()), total + len(batch["labels"])
     assert result.metrics["val/accuracy"] == pytest.approx(right / total)
     with pytest.raises(ConfigError, match="model.num_labels=2 but the data has 3 labels"):

@@ -30,9 +30,11 @@ def test_resumed_run_continues_the_wandb_run_offline(make_cfg, monkeypatch):
     first = train(make_cfg([*WANDB, "trainer.max_steps=3", "eval_every=3"], run="first"))
     run_one = wandb_run_id(first.output_dir)
     assert read_checkpoint(first.last_checkpoint)["zoo"]["wandb_run_id"] == run_one
-    resumed = train(make_cfg([*WANDB, "trainer.max_steps=6", "eval_every=3", f"ckpt_path={first.last_checkpoint}"],
+    resumed = train(make_cfg([*WANDB, "trainer.max_steps=6", "eval_every=3",
+                              f"ckpt_path={first.last_checkpoint}"],
                              run="second"))
     assert wandb_run_id(resumed.output_dir) == run_one
-    assert read_checkpoint(resumed.last_checkpoint)["zoo"]["wandb_run_id"] == run_one  # and a third resume too
+    # and a third resume too
+    assert read_checkpoint(resumed.last_checkpoint)["zoo"]["wandb_run_id"] == run_one
     fresh = train(make_cfg([*WANDB, "trainer.max_steps=1", "eval_every=1"], run="third"))
     assert read_checkpoint(fresh.last_checkpoint)["zoo"]["wandb_run_id"] not in (None, run_one)

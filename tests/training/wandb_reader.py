@@ -41,7 +41,8 @@ def history(path: Path) -> list[dict]:
     rows = []
     for rec in records(path):
         if rec.WhichOneof("record_type") == "history":
-            rows.append({(it.key or "/".join(it.nested_key)): json.loads(it.value_json) for it in rec.history.item})
+            rows.append({(it.key or "/".join(it.nested_key)): json.loads(it.value_json)
+                         for it in rec.history.item})
     return rows
 
 
