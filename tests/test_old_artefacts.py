@@ -101,3 +101,21 @@ def test_init_from_an_old_checkpoint_and_export(source, run_cfg):
     run = train(run_cfg([f"init_from={OLD / 'lm' / source}", *LM_DATA, "optim.lr=1e-30", "trainer.max_steps=1",
                          "eval_every=1"], "init"))
     same_logits(zoo.load(run.last_checkpoint)[0], "lm", "ckpt")
+
+
+def test_an_export_the_old_code_left_swapped_aside_is_put_back(tmp_path):
+    """A kill between the old swap's two renames left `.export_zoo.old-*` and no export_zoo: loading the
+    export puts the old folder (lm's export) back."""
+    folder = shutil.copytree(OLD / "interrupted", tmp_path / "interrupted")
+    same_logits(zoo.load(folder / "export_zoo")[0], "lm", "export_zoo")
+    assert sorted(p.name for p in folder.iterdir()) == ["expected.pt", "export_zoo", "pretrained"]
+
+
+def test_a_save_pretrained_the_old_code_left_half_done_reads_and_is_finished(tmp_path):
+    """A kill after the old save renamed its weights in left its config pending (`.zoo-save-<id>.config.json`):
+    from_pretrained reads the pending config with those weights, and the next save clears it."""
+    folder = shutil.copytree(OLD / "interrupted", tmp_path / "interrupted") / "pretrained"
+    same_logits(zoo.from_pretrained(folder), "interrupted", "pretrained")
+    zoo.save_pretrained(zoo.load(OLD / "lm" / "last.ckpt")[0], folder)
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors"]
+    same_logits(zoo.from_pretrained(folder), "lm", "pretrained")
