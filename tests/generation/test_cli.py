@@ -19,7 +19,6 @@ from zoo.data import TOKENIZERS
 from zoo.generation.cli import CLI_DEFAULTS, GenerateCLIConfig, main, parse_overrides
 from zoo.generation.config import GenerationConfig
 from zoo.tokenizers import load_hf_tokenizer
-from zoo.tokenizers.chat import chat_ids
 
 TEXTS = ["the cat sat on the mat", "a dog ran far away", "hello world"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -168,7 +167,7 @@ def test_chat_replies_to_the_user_message_under_the_template(tmp_path):
     out = io.StringIO()
     main([f"ckpt={path}", "chat=true", "system=be brief", "prompt=the cat", "max_new_tokens=5"], stdout=out)
     messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "the cat"}]
-    ids = chat_ids(tok, messages)
+    ids = tok.chat_ids(messages)
     assert ids[0] == tok.bos_id and ids[-len("assistant\n") - 1] == tok.bos_id
     expected = model.generate([ids], max_new_tokens=5, eos_token_id=tok.eos_id)[0, len(ids):]
     assert out.getvalue().splitlines() == [">>> the cat", tok.decode(expected)]

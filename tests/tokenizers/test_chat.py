@@ -20,7 +20,7 @@ from tokenizers import decoders as tk_decoders
 
 from tests.tokenizers.chat_templates import FAMILIES, LLAMA3, SMOLLM, Family
 from zoo.tokenizers import build_tokenizer, load_hf_tokenizer, load_tokenizer
-from zoo.tokenizers.chat import DEFAULT_CHAT_TEMPLATE, chat_ids, check_messages, read_messages, render_chat
+from zoo.tokenizers.chat import DEFAULT_CHAT_TEMPLATE, check_messages, read_messages, render_chat
 
 transformers = pytest.importorskip("transformers")
 
@@ -88,7 +88,7 @@ def zoo_chat(folder: Path, messages: list[dict], add_generation_prompt: bool) ->
     tok = load_hf_tokenizer(folder)
     text = render_chat(tok.chat_template, check_messages(messages), tok.specials.tokens,
                        add_generation_prompt=add_generation_prompt)
-    return text, chat_ids(tok, messages, add_generation_prompt=add_generation_prompt)
+    return text, tok.chat_ids(messages, add_generation_prompt=add_generation_prompt)
 
 
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
@@ -118,15 +118,15 @@ def test_gemma_refuses_a_system_message_with_its_own_words(base_tokenizer: str, 
     family = next(f for f in FAMILIES if f.name == "gemma")
     tok = load_hf_tokenizer(write_folder(base_tokenizer, family, tmp_path / "gemma"))
     with pytest.raises(ValueError, match="^chat template: System role not supported$"):
-        chat_ids(tok, CONVERSATIONS["system_user"])
-    assert chat_ids(tok, CONVERSATIONS["user"])[0] == tok.bos_id
+        tok.chat_ids(CONVERSATIONS["system_user"])
+    assert tok.chat_ids(CONVERSATIONS["user"])[0] == tok.bos_id
 
 
 def test_bos_is_not_doubled(base_tokenizer: str, tmp_path: Path) -> None:
     """Llama's tokenizer.json adds BOS to a text; its template writes BOS too: the chat has exactly one."""
     family = next(f for f in FAMILIES if f.name == "llama3")
     tok = load_hf_tokenizer(write_folder(base_tokenizer, family, tmp_path / "llama"))
-    ids = chat_ids(tok, CONVERSATIONS["user"])
+    ids = tok.chat_ids(CONVERSATIONS["user"])
     assert ids[0] == tok.bos_id and ids[1] != tok.bos_id and ids.count(tok.bos_id) == 1
     assert tok.hf.encode("hi").ids[0] == tok.bos_id  # the folder's own template does add it
 
@@ -175,7 +175,7 @@ def test_zoo_default_template(tmp_path: Path) -> None:
                     "<bos>assistant\n")
     tok = build_tokenizer({"name": "char"}, [text])
     assert tok.chat_template == DEFAULT_CHAT_TEMPLATE
-    ids = chat_ids(tok, messages)
+    ids = tok.chat_ids(messages)
     assert ids[0] == 1 and ids.count(1) == 3 and ids.count(2) == 2
     assert tok.decode(ids) == text.replace("<bos>", "").replace("<eos>", "")
     assert tok.encode(text).count(1) == 0  # plain encode keeps "<bos>" as text; encode_chat matches it
@@ -191,7 +191,7 @@ def test_folder_template_survives_save_and_load(base_tokenizer: str, tmp_path: P
     tok.save(tmp_path / "saved")
     again = load_tokenizer(tmp_path / "saved")
     assert again.chat_template == family.template
-    assert chat_ids(again, CONVERSATIONS["multi_turn"]) == chat_ids(tok, CONVERSATIONS["multi_turn"])
+    assert again.chat_ids(CONVERSATIONS["multi_turn"]) == tok.chat_ids(CONVERSATIONS["multi_turn"])
 
 
 @pytest.mark.parametrize(("messages", "message"), [
@@ -213,7 +213,7 @@ def test_folder_without_template_is_named(base_tokenizer: str, tmp_path: Path) -
     tok = load_hf_tokenizer(write_folder(base_tokenizer, family, tmp_path / "plain", config_template=None))
     assert tok.chat_template is None
     with pytest.raises(ValueError, match="this hf tokenizer has no chat template"):
-        chat_ids(tok, CONVERSATIONS["user"])
+        tok.chat_ids(CONVERSATIONS["user"])
 
 
 def test_bad_template_and_messages_file(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from zoo.generation.config import GenerationConfig
-from zoo.tokenizers.chat import chat_ids, read_messages
+from zoo.tokenizers.chat import read_messages
 from zoo.utils import did_you_mean
 
 # GenerationConfig options the command line does not expose: EOS / pad come from the tokenizer, and the
@@ -165,10 +165,10 @@ def prompt_encoder(cfg: GenerateCLIConfig, tokenizer) -> Callable[[Any], list[in
     if not cfg.chat:
         return tokenizer.encode
     if tokenizer.chat_template is None:
-        chat_ids(tokenizer, [])  # raises naming where a template is read from
+        tokenizer.chat_ids([])  # raises naming where a template is read from
     system = [] if cfg.system is None else [{"role": "system", "content": cfg.system}]
-    return lambda given: chat_ids(tokenizer, given if isinstance(given, list)
-                                  else [*system, {"role": "user", "content": given}])
+    return lambda given: tokenizer.chat_ids(given if isinstance(given, list)
+                                            else [*system, {"role": "user", "content": given}])
 
 
 def run_texts(model, tokenizer, texts: Sequence[Any], cfg: GenerateCLIConfig,

@@ -8,7 +8,8 @@ templates, ``default`` is used. It is rendered by Jinja's immutable sandbox with
 HTML-escaping), ``namespace``, ``dict``, a no-op ``{% generation %}`` tag, and the variables ``messages``,
 ``add_generation_prompt``, ``tools=None``, ``documents=None`` and the tokenizer's ``bos_token``,
 ``eos_token``, ... (none that it lacks). The text is encoded with special-token text matched as those tokens
-and nothing added around it (the template writes BOS itself, so it is never doubled).
+and nothing added around it (the template writes BOS itself, so it is never doubled):
+``ZooTokenizer.chat_ids(messages)``.
 
 zoo's own tokenizers use :data:`DEFAULT_CHAT_TEMPLATE`, ChatML with ``<bos>``/``<eos>`` in place of
 ``<|im_start|>``/``<|im_end|>``: ``<bos>user\\nHi<eos>\\n<bos>assistant\\n`` (generation stops at ``<eos>``).
@@ -21,10 +22,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from zoo.tokenizers.tokenizer import ZooTokenizer
+from typing import Any
 
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
 CHAT_TEMPLATE_DIR = "additional_chat_templates"
@@ -88,17 +86,6 @@ def render_chat(template: ChatTemplate, messages: list[dict[str, Any]], tokens: 
                                        add_generation_prompt=add_generation_prompt, **specials)
     except jinja2.TemplateError as e:  # raise_exception(...), a syntax error, a sandbox refusal
         raise ValueError(f"chat template: {e.message or type(e).__name__}") from None
-
-
-def chat_ids(tokenizer: ZooTokenizer, messages: Any, *, add_generation_prompt: bool = True) -> list[int]:
-    """Token ids of a conversation under the tokenizer's chat template, as ``apply_chat_template`` gives them;
-    a tokenizer without a template raises naming the files a template is read from."""
-    if tokenizer.chat_template is None:
-        raise ValueError(f"this {tokenizer.kind} tokenizer has no chat template ({CHAT_TEMPLATE_FILE} or "
-                         "tokenizer_config.json's chat_template in its Hugging Face folder); chat needs one")
-    text = render_chat(tokenizer.chat_template, check_messages(messages), tokenizer.specials.tokens,
-                       add_generation_prompt=add_generation_prompt)
-    return tokenizer.encode_chat(text)
 
 
 def read_messages(path: str | Path, where: str) -> list[dict[str, Any]]:
