@@ -38,7 +38,8 @@ def closed_form(c: ModelConfig) -> int:
     q, kv = c.n_heads * head, (c.n_kv_heads or c.n_heads) * head
     wrap = _norm(c) * (2 if c.norm_placement == "sandwich" else 1)  # the norms around one sub-layer
     shared = c.norm_placement == "parallel_shared"  # one norm per block, counted with self-attention
-    qk = 2 * _norm(c, head) if c.qk_norm else 0
+    per_head = c.qk_norm_scope == "head"  # one norm per head's features, or over the whole q / k
+    qk = (2 * _norm(c, head) if per_head else _norm(c, q) + _norm(c, kv)) if c.qk_norm else 0
     # Qwen2: q/k/v bias only
     self_attn = _linear(d, q + 2 * kv, c.use_qkv_bias) + _linear(q, d, b) + qk + wrap
     wrap = 0 if shared else wrap
@@ -82,7 +83,8 @@ def test_every_preset_matches_closed_form(name):
                          [dict(head_dim=12, qk_norm=True, norm="rmsnorm"), dict(norm_placement="sandwich"),
                           dict(activation="geglu_tanh", norm="rmsnorm_1p"), dict(qkv_bias=True, bias=False),
                           dict(norm_placement="parallel", final_norm=False),
-                          dict(norm_placement="parallel_shared")])
+                          dict(norm_placement="parallel_shared"),
+                          dict(norm_placement="post_sublayer", qk_norm=True, qk_norm_scope="all", n_kv_heads=1)])
 @pytest.mark.parametrize("arch", ["decoder", "encoder", "encoder_decoder"])
 def test_new_knobs_match_closed_form(arch, knobs):
     model = zoo.build(dict(arch=arch, d_model=32, n_heads=4, n_layers=2, vocab_size=50, **knobs))

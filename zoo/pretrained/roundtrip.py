@@ -26,7 +26,9 @@ def effective(cfg: ModelConfig) -> dict[str, Any]:
                decoder_start_id=cfg.start_id, final_norm=uses_final_norm(cfg),
                head_activation=plain_activation(cfg.head_activation or cfg.activation).fn
                if cfg.head_transform else None,
-               encoder_layers=cfg.n_encoder_layers, decoder_layers=cfg.n_decoder_layers)
+               encoder_layers=cfg.n_encoder_layers, decoder_layers=cfg.n_decoder_layers,
+               nope_every=cfg.nope_every if cfg.nope_every <= max(cfg.n_encoder_layers, cfg.n_decoder_layers)
+               else 0)  # beyond the last layer: every layer rotates
     out.update(head_settings(cfg))
     # n_layers: in the resolved encoder/decoder_layers
     for key in ("ffn_ratio", "n_layers", *NOT_IN_THE_MODEL):
