@@ -216,7 +216,10 @@ def test_folder_without_template_is_named(base_tokenizer: str, tmp_path: Path) -
         tok.chat_ids(CONVERSATIONS["user"])
 
 
-def test_bad_template_and_messages_file(tmp_path: Path) -> None:
+def test_bad_template_and_messages_file(base_tokenizer: str, tmp_path: Path) -> None:
+    family = next(f for f in FAMILIES if f.name == "qwen2.5")
+    with pytest.raises(ValueError, match="tokenizer_config.json: chat_template must be a string or a list of"):
+        load_hf_tokenizer(write_folder(base_tokenizer, family, tmp_path / "num", config_template=3))
     with pytest.raises(ValueError, match="chat template: line 1: "):
         render_chat("{% for m in messages %}", CONVERSATIONS["user"], {})
     with pytest.raises(ValueError, match=r"named templates \['tool_use'\] and no 'default' one"):

@@ -21,13 +21,8 @@ from typing import Any
 from tokenizers import Tokenizer as HFTokenizer
 
 from zoo.atomic import atomic_write_bytes, atomic_write_json
-from zoo.tokenizers.chat import (
-    CHAT_TEMPLATE_FILE,
-    DEFAULT_CHAT_TEMPLATE,
-    ChatTemplate,
-    check_messages,
-    render_chat,
-)
+from zoo.tokenizers import chat
+from zoo.tokenizers.chat import DEFAULT_CHAT_TEMPLATE, ChatTemplate
 from zoo.tokenizers.specials import SpecialTokens, specials_from_roles
 from zoo.tokenizers.tiling import encode_texts
 
@@ -107,11 +102,11 @@ class ZooTokenizer:
         (``<|im_start|>``) becomes its token, and nothing is added around the text, so a BOS the template
         writes is the only one."""
         if self.chat_template is None:
-            raise ValueError(f"this {self.kind} tokenizer has no chat template ({CHAT_TEMPLATE_FILE} or "
+            raise ValueError(f"this {self.kind} tokenizer has no chat template ({chat.CHAT_TEMPLATE_FILE} or "
                              "tokenizer_config.json's chat_template in its Hugging Face folder); "
                              "chat needs one")
-        text = render_chat(self.chat_template, check_messages(messages), self.specials.tokens,
-                           add_generation_prompt=add_generation_prompt)
+        text = chat.render_chat(self.chat_template, chat.check_messages(messages), self.specials.tokens,
+                                add_generation_prompt=add_generation_prompt)
         return self._specials_as_tokens.encode(text, add_special_tokens=False).ids
 
     @cached_property
