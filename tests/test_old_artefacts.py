@@ -40,7 +40,8 @@ def run_cfg(tmp_path):
 def old_overrides(kind: str, folder: Path) -> list[str]:
     """The overrides the old run of `kind` trained with: its data file written again into `folder`, init_from
     the old lm checkpoint or its HF export."""
-    fill = {"labelled": labelled_file(folder), "lm": OLD / "lm" / "last.ckpt", "lm_hf": OLD / "lm" / "export_hf"}
+    fill = {"labelled": labelled_file(folder), "lm": OLD / "lm" / "last.ckpt",
+            "lm_hf": OLD / "lm" / "export_hf"}
     return [o.format(**fill) for o in KINDS[kind]]
 
 
@@ -74,7 +75,7 @@ def test_old_checkpoint_exports_again_to_both_formats(kind, tmp_path):
     shutil.copyfile(OLD / kind / "last.ckpt", ckpt)
     same_logits(zoo.load(zoo.export(ckpt, tmp_path / "zoo"))[0], kind, "export_zoo")
     same_logits(zoo.from_pretrained(zoo.export(ckpt, tmp_path / "hf", format="hf")), kind, "export_hf")
-    assert model_type(tmp_path / "hf") == model_type(OLD / kind / "export_hf")  # the family the old code chose
+    assert model_type(tmp_path / "hf") == model_type(OLD / kind / "export_hf")  # the old code's family
 
 
 def model_type(folder: Path) -> str:
@@ -82,15 +83,16 @@ def model_type(folder: Path) -> str:
 
 
 def test_old_checkpoint_keeps_the_hf_family_it_was_initialised_from():
-    """freeze was initialised from the old lm's HF export: the checkpoint names gpt2 for export to write back."""
+    """freeze was initialised from the old lm's HF export: its checkpoint names gpt2 for export to write."""
     assert zoo.load(OLD / "freeze" / "last.ckpt")[0].pretrained_family == "gpt2"
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_old_checkpoint_resumes_for_a_step(kind, run_cfg, tmp_path):
     old_step = torch.load(OLD / kind / "last.ckpt", weights_only=False)["global_step"]
-    resumed = train(run_cfg([*old_overrides(kind, tmp_path), f"trainer.max_steps={old_step + 1}",
-                             f"eval_every={old_step + 1}", f"ckpt_path={OLD / kind / 'last.ckpt'}"], "resumed"))
+    steps = old_step + 1
+    resumed = train(run_cfg([*old_overrides(kind, tmp_path), f"trainer.max_steps={steps}",
+                             f"eval_every={steps}", f"ckpt_path={OLD / kind / 'last.ckpt'}"], "resumed"))
     assert torch.load(resumed.last_checkpoint, weights_only=False)["global_step"] == old_step + 1
 
 
@@ -98,8 +100,8 @@ def test_old_checkpoint_resumes_for_a_step(kind, run_cfg, tmp_path):
 def test_init_from_an_old_checkpoint_and_export(source, run_cfg):
     """A step at learning rate 1e-30 (0 is refused) moves no float32 weight, so the new checkpoint has the
     logits of the weights init_from read."""
-    run = train(run_cfg([f"init_from={OLD / 'lm' / source}", *LM_DATA, "optim.lr=1e-30", "trainer.max_steps=1",
-                         "eval_every=1"], "init"))
+    run = train(run_cfg([f"init_from={OLD / 'lm' / source}", *LM_DATA, "optim.lr=1e-30",
+                         "trainer.max_steps=1", "eval_every=1"], "init"))
     same_logits(zoo.load(run.last_checkpoint)[0], "lm", "ckpt")
 
 
@@ -112,8 +114,8 @@ def test_an_export_the_old_code_left_swapped_aside_is_put_back(tmp_path):
 
 
 def test_a_save_pretrained_the_old_code_left_half_done_reads_and_is_finished(tmp_path):
-    """A kill after the old save renamed its weights in left its config pending (`.zoo-save-<id>.config.json`):
-    from_pretrained reads the pending config with those weights, and the next save clears it."""
+    """A kill after the old save renamed its weights in left its config pending
+    (`.zoo-save-<id>.config.json`): from_pretrained reads it with those weights; the next save clears it."""
     folder = shutil.copytree(OLD / "interrupted", tmp_path / "interrupted") / "pretrained"
     same_logits(zoo.from_pretrained(folder), "interrupted", "pretrained")
     zoo.save_pretrained(zoo.load(OLD / "lm" / "last.ckpt")[0], folder)
