@@ -19,7 +19,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
 from tokenizers import decoders as tk_decoders
 
 from tests.tokenizers.chat_templates import FAMILIES, LLAMA3, SMOLLM, Family
-from zoo.tokenizers import build_tokenizer, load_hf_tokenizer, load_tokenizer
+from zoo.tokenizers import build_tokenizer, load_hf_tokenizer, load_tokenizer, tokenizer_files
 from zoo.tokenizers.chat import DEFAULT_CHAT_TEMPLATE, check_messages, read_messages, render_chat
 
 transformers = pytest.importorskip("transformers")
@@ -151,6 +151,16 @@ def test_template_forms_match_transformers(form: str, base_tokenizer: str, tmp_p
             transformers_chat(folder, CONVERSATIONS["system_user"], prompt)
 
 
+def test_template_files_key_the_data_cache(base_tokenizer: str, tmp_path: Path) -> None:
+    """The files tokenizer=hf reads (hashed into the data cache key) include the .jinja templates."""
+    family = next(f for f in FAMILIES if f.name == "smollm")
+    folder = write_folder(base_tokenizer, family, tmp_path / "t", config_template=None, jinja=SMOLLM)
+    (folder / "additional_chat_templates").mkdir()
+    (folder / "additional_chat_templates" / "tool_use.jinja").write_text(LLAMA3, encoding="utf-8")
+    names = [p.name for p in tokenizer_files({"name": "hf", "path": str(folder)})]
+    assert names == ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "tool_use.jinja"]
+
+
 def test_jinja_rules_match_transformers(base_tokenizer: str, tmp_path: Path) -> None:
     """Loop controls, namespace, tojson (no HTML escaping), dict, a {% generation %} block, trim/lstrip."""
     template = ("{% set ns = namespace(n=0) %}{% for m in messages %}"
@@ -218,7 +228,7 @@ def test_folder_without_template_is_named(base_tokenizer: str, tmp_path: Path) -
 
 def test_bad_template_and_messages_file(base_tokenizer: str, tmp_path: Path) -> None:
     family = next(f for f in FAMILIES if f.name == "qwen2.5")
-    with pytest.raises(ValueError, match="tokenizer_config.json: chat_template must be a string or a list of"):
+    with pytest.raises(ValueError, match="tokenizer_config.json: chat_template must be a string or a list"):
         load_hf_tokenizer(write_folder(base_tokenizer, family, tmp_path / "num", config_template=3))
     with pytest.raises(ValueError, match="chat template: line 1: "):
         render_chat("{% for m in messages %}", CONVERSATIONS["user"], {})

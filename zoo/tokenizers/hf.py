@@ -21,7 +21,7 @@ from typing import Annotated, Any
 from tokenizers import Tokenizer as HFTokenizer
 
 from zoo.options import Rule
-from zoo.tokenizers.chat import read_chat_template
+from zoo.tokenizers.chat import CHAT_TEMPLATE_DIR, CHAT_TEMPLATE_FILE, read_chat_template
 from zoo.tokenizers.registry import register_tokenizer
 from zoo.tokenizers.specials import ROLES, specials_from_roles
 from zoo.tokenizers.tokenizer import (
@@ -124,8 +124,11 @@ def _read_object(file: Path) -> dict[str, Any]:
 
 
 def _hf_files(path: Path) -> list[Path]:
-    names = (TOKENIZER_FILE, HF_CONFIG_FILE, HF_SPECIAL_MAP_FILE)
-    return [path / name for name in names if (path / name).is_file()]
+    """The files a folder's tokenizer is read from, chat templates included (the data cache keeps the
+    tokenizer it was built with, so a changed template must not hit an old entry)."""
+    names = (TOKENIZER_FILE, HF_CONFIG_FILE, HF_SPECIAL_MAP_FILE, CHAT_TEMPLATE_FILE)
+    named = sorted((path / CHAT_TEMPLATE_DIR).glob("*.jinja")) if (path / CHAT_TEMPLATE_DIR).is_dir() else []
+    return [path / name for name in names if (path / name).is_file()] + named
 
 
 @register_tokenizer("hf", files=_hf_files)
