@@ -118,7 +118,8 @@ class ModelConfig:
         return not (self.global_every and (index + 1) % self.global_every == 0)
 
     def layer_rotates(self, index: int) -> bool:
-        """Whether layer `index` applies the rotary terms (SmolLM3, nope_every=4: all but layers 3, 7, ...)."""
+        """Whether layer `index` applies the rotary terms
+        (SmolLM3, nope_every=4: all but layers 3, 7, ...)."""
         return not (self.nope_every and (index + 1) % self.nope_every == 0)
 
     @property

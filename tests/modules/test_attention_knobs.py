@@ -1,7 +1,7 @@
 """Attention knobs against transformers' own attention modules (built locally from small configs, eager
 attention, same weights): an explicit head size apart from d_model / n_heads with per-head q/k RMSNorm
-(Qwen3), q/k RMSNorm over the whole projections (OLMo 2), q/k/v-only biases (Qwen2), a soft cap on the scores and a query scale override (Gemma 2); the
-final-logit soft cap against its closed form."""
+(Qwen3), q/k RMSNorm over the whole projections (OLMo 2), q/k/v-only biases (Qwen2), a soft cap on the scores
+and a query scale override (Gemma 2); the final-logit soft cap against its closed form."""
 
 import pytest
 import torch

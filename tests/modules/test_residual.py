@@ -1,6 +1,6 @@
 """Every residual wiring against a hand-written reference layer (plain functional code, same weights):
-pre, post, sandwich (Gemma 2), post_sublayer (OLMo 2), parallel (GPT-NeoX) and parallel_shared (GPT-J, Phi-2), with and without
-cross-attention."""
+pre, post, sandwich (Gemma 2), post_sublayer (OLMo 2), parallel (GPT-NeoX) and parallel_shared (GPT-J, Phi-2),
+with and without cross-attention."""
 
 import math
 
@@ -81,8 +81,8 @@ def test_wiring_matches_hand_written_layer(wiring, cross):
 
 def test_sandwich_and_parallel_norm_names():
     """Pre/post keep the module names existing checkpoints use; sandwich adds post_norm_*."""
-    names = lambda w: {n for n, _ in Block(ModelConfig(d_model=8, n_heads=2, norm_placement=w), cross=True)  # noqa: E731
-                       .named_children() if "norm" in n}
+    names = lambda w: {n for n, _ in Block(ModelConfig(d_model=8, n_heads=2, norm_placement=w),  # noqa: E731
+                                           cross=True).named_children() if "norm" in n}
     assert names("pre") == names("post") == names("parallel") == {"norm_self", "norm_cross", "norm_ffn"}
     assert names("sandwich") == {"norm_self", "norm_cross", "norm_ffn",
                                  "post_norm_self", "post_norm_cross", "post_norm_ffn"}

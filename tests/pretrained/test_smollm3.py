@@ -50,8 +50,8 @@ def test_settings_smollm3_cannot_express_are_named(tmp_path):
           "intermediate_size": 40, "vocab_size": 99, "no_rope_layers": [0, 1, 1, 1],
           "use_sliding_window": True}
     with pytest.raises(ValueError, match=r"smollm3 config.json uses settings zoo does not support: "
-                                         r"use_sliding_window=True \(supported: False\), no_rope_layers every "
-                                         r"k-th layer 0, the rest 1=False \(supported: True\)"):
+                                         r"use_sliding_window=True \(supported: False\), no_rope_layers "
+                                         r"every k-th layer 0, the rest 1=False \(supported: True\)"):
         zoo.pretrained.FAMILIES.get("smollm3")().config_from_hf(hf)
     nope = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=2, n_heads=4, d_ff=24, nope_every=2)
     with pytest.raises(ValueError, match=r"'llama': .*model.nope_every=2 \(would load as 0\)"):

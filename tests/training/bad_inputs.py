@@ -47,12 +47,15 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("+model.n_head=8", "Unknown model config key 'n_head'. Did you mean 'n_heads'?"),
     ("+data.max_byte=1000", "Unknown key 'data.max_byte' (data=stdlib_text). Did you mean 'data.max_bytes'?"),
     ("data=translation_toy +data.max_bytes=1000",
-     "Unknown key 'data.max_bytes' (data=translation_toy). Did you mean 'data.max_tokens'? Allowed data keys:"),
-    ("+tokenizer.vocab=300", "Unknown key 'tokenizer.vocab' (tokenizer=bpe). Did you mean 'tokenizer.vocab_size'?"),
+     "Unknown key 'data.max_bytes' (data=translation_toy). Did you mean 'data.max_tokens'? "
+     "Allowed data keys:"),
+    ("+tokenizer.vocab=300",
+     "Unknown key 'tokenizer.vocab' (tokenizer=bpe). Did you mean 'tokenizer.vocab_size'?"),
     ("tokenizer=char +tokenizer.min_frequency=2", "Unknown key 'tokenizer.min_frequency' (tokenizer=char)."),
     ("+logger.projct=zoo", "Unknown key 'logger.projct' (logger=wandb). Did you mean 'logger.project'?"),
     ("logger=csv +logger.project=zoo", "Unknown key 'logger.project' (logger=csv)."),
-    ("+scheduler.warmup=10", "Unknown key 'scheduler.warmup' (scheduler=cosine). Did you mean 'scheduler.warmup_steps'?"),
+    ("+scheduler.warmup=10",
+     "Unknown key 'scheduler.warmup' (scheduler=cosine). Did you mean 'scheduler.warmup_steps'?"),
     ("scheduler.name=inverse_sqrt",
      "Switch with the config group, e.g. scheduler=inverse_sqrt, not scheduler.name=inverse_sqrt."),
     ("logger.name=csv", "Unknown key 'logger.mode' (logger=csv). Allowed logger keys: name. Switch with the "
@@ -64,10 +67,12 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("+callbacks.checkpoints.monitor=x", "Unknown callback 'checkpoints'. Did you mean 'checkpoint'?"),
     ("+memory.loss_chunk=8", "Unknown key 'memory.loss_chunk'. Did you mean 'memory.loss_chunk_size'?"),
     ("memory.loss_chunk_size=0", "memory.loss_chunk_size must be null or an integer >= 1, got 0"),
-    ("model=bert_small memory.loss_chunk_size=64", "memory.loss_chunk_size=64 applies to task=lm, not task=mlm"),
-    ("callbacks.checkpoint.monitor=val/bleu", "callbacks.checkpoint.monitor=val/bleu is never logged by task=lm."),
-    ("callbacks.checkpoint.monitor=val/los", "callbacks.checkpoint.monitor=val/los is never logged by task=lm. "
-                                            "Did you mean 'val/loss'?"),
+    ("model=bert_small memory.loss_chunk_size=64",
+     "memory.loss_chunk_size=64 applies to task=lm, not task=mlm"),
+    ("callbacks.checkpoint.monitor=val/bleu",
+     "callbacks.checkpoint.monitor=val/bleu is never logged by task=lm."),
+    ("callbacks.checkpoint.monitor=val/los",
+     "callbacks.checkpoint.monitor=val/los is never logged by task=lm. Did you mean 'val/loss'?"),
     ("model=transformer_tiny callbacks.checkpoint.monitor=val/chrf callbacks.exact_match=null",
      "callbacks.checkpoint.monitor=val/chrf is logged by the exact_match callback, which is switched off"),
     # unknown names inside a group
@@ -92,12 +97,13 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("optim.weight_decay=-0.1", "optim.weight_decay must be a finite number >= 0, got -0.1"),
     ("compile.enabled=yes", "compile.enabled must be true, false or auto, got 'yes'"),
     ("compile.backend=inductr", "compile.backend must be one of"),
-    ("trainer.devices=0", "trainer.devices must be an integer >= 1 or a non-empty list of device indices or one "
-                          "of 'auto', got 0"),
-    ("trainer=ddp_cpu trainer.devices=3", "data.shards: the training token stream is cut into 8 part(s), which 3 "
-                                          "processes cannot share"),
+    ("trainer.devices=0",
+     "trainer.devices must be an integer >= 1 or a non-empty list of device indices or one of 'auto', got 0"),
+    ("trainer=ddp_cpu trainer.devices=3",
+     "data.shards: the training token stream is cut into 8 part(s), which 3 processes cannot share"),
     ("trainer.max_steps=0", "trainer.max_steps must be an integer >= 1, got 0"),
-    ("trainer.accumulate_grad_batches=abc", "trainer.accumulate_grad_batches must be an integer >= 1, got 'abc'"),
+    ("trainer.accumulate_grad_batches=abc",
+     "trainer.accumulate_grad_batches must be an integer >= 1, got 'abc'"),
     ("trainer.gradient_clip_val=abc", "trainer.gradient_clip_val must be null or a finite number, got 'abc'"),
     ("trainer.accelerator=cpuu", "trainer.accelerator must be one of 'auto', 'gpu', "),
     ("trainer.strategy=dpp", "trainer.strategy must be one of 'auto', 'ddp', "),
@@ -106,18 +112,21 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("scheduler.warmup_steps=abc", "scheduler.warmup_steps must be an integer, got 'abc'"),
     ("scheduler.warmup_steps=-1", "scheduler.warmup_steps must be >= 0, got -1"),
     ("scheduler.min_lr_ratio=2", "scheduler.min_lr_ratio must be in [0, 1], got 2"),
-    ("scheduler=inverse_sqrt scheduler.warmup_steps=0", "scheduler=inverse_sqrt needs scheduler.warmup_steps >= 1"),
+    ("scheduler=inverse_sqrt scheduler.warmup_steps=0",
+     "scheduler=inverse_sqrt needs scheduler.warmup_steps >= 1"),
     ("data=stdlib_text data.mask_prob=2", "data.mask_prob must be a finite number in (0, 1), got 2"),
     ("+data.mask_prob=0", "data.mask_prob must be a finite number in (0, 1), got 0"),
     ("data=stdlib_text data.max_bytes=abc", "data.max_bytes must be null or an integer, got 'abc'"),
     ("data=stdlib_text data.num_workers=-1", "data.num_workers must be an integer >= 0, got -1"),
     ("data=text", "data=text needs data.files"),
     ("tokenizer=file", "tokenizer=file needs tokenizer.path"),
-    ("tokenizer.vocab_size=10", "tokenizer.vocab_size=10 is smaller than the byte alphabet (256) + 5 special tokens"),
+    ("tokenizer.vocab_size=10",
+     "tokenizer.vocab_size=10 is smaller than the byte alphabet (256) + 5 special tokens"),
     ("logger.mode=onlin", "logger.mode must be one of 'auto', 'online', 'offline', 'disabled', got 'onlin'"),
     ("logger.tags=x", "logger.tags must be null or a list, each a string, got 'x'"),
     ("paths.log_dir=1", "paths.log_dir must be a string, got 1"),
-    ("callbacks.checkpoint.mode=lowest", "callbacks.checkpoint.mode must be one of 'min', 'max', got 'lowest'"),
+    ("callbacks.checkpoint.mode=lowest",
+     "callbacks.checkpoint.mode must be one of 'min', 'max', got 'lowest'"),
     ("callbacks.tokens_per_s.window=0", "callbacks.tokens_per_s.window must be an integer >= 1, got 0"),
     ("callbacks.samples.top_k=-1", "callbacks.samples.top_k must be null or an integer >= 0, got -1"),
     ("callbacks.samples.prompts=def", "callbacks.samples.prompts must be a list, each a string, got 'def'"),
@@ -126,13 +135,16 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("model.n_heads=5", "not divisible"),
     ("task=seq2seq", "task=seq2seq needs model.arch in ['encoder_decoder'], but model.arch=decoder"),
     ("task=classification model=bert_small", "task=classification needs model.head=classifier"),
-    ("task=token_classification model=bert_small", "task=token_classification needs model.head=token_classifier"),
+    ("task=token_classification model=bert_small",
+     "task=token_classification needs model.head=token_classifier"),
     ("task=question_answering model=bert_small model.head=qa",
      "task=question_answering has no built-in data; name one, e.g. data=squad data.path=..."),
-    ("data=squad data.path=x.jsonl data.doc_stride=-1", "data.doc_stride must be null or an integer >= 0, got -1"),
+    ("data=squad data.path=x.jsonl data.doc_stride=-1",
+     "data.doc_stride must be null or an integer >= 0, got -1"),
     ("task=mlm model=bert_small model.head=classifier model.num_labels=2", "task=mlm needs model.head=lm"),
     ("model=transformer_tiny model.head=classifier",
-     "model.head='classifier' is not available on arch 'encoder_decoder', which carries model.head=lm | none"),
+     "model.head='classifier' is not available on arch 'encoder_decoder', "
+     "which carries model.head=lm | none"),
     ("model=bert_small model.head=classifier model.num_labels=2 model.head_pool=mean",
      "model.head_pool: Unknown pooling 'mean'. Allowed: first, last"),
     ("ckpt_path=/nonexistent/last.ckpt", "checkpoint not found"),
@@ -140,12 +152,12 @@ OVERRIDES = [BadInput(given, message) for given, message in [
      "finetune=freeze finetune.modules=['embed', 'decoder_stack', 'head'] finetune.first_layers=0 leaves no "
      "parameter to train (frozen: embed, decoder_stack, head); freeze less of the model (its parts: embed, "
      "decoder_stack, head)"),
-    ("model=bigram optim.name=muon", "optim.name=muon trains the weight matrices of the attention and feed-forward "
-                                     "layers of the stacks, and this model has none (model.arch=decoder, "
-                                     "model.n_layers=0); use optim.name=adamw"),
-    ("model=mlp_lm optim.name=muon", "optim.name=muon trains the weight matrices of the attention and feed-forward "
-                                     "layers of the stacks, and this model has none (model.arch=mlp_lm); use "
-                                     "optim.name=adamw"),
+    ("model=bigram optim.name=muon",
+     "optim.name=muon trains the weight matrices of the attention and feed-forward layers of the stacks, "
+     "and this model has none (model.arch=decoder, model.n_layers=0); use optim.name=adamw"),
+    ("model=mlp_lm optim.name=muon",
+     "optim.name=muon trains the weight matrices of the attention and feed-forward layers of the stacks, "
+     "and this model has none (model.arch=mlp_lm); use optim.name=adamw"),
     ("optim.name=muon finetune=freeze finetune.modules=[decoder_stack]",
      "optim.name=muon trains the weight matrices of the attention and feed-forward layers of the stacks, and "
      "finetune freezes all of them; use optim.name=adamw"),
@@ -154,15 +166,18 @@ OVERRIDES = [BadInput(given, message) for given, message in [
 
 CHECKED_ELSEWHERE = [
     BadInput("model=bert_small model.head=classifier model.head_bias=true",
-             "model.head_bias=True is read by model.head=lm", "tests/models/test_head_keys.py::test_command_line_rule"),
-    BadInput("ckpt_path=<a gpt_nano run's last.ckpt> model.n_heads=4", "model.n_heads: checkpoint 2, this run 4",
+             "model.head_bias=True is read by model.head=lm",
+             "tests/models/test_head_keys.py::test_command_line_rule"),
+    BadInput("ckpt_path=<a gpt_nano run's last.ckpt> model.n_heads=4",
+             "model.n_heads: checkpoint 2, this run 4",
              "tests/training/test_run.py::test_resume_from_other_architecture_is_refused_before_training"),
     # resume, validation, cache
     BadInput("ckpt_path=<run> with a same-size tokenizer trained on other text",
              "ids stand for other tokens",
              "tests/training/test_resume.py::test_resume_with_a_same_size_tokenizer_of_other_text_is_refused"),
     BadInput("ckpt_path=<a finetune=freeze run> finetune.modules=<other parts, even as many>",
-             "this run freezes decoder_stack.layers.1: what trains cannot change on resume (the optimizer state",
+             "this run freezes decoder_stack.layers.1: what trains cannot change on resume (the optimizer "
+             "state",
              "tests/finetune/test_resume.py::test_resume_that_changes_what_trains_is_refused"),
     BadInput("ckpt_path=<a finetune=freeze run> finetune=full",
              "trained with decoder_stack.layers.0 frozen, this run freezes nothing: ",
@@ -178,7 +193,8 @@ CHECKED_ELSEWHERE = [
     # checkpoints and weights (zoo.load, generate.py, train.py ckpt_path=)
     BadInput("a .ckpt with a wrong-shaped tensor", "the weights do not fit",
              "tests/test_checkpoint_errors.py::test_wrong_shaped_tensor_is_named_by_every_reader"),
-    BadInput("a .ckpt with missing / unknown tensors", "1 missing tensor: decoder_stack.final_norm.weight; 1 unknown tensor",
+    BadInput("a .ckpt with missing / unknown tensors",
+             "1 missing tensor: decoder_stack.final_norm.weight; 1 unknown tensor",
              "tests/test_checkpoint_errors.py::test_missing_and_unknown_tensors_are_listed"),
     BadInput("a .ckpt without zoo.model_config", "zoo.model_config is missing or not a mapping",
              "tests/test_checkpoint_errors.py::test_missing_or_invalid_model_config_is_named"),
@@ -190,11 +206,13 @@ CHECKED_ELSEWHERE = [
              "tests/test_checkpoint_errors.py::test_bad_export_config_names_the_file"),
     BadInput("an export with a wrong-shaped tensor", "model.safetensors does not fit",
              "tests/test_checkpoint_errors.py::test_wrong_shaped_export_tensor_is_named"),
-    BadInput("zoo.from_pretrained: config.json without n_embd", "has no 'n_embd', which a gpt2 checkpoint needs",
+    BadInput("zoo.from_pretrained: config.json without n_embd",
+             "has no 'n_embd', which a gpt2 checkpoint needs",
              "tests/pretrained/test_errors.py::test_missing_config_key_names_file_and_key"),
     BadInput("zoo.from_pretrained: a truncated model.safetensors", "is not a readable safetensors file",
              "tests/pretrained/test_errors.py::test_truncated_weights_name_the_file"),
-    BadInput("zoo.from_pretrained: a shard index pointing outside its folder", "names shard files outside its folder",
+    BadInput("zoo.from_pretrained: a shard index pointing outside its folder",
+             "names shard files outside its folder",
              "tests/pretrained/test_errors.py::test_shard_names_must_stay_in_the_folder"),
     BadInput("zoo.from_pretrained: config.json and weights from different saves",
              "zoo_save_id",
@@ -206,7 +224,8 @@ CHECKED_ELSEWHERE = [
              "tests/test_checkpoint_export.py::test_exporting_a_checkpoint_that_lives_in_the_export_folder_is_refused"),
     BadInput("python export.py ckpt=<a missing file> dir=out", "checkpoint not found: ",
              "tests/export/test_cli.py::test_bad_input_is_one_error_line"),
-    BadInput("python export.py ckpt=... dir=out format=onnx", "Unknown export format 'onnx'. Allowed: hf, zoo.",
+    BadInput("python export.py ckpt=... dir=out format=onnx",
+             "Unknown export format 'onnx'. Allowed: hf, zoo.",
              "tests/export/test_cli.py::test_bad_input_is_one_error_line"),
     BadInput("python export.py ckpt=... dir=out model_type=gpt2 (an option of format=hf only)",
              "export format 'zoo' has no option 'model_type'",
@@ -218,11 +237,13 @@ CHECKED_ELSEWHERE = [
     # data=hf, batching, init_from (issue 28)
     BadInput("data=hf data.path=<an empty or whitespace-only .jsonl / .csv / .txt>", "is empty (no rows)",
              "tests/data/sources/test_hf.py::test_an_empty_file_is_named"),
-    BadInput("data=hf data.path=<a .txt / .jsonl / .csv with a latin-1 byte>", "not valid UTF-8 at byte offset",
+    BadInput("data=hf data.path=<a .txt / .jsonl / .csv with a latin-1 byte>",
+             "not valid UTF-8 at byte offset",
              "tests/data/sources/test_hf.py::test_a_file_that_is_not_utf8_names_the_byte_offset_like_data_text"),
     BadInput("data=hf data.val_split=<a split save_to_disk wrote with no rows>", "has no rows",
              "tests/data/sources/test_hf.py::test_an_empty_saved_split_is_named"),
-    BadInput("data=hf task=classification data.val_split=<a split whose ClassLabel is -1 (no label) in every row>",
+    BadInput("data=hf task=classification data.val_split=<a split whose ClassLabel is -1 (no label) in "
+             "every row>",
              "has no labelled rows", "tests/data/sources/test_hf.py::"
              "test_a_split_of_only_unlabelled_rows_is_refused_naming_the_column"),
     BadInput("data.max_tokens=<fewer tokens than one example>", "is smaller than one example",
@@ -233,25 +254,30 @@ CHECKED_ELSEWHERE = [
     BadInput("init_from=<folder> tokenizer=hf tokenizer.path=<a tokenizer larger than its embedding>",
              "the tokenizer given (tokenizer=hf) has 340 tokens", "tests/finetune/test_bad_input.py::"
              "test_given_tokenizer_larger_than_the_embedding_is_refused_before_any_data"),
-    BadInput("init_from= / evaluate.py ckpt= <a text file, even one starting with 'd'>", "is not a PyTorch checkpoint",
+    BadInput("init_from= / evaluate.py ckpt= <a text file, even one starting with 'd'>",
+             "is not a PyTorch checkpoint",
              "tests/test_checkpoint_errors.py::test_a_text_file_is_not_a_pytorch_checkpoint_whatever_its_first_letter"),
     BadInput("zoo.from_pretrained / init_from=<a BART or T5 folder of *ForSequenceClassification / "
              "*ForQuestionAnswering>", "zoo's encoder_decoder carries model.head=lm | none",
              "tests/pretrained/test_heads.py::test_a_class_transformers_has_and_zoo_does_not_load_is_named_with_why"),
     BadInput("init_from=<a BertModel folder> task=token_classification model.head_pooler=relu",
-             "model.head_pooler='relu' is read by model.head=classifier|none, not by model.head=token_classifier",
+             "model.head_pooler='relu' is read by model.head=classifier|none, not by "
+             "model.head=token_classifier",
              "tests/pretrained/test_init_from_head_keys.py::test_an_override_of_a_key_the_head_does_not_read_is_refused"),
     BadInput("init_from=<a *ForSequenceClassification / *ForTokenClassification folder> with data labels its "
              "id2label lacks", "that the folder's head does not",
              "tests/finetune/test_labels.py::test_labels_the_folder_lacks_are_one_clear_error"),
     # token classification / question answering data
-    BadInput("data=token_tags: a tag that is not IOB2 (line 2: \"PER\")", "is not an IOB2 tag; allowed: 'O', 'B-<type>'",
+    BadInput("data=token_tags: a tag that is not IOB2 (line 2: \"PER\")",
+             "is not an IOB2 tag; allowed: 'O', 'B-<type>'",
              "tests/tasks/test_token_classification.py::test_bad_jsonl_names_line_and_field"),
     BadInput("data=token_tags: fewer tags than words", "must hold one tag per word",
              "tests/tasks/test_token_classification.py::test_bad_jsonl_names_line_and_field"),
-    BadInput("data=squad: answer_start + len(text) past the context's end", "runs past the end of the context",
+    BadInput("data=squad: answer_start + len(text) past the context's end",
+             "runs past the end of the context",
              "tests/tasks/test_question_answering.py::test_bad_answer_names_the_example_and_field"),
-    BadInput("data=squad: answers.text not the context's text at answer_start", "is not the context's text at",
+    BadInput("data=squad: answers.text not the context's text at answer_start",
+             "is not the context's text at",
              "tests/tasks/test_question_answering.py::test_bad_answer_names_the_example_and_field"),
     BadInput("task=question_answering: a question that leaves no room in model.max_seq_len",
              "special tokens no context fits",
@@ -276,9 +302,11 @@ CHECKED_ELSEWHERE = [
              "chat template: System role not supported",
              "tests/tokenizers/test_chat.py::test_gemma_refuses_a_system_message_with_its_own_words"),
     # sentence embeddings (zoo.embed, zoo.load_embedder, python -m zoo.embedding)
-    BadInput("zoo.embed(..., pooling=\"meen\") / python -m zoo.embedding pooling=avg", "Unknown sentence pooling",
+    BadInput("zoo.embed(..., pooling=\"meen\") / python -m zoo.embedding pooling=avg",
+             "Unknown sentence pooling",
              "tests/pretrained/test_embed.py::test_unknown_pooling_is_refused_before_the_weights_are_read"),
-    BadInput("zoo.load_embedder(<a sentence-transformers folder with a Dense module>)", "modules zoo does not run",
+    BadInput("zoo.load_embedder(<a sentence-transformers folder with a Dense module>)",
+             "modules zoo does not run",
              "tests/pretrained/test_embed.py::test_a_pipeline_zoo_does_not_run_is_refused_by_name"),
     BadInput("python -m zoo.embedding input=<an empty file>", "holds no text",
              "tests/pretrained/test_embed_cli.py::test_cli_bad_arguments_are_one_error_each"),
@@ -289,7 +317,8 @@ CHECKED_ELSEWHERE = [
 
 def render() -> str:
     """The markdown table, markers included."""
-    lines = [START, "| bad input (`python train.py ...` unless said) | error (fragment) | checked by |", "|---|---|---|"]
+    lines = [START, "| bad input (`python train.py ...` unless said) | error (fragment) | checked by |",
+             "|---|---|---|"]
     for row in [*OVERRIDES, *CHECKED_ELSEWHERE]:
         test_file, test = row.checked_by.split("::")
         by = "`prepare`" if row.checked_by == PREPARE_TEST else f"`{Path(test_file).name}::{test}`"

@@ -3,8 +3,9 @@
 Shapes: x (B, T, C) -> q (B, H, T, D), k/v (B, KV, S, D), usually with C = H * D (`model.head_dim` may set D
 apart). Scores q.k^T are scaled by 1/sqrt(D) so their variance stays ~1 whatever the head size (softmax would
 saturate otherwise; `model.attn_scale` overrides it). Optional: a q/k norm before RoPE, per head (Qwen3) or
-over the whole projection (OLMo 2), and a tanh soft cap on the scores (Gemma 2). The fast path is `scaled_dot_product_attention`; the explicit path
-(need_weights, a soft cap, or while traced) also returns the softmax weights (B, H, T, S)."""
+over the whole projection (OLMo 2), and a tanh soft cap on the scores (Gemma 2). The fast path is
+`scaled_dot_product_attention`; the explicit path (need_weights, a soft cap, or while traced) also returns the
+softmax weights (B, H, T, S)."""
 
 from __future__ import annotations
 
@@ -61,8 +62,8 @@ class Attention(nn.Module):
         q_dim, kv_dim = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
         if not self.cross:
             q, k, v = self.qkv(x).split([q_dim, kv_dim, kv_dim], dim=-1)
-            return (self._normed_heads(q, self.n_heads, "q_norm"), self._normed_heads(k, self.n_kv_heads, "k_norm"),
-                    self._heads(v, self.n_kv_heads))
+            return (self._normed_heads(q, self.n_heads, "q_norm"),
+                    self._normed_heads(k, self.n_kv_heads, "k_norm"), self._heads(v, self.n_kv_heads))
         q = self._normed_heads(self.q(x), self.n_heads, "q_norm")
         if cache is not None and cache.cross_k is not None:  # encoder K/V: computed once per source
             return q, cache.cross_k, cache.cross_v
