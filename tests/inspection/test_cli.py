@@ -13,6 +13,7 @@ from .test_plots import assert_png
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.e2e  # a subprocess, like the other CLI runs
 def test_inspect_model_cli_prints_tables_and_writes_plots(tmp_path):
     out = tmp_path / "run"
     result = subprocess.run(

@@ -110,7 +110,8 @@ def test_bare_encoder_decoder_matches_closed_form():
 
 
 def test_gpt2_has_the_published_124m_parameters():
-    assert zoo.build("gpt2").num_parameters() == 124_439_808  # Radford et al. / HF gpt2, tied head
+    with torch.device("meta"):  # shapes only
+        assert zoo.build("gpt2").num_parameters() == 124_439_808  # Radford et al. / HF gpt2, tied head
 
 
 @pytest.mark.parametrize("name", ["gpt_small", "transformer_tiny", "bert_small"])
