@@ -1,5 +1,6 @@
-"""The Llama-shaped presets (SmolLM2, Qwen2.5, Llama 3.2, OLMo 2, SmolLM3, Phi-4-mini, Phi-4) have the parameter count of the `transformers` model with the same published
-config values (both built on the meta device: no memory, no init)."""
+"""The Llama-shaped presets (SmolLM2, Qwen2.5, Llama 3.2, OLMo 2, SmolLM3, Phi-4-mini, Phi-4) have the
+parameter count of the `transformers` model with the same published config values (both built on the meta
+device: no memory, no init)."""
 
 import pytest
 import torch
@@ -45,7 +46,8 @@ PRESETS = {  # preset -> (transformers classes, the model's
         max_position_embeddings=4096)),
     "phi4": (Phi3Config, Phi3ForCausalLM, dict(
         hidden_size=5120, num_hidden_layers=40, num_attention_heads=40, num_key_value_heads=10,
-        intermediate_size=17920, vocab_size=100352, tie_word_embeddings=False, max_position_embeddings=16384)),
+        intermediate_size=17920, vocab_size=100352, tie_word_embeddings=False,
+        max_position_embeddings=16384)),
 }
 # the count on each model's Hugging Face page (safetensors "Model size"; model cards round it: "135M",
 # "0.49B", "1.23B", "1B", "3B", "3.8B", "14B")
@@ -65,9 +67,11 @@ def test_preset_count_equals_transformers(name):
 
 @pytest.mark.parametrize(("name", "family", "n_layers"), [
     ("smollm2_135m", "llama", 1), ("qwen2_5_0_5b", "qwen2", 1), ("llama3_2_1b", "llama", 1),
-    ("olmo2_1b", "olmo2", 1), ("smollm3_3b", "smollm3", 4), ("phi4_mini", "phi3", 1)])  # smollm3: a NoPE layer
+    ("olmo2_1b", "olmo2", 1), ("smollm3_3b", "smollm3", 4),  # smollm3: a NoPE layer
+    ("phi4_mini", "phi3", 1)])
 def test_shrunk_preset_exports_as_its_family(tmp_path, name, family, n_layers):
-    model = zoo.build(name, vocab_size=64, d_model=32, n_layers=n_layers, n_heads=4, n_kv_heads=2, d_ff=24).eval()
+    model = zoo.build(name, vocab_size=64, d_model=32, n_layers=n_layers, n_heads=4, n_kv_heads=2,
+                      d_ff=24).eval()
     _, model_class, _ = PRESETS[name]
     hf = model_class.from_pretrained(zoo.save_pretrained(model, tmp_path / "hf")).eval()
     assert hf.config.model_type == family

@@ -84,14 +84,16 @@ def train_from(make_cfg, source: Path, corpus: Path):
 
 
 def test_an_init_from_run_parses_config_json_once(make_cfg, tmp_path, monkeypatch):
-    """... and builds the tokenizer shipped in the folder once (its size checked in the plan, then the run's)."""
+    """... and builds the tokenizer shipped in the folder once (its size checked in the plan, then the
+    run's)."""
     pytest.importorskip("transformers")
     from ..finetune.folders import corpus_file, gpt2_folder
 
     folder, corpus = gpt2_folder(tmp_path / "gpt2"), corpus_file(tmp_path / "data")
     opens, built = count_reads(monkeypatch, folder / "config.json")
     assert train_from(make_cfg, folder, corpus).last_checkpoint is not None
-    assert opens[str(folder / "config.json")] == 1  # was 7: recognised twice, 4 in the plan, 1 with the weights
+    # was 7: recognised twice, 4 in the plan, 1 with the weights
+    assert opens[str(folder / "config.json")] == 1
     assert built[str(folder / "tokenizer.json")] == 1  # was 2: sized in the plan, built again for the data
 
 
@@ -111,7 +113,8 @@ def test_an_init_from_zoo_export_parses_config_json_once_and_builds_its_tokenize
     opens, built = count_reads(monkeypatch, folder / "config.json")
     assert train_from(make_cfg, folder, corpus_file(tmp_path / "data")).last_checkpoint is not None
     assert opens[str(folder / "config.json")] == 1  # was 2: recognised, then loaded
-    assert built[str(folder / "tokenizer" / "tokenizer.json")] == 1  # was 3: loaded, sized, built for the data
+    # was 3: loaded, sized, built for the data
+    assert built[str(folder / "tokenizer" / "tokenizer.json")] == 1
 
 
 def test_evaluate_generate_and_inspect_open_a_checkpoint_with_one_read(tmp_path, monkeypatch):
