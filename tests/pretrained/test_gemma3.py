@@ -158,3 +158,17 @@ def test_export_names_what_gemma3_cannot_express(tmp_path, overrides, message):
                       d_ff=24, **overrides)
     with pytest.raises(ValueError, match=rf"cannot be exported as 'gemma3_text'.*{message}"):
         zoo.save_pretrained(model, tmp_path / "x", model_type="gemma3_text")
+
+
+def test_transformers_4_rope_keys_read_as_transformers_5_reads_them():
+    """A 4.x config.json (Gemma 3 4B's text config: rope_theta, rope_local_base_freq and a linear
+    rope_scaling of the global layers) loads as transformers 5 reads it, and is written back per layer
+    type."""
+    legacy = {**BASE, "rope_theta": 1e6, "rope_local_base_freq": 1e4,
+              "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
+    family = FAMILIES.get("gemma3_text")()
+    cfg = family.config_from_hf(legacy)
+    rope = (cfg.rope_base, cfg.rope_local_base, cfg.rope_scaling, cfg.rope_factor)
+    assert rope == (1e6, 1e4, "linear", 8.0)
+    theirs = Gemma3TextConfig(**{k: v for k, v in legacy.items() if k != "model_type"}).rope_parameters
+    assert family.config_to_hf(cfg)["rope_parameters"] == theirs

@@ -129,8 +129,8 @@ class LayerTypeRope:
     def from_hf(self, hf: Mapping[str, Any]) -> tuple[dict[str, Any], Checks]:
         params = hf.get("rope_parameters") or {}
         out, checks = self.full.from_hf({"rope_theta": 1e6, **hf, "rope_parameters": params.get(GLOBAL)})
-        local, local_checks = self.sliding.from_hf({"rope_local_base_freq": 1e4, **hf,
-                                                    "rope_parameters": params.get(LOCAL)})
+        local, local_checks = self.sliding.from_hf({"rope_local_base_freq": 1e4, **hf, "rope_scaling": None,
+                                                    "rope_parameters": params.get(LOCAL)})  # 4.x: global
         checks.update({f"{LOCAL} {k}": v for k, v in local_checks.items()})
         checks["rope_parameters per layer type"] = (set(params) <= {LOCAL, GLOBAL}, True)
         return {**out, "rope_local_base": local["rope_base"]}, checks
