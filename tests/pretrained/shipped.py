@@ -46,6 +46,8 @@ DECODERS = {
     "qwen2": ("Qwen2Config", _LLAMA, "Qwen2"),
     "qwen3": ("Qwen3Config", dict(_LLAMA, head_dim=8), "Qwen3"),
     "phi3": ("Phi3Config", _LLAMA, "Phi3"),
+    "olmo2": ("Olmo2Config", _LLAMA, "Olmo2"),
+    "smollm3": ("SmolLM3Config", dict(_LLAMA, num_hidden_layers=4), "SmolLM3"),  # layer 3 without RoPE
     "gemma": ("GemmaConfig", dict(_LLAMA, head_dim=8), "Gemma"),
     "gemma2": ("Gemma2Config", dict(_LLAMA, head_dim=8), "Gemma2"),
     # the text classes (Gemma3ForCausalLM: tests/pretrained/test_gemma3.py)
