@@ -1,6 +1,7 @@
 """Artefacts written by an older zoo (tests/fixtures/<commit>/, by tests/fixtures/make_old_artefacts.py) still
 load with today's code and give the logits the old code recorded: training checkpoints, zoo and Hugging Face
-exports, save_pretrained folders; an old checkpoint resumes, seeds init_from and exports again."""
+exports, save_pretrained folders; an old checkpoint evaluates and generates as before, resumes, seeds
+init_from and exports again; what a kill in the old publish protocol left is recovered."""
 
 from __future__ import annotations
 
@@ -15,7 +16,15 @@ from hydra.core.hydra_config import HydraConfig
 import zoo
 from zoo.training.run import train
 
-from .fixtures.make_old_artefacts import KINDS, LM_DATA, compose_run, labelled_file, logits
+from .fixtures.make_old_artefacts import (
+    KINDS,
+    LM_DATA,
+    compose_run,
+    evaluated,
+    generated,
+    labelled_file,
+    logits,
+)
 
 OLD = Path(__file__).parent / "fixtures" / "b777160"
 TEXT = "def add(a, b):\n    return a + b  # über"
@@ -55,6 +64,16 @@ def test_old_checkpoint_and_exports_load_with_the_recorded_logits(kind):
     assert exported_tok.label_names == tok.label_names
     for folder in ("export_hf", "pretrained"):
         same_logits(zoo.from_pretrained(OLD / kind / folder), kind, folder)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_old_checkpoint_evaluates_and_generates_as_before(kind, tmp_path):
+    want = expected(kind)
+    model, _ = zoo.load(OLD / kind / "last.ckpt")
+    if want["generated"] is not None:
+        assert torch.equal(generated(model, want["inputs"]), want["generated"])
+    metrics = evaluated(OLD / kind / "last.ckpt", old_overrides(kind, tmp_path), tmp_path)
+    assert metrics == pytest.approx(want["metrics"], rel=1e-6)
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
