@@ -140,3 +140,12 @@ def test_a_save_pretrained_the_old_code_left_half_done_reads_and_is_finished(tmp
     zoo.save_pretrained(zoo.load(OLD / "lm" / "last.ckpt")[0], folder)
     assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors"]
     same_logits(zoo.from_pretrained(folder), "lm", "pretrained")
+
+
+def test_old_saved_tokenizer_resumes_as_tokenizer_file(run_cfg, tmp_path):
+    """The old export's tokenizer folder, given as tokenizer=file, is the checkpoint's tokenizer to resume."""
+    overrides = [o for o in old_overrides("lm", tmp_path) if not o.startswith("tokenizer")]
+    saved = OLD / "lm" / "export_zoo" / "tokenizer"
+    resumed = train(run_cfg([*overrides, "tokenizer=file", f"tokenizer.path={saved}", "trainer.max_steps=4",
+                             "eval_every=4", f"ckpt_path={OLD / 'lm' / 'last.ckpt'}"], "file"))
+    assert torch.load(resumed.last_checkpoint, weights_only=False)["global_step"] == 4
