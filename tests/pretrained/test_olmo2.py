@@ -57,3 +57,11 @@ def test_settings_olmo2_cannot_express_are_named(tmp_path):
     with pytest.raises(ValueError, match=r"'olmo2': .*model.qk_norm_scope='head' \(would load as 'all'\); "
                                          r"model.norm_placement='pre' \(would load as 'post_sublayer'\)"):
         zoo.save_pretrained(per_head, tmp_path / "x", model_type="olmo2")
+
+
+def test_qk_norm_scope_without_qk_norm_exports_as_llama(tmp_path):
+    """qk_norm_scope says nothing without qk_norm: the round trip does not count it as lost."""
+    model = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=1, n_heads=4, d_ff=24,
+                      qk_norm_scope="all")
+    out = zoo.save_pretrained(model, tmp_path / "x")
+    assert json.loads((out / "config.json").read_text())["model_type"] == "llama"

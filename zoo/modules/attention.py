@@ -38,7 +38,7 @@ class Attention(nn.Module):
         else:
             self.qkv = nn.Linear(cfg.d_model, q_dim + 2 * kv_dim, bias=cfg.use_qkv_bias)
         self.o = nn.Linear(q_dim, cfg.d_model, bias=cfg.bias)  # W_O: mixes the concatenated heads
-        self.qk_norm = cfg.qk_norm and cfg.qk_norm_scope  # None | "head" | "all"
+        self.qk_norm = cfg.qk_norm_scope if cfg.qk_norm else None  # None | "head" | "all"
         if self.qk_norm == "head":  # over each head's D features, shared by the heads
             self.q_norm, self.k_norm = make_norm(cfg, self.head_dim), make_norm(cfg, self.head_dim)
         elif self.qk_norm == "all":  # over the whole projection: H * D (q), KV * D (k) features

@@ -28,7 +28,8 @@ def effective(cfg: ModelConfig) -> dict[str, Any]:
                if cfg.head_transform else None,
                encoder_layers=cfg.n_encoder_layers, decoder_layers=cfg.n_decoder_layers,
                nope_every=cfg.nope_every if cfg.nope_every <= max(cfg.n_encoder_layers, cfg.n_decoder_layers)
-               else 0)  # beyond the last layer: every layer rotates
+               else 0,  # beyond the last layer: every layer rotates
+               qk_norm_scope=cfg.qk_norm_scope if cfg.qk_norm else "head")  # no qk norm: no scope
     out.update(head_settings(cfg))
     # n_layers: in the resolved encoder/decoder_layers
     for key in ("ffn_ratio", "n_layers", *NOT_IN_THE_MODEL):
