@@ -115,8 +115,8 @@ def test_old_checkpoint_resumes_for_a_step(kind, run_cfg, tmp_path):
     assert torch.load(resumed.last_checkpoint, weights_only=False)["global_step"] == old_step + 1
 
 
-@pytest.mark.parametrize("source", ["last.ckpt", "export_zoo"])
-def test_init_from_an_old_checkpoint_and_export(source, run_cfg):
+@pytest.mark.parametrize("source", ["last.ckpt", "export_zoo", "export_hf"])
+def test_init_from_an_old_checkpoint_and_exports(source, run_cfg):
     """A step at learning rate 1e-30 (0 is refused) moves no float32 weight, so the new checkpoint has the
     logits of the weights init_from read."""
     run = train(run_cfg([f"init_from={OLD / 'lm' / source}", *LM_DATA, "optim.lr=1e-30",
