@@ -17,8 +17,8 @@ MAX_WORKERS = 8  # each worker imports torch and builds its own session fixtures
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """`-n auto`: one worker per core up to MAX_WORKERS; none when single tests (`file::name`) are named, where
-    starting workers costs more than it saves. PYTEST_XDIST_AUTO_NUM_WORKERS still decides when set."""
+    """`-n auto`: one worker per core up to MAX_WORKERS; none when single tests (`file::name`) are named,
+    where starting workers costs more than it saves. PYTEST_XDIST_AUTO_NUM_WORKERS still decides when set."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     if any("::" in arg for arg in config.args):
@@ -29,7 +29,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Modules with end-to-end tests first (they hold the longest tests: DDP pairs, train.py runs), so the
-    workers finish together instead of one running a DDP module alone at the end; order within a module kept."""
+    workers finish together instead of one running a DDP module alone at the end; order within a module
+    kept."""
     slow = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("e2e")}
     items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow)
 

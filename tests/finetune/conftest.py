@@ -15,8 +15,9 @@ import zoo.training  # noqa: F401  (registers model/_schema and data/auto)
 from .folders import bert_folder, corpus_file, gpt2_folder, labelled_file, pairs_file, t5_folder
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
-FAST = ["logger=csv", "trainer.accelerator=cpu", "trainer.limit_val_batches=2", "trainer.num_sanity_val_steps=0",
-        "trainer.enable_progress_bar=false", "callbacks.samples=null", "batch_size=4"]
+FAST = ["logger=csv", "trainer.accelerator=cpu", "trainer.limit_val_batches=2",
+        "trainer.num_sanity_val_steps=0", "trainer.enable_progress_bar=false", "callbacks.samples=null",
+        "batch_size=4"]
 
 
 @pytest.fixture
@@ -24,8 +25,8 @@ def make_run_cfg(tmp_path):
     """make_run_cfg(overrides, run="run") -> config with HydraConfig set as under @hydra.main."""
 
     def make(overrides: list[str], run: str = "run"):
-        full = [*overrides, f"paths.output_dir={tmp_path / 'runs' / run}", f"paths.runs_dir={tmp_path / 'runs'}",
-                f"paths.cache_dir={tmp_path / 'cache'}"]
+        full = [*overrides, f"paths.output_dir={tmp_path / 'runs' / run}",
+                f"paths.runs_dir={tmp_path / 'runs'}", f"paths.cache_dir={tmp_path / 'cache'}"]
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
             cfg = compose("config", overrides=full, return_hydra_config=True)
         HydraConfig.instance().set_config(cfg)
@@ -40,6 +41,6 @@ def make_run_cfg(tmp_path):
 @pytest.fixture(scope="session")
 def folders(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("pretrained")
-    return {"gpt2": gpt2_folder(root / "gpt2"), "bert": bert_folder(root / "bert"), "t5": t5_folder(root / "t5"),
-            "corpus": corpus_file(root / "data"), "labels": labelled_file(root / "data"),
-            "pairs": pairs_file(root / "data")}
+    return {"gpt2": gpt2_folder(root / "gpt2"), "bert": bert_folder(root / "bert"),
+            "t5": t5_folder(root / "t5"), "corpus": corpus_file(root / "data"),
+            "labels": labelled_file(root / "data"), "pairs": pairs_file(root / "data")}

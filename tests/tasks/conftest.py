@@ -34,8 +34,8 @@ def tiny_data(kind: str, files: Mapping[str, Path]) -> list[str]:
     }[kind]
 
 
-def write_tagged(path: Path, n: int, seed: int = 0, people: Sequence[str] = PEOPLE, places: Sequence[str] = PLACES,
-                 filler: Sequence[str] = FILLER) -> Path:
+def write_tagged(path: Path, n: int, seed: int = 0, people: Sequence[str] = PEOPLE,
+                 places: Sequence[str] = PLACES, filler: Sequence[str] = FILLER) -> Path:
     """`n` NER sentences whose entities are detectable words: people (B-PER, "Dr. X" as B-PER I-PER), places
     (B-LOC, "New York" as B-LOC I-LOC) among filler words (O)."""
     rng = random.Random(seed)
@@ -58,8 +58,9 @@ def write_tagged(path: Path, n: int, seed: int = 0, people: Sequence[str] = PEOP
     return path
 
 
-def write_squad(path: Path, n: int, seed: int = 0, length: tuple[int, int] = (4, 30), people: Sequence[str] = PEOPLE,
-                places: Sequence[str] = PLACES, filler: Sequence[str] = FILLER) -> Path:
+def write_squad(path: Path, n: int, seed: int = 0, length: tuple[int, int] = (4, 30),
+                people: Sequence[str] = PEOPLE, places: Sequence[str] = PLACES,
+                filler: Sequence[str] = FILLER) -> Path:
     """`n` SQuAD-style examples: "Where does X live?" over a context of filler words (`length` each side)
     around "X lives in Y." (another person living elsewhere around it); the answer is Y."""
     rng = random.Random(seed)

@@ -20,9 +20,9 @@ CONF = ROOT / "conf"
 TINY_LM = [
     "model=gpt_nano", "data=stdlib_text", "data.max_bytes=120000", "tokenizer.vocab_size=300",
     "model.max_seq_len=32", "batch_size=8", "logger=csv", "trainer.accelerator=cpu", "trainer.max_steps=6",
-    "eval_every=3", "trainer.limit_val_batches=2", "trainer.log_every_n_steps=1", "trainer.num_sanity_val_steps=0",
-    "trainer.enable_progress_bar=false", "callbacks.samples.max_new_tokens=8", "optim.lr=3e-3",
-    "scheduler.warmup_steps=2",
+    "eval_every=3", "trainer.limit_val_batches=2", "trainer.log_every_n_steps=1",
+    "trainer.num_sanity_val_steps=0", "trainer.enable_progress_bar=false",
+    "callbacks.samples.max_new_tokens=8", "optim.lr=3e-3", "scheduler.warmup_steps=2",
 ]
 
 
@@ -39,8 +39,8 @@ def make_cfg(tmp_path, cache_dir):
     def make(overrides: list[str], run: str = "run"):
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
             return compose("config", overrides=[
-                *overrides, f"paths.output_dir={tmp_path / 'runs' / run}", f"paths.runs_dir={tmp_path / 'runs'}",
-                f"paths.cache_dir={cache_dir}",
+                *overrides, f"paths.output_dir={tmp_path / 'runs' / run}",
+                f"paths.runs_dir={tmp_path / 'runs'}", f"paths.cache_dir={cache_dir}",
             ])
 
     return make
