@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -169,3 +170,33 @@ def test_unusable_cache_dir_env_is_one_error_naming_it_before_any_work(tmp_path,
                        match=rf"^ZOO_CACHE_DIR={re.escape(str(target))}: "
                              r".*(not a folder|not writable|cannot create)"):
         _build(None)
+
+
+def test_an_entry_of_format_4_is_not_reused_so_the_chat_template_is_kept(cache_dir, tmp_path, monkeypatch):
+    """Format 4 saved the cached tokenizer without its chat template, under the same key (tokenizer_config.json
+    hashed as before): a run that hit such an entry lost a folder's template silently."""
+    import zoo.data.build
+    from zoo.tasks import build_data
+    from zoo.tokenizers import build_tokenizer
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the zebra runs under a blue river\n" * 50, encoding="utf-8")
+    folder = build_tokenizer({"name": "char"}, ["the zebra runs under a blue river\n"]).save_hf(tmp_path / "hf")
+    template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": template}),
+                                                  encoding="utf-8")
+
+    def run():
+        return build_data({"name": "text", "files": str(corpus)}, {"name": "hf", "path": str(folder)},
+                          task="lm", max_seq_len=16, batch_size=4, cache_dir=cache_dir)[0]
+
+    with monkeypatch.context() as m:  # an entry as format 4 published it: its tokenizer without the template
+        m.setattr(zoo.data.build, "CACHE_FORMAT_VERSION", 4)
+        assert run().chat_template == template
+    old = _entry(cache_dir)
+    meta = json.loads((old / "tokenizer" / "zoo_tokenizer.json").read_text(encoding="utf-8"))
+    del meta["chat_template"]
+    (old / "tokenizer" / "zoo_tokenizer.json").write_text(json.dumps(meta), encoding="utf-8")
+    assert run().chat_template == template
+    assert len([p for p in cache_dir.iterdir() if not p.name.startswith(".")]) == 2  # a new entry beside it

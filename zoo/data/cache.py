@@ -20,8 +20,9 @@ from zoo.atomic import atomic_write_bytes
 
 # 2: streamed text fingerprints, tokenizer sample in the key; 3: source bytes per token of the scored text
 # splits (`<split>.tokens.bytes`); 4: a long document's ids are one call's (zoo.tokenizers.tiling), a
-# tokenizer read from files is keyed by their content, not their path
-CACHE_FORMAT_VERSION = 4
+# tokenizer read from files is keyed by their content, not their path; 5: cached tokenizers carry their chat
+# template (a 4 entry for a folder whose template sits in tokenizer_config.json holds a tokenizer without it)
+CACHE_FORMAT_VERSION = 5
 CACHE_DIR_ENV = "ZOO_CACHE_DIR"
 # Entry names (sha256 hex keys) for `zoo.atomic.sweep` (older versions named temps by the first 16 digits).
 ENTRY_NAMES = r"[0-9a-f]{64}|[0-9a-f]{16}"
