@@ -84,7 +84,8 @@ def test_every_preset_matches_closed_form(name):
                           dict(activation="geglu_tanh", norm="rmsnorm_1p"), dict(qkv_bias=True, bias=False),
                           dict(norm_placement="parallel", final_norm=False),
                           dict(norm_placement="parallel_shared"),
-                          dict(norm_placement="post_sublayer", qk_norm=True, qk_norm_scope="all", n_kv_heads=1)])
+                          dict(norm_placement="post_sublayer", qk_norm=True, qk_norm_scope="all",
+                               n_kv_heads=1)])
 @pytest.mark.parametrize("arch", ["decoder", "encoder", "encoder_decoder"])
 def test_new_knobs_match_closed_form(arch, knobs):
     model = zoo.build(dict(arch=arch, d_model=32, n_heads=4, n_layers=2, vocab_size=50, **knobs))
