@@ -173,15 +173,17 @@ def test_unusable_cache_dir_env_is_one_error_naming_it_before_any_work(tmp_path,
 
 
 def test_an_entry_of_format_4_is_not_reused_so_the_chat_template_is_kept(cache_dir, tmp_path, monkeypatch):
-    """Format 4 saved the cached tokenizer without its chat template, under the same key (tokenizer_config.json
-    hashed as before): a run that hit such an entry lost a folder's template silently."""
+    """Format 4 saved the cached tokenizer without its chat template, under the same key
+    (tokenizer_config.json hashed as before): a run that hit such an entry lost a folder's template
+    silently."""
     import zoo.data.build
     from zoo.tasks import build_data
     from zoo.tokenizers import build_tokenizer
 
     corpus = tmp_path / "c.txt"
     corpus.write_text("the zebra runs under a blue river\n" * 50, encoding="utf-8")
-    folder = build_tokenizer({"name": "char"}, ["the zebra runs under a blue river\n"]).save_hf(tmp_path / "hf")
+    folder = build_tokenizer({"name": "char"},
+                             ["the zebra runs under a blue river\n"]).save_hf(tmp_path / "hf")
     template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
     config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
     (folder / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": template}),
