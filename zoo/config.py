@@ -43,6 +43,7 @@ class ModelConfig:
                                        # before; bidirectional, |i-j| <= W
     global_every: int = 0  # with sliding_window: every k-th layer (k,
                            # 2k, ...) attends globally; 0 = none does
+    global_first: bool = False  # with global_every: layers 0, k, 2k, ... are the global ones (ModernBERT)
     ffn: str = "mlp"  # mlp | none
     context_size: int = 0  # arch mlp_lm: tokens its MLP reads (the
                            # current one and k-1 before); others: unused
@@ -54,6 +55,8 @@ class ModelConfig:
     norm_eps: float = 1e-5
     norm_placement: str = "pre"  # residual wiring: pre | post | sandwich | parallel
     final_norm: bool | None = None  # default: the wiring's (True for pre/sandwich/parallel, False for post)
+    first_attn_norm: bool = True  # False: layer 0's attention norm is the identity (ModernBERT: the
+                                  # embedding norm right before it does that job)
     embed_norm: bool = False  # a norm right after the embeddings (BERT, BART)
     embed_scale: bool = False  # multiply token embeddings by sqrt(d_model) (Vaswani, Marian)
     residual: bool = True  # False drops the residual connections (minimal attention-only models)
@@ -112,10 +115,12 @@ class ModelConfig:
 
     def layer_is_local(self, index: int) -> bool:
         """Whether layer `index` (0-based, within its stack) uses the sliding window (Mistral: all; Gemma 2,
-        global_every=2: layers 0, 2, 4, ...)."""
+        global_every=2: layers 0, 2, 4, ...; ModernBERT, global_every=3 and global_first: all but 0, 3, ...)."""
         if self.sliding_window is None:
             return False
-        return not (self.global_every and (index + 1) % self.global_every == 0)
+        if not self.global_every:
+            return True
+        return index % self.global_every != (0 if self.global_first else self.global_every - 1)
 
     def layer_rotates(self, index: int) -> bool:
         """Whether layer `index` applies the rotary terms
