@@ -1,0 +1,294 @@
+"""The FastAPI application: /v1/models, /v1/completions and /v1/chat/completions in OpenAI's formats, each
+request's choices handed to the engine as sequences and their tokens turned back into text (whole JSON, or
+server-sent events ending with `data: [DONE]` when `stream` is true). Every refusal is an OpenAI error body
+with a 4xx status (zoo.serving.protocol); a client that goes away cancels its sequences, freeing their rows
+at the next step boundary."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi import Request as HTTPRequest
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.exceptions import HTTPException
+
+from zoo.generation.config import GenerationConfig
+from zoo.generation.logits import Choice
+from zoo.serving.engine import Engine, QueueFull, Sequence
+from zoo.serving.protocol import APIError, Request, parse_json, read_request
+from zoo.serving.text import ChoiceText
+
+COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions; chat defaults to the context left
+
+
+@dataclass
+class Served:
+    """What the server serves: the model (eval mode), its tokenizer, the name clients ask for, the context
+    (prompt + completion tokens), the engine that owns the model, and the per-request timeout (seconds)."""
+
+    model: Any
+    tokenizer: Any
+    name: str
+    context: int
+    engine: Engine
+    timeout: float = 600.0
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    @property
+    def stop_ids(self) -> frozenset[int]:
+        eos = self.tokenizer.eos_id
+        return frozenset() if eos is None else frozenset([eos])
+
+
+def create_app(served: Served) -> FastAPI:
+    """The ASGI application for `served` (its engine must be started by the caller)."""
+    app = FastAPI(title="zoo", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.served = served
+
+    @app.exception_handler(APIError)
+    async def api_error(_request: HTTPRequest, e: APIError) -> JSONResponse:
+        return JSONResponse(e.body(), status_code=e.status)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: HTTPRequest, e: HTTPException) -> JSONResponse:
+        message = (f"Unknown request URL: {request.method} {request.url.path}." if e.status_code == 404
+                   else str(e.detail))
+        return JSONResponse(APIError(e.status_code, message).body(), status_code=e.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_request: HTTPRequest, e: RequestValidationError) -> JSONResponse:
+        return JSONResponse(APIError(400, str(e)).body(), status_code=400)
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [_model_card(served)]}
+
+    @app.get("/v1/models/{model_id:path}")
+    async def model(model_id: str) -> dict[str, Any]:
+        _check_model(served, model_id)
+        return _model_card(served)
+
+    async def complete(request: HTTPRequest, endpoint: str):
+        req = read_request(parse_json(await request.body()), endpoint)
+        _check_model(served, req.model)
+        prompts = _prompt_ids(served, req)
+        max_tokens = _max_tokens(served, req, prompts)
+        queue: asyncio.Queue = asyncio.Queue()
+        seqs = _sequences(served, req, prompts, max_tokens, queue, asyncio.get_running_loop())
+        try:
+            served.engine.submit(seqs)
+        except QueueFull as e:
+            raise APIError(429, f"The server is busy ({e}); retry later.", type="requests",
+                           code="rate_limit_exceeded") from None
+        run = _Run(served, req, prompts, seqs, queue, max_tokens)
+        if req.stream:
+            return StreamingResponse(run.sse(), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache"})
+        return JSONResponse(await run.whole(request.is_disconnected))
+
+    @app.post("/v1/completions")
+    async def completions(request: HTTPRequest):
+        return await complete(request, "completion")
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: HTTPRequest):
+        return await complete(request, "chat")
+
+    return app
+
+
+def _model_card(served: Served) -> dict[str, Any]:
+    return {"id": served.name, "object": "model", "created": served.created, "owned_by": "zoo",
+            "max_model_len": served.context}
+
+
+def _check_model(served: Served, name: str) -> None:
+    if name != served.name:
+        raise APIError(404, f"The model `{name}` does not exist; this server serves `{served.name}`.",
+                       param="model", code="model_not_found")
+
+
+def _prompt_ids(served: Served, req: Request) -> list[list[int]]:
+    """Token ids of each prompt: text encoded without special tokens (as generate.py does), token ids as
+    given (checked against the vocabulary), a chat under the tokenizer's chat template."""
+    tok, vocab = served.tokenizer, served.model.config.vocab_size
+    if req.endpoint == "chat":
+        try:
+            return [tok.chat_ids(_text_parts(req.messages))]
+        except ValueError as e:
+            raise APIError(400, f"Invalid 'messages': {e}", param="messages") from None
+    prompts = []
+    for i, prompt in enumerate(req.prompts):
+        ids = tok.encode(prompt) if isinstance(prompt, str) else prompt
+        if not ids:
+            raise APIError(400, f"Invalid 'prompt': prompt {i} encodes to no tokens; give some text.",
+                           param="prompt")
+        bad = [t for t in ids if not 0 <= t < vocab]
+        if bad:
+            raise APIError(400, f"Invalid 'prompt': token ids {bad[:5]} are outside the vocabulary "
+                                f"[0, {vocab}).", param="prompt")
+        prompts.append(ids)
+    return prompts
+
+
+def _text_parts(messages: list[Any]) -> list[Any]:
+    """OpenAI's content parts ([{"type": "text", "text": ...}, ...]) joined into one string per message."""
+    out = []
+    for m in messages:
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text"
+                                             and isinstance(p.get("text"), str) for p in content):
+            m = {**m, "content": "".join(p["text"] for p in content)}
+        out.append(m)
+    return out
+
+
+def _max_tokens(served: Served, req: Request, prompts: list[list[int]]) -> int:
+    longest = max(len(p) for p in prompts)
+    default = COMPLETION_DEFAULT_MAX_TOKENS if req.endpoint == "completion" else served.context - longest
+    wanted = default if req.max_tokens is None else req.max_tokens
+    if longest + max(wanted, 0) > served.context or longest >= served.context:
+        param = "messages" if req.endpoint == "chat" else "prompt"
+        raise APIError(400, f"This model's maximum context length is {served.context} tokens. However, you "
+                            f"requested {longest + wanted} tokens ({longest} in the {param}, {wanted} in the "
+                            "completion). "
+                            "Please reduce the length of the prompt or the completion.",
+                       param=param, code="context_length_exceeded")
+    return wanted
+
+
+def choice_for(req: Request, k: int, device: Any = "cpu") -> Choice:
+    """How choice k picks tokens: greedy when temperature is 0, else sampling with temperature and top-p
+    from a generator seeded with `seed + k` (unseeded: torch's global generator). Choice k of a seeded
+    request equals `model.generate(ids, do_sample=True, temperature=t, top_p=p, seed=seed + k)`."""
+    if req.temperature == 0:
+        return GenerationConfig().choice(device)
+    seed = None if req.seed is None else req.seed + k
+    return GenerationConfig(do_sample=True, temperature=req.temperature,
+                            top_p=req.top_p if req.top_p < 1 else None, seed=seed).choice(device)
+
+
+def _sequences(served: Served, req: Request, prompts: list[list[int]], max_tokens: int,
+               queue: asyncio.Queue, loop: asyncio.AbstractEventLoop) -> list[Sequence]:
+    """One sequence per (prompt, choice), index prompt * n + choice; tokens come back on `queue`."""
+    if max_tokens == 0:
+        return []
+    device = next(served.model.parameters()).device
+    deadline = time.monotonic() + served.timeout
+    seqs = []
+    for p, prompt in enumerate(prompts):
+        for k in range(req.n):
+            index = p * req.n + k
+
+            def deliver(token: int | None, finish: str | None, index: int = index) -> None:
+                loop.call_soon_threadsafe(queue.put_nowait, (index, token, finish))
+
+            seqs.append(Sequence(prompt, max_tokens, choice_for(req, k, device), served.stop_ids, deliver,
+                                 deadline))
+    return seqs
+
+
+class _Run:
+    """One request in flight: its choices' texts as tokens arrive, as one JSON body or as SSE chunks."""
+
+    def __init__(self, served: Served, req: Request, prompts: list[list[int]], seqs: list[Sequence],
+                 queue: asyncio.Queue, max_tokens: int) -> None:
+        self.served, self.req, self.seqs, self.queue = served, req, seqs, queue
+        count = len(prompts) * req.n
+        decode = served.tokenizer.decode
+        self.texts = [ChoiceText(decode, req.stop) for _ in range(count)]
+        self.tokens = [0] * count
+        self.finish: list[str | None] = [None if seqs else "length"] * count
+        self.prompt_tokens = sum(len(p) for p in prompts)
+        chat = req.endpoint == "chat"
+        self.id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+        self.object = "chat.completion" if chat else "text_completion"
+        self.created = int(time.time())
+
+    async def events(self, poll: Callable[[], Awaitable[bool]] | None = None,
+                     ) -> AsyncIterator[tuple[int, str, str | None]]:
+        """(choice index, new text, finish reason or None) until every choice has finished. `poll`: checked
+        each second while waiting; True (the client left) ends the run."""
+        try:
+            while any(f is None for f in self.finish):
+                try:
+                    index, token, finish = await asyncio.wait_for(self.queue.get(), 1.0 if poll else None)
+                except TimeoutError:
+                    if await poll():
+                        return
+                    continue
+                if self.finish[index] is not None:  # ended by a stop string; the engine ran on a little
+                    continue
+                if finish is not None and token is None:
+                    self._fail(finish)
+                self.tokens[index] += 1
+                keep = None if token in self.served.stop_ids else token
+                delta, stopped = self.texts[index].add(keep, final=finish is not None)
+                if stopped:
+                    finish = "stop"
+                    self.seqs[index].cancelled = True
+                self.finish[index] = finish
+                yield index, delta, finish
+        finally:  # done, failed, or the client went away: free every row still running
+            for seq in self.seqs:
+                seq.cancelled = True
+
+    def _fail(self, finish: str) -> None:
+        if finish == "timeout":
+            raise APIError(408, f"The request did not finish within the server's timeout "
+                                f"({self.served.timeout:g} s).", type="timeout", code="timeout")
+        raise APIError(500, f"The model failed while decoding ({finish}).", type="server_error")
+
+    def usage(self) -> dict[str, int]:
+        done = sum(self.tokens)
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": done,
+                "total_tokens": self.prompt_tokens + done}
+
+    def _choice(self, index: int, text: str, finish: str | None, *, chunk: bool) -> dict[str, Any]:
+        if self.req.endpoint == "completion":
+            return {"index": index, "text": text, "logprobs": None, "finish_reason": finish}
+        key, message = ("delta", {"content": text}) if chunk else ("message",
+                                                                   {"role": "assistant", "content": text})
+        return {"index": index, key: message, "logprobs": None, "finish_reason": finish}
+
+    def _envelope(self, choices: list[dict[str, Any]], chunk: bool) -> dict[str, Any]:
+        kind = self.object + (".chunk" if chunk and self.req.endpoint == "chat" else "")
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.served.name,
+                "choices": choices}
+
+    async def whole(self, poll: Callable[[], Awaitable[bool]]) -> dict[str, Any]:
+        async for _ in self.events(poll):
+            pass
+        choices = [self._choice(i, t.text, self.finish[i], chunk=False) for i, t in enumerate(self.texts)]
+        return {**self._envelope(choices, False), "usage": self.usage()}
+
+    async def sse(self) -> AsyncIterator[str]:
+        """Server-sent events: a role chunk per chat choice, a chunk per piece of text, one with each choice's
+        finish reason, the usage chunk when asked for, then `data: [DONE]`."""
+        def data(body: dict[str, Any]) -> str:
+            return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+        usage = {"usage": None} if self.req.include_usage else {}
+        if self.req.endpoint == "chat":
+            for i in range(len(self.texts)):
+                first = {"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                         "finish_reason": None}
+                yield data({**self._envelope([first], True), **usage})
+        try:
+            async for index, delta, finish in self.events():
+                if delta or finish:
+                    yield data({**self._envelope([self._choice(index, delta, finish, chunk=True)], True),
+                                **usage})
+        except APIError as e:
+            yield data(e.body())
+        if self.req.include_usage:
+            yield data({**self._envelope([], True), "usage": self.usage()})
+        yield "data: [DONE]\n\n"

@@ -1,0 +1,122 @@
+"""`python serve.py ckpt=... | hf=<folder> [host= port= ...]`: key=value options checked against a schema
+(unknown keys fail with a close match), the model opened once, the engine started, uvicorn run.
+`start_server` runs the same application on a background thread (tests, the load test)."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from zoo.serving.app import Served, create_app
+from zoo.serving.engine import Engine
+from zoo.utils import did_you_mean
+
+
+@dataclass
+class ServeConfig:
+    """Everything `python serve.py key=value ...` accepts."""
+
+    ckpt: str | None = None  # a training checkpoint (.ckpt) or a zoo export folder
+    hf: str | None = None  # a Hugging Face model folder (config.json, weights, tokenizer.json)
+    host: str = "127.0.0.1"
+    port: int = 8000
+    model_name: str | None = None  # the id clients send as "model"; default: the checkpoint / folder name
+    max_batch: int = 64  # rows decoded together (requests x n)
+    max_queue: int = 256  # sequences waiting for a row; more get 429
+    timeout: float = 600.0  # seconds a request may take, queued and running
+    device: str = "cpu"
+    log_level: str = "info"  # uvicorn's: critical, error, warning, info, debug, trace
+
+
+def parse_overrides(argv: Sequence[str]) -> ServeConfig:
+    """`key=value` strings -> a checked ServeConfig (values parsed as YAML, as Hydra does)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    known = [f.name for f in dataclasses.fields(ServeConfig)]
+    for arg in argv:
+        key = arg.split("=", 1)[0]
+        if "=" not in arg:
+            raise ValueError(f"Arguments are key=value options, got {arg!r}. Known keys: {', '.join(known)}.")
+        if key not in known:
+            raise ValueError(f"Unknown option {key!r}.{did_you_mean(key, known)} Known keys: "
+                             f"{', '.join(known)}.")
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(ServeConfig), OmegaConf.from_dotlist(list(argv)))
+    except OmegaConfBaseException as e:
+        raise ValueError(f"Bad option: {e.msg if hasattr(e, 'msg') else e}") from None
+    cfg = ServeConfig(**OmegaConf.to_container(merged))
+    if (cfg.ckpt is None) == (cfg.hf is None):
+        raise ValueError("Give one of ckpt=PATH (a training checkpoint or a zoo export folder) or "
+                         "hf=FOLDER (a Hugging Face model folder).")
+    for name, low in (("port", 0), ("max_batch", 1), ("max_queue", 0)):
+        if getattr(cfg, name) < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {getattr(cfg, name)!r}.")
+    if not cfg.timeout > 0:
+        raise ValueError(f"timeout must be a number of seconds > 0, got {cfg.timeout!r}.")
+    from zoo.generation.cli import check_device
+
+    check_device(cfg.device)
+    return cfg
+
+
+def open_served(cfg: ServeConfig) -> Served:
+    """Read the model and tokenizer once, check they can be served, start the engine."""
+    if cfg.ckpt is not None:
+        from zoo.apps import open_model
+
+        model, tokenizer, _ = open_model(cfg.ckpt)
+        name = cfg.model_name or Path(cfg.ckpt).name
+    else:
+        from zoo.pretrained import from_pretrained
+        from zoo.tokenizers import load_hf_tokenizer
+
+        model, tokenizer = from_pretrained(cfg.hf), load_hf_tokenizer(cfg.hf)
+        name = cfg.model_name or Path(cfg.hf).resolve().name
+    return served_model(model.to(cfg.device), tokenizer, name, max_batch=cfg.max_batch,
+                        max_queue=cfg.max_queue, timeout=cfg.timeout)
+
+
+def served_model(model, tokenizer, name: str, *, max_batch: int = 64, max_queue: int = 256,
+                 timeout: float = 600.0) -> Served:
+    """A decoder language model and its tokenizer, ready to serve (engine started)."""
+    config = model.config
+    if config.arch != "decoder" or config.head != "lm":
+        raise ValueError(f"serve.py serves decoder language models (arch=decoder, head=lm); this model is "
+                         f"arch={config.arch!r}, head={config.head!r}.")
+    engine = Engine(model.eval(), pad_id=config.pad_id, max_batch=max_batch, max_queue=max_queue).start()
+    return Served(model, tokenizer, name, config.max_seq_len, engine, timeout)
+
+
+def start_server(served: Served, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"):
+    """Run the application on a background thread; returns (uvicorn server, thread, bound port). Stop it
+    with `server.should_exit = True; thread.join()`."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(create_app(served), host=host, port=port, log_level=log_level,
+                                           timeout_graceful_shutdown=1))
+    thread = threading.Thread(target=server.run, name="zoo-serving-http", daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError(f"the server did not start on {host}:{port}")
+        threading.Event().wait(0.01)
+    bound = server.servers[0].sockets[0].getsockname()[1]
+    return server, thread, bound
+
+
+def main(argv: Sequence[str]) -> int:
+    import uvicorn
+
+    cfg = parse_overrides(argv)
+    served = open_served(cfg)
+    print(f"serving {served.name!r} (context {served.context} tokens) on http://{cfg.host}:{cfg.port}/v1",
+          flush=True)
+    try:
+        uvicorn.run(create_app(served), host=cfg.host, port=cfg.port, log_level=cfg.log_level)
+    finally:
+        served.engine.close()
+    return 0

@@ -1,0 +1,169 @@
+"""Continuous batching: one thread owns the model and steps the running batch one token at a time. Between
+two steps (a step boundary) rows that finished, were cancelled (a client went away, a stop string matched)
+or ran past their deadline leave, and waiting requests join after a prefill of their own; every row then
+gets one token from the same forward call. Requests wait in a bounded queue; `submit` refuses when it is
+full (the server answers 429).
+
+Each row picks its token exactly as `model.generate` does for that request alone (zoo.generation.logits'
+Choice: argmax, or temperature / top-p then one multinomial draw from the row's own seeded generator), so a
+request gives the same tokens whether it runs alone or among others."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from zoo.generation.logits import Choice
+from zoo.serving.batch import RunningBatch
+
+# (new token or None, finish reason or None): called on the engine thread; must not block
+Deliver = Callable[[int | None, str | None], None]
+
+
+class QueueFull(Exception):
+    """The waiting queue holds `max_queue` sequences already."""
+
+
+@dataclass(eq=False)
+class Sequence:
+    """One choice of one request: its prompt ids, budget, how it picks tokens, where its tokens go."""
+
+    prompt: list[int]
+    max_tokens: int  # >= 1
+    choice: Choice
+    stop_ids: frozenset[int]
+    deliver: Deliver
+    deadline: float = float("inf")  # time.monotonic() after which it ends with finish "timeout"
+    cancelled: bool = False  # set by the server (any thread): the row leaves at the next step boundary
+    produced: int = 0
+    done: bool = field(default=False, repr=False)
+
+
+class Engine:
+    """The model's one owner. `submit` from any thread; `start` runs the loop in a daemon thread."""
+
+    def __init__(self, model, *, pad_id: int, max_batch: int = 64, max_queue: int = 256) -> None:
+        if max_batch < 1 or max_queue < 0:
+            raise ValueError(f"max_batch must be >= 1 and max_queue >= 0, got {max_batch}, {max_queue}.")
+        self.model, self.max_batch, self.max_queue = model, max_batch, max_queue
+        self.batch = RunningBatch(model, pad_id)
+        self.rows: list[Sequence] = []
+        self.pending = torch.zeros(0, dtype=torch.long)  # (B,) each row's last token, fed at the next step
+        self._waiting: deque[Sequence] = deque()
+        self._cond = threading.Condition()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self.steps = 0  # decode steps run (for tests and the load test)
+
+    # ----- any thread -----
+    def submit(self, seqs: list[Sequence]) -> None:
+        """Queue the sequences of one request, all or none; QueueFull when they do not fit."""
+        with self._cond:
+            if len(self._waiting) + len(seqs) > self.max_queue:
+                raise QueueFull(f"{len(self._waiting)} sequences are waiting (the bound is {self.max_queue})")
+            self._waiting.extend(seqs)
+            self._cond.notify()
+
+    def load(self) -> tuple[int, int]:
+        """(rows running, sequences waiting)."""
+        with self._cond:
+            return len(self.rows), len(self._waiting)
+
+    def start(self) -> Engine:
+        self._thread = threading.Thread(target=self._loop, name="zoo-serving-engine", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join()
+
+    # ----- the engine thread -----
+    def _loop(self) -> None:
+        torch.set_grad_enabled(False)  # per thread: this one only decodes
+        while True:
+            with self._cond:
+                while not self._closed and not self._waiting and not self.rows:
+                    self._cond.wait()
+                if self._closed:
+                    return
+                free = self.max_batch - sum(not s.done and not s.cancelled for s in self.rows)
+                joining = [self._waiting.popleft() for _ in range(min(free, len(self._waiting)))]
+            try:
+                with torch.inference_mode():
+                    self.step(joining)
+            except Exception as e:  # a failed forward: end every row it touched, keep serving
+                for seq in self.rows + joining:
+                    if not seq.done:
+                        seq.done = True
+                        seq.deliver(None, f"error: {type(e).__name__}: {e}")
+                self.rows, self.pending = [], self.pending[:0]
+                self.batch.rebuild([])
+
+    def step(self, joining: list[Sequence]) -> None:
+        """One step boundary and one decode step: drop finished rows, prefill and admit `joining`, then one
+        token for every row."""
+        now = time.monotonic()
+        keep = [i for i, seq in enumerate(self.rows) if self._alive(seq, now)]
+        joining = [seq for seq in joining if self._alive(seq, now)]
+        admitted: tuple | None = None
+        if joining:
+            logits, cache, mask = self.batch.prefill([seq.prompt for seq in joining])
+            tokens = self._pick(joining, logits)
+            live = [j for j, seq in enumerate(joining) if not self._emit(seq, int(tokens[j]))]
+            if live:
+                index = torch.tensor(live, dtype=torch.long)
+                if len(live) < len(joining):
+                    cache.reorder(index)
+                admitted = ([joining[j] for j in live], tokens[index], (cache, mask.index_select(0, index)))
+        if admitted is not None or len(keep) < len(self.rows):
+            self.batch.rebuild(keep, admitted[2] if admitted else None)
+            rows, pending = [self.rows[i] for i in keep], self.pending[keep]
+            if admitted is not None:
+                rows, pending = rows + admitted[0], torch.cat([pending, admitted[1]])
+            with self._cond:
+                self.rows, self.pending = rows, pending
+        if not self.rows:
+            return
+        logits = self.batch.step(self.pending)  # (B, V)
+        self.steps += 1
+        self.pending = self._pick(self.rows, logits)
+        for seq, token in zip(self.rows, self.pending.tolist(), strict=True):
+            self._emit(seq, token)
+
+    @staticmethod
+    def _alive(seq: Sequence, now: float) -> bool:
+        if seq.done or seq.cancelled:
+            return False
+        if now > seq.deadline:
+            seq.done = True
+            seq.deliver(None, "timeout")
+            return False
+        return True
+
+    @staticmethod
+    def _pick(seqs: list[Sequence], logits: torch.Tensor) -> torch.Tensor:
+        """(B, V) -> (B,): greedy rows by one argmax, sampling rows one draw each from their own generator."""
+        tokens = logits.argmax(dim=-1)
+        for i, seq in enumerate(seqs):
+            if seq.choice.sample:
+                tokens[i] = seq.choice.pick(logits[i : i + 1])[0]
+        return tokens
+
+    @staticmethod
+    def _emit(seq: Sequence, token: int) -> bool:
+        """Hand one token to its request; True when the sequence is finished with it."""
+        seq.produced += 1
+        finish = ("stop" if token in seq.stop_ids
+                  else "length" if seq.produced >= seq.max_tokens else None)
+        seq.done = finish is not None
+        seq.deliver(token, finish)
+        return seq.done
