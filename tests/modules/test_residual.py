@@ -38,13 +38,14 @@ def _ln(norm, x):
     return F.layer_norm(x, x.shape[-1:], norm.weight, norm.bias, norm.eps)
 
 
-def _reference(block, wiring, x, memory):
-    """The textbook formula of each wiring, one line per sub-layer."""
+def _reference(block, wiring, x, memory, unnormed=()):
+    """The textbook formula of each wiring, one line per sub-layer; sub-layers in `unnormed` read their
+    input without the norm."""
     subs = [("self", lambda h: _attend(block.self_attn, h, causal=True))]
     if memory is not None:
         subs.append(("cross", lambda h: _attend(block.cross_attn, h, memory)))
     subs.append(("ffn", lambda h: _ffn(block.ffn, h)))
-    norm = lambda name, h: _ln(getattr(block, f"norm_{name}"), h)  # noqa: E731
+    norm = lambda name, h: h if name in unnormed else _ln(getattr(block, f"norm_{name}"), h)  # noqa: E731
     if wiring == "parallel":  # x + sum_i f_i(norm_i(x))
         return x + sum(f(norm(name, x)) for name, f in subs)
     if wiring == "parallel_shared":  # x + sum_i f_i(norm(x)), one norm
@@ -100,3 +101,52 @@ def test_final_norm_default_belongs_to_the_wiring(wiring):
     forced = zoo.build(dict(arch="decoder", d_model=8, n_heads=2, n_layers=1, norm_placement=wiring,
                             final_norm=not has_final))
     assert isinstance(forced.decoder_stack.final_norm, torch.nn.Identity) == has_final
+
+
+@pytest.mark.parametrize("wiring", WIRINGS.names())
+def test_first_attn_norm_false_drops_layer_0s_attention_norm_only(wiring):
+    """ModernBERT's layer 0: x + attn(x), then x + ffn(norm(x)); every other norm stays. A wiring without an
+    attention input norm of its own (post, post_sublayer, parallel_shared) refuses the knob by name."""
+    import zoo
+    from zoo.modules.block import Stack
+
+    cfg = ModelConfig(d_model=16, n_heads=2, n_layers=2, norm_placement=wiring, first_attn_norm=False)
+    if not WIRINGS.get(wiring).input_norms:
+        with pytest.raises(ValueError, match=rf"first_attn_norm=false .*model.norm_placement='{wiring}'"):
+            zoo.build(cfg)
+        return
+    torch.manual_seed(0)
+    stack = Stack(cfg, 2).eval()
+    first, second = stack.layers
+    assert isinstance(first.norm_self, torch.nn.Identity) and isinstance(first.norm_ffn, torch.nn.LayerNorm)
+    assert isinstance(second.norm_self, torch.nn.LayerNorm)
+    with torch.no_grad():
+        for p in stack.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+        x = 3.0 * torch.randn(2, 5, 16)  # far from unit scale: a norm left in place would show
+        mask = build_mask(None, causal=True, q_len=5, k_len=5)
+        out, _, _ = first(x, mask)
+        torch.testing.assert_close(out, _reference(first, wiring, x, None, unnormed=("self",)),
+                                   atol=1e-5, rtol=1e-5)
+        assert (out - _reference(second, wiring, x, None)).abs().max() > 1e-2  # layer 1 keeps its norm
+
+
+def test_first_attn_norm_hand_checked():
+    """One head of width 2, identity q/k/v/o and no FFN: layer 0 without its attention norm returns
+    x + mean of the (unnormalised) rows it attends to, worked out by hand; with the norm, the rows' mean
+    after LayerNorm."""
+    import zoo
+
+    cfg = dict(arch="encoder", d_model=2, n_heads=1, n_layers=1, ffn="none", bias=False, positional="none",
+               final_norm=False, attn_scale=1e-9)  # scores ~0: uniform attention, an exact mean
+    x = torch.tensor([[[1.0, 3.0], [5.0, -1.0]]])  # (B=1, T=2, C=2)
+    expected = {False: x + torch.tensor([3.0, 1.0]),  # mean of the raw rows
+                True: x + torch.tensor([0.0, 0.0])}  # LayerNorm rows (-1, 1) and (1, -1) average to 0
+    for keep in (False, True):
+        model = zoo.build({**cfg, "first_attn_norm": keep})
+        block = model.encoder_stack.layers[0]
+        with torch.no_grad():
+            block.self_attn.qkv.weight.copy_(torch.eye(2).repeat(3, 1))
+            block.self_attn.o.weight.copy_(torch.eye(2))
+            out, _, _ = block(x, build_mask(None, causal=False, q_len=2, k_len=2))
+        torch.testing.assert_close(out, expected[keep], atol=1e-4, rtol=0), keep

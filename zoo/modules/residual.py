@@ -9,7 +9,9 @@ f (self-attention, cross-attention, FFN) with norms, dropout and the residual ad
 - parallel_shared (GPT-J, Phi-2): x = x + f1(norm(x)) + f2(norm(x)) + ...   (one norm for all sub-layers)
 
 A wiring creates the norms it needs on the block (`norm_<sub>`, and `post_norm_<sub>` for sandwich, so
-state-dict and trace names stay stable) and says whether the stack ends in a final norm by default."""
+state-dict and trace names stay stable) and says whether the stack ends in a final norm by default. Where each
+sub-layer reads its input through its own norm (pre, sandwich, parallel), `model.first_attn_norm=false` makes
+layer 0's attention norm the identity (ModernBERT: the embedding norm right before it does that job)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,20 @@ class Wiring:
     """Base: one norm per sub-layer on its input (pre-norm), applied in sequence."""
 
     final_norm = True  # default of model.final_norm: a stack whose output is not normalised needs one
+    input_norms = True  # each sub-layer reads its input through a norm of its own (`norm_<sub>`)
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        """model.first_attn_norm=false needs an attention input norm of its own to drop."""
+        if not cfg.first_attn_norm and not cls.input_norms:
+            keeps = [n for n in WIRINGS.names() if WIRINGS.get(n).input_norms]
+            raise ValueError(f"model.first_attn_norm=false drops layer 0's attention input norm, but "
+                             f"model.norm_placement={cfg.norm_placement!r} has no input norm of the "
+                             f"attention alone; it applies to norm_placement {' | '.join(keeps)}.")
+
+    def without_input_norm(self, block: nn.Module, name: str) -> None:
+        """Sub-layer `name` of `block` reads its input unnormalised (model.first_attn_norm=false, layer 0)."""
+        setattr(block, f"norm_{name}", nn.Identity())
 
     def add_norms(self, block: nn.Module, name: str, cfg) -> None:
         """Create the norms sub-layer `name` needs as attributes of `block`."""
@@ -61,6 +77,7 @@ class PostNorm(Wiring):
     """norm(x + f(x)): every sub-layer already ends in a norm, so no final norm by default."""
 
     final_norm = False
+    input_norms = False  # the norm is after the add
 
     def step(self, block: nn.Module, x: torch.Tensor, name: str, f) -> torch.Tensor:
         return self.norm(block, name)(residual_add(block, x, block.drop(f(x))))
@@ -84,6 +101,8 @@ class PostSublayerNorm(Wiring):
     """x + post_norm(f(x)): each sub-layer's output is normalised before the add, its input is not (OLMo 2);
     the stream is never normalised, so the stack ends with a final norm."""
 
+    input_norms = False
+
     def add_norms(self, block: nn.Module, name: str, cfg) -> None:
         setattr(block, f"post_norm_{name}", make_norm(cfg))
 
@@ -103,6 +122,8 @@ class ParallelNorm(Wiring):
 @WIRINGS.register("parallel_shared")
 class SharedParallelNorm(Wiring):
     """x + sum_i f_i(norm(x)): parallel sub-layers behind one norm (`norm_self`), as GPT-J and Phi-2 have."""
+
+    input_norms = False  # one norm shared by every sub-layer, not the attention's own
 
     def add_norms(self, block: nn.Module, name: str, cfg) -> None:
         if name == "self":  # the first sub-layer's norm serves them all
