@@ -56,6 +56,8 @@ def closed_form(c: ModelConfig) -> int:
         return pos + c.type_vocab_size * d + (_norm(c) if c.embed_norm else 0)
 
     tokens = v * d
+    # first_attn_norm=false: one norm fewer per stack, layer 0's before its self-attention (ModernBERT)
+    self_attn_0 = self_attn - (0 if c.first_attn_norm else _norm(c))
     out = (0 if c.tie_embeddings else v * d) + (v if c.head_bias else 0)
     if c.arch == "mlp_lm":  # Bengio et al.: window of context_size embeddings -> hidden -> back to d_model
         hidden = c.d_ff or round(c.ffn_ratio * d)
@@ -68,8 +70,8 @@ def closed_form(c: ModelConfig) -> int:
         enc, dec = c.encoder_layers or c.n_layers, c.decoder_layers or c.n_layers
         tokens *= 1 if c.share_embeddings else 2
         return (tokens + 2 * side() + enc * (self_attn + ffn) + dec * (self_attn + cross_attn + ffn)
-                + 2 * final + out)
-    return tokens + side() + c.n_layers * (self_attn + ffn) + final + out
+                + 2 * final + out - 2 * (self_attn - self_attn_0))
+    return tokens + side() + c.n_layers * (self_attn + ffn) + final + out - (self_attn - self_attn_0)
 
 
 @pytest.mark.parametrize("name", zoo.list_models())
@@ -85,7 +87,9 @@ def test_every_preset_matches_closed_form(name):
                           dict(norm_placement="parallel", final_norm=False),
                           dict(norm_placement="parallel_shared"),
                           dict(norm_placement="post_sublayer", qk_norm=True, qk_norm_scope="all",
-                               n_kv_heads=1)])
+                               n_kv_heads=1),
+                          dict(first_attn_norm=False),
+                          dict(norm_placement="sandwich", first_attn_norm=False)])
 @pytest.mark.parametrize("arch", ["decoder", "encoder", "encoder_decoder"])
 def test_new_knobs_match_closed_form(arch, knobs):
     model = zoo.build(dict(arch=arch, d_model=32, n_heads=4, n_layers=2, vocab_size=50, **knobs))

@@ -51,16 +51,17 @@ class Gemma(LlamaShaped):
         return {**more, "head_dim": hf.get("head_dim", 256)}, checks  # kept as given, even when the default
 
 
-def local_layers(n_layers: int, global_every: int) -> list[bool]:
-    """Which layers zoo's `global_every` makes local (asked of ModelConfig.layer_is_local)."""
-    cfg = ModelConfig(sliding_window=1, global_every=global_every)
+def local_layers(n_layers: int, global_every: int, global_first: bool = False) -> list[bool]:
+    """Which layers zoo's `global_every` (and `global_first`) make local (asked of
+    ModelConfig.layer_is_local)."""
+    cfg = ModelConfig(sliding_window=1, global_every=global_every, global_first=global_first)
     return [cfg.layer_is_local(i) for i in range(n_layers)]
 
 
-def global_every_for(local: list[bool]) -> int | None:
+def global_every_for(local: list[bool], global_first: bool = False) -> int | None:
     """zoo's `global_every` giving this local/global pattern (Gemma 2's alternation first), or None."""
     for every in (2, 0, *range(1, len(local) + 1)):
-        if local_layers(len(local), every) == local:
+        if local_layers(len(local), every, global_first) == local:
             return every
     return None
 
@@ -120,17 +121,22 @@ class Gemma2(Gemma):
 
 @dataclass(frozen=True)
 class LayerTypeRope:
-    """Gemma 3's RoPE, `rope_parameters` per layer type (4.x: `rope_theta` and `rope_scaling` for the global
-    layers, `rope_local_base_freq` for the local ones): the global as Llama's, the local plain."""
+    """RoPE per layer type, `rope_parameters` {full_attention: ..., sliding_attention: ...}; 4.x keys: the
+    `base` of each Rope (and `rope_scaling` for the global layers), each base defaulting to its `*_default`.
+    Gemma 3's: the global as Llama's, the local plain."""
 
     full: Rope = Rope(ROPE_TYPES)
     sliding: Rope = Rope(PLAIN_ROPE, base="rope_local_base_freq")
+    full_default: float = 1e6
+    sliding_default: float = 1e4
 
     def from_hf(self, hf: Mapping[str, Any]) -> tuple[dict[str, Any], Checks]:
         params = hf.get("rope_parameters") or {}
-        out, checks = self.full.from_hf({"rope_theta": 1e6, **hf, "rope_parameters": params.get(GLOBAL)})
-        local, local_checks = self.sliding.from_hf({"rope_local_base_freq": 1e4, **hf, "rope_scaling": None,
-                                                    "rope_parameters": params.get(LOCAL)})  # 4.x: global
+        out, checks = self.full.from_hf({self.full.base: self.full_default, **hf,
+                                         "rope_parameters": params.get(GLOBAL)})
+        local, local_checks = self.sliding.from_hf({self.sliding.base: self.sliding_default, **hf,
+                                                    "rope_scaling": None,  # 4.x: the global layers'
+                                                    "rope_parameters": params.get(LOCAL)})
         checks.update({f"{LOCAL} {k}": v for k, v in local_checks.items()})
         checks["rope_parameters per layer type"] = (set(params) <= {LOCAL, GLOBAL}, True)
         return {**out, "rope_local_base": local["rope_base"]}, checks

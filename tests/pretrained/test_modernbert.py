@@ -1,0 +1,188 @@
+"""ModernBERT import/export parity against transformers' ModernBertForMaskedLM and ModernBertModel: pre-norm
+without layer 0's attention norm, GeGLU, no biases, global layers 0, 3 (RoPE base 1e4 here) and local ones
+within local_attention // 2 = 4 tokens on either side (base 100), on right-padded batches of 20 tokens (longer
+than the window). Every weight is perturbed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from transformers import (
+    ModernBertConfig,
+    ModernBertForMaskedLM,
+    ModernBertForSequenceClassification,
+    ModernBertModel,
+)
+
+import zoo
+from tests.pretrained.helpers import perturbed, right_padded, saved
+from zoo.config import ModelConfig
+from zoo.pretrained import FAMILIES
+from zoo.pretrained.roundtrip import effective
+
+LOCAL, GLOBAL = "sliding_attention", "full_attention"
+SHAPE = dict(hidden_size=32, intermediate_size=40, num_hidden_layers=6, num_attention_heads=4, vocab_size=99,
+             max_position_embeddings=64, local_attention=8, global_rope_theta=1e4, local_rope_theta=100.0,
+             pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2)
+
+
+def tiny(cls=ModernBertForMaskedLM, **kw):
+    return perturbed(cls(ModernBertConfig(**{**SHAPE, **kw})), scale=0.2)
+
+
+def outputs(model, ids, mask):
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask) if not isinstance(model, zoo.models.ZooModel) \
+            else model(ids, attention_mask=mask)
+    logits = getattr(out, "logits", None)
+    return logits if logits is not None else out.last_hidden_state
+
+
+def same_outputs(hf, model, vocab: int = 99) -> None:
+    """Right-padded rows of 20, 14 and 7 tokens: every real position within 1e-4."""
+    ids, mask = right_padded(3, 20, vocab, [20, 14, 7])
+    real = mask.bool()
+    assert (outputs(model, ids, mask)[real] - outputs(hf, ids, mask)[real]).abs().max() < 1e-4
+
+
+def test_mlm_logits_match(tmp_path):
+    hf = tiny()
+    model = zoo.from_pretrained(saved(hf, tmp_path))
+    c = model.config
+    assert (c.arch, c.norm_placement, c.first_attn_norm, c.embed_norm, c.bias, c.activation) == (
+        "encoder", "pre", False, True, False, "geglu")
+    assert (c.sliding_window, c.global_every, c.global_first, c.rope_base, c.rope_local_base) == (
+        4, 3, True, 1e4, 100.0)
+    assert (c.head, c.head_transform, c.head_bias, c.tie_embeddings) == ("lm", True, True, True)
+    assert [c.layer_is_local(i) for i in range(6)] == [t == LOCAL for t in hf.config.layer_types]
+    same_outputs(hf, model)
+
+
+def test_each_setting_really_acts_here(tmp_path):
+    """The window (off by one), the local base, which layers are global and layer 0's missing norm each move
+    these logits far past the tolerance."""
+    path = saved(tiny(), tmp_path)
+    ids, mask = right_padded(3, 20, 99, [20, 14, 7])
+    logits = outputs(zoo.from_pretrained(path), ids, mask)
+    for knob, value in (("sliding_window", 5), ("sliding_window", 3), ("rope_local_base", None),
+                        ("global_first", False)):
+        changed = outputs(zoo.from_pretrained(path, **{knob: value}), ids, mask)
+        assert (changed - logits).abs().max() > 0.1, (knob, value)
+
+
+def test_bare_model_hidden_states_match(tmp_path):
+    hf = tiny(ModernBertModel)
+    model = zoo.from_pretrained(saved(hf, tmp_path))
+    assert model.config.head == "none"
+    same_outputs(hf, model)
+
+
+def test_other_activations_untied_head_without_bias_and_another_pattern(tmp_path):
+    """tanh-GELU gates, a SiLU head, an untied decoder without bias, layer_types of another k (every 2nd),
+    and biases everywhere (attention, MLP, norms, head dense)."""
+    biases = dict(attention_bias=True, mlp_bias=True, norm_bias=True, classifier_bias=True)
+    hf = tiny(hidden_activation="gelu_pytorch_tanh", classifier_activation="silu", tie_word_embeddings=False,
+              decoder_bias=False, global_attn_every_n_layers=2, **biases)
+    model = zoo.from_pretrained(saved(hf, tmp_path))
+    c = model.config
+    assert (c.activation, c.head_activation, c.tie_embeddings, c.head_bias, c.global_every, c.bias) == (
+        "geglu_tanh", "silu", False, False, 2, True)
+    same_outputs(hf, model)
+    export = zoo.save_pretrained(model, tmp_path / "export")
+    same_outputs(ModernBertForMaskedLM.from_pretrained(export).eval(), model)
+
+
+@pytest.mark.parametrize("cls", [ModernBertForMaskedLM, ModernBertModel], ids=["mlm", "bare"])
+def test_export_round_trip_is_exact_and_loads_in_transformers(tmp_path, cls):
+    model = zoo.from_pretrained(saved(tiny(cls), tmp_path))
+    out = zoo.save_pretrained(model, tmp_path / "export")
+    again = zoo.from_pretrained(out)
+    assert again.config == model.config
+    for (name, a), (_, b) in zip(model.state_dict().items(), again.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
+    written = json.loads((out / "config.json").read_text())
+    assert (written["architectures"], written["layer_types"], written["local_attention"]) == (
+        [cls.__name__], [GLOBAL, LOCAL, LOCAL] * 2, 8)
+    assert (written["global_attn_every_n_layers"], written["global_rope_theta"]) == (3, 1e4)
+    assert written["rope_parameters"] == {GLOBAL: {"rope_type": "default", "rope_theta": 1e4},
+                                          LOCAL: {"rope_type": "default", "rope_theta": 100.0}}
+    same_outputs(cls.from_pretrained(out).eval(), model)
+
+
+@pytest.mark.parametrize("global_first", [True, False])
+def test_preset_exports_and_loads_in_transformers(tmp_path, global_first):
+    """A zoo-built (not imported) model of the base preset's knobs, shrunk and perturbed; with global_first
+    false (layers 2, 5, ... global) transformers 5 still reads it, through layer_types."""
+    model = zoo.build("modernbert_base", vocab_size=64, d_model=32, n_layers=6, n_heads=4, d_ff=24,
+                      sliding_window=3, max_seq_len=64, global_first=global_first).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    out = zoo.save_pretrained(model, tmp_path / "fresh")
+    assert json.loads((out / "config.json").read_text())["local_attention"] == 6
+    same_outputs(ModernBertForMaskedLM.from_pretrained(out).eval(), model, vocab=64)
+
+
+def test_published_config_reads_as_the_preset():
+    """answerdotai/ModernBERT-base's config.json (written by transformers 4.47: global_attn_every_n_layers,
+    global_rope_theta / local_rope_theta, no layer_types) loads as the modernbert_base preset with its
+    tokenizer's special ids."""
+    published = {"architectures": ["ModernBertForMaskedLM"], "attention_bias": False,
+                 "attention_dropout": 0.0, "bos_token_id": 50281, "classifier_activation": "gelu",
+                 "classifier_bias": False,
+                 "classifier_dropout": 0.0, "classifier_pooling": "mean", "cls_token_id": 50281,
+                 "decoder_bias": True, "deterministic_flash_attn": False, "embedding_dropout": 0.0,
+                 "eos_token_id": 50282, "global_attn_every_n_layers": 3, "global_rope_theta": 160000.0,
+                 "gradient_checkpointing": False, "hidden_activation": "gelu", "hidden_size": 768,
+                 "initializer_cutoff_factor": 2.0, "initializer_range": 0.02, "intermediate_size": 1152,
+                 "layer_norm_eps": 1e-05, "local_attention": 128, "local_rope_theta": 10000.0,
+                 "max_position_embeddings": 8192, "mlp_bias": False, "mlp_dropout": 0.0,
+                 "model_type": "modernbert", "norm_bias": False, "norm_eps": 1e-05, "num_attention_heads": 12,
+                 "num_hidden_layers": 22, "pad_token_id": 50283, "position_embedding_type": "absolute",
+                 "sep_token_id": 50282, "tie_word_embeddings": True, "torch_dtype": "float32",
+                 "transformers_version": "4.47.0.dev0", "vocab_size": 50368}
+    preset = ModelConfig.from_dict({**zoo.presets.preset_dict("modernbert_base"), "pad_id": 50283,
+                                    "bos_id": 50281, "eos_id": 50282})
+    assert effective(FAMILIES.get("modernbert")().config_from_hf(published)) == effective(preset)
+
+
+BASE = {"model_type": "modernbert", "hidden_size": 32, "num_hidden_layers": 6, "num_attention_heads": 4,
+        "intermediate_size": 40, "vocab_size": 99, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
+
+
+def test_settings_zoo_cannot_reproduce_are_named_in_one_error():
+    settings = {"mlp_bias": True, "norm_bias": True, "hidden_activation": "relu",
+                "layer_types": [LOCAL, GLOBAL, GLOBAL, LOCAL, LOCAL, LOCAL],
+                "rope_parameters": {GLOBAL: {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4},
+                                    LOCAL: {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 1e2}}}
+    with pytest.raises(ValueError) as err:
+        FAMILIES.get("modernbert")().config_from_hf({**BASE, **settings})
+    message = str(err.value)
+    assert message.startswith("modernbert config.json uses settings zoo does not support: ")
+    for named in ("hidden_activation='relu'", "mlp_bias == attention_bias=False",
+                  "norm_bias == attention_bias=False", "layer_types global every k-th layer=False",
+                  "rope_type='linear' (supported: default)",
+                  f"{LOCAL} rope_type='dynamic' (supported: default)"):
+        assert named in message, named
+
+
+def test_classification_classes_are_refused_with_the_reason(tmp_path):
+    path = saved(tiny(ModernBertForSequenceClassification, num_labels=3), tmp_path)
+    with pytest.raises(ValueError, match=r"ModernBertForSequenceClassification: its classifier reads "
+                                         r"ModernBERT's dense \+ activation \+ LayerNorm head output"):
+        zoo.from_pretrained(path)
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"first_attn_norm": True}, r"model.first_attn_norm=True \(would load as False\)"),
+    ({"norm_placement": "sandwich"}, r"model.norm_placement='sandwich' \(would load as 'pre'\)"),
+    ({"rope_scaling": "linear", "rope_factor": 2.0}, r"model.rope_scaling='linear' \(would load as 'none'\)"),
+    ({"norm": "rmsnorm"}, r"model.norm='rmsnorm' \(would load as 'layernorm'\)"),
+])
+def test_export_names_what_modernbert_cannot_express(tmp_path, overrides, message):
+    model = zoo.build("modernbert_base", vocab_size=64, d_model=32, n_layers=6, n_heads=4, d_ff=24,
+                      **overrides)
+    with pytest.raises(ValueError, match=rf"cannot be exported as 'modernbert'.*{message}"):
+        zoo.save_pretrained(model, tmp_path / "x", model_type="modernbert")
