@@ -24,7 +24,7 @@ FLOORS: dict[str, int] = {
     "zoo.tasks": TASKS,
     "zoo.training": APPS, "zoo.evaluation": APPS, "zoo.generation.cli": APPS, "zoo.inspection": APPS,
     "zoo.embedding": APPS, "zoo.export": APPS, "zoo.apps": APPS, "zoo.hydra_schema": APPS,
-    "zoo.serving": APPS,
+    "zoo.serving": APPS, "zoo.lm_eval": APPS,
 }
 FACADE = "zoo"  # zoo/__init__.py: the public names, each imported only when first used (PEP 562)
 

@@ -1,0 +1,57 @@
+"""ZooLM's text -> ids split, on hand-worked cases with a character tokenizer: a context's trailing spaces
+belong to the continuation and an empty context is the prefix token, as lm-eval's hf model splits them; the
+score is the model's own log-softmax read at the continuation's positions. And its bad arguments."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from lm_eval.api.instance import Instance
+
+import zoo
+from zoo.lm_eval.model import ZooLM
+from zoo.tokenizers import build_tokenizer
+
+
+@pytest.fixture(scope="module")
+def lm() -> ZooLM:
+    tokenizer = build_tokenizer({"name": "char"}, ["ab c"])
+    torch.manual_seed(0)
+    model = zoo.build("gpt2", vocab_size=tokenizer.vocab_size, d_model=16, n_layers=1, n_heads=2,
+                      max_seq_len=16)
+    return ZooLM.from_model(model, tokenizer, batch_size=2, device="cpu")
+
+
+def by_hand(lm: ZooLM, context: list[int], continuation: list[int]) -> float:
+    ids = torch.tensor([context + continuation])
+    logp = torch.log_softmax(lm.model(ids).logits[0].float(), -1)  # (T, V)
+    return sum(float(logp[len(context) - 1 + k, t]) for k, t in enumerate(continuation))
+
+
+def test_trailing_context_spaces_move_to_the_continuation_and_empty_context_is_bos(lm):
+    a, b, space, c = (lm.tokenizer.encode(ch)[0] for ch in "ab c")
+    bos = lm.tokenizer.bos_id
+    requests = [Instance("loglikelihood", {}, (ctx, cont), 0) for ctx, cont in
+                [("ab ", "c"), ("", "ab"), ("ab", " c")]]
+    got = lm.loglikelihood(requests, disable_tqdm=True)
+    want = [by_hand(lm, [a, b], [space, c]), by_hand(lm, [bos], [a, b]), by_hand(lm, [a, b], [space, c])]
+    assert [g for g, _ in got] == pytest.approx(want, abs=1e-5)
+    assert got[0] == got[2]  # "ab " + "c" is "ab" + " c"
+
+
+def test_bad_arguments_are_one_error_each(lm, tmp_path):
+    with pytest.raises(ValueError, match="exactly one of ckpt=<checkpoint or zoo export folder> and hf="):
+        ZooLM()
+    with pytest.raises(ValueError, match="has no argument 'pretrained'; its --model_args: ckpt, hf"):
+        ZooLM(ckpt="x.ckpt", pretrained="gpt2")
+    with pytest.raises(ValueError, match="batch_size must be an integer >= 1 for the zoo lm-eval model, got"):
+        ZooLM.from_model(lm.model, lm.tokenizer, batch_size="auto")
+    encoder = zoo.build("bert_small", vocab_size=lm.tokenizer.vocab_size, d_model=16, n_layers=1, n_heads=2)
+    with pytest.raises(ValueError, match="this model is arch=encoder with head=lm"):
+        ZooLM.from_model(encoder, lm.tokenizer)
+    request = Instance("generate_until", {}, ("ab", {"until": ["c"], "num_beams": 2}), 0)
+    with pytest.raises(ValueError, match="does not support the generation option 'num_beams'"):
+        lm.generate_until([request])
+    request = Instance("generate_until", {}, ("ab", {"until": ["c"], "max_gen_toks": 16}), 0)
+    with pytest.raises(ValueError, match="max_gen_toks=16 leaves no room for a context in the model's"):
+        lm.generate_until([request])
