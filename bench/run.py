@@ -113,6 +113,12 @@ def _init_from(quick: bool) -> Section:
     return run(quick)
 
 
+def _serving(quick: bool) -> Section:
+    from bench.bench_serving import run
+
+    return run(quick)
+
+
 def _gpu(quick: bool) -> Section:
     from bench.gpu import run
 
@@ -124,7 +130,7 @@ SECTIONS: dict[str, Callable[[bool], Section]] = {
     "training": _training, "mfu": _mfu, "generation": _generation, "decoding": _decoding,
     "attention": _attention, "tokenizer": _tokenizer, "scaling": _scaling, "parity": _parity,
     "pretokenize": _pretokenize, "memory": _memory, "batching": _batching, "compile": _compile,
-    "optim": _optim, "init_from": _init_from, "gpu": _gpu,
+    "optim": _optim, "init_from": _init_from, "serving": _serving, "gpu": _gpu,
 }
 GPU_ONLY = ("gpu",)  # left out of a full run on a machine without CUDA (run them by name on a GPU)
 
