@@ -55,3 +55,14 @@ def test_bad_arguments_are_one_error_each(lm, tmp_path):
     request = Instance("generate_until", {}, ("ab", {"until": ["c"], "max_gen_toks": 16}), 0)
     with pytest.raises(ValueError, match="max_gen_toks=16 leaves no room for a context in the model's"):
         lm.generate_until([request])
+
+
+def test_the_entry_point_names_the_registered_model():
+    """The installed package's `lm_eval.models` entry point (pyproject.toml; lm-eval's plugin discovery) loads
+    the model lm-eval's registry holds as `zoo`."""
+    from importlib.metadata import entry_points
+
+    from lm_eval.api.registry import get_model
+
+    (entry,) = [e for e in entry_points(group="lm_eval.models") if e.name == "zoo"]
+    assert entry.load() is ZooLM is get_model("zoo")
