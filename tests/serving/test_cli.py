@@ -1,0 +1,71 @@
+"""serve.py's options: checked against the schema before anything is opened (one clear error each); a
+checkpoint (ckpt=) and a Hugging Face folder (hf=) both open to a served model; non-LM models are refused."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import zoo
+from tests.serving.conftest import tiny
+from zoo.checkpoint import atomic_torch_save, zoo_section
+from zoo.serving.cli import ServeConfig, open_served, parse_overrides, served_model
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["ckpt=a.ckpt", "prot=1"], "Unknown option 'prot'. Did you mean 'port'?"),
+    (["ckpt"], "Arguments are key=value options, got 'ckpt'"),
+    ([], "Give one of ckpt=PATH"),
+    (["ckpt=a.ckpt", "hf=folder"], "Give one of ckpt=PATH"),
+    (["ckpt=a.ckpt", "port=-1"], "port must be an integer >= 0, got -1"),
+    (["ckpt=a.ckpt", "max_batch=0"], "max_batch must be an integer >= 1, got 0"),
+    (["ckpt=a.ckpt", "timeout=0"], "timeout must be a number of seconds > 0"),
+    (["ckpt=a.ckpt", "port=eighty"], "Bad option"),
+    (["ckpt=a.ckpt", "device=tpu"], "device='tpu' is not available"),
+])
+def test_bad_options_fail_before_anything_is_opened(argv, message):
+    with pytest.raises(ValueError, match=None) as err:
+        parse_overrides(argv)
+    assert message in str(err.value)
+
+
+def test_defaults():
+    cfg = parse_overrides(["ckpt=x.ckpt"])
+    assert cfg == ServeConfig(ckpt="x.ckpt") and (cfg.host, cfg.port) == ("127.0.0.1", 8000)
+
+
+def test_checkpoint_and_hf_folder_open_to_the_same_served_model(tmp_path):
+    model, tok = tiny()
+    ckpt = tmp_path / "tiny.ckpt"
+    atomic_torch_save({"state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
+                       "zoo": zoo_section(model.config, "lm", tok)}, ckpt)
+    hf = tmp_path / "hf"
+    zoo.save_pretrained(model, hf)
+    tok.save_hf(hf)
+    ids = torch.tensor([tok.encode("the cat")])
+    for argv, name in (([f"ckpt={ckpt}"], "tiny.ckpt"), ([f"hf={hf}", "model_name=mine"], "mine")):
+        served = open_served(parse_overrides(argv))
+        try:
+            assert served.name == name and served.context == model.config.max_seq_len
+            torch.testing.assert_close(served.model(ids).logits, model(ids).logits)
+            assert served.tokenizer.encode("the cat") == tok.encode("the cat")
+        finally:
+            served.engine.close()
+
+
+def test_only_language_models_are_served():
+    seq2seq = zoo.build(dict(arch="encoder_decoder", vocab_size=20, d_model=16, n_layers=1, n_heads=2))
+    with pytest.raises(ValueError, match="serves decoder language models"):
+        served_model(seq2seq, None, "x")
+
+
+def test_help_needs_no_server_packages():
+    out = subprocess.run([sys.executable, str(ROOT / "serve.py"), "--help"], capture_output=True, text=True,
+                         timeout=60, check=True)
+    assert "/v1/chat/completions" in out.stdout
