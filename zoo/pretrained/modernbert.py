@@ -83,9 +83,9 @@ class ModernBert(Family):
                "encoder_stack.final_norm.{p}": "final_norm.{p}",
                **within("encoder_stack.layers.{i}.", "layers.{i}.", LAYER)}
     keys = (
-        Key("vocab_size", "vocab_size", 50368), Key("d_model", "hidden_size", 768),
-        Key("n_layers", "num_hidden_layers", 22), Key("n_heads", "num_attention_heads", 12),
-        Key("d_ff", "intermediate_size", 1152), Key("activation", "hidden_activation", "gelu", GATED),
+        Key("vocab_size", "vocab_size"), Key("d_model", "hidden_size"), Key("n_layers", "num_hidden_layers"),
+        Key("n_heads", "num_attention_heads"), Key("d_ff", "intermediate_size"),
+        Key("activation", "hidden_activation", "gelu", GATED),
         Key("norm_eps", "norm_eps", 1e-5), Key("max_seq_len", "max_position_embeddings", 8192),
         Key("bias", "attention_bias", False), Key("dropout", "embedding_dropout", 0.0),
         Key("attn_dropout", "attention_dropout", 0.0),
