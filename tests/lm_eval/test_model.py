@@ -9,7 +9,7 @@ import torch
 from lm_eval.api.instance import Instance
 
 import zoo
-from zoo.lm_eval.model import ZooLM
+from zoo.lm_eval.model import ModelArgsError, ZooLM
 from zoo.tokenizers import build_tokenizer
 
 
@@ -42,8 +42,10 @@ def test_trailing_context_spaces_move_to_the_continuation_and_empty_context_is_b
 def test_bad_arguments_are_one_error_each(lm, tmp_path):
     with pytest.raises(ValueError, match="exactly one of ckpt=<checkpoint or zoo export folder> and hf="):
         ZooLM()
-    with pytest.raises(ValueError, match="has no argument 'pretrained'; its --model_args: ckpt, hf"):
+    with pytest.raises(ModelArgsError, match="ckpt=x.ckpt: the zoo lm-eval model has no argument 'pretrain"):
         ZooLM(ckpt="x.ckpt", pretrained="gpt2")
+    with pytest.raises(ModelArgsError, match=f"ckpt={tmp_path}/x.ckpt: checkpoint not found"):
+        ZooLM(ckpt=str(tmp_path / "x.ckpt"))
     with pytest.raises(ValueError, match="batch_size must be an integer >= 1 for the zoo lm-eval model, got"):
         ZooLM.from_model(lm.model, lm.tokenizer, batch_size="auto")
     encoder = zoo.build("bert_small", vocab_size=lm.tokenizer.vocab_size, d_model=16, n_layers=1, n_heads=2)
@@ -66,3 +68,17 @@ def test_the_entry_point_names_the_registered_model():
 
     (entry,) = [e for e in entry_points(group="lm_eval.models") if e.name == "zoo"]
     assert entry.load() is ZooLM is get_model("zoo")
+
+
+def test_the_command_line_prints_bad_model_args_as_one_error_line(monkeypatch, capsys, tmp_path):
+    import lm_eval.__main__
+
+    from zoo.lm_eval.__main__ import main
+
+    monkeypatch.setattr(lm_eval.__main__, "cli_evaluate", lambda: ZooLM(ckpt=str(tmp_path / "x.ckpt")))
+    monkeypatch.setattr("sys.argv", ["zoo.lm_eval", "--model", "zoo"])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    assert exit_.value.code == 1
+    missing = tmp_path / "x.ckpt"
+    assert capsys.readouterr().err == f"error: ckpt={missing}: checkpoint not found: {missing}\n"

@@ -312,6 +312,19 @@ CHECKED_ELSEWHERE = [
              "tests/pretrained/test_embed_cli.py::test_cli_bad_arguments_are_one_error_each"),
     BadInput("python -m zoo.embedding output=emb.csv", "must end in",
              "tests/pretrained/test_embed_cli.py::test_cli_bad_arguments_are_one_error_each"),
+    # lm-evaluation-harness (python -m zoo.lm_eval --model zoo --model_args ...)
+    BadInput("python -m zoo.lm_eval --model zoo --model_args ckpt=<a missing file>",
+             "checkpoint not found",
+             "tests/lm_eval/test_model.py::test_the_command_line_prints_bad_model_args_as_one_error_line"),
+    BadInput("python -m zoo.lm_eval --model zoo --model_args ckpt=...,pretrained=gpt2",
+             "the zoo lm-eval model has no argument 'pretrain",
+             "tests/lm_eval/test_model.py::test_bad_arguments_are_one_error_each"),
+    BadInput("python -m zoo.lm_eval --model zoo --batch_size auto",
+             "batch_size must be an integer >= 1 for the zoo lm-eval model",
+             "tests/lm_eval/test_model.py::test_bad_arguments_are_one_error_each"),
+    BadInput("an lm-eval task whose gen_kwargs hold num_beams",
+             "does not support the generation option 'num_beams'",
+             "tests/lm_eval/test_model.py::test_bad_arguments_are_one_error_each"),
 ]
 
 

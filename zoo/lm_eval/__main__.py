@@ -18,7 +18,11 @@ def main() -> None:
         print(f"error: {e.msg}; the lm-eval model needs lm-eval: pip install 'zoo[lmeval]'", file=sys.stderr)
         sys.exit(1)
     sys.argv[0] = "lm-eval"
-    cli_evaluate()
+    try:
+        cli_evaluate()
+    except zoo.lm_eval.model.ModelArgsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

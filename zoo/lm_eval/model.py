@@ -22,6 +22,11 @@ from zoo.lm_eval.batching import TokenRequest, loglikelihoods
 SAMPLING_KEYS = ("temperature", "top_k", "top_p", "seed")  # lm-eval gen_kwargs zoo's generate takes as such
 
 
+class ModelArgsError(ValueError):
+    """Bad `--model_args` (or a model they name that cannot be opened): `python -m zoo.lm_eval` prints it as
+    one `error:` line."""
+
+
 def open_pretrained(ckpt: str | None, hf: str | None):
     """(model, tokenizer) of a zoo checkpoint or export folder (`ckpt=`) or a Hugging Face folder (`hf=`)."""
     from zoo.apps import open_model
@@ -47,12 +52,17 @@ class ZooLM(TemplateLM):
     def __init__(self, ckpt: str | None = None, hf: str | None = None, *, batch_size: int | str | None = 1,
                  max_batch_size: int | None = None, device: str | None = None, max_length: int | None = None,
                  max_gen_toks: int = 256, **unknown: Any) -> None:
-        if unknown:
-            raise ValueError(f"the zoo lm-eval model has no argument {sorted(unknown)[0]!r}; its "
-                             "--model_args: ckpt, hf, max_length, max_gen_toks (and --batch_size, --device)")
-        model, tokenizer = open_pretrained(ckpt, hf)
-        self._init(model, tokenizer, batch_size=batch_size, device=device, max_length=max_length,
-                   max_gen_toks=max_gen_toks)
+        try:
+            if unknown:
+                raise ValueError(f"the zoo lm-eval model has no argument {sorted(unknown)[0]!r}; its "
+                                 "--model_args: ckpt, hf, max_length, max_gen_toks (and --batch_size, "
+                                 "--device)")
+            model, tokenizer = open_pretrained(ckpt, hf)
+            self._init(model, tokenizer, batch_size=batch_size, device=device, max_length=max_length,
+                       max_gen_toks=max_gen_toks)
+        except (ValueError, OSError) as e:  # CheckpointError is a ValueError; a missing folder an OSError
+            given = f"ckpt={ckpt}: " if ckpt is not None and hf is None else f"hf={hf}: " if hf else ""
+            raise ModelArgsError(f"{given}{e}") from None
 
     @classmethod
     def from_model(cls, model: torch.nn.Module, tokenizer, *, batch_size: int = 1, device: str | None = None,
