@@ -221,7 +221,7 @@ class _Run:
             while any(f is None for f in self.finish):
                 try:
                     index, token, finish = await asyncio.wait_for(self.queue.get(), 1.0 if poll else None)
-                except TimeoutError:
+                except asyncio.TimeoutError:  # builtin TimeoutError from Python 3.11 on
                     if await poll():
                         return
                     continue

@@ -21,9 +21,10 @@ class RunningBatch:
 
     def __init__(self, model, pad_id: int) -> None:
         self.model, self.pad_id = model, pad_id
+        self.device = next(model.parameters()).device
         self.cache: KVCache | None = None
-        self.mask = torch.zeros(0, 0, dtype=torch.long)  # (B, L)
-        self.lengths = torch.zeros(0, dtype=torch.long)  # (B,)
+        self.mask = torch.zeros(0, 0, dtype=torch.long, device=self.device)  # (B, L)
+        self.lengths = torch.zeros(0, dtype=torch.long, device=self.device)  # (B,)
 
     @property
     def size(self) -> int:
@@ -33,6 +34,7 @@ class RunningBatch:
         """Run new prompts (left-padded together) through a fresh cache: (next-token logits (k, V) float32,
         their cache, their mask (k, T)). The batch itself is untouched until `rebuild` takes them in."""
         ids, mask = pad_prompts(prompts, self.pad_id, side="left")  # (k, T)
+        ids, mask = ids.to(self.device), mask.to(self.device)
         padded = not bool(mask.all())
         cache = self.model.new_cache()
         out = self.model(ids, attention_mask=mask if padded else None,
@@ -54,7 +56,7 @@ class RunningBatch:
         cut the leading columns that no row uses: one copy of the cache per membership change."""
         parts: list[tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]] = []
         if keep and self.cache is not None:
-            index = torch.tensor(keep, dtype=torch.long)
+            index = torch.tensor(keep, dtype=torch.long, device=self.device)
             self.cache.reorder(index)
             parts.append((_layers(self.cache), self.mask.index_select(0, index)))
         if joining is not None:

@@ -53,7 +53,8 @@ class Engine:
         self.model, self.max_batch, self.max_queue = model, max_batch, max_queue
         self.batch = RunningBatch(model, pad_id)
         self.rows: list[Sequence] = []
-        self.pending = torch.zeros(0, dtype=torch.long)  # (B,) each row's last token, fed at the next step
+        # (B,) each row's last token, fed at the next step
+        self.pending = torch.zeros(0, dtype=torch.long, device=self.batch.device)
         self._waiting: deque[Sequence] = deque()
         self._cond = threading.Condition()
         self._closed = False
@@ -120,7 +121,7 @@ class Engine:
             tokens = self._pick(joining, logits)
             live = [j for j, seq in enumerate(joining) if not self._emit(seq, int(tokens[j]))]
             if live:
-                index = torch.tensor(live, dtype=torch.long)
+                index = torch.tensor(live, dtype=torch.long, device=self.batch.device)
                 if len(live) < len(joining):
                     cache.reorder(index)
                 admitted = ([joining[j] for j in live], tokens[index], (cache, mask.index_select(0, index)))
