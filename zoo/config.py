@@ -44,7 +44,9 @@ class ModelConfig:
     global_every: int = 0  # with sliding_window: every k-th layer (k,
                            # 2k, ...) attends globally; 0 = none does
     global_first: bool = False  # with global_every: layers 0, k, 2k, ... are the global ones (ModernBERT)
-    ffn: str = "mlp"  # mlp | none
+    ffn: str = "mlp"  # mlp | moe | none (zoo.modules.feedforward.FFNS)
+    moe: dict[str, Any] = dataclasses.field(default_factory=dict)  # ffn=moe: its keys (n_experts, top_k,
+    #   router, balance, ...), declared and checked by zoo.modules.moe.settings.MoESettings; empty otherwise
     context_size: int = 0  # arch mlp_lm: tokens its MLP reads (the
                            # current one and k-1 before); others: unused
     ffn_ratio: float = 4.0  # d_ff = ffn_ratio * d_model unless d_ff is given
@@ -266,13 +268,12 @@ class ModelConfig:
 
 
 MODEL_SPEC = "a preset name, mapping or ModelConfig"  # what `model` may be, in error messages
-_NAMED_CHOICES = ("arch", "activation", "head_activation", "norm", "norm_placement", "positional", "head",
+_NAMED_CHOICES = ("arch", "ffn", "activation", "head_activation", "norm", "norm_placement", "positional", "head",
                   "head_pool", "head_pooler")
 _OPTIONAL_CHOICES = ("head_activation", "head_pool", "head_pooler")
 _ENUMS: dict[str, tuple[str, ...]] = {
     "sinusoidal_layout": ("interleaved", "half"),
     "rope_layout": ("half", "interleaved"),
-    "ffn": ("mlp", "none"),
     "qk_norm_scope": ("head", "all"),
 }
 

@@ -22,6 +22,7 @@ from zoo.modules.attention import Attention
 from zoo.modules.embedding import Embeddings
 from zoo.modules.feedforward import FeedForward
 from zoo.modules.heads import OutputHead
+from zoo.modules.moe import MoE, moe_layers
 from zoo.modules.norm import norm_module_types
 
 COMPONENTS = ("embeddings", "attention", "ffn", "norms", "head")
@@ -32,7 +33,7 @@ def _component_rules() -> list[tuple[tuple[type, ...], str]]:
     return [
         (norm_module_types(), "norms"),
         ((Attention,), "attention"),
-        ((FeedForward,), "ffn"),
+        ((FeedForward, MoE), "ffn"),
         ((nn.Embedding, Embeddings), "embeddings"),
         ((OutputHead,), "head"),
     ]
@@ -49,13 +50,17 @@ def _component_of(model: nn.Module, param_path: str, rules) -> str:
 
 
 def parameter_counts(model: nn.Module) -> dict[str, int]:
-    """Unique parameters per component (tied tensors counted once, where first registered) and 'total'."""
+    """Unique parameters per component (tied tensors counted once, where first registered) and 'total'; with
+    Mixture-of-Experts layers also 'active': the parameters one token passes through (top_k experts each)."""
     rules = _component_rules()
     counts = dict.fromkeys(COMPONENTS, 0)
     for path, param in model.named_parameters():  # remove_duplicate=True: a tied weight appears once
         component = _component_of(model, path, rules)
         counts[component] = counts.get(component, 0) + param.numel()
     counts["total"] = sum(counts.values())
+    layers = moe_layers(model)
+    if layers:
+        counts["active"] = counts["total"] - sum(layer.inactive_parameters() for _, layer in layers)
     return counts
 
 
@@ -103,8 +108,10 @@ class FlopCount:
 
 
 def matmul_parameters(model: nn.Module) -> int:
-    """Sum of weight sizes of every nn.Linear module (a tied head is still its own matmul)."""
-    return sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+    """Sum of weight sizes of every nn.Linear module a token passes through (a tied head is still its own
+    matmul; of a Mixture-of-Experts layer's experts only top_k count)."""
+    every = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+    return every - sum(layer.inactive_matmul_weights() for _, layer in moe_layers(model))
 
 
 def flops_per_token(model: nn.Module, seq_len: int | None = None) -> FlopCount:

@@ -13,7 +13,7 @@ from zoo.config import ModelConfig
 from zoo.modules.block import Stack
 from zoo.modules.cache import KVCache
 from zoo.modules.embedding import Embeddings
-from zoo.modules.feedforward import ACTIVATIONS
+from zoo.modules.feedforward import ACTIVATIONS, FFNS
 from zoo.modules.heads import HEADS, HeadOutput, OutputHead
 from zoo.modules.mask import (
     AttentionMask,
@@ -34,9 +34,9 @@ ARCHS: Registry = Registry("arch")
 
 def named_choices() -> dict[str, Registry]:
     """Config key -> the registry its name is resolved in."""
-    return {"arch": ARCHS, "activation": ACTIVATIONS, "head_activation": ACTIVATIONS, "norm": NORMS,
-            "norm_placement": WIRINGS, "positional": POSITIONALS, "rope_scaling": ROPE_SCALINGS,
-            "head": HEADS}
+    return {"arch": ARCHS, "ffn": FFNS, "activation": ACTIVATIONS, "head_activation": ACTIVATIONS,
+            "norm": NORMS, "norm_placement": WIRINGS, "positional": POSITIONALS,
+            "rope_scaling": ROPE_SCALINGS, "head": HEADS}
 
 
 _CHECKED: dict[str, None] = {}  # configs (by value) that passed check_config: a run builds one several times

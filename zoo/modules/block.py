@@ -14,8 +14,9 @@ from torch.utils.checkpoint import checkpoint
 
 from zoo.modules.attention import Attention
 from zoo.modules.cache import KVCache
-from zoo.modules.feedforward import FeedForward
+from zoo.modules.feedforward import FFNS
 from zoo.modules.mask import AttentionMask
+from zoo.modules.moe import layer as _moe  # noqa: F401  (registers ffn=moe)
 from zoo.modules.norm import make_norm
 from zoo.modules.positional import PositionTerms
 from zoo.modules.residual import WIRINGS, uses_final_norm
@@ -24,12 +25,13 @@ from zoo.modules.residual import WIRINGS, uses_final_norm
 class Block(nn.Module):
     """Self-attention [+ cross-attention] [+ FFN], each with residual, dropout and norm as configured."""
 
-    def __init__(self, cfg, *, cross: bool = False) -> None:
+    def __init__(self, cfg, *, cross: bool = False, index: int = 0) -> None:
+        """`index`: the layer's place in its stack (the FFN kind may differ by layer: MoE every k-th)."""
         super().__init__()
         self.wiring, self.residual = WIRINGS.get(cfg.norm_placement)(), cfg.residual
         self.self_attn = Attention(cfg)
         self.cross_attn = Attention(cfg, cross=True) if cross else None
-        self.ffn = FeedForward(cfg) if cfg.ffn == "mlp" else None
+        self.ffn = FFNS.get(cfg.ffn).build(cfg, index)
         for name in self.sublayer_names():
             self.wiring.add_norms(self, name, cfg)
         self.drop = nn.Dropout(cfg.dropout)
@@ -74,7 +76,7 @@ class Stack(nn.Module):
 
     def __init__(self, cfg, n_layers: int, *, cross: bool = False) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(Block(cfg, cross=cross) for _ in range(n_layers))
+        self.layers = nn.ModuleList(Block(cfg, cross=cross, index=i) for i in range(n_layers))
         if not cfg.first_attn_norm and n_layers:  # ModernBERT: layer 0's attention reads the embedding norm
             self.layers[0].wiring.without_input_norm(self.layers[0], "self")
         self.local = [cfg.layer_is_local(i) for i in range(n_layers)]  # sliding-window self-attention

@@ -1,4 +1,5 @@
-"""Position-wise feed-forward network: Linear -> activation (optionally gated) -> Linear."""
+"""Position-wise feed-forward network: Linear -> activation (optionally gated) -> Linear; and the registry of
+FFN kinds (`model.ffn`: mlp, none, moe), each of which builds a layer's FFN sub-layer."""
 
 from __future__ import annotations
 
@@ -47,10 +48,11 @@ class FeedForward(nn.Module):
 
     tap: Callable[[str, torch.Tensor], None] | None = None  # set only while tracing
 
-    def __init__(self, cfg) -> None:
+    def __init__(self, cfg, d_ff: int | None = None) -> None:
+        """`d_ff` overrides the config's hidden size (a Mixture-of-Experts' experts have their own)."""
         super().__init__()
         self.activation = ACTIVATIONS.get(cfg.activation)
-        hidden = cfg.ffn_dim
+        hidden = cfg.ffn_dim if d_ff is None else d_ff
         self.up = nn.Linear(cfg.d_model, hidden * (2 if self.activation.gated else 1), bias=cfg.bias)
         self.down = nn.Linear(hidden, cfg.d_model, bias=cfg.bias)
 
@@ -64,3 +66,31 @@ class FeedForward(nn.Module):
         if self.tap is not None:
             self.tap("ffn_hidden", h)
         return self.down(h)
+
+
+class FFNKind:
+    """One `model.ffn` value: builds layer `index`'s FFN sub-layer (None: the layer has none). The config
+    keys a kind reads are its `options` (ffn=moe: `model.moe`), checked by zoo.models.vocabulary."""
+
+    def build(self, cfg, index: int) -> nn.Module | None:
+        raise NotImplementedError
+
+    def check_config(self, cfg) -> None:
+        if getattr(cfg, "moe", None):
+            raise ValueError(f"model.moe={cfg.moe!r} has no effect with model.ffn={cfg.ffn!r}: only "
+                             "model.ffn=moe reads it; remove it or choose that.")
+
+
+class _Dense(FFNKind):
+    def build(self, cfg, index: int) -> nn.Module | None:
+        return FeedForward(cfg)
+
+
+class _NoFFN(FFNKind):
+    def build(self, cfg, index: int) -> nn.Module | None:
+        return None
+
+
+FFNS: Registry = Registry("ffn")
+FFNS.register("mlp", _Dense())
+FFNS.register("none", _NoFFN())

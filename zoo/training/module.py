@@ -15,6 +15,7 @@ from torchmetrics import Metric
 from zoo.checkpoint import CheckpointRecord, set_rng_states, zoo_section
 from zoo.finetune.resume import training_record
 from zoo.modules.checkpointing import set_activation_checkpointing
+from zoo.modules.moe import auxiliary_loss, record_load, routing_summary, update_routers
 from zoo.tasks import Task, get_task
 from zoo.training.compiling import compile_model, wants_compile
 from zoo.training.loggers import run_id
@@ -130,13 +131,23 @@ class ZooLightningModule(L.LightningModule):
             loss = self.task.training_loss(self._forward(**self.task.model_inputs(batch)), batch,
                                            self.label_smoothing)
         loss = self._global_mean(loss, batch)
+        trained = self._with_balancing_losses(loss)
         if not self._logging_step():  # Lightning would compute these values and drop them
-            return loss
-        self.log("train/loss", loss, prog_bar=True, sync_dist=self.trainer.world_size > 1)
+            return trained
+        self.log("train/loss", loss, prog_bar=True, sync_dist=self.trainer.world_size > 1)  # the task's
         if self.task.perplexity and not self.label_smoothing:  # a smoothed loss is no log-perplexity
             self.log("train/ppl", torch.exp(loss.detach().clamp(max=MAX_LOG_PPL)))
         self.log("train/lr", self.optimizers().param_groups[0]["lr"])
-        return loss
+        for name, value in routing_summary(self.model).items():  # MoE: load per expert, losses, drops
+            self.log(f"train/moe/{name}", value)
+        return trained
+
+    def _with_balancing_losses(self, loss: torch.Tensor) -> torch.Tensor:
+        """The trained loss: the task's plus the MoE layers' balancing losses of this forward (model.moe
+        balance); their load is counted for the routers that follow it (updated once per optimizer step)."""
+        aux = auxiliary_loss(self.model)
+        record_load(self.model)
+        return loss if aux is None else loss + aux
 
     def _chunked_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The loss with the head run in chunks inside it (memory.loss_chunk_size): no (B, T, V) logits."""
@@ -196,6 +207,7 @@ class ZooLightningModule(L.LightningModule):
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         """Global L2 norm of the (unscaled, pre-clipping) gradients, on logging steps only (one fused
         norm over all tensors: a per-tensor loop here cost ~5% of a CPU training step)."""
+        update_routers(self.model)  # MoE sigmoid_bias routers: the bias follows this step's load
         if not self._logging_step():  # called before the step counts, like training_step
             return
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]

@@ -1,0 +1,107 @@
+"""The Mixture-of-Experts FFN sub-layer (`model.ffn: moe`): a router, n_experts gated or plain FFNs of width
+expert_d_ff, optional always-on shared experts, balancing losses. Each forward leaves its statistics in
+`layer.last` (load per expert, losses, dropped assignments) for the training loop (zoo.modules.moe.steps)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from zoo.modules.feedforward import FFNS, FeedForward, FFNKind
+from zoo.modules.moe.balance import BALANCES
+from zoo.modules.moe.dispatch import dispatch
+from zoo.modules.moe.routers import ROUTERS
+from zoo.modules.moe.settings import MoESettings, parse_settings
+from zoo.options import Options, Rule
+
+
+@dataclass
+class MoEStats:
+    """One forward's routing: `load` (E,) assignments per expert before any drop, `losses` name -> scaled
+    balancing loss (with its gradient), `dropped` assignments the capacity dropped, `tokens` routed."""
+
+    load: torch.Tensor
+    losses: dict[str, torch.Tensor] = field(default_factory=dict)
+    dropped: torch.Tensor | None = None
+    tokens: int = 0
+
+
+class MoE(nn.Module):
+    """x (B, T, C) -> sum over the chosen experts of weight * expert(x) [+ shared experts(x)]."""
+
+    def __init__(self, cfg, settings: MoESettings) -> None:
+        super().__init__()
+        self.settings = settings
+        d_ff = settings.expert_d_ff or cfg.ffn_dim
+        self.router = ROUTERS.get(settings.router)(cfg.d_model, settings)
+        self.experts = nn.ModuleList(FeedForward(cfg, d_ff=d_ff) for _ in range(settings.n_experts))
+        n_shared = settings.n_shared_experts
+        self.shared = FeedForward(cfg, d_ff=n_shared * d_ff) if n_shared else None
+        gated = n_shared and settings.shared_gate
+        self.shared_gate = nn.Linear(cfg.d_model, 1, bias=False) if gated else None
+        self.balances = {name: BALANCES.get(name) for name in settings.balances}
+        self.last: MoEStats | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1])  # (N, C)
+        routing = self.router(flat)
+        # the capacity bounds training only: at inference every token reaches its experts, so a token's output
+        # does not depend on what else is in the batch (cached decoding equals the full forward)
+        done = dispatch(flat, routing, self.experts, self.settings.capacity_factor if self.training else None)
+        out = done.out
+        if self.shared is not None:
+            shared = self.shared(flat)
+            if self.shared_gate is not None:
+                shared = torch.sigmoid(self.shared_gate(flat)) * shared
+            out = out + shared
+        losses = {name: loss for name, b in self.balances.items()
+                  if (loss := b.loss(routing, done.load, self.settings)) is not None}
+        self.last = MoEStats(done.load, losses, done.dropped, flat.shape[0])
+        return out.view_as(x)
+
+    def inactive_parameters(self) -> int:
+        """Expert parameters a token does not pass through: (n_experts - top_k) experts' worth."""
+        per_expert = sum(p.numel() for p in self.experts[0].parameters())
+        return (self.settings.n_experts - self.settings.top_k) * per_expert
+
+    def inactive_matmul_weights(self) -> int:
+        """Expert matmul weights a token does not pass through (for FLOPs per token)."""
+        per_expert = sum(m.weight.numel() for m in self.experts[0].modules() if isinstance(m, nn.Linear))
+        return (self.settings.n_experts - self.settings.top_k) * per_expert
+
+
+def _chosen(settings: MoESettings):
+    yield f"model.moe.router={settings.router}", ROUTERS.get(settings.router)
+    for name in settings.balances:
+        yield f"model.moe.balance={name}", BALANCES.get(name)
+
+
+def _every_entry():
+    yield from ((f"model.moe.router={n}", ROUTERS.get(n)) for n in ROUTERS)
+    yield from ((f"model.moe.balance={n}", BALANCES.get(n)) for n in BALANCES)
+
+
+def moe_settings(cfg) -> MoESettings:
+    """`cfg.moe` checked (keys, values, the entries that read them) and read."""
+    return parse_settings(cfg.moe, _chosen, _every_entry())
+
+
+class _MoEKind(FFNKind):
+    """ffn=moe: MoE layers where the layer pattern (`every`, `first_dense`) says, dense FFNs elsewhere. It
+    reads `model.moe`, a mapping of MoESettings' keys; `check_config` checks what one key says of another."""
+
+    options = Options({"moe": Rule(lambda v: v is None or isinstance(v, Mapping),
+                                   "a mapping of MoESettings keys (n_experts, top_k, ...)")})
+
+    def build(self, cfg, index: int) -> nn.Module | None:
+        settings = moe_settings(cfg)
+        return MoE(cfg, settings) if settings.layer_is_moe(index) else FeedForward(cfg)
+
+    def check_config(self, cfg) -> None:  # what one model.moe key says of another, and of the entries
+        moe_settings(cfg)
+
+
+FFNS.register("moe", _MoEKind())

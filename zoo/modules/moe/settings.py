@@ -1,0 +1,74 @@
+"""The keys of `model.moe` (ffn=moe), declared once: `MoESettings`' fields are the allowed keys, their type
+hints the allowed values (`zoo.options.Options.of`). A key that only one router or balancing loss reads is
+accepted only with that entry chosen (each entry names what it `reads`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from zoo.options import Options, Rule, integer, number, optional
+
+_NAMES = Rule(lambda v: isinstance(v, str) and bool(v)
+              or isinstance(v, (list, tuple)) and all(isinstance(x, str) and x for x in v),
+              "a name or a list of names")
+
+
+@dataclass(frozen=True)
+class MoESettings:
+    """What one Mixture-of-Experts layer needs; `model.moe` is a mapping of these keys."""
+
+    n_experts: Annotated[int, integer(1)] = 8
+    top_k: Annotated[int, integer(1)] = 2  # experts each token goes to
+    n_shared_experts: Annotated[int, integer(0)] = 0  # always-on experts (Qwen2-MoE, DeepSeek), one FFN of
+    #                                                   width n_shared_experts * expert_d_ff
+    shared_gate: bool = False  # shared experts' output times sigmoid(x . w) (Qwen2-MoE)
+    expert_d_ff: Annotated[int | None, optional(integer(1))] = None  # each expert's hidden size; null: d_ff
+    router: str = "topk_softmax"  # zoo.modules.moe.routers.ROUTERS
+    route_scale: Annotated[float, number(0, low_open=True)] = 1.0  # kept weights multiplied by this
+    #                                                                (DeepSeek-V3's routed_scaling_factor)
+    bias_rate: Annotated[float, number(0)] = 0.001  # router sigmoid_bias: the bias step per update (gamma)
+    balance: Annotated[str | list[str], _NAMES] = "aux"  # zoo.modules.moe.balance.BALANCES, one or several
+    aux_coef: Annotated[float, number(0)] = 0.01  # balance aux: its coefficient
+    z_coef: Annotated[float, number(0)] = 0.001  # balance z: its coefficient
+    capacity_factor: Annotated[float | None, optional(number(0, low_open=True))] = None  # null: dropless;
+    #   else in training each expert takes at most ceil(factor * tokens * top_k / n_experts) tokens, the
+    #   rest dropped (at inference none is)
+    every: Annotated[int, integer(1)] = 1  # layers i with (i + 1) % every == 0 are MoE (Qwen's sparse step)
+    first_dense: Annotated[int, integer(0)] = 0  # the first k layers stay dense (DeepSeek)
+
+    @property
+    def balances(self) -> tuple[str, ...]:
+        return (self.balance,) if isinstance(self.balance, str) else tuple(self.balance)
+
+    def layer_is_moe(self, index: int) -> bool:
+        """Whether layer `index` (0-based, within its stack) is a Mixture-of-Experts layer."""
+        return index >= self.first_dense and (index + 1) % self.every == 0
+
+
+OPTIONS = Options.of(MoESettings)
+
+
+def parse_settings(given: Mapping[str, Any] | None,
+                   entries: Callable[[MoESettings], Iterable[tuple[str, Any]]],
+                   every_entry: Iterable[tuple[str, Any]]) -> MoESettings:
+    """`model.moe` checked and read: unknown keys and bad values raise naming `model.moe.<key>`, and a key no
+    chosen entry reads names the entry that does. `entries(settings)` gives the chosen router and balancing
+    losses as (`model.moe.router=...`, entry) pairs, `every_entry` every registered one; an entry's `reads`
+    names the entry-only keys it reads."""
+    given = dict(given or {})
+    OPTIONS.check("model.moe", given)
+    settings = MoESettings(**{k: (list(v) if isinstance(v, tuple) else v) for k, v in given.items()})
+    if settings.top_k > settings.n_experts:
+        raise ValueError(f"model.moe.top_k={settings.top_k} exceeds model.moe.n_experts="
+                         f"{settings.n_experts}; each token goes to top_k of the n_experts experts.")
+    chosen = list(entries(settings))
+    read = {key for _, entry in chosen for key in entry.reads}
+    every_entry = list(every_entry)
+    for key in given:
+        readers = [what for what, entry in every_entry if key in entry.reads]
+        if readers and key not in read:
+            raise ValueError(f"model.moe.{key} is not read by the chosen {', '.join(w for w, _ in chosen)}; "
+                             f"it applies to {' | '.join(readers)}.")
+    return settings

@@ -1,0 +1,65 @@
+"""What a training loop does with a model's MoE layers: add their balancing losses to the loss after each
+forward, count the load for the routers that learn from it (sigmoid_bias) and update them once per optimizer
+step, and log the routing. zoo's training module calls these; a loop of your own calls them alike:
+
+    loss = task_loss + auxiliary_loss(model); record_load(model); loss.backward(); opt.step()
+    update_routers(model)
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from zoo.modules.moe.layer import MoE
+
+
+def moe_layers(model: nn.Module) -> list[tuple[str, MoE]]:
+    """(module path, layer) of every MoE layer, in module order."""
+    return [(name, m) for name, m in model.named_modules() if isinstance(m, MoE)]
+
+
+def auxiliary_loss(model: nn.Module) -> torch.Tensor | None:
+    """The sum of every MoE layer's balancing losses from its last forward (None: no MoE layer or no loss)."""
+    losses = [loss for _, layer in moe_layers(model) if layer.last is not None
+              for loss in layer.last.losses.values()]
+    return torch.stack(losses).sum() if losses else None
+
+
+def record_load(model: nn.Module) -> None:
+    """Add each layer's last load to what its router has seen since the last update (call once per training
+    forward: with gradient accumulation the update sees the whole step's tokens)."""
+    for _, layer in moe_layers(model):
+        if layer.last is not None:
+            pending = getattr(layer, "pending_load", None)
+            load = layer.last.load.detach()
+            layer.pending_load = load if pending is None else pending + load
+
+
+def update_routers(model: nn.Module) -> None:
+    """After an optimizer step: each router updates from the load recorded since the last call
+    (sigmoid_bias moves its bias; others do nothing)."""
+    for _, layer in moe_layers(model):
+        pending = getattr(layer, "pending_load", None)
+        if pending is not None:
+            layer.router.update(pending)
+            layer.pending_load = None
+
+
+def routing_summary(model: nn.Module) -> dict[str, float]:
+    """Loggable numbers from each MoE layer's last forward: `<path>/load_<i>` (share of assignments expert i
+    took), `<path>/max_over_mean` (load balance: 1 is even), `<path>/dropped` (assignments over capacity),
+    and `aux`, `z`... (each balancing loss summed over layers)."""
+    out: dict[str, float] = {}
+    for path, layer in moe_layers(model):
+        if layer.last is None:
+            continue
+        load = layer.last.load.float()
+        share = load / load.sum().clamp(min=1)
+        short = path.replace("_stack.layers", "").replace(".ffn", "")  # decoder.3
+        out.update({f"{short}/load_{i}": float(v) for i, v in enumerate(share.tolist())})
+        out[f"{short}/max_over_mean"] = float(share.max() * share.numel())
+        out[f"{short}/dropped"] = float(layer.last.dropped) if layer.last.dropped is not None else 0.0
+        for name, loss in layer.last.losses.items():
+            out[name] = out.get(name, 0.0) + float(loss.detach())
+    return out
