@@ -47,7 +47,21 @@ def closed_form(c: ModelConfig) -> int:
                   + wrap)
     hidden = c.d_ff or round(c.ffn_ratio * d)
     gated = c.activation in GATED
-    ffn = 0 if c.ffn == "none" else _linear(d, hidden * (2 if gated else 1), b) + _linear(hidden, d, b) + wrap
+
+    def mlp(width: int) -> int:
+        return _linear(d, width * (2 if gated else 1), b) + _linear(width, d, b)
+
+    def ffn_of(layers: int) -> int:  # a stack's FFNs: MoE layers (ffn=moe, by its pattern) or dense ones
+        if c.ffn == "none":
+            return 0
+        moe = c.moe or {}
+        every, first_dense = moe.get("every", 1), moe.get("first_dense", 0)
+        n_moe = sum(1 for i in range(layers) if c.ffn == "moe" and i >= first_dense and (i + 1) % every == 0)
+        width, shared = moe.get("expert_d_ff") or hidden, moe.get("n_shared_experts", 0)
+        experts = moe.get("n_experts", 8)
+        one_moe = (d * experts + experts * mlp(width) + (mlp(shared * width) if shared else 0)
+                   + (d if shared and moe.get("shared_gate") else 0))  # router, experts, shared (+ gate)
+        return n_moe * one_moe + (layers - n_moe) * mlp(hidden) + layers * wrap
     final = _norm(c) if (c.final_norm if c.final_norm is not None else c.norm_placement != "post") else 0
 
     def side() -> int:  # positions, token types and embedding norm of one input side
@@ -69,9 +83,10 @@ def closed_form(c: ModelConfig) -> int:
     if c.arch == "encoder_decoder":
         enc, dec = c.encoder_layers or c.n_layers, c.decoder_layers or c.n_layers
         tokens *= 1 if c.share_embeddings else 2
-        return (tokens + 2 * side() + enc * (self_attn + ffn) + dec * (self_attn + cross_attn + ffn)
-                + 2 * final + out - 2 * (self_attn - self_attn_0))
-    return tokens + side() + c.n_layers * (self_attn + ffn) + final + out - (self_attn - self_attn_0)
+        return (tokens + 2 * side() + enc * self_attn + ffn_of(enc) + dec * (self_attn + cross_attn)
+                + ffn_of(dec) + 2 * final + out - 2 * (self_attn - self_attn_0))
+    return (tokens + side() + c.n_layers * self_attn + ffn_of(c.n_layers) + final + out
+            - (self_attn - self_attn_0))
 
 
 @pytest.mark.parametrize("name", zoo.list_models())
@@ -89,7 +104,12 @@ def test_every_preset_matches_closed_form(name):
                           dict(norm_placement="post_sublayer", qk_norm=True, qk_norm_scope="all",
                                n_kv_heads=1),
                           dict(first_attn_norm=False),
-                          dict(norm_placement="sandwich", first_attn_norm=False)])
+                          dict(norm_placement="sandwich", first_attn_norm=False),
+                          dict(ffn="moe", activation="swiglu",
+                               moe=dict(n_experts=3, expert_d_ff=16, every=2, n_shared_experts=2,
+                                        shared_gate=True)),
+                          dict(ffn="moe", norm_placement="sandwich", moe=dict(n_experts=2, top_k=1,
+                                                                              first_dense=1))])
 @pytest.mark.parametrize("arch", ["decoder", "encoder", "encoder_decoder"])
 def test_new_knobs_match_closed_form(arch, knobs):
     model = zoo.build(dict(arch=arch, d_model=32, n_heads=4, n_layers=2, vocab_size=50, **knobs))
