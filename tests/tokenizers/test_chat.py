@@ -240,3 +240,64 @@ def test_bad_template_and_messages_file(base_tokenizer: str, tmp_path: Path) -> 
     (tmp_path / "obj.json").write_text('{"role": "user"}', encoding="utf-8")
     with pytest.raises(ValueError, match="messages_file='.*obj.json' must be a non-empty list"):
         read_messages(tmp_path / "obj.json", "messages_file")
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
+def test_hf_export_writes_the_template_transformers_applies(family: Family, base_tokenizer: str,
+                                                            tmp_path: Path) -> None:
+    """`save_hf` (what zoo.export format=hf writes) keeps a folder's template in tokenizer_config.json with
+    `split_special_tokens` off: transformers' apply_chat_template on the exported folder gives zoo's text and
+    ids (with split on, it would encode the template's control tokens as text)."""
+    tok = load_hf_tokenizer(write_folder(base_tokenizer, family, tmp_path / family.name))
+    exported = tok.save_hf(tmp_path / "export")
+    config = json.loads((exported / "tokenizer_config.json").read_text())
+    assert config["chat_template"] == family.template and config["split_special_tokens"] is False
+    compared = 0
+    for messages in CONVERSATIONS.values():
+        for prompt in (False, True):
+            try:
+                expected = transformers_chat(exported, messages, prompt)
+            except Exception:  # the template refuses (Gemma's system role): checked above
+                continue
+            text = render_chat(tok.chat_template, check_messages(messages), tok.specials.tokens,
+                               add_generation_prompt=prompt)
+            assert (text, tok.chat_ids(messages, add_generation_prompt=prompt)) == expected
+            assert zoo_chat(exported, messages, prompt) == expected  # and zoo reads its export back alike
+            compared += 1
+    assert compared >= 4
+
+
+def test_hf_export_of_named_templates_and_of_zoo_default(base_tokenizer: str, tmp_path: Path) -> None:
+    """Named templates are written in transformers' list form (default used by both); zoo's own default
+    template is not written, so such an export keeps special-token text as text in every input."""
+    family = next(f for f in FAMILIES if f.name == "smollm")
+    named = [{"name": "default", "template": SMOLLM}, {"name": "tool_use", "template": LLAMA3}]
+    tok = load_hf_tokenizer(write_folder(base_tokenizer, family, tmp_path / "named", config_template=named))
+    exported = tok.save_hf(tmp_path / "named_export")
+    assert json.loads((exported / "tokenizer_config.json").read_text())["chat_template"] == named
+    user = CONVERSATIONS["user"]
+    assert zoo_chat(exported, user, True) == transformers_chat(exported, user, True)
+    own = build_tokenizer({"name": "char"}, ["<bos>user\nhi<eos>"]).save_hf(tmp_path / "own")
+    config = json.loads((own / "tokenizer_config.json").read_text())
+    assert "chat_template" not in config and config["split_special_tokens"] is True
+
+
+@pytest.mark.e2e  # zoo.export's first import of the export and pretrained code: ~6 s on a busy machine
+def test_model_export_carries_the_template(base_tokenizer: str, tmp_path: Path) -> None:
+    """zoo.export(format="hf") of a checkpoint whose tokenizer came from a folder with a template: the
+    exported folder's apply_chat_template gives the checkpoint tokenizer's chat ids."""
+    import torch
+
+    import zoo
+    from zoo.checkpoint import atomic_torch_save, zoo_section
+
+    family = next(f for f in FAMILIES if f.name == "qwen2.5")
+    tok = load_hf_tokenizer(write_folder(base_tokenizer, family, tmp_path / "qwen"))
+    torch.manual_seed(0)
+    model = zoo.build("llama_small", vocab_size=tok.vocab_size, d_model=16, n_layers=1, n_heads=2,
+                      n_kv_heads=1, d_ff=32, max_seq_len=16, **tok.specials.model_ids())
+    state = {f"model.{k}": v for k, v in model.state_dict().items()}
+    atomic_torch_save({"state_dict": state, "zoo": zoo_section(model.config, "lm", tok)}, tmp_path / "m.ckpt")
+    exported = zoo.export(tmp_path / "m.ckpt", tmp_path / "hf", format="hf")
+    messages = CONVERSATIONS["multi_turn"]
+    assert transformers_chat(exported, messages, True)[1] == tok.chat_ids(messages)

@@ -156,12 +156,19 @@ class ZooTokenizer:
         ``special_tokens_map.json``, each atomically) that ``transformers.AutoTokenizer.from_pretrained``
         loads with the same ids as this tokenizer. The config names the generic fast class, so transformers
         uses ``tokenizer.json`` as it is, and ``split_special_tokens`` so special-token text in input stays
-        text."""
+        text. A folder's chat template (not zoo's default) is written too, and then ``split_special_tokens``
+        is off, as in the folder it came from: transformers' ``apply_chat_template`` encodes the template's
+        output with that setting, and split, the control tokens it writes would become text."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         named = {f"{role}_token": token for role, token in self.specials.tokens.items() if token is not None}
-        config = {"tokenizer_class": "PreTrainedTokenizerFast", **named, "split_special_tokens": True,
+        template = None if self.chat_template == DEFAULT_CHAT_TEMPLATE else self.chat_template
+        config = {"tokenizer_class": "PreTrainedTokenizerFast", **named,
+                  "split_special_tokens": template is None,
                   "clean_up_tokenization_spaces": self.clean_up_spaces}
+        if template is not None:  # transformers' forms: one string, or [{"name", "template"}, ...]
+            config["chat_template"] = template if isinstance(template, str) else [
+                {"name": name, "template": text} for name, text in template.items()]
         atomic_write_bytes(directory / TOKENIZER_FILE, self.hf.to_str().encode("utf-8"))
         atomic_write_json(directory / HF_CONFIG_FILE, config)
         atomic_write_json(directory / HF_SPECIAL_MAP_FILE, named)
