@@ -22,7 +22,7 @@ import torch
 
 from zoo.atomic import atomic_file
 from zoo.config import ModelConfig
-from zoo.modules.heads import HEADS, foreign_keys
+from zoo.models.vocabulary import check_config, settle_keys, vocabulary
 from zoo.tokenizers.texts import tokenizer_differences, tokenizer_texts
 from zoo.utils import some
 
@@ -30,6 +30,7 @@ FORMAT_VERSION = 1
 EXPORT_WEIGHTS = "model.safetensors"
 EXPORT_CONFIG = "config.json"
 EXPORT_TOKENIZER = "tokenizer"
+SHARDED_META = "meta.pt"  # a sharded checkpoint's non-tensor part (Lightning's name for it)
 EXPORT_FILES = (EXPORT_WEIGHTS, EXPORT_CONFIG, EXPORT_TOKENIZER)  # all an export folder may hold
 # Keys that may differ between a checkpoint and the run resuming it (they change no tensor shape).
 RESUMABLE_KEYS = frozenset({"dropout", "attn_dropout"})
@@ -124,13 +125,49 @@ class Checkpoint:
 
 
 def checkpoint_file(path: str | os.PathLike) -> Path:
-    """`path` when a file is there (nothing read); CheckpointError for no file or a folder."""
+    """`path` when a checkpoint is there (nothing read): a file, or a sharded checkpoint's folder;
+    CheckpointError for nothing there or another folder."""
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"checkpoint not found: {path}")
-    if path.is_dir():
-        raise CheckpointError(f"{path} is a directory, not a checkpoint file (exports load with zoo.load)")
+    if path.is_dir() and not is_sharded(path):
+        raise CheckpointError(f"{path} is a directory, not a checkpoint file nor a sharded checkpoint (no "
+                              f"{SHARDED_META}; exports load with zoo.load)")
     return path
+
+
+def is_sharded(path: str | os.PathLike) -> bool:
+    """Whether `path` is a sharded checkpoint: a folder of torch.distributed.checkpoint shards (each rank
+    wrote its own) with the rest of the Lightning checkpoint in `meta.pt` (zoo.training.sharding)."""
+    return Path(path).is_dir() and (Path(path) / SHARDED_META).is_file()
+
+
+def read_sharded(path: Path) -> dict[str, Any]:
+    """A sharded checkpoint as one process's full checkpoint dict: `meta.pt` (epoch, loops, the zoo
+    section) with the whole `state_dict` assembled from every rank's shards; the optimizer states stay in the
+    folder (they resume through the sharded strategy, which reshards them to its world size)."""
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
+    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
+
+    meta = torch.load(path / SHARDED_META, map_location="cpu", weights_only=True)
+    tensors: dict[str, Any] = {}
+    # torch's own converter (format_utils.dcp_to_torch_save) reads this way: the planner rebuilds the dict
+    # from the folder's metadata, no_dist: this process alone, also inside a distributed run (no collective)
+    _load_state_dict(tensors, storage_reader=FileSystemReader(path),
+                     planner=_EmptyStateDictLoadPlanner(keys={"state_dict"}), no_dist=True)
+    return {**meta, "state_dict": tensors["state_dict"]} if isinstance(meta, dict) else meta
+
+
+def consolidate(sharded: str | os.PathLike, out: str | os.PathLike) -> Path:
+    """Write the sharded checkpoint folder `sharded` as one checkpoint file `out` (atomically): its zoo
+    section and whole state dict, which `zoo.load`, generate, evaluate and export read like any checkpoint.
+    The optimizer states stay behind (resume from the folder itself, with trainer=fsdp). Returns `out`."""
+    if not checkpoint_file(sharded).is_dir():
+        raise CheckpointError(f"{sharded} is a checkpoint file already, not a sharded checkpoint folder")
+    data = read_checkpoint(sharded)
+    atomic_torch_save({"state_dict": data["state_dict"], "zoo": data["zoo"]}, out)
+    return Path(out)
 
 
 def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
@@ -138,7 +175,8 @@ def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     is not a PyTorch checkpoint, one without a valid zoo section, or weights that do not fit its config."""
     path = checkpoint_file(path)
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        ckpt = read_sharded(path) if path.is_dir() else torch.load(path, map_location="cpu",
+                                                                   weights_only=True)
     except Exception as e:  # pickle, zip and torch errors alike mean "not a checkpoint"
         raise CheckpointError(torch_load_failure(path, e)) from None
     if not (isinstance(ckpt, dict) and all(isinstance(ckpt.get(k), dict) for k in ("zoo", "state_dict"))):
@@ -190,7 +228,9 @@ def saved_model_config(saved: Any, where: str) -> ModelConfig:
         raise CheckpointError(f"{where} is missing or not a mapping (got {type(saved).__name__}); it should "
                               "hold the model config")
     try:
-        return ModelConfig.from_dict(dict(saved))
+        config = ModelConfig.from_dict(settle_keys(dict(saved), {})[0])  # keys no chosen entry reads: reset
+        check_config(config)
+        return config
     except (ValueError, TypeError) as e:
         raise CheckpointError(f"{where} is not a valid model config: {e}") from None
 
@@ -244,8 +284,8 @@ def check_compatible(saved_record: CheckpointRecord, config: ModelConfig, task: 
     # a key an older checkpoint lacks is a knob added since, whose default keeps the old behaviour
     saved = {**ModelConfig().to_dict(), **(saved_record.model_config or {})}
     current = config.to_dict()
-    # keys only other heads read mean nothing here (a checkpoint written before they were reset may hold them)
-    unread = foreign_keys(config.head) if config.head in HEADS else frozenset()
+    # keys no chosen entry reads mean nothing here (a checkpoint written before they were reset may hold them)
+    unread = set(current) - vocabulary().read_keys(current)
     diffs = [
         f"model.{key}: checkpoint {saved.get(key)!r}, this run {value!r}"
         for key, value in current.items()

@@ -1,19 +1,32 @@
-"""ModelConfig: the one plain-data description of a model. Every knob lives here; derived sizes are
-properties; `validate()` rejects bad values of its own fields with the key, the value and what is allowed.
+"""ModelConfig: the one plain-data description of a model. Every knob is a flat field (the YAML, Hydra,
+checkpoint and export surface); derived sizes are properties.
 
-Config is data: it imports no module it configures. Named choices (arch, activation, norm, positional,
-norm_placement, head) are resolved, and checked against what each chosen component needs, where their
-registries live, when the model is built (`zoo.models.check_config`)."""
+Config is data: it imports no module it configures. MODEL_OPTIONS holds the rules of the keys no registry
+entry owns; the keys a chosen entry reads (a positional scheme's rope_*, a head's num_labels) are declared by
+that entry. Both are checked in one pass when the model is built (`zoo.models.check_config`, docs/design.md
+"Config vocabulary"); constructing or replacing a config checks nothing."""
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from zoo.registry import unknown_choice_message
+from zoo.options import (
+    BOOL,
+    COUNT,
+    NAME,
+    POSITIVE,
+    SWITCH,
+    Options,
+    integer,
+    number,
+    one_of,
+    optional,
+    positive_scale,
+    within,
+)
 from zoo.utils import did_you_mean, plain_dict
 
 
@@ -44,9 +57,7 @@ class ModelConfig:
     global_every: int = 0  # with sliding_window: every k-th layer (k,
                            # 2k, ...) attends globally; 0 = none does
     global_first: bool = False  # with global_every: layers 0, k, 2k, ... are the global ones (ModernBERT)
-    ffn: str = "mlp"  # mlp | moe | none (zoo.modules.feedforward.FFNS)
-    moe: dict[str, Any] = dataclasses.field(default_factory=dict)  # ffn=moe: its keys (n_experts, top_k,
-    #   router, balance, ...), declared and checked by zoo.modules.moe.settings.MoESettings; empty otherwise
+    ffn: str = "mlp"  # mlp | none
     context_size: int = 0  # arch mlp_lm: tokens its MLP reads (the
                            # current one and k-1 before); others: unused
     ffn_ratio: float = 4.0  # d_ff = ffn_ratio * d_model unless d_ff is given
@@ -106,9 +117,6 @@ class ModelConfig:
     eos_id: int = 2
     decoder_start_id: int | None = None  # encoder_decoder: first decoder token; default bos_id
     init_std: float = 0.02
-
-    def __post_init__(self) -> None:
-        self.validate()
 
     # ----- derived sizes -----
     @property
@@ -176,104 +184,49 @@ class ModelConfig:
         """Plain data (no OmegaConf, no tensors): safe to store in checkpoints and JSON."""
         return dataclasses.asdict(self)
 
-    # ----- validation -----
-    def validate(self) -> None:
-        """Raise ValueError naming the key, the value and what is allowed, before any module is built."""
-        for key in _NAMED_CHOICES:  # resolved at build time; here only "is it a name"
-            value = getattr(self, key)
-            if not (isinstance(value, str) and value) and not (value is None and key in _OPTIONAL_CHOICES):
-                raise ValueError(f"model.{key} must be a name (a string), got {value!r}.")
-        for key, allowed in _ENUMS.items():
-            value = getattr(self, key)
-            if value not in allowed:
-                raise ValueError(f"model.{key}: " + unknown_choice_message(key, value, list(allowed)))
-        positive = ["vocab_size", "d_model", "n_heads", "max_seq_len"]
-        for key in positive:
-            if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
-                raise ValueError(f"model.{key} must be a positive integer, got {getattr(self, key)!r}.")
-        if (self.sliding_window is not None
-                and (not isinstance(self.sliding_window, int) or self.sliding_window < 1)):
-            raise ValueError("model.sliding_window must be a positive integer "
-                             f"(or null: every layer global), got {self.sliding_window!r}.")
-        if self.head_dim is not None and (not isinstance(self.head_dim, int) or self.head_dim < 1):
-            raise ValueError(f"model.head_dim must be a positive integer (or null for d_model // n_heads), "
-                             f"got {self.head_dim!r}.")
-        for key in ["n_layers", "encoder_layers", "decoder_layers", "type_vocab_size", "num_labels",
-                    "pos_offset", "rel_buckets", "rel_max_distance", "global_every", "context_size",
-                    "nope_every"]:
-            value = getattr(self, key)
-            if value is not None and (not isinstance(value, int) or value < 0):
-                raise ValueError(f"model.{key} must be a non-negative integer, got {value!r}.")
-        for f in fields(self):  # true/false knobs: a string like "no" would silently count as True
-            value = getattr(self, f.name)
-            if f.type in ("bool", "bool | None") and value is not None and not isinstance(value, bool):
-                raise ValueError(f"model.{f.name} must be true or false, got {value!r}.")
-        for key in ["ffn_ratio", "norm_eps", "rope_base", "rope_local_base", "init_std", "dropout",
-                    "attn_dropout", "attn_scale", "attn_softcap", "final_softcap", "head_scale"]:
-            value = getattr(self, key)
-            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
-                                      or not math.isfinite(value)):
-                raise ValueError(f"model.{key} must be a finite number, got {value!r}.")
-        for key in ["rope_base", "rope_local_base"]:
-            value = getattr(self, key)
-            if value is not None and value <= 0:
-                raise ValueError(f"model.{key} must be > 0 (10000 in most models), got {value!r}.")
-        self._validate_rope_keys()
-        for key in ["attn_scale", "attn_softcap", "final_softcap", "head_scale"]:
-            value = getattr(self, key)
-            if value is not None and value <= 0:
-                raise ValueError(f"model.{key} must be > 0 (or null for the default), got {value!r}.")
-        if self.init_std < 0:
-            raise ValueError(f"model.init_std must be >= 0, got {self.init_std!r}.")
-        if self.head_dim is None and self.d_model % self.n_heads:
-            raise ValueError(
-                f"model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}; "
-                f"choose n_heads among the divisors of d_model, or set model.head_dim."
-            )
-        if self.kv_heads < 1 or self.n_heads % self.kv_heads:
-            raise ValueError(
-                f"model.n_heads={self.n_heads} is not divisible by model.n_kv_heads={self.n_kv_heads}; "
-                f"n_kv_heads must divide n_heads (n_heads = MHA, 1 = MQA)."
-            )
-        if self.ffn_dim < 1 and self.ffn != "none":
-            raise ValueError(f"model.d_ff/ffn_ratio give a hidden size of {self.ffn_dim}; it must be >= 1.")
-        for key in ["dropout", "attn_dropout"]:
-            value = getattr(self, key)
-            if value is not None and not 0.0 <= value < 1.0:
-                raise ValueError(f"model.{key} must be in [0, 1), got {value!r}.")
-        if self.norm_eps <= 0:
-            raise ValueError(f"model.norm_eps must be > 0, got {self.norm_eps!r}.")
-        for key in ["pad_id", "bos_id", "eos_id", "decoder_start_id"]:
-            value = getattr(self, key)
-            if value is not None and not 0 <= value < self.vocab_size:
-                raise ValueError(f"model.{key}={value} is outside the vocabulary [0, {self.vocab_size}).")
-
-    def _validate_rope_keys(self) -> None:
-        """Types and ranges of the RoPE fraction and scaling keys; which keys a scaling needs is checked by
-        its ROPE_SCALINGS entry."""
-        if not (isinstance(self.rope_scaling, str) and self.rope_scaling):
-            raise ValueError(f"model.rope_scaling must be a name (a string), got {self.rope_scaling!r}.")
-        for key in ["rope_fraction", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor"]:
-            value = getattr(self, key)
-            if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-                    or value <= 0):
-                raise ValueError(f"model.{key} must be a finite number > 0, got {value!r}.")
-        if self.rope_fraction > 1:
-            raise ValueError("model.rope_fraction is the share of each head's features that rotate, in "
-                             f"(0, 1]; got {self.rope_fraction!r}.")
-        value = self.rope_original_max_len
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError("model.rope_original_max_len must be a "
-                             f"positive integer (or null), got {value!r}.")
-
 
 MODEL_SPEC = "a preset name, mapping or ModelConfig"  # what `model` may be, in error messages
-_NAMED_CHOICES = ("arch", "ffn", "activation", "head_activation", "norm", "norm_placement", "positional", "head",
-                  "head_pool", "head_pooler")
-_OPTIONAL_CHOICES = ("head_activation", "head_pool", "head_pooler")
-_ENUMS: dict[str, tuple[str, ...]] = {
-    "sinusoidal_layout": ("interleaved", "half"),
-    "rope_layout": ("half", "interleaved"),
-    "qk_norm_scope": ("head", "all"),
-}
 
+
+FRACTION = within(number(), lambda v: 0 <= v < 1, "in [0, 1)")
+
+# The keys no registry entry owns, and their rules. The keys a named choice's entry reads (a positional
+# scheme's, a RoPE scaling's, a head's) are declared by that entry (its `options`) and checked with these by
+# zoo.models.vocabulary.check_config, once per config: config is data and imports no module it configures.
+MODEL_OPTIONS = Options({
+    **{key: NAME for key in ("arch", "activation", "norm", "norm_placement", "positional", "head")},
+    **{key: POSITIVE for key in ("vocab_size", "d_model", "n_heads", "max_seq_len")},
+    **{key: COUNT for key in ("n_layers", "type_vocab_size", "global_every", "context_size")},
+    **{key: optional(COUNT) for key in ("encoder_layers", "decoder_layers")},
+    **{key: BOOL for key in ("qk_norm", "global_first", "first_attn_norm", "embed_norm", "embed_scale",
+                             "residual", "bias", "share_embeddings")},
+    **{key: SWITCH for key in ("qkv_bias", "final_norm")},
+    **{key: optional(integer()) for key in ("pad_id", "bos_id", "eos_id", "decoder_start_id")},
+    "n_kv_heads": optional(POSITIVE),
+    "head_dim": optional(POSITIVE, "a positive integer (or null for d_model // n_heads)"),
+    "sliding_window": optional(POSITIVE, "a positive integer (or null: every layer global)"),
+    "qk_norm_scope": one_of("head", "all"),
+    "ffn": one_of("mlp", "none"),
+    "attn_scale": positive_scale(), "attn_softcap": positive_scale(),
+    "ffn_ratio": number(), "d_ff": optional(integer()),
+    "norm_eps": within(number(), lambda v: v > 0, "> 0"),
+    "dropout": FRACTION, "attn_dropout": optional(FRACTION),
+    "init_std": within(number(), lambda v: v >= 0, ">= 0"),
+})
+
+
+def check_sizes(cfg: ModelConfig) -> None:
+    """What the fields say together: heads divide the width, token ids lie in the vocabulary (ValueError)."""
+    if cfg.head_dim is None and cfg.d_model % cfg.n_heads:
+        raise ValueError(f"model.d_model={cfg.d_model} is not divisible by model.n_heads={cfg.n_heads}; "
+                         "choose n_heads among the divisors of d_model, or set model.head_dim.")
+    if cfg.n_heads % cfg.kv_heads:
+        raise ValueError(f"model.n_heads={cfg.n_heads} is not divisible by "
+                         f"model.n_kv_heads={cfg.n_kv_heads}; n_kv_heads must divide n_heads (n_heads = MHA, "
+                         "1 = MQA).")
+    if cfg.ffn_dim < 1 and cfg.ffn != "none":
+        raise ValueError(f"model.d_ff/ffn_ratio give a hidden size of {cfg.ffn_dim}; it must be >= 1.")
+    for key in ("pad_id", "bos_id", "eos_id", "decoder_start_id"):
+        value = getattr(cfg, key)
+        if value is not None and not 0 <= value < cfg.vocab_size:
+            raise ValueError(f"model.{key}={value} is outside the vocabulary [0, {cfg.vocab_size}).")

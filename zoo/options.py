@@ -1,9 +1,12 @@
 """Which keys a config group accepts and which values each key takes, checked with one clear message.
 
 An `Options` is a mapping key -> `Rule`. Registry entries whose options are keyword parameters (data
-sources, tokenizers, schedules, loggers) declare them by their signature: `Options.of(fn)` reads the names
-and type hints, so the key list lives in one place, the code that consumes it. Errors are ValueError and
-name the key, the value and what is allowed; an unknown key suggests the closest known one.
+sources, tokenizers, schedules, loggers) declare them by their signature: `Options.of(fn)` reads the names,
+type hints and defaults, so the key list lives in one place, the code that consumes it. Model registry entries
+(a positional scheme, a RoPE scaling, a head) declare the `ModelConfig` keys they read as a class attribute
+`options`; `zoo.models.vocabulary` checks them (docs/design.md, "Config vocabulary"). A key whose value is a
+mapping of its own keys takes `nested(options)`. Errors are ValueError and name the key, the value and what
+is allowed; an unknown key suggests the closest known one.
 """
 
 from __future__ import annotations
@@ -27,12 +30,15 @@ class Rule:
 
     test: Callable[[Any], bool]
     allowed: str
-    explain: Callable[[str, Any], str] | None = None
+    explain: Callable[[str, Any], str | None] | None = None
+    inner: Options | None = None  # a mapping value's own keys (`nested`), checked as `key.inner_key`
 
     def check(self, key: str, value: Any) -> None:
         if not self.test(value):
             explained = self.explain(key, value) if self.explain else None
             raise ValueError(explained or f"{key} must be {self.allowed}, got {value!r}")
+        if self.inner is not None and value is not None:
+            self.inner.check(key, value)
 
 
 def _is_int(value: Any) -> bool:
@@ -74,8 +80,34 @@ def one_of(*choices: Any) -> Rule:
                 "one of " + ", ".join(repr(c) for c in choices))
 
 
-def optional(rule: Rule) -> Rule:
-    return Rule(lambda v: v is None or rule.test(v), f"null or {rule.allowed}")
+def optional(rule: Rule, allowed: str | None = None) -> Rule:
+    """`rule` or null; `allowed` words it (default 'null or ...')."""
+    return Rule(lambda v: v is None or rule.test(v), allowed or f"null or {rule.allowed}", rule.explain,
+                rule.inner)
+
+
+def within(base: Rule, test: Callable[[Any], bool], bound: str | Callable[[str, Any], str]) -> Rule:
+    """A value `base` allows that also passes `test`; the error says `base`'s words when the type is wrong
+    and '{key} must be {bound}' (or `bound(key, value)`) when only the bound is ('model.dropout must be in
+    [0, 1)')."""
+
+    def explain(key: str, value: Any) -> str:
+        if not base.test(value):
+            return f"{key} must be {base.allowed}, got {value!r}"
+        return bound(key, value) if callable(bound) else f"{key} must be {bound}, got {value!r}"
+
+    return Rule(lambda v: base.test(v) and test(v), base.allowed, explain)
+
+
+def positive_scale() -> Rule:
+    """A multiplier > 0, or null for the component's default (attn_scale, final_softcap, ...)."""
+    return optional(within(number(), lambda v: v > 0, "> 0 (or null for the default)"))
+
+
+def nested(options: Options, allowed: str = "a mapping") -> Rule:
+    """A key whose value is a mapping checked against `options` (`model.moe: {n_experts: 8}` gives errors
+    naming model.moe.n_experts); fill its defaults with `options.filled(value)`."""
+    return Rule(lambda v: isinstance(v, Mapping), allowed, inner=options)
 
 
 def list_of(rule: Rule, length: int | None = None) -> Rule:
@@ -92,6 +124,10 @@ TEXT = Rule(lambda v: isinstance(v, str), "a string")
 BOOL = Rule(lambda v: isinstance(v, bool), "true or false")
 MAPPING = Rule(lambda v: isinstance(v, Mapping), "a mapping")
 ANY = Rule(lambda v: True, "anything")
+NAME = Rule(lambda v: isinstance(v, str) and bool(v), "a name (a string)")  # of a registry entry
+POSITIVE = Rule(lambda v: _is_int(v) and v >= 1, "a positive integer")
+COUNT = Rule(lambda v: _is_int(v) and v >= 0, "a non-negative integer")
+SWITCH = Rule(lambda v: v is None or isinstance(v, bool), "true or false (or null for the default)")
 
 
 def hint_rule(hint: Any) -> Rule:
@@ -142,6 +178,7 @@ class Options:
 
     rules: Mapping[str, Rule]
     required: frozenset[str] = field(default_factory=frozenset)
+    defaults: Mapping[str, Any] = field(default_factory=dict)  # key -> value when not given (`filled`)
 
     @classmethod
     def of(cls, fn: Callable[..., Any], skip: Iterable[str] = ()) -> Options:
@@ -153,11 +190,15 @@ class Options:
             hints = {}
         rules = {p.name: hint_rule(hints[p.name]) if p.name in hints else ANY for p in params}
         required = frozenset(p.name for p in params if p.default is p.empty)
-        return cls(rules, required)
+        return cls(rules, required, {p.name: p.default for p in params if p.default is not p.empty})
 
     def extended(self, rules: Mapping[str, Rule], required: Iterable[str] = ()) -> Options:
         """These options with `rules` added (a key given in both takes the rule from `rules`)."""
-        return Options({**self.rules, **rules}, self.required | frozenset(required))
+        return Options({**self.rules, **rules}, self.required | frozenset(required), self.defaults)
+
+    def filled(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """`given` with the default of every key it leaves out."""
+        return {**self.defaults, **given}
 
     def check(self, group: str, given: Mapping[str, Any], where: str = "") -> None:
         """Raise ValueError for the first unknown key, missing required key or disallowed value."""
@@ -191,3 +232,80 @@ def check_entry(group: str, name: str, given: Mapping[str, Any], options_of: Cal
                          + f" Switch with the config group, e.g. {group}={name}, not {group}.name={name}.")
     options.check(group, given, where)
 
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """Config keys owned by registry entries. `groups`: the key that names an entry (`positional`) -> entry
+    name -> the Options that entry reads, in the order one choice opens the next (rope reads rope_scaling);
+    `defaults`: every key's default. A key no entry declares is read always; an entry's key only while that
+    entry is chosen, and otherwise must hold its default."""
+
+    groups: Mapping[str, Mapping[str, Options]]
+    defaults: Mapping[str, Any]
+
+    def owners(self) -> dict[str, tuple[str, Rule]]:
+        """Owned key -> (its group, its rule); entries reading one key share the first declaration's rule."""
+        owned: dict[str, tuple[str, Rule]] = {}
+        for group, entries in self.groups.items():
+            for options in entries.values():
+                for key, rule in options.rules.items():
+                    owned.setdefault(key, (group, rule))
+        return owned
+
+    def read_keys(self, values: Mapping[str, Any]) -> set[str]:
+        """The keys the choices in `values` read (an unknown name reads nothing; its check names it)."""
+        read = set(self.defaults) - set(self.owners())
+        for group, entries in self.groups.items():
+            if group in read and self._known(values, group):
+                read |= set(entries[values.get(group, self.defaults.get(group))].rules)
+        return read
+
+    def _known(self, values: Mapping[str, Any], group: str) -> bool:
+        """Whether `values` names a registered entry of `group`."""
+        chosen = values.get(group, self.defaults.get(group))
+        return isinstance(chosen, str) and chosen in self.groups[group]
+
+    def unread(self, values: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """(key, group) of each owned key set away from its default that no chosen entry reads."""
+        read = self.read_keys(values)
+        unknown = {g for g in self.groups if g in read and not self._known(values, g)}  # named by its check
+        return [(key, group) for key, (group, _) in self.owners().items()
+                if key not in read and group not in unknown and key in values
+                and values[key] != self.defaults[key]]
+
+    def _says(self, group: str, key: str, values: Mapping[str, Any]) -> tuple[str, Any, str]:
+        chosen = values.get(group, self.defaults[group])
+        readers = "|".join(n for n in sorted(self.groups[group]) if key in self.groups[group][n].rules)
+        reads = self.groups[group][chosen].rules if self._known(values, group) else {}
+        return readers, chosen, ", ".join(reads) or "no key of its own"
+
+    def check_read(self, values: Mapping[str, Any], prefix: str = "model.",
+                   ignored: Iterable[str] = ()) -> None:
+        """ValueError for the first key set for an entry that is not chosen (it would have no effect); the
+        keys of `ignored` groups are let through (they are settled where a config is assembled)."""
+        for key, group in [(k, g) for k, g in self.unread(values) if g not in ignored][:1]:
+            readers, chosen, _ = self._says(group, key, values)
+            raise ValueError(f"{prefix}{key}={values[key]!r} has no effect with {prefix}{group}={chosen!r}: "
+                             f"only {prefix}{group}={readers} reads it; remove it or choose one of those.")
+
+    def settle(self, base: Mapping[str, Any], explicit: Mapping[str, Any],
+               prefix: str = "model.") -> tuple[dict[str, Any], list[str]]:
+        """The one rule for entry-owned keys: `base` is where a config comes from (a preset, a saved or
+        pretrained config, a mapping given whole), `explicit` what the user laid over it (keyword overrides,
+        `model.x=` on the command line). A key no chosen entry reads is reset to its default when it comes
+        from `base` (returned in the list) and is a ValueError naming it and the entries that read it when it
+        is explicit. Returns (merged, reset keys)."""
+        merged = {**base, **explicit}
+        reset = []
+        for key, group in self.unread(merged):
+            if key in self.groups and not self._known(merged, key):
+                continue  # a misspelled name: its own check names it
+            if key in explicit:
+                readers, chosen, reads = self._says(group, key, merged)
+                raise ValueError(f"{prefix}{key}={explicit[key]!r} is read by {prefix}{group}={readers}, not "
+                                 f"by {prefix}{group}={chosen}; drop it ({prefix}{group}={chosen} reads: "
+                                 f"{reads})")
+            merged[key] = self.defaults[key]
+            reset.append(key)
+        return merged, sorted(reset)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.config import MODEL_SPEC, ModelConfig
-from zoo.modules.heads import settle_head_keys
+from zoo.models.vocabulary import settle_keys
 from zoo.registry import Registry, unknown_choice_message
 from zoo.utils import plain_dict
 
@@ -66,16 +66,17 @@ def preset_dict(name: str) -> dict[str, Any]:
 
 def resolve_config(spec: str | Mapping[str, Any] | ModelConfig, **overrides: Any) -> ModelConfig:
     """Preset name, mapping, OmegaConf node or ModelConfig, with keyword overrides laid on top. Keys that only
-    another head reads are reset to their defaults when they come from `spec` and refused when they are
-    overrides (`zoo.modules.heads.settle_head_keys`): `build("bert_small", head="classifier", num_labels=2)`
-    drops the preset's masked-LM head knobs, `build("gpt2", num_labels=2)` is an error."""
+    an entry not chosen reads (another head, another positional scheme) are reset to their defaults when they
+    come from `spec` and refused when they are overrides (`zoo.models.vocabulary.settle_keys`):
+    `build("bert_small", head="classifier", num_labels=2)` drops the preset's masked-LM head knobs,
+    `build("gpt2", num_labels=2)` is an error."""
     if isinstance(spec, str):
         base: Any = preset_dict(spec)
     elif isinstance(spec, ModelConfig):
         base = spec.to_dict()
     else:
         base = plain_dict(spec, "model", expected=MODEL_SPEC)
-    merged, _ = settle_head_keys(base, overrides)
+    merged, _ = settle_keys(base, overrides)
     return ModelConfig.from_dict(merged)
 
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from zoo.config import ModelConfig
+from zoo.models import check_config
 from zoo.modules.attention import Attention
 from zoo.modules.heads import LMHead
 from zoo.modules.mask import build_mask
@@ -120,4 +121,4 @@ def test_final_softcap_is_c_tanh_of_logits():
 ])
 def test_bad_knob_values(key, value, message):
     with pytest.raises(ValueError, match=message):
-        ModelConfig(**{key: value})
+        check_config(ModelConfig(**{key: value}))

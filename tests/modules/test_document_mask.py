@@ -22,7 +22,7 @@ SCHEMES += [("rope", scaling) for scaling in ROPE_SCALINGS.names()]
 
 
 def build(arch: str, positional: str, rope_scaling: str = "none", **extra) -> torch.nn.Module:
-    keys = {k: v for k, v in ROPE_KEYS.items() if k in ROPE_SCALINGS.get(rope_scaling).keys}
+    keys = {k: v for k, v in ROPE_KEYS.items() if k in ROPE_SCALINGS.get(rope_scaling).options.rules}
     torch.manual_seed(0)
     model = zoo.build(dict(arch=arch, vocab_size=V, d_model=16, n_heads=2, n_layers=2, max_seq_len=24,
                            positional=positional, rope_scaling=rope_scaling, **keys, **extra))

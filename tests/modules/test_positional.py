@@ -98,6 +98,6 @@ def test_nope_layers_skip_the_rotation():
     with torch.no_grad():
         torch.testing.assert_close(nope(ids).logits, plain(ids).logits)
         assert not torch.allclose(nope(ids).logits, rope(ids).logits)
-    with pytest.raises(ValueError, match=r"model.nope_every=2 makes layers skip the rotary terms, but "
-                                         r"model.positional='learned' does not rotate"):
-        zoo.build({**kw, "positional": "learned", "nope_every": 2})
+    with pytest.raises(ValueError, match=r"model.nope_every=2 is read by model.positional=rope, not by "
+                                         r"model.positional=learned"):
+        zoo.build({**kw, "positional": "learned"}, nope_every=2)

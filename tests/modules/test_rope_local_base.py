@@ -55,12 +55,12 @@ def test_layers_rotate_at_the_base_their_kind_has(every):
 
 
 @pytest.mark.parametrize(("keys", "message"), [
-    (dict(positional="learned", sliding_window=4), r"model.rope_local_base=10.0 is a rotary base, but "
-                                                   r"model.positional='learned' does not rotate"),
+    (dict(positional="learned", sliding_window=4), r"model.rope_local_base=10.0 is read by model.positional="
+                                                   r"rope, not by model.positional=learned"),
     (dict(positional="rope"), r"model.rope_local_base=10.0 is the base of the sliding-window layers, but "
                               r"model.sliding_window is null"),
     (dict(positional="rope", sliding_window=4, rope_local_base=0.0), r"model.rope_local_base must be > 0"),
 ])
 def test_rope_local_base_errors_name_the_key(keys, message):
     with pytest.raises(ValueError, match=message):
-        zoo.build(ModelConfig(**{**TINY, "rope_local_base": 10.0, **keys}))
+        zoo.build(ModelConfig(**TINY), **{"rope_local_base": 10.0, **keys})

@@ -109,12 +109,12 @@ def test_rope_keys_are_checked_when_the_model_is_built(overrides, message):
 ])
 def test_rope_key_types_are_checked_by_the_config(overrides, message):
     with pytest.raises(ValueError, match=message):
-        ModelConfig(positional="rope", **overrides)
+        zoo.models.check_config(ModelConfig(positional="rope", **overrides))
 
 
 def test_registry_lists_every_entry_with_its_keys():
     assert ROPE_SCALINGS.names() == ["linear", "llama3", "none", "yarn"]
-    assert all(set(ROPE_SCALINGS.get(n).keys) <= {"rope_factor", "rope_low_freq_factor",
+    assert all(set(ROPE_SCALINGS.get(n).options.rules) <= {"rope_factor", "rope_low_freq_factor",
                                                   "rope_high_freq_factor",
                                                    "rope_original_max_len"} for n in ROPE_SCALINGS.names())
 
@@ -122,8 +122,8 @@ def test_registry_lists_every_entry_with_its_keys():
 def test_scaling_on_a_scheme_that_does_not_rotate_is_refused():
     import zoo
 
-    with pytest.raises(ValueError, match="model.rope_scaling='linear' scales rotary frequencies, but "
-                                         "model.positional='learned' does not rotate"):
+    with pytest.raises(ValueError, match="model.rope_scaling='linear' is read by model.positional=rope, "
+                                         "not by model.positional=learned"):
         zoo.build("gpt_nano", rope_scaling="linear", rope_factor=2.0)
     with pytest.raises(ValueError,
                        match="model.rope_scaling: Unknown rope_scaling 'llama4'. Did you mean 'llama3'"):

@@ -85,4 +85,4 @@ def test_cache_and_weights_path_agree(arch, global_every):
 
 def test_bad_window():
     with pytest.raises(ValueError, match="model.sliding_window must be a positive integer"):
-        ModelConfig(sliding_window=0)
+        zoo.models.check_config(ModelConfig(sliding_window=0))

@@ -80,7 +80,7 @@ def test_head_scale_is_what_v1_0_needs():
     head, x = LMHead(cfg, torch.nn.Embedding(11, 16)), torch.randn(2, 3, 16)
     assert torch.allclose(head(x), x @ head.proj.weight.T * 0.25)
     with pytest.raises(ValueError, match=r"model.head_scale must be > 0"):
-        zoo.ModelConfig(head_scale=0.0)
+        zoo.models.check_config(zoo.ModelConfig(head_scale=0.0))
 
 
 def test_rmsnorm_equals_t5_layer_norm_in_fp32_and_bf16():

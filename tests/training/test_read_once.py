@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import zoo
-import zoo.models.base
+import zoo.models.vocabulary
 import zoo.tokenizers.hf
 import zoo.tokenizers.tokenizer
 from zoo.models import DecoderLM
@@ -42,7 +42,7 @@ def test_a_resumed_run_reads_its_checkpoint_once_and_checks_each_config_once(mak
 
     monkeypatch.setattr(torch, "load", counted_load)
     monkeypatch.setattr(DecoderLM, "check_config", classmethod(counted_check))
-    monkeypatch.setattr(zoo.models.base, "_CHECKED", {})  # what the first run checked counts again
+    monkeypatch.setattr(zoo.models.vocabulary, "_CHECKED", {})  # what the first run checked counts again
     resumed = train(make_cfg([*QUICK, "trainer.max_steps=4", f"ckpt_path={first.last_checkpoint}"],
                              run="second"))
     assert sorted(train_losses(resumed.output_dir)) == [2, 3]  # it did resume, at step 2

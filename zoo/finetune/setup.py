@@ -23,7 +23,8 @@ from zoo.finetune.init_from import (
 )
 from zoo.finetune.labels import order_labels, reindex
 from zoo.finetune.methods import Applied, apply_finetune, check_finetune, trainable_line
-from zoo.modules.heads import HEADS, settle_head_keys
+from zoo.models.vocabulary import settle_keys
+from zoo.modules.heads import HEADS
 from zoo.tokenizers import ZooTokenizer
 
 
@@ -78,7 +79,7 @@ def plan_init(resolved: Mapping[str, Any], task_head: str | None) -> InitPlan | 
         old = {k: getattr(defaults, k) for k in HEADS.get(pretrained.head).reads}
         base = {**base, **old, **source.head_keys(changes["head"])}
         notes.append(f"a new {changes['head']} head replaces the pretrained {pretrained.head} head")
-    merged, _ = settle_head_keys(base, changes)  # a key the chosen head does not read: ValueError naming it
+    merged, _ = settle_keys(base, changes)  # a key no chosen entry reads: ValueError naming it
     changed = {k: v for k, v in merged.items() if k not in saved or v != getattr(pretrained, k)}
     model = with_overrides(pretrained, changed, value)
     own = not group_given("tokenizer", overrides)

@@ -10,10 +10,10 @@ import torch
 from torch import nn
 
 from zoo.config import ModelConfig
+from zoo.models.vocabulary import ARCHS, check_config
 from zoo.modules.block import Stack
 from zoo.modules.cache import KVCache
 from zoo.modules.embedding import Embeddings
-from zoo.modules.feedforward import ACTIVATIONS, FFNS
 from zoo.modules.heads import HEADS, HeadOutput, OutputHead
 from zoo.modules.mask import (
     AttentionMask,
@@ -22,45 +22,8 @@ from zoo.modules.mask import (
     check_documents,
     document_positions,
 )
-from zoo.modules.norm import NORMS
-from zoo.modules.positional import POSITIONALS, Positional, PositionTerms
-from zoo.modules.residual import WIRINGS
-from zoo.modules.rope_scaling import ROPE_SCALINGS
-from zoo.registry import Registry, unknown_choice_message
+from zoo.modules.positional import Positional, PositionTerms
 from zoo.utils import check_range
-
-ARCHS: Registry = Registry("arch")
-
-
-def named_choices() -> dict[str, Registry]:
-    """Config key -> the registry its name is resolved in."""
-    return {"arch": ARCHS, "ffn": FFNS, "activation": ACTIVATIONS, "head_activation": ACTIVATIONS,
-            "norm": NORMS, "norm_placement": WIRINGS, "positional": POSITIONALS,
-            "rope_scaling": ROPE_SCALINGS, "head": HEADS}
-
-
-_CHECKED: dict[str, None] = {}  # configs (by value) that passed check_config: a run builds one several times
-
-
-def check_config(cfg: ModelConfig) -> None:
-    """Resolve every named choice of `cfg` and let each chosen component check what it needs of the config
-    (e.g. RoPE an even head size); one ValueError naming the key before any module is built. A config equal to
-    one that passed is not checked again (the planned config is built on the meta device, then for real)."""
-    key = repr(cfg)
-    if key in _CHECKED:
-        return
-    for name, registry in named_choices().items():
-        value = getattr(cfg, name)
-        if value is None:  # optional choice left to its default
-            continue
-        if value not in registry:
-            raise ValueError(f"model.{name}: " + unknown_choice_message(name, value, registry.names()))
-        check = getattr(registry.get(value), "check_config", None)
-        if check is not None:
-            check(cfg)
-    if len(_CHECKED) > 256:  # a sweep in one process: keep the memo small
-        _CHECKED.clear()
-    _CHECKED[key] = None
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Positional schemes, chosen by name through POSITIONALS.
 
-A scheme owns every question about itself: which config it needs (`check_config`), how far its positions
+A scheme owns every question about itself: which config keys it reads (`options`, checked by
+zoo.models.vocabulary) and what else it needs of the config (`check_config`), how far its positions
 reach (`max_positions`) and how explicit position ids are checked, whether it adds an absolute term to the
 token embeddings (`add`), rotates q/k or biases attention scores (`terms`, computed once per forward and
 shared by every layer), and how it is drawn (`pattern`, `similarity`). Nothing outside this file compares
@@ -13,11 +14,13 @@ import math
 import torch
 from torch import nn
 
-from zoo.modules.rope_scaling import ROPE_SCALINGS, RopeScaling
+from zoo.modules.rope_scaling import ROPE_SCALINGS
+from zoo.options import BOOL, COUNT, NAME, Options, Rule, number, one_of, optional, within
 from zoo.registry import Registry
 from zoo.utils import check_range
 
 POSITIONALS: Registry = Registry("positional")
+POSITIVE_NUMBER = Rule(lambda v: number().test(v) and v > 0, "a finite number > 0")
 
 
 def sinusoid_angles(position_ids: torch.Tensor, dim: int, base: float) -> torch.Tensor:
@@ -61,24 +64,11 @@ class Positional(nn.Module):
 
     adds_to_embeddings = False  # puts an absolute vector on each token embedding
     rotates = False  # rotates q and k per position (what a RoPE frequency scaling needs)
+    options = Options({})  # the model config keys this scheme reads (zoo.models.vocabulary)
 
     def __init__(self, cfg) -> None:
         super().__init__()
         self.max_positions: int | None = None  # None: any length
-
-    @classmethod
-    def check_config(cls, cfg) -> None:
-        """Raise ValueError naming the model key if `cfg` cannot carry this scheme (one that does not rotate
-        refuses a RoPE frequency scaling: there is nothing to scale). A scheme's own checks call this too."""
-        if not cls.rotates and ROPE_SCALINGS.get(cfg.rope_scaling) is not RopeScaling:
-            raise ValueError(f"model.rope_scaling={cfg.rope_scaling!r} scales rotary frequencies, but "
-                             f"model.positional={cfg.positional!r} does not rotate; use positional=rope.")
-        if not cls.rotates and cfg.nope_every:
-            raise ValueError(f"model.nope_every={cfg.nope_every} makes layers skip the rotary terms, but "
-                             f"model.positional={cfg.positional!r} does not rotate; use positional=rope.")
-        if not cls.rotates and cfg.rope_local_base is not None:
-            raise ValueError(f"model.rope_local_base={cfg.rope_local_base!r} is a rotary base, but "
-                             f"model.positional={cfg.positional!r} does not rotate; use positional=rope.")
 
     def check_span(self, start: int, length: int, name: str) -> None:
         """Positions start .. start+length-1 are implied for `name` (no explicit position_ids)."""
@@ -116,6 +106,7 @@ class Sinusoidal(Positional):
     """Fixed sin/cos of geometric frequencies (Vaswani et al.); any length, no parameters."""
 
     adds_to_embeddings = True
+    options = Options({"sinusoidal_layout": one_of("interleaved", "half")})
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
@@ -125,7 +116,6 @@ class Sinusoidal(Positional):
     def check_config(cls, cfg) -> None:
         if cfg.d_model % 2:
             raise ValueError(f"model.positional='sinusoidal' needs an even d_model, got {cfg.d_model}.")
-        super().check_config(cfg)
 
     def encoding(self, position_ids: torch.Tensor) -> torch.Tensor:
         """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...) in the interleaved layout."""
@@ -152,6 +142,7 @@ class Learned(Positional):
     pad_id."""
 
     adds_to_embeddings = True
+    options = Options({"pos_offset": COUNT, "pos_skip_pads": BOOL})
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
@@ -166,7 +157,6 @@ class Learned(Positional):
         if cfg.pos_skip_pads and cfg.pad_id >= rows:
             raise ValueError(f"model.pos_skip_pads=true gives pads table row model.pad_id={cfg.pad_id}, but "
                              f"the table has model.max_seq_len + model.pos_offset = {rows} rows.")
-        super().check_config(cfg)
 
     def default_position_ids(self, ids: torch.Tensor, start: int,
                              attention_mask: torch.Tensor | None) -> torch.Tensor:
@@ -212,6 +202,16 @@ class Rotary(Positional):
     layers rotate at their own base, unscaled (Gemma 3: 10000 local, 1e6 global)."""
 
     rotates = True
+    options = Options({
+        "rope_base": within(number(), lambda v: v > 0, "> 0 (10000 in most models)"),
+        "rope_local_base": optional(within(number(), lambda v: v > 0, "> 0 (10000 in most models)")),
+        "rope_layout": one_of("half", "interleaved"),
+        "rope_fraction": within(POSITIVE_NUMBER, lambda v: v <= 1,
+                                lambda key, v: f"{key} is the share of each head's features that rotate, "
+                                               f"in (0, 1]; got {v!r}."),
+        "nope_every": COUNT,
+        "rope_scaling": NAME,
+    })
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
@@ -227,7 +227,6 @@ class Rotary(Positional):
                 "model.positional='rope' rotates int(head size * model.rope_fraction) = "
                 f"int({cfg.head_size} * {cfg.rope_fraction}) = {rotated} features per head; that must be "
                 f"even and >= 2 (head size: model.head_dim or d_model // n_heads).")
-        ROPE_SCALINGS.get(cfg.rope_scaling).check_config(cfg)
         if cfg.rope_local_base is not None and cfg.sliding_window is None:
             raise ValueError(f"model.rope_local_base={cfg.rope_local_base!r} is the base of the sliding-"
                              "window layers, but model.sliding_window is null (no layer is local); set both "

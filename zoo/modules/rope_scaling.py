@@ -3,27 +3,33 @@ context length (`rope_original_max_len`) stretches its rotary frequencies to rea
 
 An entry maps the plain inverse frequencies base^(-2i/R) of the R rotated features, shape (R/2,), to the
 scaled ones (`inv_freq`), says by how much cos and sin are multiplied (`attention_factor`: YaRN sharpens
-attention), names the config keys it reads (`keys`) and checks them (`check_config`). Formulas follow
+attention), declares the config keys it reads with their rules (`options`, checked by zoo.models.vocabulary:
+a key of another scaling, set, is refused) and checks what they say together (`check_config`). Formulas follow
 transformers' `modeling_rope_utils` (tested against `ROPE_INIT_FUNCTIONS`)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import fields
 
 import torch
 
+from zoo.options import Options, Rule, number, optional
 from zoo.registry import Registry
 
 ROPE_SCALINGS: Registry = Registry("rope_scaling", key="model.rope_scaling")
 
-SCALING_KEYS = ("rope_factor", "rope_low_freq_factor", "rope_high_freq_factor", "rope_original_max_len")
+_FACTOR = Rule(lambda v: number().test(v) and v > 0, "a finite number > 0")
+_ORIGINAL = optional(Rule(lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, ""),
+                     "a positive integer (or null)")
+FACTOR = Options({"rope_factor": _FACTOR})  # how far the context is stretched
+ORIGINAL = Options({"rope_original_max_len": _ORIGINAL})  # the context length the model was pretrained at
+BANDS = Options({"rope_low_freq_factor": _FACTOR, "rope_high_freq_factor": _FACTOR})  # Llama 3.1's
 
 
 class RopeScaling:
     """No scaling: the frequencies the model was trained with."""
 
-    keys: tuple[str, ...] = ()  # the SCALING_KEYS this entry reads
+    options = Options({})  # the config keys this entry reads
     attention_factor: float = 1.0  # multiplies cos and sin (so q.k by its square)
 
     def __init__(self, cfg) -> None:
@@ -31,18 +37,11 @@ class RopeScaling:
 
     @classmethod
     def check_config(cls, cfg) -> None:
-        """A scaling key set away from its default but not read by this entry is a mistake: say so."""
-        defaults = {f.name: f.default for f in fields(cfg)}
-        for key in SCALING_KEYS:
-            if key not in cls.keys and getattr(cfg, key) != defaults[key]:
-                reads = ", ".join(f"model.{k}" for k in cls.keys) or "no scaling key"
-                raise ValueError(f"model.{key}={getattr(cfg, key)!r} has no effect with model.rope_scaling="
-                                 f"{cfg.rope_scaling!r} (it reads {reads}); "
-                                 "remove it or pick a scaling that uses it.")
-        if "rope_factor" in cls.keys and cfg.rope_factor < 1:
+        """The factor stretches (>= 1); the original length is given where it is read."""
+        if "rope_factor" in cls.options.rules and cfg.rope_factor < 1:
             raise ValueError(f"model.rope_factor is how far the context is stretched and must be >= 1, "
                              f"got {cfg.rope_factor!r}.")
-        if "rope_original_max_len" in cls.keys and cfg.rope_original_max_len is None:
+        if "rope_original_max_len" in cls.options.rules and cfg.rope_original_max_len is None:
             raise ValueError(f"model.rope_scaling={cfg.rope_scaling!r} needs model.rope_original_max_len, "
                              f"the context length the model was pretrained at (Llama 3.1: 8192).")
 
@@ -59,7 +58,7 @@ class LinearScaling(RopeScaling):
     """Position interpolation (Chen et al. 2023): every frequency divided by `rope_factor`, i.e. positions
     squeezed into the trained range."""
 
-    keys = ("rope_factor",)
+    options = FACTOR
 
     def inv_freq(self, inv_freq: torch.Tensor) -> torch.Tensor:
         return inv_freq / self.factor
@@ -70,7 +69,7 @@ class Llama3Scaling(RopeScaling):
     """Llama 3.1: wavelengths shorter than original/high_freq_factor are kept, longer than
     original/low_freq_factor divided by `rope_factor`, and those between blended smoothly."""
 
-    keys = SCALING_KEYS
+    options = FACTOR.extended({**BANDS.rules, **ORIGINAL.rules})
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
@@ -101,7 +100,7 @@ class YarnScaling(RopeScaling):
     interpolated (divided by `rope_factor`), more than beta_fast = 32 times kept, a linear ramp between;
     cos and sin are multiplied by 0.1 ln(factor) + 1."""
 
-    keys = ("rope_factor", "rope_original_max_len")
+    options = FACTOR.extended(ORIGINAL.rules)
     beta_fast, beta_slow = 32.0, 1.0  # transformers' defaults; not config keys
 
     def __init__(self, cfg) -> None:

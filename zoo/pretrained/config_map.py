@@ -124,7 +124,7 @@ class Rope:
             key, default = self.partial
             out["rope_fraction"] = float(params.pop("partial_rotary_factor", hf.get(key, default)))
         for hf_key, key in _ROPE_KEYS.items():
-            if key in ROPE_SCALINGS.get(scaling).keys:
+            if key in ROPE_SCALINGS.get(scaling).options.rules:
                 value = params.pop(hf_key, None)
                 checks[f"rope_parameters.{hf_key} given"] = (value is not None, True)
                 out[key] = value if value is None or key == "rope_original_max_len" else float(value)
@@ -136,7 +136,7 @@ class Rope:
         """`rope_parameters` (and 4.x's keys) for zoo's RoPE keys; a scaling the family lacks is written as
         none (the round trip names it)."""
         rope_type = {v: k for k, v in self.types.items()}.get(cfg.rope_scaling, "default")
-        reads = ROPE_SCALINGS.get(self.types.get(rope_type, "none")).keys
+        reads = ROPE_SCALINGS.get(self.types.get(rope_type, "none")).options.rules
         params = {"rope_type": rope_type, "rope_theta": cfg.rope_base,
                   **{h: getattr(cfg, k) for h, k in _ROPE_KEYS.items() if k in reads}}
         legacy = {self.base: cfg.rope_base}

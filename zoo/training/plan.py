@@ -22,7 +22,7 @@ from zoo.data.datamodules import DEFAULT_SHARDS
 from zoo.data.sources.base import check_data_cfg
 from zoo.finetune.given import command_line, given_in_group
 from zoo.finetune.setup import InitPlan, check_finetune_cfg, plan_init
-from zoo.modules.heads import settle_head_keys
+from zoo.models.vocabulary import settle_keys
 from zoo.options import ANY, Options, Rule, any_of, integer, list_of, one_of
 from zoo.registry import unknown_choice_message
 from zoo.tasks import TASKS, Task, default_task
@@ -57,12 +57,12 @@ class Plan:
 
 
 def resolve_model(model: dict[str, Any]) -> ModelConfig:
-    """The model group as a ModelConfig (its own fields checked; names are resolved with the task). A key
-    only another head than model.head reads is reset to its default when the preset set it, and refused when
-    the command line did (`zoo.modules.heads.settle_head_keys`; composed outside a run, every key is the
-    preset's)."""
+    """The model group as a ModelConfig (checked with the task, `zoo.models.check_config`). A key only an
+    entry not chosen reads (another head, another positional scheme) is reset to its default when the preset
+    set it, and refused when the command line did (`zoo.models.vocabulary.settle_keys`; composed outside a
+    run, every key is the preset's)."""
     try:
-        model, _ = settle_head_keys(model, given_in_group("model", command_line() or [], model))
+        model, _ = settle_keys(model, given_in_group("model", command_line() or [], model))
         return ModelConfig.from_dict(model)
     except (ValueError, TypeError) as e:
         raise ConfigError(str(e)) from None

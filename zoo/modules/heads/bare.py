@@ -10,7 +10,7 @@ from torch import nn
 
 from zoo.config import ModelConfig
 from zoo.modules.heads.base import HeadOutput, register_head
-from zoo.modules.heads.pooling import NO_POOLER, PoolingHead
+from zoo.modules.heads.pooling import NO_POOLER, POOLING, PoolingHead
 
 
 @register_head("none")
@@ -19,7 +19,7 @@ class BareHead(PoolingHead):
     pooled position (model.head_pool: an encoder's first, a decoder's last real token) is `pooler_output`
     (BertModel: tanh(dense(x[:, 0])))."""
 
-    reads = ("head_pooler", "head_pool")
+    options = POOLING
     targets = ()
 
     def __init__(self, cfg: ModelConfig, tokens: nn.Embedding | None = None, *, causal: bool = False) -> None:

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from zoo.config import ModelConfig
+from zoo.options import Options, Vocabulary
 from zoo.registry import Registry
 from zoo.utils import IGNORE_INDEX
 
@@ -54,13 +55,14 @@ def masked_mean_ce(logits: torch.Tensor, targets: torch.Tensor, ignore_index: in
 
 
 class OutputHead(nn.Module):
-    """Base of every head. Subclasses set `reads` (and `targets` when they are not `labels`) and implement
+    """Base of every head. Subclasses set `options` (and `targets` when they are not `labels`) and implement
     `outputs` and `loss`; `__init__(cfg, *, tokens, causal)` gets the token table (a tied LM head shares it)
     and whether the stack below is causal: a decoder's summary of a sequence is its last token, an encoder's
     its first, and the defaults of the heads that pool follow transformers' decoders and encoders."""
 
     name: ClassVar[str] = ""
-    reads: ClassVar[tuple[str, ...]] = ()  # model config keys this head reads (model.head aside)
+    options: ClassVar[Options] = Options({})  # the model config keys this head reads, with their rules
+    reads: ClassVar[tuple[str, ...]] = ()  # their names (set by register_head)
     targets: ClassVar[tuple[str, ...]] = ("labels",)  # forward keyword arguments holding its training targets
 
     @classmethod
@@ -107,7 +109,7 @@ def register_head(name: str):
     """Class decorator: register an OutputHead subclass in HEADS under `name` (its `model.head` value)."""
 
     def add(cls: type[OutputHead]) -> type[OutputHead]:
-        cls.name = name
+        cls.name, cls.reads = name, tuple(cls.options.rules)
         HEADS.register(name, cls)
         return cls
 
@@ -119,9 +121,14 @@ def register_head(name: str):
 _DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(ModelConfig)}
 
 
+def head_vocabulary() -> Vocabulary:
+    """The keys each head reads (zoo.models.vocabulary.settle_keys applies the same rule to every owner)."""
+    return Vocabulary({"head": {name: HEADS.get(name).options for name in HEADS}}, _DEFAULTS)
+
+
 def head_owned_keys() -> frozenset[str]:
     """Every config key some head reads."""
-    return frozenset(key for name in HEADS for key in HEADS.get(name).reads)
+    return frozenset(head_vocabulary().owners())
 
 
 def foreign_keys(head: str) -> frozenset[str]:
@@ -131,27 +138,10 @@ def foreign_keys(head: str) -> frozenset[str]:
 
 def settle_head_keys(base: Mapping[str, Any],
                      explicit: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The one rule for head-owned keys: a key the chosen head does not read holds its default.
-    `base` is where the config comes from (a preset, a saved or pretrained config, a mapping given whole);
-    `explicit` what the user laid over it (keyword overrides, `model.*=` on the command line). A foreign key
-    in `base` is reset to its default (returned in the list); one given explicitly with any other value than
-    its default is a ValueError naming it, the head and the heads that read it. Returns (merged, reset)."""
-    merged = {**base, **explicit}
-    head = merged.get("head", _DEFAULTS["head"])
-    if not isinstance(head, str) or head not in HEADS:
-        return merged, []  # ModelConfig.validate / check_config name the bad head
-    foreign = foreign_keys(head)
-    given = [k for k in explicit if k in foreign and explicit[k] != _DEFAULTS[k]]
-    if given:
-        key = given[0]
-        readers = [n for n in HEADS if key in HEADS.get(n).reads]
-        raise ValueError(f"model.{key}={explicit[key]!r} is read by model.head={'|'.join(readers)}, not by "
-                         f"model.head={head}; drop it (model.head={head} reads: "
-                         f"{', '.join(HEADS.get(head).reads) or 'no key of its own'})")
-    reset = sorted(k for k in foreign if k in merged and merged[k] != _DEFAULTS[k])
-    for key in reset:
-        merged[key] = _DEFAULTS[key]
-    return merged, reset
+    """The head-owned keys alone under the rule of `zoo.options.Vocabulary.settle`: from `base` a key the
+    chosen head does not read is reset to its default, given in `explicit` it is a ValueError naming it, the
+    head and the heads that read it. Returns (merged, reset)."""
+    return head_vocabulary().settle(base, explicit)
 
 
 def without_foreign_keys(cfg: ModelConfig) -> ModelConfig:

@@ -9,7 +9,8 @@ from torch import nn
 
 from zoo.config import ModelConfig
 from zoo.modules.heads.base import HeadOutput, OutputHead, masked_mean_ce, register_head
-from zoo.modules.heads.pooling import PoolingHead
+from zoo.modules.heads.pooling import POOLING, PoolingHead
+from zoo.options import COUNT, SWITCH, Options
 from zoo.utils import IGNORE_INDEX
 
 
@@ -31,7 +32,7 @@ class ClassifierHead(PoolingHead):
     default tanh as BERT/RoBERTa, relu is DistilBERT's; decoders' default none), dropout, then `proj` to
     num_labels (with a bias on an encoder; a decoder's `score` has none; model.head_proj_bias)."""
 
-    reads = ("num_labels", "head_pool", "head_pooler", "head_proj_bias")
+    options = POOLING.extended({"num_labels": COUNT, "head_proj_bias": SWITCH})
 
     def __init__(self, cfg: ModelConfig, tokens: nn.Embedding | None = None, *, causal: bool = False) -> None:
         super().__init__()
@@ -72,7 +73,7 @@ class TokenClassifierHead(OutputHead):
     num_labels at every position (with a bias unless model.head_proj_bias=false). Labels (B, T), -100 not
     counted (sub-tokens after a word's first, padding); no shift."""
 
-    reads = ("num_labels", "head_proj_bias")
+    options = Options({"num_labels": COUNT, "head_proj_bias": SWITCH})
 
     def __init__(self, cfg: ModelConfig, tokens: nn.Embedding | None = None, *, causal: bool = False) -> None:
         super().__init__()

@@ -10,6 +10,7 @@ from zoo.config import ModelConfig
 from zoo.modules.feedforward import ACTIVATIONS, plain_activation
 from zoo.modules.heads.base import HeadOutput, OutputHead, masked_mean_ce, register_head
 from zoo.modules.norm import make_norm
+from zoo.options import BOOL, NAME, Options, optional, positive_scale
 from zoo.utils import IGNORE_INDEX
 
 
@@ -21,8 +22,9 @@ class LMHead(OutputHead):
     if asked; `model.head_scale` multiplies the projection's input (T5's tied head: d_model ** -0.5);
     `model.final_softcap` squashes the logits into (-c, c) with c * tanh(logits / c) (Gemma 2)."""
 
-    reads = ("head_transform", "head_bias", "head_activation", "head_scale", "final_softcap",
-             "tie_embeddings")
+    options = Options({"head_transform": BOOL, "head_bias": BOOL, "head_activation": optional(NAME),
+                       "head_scale": positive_scale(), "final_softcap": positive_scale(),
+                       "tie_embeddings": BOOL})
 
     def __init__(self, cfg, tokens: nn.Embedding, *, causal: bool = True) -> None:
         super().__init__()

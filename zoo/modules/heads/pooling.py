@@ -11,6 +11,7 @@ from torch import nn
 from zoo.config import ModelConfig
 from zoo.modules.feedforward import ACTIVATIONS
 from zoo.modules.heads.base import OutputHead
+from zoo.options import NAME, Options, optional
 from zoo.registry import Registry, unknown_choice_message
 
 Pooling = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None", "int | None"], torch.Tensor]
@@ -53,6 +54,9 @@ def default_pooling(causal: bool) -> str:
 def pooler_names() -> list[str]:
     """Values model.head_pooler takes: none, or an ungated activation."""
     return [NO_POOLER, *(n for n in ACTIVATIONS.names() if not ACTIVATIONS.get(n).gated)]
+
+
+POOLING = Options({"head_pool": optional(NAME), "head_pooler": optional(NAME)})  # the pooling heads' keys
 
 
 class PoolingHead(OutputHead):

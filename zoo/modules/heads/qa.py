@@ -11,6 +11,7 @@ from torch import nn
 from zoo.config import ModelConfig
 from zoo.modules.heads.base import HeadOutput, OutputHead, masked_mean_ce, register_head
 from zoo.modules.heads.classifier import projection_bias
+from zoo.options import SWITCH, Options
 
 
 @register_head("qa")
@@ -20,7 +21,7 @@ class QuestionAnsweringHead(OutputHead):
     the loss is the mean of the two cross-entropies, a position >= T not counted (transformers clamps to T and
     ignores T: an answer cut off by truncation); a negative position is refused."""
 
-    reads = ("head_proj_bias",)
+    options = Options({"head_proj_bias": SWITCH})
     targets = ("start_positions", "end_positions")
 
     def __init__(self, cfg: ModelConfig, tokens: nn.Embedding | None = None, *, causal: bool = False) -> None:

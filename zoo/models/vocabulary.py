@@ -1,0 +1,106 @@
+"""The model config vocabulary: every ModelConfig key, who reads it, and the one check of a config.
+
+Keys no registry entry owns have their rules in `zoo.config.MODEL_OPTIONS`. A registry entry that reads keys
+of its own declares them beside its code as `options` (a `zoo.options.Options`): a positional scheme its
+base / layout / fraction keys, a RoPE scaling its factors, a head its keys. `check_config` checks a config in
+one pass (`validate`) and remembers it, so a config built several times (planned on the meta device, then for
+real) is checked once. Where a config is assembled from a base and overrides (presets, the command line,
+init_from, saved configs), `settle_keys` resets the keys no chosen entry reads and refuses explicit ones.
+docs/design.md, "Config vocabulary"."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any
+
+from zoo.config import MODEL_OPTIONS, ModelConfig, check_sizes
+from zoo.modules.feedforward import ACTIVATIONS
+from zoo.modules.heads import HEADS
+from zoo.modules.norm import NORMS
+from zoo.modules.positional import POSITIONALS
+from zoo.modules.residual import WIRINGS
+from zoo.modules.rope_scaling import ROPE_SCALINGS
+from zoo.options import Options, Vocabulary
+from zoo.registry import Registry, unknown_choice_message
+
+ARCHS: Registry = Registry("arch")  # the builders register themselves (zoo.models.decoder, ...)
+NO_OPTIONS = Options({})
+# groups whose keys a built config may still hold unread: a pretrained config carries every head key its
+# family reads (tie_embeddings=false under head=none); they are settled where configs are assembled
+LENIENT = ("head",)
+
+
+def named_choices() -> dict[str, Registry]:
+    """Config key -> the registry its name is resolved in."""
+    return {"arch": ARCHS, "activation": ACTIVATIONS, "head_activation": ACTIVATIONS, "norm": NORMS,
+            "norm_placement": WIRINGS, "positional": POSITIONALS, "rope_scaling": ROPE_SCALINGS,
+            "head": HEADS}
+
+
+def owners() -> dict[str, Registry]:
+    """The registries whose entries own config keys, in the order one choice opens the next (positional=rope
+    reads rope_scaling, whose entry reads the factors). A new owner (model.ffn's kinds) is added here."""
+    return {"positional": POSITIONALS, "rope_scaling": ROPE_SCALINGS, "head": HEADS}
+
+
+@functools.cache
+def _defaults() -> dict[str, Any]:
+    return {f.name: f.default for f in fields(ModelConfig)}
+
+
+def vocabulary() -> Vocabulary:
+    """The entry-owned keys of every owner registry as registered now (entries can be added at run time)."""
+    return Vocabulary({group: {name: getattr(registry.get(name), "options", NO_OPTIONS) for name in registry}
+                       for group, registry in owners().items()}, _defaults())
+
+
+def settle_keys(base: Mapping[str, Any], explicit: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """`base` with `explicit` laid over it; a key no chosen entry reads is reset when it comes from `base` and
+    a ValueError naming it and its readers when given explicitly (`zoo.options.Vocabulary.settle`)."""
+    return vocabulary().settle(base, explicit)
+
+
+@functools.cache
+def _hint_options() -> Options:
+    """A rule from its type hint for every field (a field added without a declared rule is still typed)."""
+    return Options.of(ModelConfig)
+
+
+def validate(cfg: ModelConfig) -> None:
+    """The one validation pass: names resolve, every value its rule allows, the sizes agree, no key of an
+    entry that is not chosen is set, and each chosen entry's needs hold (`check_config` classmethods).
+    ValueError naming the key, the value and what is allowed."""
+    values = {f.name: getattr(cfg, f.name) for f in fields(cfg)}
+    choices = named_choices()
+    for key, registry in choices.items():  # a misspelled name first: 'ropee' -> did you mean 'rope'?
+        if isinstance(values[key], str) and values[key] not in registry:
+            raise ValueError(f"model.{key}: " + unknown_choice_message(key, values[key], registry.names()))
+    vocab = vocabulary()
+    owned = vocab.owners()
+    Options({**_hint_options().rules, **MODEL_OPTIONS.rules, **{k: r for k, (_, r) in owned.items()}}).check(
+        "model", values)
+    check_sizes(cfg)
+    vocab.check_read(values, ignored=LENIENT)
+    read = vocab.read_keys(values)
+    for key, registry in choices.items():
+        if values[key] is not None and (key in read or key not in owned):
+            check = getattr(registry.get(values[key]), "check_config", None)
+            if check is not None:
+                check(cfg)
+
+
+_CHECKED: dict[str, None] = {}  # configs (by value) that passed: a run builds one several times
+
+
+def check_config(cfg: ModelConfig) -> None:
+    """Check `cfg` (`validate`) unless a config equal to it passed before: one ValueError naming the key
+    before any module is built."""
+    key = repr(cfg)
+    if key in _CHECKED:
+        return
+    validate(cfg)
+    if len(_CHECKED) > 256:  # a sweep in one process: keep the memo small
+        _CHECKED.clear()
+    _CHECKED[key] = None
