@@ -51,6 +51,9 @@ def test_bad_arguments_are_one_error_each(lm, tmp_path):
     encoder = zoo.build("bert_small", vocab_size=lm.tokenizer.vocab_size, d_model=16, n_layers=1, n_heads=2)
     with pytest.raises(ValueError, match="this model is arch=encoder with head=lm"):
         ZooLM.from_model(encoder, lm.tokenizer)
+    with pytest.raises(ModelArgsError, match="--apply_chat_template: the zoo lm-eval model does not apply"):
+        lm.chat_template(True)
+    assert lm.chat_template(False) is None
     request = Instance("generate_until", {}, ("ab", {"until": ["c"], "num_beams": 2}), 0)
     with pytest.raises(ValueError, match="does not support the generation option 'num_beams'"):
         lm.generate_until([request])

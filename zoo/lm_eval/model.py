@@ -103,6 +103,18 @@ class ZooLM(TemplateLM):
     def tokenizer_name(self) -> str:
         return f"zoo-{self.tokenizer.kind}"
 
+    def chat_template(self, chat_template: bool | str = False) -> str | None:
+        """lm-eval asks this first when `--apply_chat_template` is given: refused, before any request runs."""
+        if chat_template is False or chat_template is None:
+            return None
+        raise ModelArgsError("--apply_chat_template: the zoo lm-eval model does not apply chat templates yet "
+                             "(transformers' continue_final_message rendering is not written); run without "
+                             "it")
+
+    def apply_chat_template(self, chat_history: list[dict[str, str]],
+                            add_generation_prompt: bool = True) -> str:
+        return self.chat_template(True)  # raises, as above
+
     def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs: Any) -> list[int]:
         """Ids of `string` as transformers' `tokenizer.encode` gives them: the tokenizer's own specials added
         (a Llama BOS; zoo's kinds add none) unless told otherwise or the text already starts with the
