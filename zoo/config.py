@@ -57,7 +57,9 @@ class ModelConfig:
     global_every: int = 0  # with sliding_window: every k-th layer (k,
                            # 2k, ...) attends globally; 0 = none does
     global_first: bool = False  # with global_every: layers 0, k, 2k, ... are the global ones (ModernBERT)
-    ffn: str = "mlp"  # mlp | none
+    ffn: str = "mlp"  # mlp | moe | none (zoo.modules.feedforward.FFNS)
+    moe: dict[str, Any] = dataclasses.field(default_factory=dict)  # ffn=moe: its keys (n_experts, top_k,
+    #   router, balance, ...), declared and checked by zoo.modules.moe.settings.MoESettings; empty otherwise
     context_size: int = 0  # arch mlp_lm: tokens its MLP reads (the
                            # current one and k-1 before); others: unused
     ffn_ratio: float = 4.0  # d_ff = ffn_ratio * d_model unless d_ff is given
@@ -194,7 +196,7 @@ FRACTION = within(number(), lambda v: 0 <= v < 1, "in [0, 1)")
 # scheme's, a RoPE scaling's, a head's) are declared by that entry (its `options`) and checked with these by
 # zoo.models.vocabulary.check_config, once per config: config is data and imports no module it configures.
 MODEL_OPTIONS = Options({
-    **{key: NAME for key in ("arch", "activation", "norm", "norm_placement", "positional", "head")},
+    **{key: NAME for key in ("arch", "ffn", "activation", "norm", "norm_placement", "positional", "head")},
     **{key: POSITIVE for key in ("vocab_size", "d_model", "n_heads", "max_seq_len")},
     **{key: COUNT for key in ("n_layers", "type_vocab_size", "global_every", "context_size")},
     **{key: optional(COUNT) for key in ("encoder_layers", "decoder_layers")},
@@ -206,7 +208,6 @@ MODEL_OPTIONS = Options({
     "head_dim": optional(POSITIVE, "a positive integer (or null for d_model // n_heads)"),
     "sliding_window": optional(POSITIVE, "a positive integer (or null: every layer global)"),
     "qk_norm_scope": one_of("head", "all"),
-    "ffn": one_of("mlp", "none"),
     "attn_scale": positive_scale(), "attn_softcap": positive_scale(),
     "ffn_ratio": number(), "d_ff": optional(integer()),
     "norm_eps": within(number(), lambda v: v > 0, "> 0"),

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from typing import Any
 
 from zoo.config import MODEL_OPTIONS, ModelConfig, check_sizes
-from zoo.modules.feedforward import ACTIVATIONS
+from zoo.modules.feedforward import ACTIVATIONS, FFNS
 from zoo.modules.heads import HEADS
 from zoo.modules.norm import NORMS
 from zoo.modules.positional import POSITIONALS
@@ -34,20 +34,21 @@ LENIENT = ("head",)
 
 def named_choices() -> dict[str, Registry]:
     """Config key -> the registry its name is resolved in."""
-    return {"arch": ARCHS, "activation": ACTIVATIONS, "head_activation": ACTIVATIONS, "norm": NORMS,
-            "norm_placement": WIRINGS, "positional": POSITIONALS, "rope_scaling": ROPE_SCALINGS,
-            "head": HEADS}
+    return {"arch": ARCHS, "ffn": FFNS, "activation": ACTIVATIONS, "head_activation": ACTIVATIONS,
+            "norm": NORMS, "norm_placement": WIRINGS, "positional": POSITIONALS,
+            "rope_scaling": ROPE_SCALINGS, "head": HEADS}
 
 
 def owners() -> dict[str, Registry]:
     """The registries whose entries own config keys, in the order one choice opens the next (positional=rope
     reads rope_scaling, whose entry reads the factors). A new owner (model.ffn's kinds) is added here."""
-    return {"positional": POSITIONALS, "rope_scaling": ROPE_SCALINGS, "head": HEADS}
+    return {"positional": POSITIONALS, "rope_scaling": ROPE_SCALINGS, "ffn": FFNS, "head": HEADS}
 
 
 @functools.cache
 def _defaults() -> dict[str, Any]:
-    return {f.name: f.default for f in fields(ModelConfig)}
+    return {f.name: f.default_factory() if f.default is MISSING else f.default  # moe: {}
+            for f in fields(ModelConfig)}
 
 
 def vocabulary() -> Vocabulary:
