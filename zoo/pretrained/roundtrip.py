@@ -4,6 +4,7 @@ instead of a folder that `transformers` and zoo load as a different model."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -11,6 +12,7 @@ import torch
 from zoo.config import ModelConfig
 from zoo.modules.feedforward import plain_activation
 from zoo.modules.heads import without_foreign_keys
+from zoo.modules.moe import moe_settings
 from zoo.modules.residual import uses_final_norm
 
 # Keys that do not change what the saved weights compute (training-only settings).
@@ -31,6 +33,7 @@ def effective(cfg: ModelConfig) -> dict[str, Any]:
                else 0,  # beyond the last layer: every layer rotates
                qk_norm_scope=cfg.qk_norm_scope if cfg.qk_norm else "head")  # no qk norm: no scope
     out.update(head_settings(cfg))
+    out["moe"] = moe_in_the_model(cfg)
     # n_layers: in the resolved encoder/decoder_layers
     for key in ("ffn_ratio", "n_layers", *NOT_IN_THE_MODEL):
         out.pop(key)
@@ -38,6 +41,19 @@ def effective(cfg: ModelConfig) -> dict[str, Any]:
     if cfg.arch != "encoder_decoder":
         out.pop("decoder_start_id")
     return out
+
+
+def moe_in_the_model(cfg: ModelConfig) -> dict[str, Any]:
+    """ffn=moe: the MoE keys that change what the weights compute, defaults resolved (the balancing losses,
+    their coefficients, the capacity and the bias step act in training only); {} for a dense model."""
+    if cfg.ffn != "moe":
+        return {}
+    settings = dataclasses.asdict(moe_settings(cfg))
+    settings["expert_d_ff"] = settings["expert_d_ff"] or cfg.ffn_dim
+    return {k: v for k, v in settings.items() if k not in MOE_TRAINING_ONLY}
+
+
+MOE_TRAINING_ONLY = frozenset({"balance", "aux_coef", "z_coef", "capacity_factor", "bias_rate"})
 
 
 def head_settings(cfg: ModelConfig) -> dict[str, Any]:
