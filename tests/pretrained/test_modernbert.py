@@ -186,3 +186,26 @@ def test_export_names_what_modernbert_cannot_express(tmp_path, overrides, messag
                       **overrides)
     with pytest.raises(ValueError, match=rf"cannot be exported as 'modernbert'.*{message}"):
         zoo.save_pretrained(model, tmp_path / "x", model_type="modernbert")
+
+
+@pytest.mark.e2e  # importing sentence-transformers alone takes seconds
+def test_sentence_transformers_modernbert_embedder_encodes_as_sentence_transformers(tmp_path):
+    """A ModernBERT embedder folder (bare ModernBertModel + mean Pooling, saved by sentence-transformers):
+    zoo.embed's vectors equal SentenceTransformer.encode's, texts up to 128 tokens against a window of 4."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    from tests.pretrained.shipped import WORDS, wordpiece_tokenizer
+    from zoo.embedding import load_embedder
+
+    base = tmp_path / "base"
+    wordpiece_tokenizer(base)
+    vocab = len(json.loads((base / "tokenizer.json").read_text())["model"]["vocab"])
+    tiny(ModernBertModel, vocab_size=vocab, max_position_embeddings=160).save_pretrained(base)
+    word = Transformer(str(base), max_seq_length=128)
+    SentenceTransformer(modules=[word, Pooling(32, "mean")], device="cpu").save(str(tmp_path / "st"))
+    texts = ["the cat sat on the mat", "one", " ".join(WORDS[i % len(WORDS)] for i in range(150)),
+             "a big red dog ran very quickly under the small blue house"]
+    reference = SentenceTransformer(str(tmp_path / "st"), device="cpu").encode(texts, convert_to_tensor=True)
+    ours = load_embedder(tmp_path / "st").encode(texts, batch_size=3)
+    assert (ours - reference).abs().max() < 1e-4
