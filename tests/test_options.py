@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import pytest
 
-from zoo.options import Options, check_entry, hint_rule, integer, number, unknown_key_message
+from zoo.options import (
+    Options,
+    check_entry,
+    hint_rule,
+    integer,
+    nested,
+    number,
+    optional,
+    unknown_key_message,
+    within,
+)
 
 
 @pytest.mark.parametrize(
@@ -65,3 +75,30 @@ def test_a_key_of_another_entry_says_to_switch_with_the_group():
     with pytest.raises(ValueError) as err:
         check_entry("g", "a", {"z": 1}, entries.__getitem__, entries)
     assert "Switch" not in str(err.value)
+
+
+def _experts(*, n_experts: Annotated[int, integer(1)] = 8, top_k: int = 2) -> None:
+    """An entry whose keys live under one mapping-valued key (as model.moe)."""
+
+
+def test_a_nested_mapping_is_checked_key_by_key_and_filled_with_defaults():
+    inner = Options.of(_experts)
+    outer = Options({"moe": optional(nested(inner))})
+    outer.check("model", {"moe": {"top_k": 1}})
+    outer.check("model", {"moe": None})
+    with pytest.raises(ValueError, match=r"^Unknown key 'model.moe.topk'. Did you mean 'model.moe.top_k'\?"):
+        outer.check("model", {"moe": {"topk": 1}})
+    with pytest.raises(ValueError, match=r"^model.moe.n_experts must be an integer >= 1, got 0$"):
+        outer.check("model", {"moe": {"n_experts": 0}})
+    with pytest.raises(ValueError, match=r"^model.moe must be null or a mapping, got 3$"):
+        outer.check("model", {"moe": 3})
+    assert inner.filled({"top_k": 1}) == {"n_experts": 8, "top_k": 1}
+
+
+def test_within_names_the_type_then_the_bound():
+    rule = within(number(), lambda v: 0 <= v < 1, "in [0, 1)")
+    with pytest.raises(ValueError, match=r"^p must be a finite number, got 'a'$"):
+        rule.check("p", "a")
+    with pytest.raises(ValueError, match=r"^p must be in \[0, 1\), got 1.5$"):
+        rule.check("p", 1.5)
+    rule.check("p", 0.5)

@@ -50,6 +50,22 @@ def test_a_resumed_run_reads_its_checkpoint_once_and_checks_each_config_once(mak
     assert checked and set(checked.values()) == {1}, checked  # was 16 checks of 2 configs
 
 
+def test_a_run_validates_each_model_config_in_one_pass(make_cfg, monkeypatch):
+    """prepare, the task's checks, the meta-device plan and the real build: one validation pass per distinct
+    model config (zoo.models.vocabulary.validate; was: every construction and replace of a ModelConfig)."""
+    passes: Counter[str] = Counter()
+    validate = zoo.models.vocabulary.validate
+
+    def counted(cfg):
+        passes[repr(cfg)] += 1
+        return validate(cfg)
+
+    monkeypatch.setattr(zoo.models.vocabulary, "_CHECKED", {})
+    monkeypatch.setattr(zoo.models.vocabulary, "validate", counted)
+    train(make_cfg([*QUICK, "trainer.max_steps=1"], run="once"))
+    assert passes and set(passes.values()) == {1}, passes
+
+
 def count_reads(monkeypatch, config_json: Path) -> tuple[Counter[str], Counter[str]]:
     """(opens of `config_json`, tokenizer.json files built into a tokenizer by path), counted from now on."""
     opens: Counter[str] = Counter()

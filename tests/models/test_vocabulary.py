@@ -1,0 +1,92 @@
+"""The config vocabulary (docs/design.md, "Config vocabulary"): every ModelConfig key has one declared rule,
+a config is checked in one pass per build, and a key of an entry that is not chosen is reset when it comes
+from a base (preset, mapping, saved config), refused when given explicitly, and refused by the build check."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import fields
+
+import pytest
+
+import zoo
+from zoo.checkpoint import saved_model_config
+from zoo.config import MODEL_OPTIONS, ModelConfig
+from zoo.models import vocabulary
+from zoo.modules.positional import POSITIONALS
+
+SMALL = dict(vocab_size=40, d_model=16, n_heads=2, n_layers=1, max_seq_len=16)
+# a value other than the default for every key a positional scheme or a RoPE scaling reads
+NOT_DEFAULT = {"rope_base": 5e5, "rope_local_base": 1e4, "rope_layout": "interleaved", "rope_fraction": 0.5,
+               "nope_every": 2, "rope_scaling": "linear", "rope_factor": 2.0, "rope_low_freq_factor": 2.0,
+               "rope_high_freq_factor": 8.0, "rope_original_max_len": 8, "pos_offset": 2,
+               "pos_skip_pads": True, "sinusoidal_layout": "half", "rel_buckets": 16, "rel_max_distance": 64}
+SCHEME_GROUPS = ("positional", "rope_scaling")
+
+
+@pytest.fixture
+def passes(monkeypatch):
+    """The validation passes from now on (the memo of checked configs emptied first)."""
+    counted: list[str] = []
+    validate = vocabulary.validate
+
+    def counting(cfg):
+        counted.append(repr(cfg))
+        return validate(cfg)
+
+    monkeypatch.setattr(vocabulary, "_CHECKED", {})
+    monkeypatch.setattr(vocabulary, "validate", counting)
+    return counted
+
+
+def test_every_key_has_one_declared_rule():
+    """A key's rule is MODEL_OPTIONS' or its entries', never both, and no field is left to its type hint."""
+    owned = vocabulary.vocabulary().owners()
+    assert not set(owned) & set(MODEL_OPTIONS.rules)
+    assert set(owned) | set(MODEL_OPTIONS.rules) == {f.name for f in fields(ModelConfig)}
+    scheme_keys = {key for key, (group, _) in owned.items() if group in SCHEME_GROUPS}
+    assert scheme_keys == set(NOT_DEFAULT)  # a new scheme key gets a test value here
+
+
+def test_zoo_build_checks_once_and_construction_not_at_all(passes):
+    cfg = ModelConfig(**SMALL, dropout=1.5)  # constructing and replacing check nothing
+    dataclasses.replace(cfg, d_model=-1)
+    assert passes == []
+    zoo.build("gpt_nano", **SMALL)  # preset -> config -> build_model -> the architecture's __init__
+    assert len(passes) == 1
+    zoo.build("gpt_nano", **SMALL)  # an equal config passed already
+    assert len(passes) == 1
+
+
+@pytest.mark.parametrize("scheme", POSITIONALS.names())
+def test_a_key_of_another_scheme_is_reset_from_a_base_and_refused_when_given(scheme):
+    read = vocabulary.vocabulary().read_keys({**SMALL, "positional": scheme})
+    for key in sorted(set(NOT_DEFAULT) - read):
+        default = getattr(ModelConfig(), key)
+        built = zoo.build({**SMALL, "positional": scheme, key: NOT_DEFAULT[key]})
+        assert getattr(built.config, key) == default, key
+        with pytest.raises(ValueError, match=rf"^model.{key}=.* is read by model.(positional|rope_scaling)="
+                                             r".*, not by model.(positional|rope_scaling)=.*; drop it"):
+            zoo.build({**SMALL, "positional": scheme}, **{key: NOT_DEFAULT[key]})
+        with pytest.raises(ValueError, match=rf"^model.{key}=.* has no effect with model.\w+="):
+            zoo.models.check_config(ModelConfig(**SMALL, positional=scheme, **{key: NOT_DEFAULT[key]}))
+
+
+def test_a_saved_config_with_a_key_of_another_scheme_still_reads():
+    """An old checkpoint's or export's config.json may hold such a key: it loads, reset to its default."""
+    saved = {**ModelConfig(**SMALL).to_dict(), "positional": "learned", "rope_layout": "interleaved",
+             "rope_base": 5e5}
+    cfg = saved_model_config(saved, "config.json: model_config")
+    assert (cfg.rope_layout, cfg.rope_base) == ("half", 10000.0)
+    with pytest.raises(ValueError, match=r"not a valid model config: model.dropout must be in"):
+        saved_model_config({**saved, "dropout": 2.0}, "config.json: model_config")
+
+
+def test_a_scaling_reads_its_own_keys_only():
+    with pytest.raises(ValueError, match=r"model.rope_low_freq_factor=2.0 is read by "
+                                         r"model.rope_scaling=llama3, not by model.rope_scaling=yarn"):
+        zoo.build({**SMALL, "positional": "rope", "rope_scaling": "yarn", "rope_factor": 2.0,
+                   "rope_original_max_len": 8}, rope_low_freq_factor=2.0)
+    model = zoo.build({**SMALL, "positional": "rope", "rope_scaling": "llama3", "rope_factor": 2.0,
+                       "rope_original_max_len": 8, "rope_low_freq_factor": 2.0})
+    assert model.config.rope_low_freq_factor == 2.0
