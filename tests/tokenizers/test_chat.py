@@ -75,20 +75,23 @@ def write_folder(base: str, family: Family, folder: Path, *, config_template: ob
     return folder
 
 
-def transformers_chat(folder: Path, messages: list[dict],
-                      add_generation_prompt: bool) -> tuple[str, list[int]]:
+def transformers_chat(folder: Path, messages: list[dict], add_generation_prompt: bool,
+                      **options: bool) -> tuple[str, list[int]]:
     hf = transformers.AutoTokenizer.from_pretrained(str(folder))
-    text = hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+    text = hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt,
+                                  **options)
     ids = hf.apply_chat_template(messages, tokenize=True, return_dict=False,
-                                 add_generation_prompt=add_generation_prompt)
+                                 add_generation_prompt=add_generation_prompt, **options)
     return text, list(ids)
 
 
-def zoo_chat(folder: Path, messages: list[dict], add_generation_prompt: bool) -> tuple[str, list[int]]:
+def zoo_chat(folder: Path, messages: list[dict], add_generation_prompt: bool,
+             **options: bool) -> tuple[str, list[int]]:
     tok = load_hf_tokenizer(folder)
     text = render_chat(tok.chat_template, check_messages(messages), tok.specials.tokens,
-                       add_generation_prompt=add_generation_prompt)
-    return text, tok.chat_ids(messages, add_generation_prompt=add_generation_prompt)
+                       add_generation_prompt=add_generation_prompt, **options)
+    assert tok.chat_text(messages, add_generation_prompt=add_generation_prompt, **options) == text
+    return text, tok.chat_ids(messages, add_generation_prompt=add_generation_prompt, **options)
 
 
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
@@ -111,6 +114,70 @@ def test_family_templates_match_transformers(family: Family, base_tokenizer: str
     assert compared >= 4, family.name
     if family.name in ("gemma", "mistral"):
         assert refused >= 2  # a system message is refused by the template, in both
+
+
+# Conversations whose last message is continued: an assistant reply begun (lm-eval's gen_prefix), with a
+# trailing space that a template keeps or trims, with spaces around it, and an empty one; the conversations
+# above end in a user message, which is continued as well
+PREFILLS = {
+    "prefill": [{"role": "user", "content": "What do you eat?"},
+                {"role": "assistant", "content": "Zebras eat"}],
+    "prefill_space": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+                      {"role": "assistant", "content": "Answer: "}],
+    "prefill_padded": [*CONVERSATIONS["no_system_multi_turn"],
+                       {"role": "assistant", "content": "  Why did the lion \n "}],
+    "prefill_empty": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": ""}],
+}
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
+def test_continue_final_message_matches_transformers(family: Family, base_tokenizer: str,
+                                                     tmp_path: Path) -> None:
+    """continue_final_message=True: text and ids equal apply_chat_template's (the text ends inside the last
+    message, no end-of-turn after it) for every conversation; what transformers refuses (the template's own
+    refusals, a final message the template does not write as it is) zoo refuses too."""
+    folder = write_folder(base_tokenizer, family, tmp_path / family.name)
+    compared = 0
+    for name, messages in {**CONVERSATIONS, **PREFILLS}.items():
+        try:
+            expected = transformers_chat(folder, messages, False, continue_final_message=True)
+        except Exception as e:  # a TemplateError (Gemma's system role) or transformers' ValueError
+            with pytest.raises(ValueError):
+                zoo_chat(folder, messages, False, continue_final_message=True)
+            assert not isinstance(e, ValueError) or "final message" in str(e), (family.name, name, e)
+            continue
+        assert zoo_chat(folder, messages, False, continue_final_message=True) == expected, (family.name, name)
+        assert zoo_chat(folder, messages, None, continue_final_message=True) == expected  # the default
+        final = messages[-1]["content"].strip()
+        assert expected[0].rstrip().endswith(final), (family.name, name)  # ends inside it
+        compared += 1
+    assert compared >= 5, family.name
+
+
+@pytest.mark.parametrize("family", FAMILIES[:3], ids=lambda f: f.name)
+def test_continue_final_message_refuses_a_generation_prompt(family: Family, base_tokenizer: str,
+                                                           tmp_path: Path) -> None:
+    """Both flags at once are refused by transformers and by zoo."""
+    folder = write_folder(base_tokenizer, family, tmp_path / family.name)
+    messages = PREFILLS["prefill"]
+    with pytest.raises(ValueError, match="continue_final_message and add_generation_prompt are not compat"):
+        transformers_chat(folder, messages, True, continue_final_message=True)
+    with pytest.raises(ValueError, match="continue_final_message and add_generation_prompt cannot both be"):
+        zoo_chat(folder, messages, True, continue_final_message=True)
+
+
+def test_continue_final_message_on_the_zoo_default_template() -> None:
+    """zoo's own template, continued: the conversation's text without the last <eos>\n; a template that
+    rewrites the final message (so its text is not in the result) or never reads 'content' is refused."""
+    messages = check_messages(PREFILLS["prefill_space"])
+    tokens = {"bos": "<bos>", "eos": "<eos>"}
+    text = render_chat(DEFAULT_CHAT_TEMPLATE, messages, tokens, continue_final_message=True)
+    assert text == "<bos>system\nBe brief.<eos>\n<bos>user\nHi<eos>\n<bos>assistant\nAnswer: "
+    upper = "{% for m in messages %}{{ m['content'] | upper }}{% endfor %}"
+    with pytest.raises(ValueError, match="does not write the final message's text as it is"):
+        render_chat(upper, messages, tokens, continue_final_message=True)
+    with pytest.raises(ValueError, match="never reads a message's 'content'"):
+        render_chat("{{ messages | length }}", messages, tokens, continue_final_message=True)
 
 
 def test_gemma_refuses_a_system_message_with_its_own_words(base_tokenizer: str, tmp_path: Path) -> None:

@@ -11,6 +11,11 @@ HTML-escaping), ``namespace``, ``dict``, a no-op ``{% generation %}`` tag, and t
 and nothing added around it (the template writes BOS itself, so it is never doubled):
 ``ZooTokenizer.chat_ids(messages)``.
 
+``continue_final_message=True`` renders the conversation so that it ends inside its last message, with no
+end-of-turn after it (the model continues that message: lm-eval's ``gen_prefix``, a prefilled reply), by
+transformers' rule: the message's text is rendered with :data:`CONTINUE_TAG` after it and the text is cut
+where the marker starts (and trailing whitespace dropped too when the template trimmed the marker's space).
+
 zoo's own tokenizers use :data:`DEFAULT_CHAT_TEMPLATE`, ChatML with ``<bos>``/``<eos>`` in place of
 ``<|im_start|>``/``<|im_end|>``: ``<bos>user\\nHi<eos>\\n<bos>assistant\\n`` (generation stops at ``<eos>``).
 """
@@ -34,6 +39,14 @@ DEFAULT_CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ bos_token + 'assistant\\n' }}{% endif %}"
 )
 ChatTemplate = str | dict[str, str]  # one template, or named ones ("default", "tool_use", ...)
+# Appended to the final message's text to find where it ends in the rendered chat (transformers' marker, so a
+# template that edits or trims it cuts in the same place)
+CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
+
+
+class ChatTemplateError(ValueError):
+    """The template itself failed: its ``raise_exception`` (Gemma's "System role not supported"), a syntax
+    error, a sandbox refusal (jinja2's TemplateError in transformers)."""
 
 
 def read_chat_template(folder: Path, config: Mapping[str, Any]) -> ChatTemplate | None:
@@ -74,18 +87,42 @@ def check_messages(messages: Any, where: str = "messages") -> list[dict[str, Any
 
 
 def render_chat(template: ChatTemplate, messages: list[dict[str, Any]], tokens: Mapping[str, str | None], *,
-                add_generation_prompt: bool = True) -> str:
+                add_generation_prompt: bool | None = None, continue_final_message: bool = False) -> str:
     """The text ``template`` makes of ``messages`` (checked by :func:`check_messages`), with the special
-    tokens ``tokens`` (role -> text: ``{"bos": "<s>", ...}``) as ``bos_token`` ... variables."""
+    tokens ``tokens`` (role -> text: ``{"bos": "<s>", ...}``) as ``bos_token`` ... variables.
+    ``add_generation_prompt`` defaults to true unless ``continue_final_message`` (the text then ends inside
+    the last message, module docstring); asking for both is refused, as transformers refuses it."""
     import jinja2
 
     source = _default_of(template)
+    if continue_final_message:
+        if add_generation_prompt:
+            raise ValueError("continue_final_message and add_generation_prompt cannot both be set: the first "
+                             "ends the text inside the last message, the second after it with a new "
+                             "assistant header")
+        if "content" not in source:
+            raise ValueError("continue_final_message: the chat template never reads a message's 'content'")
+        final = messages[-1]["content"]
+        messages = [*messages[:-1], {**messages[-1], "content": final + CONTINUE_TAG}]
     specials = {f"{role}_token": text for role, text in tokens.items() if text is not None}
     try:
-        return _compile(source).render(messages=messages, tools=None, documents=None,
-                                       add_generation_prompt=add_generation_prompt, **specials)
-    except jinja2.TemplateError as e:  # raise_exception(...), a syntax error, a sandbox refusal
-        raise ValueError(f"chat template: {e.message or type(e).__name__}") from None
+        text = _compile(source).render(messages=messages, tools=None, documents=None,
+                                       add_generation_prompt=not continue_final_message
+                                       if add_generation_prompt is None else add_generation_prompt,
+                                       **specials)
+    except jinja2.TemplateError as e:  # raise_exception(...), a sandbox refusal
+        raise ChatTemplateError(f"chat template: {e.message or type(e).__name__}") from None
+    return _cut_after(text, final) if continue_final_message else text
+
+
+def _cut_after(text: str, final: str) -> str:
+    """``text`` up to where the final message's text (rendered with CONTINUE_TAG after it) ends."""
+    marker = CONTINUE_TAG.rstrip()
+    if final.strip() not in text or marker not in text:
+        raise ValueError("continue_final_message: the chat template does not write the final message's text "
+                         f"as it is, so the text cannot end inside it (final message: {final.strip()!r})")
+    at = text.rindex(marker)
+    return text[:at] if text.startswith(CONTINUE_TAG, at) else text[:at].rstrip()
 
 
 def read_messages(path: str | Path, where: str) -> list[dict[str, Any]]:
@@ -98,6 +135,14 @@ def read_messages(path: str | Path, where: str) -> list[dict[str, Any]]:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{where}={str(path)!r} is not JSON: {e}.") from None
     return check_messages(data, where=f"{where}={str(path)!r}")
+
+
+def named_template(template: ChatTemplate, name: str) -> str:
+    """The template called ``name`` among a folder's named ones (one template is only "default")."""
+    named = {"default": template} if isinstance(template, str) else template
+    if name not in named:
+        raise ValueError(f"chat template {name!r}: this tokenizer's templates are {sorted(named)}")
+    return named[name]
 
 
 def _default_of(template: ChatTemplate) -> str:
@@ -170,4 +215,4 @@ def _compile(source: str) -> Any:
     try:
         return env.from_string(source)
     except jinja2.TemplateSyntaxError as e:
-        raise ValueError(f"chat template: line {e.lineno}: {e.message}") from None
+        raise ChatTemplateError(f"chat template: line {e.lineno}: {e.message}") from None

@@ -96,18 +96,34 @@ class ZooTokenizer:
         """Token ids of ``text`` without any special tokens added."""
         return self.hf.encode(text, add_special_tokens=False).ids
 
-    def chat_ids(self, messages: Any, *, add_generation_prompt: bool = True) -> list[int]:
+    def chat_ids(self, messages: Any, *, add_generation_prompt: bool | None = None,
+                 continue_final_message: bool = False) -> list[int]:
         """Ids of a conversation under this tokenizer's chat template, as transformers'
         ``apply_chat_template`` gives them (zoo/tokenizers/chat.py): special-token text the template wrote
         (``<|im_start|>``) becomes its token, and nothing is added around the text, so a BOS the template
         writes is the only one."""
+        return self.encode_chat(self.chat_text(messages, add_generation_prompt=add_generation_prompt,
+                                               continue_final_message=continue_final_message))
+
+    def chat_text(self, messages: Any, *, add_generation_prompt: bool | None = None,
+                  continue_final_message: bool = False, template: str | None = None) -> str:
+        """The text of a conversation under this tokenizer's chat template (``template``: one of its named
+        ones, else the default). ``continue_final_message``: the text ends inside the last message (no
+        end-of-turn), for the model to continue it; a generation prompt is added otherwise (by default)."""
         if self.chat_template is None:
             raise ValueError(f"this {self.kind} tokenizer has no chat template ({chat.CHAT_TEMPLATE_FILE} or "
                              "tokenizer_config.json's chat_template in its Hugging Face folder); "
                              "chat needs one")
-        text = chat.render_chat(self.chat_template, chat.check_messages(messages), self.specials.tokens,
-                                add_generation_prompt=add_generation_prompt)
-        return self._specials_as_tokens.encode(text, add_special_tokens=False).ids
+        chosen = self.chat_template if template is None else chat.named_template(self.chat_template, template)
+        return chat.render_chat(chosen, chat.check_messages(messages), self.specials.tokens,
+                                add_generation_prompt=add_generation_prompt,
+                                continue_final_message=continue_final_message)
+
+    def encode_chat(self, text: str, *, add_special_tokens: bool = False) -> list[int]:
+        """Ids of a rendered chat: its special-token text (``<|im_start|>``, ``<bos>``) as those tokens, as
+        transformers encodes it (``encode`` keeps such text as text); ``add_special_tokens`` adds what the
+        tokenizer adds around a text (a Llama BOS), off by default since the template writes its own."""
+        return self._specials_as_tokens.encode(text, add_special_tokens=add_special_tokens).ids
 
     @cached_property
     def _specials_as_tokens(self) -> HFTokenizer:
