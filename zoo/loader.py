@@ -20,6 +20,7 @@ from zoo.checkpoint import (
     FORMAT_VERSION,
     Checkpoint,
     CheckpointError,
+    is_sharded,
     model_state,
     restore_adapters,
     saved_model_config,
@@ -35,7 +36,7 @@ def load(path: str | os.PathLike):
     path = Path(path)
     if not os.path.lexists(path):  # an export swap killed half way (non-Linux) left the old folder aside
         sweep(path.parent, re.escape(path.name), shared=False, contents=EXPORT_FILES)
-    if path.is_dir():
+    if path.is_dir() and not is_sharded(path):  # a sharded checkpoint is a folder too
         return from_export(path)
     return from_checkpoint(Checkpoint.read(path))  # names and shapes checked against the saved config
 

@@ -107,6 +107,11 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("trainer.gradient_clip_val=abc", "trainer.gradient_clip_val must be null or a finite number, got 'abc'"),
     ("trainer.accelerator=cpuu", "trainer.accelerator must be one of 'auto', 'gpu', "),
     ("trainer.strategy=dpp", "trainer.strategy must be one of 'auto', 'ddp', "),
+    ("trainer=fsdp optim.name=muon",
+     "optim.name=muon orthogonalises whole matrices and trainer.strategy=fsdp splits them across processes"),
+    ("+trainer.sharded_checkpoint=true",
+     "trainer.sharded_checkpoint applies to trainer.strategy=fsdp (e.g. trainer=fsdp), not "
+     "trainer.strategy=auto"),
     ("trainer.accelerator=cpu trainer.precision=16-mixed", "trainer.precision=16-mixed needs a GPU"),
     ("trainer.precision=fp8", "trainer.precision='fp8' is unknown; allowed: auto, 32-true"),
     ("scheduler.warmup_steps=abc", "scheduler.warmup_steps must be an integer, got 'abc'"),
@@ -171,6 +176,9 @@ CHECKED_ELSEWHERE = [
     BadInput("ckpt_path=<a gpt_nano run's last.ckpt> model.n_heads=4",
              "model.n_heads: checkpoint 2, this run 4",
              "tests/training/test_run.py::test_resume_from_other_architecture_is_refused_before_training"),
+    BadInput("ckpt_path=<a trainer=fsdp run's sharded last.ckpt folder> trainer=cpu",
+             "is a sharded checkpoint (a folder of shards): resume it with trainer=fsdp",
+             "tests/training/test_sharding.py::test_sharded_checkpoint_resumes_only_under_fsdp"),
     # resume, validation, cache
     BadInput("ckpt_path=<run> with a same-size tokenizer trained on other text",
              "ids stand for other tokens",

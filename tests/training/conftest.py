@@ -78,13 +78,15 @@ def killed_and_resumed(make_cfg, monkeypatch, common: list[str], name: str) -> t
 
 @pytest.fixture
 def run_cli(tmp_path):
-    """run_cli(args) -> `python train.py <args>` in tmp_path, with no W&B key, no ~/.netrc, no WANDB_* env."""
+    """run_cli(args) -> `python train.py <args>` in tmp_path, with no W&B key, no ~/.netrc, no WANDB_* env
+    (`script=`: another script that runs train.py, e.g. one that stops it on purpose)."""
 
-    def run(args: list[str], timeout: int = 240) -> subprocess.CompletedProcess:
+    def run(args: list[str], timeout: int = 240, script: Path = ROOT / "train.py"
+            ) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
         env.update({"HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0"})
         (tmp_path / "home").mkdir(exist_ok=True)
-        return subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, env=env,
+        return subprocess.run([sys.executable, str(script), *args], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=timeout)
 
     return run

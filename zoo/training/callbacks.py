@@ -116,9 +116,27 @@ class ValExactMatch(Callback):
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking:
             return
-        hyps, refs = self.task.references(pl_module.model, self.tokenizer, self.datamodule, self.max_examples)
+        from zoo.training.sharding import gathered
+
+        with gathered(pl_module.model):  # sharded: every rank decodes the same examples, greedily, in step
+            hyps, refs = self.task.references(pl_module.model, self.tokenizer, self.datamodule,
+                                              self.max_examples)
         for name, metric in self.task.reference_metrics.items():
             pl_module.log(f"val/{name}", metric(hyps, refs), prog_bar=name == "exact_match")
+
+
+def whole_model(trainer: L.Trainer, pl_module: L.LightningModule):
+    """The model rank zero may run alone after fit: the module's own, or, when the strategy splits the
+    parameters across processes (`collective_forward`, zoo.training.sharding), a whole copy loaded from the
+    last checkpoint (written at the end of fit); None without one."""
+    if not getattr(trainer.strategy, "collective_forward", False):
+        return pl_module.model
+    last = trainer.checkpoint_callback.last_model_path if trainer.checkpoint_callback else ""
+    if not last:
+        return None
+    from zoo.loader import load
+
+    return load(last)[0].to(pl_module.device).eval()
 
 
 class SampleGeneration(Callback):
@@ -132,7 +150,11 @@ class SampleGeneration(Callback):
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.interrupted or not trainer.is_global_zero or trainer.fast_dev_run:
             return
-        report = make_samples(self.task, pl_module.model, self.tokenizer, self.datamodule, self.options)
+        model = whole_model(trainer, pl_module)
+        if model is None:
+            print("samples skipped: the model is sharded and no last.ckpt was written (callbacks.checkpoint)")
+            return
+        report = make_samples(self.task, model, self.tokenizer, self.datamodule, self.options)
         self.report = report
         print(f"\n=== samples ({self.task.name}) ===")
         for s in report.samples:

@@ -117,6 +117,13 @@ class ZooLightningModule(L.LightningModule):
                 and wants_compile(self.compile_cfg, self.trainer.strategy.root_device):
             self._compile()
 
+    def configure_model(self) -> None:
+        """Under a sharding strategy (zoo.training.sharding: trainer.strategy=fsdp), shard the model once the
+        processes have started; other strategies have no `parallelize` and leave it as built."""
+        parallelize = getattr(self.trainer.strategy, "parallelize", None)
+        if parallelize is not None and not hasattr(self.model, "reshard"):  # sharded models have reshard()
+            parallelize(self.model)
+
     # ------------------------------------------------------------------------------------ steps
     def on_train_epoch_start(self) -> None:
         """Re-key torch's RNG (dropout) from (seed, epoch): a run resumed from an epoch-end checkpoint
@@ -212,7 +219,8 @@ class ZooLightningModule(L.LightningModule):
             return
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
         if grads:
-            self.log("train/grad_norm", torch.nn.utils.get_total_norm(grads, 2.0))
+            norm = torch.nn.utils.get_total_norm(grads, 2.0)  # sharded gradients: a DTensor, made whole
+            self.log("train/grad_norm", norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
 
     # ------------------------------------------------------------------------------- optimizer
     def configure_optimizers(self) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from zoo.data.sources.base import check_data_cfg
 from zoo.finetune.given import command_line, given_in_group
 from zoo.finetune.setup import InitPlan, check_finetune_cfg, plan_init
 from zoo.models.vocabulary import settle_keys
-from zoo.options import ANY, Options, Rule, any_of, integer, list_of, one_of
+from zoo.options import ANY, BOOL, Options, Rule, any_of, integer, list_of, one_of
 from zoo.registry import unknown_choice_message
 from zoo.tasks import TASKS, Task, default_task
 from zoo.training.distributed import check_parts
@@ -31,6 +31,7 @@ from zoo.training.monitor import check_monitor
 from zoo.training.optim import check_optim_with_trainer, check_optimizer_model, lr_multiplier
 from zoo.training.options import check_config
 from zoo.training.precision import resolve_accelerator, resolve_precision
+from zoo.training.sharding import check_resume, check_strategy
 
 # trainer.* keys that zoo resolves itself instead of handing them to lightning.Trainer unchanged.
 TRAINER_PASSTHROUGH_EXCLUDED = {"logger", "callbacks", "plugins", "default_root_dir",
@@ -116,6 +117,7 @@ def trainer_options() -> Options:
         "max_steps": integer(1),
         "accumulate_grad_batches": integer(1),
         "precision": ANY,
+        "sharded_checkpoint": BOOL,  # zoo's: trainer.strategy=fsdp writes torch.distributed.checkpoint shards
     })
 
 
@@ -178,6 +180,7 @@ def prepare(cfg: DictConfig) -> Plan:
     checked(check_data_cfg, data_cfg)
     kwargs = trainer_kwargs(resolved["trainer"])
     checked(check_optim_with_trainer, resolved["optim"], kwargs)
+    checked(check_strategy, resolved)  # trainer.strategy=fsdp: options it cannot shard
     world = world_size(kwargs)
     if task.corpus_kind == "text":  # LM/MLM token streams are cut into data.shards parts, shared by the ranks
         checked(check_parts, data_cfg.get("shards") or DEFAULT_SHARDS, world)
@@ -190,4 +193,5 @@ def prepare(cfg: DictConfig) -> Plan:
     checked(lr_multiplier, resolved["scheduler"], kwargs["max_steps"])
     output_dir = Path(resolved["paths"]["output_dir"])
     ckpt = resolve_ckpt_path(resolved.get("ckpt_path"), Path(resolved["paths"]["runs_dir"]), output_dir)
+    checked(check_resume, ckpt, kwargs, context=f"ckpt_path={resolved.get('ckpt_path')}: ")
     return Plan(task, model, data_cfg, dict(resolved["tokenizer"]), kwargs, output_dir, ckpt, resolved, init)

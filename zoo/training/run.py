@@ -116,6 +116,7 @@ def fit(opened: Opened) -> TrainResult:
     from zoo.training.distributed import shard_datamodule
     from zoo.training.loggers import build_logger, finish_logger
     from zoo.training.module import ZooLightningModule
+    from zoo.training.sharding import trainer_arguments
 
     plan, resolved = opened.plan, opened.plan.resolved
     resumed, opened.resumed = opened.resumed, None  # held below until Lightning's resume takes it
@@ -131,7 +132,8 @@ def fit(opened: Opened) -> TrainResult:
     logger = build_logger(resolved["logger"], plan.output_dir, run_name(plan),
                           resume_id=resumed.record.wandb_run_id if resumed else None)
     trainer = L.Trainer(
-        **plan.trainer_kwargs, logger=logger if logger is not None else False, callbacks=callbacks,
+        **trainer_arguments(plan.trainer_kwargs),
+        logger=logger if logger is not None else False, callbacks=callbacks,
         plugins=[AtomicCheckpointIO()], default_root_dir=str(plan.output_dir),
         enable_checkpointing=any(isinstance(c, CheckpointCallback) for c in callbacks),
         use_distributed_sampler=False,  # zoo shards the data itself (same global batch as one process)

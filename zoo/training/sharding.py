@@ -1,0 +1,161 @@
+"""Fully-sharded data parallel (FSDP2, `torch.distributed.fsdp.fully_shard`) for zoo models, through
+Lightning's ModelParallelStrategy: the strategy Lightning maintains for FSDP2 (its FSDPStrategy wraps the
+older FullyShardedDataParallel class). `trainer.strategy=fsdp` selects it (zoo.training.plan); the training
+module's `configure_model` asks the strategy to shard the model once the processes have started.
+
+One shard unit per Block (its parameters are gathered for its forward and backward only), then one for the
+root: embeddings, final norms and the head. An output head tied to the token embedding shares one parameter
+with it, so both sit in the root unit and the tie survives sharding. Parameters stay in the model's dtype
+(fp32 on CPU); with `bf16-mixed` on GPUs they are gathered in bf16 and gradients reduced in fp32.
+
+Checkpoints are full state dicts gathered on rank 0 (`save_distributed_checkpoint=False`): the same file a
+single process writes, so it resumes at any world size and loads with `zoo.load`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+from lightning.pytorch.strategies import ModelParallelStrategy
+from torch import nn
+
+# optimizers whose update needs whole matrices (a shard of a matrix is not orthogonalised like the matrix)
+UNSHARDABLE_OPTIMIZERS = ("muon",)
+
+
+def shard_units(model: nn.Module) -> list[nn.Module]:
+    """The modules that get their own shard unit, innermost first: every Block of every Stack."""
+    from zoo.modules.block import Stack
+
+    return [layer for stack in model.modules() if isinstance(stack, Stack) for layer in stack.layers]
+
+
+def fully_shard_model(model: nn.Module, mesh, *, mixed_bf16: bool = False) -> nn.Module:
+    """Shard `model` in place over the 1-D data-parallel `mesh`: one unit per Block, then the root (which
+    holds the embeddings and the, possibly tied, head). Returns the model (now an FSDPModule)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    policy = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if mixed_bf16
+              else MixedPrecisionPolicy())
+    for unit in shard_units(model):
+        fully_shard(unit, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    return model
+
+
+@contextmanager
+def gathered(model: nn.Module) -> Iterator[nn.Module]:
+    """The root unit's parameters gathered while the block holds: for calls that enter the model elsewhere
+    than its forward (generate, encode / decode). Every rank must enter it (it all-gathers); an unsharded
+    model passes through."""
+    unshard = getattr(model, "unshard", None)
+    if unshard is None:
+        yield model
+        return
+    unshard()
+    try:
+        yield model
+    finally:
+        model.reshard()
+
+
+class FSDPStrategy(ModelParallelStrategy):
+    """ModelParallelStrategy with a data-parallel mesh over every process (no tensor parallelism) and
+    full-state checkpoints. It runs on CPU processes (gloo) as on GPUs (nccl): Lightning's class sets no
+    device requirement, so no check is lifted here."""
+
+    collective_forward = True  # every rank must run each forward (generation included): parameters are split
+
+    def __init__(self, *, sharded_checkpoint: bool = False, **kwargs: Any) -> None:
+        super().__init__(data_parallel_size="auto", tensor_parallel_size=1,
+                         save_distributed_checkpoint=sharded_checkpoint, **kwargs)
+
+    def setup_environment(self) -> None:
+        self._data_parallel_size = self.num_nodes * self.num_processes  # the whole world is data-parallel
+        super().setup_environment()
+
+    @staticmethod
+    def check_config(resolved: dict[str, Any]) -> None:
+        """The run's options this strategy cannot shard: ValueError naming the key (before work starts)."""
+        optim = resolved.get("optim") or {}
+        if optim.get("name") in UNSHARDABLE_OPTIMIZERS:
+            raise ValueError(f"optim.name={optim['name']} orthogonalises whole matrices and "
+                             "trainer.strategy=fsdp splits them across processes; use optim.name=adamw (or "
+                             "trainer=ddp)")
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], filepath, storage_options: Any | None = None
+                        ) -> None:
+        """Full state (sharded_checkpoint=false): one file, written by rank 0 through the CheckpointIO
+        (atomic). Sharded: every rank writes its shards with torch.distributed.checkpoint into one staging
+        folder beside the target, rank 0 adds `meta.pt` (the rest of the checkpoint) and publishes the folder
+        (zoo.atomic: fsync, rename or swap), so `last.ckpt` is always a whole checkpoint."""
+        if not self._save_distributed_checkpoint:
+            return super().save_checkpoint(checkpoint, filepath, storage_options)
+        import torch.distributed.checkpoint as dcp
+
+        from zoo.atomic import discard, publish_folder, staging_folder
+        from zoo.checkpoint import SHARDED_META, atomic_torch_save
+
+        target = Path(self.broadcast(str(filepath)))
+        staging = Path(self.broadcast(str(staging_folder(target)) if self.is_global_zero else None))
+        tensors = {"state_dict": checkpoint.pop("state_dict")}
+        optimizers = checkpoint.pop("optimizer_states", [])
+        tensors.update({f"optimizer_{i}": state for i, state in enumerate(optimizers)})  # Lightning's names
+        dcp.save(tensors, checkpoint_id=staging)
+        if self.is_global_zero:
+            atomic_torch_save(checkpoint, staging / SHARDED_META)
+            if target.is_file():  # a full-state checkpoint of an earlier run under the same name
+                discard(target)
+            publish_folder(staging, target)
+        self.barrier("sharded_checkpoint_published")
+
+    def parallelize(self, model: nn.Module) -> nn.Module:
+        """Shard `model` over the data-parallel mesh (called by the module's configure_model)."""
+        mixed = str(self.precision_plugin.precision) == "bf16-mixed"
+        return fully_shard_model(model, self.device_mesh["data_parallel"], mixed_bf16=mixed)
+
+
+# trainer.strategy names zoo resolves to its own strategies (the rest are Lightning's names)
+STRATEGIES: dict[str, type] = {"fsdp": FSDPStrategy}
+
+
+ZOO_TRAINER_KEYS = ("sharded_checkpoint",)  # trainer.* keys zoo's strategies read, not lightning.Trainer
+
+
+def trainer_arguments(trainer_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """trainer.* as lightning.Trainer takes it: zoo's strategy object (with its keys) for the names zoo
+    owns, Lightning's names unchanged."""
+    kwargs = {k: v for k, v in trainer_kwargs.items() if k not in ZOO_TRAINER_KEYS}
+    name = kwargs.get("strategy", "auto")
+    if isinstance(name, str) and name in STRATEGIES:
+        own = {k: trainer_kwargs[k] for k in ZOO_TRAINER_KEYS if k in trainer_kwargs}
+        kwargs["strategy"] = STRATEGIES[name](**own)
+    return kwargs
+
+
+
+def check_resume(ckpt: Path | None, trainer_cfg: dict[str, Any]) -> None:
+    """A sharded checkpoint (a folder of shards) resumes under a zoo strategy, which reshards it to its own
+    world size; ValueError for another strategy (its optimizer state is keyed for sharded parameters)."""
+    from zoo.checkpoint import is_sharded
+
+    if ckpt is not None and is_sharded(ckpt) and trainer_cfg.get("strategy") not in STRATEGIES:
+        raise ValueError(f"{ckpt} is a sharded checkpoint (a folder of shards): resume it with trainer=fsdp "
+                         "(any trainer.devices, 1 included); for its weights alone, "
+                         "python -m zoo.training.consolidate makes one file")
+
+
+def check_strategy(resolved: dict[str, Any]) -> None:
+    """A zoo strategy checks the run's options it depends on; its keys need it (ValueError naming them)."""
+    trainer = resolved["trainer"]
+    strategy = STRATEGIES.get(str(trainer.get("strategy")))
+    if strategy is not None:
+        strategy.check_config(resolved)
+        return
+    given = [k for k in ZOO_TRAINER_KEYS if trainer.get(k)]
+    if given:
+        raise ValueError(f"trainer.{given[0]} applies to trainer.strategy={'|'.join(STRATEGIES)} (e.g. "
+                         f"trainer=fsdp), not trainer.strategy={trainer.get('strategy')}")
