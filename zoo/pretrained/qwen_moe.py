@@ -1,0 +1,88 @@
+"""Qwen2-MoE and Qwen3-MoE both ways: Qwen2's / Qwen3's attention and tables, and a Mixture-of-Experts MLP
+where `decoder_sparse_step` and `mlp_only_layers` say (zoo's `every` and `first_dense`: mlp_only_layers must
+be the first k layers). The router is `mlp.gate` (softmax, top-k, renormalised when `norm_topk_prob`: zoo's
+softmax_topk_norm, else softmax_topk), each expert `mlp.experts.{e}.gate_proj | up_proj | down_proj` of width
+`moe_intermediate_size` (the dense layers keep `intermediate_size`). Qwen2-MoE adds one shared expert of width
+`shared_expert_intermediate_size` (zoo: n_shared_experts = that / moe_intermediate_size, which must divide it)
+scaled by sigmoid(`mlp.shared_expert_gate`). `router_aux_loss_coef` is aux_coef / top_k (docs/moe.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from zoo.config import ModelConfig
+from zoo.modules.moe import moe_settings
+from zoo.pretrained.config_map import Key
+from zoo.pretrained.family import Checks
+from zoo.pretrained.llama import DECODER, KEYS, TENSORS, Qwen2, Qwen3
+from zoo.pretrained.tensor_map import within
+
+EXPERTS = {  # zoo -> HF inside a layer
+    "ffn.router.proj.weight": "mlp.gate.weight",
+    "ffn.experts.{e}.up.weight": ("mlp.experts.{e}.gate_proj.weight", "mlp.experts.{e}.up_proj.weight"),
+    "ffn.experts.{e}.down.weight": "mlp.experts.{e}.down_proj.weight",
+    "ffn.shared.up.weight": ("mlp.shared_expert.gate_proj.weight", "mlp.shared_expert.up_proj.weight"),
+    "ffn.shared.down.weight": "mlp.shared_expert.down_proj.weight",
+    "ffn.shared_gate.weight": "mlp.shared_expert_gate.weight",
+}
+ROUTERS = {False: "softmax_topk", True: "softmax_topk_norm"}  # norm_topk_prob -> zoo router
+
+
+class QwenExperts:
+    """The MoE config keys both Qwen MoE families share; `shared`: whether the family has a shared expert."""
+
+    shared = False
+
+    def moe_from_hf(self, hf: Mapping[str, Any]) -> tuple[dict[str, Any], Checks]:
+        top_k, width = hf.get("num_experts_per_tok", 8), hf.get("moe_intermediate_size", 768)
+        dense = list(hf.get("mlp_only_layers") or [])
+        moe = {"n_experts": hf.get("num_experts", hf.get("num_local_experts", 128)), "top_k": top_k,
+               "expert_d_ff": width, "router": ROUTERS[bool(hf.get("norm_topk_prob", False))],
+               "every": hf.get("decoder_sparse_step", 1), "first_dense": len(dense), "balance": "aux",
+               "aux_coef": hf.get("router_aux_loss_coef", 0.001) * top_k}
+        checks: Checks = {"mlp_only_layers (the first k layers)": (dense == list(range(len(dense))), True)}
+        if self.shared:
+            shared = hf.get("shared_expert_intermediate_size", 0)
+            checks["shared_expert_intermediate_size a multiple of moe_intermediate_size"] = (
+                shared % width == 0 if width else False, True)
+            moe.update(n_shared_experts=shared // width if width else 0, shared_gate=shared > 0)
+        return moe, checks
+
+    def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
+        rope, checks = super().more_from_hf(hf, settings)  # the attention family's (Qwen2 / Qwen3)
+        moe, moe_checks = self.moe_from_hf(hf)
+        return {**rope, "moe": moe}, {**checks, **moe_checks}
+
+    def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
+        return {**super().more_to_hf(cfg), **self.moe_to_hf(cfg)}
+
+    def moe_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
+        moe = moe_settings(cfg)
+        width = moe.expert_d_ff or cfg.ffn_dim
+        out = {"num_experts": moe.n_experts, "num_experts_per_tok": moe.top_k, "moe_intermediate_size": width,
+               "norm_topk_prob": moe.router == ROUTERS[True], "decoder_sparse_step": moe.every,
+               "mlp_only_layers": list(range(moe.first_dense)), "output_router_logits": False,
+               "router_aux_loss_coef": moe.aux_coef / moe.top_k if "aux" in moe.balances else 0.0}
+        if self.shared:
+            out["shared_expert_intermediate_size"] = moe.n_shared_experts * width
+        return out
+
+
+class Qwen2Moe(QwenExperts, Qwen2):
+    model_type = "qwen2_moe"
+    class_prefix = "Qwen2Moe"
+    shared = True
+    keys = (*KEYS, Key("qkv_bias", "qkv_bias", True))
+    fixed = {**DECODER, "ffn": "moe"}
+    tensors = {**TENSORS, **within("decoder_stack.layers.{i}.", "layers.{i}.", EXPERTS)}
+
+
+class Qwen3Moe(QwenExperts, Qwen3):
+    """Qwen3's attention (q/k RMSNorm per head); head_dim defaults to hidden_size / heads, as its config."""
+
+    model_type = "qwen3_moe"
+    class_prefix = "Qwen3Moe"
+    fixed = {**Qwen3.fixed, "ffn": "moe"}
+    defaults = Qwen2.defaults
+    tensors = Qwen2Moe.tensors
