@@ -51,8 +51,6 @@ def test_bad_arguments_are_one_error_each(lm, tmp_path):
     encoder = zoo.build("bert_small", vocab_size=lm.tokenizer.vocab_size, d_model=16, n_layers=1, n_heads=2)
     with pytest.raises(ValueError, match="this model is arch=encoder with head=lm"):
         ZooLM.from_model(encoder, lm.tokenizer)
-    with pytest.raises(ModelArgsError, match="--apply_chat_template: the zoo lm-eval model does not apply"):
-        lm.chat_template(True)
     assert lm.chat_template(False) is None
     request = Instance("generate_until", {}, ("ab", {"until": ["c"], "num_beams": 2}), 0)
     with pytest.raises(ValueError, match="does not support the generation option 'num_beams'"):
@@ -60,6 +58,59 @@ def test_bad_arguments_are_one_error_each(lm, tmp_path):
     request = Instance("generate_until", {}, ("ab", {"until": ["c"], "max_gen_toks": 16}), 0)
     with pytest.raises(ValueError, match="max_gen_toks=16 leaves no room for a context in the model's"):
         lm.generate_until([request])
+
+
+def chat_lm(template: object) -> ZooLM:
+    """A ZooLM whose character tokenizer has ``template`` (None: none at all)."""
+    tokenizer = build_tokenizer({"name": "char"}, ["<bos>user\nQ: A: b<eos>"])
+    tokenizer.chat_template = template
+    model = zoo.build("gpt2", vocab_size=tokenizer.vocab_size, d_model=8, n_layers=1, n_heads=2,
+                      max_seq_len=64)
+    return ZooLM.from_model(model, tokenizer)
+
+
+def test_apply_chat_template_renders_lm_evals_turns_by_hand():
+    """--apply_chat_template: lm-eval's messages under zoo's default template (ChatML with <bos>/<eos>), a
+    generation prompt after a user turn, or (gen_prefix) the text ending inside the last assistant message;
+    the chat text's <bos> / <eos> are those tokens (plain text keeps them as text)."""
+    from zoo.tokenizers.chat import DEFAULT_CHAT_TEMPLATE
+
+    lm = chat_lm(DEFAULT_CHAT_TEMPLATE)
+    turns = [{"role": "system", "content": "S"}, {"role": "user", "content": "Q:"}]
+    plain = lm.tok_encode("<bos>user")
+    assert lm.chat_template(True) == DEFAULT_CHAT_TEMPLATE
+    assert lm.apply_chat_template(turns) == "<bos>system\nS<eos>\n<bos>user\nQ:<eos>\n<bos>assistant\n"
+    prefixed = [*turns, {"role": "assistant", "content": "A:"}]
+    assert lm.apply_chat_template(prefixed, add_generation_prompt=False) == \
+        "<bos>system\nS<eos>\n<bos>user\nQ:<eos>\n<bos>assistant\nA:"
+    bos, eos = lm.tokenizer.bos_id, lm.tokenizer.eos_id
+    assert plain[0] != bos and lm.tok_encode("<bos>user<eos>") == [bos, *lm.tokenizer.encode("user"), eos]
+
+
+def test_apply_chat_template_drops_the_system_turn_when_the_template_refuses_it():
+    """As lm-eval's hf model: a template that raises (Gemma's "System role not supported") is rendered again
+    without the system messages; other refusals stay errors."""
+    gemma_like = ("{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
+                  "{% endif %}{% for m in messages %}[{{ m['role'] }}]{{ m['content'] }}{% endfor %}"
+                  "{% if add_generation_prompt %}[assistant]{% endif %}")
+    lm = chat_lm(gemma_like)
+    lm.chat_template(True)
+    turns = [{"role": "system", "content": "S"}, {"role": "user", "content": "Q"}]
+    assert lm.apply_chat_template(turns) == "[user]Q[assistant]"
+    prefixed = [*turns, {"role": "assistant", "content": "A: "}]
+    assert lm.apply_chat_template(prefixed, add_generation_prompt=False) == "[user]Q[assistant]A: "
+    with pytest.raises(ValueError, match="chat template: System role not supported"):
+        lm.tokenizer.chat_text(turns)
+
+
+def test_apply_chat_template_refusals_are_one_error_each():
+    with pytest.raises(ModelArgsError, match="--apply_chat_template: this char tokenizer has no chat templ"):
+        chat_lm(None).chat_template(True)
+    named = chat_lm({"default": "{{ messages[0]['content'] }}", "tool_use": "T{{ messages[0]['content'] }}"})
+    with pytest.raises(ModelArgsError, match=r"chat template 'tools': this tokenizer's templates are \["):
+        named.chat_template("tools")
+    assert named.chat_template("tool_use").startswith("T")
+    assert named.apply_chat_template([{"role": "user", "content": "x"}]) == "Tx"
 
 
 def test_the_entry_point_names_the_registered_model():

@@ -2,7 +2,8 @@
 turns (context, continuation) text into ids exactly as its `hf` model does (trailing context spaces move to
 the continuation, the pair is encoded whole and split at the context's length, an empty context is the
 prefix token); zoo.lm_eval.batching scores the ids; generation is `model.generate`, cut at the stop
-strings. Needs `pip install 'zoo[lmeval]'`."""
+strings. `--apply_chat_template` renders lm-eval's few-shot chat with the tokenizer's chat template as its
+`hf` model does through transformers (zoo/tokenizers/chat.py). Needs `pip install 'zoo[lmeval]'`."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, po
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from zoo.lm_eval.batching import TokenRequest, loglikelihoods
+from zoo.tokenizers.chat import ChatTemplateError, named_template
 
 SAMPLING_KEYS = ("temperature", "top_k", "top_p", "seed")  # lm-eval gen_kwargs zoo's generate takes as such
 
@@ -85,6 +87,8 @@ class ZooLM(TemplateLM):
         self._device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.model = model.eval().to(self._device)
         self.tokenizer = tokenizer
+        self._chat = False  # contexts are chat text (--apply_chat_template)
+        self._chat_name: str | None = None  # the named template --apply_chat_template picked
 
     # ------------------------------------------------------------------ what TemplateLM asks of a model
     @property
@@ -104,16 +108,40 @@ class ZooLM(TemplateLM):
         return f"zoo-{self.tokenizer.kind}"
 
     def chat_template(self, chat_template: bool | str = False) -> str | None:
-        """lm-eval asks this first when `--apply_chat_template` is given: refused, before any request runs."""
+        """The template `--apply_chat_template` applies (lm-eval asks this first): the tokenizer's (a name
+        picks one of a folder's named templates; true: its default); from then on contexts are chat text,
+        encoded with the special-token text the template writes as those tokens. None when not asked."""
         if chat_template is False or chat_template is None:
             return None
-        raise ModelArgsError("--apply_chat_template: the zoo lm-eval model does not apply chat templates yet "
-                             "(transformers' continue_final_message rendering is not written); run without "
-                             "it")
+        template = self.tokenizer.chat_template
+        if template is None:
+            raise ModelArgsError(f"--apply_chat_template: this {self.tokenizer.kind} tokenizer has no chat "
+                                 "template (chat_template.jinja or tokenizer_config.json's chat_template in "
+                                 "its Hugging Face folder); run without --apply_chat_template")
+        name = None if isinstance(template, str) or chat_template is True else chat_template
+        try:
+            chosen = named_template(template, name or "default")
+        except ValueError as e:
+            raise ModelArgsError(f"--apply_chat_template: {e}") from None
+        self._chat, self._chat_name = True, name
+        return chosen
 
     def apply_chat_template(self, chat_history: list[dict[str, str]],
                             add_generation_prompt: bool = True) -> str:
-        return self.chat_template(True)  # raises, as above
+        """lm-eval's few-shot chat as text, as its hf model renders it with transformers: a generation prompt
+        after it, or (a task's gen_prefix, the final assistant message) ending inside the last message
+        (continue_final_message); a template that refuses (Gemma's system role) is tried again without the
+        system messages."""
+        self._chat = True
+        try:
+            return self._chat_text(chat_history, add_generation_prompt)
+        except ChatTemplateError:
+            return self._chat_text([m for m in chat_history if m["role"] != "system"], add_generation_prompt)
+
+    def _chat_text(self, messages: list[dict[str, str]], add_generation_prompt: bool) -> str:
+        return self.tokenizer.chat_text(messages, add_generation_prompt=add_generation_prompt,
+                                        continue_final_message=not add_generation_prompt,
+                                        template=self._chat_name)
 
     def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs: Any) -> list[int]:
         """Ids of `string` as transformers' `tokenizer.encode` gives them: the tokenizer's own specials added
@@ -122,6 +150,8 @@ class ZooLM(TemplateLM):
         if add_special_tokens is None:
             bos = self.tokenizer.decode([self.prefix_token_id], skip_special_tokens=False)
             add_special_tokens = not (bos and string.startswith(bos))
+        if self._chat:  # chat text: the template's control tokens are tokens
+            return self.tokenizer.encode_chat(string, add_special_tokens=add_special_tokens)
         return self.tokenizer.hf.encode(string, add_special_tokens=add_special_tokens).ids
 
     def _forward(self, ids: torch.Tensor) -> torch.Tensor:
