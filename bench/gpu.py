@@ -5,7 +5,8 @@ cuDNN, math); MFU against the card's peak bf16 matmul FLOP/s; generation tokens/
 the static cache + compiled step; peak memory of every side.
 
 `python -m bench.gpu --dry-run` runs the same plan on CPU with a tiny model and one step per side: it checks
-the plan, the FLOP counts, the peak lookup and every measurement's code path without a GPU (tests do this)."""
+the plan, the FLOP counts, the peak lookup and every measurement's code path without a GPU (tests do this).
+Sharded training on several GPUs (DDP vs FSDP2 tokens/s and memory per device) is bench/gpu_sharded.py."""
 
 from __future__ import annotations
 
