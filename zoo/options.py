@@ -196,6 +196,11 @@ class Options:
         """These options with `rules` added (a key given in both takes the rule from `rules`)."""
         return Options({**self.rules, **rules}, self.required | frozenset(required), self.defaults)
 
+    def only(self, *keys: str) -> Options:
+        """These options restricted to `keys` (a group taking some of another group's keys, same rules)."""
+        return Options({k: self.rules[k] for k in keys}, self.required & frozenset(keys),
+                       {k: v for k, v in self.defaults.items() if k in keys})
+
     def filled(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """`given` with the default of every key it leaves out."""
         return {**self.defaults, **given}

@@ -18,11 +18,12 @@ from omegaconf import DictConfig
 
 from zoo.apps import ConfigError, checked, open_model, plain, resolve_data
 from zoo.atomic import atomic_file
-from zoo.options import ANY, BOOL, MAPPING, TEXT, Options, integer, number, one_of, optional
+from zoo.generation.config import GENERATION_OPTIONS as DECODING
+from zoo.options import ANY, MAPPING, TEXT, Options, integer, one_of, optional
 from zoo.tasks.evaluating import EvalOptions, resolve_split
 
-GENERATION_OPTIONS = Options({"num_beams": integer(1), "length_penalty": number(),
-                              "max_new_tokens": optional(integer(1)), "early_stopping": BOOL})
+# generation.*: the decoding keys a task's evaluation passes on, with the library's rules (null: its default)
+GENERATION_OPTIONS = DECODING.only("num_beams", "length_penalty", "max_new_tokens", "early_stopping")
 EVALUATE_OPTIONS = Options({
     "ckpt": TEXT, "split": one_of("auto", "val", "test"), "batch_size": integer(1),
     "max_examples": optional(integer(1)), "device": one_of("auto", "cpu", "cuda"), "seed": integer(0),
@@ -62,19 +63,13 @@ def open_checkpoint(path: str):
 def evaluate(cfg: DictConfig | Mapping[str, Any]) -> EvalReport:
     """Evaluate `cfg.ckpt` on `cfg.data`'s split `cfg.split`; writes `cfg.output` (JSON) when set."""
     from zoo.data.sources.base import check_data_cfg
-    from zoo.generation.config import GenerationConfig
     from zoo.tasks import build_data
 
     resolved = plain(cfg, "python evaluate.py ckpt=outputs/train/runs/<time>/checkpoints/best.ckpt")
     checked(EVALUATE_OPTIONS.check, "", resolved)
     gen = dict(resolved.get("generation") or {})
-    checked(GENERATION_OPTIONS.check, "generation", gen)
+    checked(GENERATION_OPTIONS.check, "generation", {k: v for k, v in gen.items() if v is not None})
     model, tokenizer, task = open_checkpoint(resolved["ckpt"])
-    try:
-        given = {k: v for k, v in gen.items() if v is not None}
-        GenerationConfig.from_kwargs(**given).validate(model.config.vocab_size)
-    except ValueError as e:
-        raise ConfigError(f"generation: {e}") from None
     data_cfg = resolve_data(resolved["data"], task)
     checked(check_data_cfg, data_cfg)
     output = Path(resolved["output"]) if resolved.get("output") else None

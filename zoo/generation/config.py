@@ -1,15 +1,17 @@
-"""GenerationConfig: every decoding knob in one validated record (Hugging Face keyword names), so the
-library, the command line and tests share one set of checks and error messages."""
+"""GenerationConfig: every decoding knob in one validated record (Hugging Face keyword names), and
+GENERATION_OPTIONS, the rule of each knob, declared once: the library (`generate`), `generate.py`,
+`evaluate.py`'s `generation:` group and the training callbacks that decode (`callbacks.test`,
+`callbacks.samples`) check their decoding keys with it, so they share one set of checks and messages."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
 
 from zoo.generation.logits import Choice, build_processors
+from zoo.options import ANY, Options, Rule, integer, number, optional, within
 from zoo.utils import did_you_mean
 
 CACHE_IMPLEMENTATIONS = ("dynamic", "static")
@@ -69,27 +71,9 @@ class GenerationConfig:
         return Choice(sample, build_processors(self.temperature, self.top_k, self.top_p), generator)
 
     def validate(self, vocab_size: int) -> None:
-        """Raise ValueError naming the option, the value and what is allowed."""
-        _check_int("max_new_tokens", self.max_new_tokens, low=0)
-        _check_int("num_beams", self.num_beams, low=1)
-        _check_int("num_return_sequences", self.num_return_sequences, low=1)
-        if self.temperature is not None and not (_is_number(self.temperature) and self.temperature >= 0):
-            raise ValueError(f"temperature must be a number >= 0 (0 = greedy), got {self.temperature!r}.")
-        if self.top_k is not None:
-            _check_int("top_k", self.top_k, low=0)
-        if self.top_p is not None and not (_is_number(self.top_p) and 0 < self.top_p <= 1):
-            raise ValueError(f"top_p must be in (0, 1] (1 = off), got {self.top_p!r}.")
-        if not (_is_number(self.length_penalty) and math.isfinite(self.length_penalty)):
-            raise ValueError(f"length_penalty must be a finite number, got {self.length_penalty!r}.")
-        for f in fields(self):  # true/false options: a string like "no" would silently count as True
-            if f.type == "bool" and not isinstance(getattr(self, f.name), bool):
-                raise ValueError(f"{f.name} must be True or False, got {getattr(self, f.name)!r}.")
-        if self.seed is not None:
-            _check_int("seed", self.seed, low=0)
-        _check_int("num_assistant_tokens", self.num_assistant_tokens, low=1)
-        if self.cache_implementation not in (None, *CACHE_IMPLEMENTATIONS):
-            raise ValueError(f"cache_implementation must be one of {', '.join(CACHE_IMPLEMENTATIONS)} "
-                             f"(or None: static iff compile=True), got {self.cache_implementation!r}.")
+        """Raise ValueError naming the option, the value and what is allowed: each value by its rule
+        (GENERATION_OPTIONS), then what the options say together."""
+        GENERATION_OPTIONS.check("", {f.name: getattr(self, f.name) for f in fields(self)})
         if self.compile and self.cache_implementation == "dynamic":
             raise ValueError("compile=True decodes with the static cache (fixed shapes); "
                              "cache_implementation='dynamic' cannot be compiled. Drop one of them.")
@@ -121,10 +105,17 @@ class GenerationConfig:
             )
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _check_int(name: str, value: Any, *, low: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}.")
+SWITCH = Rule(lambda v: isinstance(v, bool), "True or False")  # a string like "no" would count as True
+# Each decoding option's rule; eos_token_id / pad_token_id are checked against the vocabulary in `validate`.
+GENERATION_OPTIONS = Options.of(GenerationConfig).extended({
+    **{f.name: SWITCH for f in fields(GenerationConfig) if f.type == "bool"},
+    "max_new_tokens": integer(0), "num_beams": integer(1), "num_return_sequences": integer(1),
+    "temperature": optional(Rule(lambda v: number().test(v) and v >= 0, ""),
+                            "a number >= 0 (0 = greedy; null: 1)"),
+    "top_k": optional(integer(0)),
+    "top_p": optional(within(number(), lambda v: 0 < v <= 1, "in (0, 1] (1 = off)")),
+    "length_penalty": number(), "seed": optional(integer(0)), "num_assistant_tokens": integer(1),
+    "cache_implementation": optional(Rule(lambda v: v in CACHE_IMPLEMENTATIONS, ""),
+                                     "one of dynamic, static (or None: static iff compile=True)"),
+    "eos_token_id": ANY, "pad_token_id": ANY,
+})

@@ -9,6 +9,7 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from zoo.generation.config import GENERATION_OPTIONS as DECODING
 from zoo.options import (
     BOOL,
     MAPPING,
@@ -55,11 +56,10 @@ CALLBACK_OPTIONS: dict[str, Options] = {
     "tokens_per_s": Options({"window": integer(1)}),
     "non_finite": Options({}),
     "exact_match": Options({"max_examples": integer(1)}),
-    "test": Options({"max_examples": optional(integer(1)), "num_beams": integer(1),
-                     "length_penalty": number()}),
-    "samples": Options({"prompts": list_of(TEXT), "max_new_tokens": integer(0), "temperature": number(0),
-                        "top_k": optional(integer(0)), "seed": integer(0), "num_shown": integer(0),
-                        "max_examples": integer(1)}),
+    # the keys that decode have the library's rules (zoo.generation.config.GENERATION_OPTIONS)
+    "test": DECODING.only("num_beams", "length_penalty").extended({"max_examples": optional(integer(1))}),
+    "samples": DECODING.only("max_new_tokens", "temperature", "top_k").extended({
+        "prompts": list_of(TEXT), "seed": integer(0), "num_shown": integer(0), "max_examples": integer(1)}),
     "attention_maps": Options({"every_n_epochs": integer(1), "max_tokens": integer(1),
                                "max_heads": optional(integer(1)), "layers": optional(list_of(integer(0))),
                                "model_attr": TEXT, "dirname": TEXT}),
