@@ -1,11 +1,14 @@
-"""gpt-fast-style decoding at batch 1 (issue 15 item 3): zoo's static KV cache + compiled step, speculative
-decoding and int8 weights, side by side with Hugging Face `generate` on the same weights.
+"""Decoding at the memory-bandwidth limit (issue 29) and gpt-fast-style decoding (issue 15 item 3).
 
-One random-init GPT-2 of gpt_small's shape is built in `transformers` and loaded into zoo with
-`zoo.from_pretrained`, so both libraries hold identical weights and greedy tokens can be compared. The
-draft for speculative decoding is the same checkpoint cut to its first `draft_layers` blocks (same embeddings,
-final norm and head): a smaller model with the same tokenizer. Perplexities are measured on text sampled
-from the fp32 model (random weights give no meaning to a natural-language corpus).
+1. The limit: batch-1 decoding reads every weight once per token, so tokens/s x bytes read per step is
+   compared with what this machine can read (bench/bandwidth.py, measured in the same run), per model
+   (gpt_small, the issue's GPT-2-shape d384 x 6, llama_small) and batch (1, 8, 32), for transformers'
+   `generate`, zoo's default path and zoo's `compile=True` on the same weights (zoo models are written with
+   `zoo.save_pretrained` and loaded by transformers; the GPT-2 one goes the other way).
+2. Batch 1 on the GPT-2 shape: static cache + compile, speculative decoding and int8 weights.
+
+Random weights: the draft for speculative decoding is the same checkpoint cut to its first `draft_layers`
+blocks; perplexities are measured on text sampled from the fp32 model.
 
     python -m bench.run --sections decoding
 """
@@ -20,6 +23,7 @@ import time
 import torch
 
 import zoo
+from bench import decoding_limit
 from bench.common import Section, goal, interleaved, markdown_table
 
 DRAFT_TOKENS = 4  # draft tokens proposed per speculative round
@@ -65,6 +69,22 @@ def perplexity(model, rows: torch.Tensor) -> float:
 
 
 def run(quick: bool = False) -> Section:
+    limit_size = decoding_limit.SIZES[quick]
+
+    def hf_gpt2():  # the issue's GPT-2 shape, long enough for the limit table's runs
+        torch.manual_seed(0)
+        return _hf_gpt2(dict(SIZES[quick], prompt=limit_size["prompt"], new=limit_size["new"]),
+                        SIZES[quick]["layers"])
+
+    threads = torch.get_num_threads()
+    try:  # the limit table picks the fastest thread count for matrix-vector work; this section keeps it
+        return _run(quick, hf_gpt2)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(quick: bool, hf_gpt2) -> Section:
+    limit_table, limit_notes, limit_data, limit_goals = decoding_limit.run(quick, hf_gpt2)
     size = SIZES[quick]
     hf, ours, draft = build_models(size)
     int8 = zoo.quantize(copy.deepcopy(ours), "int8")
@@ -100,7 +120,7 @@ def run(quick: bool = False) -> Section:
     dyn_tps = new / timings["zoo dynamic cache"].median
     spec = ours.generate(ids, assistant_model=draft, num_assistant_tokens=DRAFT_TOKENS, return_dict=True,
                          **greedy)
-    rows, goals = [], []
+    rows, goals = [], list(limit_goals)
     for name, timing in timings.items():
         tps = new / timing.median
         same = outputs[name].shape == reference.shape and torch.equal(outputs[name], reference)
@@ -132,8 +152,9 @@ def run(quick: bool = False) -> Section:
         ["perplexity fp32 -> int8 (change)",
          f"{ppl_fp32:.3f} -> {ppl_int8:.3f} ({(ppl_int8 / ppl_fp32 - 1):+.2%})"],
     ])
-    notes = [
-        f"shape: gpt_small's (d_model {size['d_model']}, {size['layers']} layers, {size['heads']} heads, "
+    notes = limit_notes + [
+        f"Second table: shape gpt_small's (d_model {size['d_model']}, {size['layers']} layers, "
+        f"{size['heads']} heads, "
         f"vocab {size['vocab']}), random init, HF GPT-2 weights loaded into zoo; prompt {size['prompt']} + "
         f"{new} new tokens, every step run (no EOS); torch "
         f"{torch.__version__}, {torch.get_num_threads()} threads.",
@@ -152,9 +173,9 @@ def run(quick: bool = False) -> Section:
         "(< 2% relative L2).",
     ]
     data = {"tok_s": {n: new / t.median for n, t in timings.items()}, "compile_s": compile_s,
-            "acceptance_rate": spec.acceptance_rate, "ppl": (ppl_fp32, ppl_int8)}
-    return Section("Decoding: static cache, compile, speculative, int8 (batch 1)", table + "\n\n" + summary,
-                   notes, data, goals)
+            "acceptance_rate": spec.acceptance_rate, "ppl": (ppl_fp32, ppl_int8), "limit": limit_data}
+    return Section("Decoding: share of the read-bandwidth limit; static cache, compile, speculative, int8",
+                   limit_table + "\n\n" + table + "\n\n" + summary, notes, data, goals)
 
 
 if __name__ == "__main__":

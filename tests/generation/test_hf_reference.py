@@ -58,3 +58,52 @@ def test_greedy_and_beam_search_match_hugging_face(kind, tmp_path):
             assert torch.equal(got.sequences, expected[:, : got.sequences.shape[1]])
             assert (expected[:, got.sequences.shape[1] :] == 0).all()
             torch.testing.assert_close(got.scores, ref.sequences_scores, atol=1e-5, rtol=1e-5)
+
+
+def _eos_ending_apart(free: torch.Tensor, prompt_len: int, every: int) -> tuple[int, int]:
+    """(a token both rows emit, first at different steps, the later one not at a multiple of `every`; the
+    number of new tokens greedy makes when it is the EOS)."""
+    new = free[:, prompt_len:]
+    for token in new.unique().tolist():
+        hits = new == token
+        if not bool(hits.any(1).all()):
+            continue
+        first = hits.int().argmax(1)  # each row's first step emitting it
+        end = int(first.max()) + 1
+        if int(first[0]) != int(first[1]) and end % every:
+            return token, end
+    raise AssertionError("no such token: pick another seed")
+
+
+def test_static_cache_greedy_stops_where_hugging_face_does(tmp_path):
+    """The static-cache loop asks "every row finished?" only every 8 tokens; its output still ends at the step
+    where the last row emitted EOS (rows ending at different steps, not on a multiple of 8), with pads after
+    each row's EOS and one logits tensor per step, as transformers' greedy and zoo's dynamic cache. (Llama:
+    the tiny random GPT-2 repeats one token per row from the first step, so its rows cannot end apart.)"""
+    hf, ours = _hf_and_zoo("llama", tmp_path)
+    free = ours.generate(PROMPTS, max_new_tokens=24, eos_token_id=[])
+    eos, end = _eos_ending_apart(free, 4, every=8)
+    common = dict(max_new_tokens=24, eos_token_id=eos)
+    with torch.no_grad():
+        expected = hf.generate(PROMPTS, attention_mask=torch.ones_like(PROMPTS), do_sample=False,
+                               pad_token_id=0, **common)
+    got = ours.generate(PROMPTS, cache_implementation="static", return_dict=True, **common)
+    assert expected.shape[1] == 4 + end
+    assert torch.equal(got.sequences, expected)
+    assert len(got.logits) == end
+    assert torch.equal(ours.generate(PROMPTS, **common), expected)
+
+
+@pytest.mark.e2e
+def test_compiled_greedy_stops_where_hugging_face_does(tmp_path):
+    """The compiled step (greedy token picked inside the graph, EOS checked every 8 tokens) against
+    transformers, with rows ending at different steps; e2e: compiling takes seconds."""
+    hf, ours = _hf_and_zoo("llama", tmp_path)
+    free = ours.generate(PROMPTS, max_new_tokens=24, eos_token_id=[])
+    eos, end = _eos_ending_apart(free, 4, every=8)
+    common = dict(max_new_tokens=24, eos_token_id=eos)
+    with torch.no_grad():
+        expected = hf.generate(PROMPTS, attention_mask=torch.ones_like(PROMPTS), do_sample=False,
+                               pad_token_id=0, **common)
+    assert torch.equal(ours.generate(PROMPTS, compile=True, **common), expected)
+    assert torch.equal(ours.generate(PROMPTS, compile=True, max_new_tokens=24, eos_token_id=[]), free)

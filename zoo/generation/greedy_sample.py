@@ -26,15 +26,25 @@ def greedy_or_sample(
     step_logits: list[torch.Tensor] = []
     if max_new_tokens == 0:
         stepper.expand(copies)
+    greedy = not choice.sample
     for step in range(max_new_tokens):
-        logits = stepper.next_logits()  # (B, V)
+        logits, tokens = stepper.next_tokens(greedy)  # (B, V), greedy: (B,) picked with the logits
         if step == 0 and copies > 1:
             stepper.expand(copies)
             logits = logits.repeat_interleave(copies, 0)
         step_logits.append(logits)
-        tokens = choice.pick(logits).masked_fill(finished, pad_id)  # (B,)
+        if tokens is None or copies > 1:
+            tokens = choice.pick(logits)
+        tokens = tokens.masked_fill(finished, pad_id)  # (B,)
         stepper.append(tokens)
         finished |= torch.isin(tokens, eos)
-        if bool(finished.all()):
-            break
-    return stepper.ids, step_logits
+        if (step + 1) % stepper.check_every == 0 or step + 1 == max_new_tokens:
+            if bool(finished.all()):
+                break
+    if not eos_ids or not bool(finished.all()):
+        return stepper.ids, step_logits
+    # checked every k steps: end where the last row finished, as a check after every token would have
+    steps = len(step_logits)
+    new = stepper.ids[:, -steps:]  # (B, steps)
+    end = int(torch.isin(new, eos).int().argmax(dim=1).max()) + 1  # each row's first EOS; the last of them
+    return stepper.ids[:, : stepper.ids.shape[1] - steps + end], step_logits[:end]

@@ -50,10 +50,23 @@ def decode_step(model, ids: torch.Tensor, pos: torch.Tensor, index: torch.Tensor
     return model.head(x)[:, -1].float()
 
 
+def fused_step(model, ids: torch.Tensor, pos: torch.Tensor, index: torch.Tensor, key_mask: torch.Tensor,
+               cache: StaticKVCache, memory: torch.Tensor | None,
+               memory_mask: AttentionMask | None) -> tuple[torch.Tensor, ...]:
+    """`decode_step` with the step's bookkeeping inside the same graph, so a compiled run makes no per-token
+    host work: mark slot `index` written in key_mask (in place), compute the logits, pick the greedy token
+    (always: one graph serves greedy and sampling, which draws outside from the caller's generator) and move
+    position and slot on by one. Returns (logits (B, V), greedy tokens (B,), next pos (B, 1), next index
+    (1,))."""
+    key_mask.index_fill_(1, index, 1)
+    logits = decode_step(model, ids, pos, index, key_mask, cache, memory, memory_mask)
+    return logits, logits.argmax(dim=-1), pos + 1, index + 1
+
+
 @functools.cache
 def compiled_step():
-    """torch.compile(decode_step), built once per process (torch caches its graphs per model and shape)."""
-    return torch.compile(decode_step, dynamic=False)
+    """torch.compile(fused_step), built once per process (torch caches its graphs per model and shape)."""
+    return torch.compile(fused_step, dynamic=False)
 
 
 def check_static(model, prompt_len: int, max_new_tokens: int, *, use_cache: bool, compile: bool) -> int:
@@ -76,14 +89,23 @@ def check_static(model, prompt_len: int, max_new_tokens: int, *, use_cache: bool
 
 class StaticStepper(Stepper):
     """Wraps an architecture's stepper: prefill through it (the model's forward, static cache in append
-    mode), then one-token steps through `decode_step` (compiled or eager). Same interface as any Stepper."""
+    mode), then one-token steps through `fused_step` (compiled or eager). Same interface as any Stepper;
+    after prefill the step's inputs live as tensors (newest token, its position and slot, the written-slot
+    mask) that the step itself moves on, so a step costs no host-side bookkeeping."""
+
+    check_every = 8  # greedy / sampling loops look at "all rows finished?" (a host sync) every 8 tokens
 
     def __init__(self, base: Stepper, max_len: int, *, compile: bool) -> None:
         self.base = base
         self.model = base.model
         base.cache = StaticKVCache(len(base.model.decoder_stack.layers), max_len)
-        self.step = compiled_step() if compile else decode_step
-        self.key_mask: torch.Tensor | None = None  # (B, S_max) 1 = written real slot, built after prefill
+        self.step = compiled_step() if compile else fused_step
+        # decode-step state, built at the first step after prefill: key_mask (B, S_max) 1 = written real slot;
+        # pos (B, 1) position of the newest token, index (1,) its slot, newest (B, 1) the token itself
+        self.key_mask: torch.Tensor | None = None
+        self.pos: torch.Tensor | None = None
+        self.index: torch.Tensor | None = None
+        self.newest: torch.Tensor | None = None
 
     @property
     def cache(self) -> StaticKVCache:
@@ -98,39 +120,46 @@ class StaticStepper(Stepper):
         return self.base.mask
 
     def next_logits(self) -> torch.Tensor:
+        return self.next_tokens(greedy=False)[0]
+
+    def next_tokens(self, greedy: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(logits (B, V), greedy tokens (B,) or None); after prefill one `fused_step`."""
         cache = self.cache
         if cache.length == 0:  # prefill: the model's ordinary forward fills the buffers' first columns
-            return self.base.next_logits()
-        length = self.ids.shape[1]
-        if self.key_mask is None or self.key_mask.shape[0] != self.batch:
+            logits = self.base.next_logits()
+            return logits, logits.argmax(dim=-1) if greedy else None
+        if self.key_mask is None:  # first step after prefill: the state tensors, from the host-side sequence
+            length = self.ids.shape[1]
             self.key_mask = self.mask.new_zeros(self.batch, cache.max_len)
-            self.key_mask[:, : length] = self.mask
-        index = torch.tensor([length - 1], device=self.ids.device)  # slot of the newest token
-        # fresh (B, 1) copies with standard strides: a column view carries the growing row stride (even at B =
-        # 1, where .contiguous() keeps the view) and the stride guard would recompile every step
-        ids = self.ids[:, -1:].clone(memory_format=torch.contiguous_format)
-        # left pads do not count
-        pos = position_ids(self.mask)[:, -1:].clone(memory_format=torch.contiguous_format)
+            self.key_mask[:, :length] = self.mask
+            # left pads do not count; fresh (B, 1) copies with standard strides: a column view carries the
+            # growing row stride and the compiled step's stride guard would recompile
+            self.pos = position_ids(self.mask)[:, -1:].clone(memory_format=torch.contiguous_format)
+            self.index = torch.tensor([length - 1], device=self.ids.device)
         memory, memory_mask = self.base.step_memory()
-        cache.step_index = index
+        cache.step_index = self.index
         try:
-            logits = self.step(self.model, ids, pos, index, self.key_mask, cache, memory, memory_mask)
+            logits, tokens, self.pos, self.index = self.step(self.model, self.newest, self.pos, self.index,
+                                                             self.key_mask, cache, memory, memory_mask)
         finally:
             cache.step_index = None
         cache.advance()
-        return logits
+        return logits, tokens if greedy else None
 
     def expand(self, n: int) -> None:
         self.base.expand(n)
-        if self.key_mask is not None:
-            self.key_mask = self.key_mask.repeat_interleave(n, 0)
+        for name in ("key_mask", "pos", "newest"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, value.repeat_interleave(n, 0))
 
     def append(self, tokens: torch.Tensor) -> None:
         self.base.append(tokens)
-        if self.key_mask is not None:
-            self.key_mask[:, self.ids.shape[1] - 1] = 1
+        self.newest = tokens[:, None].clone(memory_format=torch.contiguous_format)  # (B, 1)
 
     def reorder(self, index: torch.Tensor) -> None:
         self.base.reorder(index)
-        if self.key_mask is not None:
-            self.key_mask = self.key_mask.index_select(0, index)
+        for name in ("key_mask", "pos", "newest"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, value.index_select(0, index))

@@ -20,6 +20,8 @@ class Stepper:
     """Shared state and cache bookkeeping; subclasses give `_forward` (ids, mask, positions, cache) ->
     logits."""
 
+    check_every = 1  # decoding loops look at "all rows finished?" (a host sync) every this many tokens
+
     def __init__(self, model, ids: torch.Tensor, mask: torch.Tensor, use_cache: bool) -> None:
         self.model = model
         self.ids, self.mask = ids, mask  # (B, L) full sequences (prompt + generated), 1 = real token
@@ -58,6 +60,12 @@ class Stepper:
             mask = self.mask[:, start:] if self.padded else None
             pos = position_ids(mask) if self.padded else None
         return self._forward(ids, mask, pos, self.cache)[:, -1].float()
+
+    def next_tokens(self, greedy: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(next-token logits (B, V), the greedy tokens (B,) when `greedy`, else None). A stepper that can
+        pick inside its step (the static one) overrides this."""
+        logits = self.next_logits()
+        return logits, logits.argmax(dim=-1) if greedy else None
 
     def _forward(self, ids, mask, pos, cache) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
