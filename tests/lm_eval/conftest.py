@@ -4,6 +4,7 @@ that keeps lm-eval and `datasets` off the network and out of the home cache."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import NamedTuple
@@ -37,9 +38,19 @@ def training_text() -> list[str]:
             + [d["text"] + "\n" for d in rows("text.jsonl")])
 
 
+# A chat template with zoo's special tokens (so the export writes it) that trims each message, as Llama 3's
+# and Gemma's do, and refuses a system message, as Gemma's does (lm-eval's hf model then drops it)
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'system' %}"
+    "{{ raise_exception('System role not supported') }}{% endif %}"
+    "{{ m['role'] + ':\n' + m['content'] | trim + eos_token + '\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ 'assistant:\n' }}{% endif %}"
+)
+
+
 @pytest.fixture(scope="session")
-def pretrained(tmp_path_factory) -> Pretrained:
-    out = tmp_path_factory.mktemp("lm_eval_model")
+def trained(tmp_path_factory):
+    """(model, tokenizer): a tiny Llama trained for a few seconds on the task data."""
     texts = [line for f in sorted(TASKS.glob("*.jsonl")) for line in f.read_text().splitlines()]
     tokenizer = build_tokenizer({"name": "bpe", "vocab_size": 400}, texts)  # merges across word boundaries
     torch.manual_seed(0)
@@ -53,7 +64,25 @@ def pretrained(tmp_path_factory) -> Pretrained:
         optimizer.zero_grad()
         model(windows, labels=windows).loss.backward()
         optimizer.step()
-    ckpt = write_checkpoint(out / "model.ckpt", model.eval(), "lm", tokenizer)
+    return model.eval(), tokenizer
+
+
+@pytest.fixture(scope="session")
+def pretrained(trained, tmp_path_factory) -> Pretrained:
+    out = tmp_path_factory.mktemp("lm_eval_model")
+    ckpt = write_checkpoint(out / "model.ckpt", trained[0], "lm", trained[1])
+    return Pretrained(ckpt, zoo.export(ckpt, out / "hf", format="hf"))
+
+
+@pytest.fixture(scope="session")
+def chat_pretrained(trained, tmp_path_factory) -> Pretrained:
+    """The same weights with CHAT_TEMPLATE as the tokenizer's chat template (written into the export's
+    tokenizer_config.json, which lm-eval's hf model renders with transformers)."""
+    out = tmp_path_factory.mktemp("lm_eval_chat_model")
+    model, tokenizer = trained
+    tokenizer = copy.copy(tokenizer)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    ckpt = write_checkpoint(out / "model.ckpt", model, "lm", tokenizer)
     return Pretrained(ckpt, zoo.export(ckpt, out / "hf", format="hf"))
 
 

@@ -1,7 +1,10 @@
 """The zoo lm-eval model against lm-eval's own `hf` model (transformers) on the same weights: a zoo
 checkpoint and its zoo.export Hugging Face folder. Log-likelihoods within 1e-4 with the same greedy flags,
 rolling log-likelihoods within 1e-4, greedy generation cut at a stop string token for token, and the local
-YAML tasks (tests/fixtures/lm_eval) scored identically, in process and through `python -m zoo.lm_eval`."""
+YAML tasks (tests/fixtures/lm_eval) scored identically, in process and through `python -m zoo.lm_eval`; and
+the same under `--apply_chat_template` (few-shot turns as one message or several, a gen_prefix continued as
+transformers' continue_final_message, a system message the template refuses dropped) with a chat template
+in the export."""
 
 from __future__ import annotations
 
@@ -113,3 +116,62 @@ def test_command_line_runs_the_zoo_model(pretrained, tmp_path):
     (written,) = (tmp_path / "out").rglob("results_*.json")
     acc = json.loads(written.read_text())["results"]["zoo_choice"]["acc,none"]
     assert 0 < acc <= 1
+
+
+CHAT_TASKS = ["zoo_choice", "zoo_choice_prefix", "zoo_until"]
+
+
+@pytest.mark.parametrize("multiturn", [True, False], ids=["multiturn", "single_turn"])
+def test_chat_template_runs_score_as_with_the_hf_model(chat_pretrained, offline, multiturn):
+    """--apply_chat_template with two few-shot examples: every request's context is the same text as the hf
+    model's (its transformers apply_chat_template; zoo_choice_prefix's ends inside the assistant's
+    "Answer:"), encoded to the same ids, scored within 1e-4 with the same greedy flags, generated alike;
+    the scores are identical. The multi-turn run also has a system instruction, which the template refuses
+    (raise_exception), so both render the turns again without it."""
+    import lm_eval
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+
+    from zoo.lm_eval.model import ZooLM
+
+    tasks = TaskManager(include_path=str(TASKS), include_defaults=False)
+    zoo_lm = ZooLM(ckpt=str(chat_pretrained.ckpt), batch_size=BATCH, device="cpu")
+    hf_lm = HFLM(pretrained=str(chat_pretrained.hf), batch_size=BATCH, device="cpu", dtype="float32")
+    system = "Be brief." if multiturn else None
+    runs = [lm_eval.simple_evaluate(model=lm, tasks=CHAT_TASKS, num_fewshot=2, apply_chat_template=True,
+                                    fewshot_as_multiturn=multiturn, system_instruction=system,
+                                    task_manager=tasks, log_samples=True, random_seed=0)
+            for lm in (zoo_lm, hf_lm)]
+    got, want = ({task: run["samples"][task] for task in CHAT_TASKS} for run in runs)
+    tokens = zoo_lm.tokenizer
+    for task in CHAT_TASKS:
+        assert len(got[task]) == len(want[task]) > 0
+        for mine, theirs in zip(got[task], want[task], strict=True):
+            assert mine["arguments"] == theirs["arguments"]
+            context = mine["arguments"][0][0]
+            assert context.startswith("<bos>user:\n") and "Be brief" not in context  # the system turn dropped
+            ids = zoo_lm.tok_encode(context)
+            assert ids == hf_lm.tok_encode(context) and ids[0] == tokens.bos_id and tokens.eos_id in ids
+            if task == "zoo_until":
+                assert mine["resps"] == theirs["resps"]
+                continue
+            logprobs = [r[0][0] for r in theirs["resps"]]
+            assert [r[0][0] for r in mine["resps"]] == pytest.approx(logprobs, abs=1e-4)
+            assert [r[0][1] for r in mine["resps"]] == [r[0][1] for r in theirs["resps"]]
+        if task == "zoo_choice_prefix":
+            assert got[task][0]["arguments"][0][0].endswith("<eos>\nassistant:\nAnswer:")
+    assert scores(runs[0]) == scores(runs[1])
+
+
+def test_command_line_applies_the_chat_template(chat_pretrained, tmp_path):
+    """`python -m zoo.lm_eval ... --apply_chat_template --fewshot_as_multiturn` runs and records it."""
+    env = {**os.environ, **OFFLINE, "HF_DATASETS_CACHE": str(tmp_path / "datasets")}
+    subprocess.run([sys.executable, "-m", "zoo.lm_eval", "--model", "zoo", "--model_args",
+                    f"ckpt={chat_pretrained.ckpt}", "--tasks", "zoo_choice_prefix", "--include_path",
+                    str(TASKS), "--num_fewshot", "2", "--apply_chat_template", "--fewshot_as_multiturn",
+                    "--batch_size", str(BATCH), "--device", "cpu", "--output_path", str(tmp_path / "out")],
+                   cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+    (written,) = (tmp_path / "out").rglob("results_*.json")
+    results = json.loads(written.read_text())
+    assert results["chat_template"].startswith("{{ bos_token }}") and results["fewshot_as_multiturn"] is True
+    assert 0 <= results["results"]["zoo_choice_prefix"]["acc,none"] <= 1
