@@ -111,11 +111,12 @@ def test_export_round_trip_is_exact_and_loads_in_transformers(tmp_path, cls):
     same_outputs(cls.from_pretrained(out).eval(), model)
 
 
-@pytest.mark.parametrize("global_first", [True, False])
-def test_preset_exports_and_loads_in_transformers(tmp_path, global_first):
+@pytest.mark.parametrize(("global_first", "n_layers"), [(True, 6), (False, 6), (True, 2)])
+def test_preset_exports_and_loads_in_transformers(tmp_path, global_first, n_layers):
     """A zoo-built (not imported) model of the base preset's knobs, shrunk and perturbed; with global_first
-    false (layers 2, 5, ... global) transformers 5 still reads it, through layer_types."""
-    model = zoo.build("modernbert_base", vocab_size=64, d_model=32, n_layers=6, n_heads=4, d_ff=24,
+    false (layers 2, 5, ... global) transformers 5 still reads it, through layer_types; two layers (global,
+    local) keep global_every 3 (2 would draw them too)."""
+    model = zoo.build("modernbert_base", vocab_size=64, d_model=32, n_layers=n_layers, n_heads=4, d_ff=24,
                       sliding_window=3, max_seq_len=64, global_first=global_first).eval()
     with torch.no_grad():
         for p in model.parameters():

@@ -23,7 +23,7 @@ from zoo.modules.feedforward import ACTIVATIONS
 from zoo.pretrained.bert import MaskedLMLayout
 from zoo.pretrained.config_map import PLAIN, PLAIN_ROPE, Key, Rope
 from zoo.pretrained.family import Checks, Family
-from zoo.pretrained.gemma import GLOBAL, LOCAL, LayerTypeRope, global_every_for
+from zoo.pretrained.gemma import GLOBAL, LOCAL, LayerTypeRope, global_every_for, local_layers
 from zoo.pretrained.heads import HeadLayout
 from zoo.pretrained.llama import GATED
 from zoo.pretrained.tensor_map import HFTensors, load, save, stored_name, within
@@ -111,8 +111,11 @@ class ModernBert(Family):
         n, every_n = settings["n_layers"], hf.get("global_attn_every_n_layers", 3)
         types = hf.get("layer_types") or [LOCAL if i % every_n else GLOBAL for i in range(n)]
         local = [t == LOCAL for t in types]
-        first = global_every_for(local, global_first=True) is not None
-        every = global_every_for(local, global_first=first)
+        if local == local_layers(n, every_n, global_first=True):  # as written (a short stack has several)
+            first, every = True, every_n
+        else:
+            first = global_every_for(local, global_first=True) is not None
+            every = global_every_for(local, global_first=first)
         windowed = any(local)
         checks.update({f"{key} == attention_bias": (hf.get(key, False) == settings["bias"], True)
                        for key in SAME_BIAS})
