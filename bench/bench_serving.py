@@ -5,9 +5,11 @@ standard library, written as a zoo checkpoint and exported to a Hugging Face fol
 `python export.py ... format=hf`; both servers load that folder.
 
 Each level runs a bounded number of requests (`REQUESTS`: every client sends its share back to back) and
-stops starting new ones after `LEVEL_SECONDS`. Per level and server: completion tokens/s (all clients'
-tokens over the level's wall time), time to first token and request latency (p50 / p99). The servers run as
-subprocesses, one torch thread each; the levels rotate which server goes first. Run:
+stops starting new ones after `LEVEL_SECONDS`; it runs `ROUNDS` times per server (the servers take turns) and
+the round with the best tokens/s is kept, as this shared machine's load comes in bursts. Per level and
+server: completion tokens/s (all clients' tokens over the level's wall time), time to first token and request
+latency (p50 / p99). The servers run as subprocesses, one torch thread each; the rounds rotate which server
+goes first. Run:
 `python -m bench.run --sections serving` (or `python -m bench.bench_serving [--quick]`)."""
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from bench.common import Section, goal, markdown_table
 ROOT = Path(__file__).resolve().parent.parent
 LEVELS = {False: (1, 4, 16, 64), True: (1, 4)}
 REQUESTS = {False: {1: 8, 4: 16, 16: 32, 64: 64}, True: {1: 2, 4: 4}}  # per level, all clients together
-MAX_TOKENS = {False: 32, True: 4}
+MAX_TOKENS = {False: 64, True: 4}
+ROUNDS = {False: 2, True: 1}  # each level runs this many times per server; the best tokens/s is kept
 LEVEL_SECONDS = {False: 240.0, True: 60.0}  # no new request starts after this
 PRESET = {False: "llama_small", True: "gpt_nano"}
 START_SECONDS = 180.0
@@ -252,7 +255,7 @@ async def fault_round(server: Server, quick: bool) -> dict[str, int]:
             count(f"bad request -> {r.status_code}")
 
         async def flood() -> None:
-            r = await client.post(url, json={"model": server.model, "prompt": "def f(", "max_tokens": 8})
+            r = await client.post(url, json={"model": server.model, "prompt": "def f(", "max_tokens": 100})
             count(f"flood -> {r.status_code}")
 
         await asyncio.gather(*(killed() for _ in range(8 if quick else 32)))
@@ -298,11 +301,17 @@ def run(quick: bool = False) -> Section:
             start(server, folder)
         results: dict[tuple[str, int], Level] = {}
         try:
-            for n, clients in enumerate(LEVELS[quick]):
-                live = [s for s in sides if s.failure is None]
-                for server in live[n % len(live):] + live[: n % len(live)]:  # rotate who goes first
-                    results[server.name, clients] = asyncio.run(run_level(
-                        server, clients, REQUESTS[quick][clients], MAX_TOKENS[quick], LEVEL_SECONDS[quick]))
+            turn = 0
+            for _ in range(ROUNDS[quick]):  # all levels, then all levels again: a burst hits no level alone
+                for clients in LEVELS[quick]:
+                    live = [s for s in sides if s.failure is None]
+                    turn += 1
+                    for server in live[turn % len(live):] + live[: turn % len(live)]:  # rotate who goes first
+                        level = asyncio.run(run_level(server, clients, REQUESTS[quick][clients],
+                                                      MAX_TOKENS[quick], LEVEL_SECONDS[quick]))
+                        best = results.get((server.name, clients))
+                        if best is None or level.tokens_per_s > best.tokens_per_s:
+                            results[server.name, clients] = level
             fault_table, fault_notes = faults(sides[0], quick) if sides[0].failure is None else ("", [])
         finally:
             for server in sides:
@@ -354,7 +363,8 @@ def section(sides: list[Server], results: dict[tuple[str, int], Level], quick: b
         f"Each request: a distinct one-line prompt (~10-25 tokens), max_tokens={MAX_TOKENS[quick]}, "
         "temperature 0, stream=true. Requests per level: "
         + ", ".join(f"{c} clients {REQUESTS[quick][c]}" for c in LEVELS[quick])
-        + f" (no new request after {LEVEL_SECONDS[quick]:.0f} s). One torch thread per server process "
+        + f" (no new request after {LEVEL_SECONDS[quick]:.0f} s); best of {ROUNDS[quick]} rounds per level "
+        "and server (by tokens/s). One torch thread per server process "
         "(OMP_NUM_THREADS=1), fp32, loopback HTTP, the client in its own process (asyncio + httpx).",
         "tokens/s: completion tokens of all requests / the level's wall time (the usage chunk's count). "
         "TTFT: from sending the request to its first chunk with text. zoo / this: zoo's tokens/s over that "

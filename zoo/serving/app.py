@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException
 from zoo.generation.config import GenerationConfig
 from zoo.generation.logits import Choice
 from zoo.serving.engine import Engine, QueueFull, Sequence
+from zoo.serving.mailbox import Mailbox
 from zoo.serving.protocol import APIError, Request, parse_json, read_request
 from zoo.serving.text import ChoiceText
 
@@ -52,6 +53,7 @@ def create_app(served: Served) -> FastAPI:
     """The ASGI application for `served` (its engine must be started by the caller)."""
     app = FastAPI(title="zoo", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.served = served
+    app.state.mailbox = None  # made on the first request, in the server's event loop
 
     @app.exception_handler(APIError)
     async def api_error(_request: HTTPRequest, e: APIError) -> JSONResponse:
@@ -82,7 +84,10 @@ def create_app(served: Served) -> FastAPI:
         prompts = _prompt_ids(served, req)
         max_tokens = _max_tokens(served, req, prompts)
         queue: asyncio.Queue = asyncio.Queue()
-        seqs = _sequences(served, req, prompts, max_tokens, queue, asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        if app.state.mailbox is None or app.state.mailbox.loop is not loop:
+            app.state.mailbox = Mailbox(loop)
+        seqs = _sequences(served, req, prompts, max_tokens, queue, app.state.mailbox)
         try:
             served.engine.submit(seqs)
         except QueueFull as e:
@@ -177,7 +182,7 @@ def choice_for(req: Request, k: int, device: Any = "cpu") -> Choice:
 
 
 def _sequences(served: Served, req: Request, prompts: list[list[int]], max_tokens: int,
-               queue: asyncio.Queue, loop: asyncio.AbstractEventLoop) -> list[Sequence]:
+               queue: asyncio.Queue, mailbox: Mailbox) -> list[Sequence]:
     """One sequence per (prompt, choice), index prompt * n + choice; tokens come back on `queue`."""
     if max_tokens == 0:
         return []
@@ -189,7 +194,7 @@ def _sequences(served: Served, req: Request, prompts: list[list[int]], max_token
             index = p * req.n + k
 
             def deliver(token: int | None, finish: str | None, index: int = index) -> None:
-                loop.call_soon_threadsafe(queue.put_nowait, (index, token, finish))
+                mailbox.post(queue, (index, token, finish))
 
             seqs.append(Sequence(prompt, max_tokens, choice_for(req, k, device), served.stop_ids, deliver,
                                  deadline))
