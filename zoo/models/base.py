@@ -278,7 +278,10 @@ class ZooModel(nn.Module):
         variance does not grow with depth: GPT-2's rule (c_proj: 1/sqrt(2 * n_layer), two residual additions
         per layer), counted over the layers that write to that stream. An encoder-decoder's two streams are
         separate, so each stack counts its own depth (a decoder layer's cross-attention `o` is scaled
-        alike)."""
+        alike). On the meta device (shapes only) there is nothing to draw: skipped (a 30B MoE preset builds in
+        seconds instead of minutes)."""
+        if any(p.is_meta for p in self.parameters()):
+            return
         std = self.config.init_std
         for module in self.modules():
             if isinstance(module, (nn.Linear, nn.Embedding)):
