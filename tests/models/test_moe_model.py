@@ -1,6 +1,6 @@
 """ffn=moe on every architecture, and what else keeps working with it: the KV cache and beam search (cached
 equals uncached), LoRA on the experts' linears, freezing, activation checkpointing (same gradients), the
-parameter table's total and active counts (closed form)."""
+parameter table's total and active counts (closed form), tracing."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 from zoo.config import ModelConfig
 from zoo.finetune.freeze import freeze
 from zoo.finetune.lora import add_lora
-from zoo.inspection import flops_per_token, parameter_counts
+from zoo.inspection import flops_per_token, parameter_counts, trace
 from zoo.models import build_model
 from zoo.modules.checkpointing import set_activation_checkpointing
 from zoo.modules.moe import MoE, auxiliary_loss, moe_layers
@@ -114,3 +114,12 @@ def test_total_and_active_parameter_counts():
     assert (flops_per_token(model).n_matmul - flops_per_token(dense).n_matmul
             == active_ffn_matmul - matmul_dense_ffn)
     assert isinstance(model.decoder_stack.layers[0].ffn, MoE)
+
+
+def test_trace_records_each_expert_over_its_own_tokens():
+    model = build_model(_cfg()).eval()
+    ids = torch.randint(3, 40, (1, 6))
+    records = [r for r in trace(model, ids).records
+               if r.name == "ffn_hidden" and r.module.startswith("decoder_stack.layers.0.ffn.experts.")]
+    assert len(records) == 4  # every expert runs (an empty block too)
+    assert sum(r.shape[0] for r in records) == 6 * 2  # tokens * top_k assignments
