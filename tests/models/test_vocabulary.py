@@ -5,15 +5,22 @@ from a base (preset, mapping, saved config), refused when given explicitly, and 
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import fields
 
 import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
 import zoo
+import zoo.training  # noqa: F401  (registers model/_schema)
+import zoo.training.plan as plan
+from zoo.apps import ConfigError
 from zoo.checkpoint import saved_model_config
 from zoo.config import MODEL_OPTIONS, ModelConfig
 from zoo.models import vocabulary
 from zoo.modules.positional import POSITIONALS
+from zoo.presets import config_root
 
 SMALL = dict(vocab_size=40, d_model=16, n_heads=2, n_layers=1, max_seq_len=16)
 # a value other than the default for every key a positional scheme or a RoPE scaling reads
@@ -90,3 +97,24 @@ def test_a_scaling_reads_its_own_keys_only():
     model = zoo.build({**SMALL, "positional": "rope", "rope_scaling": "llama3", "rope_factor": 2.0,
                        "rope_original_max_len": 8, "rope_low_freq_factor": 2.0})
     assert model.config.rope_low_freq_factor == 2.0
+
+
+def _resolved(monkeypatch, given: list[str]):
+    """The ModelConfig train.py resolves from these command-line overrides."""
+    monkeypatch.setattr(plan, "command_line", lambda: given)
+    with initialize_config_dir(config_dir=str(config_root()), version_base="1.3"):
+        composed = compose("config", overrides=given).model
+    return plan.resolve_model(OmegaConf.to_container(composed, resolve=True))
+
+
+def test_command_line_rule(monkeypatch):
+    """train.py model=llama3_2_1b model.positional=alibi: the preset's RoPE keys are reset; a RoPE key given
+    on the command line under a scheme or scaling that does not read it is an error naming it."""
+    cfg = _resolved(monkeypatch, ["model=llama3_2_1b", "model.positional=alibi"])
+    assert (cfg.positional, cfg.rope_base, cfg.rope_scaling) == ("alibi", 10000.0, "none")
+    with pytest.raises(ConfigError, match=re.escape(
+            "model.nope_every=2 is read by model.positional=rope, not by model.positional=learned")):
+        _resolved(monkeypatch, ["model=gpt_nano", "model.nope_every=2"])
+    with pytest.raises(ConfigError, match=re.escape(
+            "model.rope_factor=2.0 is read by model.rope_scaling=linear|llama3|yarn") + ", not by"):
+        _resolved(monkeypatch, ["model=gpt_nano", "model.positional=rope", "model.rope_factor=2.0"])

@@ -79,6 +79,7 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("task=lmm", "Unknown task 'lmm'. Did you mean 'lm'?"),
     ("model.arch=decoderr", "model.arch: Unknown arch 'decoderr'. Did you mean 'decoder'?"),
     ("model.positional=ropee", "model.positional: Unknown positional 'ropee'. Did you mean 'rope'?"),
+    ("model.dropout=1.5", "model.dropout must be in [0, 1), got 1.5"),
     ("data=stdlib_text data.name=stdlib", "Unknown data source 'stdlib'. Did you mean 'stdlib_text'?"),
     ("tokenizer.name=bp", "Unknown tokenizer 'bp'. Did you mean 'bpe'?"),
     ("logger.name=wand", "Unknown logger 'wand'. Did you mean 'wandb'?"),
@@ -170,6 +171,13 @@ OVERRIDES = [BadInput(given, message) for given, message in [
 ]]
 
 CHECKED_ELSEWHERE = [
+    # a key only an entry that is not chosen reads (docs/design.md, "Config vocabulary")
+    BadInput("model=gpt_nano model.nope_every=2",
+             "model.nope_every=2 is read by model.positional=rope, not by model.positional=learned",
+             "tests/models/test_vocabulary.py::test_command_line_rule"),
+    BadInput("model=gpt_nano model.positional=rope model.rope_factor=2.0",
+             "model.rope_factor=2.0 is read by model.rope_scaling=linear|llama3|yarn",
+             "tests/models/test_vocabulary.py::test_command_line_rule"),
     BadInput("model=bert_small model.head=classifier model.head_bias=true",
              "model.head_bias=True is read by model.head=lm",
              "tests/models/test_head_keys.py::test_command_line_rule"),
