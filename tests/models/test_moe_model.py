@@ -1,6 +1,6 @@
 """ffn=moe on every architecture, and what else keeps working with it: the KV cache and beam search (cached
 equals uncached), LoRA on the experts' linears, freezing, activation checkpointing (same gradients), the
-parameter table's total and active counts (closed form), tracing."""
+parameter table's total and active counts (closed form), tracing, speculative decoding."""
 
 from __future__ import annotations
 
@@ -63,6 +63,14 @@ def test_cached_decoding_and_beam_search_equal_the_uncached_ones():
         cache = model.new_cache()
         steps = [model(ids[:, t:t + 1], cache=cache).logits for t in range(ids.shape[1])]
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=0)
+
+
+def test_speculative_decoding_with_moe_target_and_draft_equals_greedy():
+    model = build_model(_cfg(n_layers=2)).eval()
+    draft = build_model(_cfg(n_layers=1, moe={**MOE, "top_k": 1})).eval()
+    ids = torch.randint(3, 40, (1, 5))
+    plain = model.generate(ids, max_new_tokens=8)
+    assert torch.equal(model.generate(ids, max_new_tokens=8, assistant_model=draft), plain)
 
 
 def test_lora_targets_the_experts_linears():
