@@ -178,6 +178,25 @@ def test_chat_replies_to_the_user_message_under_the_template(tmp_path):
     assert again.getvalue() == out.getvalue()
 
 
+def test_chat_continues_the_final_message(tmp_path):
+    """continue_final_message=true: messages_file's last message (a reply begun) is continued, the prompt
+    ending inside it (chat_ids with continue_final_message); it needs chat=true and messages_file."""
+    path, model, tok = _checkpoint(tmp_path, "decoder")
+    messages = [{"role": "user", "content": "the cat"}, {"role": "assistant", "content": "the"}]
+    conversation = tmp_path / "chat.json"
+    conversation.write_text(json.dumps(messages), encoding="utf-8")
+    out = io.StringIO()
+    main([f"ckpt={path}", "chat=true", f"messages_file={conversation}", "continue_final_message=true",
+          "max_new_tokens=5"], stdout=out)
+    ids = tok.chat_ids(messages, continue_final_message=True)
+    assert ids == tok.encode_chat("<bos>user\nthe cat<eos>\n<bos>assistant\nthe")  # no <eos> after "the"
+    expected = model.generate([ids], max_new_tokens=5, eos_token_id=tok.eos_id)[0, len(ids):]
+    assert out.getvalue().splitlines()[-1] == tok.decode(expected)
+    for given in (["chat=true", "prompt=hi"], ["prompt=hi"]):
+        with pytest.raises(ValueError, match="continue_final_message=true continues the last message"):
+            parse_overrides([f"ckpt={path}", *given, "continue_final_message=true"])
+
+
 def test_chat_errors_are_named(tmp_path):
     """A chat key without chat=true, bad messages (not a list, a role not allowed), an encoder-decoder, and a
     Hugging Face tokenizer folder without a template are each one error."""

@@ -38,6 +38,7 @@ class _ScriptOptions:
     chat: bool = False  # decoder: each prompt is the user's message under the tokenizer's chat template
     system: str | None = None  # chat: a system message before each prompt
     messages_file: str | None = None  # chat: a JSON list of {"role", "content"} messages, one conversation
+    continue_final_message: bool = False  # chat: messages_file's last message is continued (a reply begun)
     device: str = "cpu"
     batch_size: int = 16
     show_scores: bool = False  # print each beam hypothesis' length-normalised log-probability
@@ -94,6 +95,9 @@ def parse_overrides(argv: Sequence[str]) -> GenerateCLIConfig:
     needs_chat = [k for k in ("system", "messages_file") if getattr(cfg, k) is not None]
     if needs_chat and not cfg.chat:
         raise ValueError(f"{needs_chat[0]}=... is for chat; add chat=true.")
+    if cfg.continue_final_message and (not cfg.chat or cfg.messages_file is None):
+        raise ValueError("continue_final_message=true continues the last message of a conversation; give it "
+                         "with chat=true messages_file=...")
     if cfg.batch_size < 1:
         raise ValueError(f"batch_size must be an integer >= 1, got {cfg.batch_size!r}.")
     check_device(cfg.device)
@@ -168,7 +172,8 @@ def prompt_encoder(cfg: GenerateCLIConfig, tokenizer) -> Callable[[Any], list[in
         tokenizer.chat_ids([])  # raises naming where a template is read from
     system = [] if cfg.system is None else [{"role": "system", "content": cfg.system}]
     return lambda given: tokenizer.chat_ids(given if isinstance(given, list)
-                                            else [*system, {"role": "user", "content": given}])
+                                            else [*system, {"role": "user", "content": given}],
+                                            continue_final_message=cfg.continue_final_message)
 
 
 def run_texts(model, tokenizer, texts: Sequence[Any], cfg: GenerateCLIConfig,
