@@ -18,7 +18,7 @@ import torch.nn.functional as F
 import zoo
 from bench.common import Section, interleaved, markdown_table
 
-SIZES = {False: {"batch": 4, "seq": 512, "n_layers": 3}, True: {"batch": 2, "seq": 64, "n_layers": 3}}
+SIZES = {False: {"batch": 8, "seq": 512, "n_layers": 3}, True: {"batch": 2, "seq": 64, "n_layers": 3}}
 REGIMES = {"heavy padding (lengths T/8..T)": 8, "light padding (lengths 3T/4..T)": 4 / 3}
 
 
@@ -60,7 +60,7 @@ def unpadded_linears(model, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tens
 
 def run(quick: bool = False) -> Section:
     size = SIZES[quick]
-    warmup, repeats = (1, 2) if quick else (1, 9)
+    warmup, repeats = (1, 2) if quick else (1, 7)
     overrides = dict(n_layers=size["n_layers"], max_seq_len=size["seq"], head="none")
     if quick:
         overrides.update(d_model=64, n_heads=4, d_ff=96, vocab_size=128, sliding_window=8)
