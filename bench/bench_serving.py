@@ -244,26 +244,34 @@ async def fault_round(server: Server, quick: bool) -> dict[str, int]:
     async with httpx.AsyncClient(timeout=httpx.Timeout(600.0), limits=limits) as client:
 
         async def killed() -> None:
-            async with client.stream("POST", url, json=long) as r:
-                async for line in r.aiter_lines():
-                    if line.startswith("data: "):
-                        break  # the first chunk: the client goes away mid-stream
-            count("killed mid-stream")
+            try:
+                async with client.stream("POST", url, json=long) as r:
+                    async for line in r.aiter_lines():
+                        if line.startswith("data: "):
+                            break  # the first chunk: the client goes away mid-stream
+                count("killed mid-stream")
+            except httpx.HTTPError as e:
+                count(f"killed mid-stream -> {type(e).__name__}")
+
+        async def send(kind: str, **request) -> None:
+            try:
+                r = await client.post(url, **request)
+                count(f"{kind} -> {r.status_code}")
+            except httpx.HTTPError as e:  # counted, not raised: the round goes on
+                count(f"{kind} -> {type(e).__name__}")
 
         async def bad(body: bytes) -> None:
-            r = await client.post(url, content=body, headers={"Content-Type": "application/json"})
-            count(f"bad request -> {r.status_code}")
+            await send("bad request", content=body, headers={"Content-Type": "application/json"})
 
         async def flood() -> None:
-            r = await client.post(url, json={"model": server.model, "prompt": "def f(", "max_tokens": 100})
-            count(f"flood -> {r.status_code}")
+            await send("flood", json={"model": server.model, "prompt": "def f(", "max_tokens": 100})
 
         await asyncio.gather(*(killed() for _ in range(8 if quick else 32)))
         for start in range(0, 100 if quick else 1000, 100):
             await asyncio.gather(*(bad(b) for b in bad_bodies(100, server.model, start)))
         await asyncio.gather(*(flood() for _ in range(60 if quick else 600)))
-        r = await client.post(url, json={"model": server.model, "prompt": "def f(", "max_tokens": 4})
-        count(f"good request afterwards -> {r.status_code}")
+        good = {"model": server.model, "prompt": "def f(", "max_tokens": 4}
+        await send("good request afterwards", json=good)
     return counts
 
 

@@ -2,5 +2,6 @@
 
 ``protocol`` reads and checks request bodies into typed records (OpenAI's 4xx error bodies for bad ones),
 ``batch`` keeps the running batch's KV cache as requests join and leave, ``engine`` is the one thread that
-owns the model and steps the batch, ``app`` is the FastAPI application (routes, server-sent events), and
+owns the model and steps the batch, ``mailbox`` carries its tokens to the event loop, ``text`` turns them
+into streamed text (stop strings), ``app`` is the FastAPI application (routes, server-sent events), and
 ``cli`` is the command line. See docs/serving.md."""
