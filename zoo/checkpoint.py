@@ -118,9 +118,11 @@ class Checkpoint:
     record: CheckpointRecord
 
     @classmethod
-    def read(cls, path: str | os.PathLike) -> Checkpoint:
-        """`read_checkpoint` (every check, one clear error naming the file), its record parsed."""
-        data = read_checkpoint(path)
+    def read(cls, path: str | os.PathLike, *, shards: bool = True) -> Checkpoint:
+        """`read_checkpoint` (every check, one clear error naming the file), its record parsed.
+        `shards=False`: a sharded checkpoint's tensors are not read (its state dict holds their shapes, on
+        the meta device), for a resume whose strategy reads its own shards."""
+        data = read_checkpoint(path, shards=shards)
         return cls(Path(path), data, CheckpointRecord.from_dict(data["zoo"]))
 
 
@@ -142,15 +144,21 @@ def is_sharded(path: str | os.PathLike) -> bool:
     return Path(path).is_dir() and (Path(path) / SHARDED_META).is_file()
 
 
-def read_sharded(path: Path) -> dict[str, Any]:
+def read_sharded(path: Path, *, shards: bool = True) -> dict[str, Any]:
     """A sharded checkpoint as one process's full checkpoint dict: `meta.pt` (epoch, loops, the zoo
-    section) with the whole `state_dict` assembled from every rank's shards; the optimizer states stay in the
-    folder (they resume through the sharded strategy, which reshards them to its world size)."""
+    section) with the whole `state_dict` assembled from every rank's shards (`shards=False`: meta-device
+    tensors of the saved shapes, from the folder's index alone); the optimizer states stay in the folder (they
+    resume through the sharded strategy, which reshards them to its world size)."""
     from torch.distributed.checkpoint import FileSystemReader
     from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
     from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 
     meta = torch.load(path / SHARDED_META, map_location="cpu", weights_only=True)
+    if not shards:
+        index = FileSystemReader(path).read_metadata().state_dict_metadata  # "state_dict.<name>" -> sizes
+        shapes = {k.removeprefix("state_dict."): torch.empty(tuple(m.size), device="meta")
+                  for k, m in index.items() if k.startswith("state_dict.") and hasattr(m, "size")}
+        return {**meta, "state_dict": shapes} if isinstance(meta, dict) else meta
     tensors: dict[str, Any] = {}
     # torch's own converter (format_utils.dcp_to_torch_save) reads this way: the planner rebuilds the dict
     # from the folder's metadata, no_dist: this process alone, also inside a distributed run (no collective)
@@ -170,13 +178,14 @@ def consolidate(sharded: str | os.PathLike, out: str | os.PathLike) -> Path:
     return Path(out)
 
 
-def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+def read_checkpoint(path: str | os.PathLike, *, shards: bool = True) -> dict[str, Any]:
     """torch.load(weights_only=True) with one clear error, naming the file, for a missing file, a file that
-    is not a PyTorch checkpoint, one without a valid zoo section, or weights that do not fit its config."""
+    is not a PyTorch checkpoint, one without a valid zoo section, or weights that do not fit its config
+    (`shards`: see `read_sharded`)."""
     path = checkpoint_file(path)
     try:
-        ckpt = read_sharded(path) if path.is_dir() else torch.load(path, map_location="cpu",
-                                                                   weights_only=True)
+        ckpt = read_sharded(path, shards=shards) if path.is_dir() else torch.load(path, map_location="cpu",
+                                                                                  weights_only=True)
     except Exception as e:  # pickle, zip and torch errors alike mean "not a checkpoint"
         raise CheckpointError(torch_load_failure(path, e)) from None
     if not (isinstance(ckpt, dict) and all(isinstance(ckpt.get(k), dict) for k in ("zoo", "state_dict"))):

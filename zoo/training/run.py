@@ -55,8 +55,9 @@ def train(cfg: DictConfig) -> TrainResult:
 
 
 def read_resumed(path: Path, given: str) -> Checkpoint:
-    """The checkpoint `ckpt_path=given` names, read (and checked against its own config) once."""
-    return checked(Checkpoint.read, path, context=f"ckpt_path={given}: ")
+    """The checkpoint `ckpt_path=given` names, read (and checked against its own config) once; a sharded
+    one without its tensors: the sharded strategy reads each rank's part itself (zoo.training.sharding)."""
+    return checked(lambda: Checkpoint.read(path, shards=False), context=f"ckpt_path={given}: ")
 
 
 def check_resumable(ckpt: Checkpoint, given: str, plan: Plan) -> None:
