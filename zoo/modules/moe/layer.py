@@ -4,7 +4,6 @@ expert_d_ff, optional always-on shared experts, balancing losses. Each forward l
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -14,8 +13,8 @@ from zoo.modules.feedforward import FFNS, FeedForward, FFNKind
 from zoo.modules.moe.balance import BALANCES
 from zoo.modules.moe.dispatch import dispatch
 from zoo.modules.moe.routers import ROUTERS
-from zoo.modules.moe.settings import MoESettings, parse_settings
-from zoo.options import Options, Rule
+from zoo.modules.moe.settings import OPTIONS, MoESettings, parse_settings
+from zoo.options import Options, nested
 
 
 @dataclass
@@ -93,8 +92,7 @@ class _MoEKind(FFNKind):
     """ffn=moe: MoE layers where the layer pattern (`every`, `first_dense`) says, dense FFNs elsewhere. It
     reads `model.moe`, a mapping of MoESettings' keys; `check_config` checks what one key says of another."""
 
-    options = Options({"moe": Rule(lambda v: v is None or isinstance(v, Mapping),
-                                   "a mapping of MoESettings keys (n_experts, top_k, ...)")})
+    options = Options({"moe": nested(OPTIONS, "a mapping of MoESettings keys (n_experts, top_k, ...)")})
 
     def build(self, cfg, index: int) -> nn.Module | None:
         settings = moe_settings(cfg)
