@@ -161,6 +161,12 @@ def test_chat_template_runs_score_as_with_the_hf_model(chat_pretrained, offline,
         if task == "zoo_choice_prefix":
             assert got[task][0]["arguments"][0][0].endswith("<eos>\nassistant:\nAnswer:")
     assert scores(runs[0]) == scores(runs[1])
+    # zoo_until's chat prompts stop at once (an answer starting with "\n"): generation is also compared on the
+    # prompts that end inside the assistant's "Answer:" (continue_final_message), which the model continues
+    free = [Instance("generate_until", {}, (s["arguments"][0][0], {"until": ["\n"], "max_gen_toks": 8}), 0)
+            for s in got["zoo_choice_prefix"]]
+    answers = hf_lm.generate_until(free, disable_tqdm=True)
+    assert zoo_lm.generate_until(free, disable_tqdm=True) == answers and any(a.strip() for a in answers)
 
 
 def test_command_line_applies_the_chat_template(chat_pretrained, tmp_path):
