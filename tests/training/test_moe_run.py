@@ -13,7 +13,7 @@ import zoo
 from zoo.modules.moe import moe_layers
 from zoo.training.run import train
 
-from .conftest import TINY_LM, read_csv_metrics
+from .conftest import TINY_LM, read_csv_metrics, train_losses
 
 MOE = ["model.ffn=moe", "model.n_layers=2"]
 
@@ -51,3 +51,22 @@ def test_sigmoid_bias_router_bias_moves_during_training(make_cfg):
     assert len(biases) == 2
     for bias in biases:  # each step moves every expert by +-0.01 or 0: after 4 steps a multiple of 0.01
         assert bias.abs().max() > 0 and torch.allclose(bias * 100, (bias * 100).round(), atol=1e-4)
+
+
+@pytest.mark.e2e  # two train.py processes
+def test_moe_ddp_two_cpu_processes_match_one_process(tmp_path, run_cli, make_cfg, cache_dir):
+    """Dropless routing is per token, so two processes with half the batch each train as one with all of it
+    (without a balancing loss: that one is computed over each process's own tokens, as Megatron and
+    transformers do, so it differs from the whole batch's)."""
+    common = ["experiment=smoke", "data.max_bytes=120000", "tokenizer.vocab_size=300", "model.max_seq_len=32",
+              "trainer.log_every_n_steps=1", "trainer.num_sanity_val_steps=0", *MOE,
+              "+model.moe={n_experts: 4, top_k: 2, balance: none}", "trainer.max_steps=3", "eval_every=3",
+              "callbacks.samples=null"]
+    train(make_cfg([*common, "trainer=cpu", "batch_size=8"], run="one"))
+    two = run_cli([*common, "trainer=ddp_cpu", "batch_size=4", f"hydra.run.dir={tmp_path / 'two'}",
+                   f"paths.cache_dir={cache_dir}"])
+    assert two.returncode == 0, two.stderr[-3000:]
+    single, ddp = train_losses(tmp_path / "runs" / "one"), train_losses(tmp_path / "two")
+    assert sorted(single) == sorted(ddp) == [0, 1, 2]
+    for step in single:
+        assert ddp[step] == pytest.approx(single[step], abs=1e-4)
