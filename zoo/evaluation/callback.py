@@ -27,7 +27,6 @@ class TestSplitEvaluation(Callback):
         if trainer.interrupted or not trainer.is_global_zero or trainer.fast_dev_run \
                 or "test" not in available_splits(self.datamodule):
             return
-        model, self.evaluated = pl_module.model, "final weights"
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         if best:
             from zoo.loader import load
@@ -35,6 +34,13 @@ class TestSplitEvaluation(Callback):
             model, _ = load(best)
             model.to(pl_module.device)
             self.evaluated = best
+        else:
+            from zoo.training.sharding import whole_model
+
+            model, self.evaluated = whole_model(trainer, pl_module), "final weights"
+            if model is None:
+                print("test split skipped: the model is sharded and no checkpoint was written")
+                return
         found = self.task.evaluate(model, self.tokenizer, self.datamodule, "test", self.options)
         self.metrics = {f"test/{name}": float(value) for name, value in found.items()}
         print(f"\n=== test split ({self.evaluated}) ===")

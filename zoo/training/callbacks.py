@@ -125,20 +125,6 @@ class ValExactMatch(Callback):
             pl_module.log(f"val/{name}", metric(hyps, refs), prog_bar=name == "exact_match")
 
 
-def whole_model(trainer: L.Trainer, pl_module: L.LightningModule):
-    """The model rank zero may run alone after fit: the module's own, or, when the strategy splits the
-    parameters across processes (`collective_forward`, zoo.training.sharding), a whole copy loaded from the
-    last checkpoint (written at the end of fit); None without one."""
-    if not getattr(trainer.strategy, "collective_forward", False):
-        return pl_module.model
-    last = trainer.checkpoint_callback.last_model_path if trainer.checkpoint_callback else ""
-    if not last:
-        return None
-    from zoo.loader import load
-
-    return load(last)[0].to(pl_module.device).eval()
-
-
 class SampleGeneration(Callback):
     """At the end of fit: print samples (and metrics such as test exact-match), log them, and keep them in
     `self.report` for the caller."""
@@ -150,6 +136,8 @@ class SampleGeneration(Callback):
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.interrupted or not trainer.is_global_zero or trainer.fast_dev_run:
             return
+        from zoo.training.sharding import whole_model
+
         model = whole_model(trainer, pl_module)
         if model is None:
             print("samples skipped: the model is sharded and no last.ckpt was written (callbacks.checkpoint)")

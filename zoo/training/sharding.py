@@ -62,6 +62,20 @@ def gathered(model: nn.Module) -> Iterator[nn.Module]:
         model.reshard()
 
 
+def whole_model(trainer, pl_module) -> nn.Module | None:
+    """The model rank zero may run alone after fit: the module's own, or, when the strategy splits the
+    parameters across processes (`collective_forward`), a whole copy loaded from the
+    last checkpoint (written at the end of fit); None without one."""
+    if not getattr(trainer.strategy, "collective_forward", False):
+        return pl_module.model
+    last = trainer.checkpoint_callback.last_model_path if trainer.checkpoint_callback else ""
+    if not last:
+        return None
+    from zoo.loader import load
+
+    return load(last)[0].to(pl_module.device).eval()
+
+
 class FSDPStrategy(ModelParallelStrategy):
     """ModelParallelStrategy with a data-parallel mesh over every process (no tensor parallelism) and
     full-state checkpoints. It runs on CPU processes (gloo) as on GPUs (nccl): Lightning's class sets no
