@@ -12,9 +12,11 @@ import json
 import os
 import subprocess
 import sys
+from importlib.metadata import version
 
 import pytest
 from lm_eval.api.instance import Instance
+from packaging.version import Version
 
 from .conftest import OFFLINE, ROOT, TASKS
 
@@ -121,6 +123,8 @@ def test_command_line_runs_the_zoo_model(pretrained, tmp_path):
 CHAT_TASKS = ["zoo_choice", "zoo_choice_prefix", "zoo_until"]
 
 
+@pytest.mark.skipif(Version(version("transformers")) < Version("4.57"),
+                    reason="the hf model continues a gen_prefix by transformers' rule, that of 4.57 on")
 @pytest.mark.parametrize("multiturn", [True, False], ids=["multiturn", "single_turn"])
 def test_chat_template_runs_score_as_with_the_hf_model(chat_pretrained, offline, multiturn):
     """--apply_chat_template with two few-shot examples: every request's context is the same text as the hf

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
 from tokenizers import decoders as tk_decoders
 
@@ -23,6 +24,10 @@ from zoo.tokenizers import build_tokenizer, load_hf_tokenizer, load_tokenizer, t
 from zoo.tokenizers.chat import DEFAULT_CHAT_TEMPLATE, check_messages, read_messages, render_chat
 
 transformers = pytest.importorskip("transformers")
+# transformers' continue_final_message rule (a marker after the final message's text) since 4.57; 4.44-4.56
+# cut at the text's last occurrence (different for an empty or repeated final message); older have no option
+continue_rule = pytest.mark.skipif(Version(transformers.__version__) < Version("4.57"),
+                                   reason="transformers' continue_final_message rule is that of 4.57 on")
 
 CONVERSATIONS = {
     "user": [{"role": "user", "content": "Hello there! How are you?"}],
@@ -130,6 +135,7 @@ PREFILLS = {
 }
 
 
+@continue_rule
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
 def test_continue_final_message_matches_transformers(family: Family, base_tokenizer: str,
                                                      tmp_path: Path) -> None:
@@ -154,6 +160,7 @@ def test_continue_final_message_matches_transformers(family: Family, base_tokeni
     assert compared >= 5, family.name
 
 
+@continue_rule
 @pytest.mark.parametrize("family", FAMILIES[:3], ids=lambda f: f.name)
 def test_continue_final_message_refuses_a_generation_prompt(family: Family, base_tokenizer: str,
                                                            tmp_path: Path) -> None:

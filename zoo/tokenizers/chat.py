@@ -13,11 +13,9 @@ and nothing added around it (the template writes BOS itself, so it is never doub
 
 ``continue_final_message=True`` renders the conversation so that it ends inside its last message, with no
 end-of-turn after it (the model continues that message: lm-eval's ``gen_prefix``, a prefilled reply), by
-transformers' rule: the message's text is rendered with :data:`CONTINUE_TAG` after it and the text is cut
-where the marker starts (and trailing whitespace dropped too when the template trimmed the marker's space).
-
-zoo's own tokenizers use :data:`DEFAULT_CHAT_TEMPLATE`, ChatML with ``<bos>``/``<eos>`` in place of
-``<|im_start|>``/``<|im_end|>``: ``<bos>user\\nHi<eos>\\n<bos>assistant\\n`` (generation stops at ``<eos>``).
+transformers' rule (4.57 on): the message's text is rendered with :data:`CONTINUE_TAG` after it and the
+text is cut where the marker starts (and trailing whitespace dropped too when the template trimmed the
+marker's space).
 """
 
 from __future__ import annotations
