@@ -26,8 +26,7 @@ SIZES = {
     False: dict(batches={1: 128, 8: 64, 32: 32}, prompt=128, new=128, repeats=3, vocab=8192),
     True: dict(batches={1: 8, 2: 8}, prompt=8, new=8, repeats=1, vocab=128),
 }
-# the same breakdown measured on the code before issue 29 (commit 673dd08), same script and model
-BEFORE = "Before (673dd08): not measured yet."
+BEFORE = "The same breakdown before issue 29's changes (commit 673dd08) is in docs/decoding.md."
 TINY = dict(d_model=32, n_layers=2, n_heads=2, n_kv_heads=None, d_ff=None)  # --quick: presets this small
 
 

@@ -94,3 +94,15 @@ def test_static_cache_bad_settings_raise_one_clear_error(kwargs, message):
     model = tiny_decoder("learned")  # learned positions stop at max_seq_len = 12
     with pytest.raises(ValueError, match=message):
         model.generate(IDS, attention_mask=MASK, **kwargs)
+
+
+def test_compiled_step_keeps_a_graph_per_model_and_batch():
+    """One compiled function serves every (model, batch, buffer size): torch's default of 8 graphs per
+    function would turn the ninth shape of a long-lived process (a server, the benchmark: 3 models x 3
+    batches) silently eager."""
+    import torch._dynamo.config as dynamo_config
+
+    from zoo.generation.static import GRAPHS_PER_PROCESS, compiled_step
+
+    compiled_step()
+    assert dynamo_config.recompile_limit >= GRAPHS_PER_PROCESS >= 16

@@ -63,9 +63,17 @@ def fused_step(model, ids: torch.Tensor, pos: torch.Tensor, index: torch.Tensor,
     return logits, logits.argmax(dim=-1), pos + 1, index + 1
 
 
+GRAPHS_PER_PROCESS = 64  # compiled step graphs kept per process: one per (model, batch, buffer size)
+
+
 @functools.cache
 def compiled_step():
-    """torch.compile(fused_step), built once per process (torch caches its graphs per model and shape)."""
+    """torch.compile(fused_step), built once per process (torch caches its graphs per model and shape). Every
+    (model, batch, buffer size) is one more graph of this one function; torch's default limit (8 per
+    function) would make the ninth run silently eager, so the limit is raised to GRAPHS_PER_PROCESS."""
+    import torch._dynamo.config as dynamo_config
+
+    dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, GRAPHS_PER_PROCESS)
     return torch.compile(fused_step, dynamic=False)
 
 
