@@ -40,7 +40,7 @@ def test_defaults():
     assert cfg == ServeConfig(ckpt="x.ckpt") and (cfg.host, cfg.port) == ("127.0.0.1", 8000)
 
 
-def test_checkpoint_and_hf_folder_open_to_the_same_served_model(tmp_path):
+def test_checkpoint_and_hf_folder_open_to_the_same_served_model(tmp_path, monkeypatch):
     model, tok = tiny()
     ckpt = tmp_path / "tiny.ckpt"
     atomic_torch_save({"state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
@@ -49,6 +49,8 @@ def test_checkpoint_and_hf_folder_open_to_the_same_served_model(tmp_path):
     zoo.save_pretrained(model, hf)
     tok.save_hf(hf)
     ids = torch.tensor([tok.encode("the cat")])
+    loads, load = [], torch.load
+    monkeypatch.setattr(torch, "load", lambda f, *a, **k: loads.append(str(f)) or load(f, *a, **k))
     for argv, name in (([f"ckpt={ckpt}"], "tiny.ckpt"), ([f"hf={hf}", "model_name=mine"], "mine")):
         served = open_served(parse_overrides(argv))
         try:
@@ -57,6 +59,7 @@ def test_checkpoint_and_hf_folder_open_to_the_same_served_model(tmp_path):
             assert served.tokenizer.encode("the cat") == tok.encode("the cat")
         finally:
             served.engine.close()
+    assert loads == [str(ckpt)]  # the checkpoint is read once (zoo.apps.open_model)
 
 
 def test_only_language_models_are_served():
