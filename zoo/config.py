@@ -65,7 +65,8 @@ class ModelConfig:
     ffn_ratio: float = 4.0  # d_ff = ffn_ratio * d_model unless d_ff is given
     d_ff: int | None = None
     activation: str = "gelu"  # relu | gelu | gelu_tanh | silu | swiglu | geglu
-    head_activation: str | None = None  # LM head transform; default: the ungated form of `activation`
+    head_activation: str | None = None  # head transform (head_transform / head_dense); default: the ungated
+    #                                     form of `activation`
     norm: str = "layernorm"  # layernorm | rmsnorm | none
     norm_eps: float = 1e-5
     norm_placement: str = "pre"  # residual wiring: pre | post | sandwich | parallel
@@ -87,12 +88,16 @@ class ModelConfig:
     rope_fraction: float = 1.0  # share of each head's features that rotate
                                 # (GPT-NeoX 0.25, Phi-2 0.4); rest pass
     nope_every: int = 0  # rope: every k-th layer (k, 2k, ...) does not rotate (SmolLM3: 4); 0 = all rotate
-    rope_scaling: str = "none"  # frequency scaling for longer context: none | linear | llama3 | yarn
+    rope_scaling: str = "none"  # frequency scaling for longer context: none | linear | llama3 | yarn | longrope
     rope_factor: float = 1.0  # rope_scaling linear / llama3 / yarn: how far the context is stretched
     rope_low_freq_factor: float = 1.0  # llama3: wavelengths > rope_original_max_len
                                        # / this are divided by rope_factor
     rope_high_freq_factor: float = 4.0  # llama3: wavelengths < rope_original_max_len / this are kept
-    rope_original_max_len: int | None = None  # llama3 / yarn: the context length the model was pretrained at
+    rope_original_max_len: int | None = None  # llama3 / yarn / longrope: the context length the model was
+                                              # pretrained at
+    rope_short_factor: list[float] | None = None  # longrope: one divisor per rotated pair's frequency while
+                                                  # the sequence fits in rope_original_max_len
+    rope_long_factor: list[float] | None = None  # longrope: the same, for a sequence longer than that
     rel_buckets: int = 32  # t5_relative: distance buckets (half per direction in a bidirectional stack)
     rel_max_distance: int = 128  # t5_relative: distances beyond this share the last bucket
     max_seq_len: int = 256
@@ -106,11 +111,13 @@ class ModelConfig:
     type_vocab_size: int = 0  # token-type (segment) embeddings, BERT; 0 = none
     head: str = "lm"  # output head (zoo.modules.heads.HEADS): lm | none | classifier | token_classifier | qa
     num_labels: int = 0  # classifier / token_classifier: label count (the data sets it in training)
-    head_pool: str | None = None  # classifier, none's pooler: first | last;
+    head_pool: str | None = None  # classifier, none's pooler: first | last | mean;
                                   # null: first (encoder), last (decoder)
     head_pooler: str | None = None  # dense + activation on the pooled position: tanh | relu | ... | none;
     #                                 null: classifier tanh on an encoder (BERT), none on a decoder; none:
     #                                 none
+    head_dense: bool = False  # classifier / token_classifier / qa: dense + activation + norm before the
+    #                           projection (ModernBERT's)
     head_proj_bias: bool | None = None  # classifier / token_classifier / qa
                                         # projection bias; null: true, except
     #                                     a decoder's classifier (transformers' `score` has none)

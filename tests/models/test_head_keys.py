@@ -25,7 +25,7 @@ from zoo.presets import config_root
 # a value other than the default for every head-owned key (a new key must be added here)
 NOT_DEFAULT = {"head_transform": True, "head_bias": True, "head_activation": "relu", "head_scale": 0.5,
                "final_softcap": 30.0, "tie_embeddings": False, "num_labels": 2, "head_pool": "last",
-               "head_pooler": "tanh", "head_proj_bias": False}
+               "head_pooler": "tanh", "head_proj_bias": False, "head_dense": True}
 MLM_KNOBS = {"head_transform": False, "head_bias": False, "head_activation": None}  # their defaults
 SMALL = dict(vocab_size=60, d_model=16, n_heads=2, n_layers=1, max_seq_len=16)
 

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import zoo
-from zoo.modules.heads import HEADS, pool_first, pool_last
+from zoo.modules.heads import HEADS, POOLINGS, pool_first, pool_last
 
 TINY = dict(vocab_size=40, d_model=16, n_heads=2, n_layers=2, max_seq_len=16, dropout=0.0)
 LABELLED = {"classifier", "token_classifier"}  # heads that read num_labels
@@ -95,7 +95,42 @@ def test_pool_last_is_the_last_real_token(ids, mask, pad_id, positions):
     assert torch.equal(got, X[torch.arange(2), torch.tensor(positions)])
 
 
+@pytest.mark.parametrize(("mask", "means"), [
+    (None, [X[0].mean(0), X[1].mean(0)]),  # no mask: every position
+    ([[1, 1, 0, 0], [1, 1, 1, 1]], [(X[0, 0] + X[0, 1]) / 2, X[1].mean(0)]),  # right padding
+    ([[0, 0, 0, 1], [0, 0, 0, 0]], [X[0, 3], torch.zeros(3)]),  # left padding; no real token: zeros
+])
+def test_pool_mean_is_the_mean_of_the_real_tokens(mask, means):
+    """ModernBERT's classifier_pooling=mean: sum(x * mask) / sum(mask); pad ids are not read."""
+    ids = torch.zeros(2, 4, dtype=torch.long)  # all pad ids: the mask alone decides
+    got = POOLINGS.get("mean")(X, ids, None if mask is None else torch.tensor(mask), 0)
+    torch.testing.assert_close(got, torch.stack(means))
+
+
 # ------------------------------------------------------------------------------- heads by hand
+
+def dense_head(x: torch.Tensor, head) -> torch.Tensor:
+    """ModernBERT's prediction head by hand: LayerNorm(gelu(dense(x))), the norm without bias (bias=False)."""
+    d, n = head.transform, head.transform_norm
+    assert d.bias is None and n.bias is None
+    return F.layer_norm(F.gelu(F.linear(x, d.weight)), (x.shape[-1],), n.weight, eps=1e-5)
+
+
+@pytest.mark.parametrize("head", ["classifier", "token_classifier", "qa"])
+def test_head_dense_is_dense_activation_norm_before_the_projection(head):
+    """model.head_dense: ModernBERT's dense + activation + LayerNorm, on the mean-pooled vector (classifier,
+    head_pool=mean, no pooler) or at every position (token_classifier, qa)."""
+    pooled = {"head_pool": "mean", "head_pooler": "none"} if head == "classifier" else {}
+    model = tiny("encoder", head, head_dense=True, bias=False, activation="geglu", norm_eps=1e-5,
+                 **pooled).eval()
+    ids, mask = torch.randint(3, 40, (2, 5)), torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    out = model(ids, attention_mask=mask)
+    h, c = out.hidden_states, model.head.proj
+    if head == "classifier":
+        m = mask[..., None].float()
+        h = (h * m).sum(1) / m.sum(1)
+    torch.testing.assert_close(out.logits, F.linear(dense_head(h, model.head), c.weight, c.bias))
+
 
 def test_encoder_classifier_is_tanh_pooler_then_projection():
     model = tiny("encoder", "classifier").eval()
@@ -200,6 +235,9 @@ def test_decoding_needs_the_vocabulary_head(head):
     ("encoder", "token_classifier", {}, {"head.proj.weight", "head.proj.bias"}),
     ("decoder", "token_classifier", {"head_proj_bias": False}, {"head.proj.weight"}),
     ("encoder", "qa", {}, {"head.proj.weight", "head.proj.bias"}),
+    *((("encoder", h, {"head_dense": True, "bias": False, **pool},
+        {"head.transform.weight", "head.transform_norm.weight", "head.proj.weight", "head.proj.bias"}))
+      for h, pool in (("classifier", {"head_pooler": "none"}), ("token_classifier", {}), ("qa", {}))),
     ("decoder", "qa", {}, {"head.proj.weight", "head.proj.bias"}),
 ])
 def test_head_tensor_names(arch, head, knobs, names):

@@ -12,7 +12,10 @@ import torch
 from transformers import (
     ModernBertConfig,
     ModernBertForMaskedLM,
+    ModernBertForMultipleChoice,
+    ModernBertForQuestionAnswering,
     ModernBertForSequenceClassification,
+    ModernBertForTokenClassification,
     ModernBertModel,
 )
 
@@ -169,10 +172,78 @@ def test_settings_zoo_cannot_reproduce_are_named_in_one_error():
         assert named in message, named
 
 
-def test_classification_classes_are_refused_with_the_reason(tmp_path):
-    path = saved(tiny(ModernBertForSequenceClassification, num_labels=3), tmp_path)
-    with pytest.raises(ValueError, match=r"ModernBertForSequenceClassification: its classifier reads "
-                                         r"ModernBERT's dense \+ activation \+ LayerNorm head output"):
+LABELS = {"0": "neg", "1": "mid", "2": "pos"}
+HEADED = {  # transformers class, its config, the zoo head and head_pool, the outputs compared
+    "seq-cls": (ModernBertForSequenceClassification, {"classifier_pooling": "cls", "id2label": LABELS},
+                "classifier", None, ("logits",)),
+    "seq-mean": (ModernBertForSequenceClassification,
+                 {"classifier_pooling": "mean", "id2label": LABELS, "classifier_activation": "silu"},
+                 "classifier", "mean", ("logits",)),
+    "token": (ModernBertForTokenClassification, {"id2label": LABELS}, "token_classifier", None, ("logits",)),
+    "qa": (ModernBertForQuestionAnswering, {}, "qa", None, ("start_logits", "end_logits")),
+}
+
+
+def head_outputs(model, ids, mask, fields):
+    """The compared outputs, each (B, ...) with the padded positions of per-token outputs left out."""
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask) if not isinstance(model, zoo.models.ZooModel) \
+            else model(ids, attention_mask=mask)
+    real = mask.bool()
+    return [getattr(out, f)[real] if getattr(out, f).dim() > 1 and getattr(out, f).shape[1] == ids.shape[1]
+            else getattr(out, f) for f in fields]
+
+
+def same_head_outputs(hf, model, fields) -> None:
+    ids, mask = right_padded(3, 20, 99, [20, 14, 7])
+    for ours, theirs in zip(head_outputs(model, ids, mask, fields), head_outputs(hf, ids, mask, fields),
+                            strict=True):
+        assert (ours - theirs).abs().max() < 1e-4
+
+
+@pytest.mark.parametrize("case", list(HEADED))
+def test_classifier_classes_load_and_export_with_equal_outputs(tmp_path, case):
+    """Sequence (cls and mean pooling, a SiLU head), token classification and QA: the dense + activation +
+    LayerNorm before the classifier is zoo's head_dense; outputs within 1e-4 on right-padded rows, then the
+    zoo export loads in transformers with the same outputs and the same label names."""
+    cls, kw, head, pool, fields = HEADED[case]
+    hf = tiny(cls, **kw).eval()
+    model = zoo.from_pretrained(saved(hf, tmp_path))
+    c = model.config
+    assert (c.head, c.head_dense, c.head_pool) == (head, True, pool)
+    assert c.head_activation == ("silu" if case == "seq-mean" else "gelu")
+    same_head_outputs(hf, model, fields)
+    out = zoo.save_pretrained(model, tmp_path / "export")
+    written = json.loads((out / "config.json").read_text())
+    assert written["architectures"] == [cls.__name__]
+    back = cls.from_pretrained(out).eval()
+    same_head_outputs(back, model, fields)
+    if "id2label" in kw:
+        assert back.config.id2label == {int(k): v for k, v in LABELS.items()}
+    if cls is ModernBertForSequenceClassification:
+        assert written["classifier_pooling"] == kw["classifier_pooling"]
+
+
+def test_pooling_and_the_dense_head_really_act_here(tmp_path):
+    """Mean against first-position pooling moves the logits far past the tolerance (so the parity above
+    checks which one is used)."""
+    path = saved(tiny(ModernBertForSequenceClassification, classifier_pooling="mean", num_labels=3), tmp_path)
+    ids, mask = right_padded(3, 20, 99, [20, 14, 7])
+    logits = outputs(zoo.from_pretrained(path), ids, mask)
+    first = outputs(zoo.from_pretrained(path, head_pool="first"), ids, mask)
+    assert (first - logits).abs().max() > 0.1
+
+
+def test_last_token_pooling_cannot_be_exported(tmp_path):
+    model = zoo.build("modernbert_base", vocab_size=64, d_model=32, n_layers=3, n_heads=4, d_ff=24,
+                      head="classifier", num_labels=2, head_dense=True, head_pool="last")
+    with pytest.raises(ValueError, match=r"model.head_pool='last' \(would load as 'first'\)"):
+        zoo.save_pretrained(model, tmp_path / "x", model_type="modernbert")
+
+
+def test_multiple_choice_is_refused_with_the_reason(tmp_path):
+    path = saved(tiny(ModernBertForMultipleChoice), tmp_path)
+    with pytest.raises(ValueError, match=r"ModernBertForMultipleChoice: zoo has no multiple-choice head"):
         zoo.from_pretrained(path)
 
 

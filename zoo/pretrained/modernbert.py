@@ -6,9 +6,11 @@ HF's `local_attention` (128) is the whole window, a query seeing keys at |i - j|
 which is zoo's bidirectional `sliding_window`. Each kind has its RoPE base: the global layers' (160000) is
 `rope_base`, the local ones' (10000) `rope_local_base`; both unscaled. The masked-LM head is dense (bias:
 `classifier_bias`), `classifier_activation`, LayerNorm, then the decoder tied to the token table, whose own
-bias (`decoder_bias`) is zoo's `head_bias`. The classification, token-classification and QA classes run that
-dense + activation + LayerNorm head before their classifier, which zoo's heads of those kinds cannot: named
-when refused."""
+bias (`decoder_bias`) is zoo's `head_bias`. The sequence-classification, token-classification and QA classes
+run that same dense + activation + LayerNorm (`head`) before their `classifier`: zoo's `head_dense`, on the
+vector pooled by `classifier_pooling` (cls: the first position, mean: the mean of the real tokens; zoo's
+`head_pool` first | mean) or at every position. The multiple-choice class is refused (zoo has no such
+head)."""
 
 from __future__ import annotations
 
@@ -20,11 +22,12 @@ import torch
 
 from zoo.config import ModelConfig
 from zoo.modules.feedforward import ACTIVATIONS
+from zoo.modules.heads import HEADS
 from zoo.pretrained.bert import MaskedLMLayout
 from zoo.pretrained.config_map import PLAIN, PLAIN_ROPE, Key, Rope
 from zoo.pretrained.family import Checks, Family
 from zoo.pretrained.gemma import GLOBAL, LOCAL, LayerTypeRope, global_every_for, local_layers
-from zoo.pretrained.heads import HeadLayout
+from zoo.pretrained.heads import HeadLayout, num_labels
 from zoo.pretrained.llama import GATED
 from zoo.pretrained.tensor_map import HFTensors, load, save, stored_name, within
 
@@ -60,8 +63,25 @@ LAYER = {"norm_self.{p}": "attn_norm.{p}", "self_attn.qkv.{p}": "attn.Wqkv.{p}",
          "ffn.down.{p}": "mlp.Wo.{p}"}
 SAME_BIAS = ("mlp_bias", "norm_bias", "classifier_bias")  # zoo's one `bias` is attention_bias too
 SPELLED = {zoo: hf for hf, zoo in reversed(list(PLAIN.items()))}  # zoo activation -> its first HF name
-HEAD_FIRST = ("its classifier reads ModernBERT's dense + activation + LayerNorm head output, which zoo's "
-              "classifier heads do not have")
+POOLING = {"cls": None, "mean": "mean"}  # classifier_pooling -> model.head_pool (None: an encoder's first)
+POOLED_AS = {None: "cls", "first": "cls", "mean": "mean"}  # model.head_pool -> classifier_pooling
+
+
+@dataclass(frozen=True)
+class DenseHeadLayout(HeadLayout):
+    """A classifier class of ModernBERT: `head.dense` (bias: classifier_bias), classifier_activation,
+    `head.norm`, dropout, then `classifier`; the sequence classifier first pools by classifier_pooling."""
+
+    def config(self, hf: Mapping[str, Any], family: Any) -> dict[str, Any]:
+        keys = {**super().config(hf, family), "head_dense": True,
+                "head_activation": PLAIN.get(hf.get("classifier_activation", "gelu")),
+                "head_pool": POOLING.get(hf.get("classifier_pooling", "cls"))}
+        return {k: v for k, v in keys.items() if k == "head" or k in HEADS.get(self.head).reads}
+
+    def origins(self) -> dict[str, str]:
+        parts = (("transform", "dense"), ("transform_norm", "norm"))
+        dense = {f"head.{z}.{p}": f"~head.{h}.{p}" for z, h in parts for p in ("weight", "bias")}
+        return {**dense, **super().origins()}
 
 
 def plain_activation_name(name: str) -> str:
@@ -75,9 +95,11 @@ class ModernBert(Family):
     lm_suffixes = ("ForMaskedLM",)
     prefixes = ("model.",)
     heads = {"none": HeadLayout("none", bare=True),
-             "lm": DecoderBiasLayout("lm", dense="~head.dense", norm="~head.norm", decoder="~decoder")}
-    not_loaded = {f"ModernBert{s}": HEAD_FIRST for s in (
-        "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering", "ForMultipleChoice")}
+             "lm": DecoderBiasLayout("lm", dense="~head.dense", norm="~head.norm", decoder="~decoder"),
+             "classifier": DenseHeadLayout("classifier", proj="~classifier", labelled=True),
+             "token_classifier": DenseHeadLayout("token_classifier", proj="~classifier", labelled=True),
+             "qa": DenseHeadLayout("qa", proj="~classifier")}
+    not_loaded = {"ModernBertForMultipleChoice": "zoo has no multiple-choice head"}
     tensors = {"embed.tokens.weight": "embeddings.tok_embeddings.weight",
                "embed.norm.{p}": "embeddings.norm.{p}",
                "encoder_stack.final_norm.{p}": "final_norm.{p}",
@@ -106,8 +128,13 @@ class ModernBert(Family):
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
         rope, checks = self.rope.from_hf(hf)
-        if self.layout(hf).head == "lm":
+        head = self.layout(hf).head
+        if head != "none":
             checks["classifier_activation"] = (hf.get("classifier_activation", "gelu"), tuple(PLAIN))
+        if head == "classifier":
+            checks["classifier_pooling"] = (hf.get("classifier_pooling", "cls"), tuple(POOLING))
+        if head == "qa":
+            checks["num_labels == 2 (start, end)"] = (num_labels(hf) == 2, True)
         n, every_n = settings["n_layers"], hf.get("global_attn_every_n_layers", 3)
         types = hf.get("layer_types") or [LOCAL if i % every_n else GLOBAL for i in range(n)]
         local = [t == LOCAL for t in types]
@@ -145,4 +172,5 @@ class ModernBert(Family):
                 **({} if every is None else {"global_attn_every_n_layers": every}),
                 **{key: cfg.bias for key in SAME_BIAS}, "mlp_dropout": cfg.dropout,
                 "decoder_bias": cfg.head_bias, "tie_word_embeddings": cfg.tie_embeddings,
-                "classifier_activation": SPELLED.get(head_activation, "gelu")}
+                "classifier_activation": SPELLED.get(head_activation, "gelu"),
+                "classifier_pooling": POOLED_AS.get(cfg.head_pool, "cls"), "classifier_dropout": cfg.dropout}

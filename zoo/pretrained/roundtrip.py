@@ -27,7 +27,7 @@ def effective(cfg: ModelConfig) -> dict[str, Any]:
     out.update(d_ff=cfg.ffn_dim, n_kv_heads=cfg.kv_heads, head_dim=cfg.head_size, qkv_bias=cfg.use_qkv_bias,
                decoder_start_id=cfg.start_id, final_norm=uses_final_norm(cfg),
                head_activation=plain_activation(cfg.head_activation or cfg.activation).fn
-               if cfg.head_transform else None,
+               if cfg.head_transform or cfg.head_dense else None,
                encoder_layers=cfg.n_encoder_layers, decoder_layers=cfg.n_decoder_layers,
                nope_every=cfg.nope_every if cfg.nope_every <= max(cfg.n_encoder_layers, cfg.n_decoder_layers)
                else 0,  # beyond the last layer: every layer rotates

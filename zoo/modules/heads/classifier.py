@@ -10,7 +10,8 @@ from torch import nn
 from zoo.config import ModelConfig
 from zoo.modules.heads.base import HeadOutput, OutputHead, masked_mean_ce, register_head
 from zoo.modules.heads.pooling import POOLING, PoolingHead
-from zoo.options import COUNT, SWITCH, Options
+from zoo.modules.heads.transform import DENSE, TransformMixin, check_transform
+from zoo.options import COUNT, SWITCH
 from zoo.utils import IGNORE_INDEX
 
 
@@ -26,23 +27,26 @@ def projection_bias(cfg: ModelConfig, default: bool) -> bool:
 
 
 @register_head("classifier")
-class ClassifierHead(PoolingHead):
-    """Sequence classification, as transformers' *ForSequenceClassification: pool one position (an encoder
-    its first, a decoder its last real token; model.head_pool), the pooler dense + activation (encoders'
-    default tanh as BERT/RoBERTa, relu is DistilBERT's; decoders' default none), dropout, then `proj` to
-    num_labels (with a bias on an encoder; a decoder's `score` has none; model.head_proj_bias)."""
+class ClassifierHead(TransformMixin, PoolingHead):
+    """Sequence classification, as transformers' *ForSequenceClassification: pool (an encoder its first
+    position, a decoder its last real token, or the mean of the real tokens; model.head_pool), the pooler
+    dense + activation (encoders' default tanh as BERT/RoBERTa, relu is DistilBERT's; decoders' default
+    none), the transform if model.head_dense (dense + activation + norm: ModernBERT's), dropout, then
+    `proj` to num_labels (with a bias on an encoder; a decoder's `score` has none; model.head_proj_bias)."""
 
-    options = POOLING.extended({"num_labels": COUNT, "head_proj_bias": SWITCH})
+    options = POOLING.extended({**DENSE.rules, "num_labels": COUNT, "head_proj_bias": SWITCH})
 
     def __init__(self, cfg: ModelConfig, tokens: nn.Embedding | None = None, *, causal: bool = False) -> None:
         super().__init__()
         self.init_pooler(cfg, causal=causal, default_pooler="none" if causal else "tanh")
+        self.init_transform(cfg, cfg.head_dense)
         self.drop = nn.Dropout(cfg.dropout)
         self.proj = nn.Linear(cfg.d_model, cfg.num_labels, bias=projection_bias(cfg, default=not causal))
 
     @classmethod
     def check_config(cls, cfg: ModelConfig) -> None:
         super().check_config(cfg)
+        check_transform(cfg)
         check_num_labels(cfg)
 
     @classmethod
@@ -55,7 +59,8 @@ class ClassifierHead(PoolingHead):
 
     def forward(self, x: torch.Tensor, input_ids: torch.Tensor,
                 attention_mask: torch.Tensor | None) -> torch.Tensor:
-        return self.proj(self.drop(self.pooled(x, input_ids, attention_mask)))  # (B, C) -> (B, num_labels)
+        pooled = self.transformed(self.pooled(x, input_ids, attention_mask))  # (B, C)
+        return self.proj(self.drop(pooled))  # (B, num_labels)
 
     def outputs(self, x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
                 logits_to_keep: int = 0) -> HeadOutput:
@@ -68,20 +73,23 @@ class ClassifierHead(PoolingHead):
 
 
 @register_head("token_classifier")
-class TokenClassifierHead(OutputHead):
-    """Per-token classification (NER), as transformers' *ForTokenClassification: dropout, then `proj` to
-    num_labels at every position (with a bias unless model.head_proj_bias=false). Labels (B, T), -100 not
-    counted (sub-tokens after a word's first, padding); no shift."""
+class TokenClassifierHead(TransformMixin, OutputHead):
+    """Per-token classification (NER), as transformers' *ForTokenClassification: the transform if
+    model.head_transform (ModernBERT's dense + activation + norm), dropout, then `proj` to num_labels at every
+    position (with a bias unless model.head_proj_bias=false). Labels (B, T), -100 not counted (sub-tokens
+    after a word's first, padding); no shift."""
 
-    options = Options({"num_labels": COUNT, "head_proj_bias": SWITCH})
+    options = DENSE.extended({"num_labels": COUNT, "head_proj_bias": SWITCH})
 
     def __init__(self, cfg: ModelConfig, tokens: nn.Embedding | None = None, *, causal: bool = False) -> None:
         super().__init__()
+        self.init_transform(cfg, cfg.head_dense)
         self.drop = nn.Dropout(cfg.dropout)
         self.proj = nn.Linear(cfg.d_model, cfg.num_labels, bias=projection_bias(cfg, default=True))
 
     @classmethod
     def check_config(cls, cfg: ModelConfig) -> None:
+        check_transform(cfg)
         check_num_labels(cfg)
 
     @classmethod
@@ -89,7 +97,7 @@ class TokenClassifierHead(OutputHead):
         return cfg.num_labels
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.proj(self.drop(x))  # (B, T, C) -> (B, T, num_labels)
+        return self.proj(self.drop(self.transformed(x)))  # (B, T, C) -> (B, T, num_labels)
 
     def outputs(self, x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
                 logits_to_keep: int = 0) -> HeadOutput:

@@ -7,32 +7,26 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo.config import ModelConfig
-from zoo.modules.feedforward import ACTIVATIONS, plain_activation
 from zoo.modules.heads.base import HeadOutput, OutputHead, masked_mean_ce, register_head
-from zoo.modules.norm import make_norm
-from zoo.options import BOOL, NAME, Options, optional, positive_scale
+from zoo.modules.heads.transform import TRANSFORM, TransformMixin, check_transform
+from zoo.options import BOOL, positive_scale
 from zoo.utils import IGNORE_INDEX
 
 
 @register_head("lm")
-class LMHead(OutputHead):
+class LMHead(TransformMixin, OutputHead):
     """(B, T, C) -> logits (B, T, V); softmax of these is the next-token (or masked-token) distribution.
     Optional BERT-style transform (dense, activation, norm) first; its activation is model.head_activation, by
     default the plain form of the FFN's (a SwiGLU FFN gives a SiLU transform); weight tied to the token table
     if asked; `model.head_scale` multiplies the projection's input (T5's tied head: d_model ** -0.5);
     `model.final_softcap` squashes the logits into (-c, c) with c * tanh(logits / c) (Gemma 2)."""
 
-    options = Options({"head_transform": BOOL, "head_bias": BOOL, "head_activation": optional(NAME),
-                       "head_scale": positive_scale(), "final_softcap": positive_scale(),
-                       "tie_embeddings": BOOL})
+    options = TRANSFORM.extended({"head_bias": BOOL, "head_scale": positive_scale(),
+                                  "final_softcap": positive_scale(), "tie_embeddings": BOOL})
 
     def __init__(self, cfg, tokens: nn.Embedding, *, causal: bool = True) -> None:
         super().__init__()
-        self.transform = None
-        if cfg.head_transform:
-            self.transform = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
-            self.transform_norm = make_norm(cfg)
-            self.activation = plain_activation(cfg.head_activation or cfg.activation)
+        self.init_transform(cfg, cfg.head_transform)
         self.proj = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.head_bias)
         if cfg.tie_embeddings:
             self.proj.weight = tokens.weight
@@ -40,8 +34,7 @@ class LMHead(OutputHead):
         self.softcap = cfg.final_softcap
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.transform is not None:
-            x = self.transform_norm(self.activation.fn(self.transform(x)))
+        x = self.transformed(x)
         if self.scale is not None:
             x = x * self.scale
         logits = self.proj(x)  # (B, T, V)
@@ -49,12 +42,7 @@ class LMHead(OutputHead):
 
     @classmethod
     def check_config(cls, cfg: ModelConfig) -> None:
-        """The transform's activation is applied alone, so it must be ungated."""
-        if cfg.head_activation is not None and ACTIVATIONS.get(cfg.head_activation).gated:
-            plain = [n for n in ACTIVATIONS.names() if not ACTIVATIONS.get(n).gated]
-            raise ValueError(f"model.head_activation={cfg.head_activation!r} is gated; the head transform "
-                             f"takes an ungated one: {', '.join(plain)} "
-                             "(default: the ungated form of model.activation).")
+        check_transform(cfg)
 
     @classmethod
     def label_classes(cls, cfg: ModelConfig) -> int:

@@ -1,5 +1,6 @@
-"""How a head sums a sequence up in one vector: the position it pools (model.head_pool) and the optional
-dense + activation on it (model.head_pooler): BERT's pooler, RoBERTa's and DistilBERT's classifier dense."""
+"""How a head sums a sequence up in one vector: the position it pools, or the mean (model.head_pool), and the
+optional dense + activation on it (model.head_pooler): BERT's pooler, RoBERTa's and DistilBERT's classifier
+dense."""
 
 from __future__ import annotations
 
@@ -43,6 +44,18 @@ def pool_last(x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Te
         return x[:, -1]
     index = (torch.arange(t, device=x.device) * real).argmax(-1)  # (B,) rightmost real position
     return x[torch.arange(b, device=x.device), index]
+
+
+@POOLINGS.register("mean")
+def pool_mean(x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+              pad_id: int | None) -> torch.Tensor:
+    """(B, T, C) -> (B, C): the mean over the positions the attention mask marks real (every position without
+    one), as ModernBERT's classifier_pooling=mean and sentence-transformers' mean pooling. pad_id is not
+    read: a row is what its mask says. A row with no real token gives zeros."""
+    if attention_mask is None:
+        return x.mean(1)
+    real = (attention_mask[:, -x.shape[1]:] != 0).to(x.dtype).unsqueeze(-1)  # (B, T, 1)
+    return (x * real).sum(1) / real.sum(1).clamp(min=1)
 
 
 def default_pooling(causal: bool) -> str:

@@ -11,22 +11,29 @@ from torch import nn
 from zoo.config import ModelConfig
 from zoo.modules.heads.base import HeadOutput, OutputHead, masked_mean_ce, register_head
 from zoo.modules.heads.classifier import projection_bias
-from zoo.options import SWITCH, Options
+from zoo.modules.heads.transform import DENSE, TransformMixin, check_transform
+from zoo.options import SWITCH
 
 
 @register_head("qa")
-class QuestionAnsweringHead(OutputHead):
-    """`proj` (B, T, C) -> (B, T, 2): logits[..., 0] are the start logits, logits[..., 1] the end logits
+class QuestionAnsweringHead(TransformMixin, OutputHead):
+    """The transform if model.head_dense (ModernBERT's dense + activation + norm), then `proj`
+    (B, T, C) -> (B, T, 2): logits[..., 0] are the start logits, logits[..., 1] the end logits
     (bias unless model.head_proj_bias=false). Targets: start_positions, end_positions (B,), token indices;
     the loss is the mean of the two cross-entropies, a position >= T not counted (transformers clamps to T and
     ignores T: an answer cut off by truncation); a negative position is refused."""
 
-    options = Options({"head_proj_bias": SWITCH})
+    options = DENSE.extended({"head_proj_bias": SWITCH})
     targets = ("start_positions", "end_positions")
 
     def __init__(self, cfg: ModelConfig, tokens: nn.Embedding | None = None, *, causal: bool = False) -> None:
         super().__init__()
+        self.init_transform(cfg, cfg.head_dense)
         self.proj = nn.Linear(cfg.d_model, 2, bias=projection_bias(cfg, default=True))
+
+    @classmethod
+    def check_config(cls, cfg: ModelConfig) -> None:
+        check_transform(cfg)
 
     @classmethod
     def target_shape(cls, ids_shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -41,7 +48,7 @@ class QuestionAnsweringHead(OutputHead):
                                  "not counted: an answer truncated away).")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.proj(x)  # (B, T, C) -> (B, T, 2)
+        return self.proj(self.transformed(x))  # (B, T, C) -> (B, T, 2)
 
     def outputs(self, x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
                 logits_to_keep: int = 0) -> HeadOutput:
