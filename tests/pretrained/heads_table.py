@@ -12,7 +12,7 @@ from pathlib import Path
 import transformers
 
 from tests.doc_tables import cell, rewrite
-from tests.pretrained.shipped import BARE_AND_MLM, CLASSES, DECODERS, ENCODERS, FAMILIES, NAMED
+from tests.pretrained.shipped import CLASSES, DECODERS, ENCODERS, FAMILIES, NAMED, ROPE_ENCODERS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "pretrained.md"
@@ -134,10 +134,10 @@ ENCODER_CASES = [
     Case("bert", "ForPreTraining", "lm", exports="ForMaskedLM", outputs=(("logits", "prediction_logits"),),
          why="the next-sentence head is not kept", warns="the next-sentence head is not used"),
 ]
-# ModernBERT's other classes run its dense + activation + LayerNorm head before the classifier
-# (tests/pretrained/test_modernbert.py checks the refusal)
+# ModernBERT: every head (its classifiers run dense + activation + LayerNorm first: model.head_dense);
+# ModernBertForMultipleChoice is refused (tests/pretrained/test_modernbert.py checks the reason)
 ENCODER_CASES += [Case(family, CLASSES[head], head, outputs=HIDDEN if head == "none" else ())
-                  for family in BARE_AND_MLM for head in ("none", "lm")]
+                  for family in ROPE_ENCODERS for head in CLASSES]
 DECODER_CASES = [case for family in DECODERS for case in _decoder_cases(family)]
 CASES = [*ENCODER_CASES, *DECODER_CASES, *SEQ2SEQ_CASES]
 

@@ -69,14 +69,14 @@ SEQ2SEQ = {
            dict(d_model=32, d_kv=8, d_ff=48, num_layers=2, num_heads=4, vocab_size=99, pad_token_id=0,
                 eos_token_id=1, decoder_start_token_id=0), "T5"),
 }
-# encoders whose classes zoo loads only as the bare model and the masked LM (heads_table.py: their cases)
-BARE_AND_MLM = {
+# encoders built apart from BERT's kind (no token types; heads_table.py: their cases, every head of CLASSES)
+ROPE_ENCODERS = {
     "modernbert": ("ModernBertConfig", dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
                                             intermediate_size=48, vocab_size=99, max_position_embeddings=40,
                                             local_attention=8, pad_token_id=0, bos_token_id=1, eos_token_id=2,
                                             cls_token_id=1, sep_token_id=2), "ModernBert"),
 }
-FAMILIES.update({**DECODERS, **SEQ2SEQ, **BARE_AND_MLM})
+FAMILIES.update({**DECODERS, **SEQ2SEQ, **ROPE_ENCODERS})
 # zoo head -> the transformers class-name suffix a folder of that head names in `architectures`
 CLASSES = {"none": "Model", "lm": "ForMaskedLM", "classifier": "ForSequenceClassification",
            "token_classifier": "ForTokenClassification", "qa": "ForQuestionAnswering"}

@@ -151,8 +151,11 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("model=transformer_tiny model.head=classifier",
      "model.head='classifier' is not available on arch 'encoder_decoder', "
      "which carries model.head=lm | none"),
-    ("model=bert_small model.head=classifier model.num_labels=2 model.head_pool=mean",
-     "model.head_pool: Unknown pooling 'mean'. Allowed: first, last"),
+    ("model=bert_small model.head=classifier model.num_labels=2 model.head_pool=max",
+     "model.head_pool: Unknown pooling 'max'. Allowed: first, last, mean"),
+    ("model=bert_small model.first_attn_norm=false",
+     "model.first_attn_norm=false drops layer 0's attention input norm, but model.norm_placement='post' has "
+     "no input norm of the attention alone; it applies to norm_placement parallel | pre | sandwich"),
     ("ckpt_path=/nonexistent/last.ckpt", "checkpoint not found"),
     ("finetune=freeze finetune.modules=[embed,decoder_stack,head]",
      "finetune=freeze finetune.modules=['embed', 'decoder_stack', 'head'] finetune.first_layers=0 leaves no "
