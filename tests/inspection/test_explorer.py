@@ -352,3 +352,22 @@ def test_inspect_model_rejects_bad_html_keys_before_building(override, message, 
         cfg = compose("inspect_model", overrides=["model=gpt_nano", f"html={tmp_path / 'x.html'}", override])
     with pytest.raises(ValueError, match=message):
         inspect_model.check_options(cfg)
+
+
+def test_moe_layers_show_each_tokens_experts_per_stream():
+    model = tiny("encoder_decoder", encoder_layers=2, decoder_layers=1, ffn="moe",
+                 moe={"n_experts": 4, "top_k": 2, "every": 2})  # MoE: encoder layer 1, no decoder layer
+    src, dec = [5, 6, 7, 8, 9], [model.config.start_id, 10, 11]
+    data = explorer_data(model, src, tokens=list("abcde"), vocab_label=str, decoder_ids=dec, num_beams=2,
+                         max_new_tokens=2)
+    [layer] = data["experts"]
+    assert (layer["layer"], layer["stream"], layer["n_experts"]) == ("encoder.1", "encoder", 4)
+    with torch.no_grad():  # the same routing by hand: the layer's input is the traced norm_ffn output
+        model.encode(torch.tensor([src]), None)
+        routing = model.encoder_stack.layers[1].ffn.last
+    assert layer["experts"] == routing.experts.tolist() and len(layer["experts"]) == len(src)
+    assert all(len(set(chosen)) == 2 for chosen in layer["experts"])
+    np.testing.assert_allclose(np.array(layer["weights"]).sum(-1), 1.0, atol=2e-3)  # Mixtral: sums to 1
+    dense = explorer_data(tiny("decoder"), [5, 6], tokens=["x", "y"], vocab_label=str, num_beams=2,
+                          max_new_tokens=2)
+    assert dense["experts"] == []

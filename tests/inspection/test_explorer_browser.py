@@ -307,3 +307,37 @@ def test_a_missing_chromium_fails_with_install_instructions(monkeypatch):
     monkeypatch.setenv("ZOO_CHROMIUM", "/nonexistent/chromium")
     with pytest.raises(pytest.fail.Exception, match=r"apt-get install -y chromium fonts-noto-cjk"):
         chromium_path()
+
+
+def test_moe_experts_table_shows_each_tokens_experts(browser, tmp_path):
+    """A Mixture-of-Experts model's page has one row per MoE layer and one cell per token naming its experts
+    and weights, as the data says; a dense model's page says it has none."""
+    from zoo.inspection.explorer import explorer_data, render
+
+    torch.manual_seed(0)
+    model = zoo.build(dict(vocab_size=40, d_model=16, n_layers=2, n_heads=2, max_seq_len=32, dropout=0.0,
+                           ffn="moe", moe={"n_experts": 4, "top_k": 2})).eval()
+    data = explorer_data(model, [5, 6, 7], tokens=["a", "b", "c"], vocab_label=str, num_beams=2,
+                         max_new_tokens=2)
+    path = tmp_path / "moe.html"
+    path.write_text(render(data), encoding="utf-8")
+    page, problems = open_page(browser, path)
+    try:
+        rows = page.eval_on_selector_all(".experts-table tbody tr",
+                                         "rs => rs.map(r => [...r.cells].map(c => c.textContent))")
+        assert [row[0] for row in rows] == ["decoder.0", "decoder.1"]
+        first = data["experts"][0]
+        pairs = zip(first["experts"][0], first["weights"][0], strict=True)
+        assert rows[0][1] == " / ".join(f"e{e} {w:.2f}" for e, w in pairs)
+        assert problems == []
+    finally:
+        page.close()
+    dense = tmp_path / "dense.html"
+    dense.write_text(render(explorer_data(zoo.build(dict(vocab_size=40, d_model=16, n_layers=1, n_heads=2)),
+                                          [5, 6], tokens=["a", "b"], vocab_label=str, num_beams=2,
+                                          max_new_tokens=2)), encoding="utf-8")
+    page, problems = open_page(browser, dense)
+    try:
+        assert "no Mixture-of-Experts layer" in page.inner_text("#experts-body") and problems == []
+    finally:
+        page.close()

@@ -239,7 +239,9 @@ def fit_page(data: dict[str, Any], *, logits: LogitsPart, positional: WholePart,
     reserve = json_bytes(notes(none))
     least = fixed + reserve
     if least > limit:
-        need = math.ceil(least / 1000) / 1000
+        # 100-byte steps, 50 bytes above the least: room for the notes' longer html_max_mb number, and too
+        # little for any optional part (a page at `need` is the smallest one, as the message says)
+        need = math.ceil((least + 50) / 100) / 10_000
         raise PageBudgetError(
             f"html_max_mb={max_mb:g} is too small for this page: with every attention map, mask, positional "
             f"pattern and logit left out it still takes {least / MB:.3f} MB "

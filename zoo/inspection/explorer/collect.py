@@ -17,6 +17,7 @@ from zoo.inspection.explorer.budget import AttentionPart, LogitsPart, WholePart,
 from zoo.inspection.explorer.pack import downsample, pack_float16
 from zoo.inspection.plots import positional_pattern
 from zoo.inspection.trace import trace
+from zoo.modules.moe import moe_layers
 
 
 def _attention(model, ids, kwargs, layers: Sequence[int] | None) -> list[AttentionPart]:
@@ -34,6 +35,21 @@ def _attention(model, ids, kwargs, layers: Sequence[int] | None) -> list[Attenti
         parts.append(AttentionPart(kind, [w[0] for w in per_layer], candidates, *streams(kind),
                                    chosen=layers is not None))  # each (H, Tq, Tk)
     return parts
+
+
+def _experts(model) -> list[dict[str, Any]]:
+    """Mixture-of-Experts layers ([] for none), from their last forward: per token of the layer's stream, the
+    experts it went to and their weights, best first."""
+    rows = []
+    for path, layer in moe_layers(model):
+        last = layer.last
+        if last is None or last.experts is None:
+            continue
+        rows.append({"layer": path.replace("_stack.layers", "").replace(".ffn", ""),
+                     "stream": path.split("_stack")[0], "n_experts": layer.settings.n_experts,
+                     "experts": last.experts.tolist(), "weights": [[round(w, 3) for w in row]
+                                                                   for row in last.weights.float().tolist()]})
+    return rows
 
 
 def _masks(tr) -> list[WholePart]:
@@ -114,6 +130,7 @@ def explorer_data(
         labelled["decoder"] = (decoder_ids, decoder_tokens or [vocab_label(i) for i in decoder_ids])
     attention = _attention(model, ids, kwargs, layers)  # first: a bad html_layers fails fast
     tr = trace(model, ids, **kwargs)
+    experts = _experts(model)  # the routing of the traced forward (beam search runs the layers again)
     out_stream = "decoder" if model.is_encoder_decoder else model.self_stream
     logits = _logits(tr.output.logits, out_stream, vocab_label)
     if can_generate(model):
@@ -131,6 +148,7 @@ def explorer_data(
         "trace": tr.to_rows(),
         "attention": None, "masks": None, "positional": None, "logits": None,  # filled within the size budget
         "beams": beams,
+        "experts": experts,
         "params": parameter_counts(model),
         "flops": {key: getattr(flops, key) for key in ("seq_len", "n_matmul", "n_attn", "d_attn", "attention",
                                                        "forward", "training", "formula")},

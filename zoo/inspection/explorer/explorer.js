@@ -371,6 +371,36 @@
     draw();
   })();
 
+  // ----- experts per token (Mixture-of-Experts layers)
+  (function () {
+    const body = $("experts-body");
+    if (!D.experts || !D.experts.length) {
+      body.appendChild(el("p", { class: "readout" }, "This model has no Mixture-of-Experts layer (model.ffn is not moe)."));
+      return;
+    }
+    for (const stream of [...new Set(D.experts.map((layer) => layer.stream))]) {  // one table per stream
+      const t = el("table", { class: "grid experts-table", "data-stream": stream });
+      const head = el("tr");
+      head.appendChild(el("th", {}, `${stream} layer`));
+      for (const label of labels[stream] || []) head.appendChild(el("th", {}, label));
+      const thead = el("thead");
+      thead.appendChild(head);
+      t.appendChild(thead);
+      const tb = el("tbody");
+      for (const layer of D.experts.filter((l) => l.stream === stream)) {
+        const tr = el("tr");
+        tr.appendChild(el("td", {}, layer.layer));
+        layer.experts.forEach((chosen, i) => {
+          const text = chosen.map((e, k) => `e${e} ${layer.weights[i][k].toFixed(2)}`).join(" / ");
+          tr.appendChild(el("td", { title: `${stream} position ${i}` }, text));
+        });
+        tb.appendChild(tr);
+      }
+      t.appendChild(tb);
+      body.appendChild(t);
+    }
+  })();
+
   // ----- parameter and FLOP tables
   (function () {
     const fmt = (n) => n.toLocaleString("en-US");

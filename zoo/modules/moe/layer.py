@@ -20,12 +20,16 @@ from zoo.options import Options, nested
 @dataclass
 class MoEStats:
     """One forward's routing: `load` (E,) assignments per expert before any drop, `losses` name -> scaled
-    balancing loss (with its gradient), `dropped` assignments the capacity dropped, `tokens` routed."""
+    balancing loss (with its gradient), `dropped` assignments the capacity dropped, `tokens` routed, and
+    which experts each token went to with which weights (`experts`, `weights` (N, top_k), detached: the
+    explorer page shows them)."""
 
     load: torch.Tensor
     losses: dict[str, torch.Tensor] = field(default_factory=dict)
     dropped: torch.Tensor | None = None
     tokens: int = 0
+    experts: torch.Tensor | None = None
+    weights: torch.Tensor | None = None
 
 
 class MoE(nn.Module):
@@ -58,7 +62,8 @@ class MoE(nn.Module):
             out = out + shared
         losses = {name: loss for name, b in self.balances.items()
                   if (loss := b.loss(routing, done.load, self.settings)) is not None}
-        self.last = MoEStats(done.load, losses, done.dropped, flat.shape[0])
+        self.last = MoEStats(done.load, losses, done.dropped, flat.shape[0], routing.experts.detach(),
+                             routing.weights.detach())
         return out.view_as(x)
 
     def inactive_parameters(self) -> int:
