@@ -6,9 +6,13 @@ than the window). Every weight is perturbed."""
 from __future__ import annotations
 
 import json
+import random
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
+import transformers
 from transformers import (
     ModernBertConfig,
     ModernBertForMaskedLM,
@@ -22,8 +26,10 @@ from transformers import (
 import zoo
 from tests.pretrained.helpers import perturbed, right_padded, saved
 from zoo.config import ModelConfig
+from zoo.finetune.setup import build_model, plan_init, read_init
 from zoo.pretrained import FAMILIES
 from zoo.pretrained.roundtrip import effective
+from zoo.tasks import TASKS
 
 LOCAL, GLOBAL = "sliding_attention", "full_attention"
 SHAPE = dict(hidden_size=32, intermediate_size=40, num_hidden_layers=6, num_attention_heads=4, vocab_size=99,
@@ -281,3 +287,82 @@ def test_sentence_transformers_modernbert_embedder_encodes_as_sentence_transform
     reference = SentenceTransformer(str(tmp_path / "st"), device="cpu").encode(texts, convert_to_tensor=True)
     ours = load_embedder(tmp_path / "st").encode(texts, batch_size=3)
     assert (ours - reference).abs().max() < 1e-4
+
+
+def modernbert_folder(shipped, tmp_path, **kw):
+    """A ModernBertForMaskedLM folder (classifier_pooling mean) with a WordPiece tokenizer that fits its 99
+    rows."""
+    folder = saved(tiny(classifier_pooling="mean", **kw), tmp_path, "modernbert-mlm")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(shipped.sentence_transformers() / name, folder / name)
+    return folder
+
+
+def test_init_from_a_masked_lm_folder_builds_the_classifier_as_modernbert_does(shipped, tmp_path):
+    """task=classification from a ModernBertForMaskedLM folder: head_dense with the folder's pooling and
+    activation; its `head.dense` / `head.norm` are reused (transformers' classifier class reads the same
+    tensors), only the projection is new; the model exports as ModernBertForSequenceClassification with
+    equal logits."""
+    folder = modernbert_folder(shipped, tmp_path)
+    plan = plan_init({"init_from": str(folder), "model": {}}, TASKS.get("classification").head)
+    c = plan.model
+    assert (c.head, c.head_dense, c.head_pool, c.head_activation, c.head_transform) == (
+        "classifier", True, "mean", "gelu", False)
+    config = ModelConfig.from_dict({**c.to_dict(), "num_labels": 2})
+    model, applied = build_model(plan, read_init(plan, tmp_path).state, config, {"name": "full"})
+    assert applied.description.endswith("new (trained from scratch): head.proj.bias, head.proj.weight")
+    mlm = ModernBertForMaskedLM.from_pretrained(folder)
+    assert torch.equal(model.head.transform.weight, mlm.head.dense.weight)
+    out = zoo.save_pretrained(model.eval(), tmp_path / "export", label_names=["no", "yes"])
+    hf = ModernBertForSequenceClassification.from_pretrained(out).eval()
+    assert hf.config.id2label == {0: "no", 1: "yes"}
+    same_head_outputs(hf, model, ("logits",))
+
+
+@pytest.mark.e2e
+def test_train_classification_from_a_modernbert_folder_and_export_it(shipped, tmp_path, capsys):
+    """The whole path of `python train.py init_from=<ModernBERT folder> task=classification`: it trains (mean
+    pooling, the reused dense head), names the new tensors, and exports as ModernBertForSequenceClassification
+    with the data's label names and zoo's logits."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    from zoo.training.run import train
+
+    rng = random.Random(0)
+    animals, things = ["cat", "dog"], ["mat", "house", "sentence", "model", "text"]
+    rows = [{"text": f"the {rng.choice(['big', 'small', 'red'])} {rng.choice(pool)} sat on the mat",
+             "label": label} for _ in range(60) for pool, label in ((animals, "animal"), (things, "thing"))]
+    data = tmp_path / "labels.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    folder = modernbert_folder(shipped, tmp_path)
+    overrides = [f"init_from={folder}", "task=classification", "data=classification", f"data.path={data}",
+                 "logger=csv", "trainer.accelerator=cpu", "trainer.num_sanity_val_steps=0",
+                 "callbacks.samples=null", "trainer.enable_progress_bar=false", "batch_size=8",
+                 "trainer.max_steps=40", "eval_every=40", "optim.lr=3e-3", "scheduler.warmup_steps=2",
+                 f"paths.output_dir={tmp_path / 'run'}", f"paths.runs_dir={tmp_path}",
+                 f"paths.cache_dir={tmp_path / 'cache'}"]
+    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[2] / "conf"),
+                               version_base="1.3"):
+        cfg = compose("config", overrides=overrides, return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    try:
+        result = train(cfg)
+    finally:
+        HydraConfig.instance().cfg = None
+    assert "new (trained from scratch): head.proj.bias, head.proj.weight" in capsys.readouterr().out
+    assert result.metrics["val/accuracy"] >= 0.9
+
+    out = zoo.export(result.last_checkpoint, tmp_path / "hf", format="hf")
+    hf = ModernBertForSequenceClassification.from_pretrained(out).eval()
+    assert hf.config.id2label == {0: "animal", 1: "thing"} and hf.config.classifier_pooling == "mean"
+    model, _ = zoo.load(result.last_checkpoint)
+    ids = transformers.AutoTokenizer.from_pretrained(out)(["the red cat sat on the mat", "a dog"],
+                                                          return_tensors="pt", padding=True)
+    with torch.no_grad():
+        ref = hf(input_ids=ids["input_ids"], attention_mask=ids["attention_mask"]).logits
+        got = model(ids["input_ids"], attention_mask=ids["attention_mask"]).logits
+    assert (got - ref).abs().max() < 1e-4
