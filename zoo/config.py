@@ -88,7 +88,8 @@ class ModelConfig:
     rope_fraction: float = 1.0  # share of each head's features that rotate
                                 # (GPT-NeoX 0.25, Phi-2 0.4); rest pass
     nope_every: int = 0  # rope: every k-th layer (k, 2k, ...) does not rotate (SmolLM3: 4); 0 = all rotate
-    rope_scaling: str = "none"  # frequency scaling for longer context: none | linear | llama3 | yarn | longrope
+    rope_scaling: str = "none"  # frequency scaling for a longer context: none | linear | llama3 | yarn |
+                                # longrope
     rope_factor: float = 1.0  # rope_scaling linear / llama3 / yarn: how far the context is stretched
     rope_low_freq_factor: float = 1.0  # llama3: wavelengths > rope_original_max_len
                                        # / this are divided by rope_factor

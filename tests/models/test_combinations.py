@@ -75,7 +75,7 @@ def test_attention_knobs_train_and_decode(knobs, arch):
 
 
 ROPE_KEY_VALUES = dict(rope_factor=4.0, rope_low_freq_factor=1.0, rope_high_freq_factor=4.0,
-                       rope_original_max_len=8)
+                       rope_original_max_len=8, rope_short_factor=[1.0, 1.5], rope_long_factor=[2.0, 3.0])
 
 
 @pytest.mark.parametrize("arch", TRANSFORMER_ARCHS)
@@ -83,7 +83,8 @@ ROPE_KEY_VALUES = dict(rope_factor=4.0, rope_low_freq_factor=1.0, rope_high_freq
 @pytest.mark.parametrize("rope_scaling", ROPE_SCALINGS.names())
 def test_partial_scaled_rope_trains_and_decodes(rope_scaling, wiring, arch):
     """Half of each head rotates (rope_fraction 0.5) with every frequency scaling, in every wiring and
-    architecture; cached decoding (positions past rope_original_max_len) equals uncached."""
+    architecture; cached decoding (positions past rope_original_max_len: LongRoPE's factors change there)
+    equals uncached."""
     keys = {k: v for k, v in ROPE_KEY_VALUES.items() if k in ROPE_SCALINGS.get(rope_scaling).options.rules}
     torch.manual_seed(0)
     model = zoo.build(dict(arch=arch, vocab_size=V, d_model=16, n_heads=2, n_layers=1, positional="rope",

@@ -26,7 +26,8 @@ SMALL = dict(vocab_size=40, d_model=16, n_heads=2, n_layers=1, max_seq_len=16)
 # a value other than the default for every key a positional scheme or a RoPE scaling reads
 NOT_DEFAULT = {"rope_base": 5e5, "rope_local_base": 1e4, "rope_layout": "interleaved", "rope_fraction": 0.5,
                "nope_every": 2, "rope_scaling": "linear", "rope_factor": 2.0, "rope_low_freq_factor": 2.0,
-               "rope_high_freq_factor": 8.0, "rope_original_max_len": 8, "pos_offset": 2,
+               "rope_high_freq_factor": 8.0, "rope_original_max_len": 8, "rope_short_factor": [2.0],
+               "rope_long_factor": [3.0], "pos_offset": 2,
                "pos_skip_pads": True, "sinusoidal_layout": "half", "rel_buckets": 16, "rel_max_distance": 64}
 SCHEME_GROUPS = ("positional", "rope_scaling")
 

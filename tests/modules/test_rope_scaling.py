@@ -3,6 +3,7 @@ from a LlamaConfig with the matching `rope_parameters` (no download), and their 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -82,7 +83,7 @@ def test_yarn_attention_factor_scales_cos_and_sin():
 
 @pytest.mark.parametrize(("overrides", "message"), [
     (dict(rope_scaling="ntk"),
-     r"model.rope_scaling: Unknown rope_scaling 'ntk'.*Allowed: linear, llama3, none, yarn"),
+     r"model.rope_scaling: Unknown rope_scaling 'ntk'.*Allowed: linear, llama3, longrope, none, yarn"),
     (dict(rope_factor=8.0), r"model.rope_factor=8.0 has no effect with model.rope_scaling='none'"),
     (dict(rope_scaling="linear", rope_original_max_len=64), r"model.rope_original_max_len=64 has no effect"),
     (dict(rope_scaling="linear", rope_factor=0.5), r"model.rope_factor .* must be >= 1"),
@@ -113,10 +114,11 @@ def test_rope_key_types_are_checked_by_the_config(overrides, message):
 
 
 def test_registry_lists_every_entry_with_its_keys():
-    assert ROPE_SCALINGS.names() == ["linear", "llama3", "none", "yarn"]
+    assert ROPE_SCALINGS.names() == ["linear", "llama3", "longrope", "none", "yarn"]
     assert all(set(ROPE_SCALINGS.get(n).options.rules) <= {"rope_factor", "rope_low_freq_factor",
-                                                  "rope_high_freq_factor",
-                                                   "rope_original_max_len"} for n in ROPE_SCALINGS.names())
+                                                  "rope_high_freq_factor", "rope_original_max_len",
+                                                  "rope_short_factor", "rope_long_factor"}
+               for n in ROPE_SCALINGS.names())
 
 
 def test_scaling_on_a_scheme_that_does_not_rotate_is_refused():
@@ -128,3 +130,69 @@ def test_scaling_on_a_scheme_that_does_not_rotate_is_refused():
     with pytest.raises(ValueError,
                        match="model.rope_scaling: Unknown rope_scaling 'llama4'. Did you mean 'llama3'"):
         zoo.build("gpt_nano", positional="alibi", rope_scaling="llama4")
+
+
+# ----- LongRoPE: per-pair factors, short within the original length, long beyond -----
+def longrope_keys(pairs: int) -> dict:
+    return dict(rope_original_max_len=ORIGINAL, rope_short_factor=[1.0 + i / 4 for i in range(pairs)],
+                rope_long_factor=[2.0 + i for i in range(pairs)])
+
+
+@pytest.mark.parametrize("fraction", [1.0, 0.5])
+def test_longrope_matches_transformers_in_both_regimes(fraction):
+    """transformers computes the short set with no length and the long one for original + 1 positions."""
+    keys = longrope_keys(int(HEAD * fraction) // 2)
+    rope = zoo_rotary("longrope", fraction, **keys)
+    params = dict(short_factor=keys["rope_short_factor"], long_factor=keys["rope_long_factor"],
+                  original_max_position_embeddings=ORIGINAL)
+    hf = LlamaConfig(hidden_size=HEAD * HEADS, num_attention_heads=HEADS,
+                     max_position_embeddings=4 * ORIGINAL,
+                     rope_parameters=dict(rope_type="longrope", rope_theta=THETA,
+                                          partial_rotary_factor=fraction, **params))
+    short, attention_factor = ROPE_INIT_FUNCTIONS["longrope"](hf, "cpu")
+    long, _ = ROPE_INIT_FUNCTIONS["longrope"](hf, "cpu", seq_len=ORIGINAL + 1)
+    within, beyond = torch.arange(ORIGINAL)[None], torch.arange(ORIGINAL + 1)[None]
+    assert torch.allclose(rope.inv_freq(position_ids=within), short, rtol=1e-6, atol=0)
+    assert torch.allclose(rope.inv_freq(position_ids=beyond), long, rtol=1e-6, atol=0)
+    assert torch.allclose(rope.inv_freq(), short, rtol=1e-6, atol=0)
+    assert rope.scaling.attention_factor == pytest.approx(attention_factor, rel=1e-12)
+
+
+def test_longrope_closed_form():
+    """Worked by hand: R = 4 rotated features at base 100 turn by 1 and 1/10 per position; short factors
+    (1, 2) give (1, 0.05), long (4, 5) give (0.25, 0.02); max_seq_len 256 over original 16 is s = 16, so
+    cos and sin are multiplied by sqrt(1 + ln 16 / ln 16) = sqrt(2). 16 positions are short, 17 long."""
+    cfg = ModelConfig(d_model=8, n_heads=2, positional="rope", rope_base=100.0, max_seq_len=256,
+                      rope_scaling="longrope", rope_original_max_len=16, rope_short_factor=[1.0, 2.0],
+                      rope_long_factor=[4.0, 5.0])
+    zoo.models.check_config(cfg)
+    rope = Rotary(cfg)
+    for length, freq in ((16, [1.0, 0.05]), (17, [0.25, 0.02])):
+        terms = rope.terms(torch.arange(length)[None], 0, length, causal=False)
+        angles = torch.arange(length, dtype=torch.float64)[:, None] * torch.tensor(freq, dtype=torch.float64)
+        assert torch.allclose(terms.cos[0, 0].double(), angles.cos() * math.sqrt(2), atol=1e-6)
+        assert torch.allclose(terms.sin[0, 0].double(), angles.sin() * math.sqrt(2), atol=1e-6)
+    unstretched = dataclasses.replace(cfg, max_seq_len=16)  # s = 1: no sharpening
+    assert Rotary(unstretched).scaling.attention_factor == 1.0
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (dict(rope_short_factor=[1.0] * 8, rope_long_factor=[2.0] * 8), r"needs model.rope_original_max_len"),
+    (dict(rope_original_max_len=64, rope_long_factor=[2.0] * 8),
+     r"needs model.rope_short_factor: one factor per rotated pair, 8 here .*got None"),
+    (dict(rope_original_max_len=64, rope_short_factor=[1.0] * 8, rope_long_factor=[2.0] * 7),
+     r"needs model.rope_long_factor: one factor per rotated pair, 8 here"),
+    (dict(rope_original_max_len=64, rope_short_factor=[1.0, 0.0] * 4, rope_long_factor=[2.0] * 8),
+     r"model.rope_short_factor must be a list of finite numbers > 0, one per rotated pair \(or null\)"),
+])
+def test_longrope_keys_are_checked(overrides, message):
+    cfg = ModelConfig(d_model=32, n_heads=2, positional="rope", rope_scaling="longrope", **overrides)
+    with pytest.raises(ValueError, match=message):
+        zoo.models.check_config(cfg)
+
+
+def test_longrope_factors_under_another_scaling_are_refused():
+    cfg = ModelConfig(d_model=32, n_heads=2, positional="rope", rope_scaling="linear", rope_factor=2.0,
+                      rope_short_factor=[1.0] * 8)
+    with pytest.raises(ValueError, match=r"model.rope_short_factor=.* has no effect"):
+        zoo.models.check_config(cfg)

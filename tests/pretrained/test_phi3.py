@@ -64,8 +64,9 @@ def test_zoo_model_with_partial_rotary_exports_as_phi3(tmp_path):
 def test_settings_phi3_cannot_express_are_named(tmp_path):
     hf = {"model_type": "phi3", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4,
           "intermediate_size": 40, "vocab_size": 99,
-          "rope_scaling": {"type": "su", "short_factor": [1.0] * 4, "long_factor": [2.0] * 4}}
-    with pytest.raises(ValueError, match=r"phi3 config.json .*rope_type='su' \(supported: default\)"):
+          "rope_scaling": {"type": "dynamic", "factor": 2.0}}  # longrope ("su"): test_phi3_longrope.py
+    with pytest.raises(ValueError, match=r"phi3 config.json .*rope_type='dynamic' "
+                                         r"\(supported: default, su, yarn, longrope\)"):
         zoo.pretrained.FAMILIES.get("phi3")().config_from_hf(hf)
     scaled = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=1, n_heads=4, d_ff=24,
                        rope_scaling="linear", rope_factor=2.0)

@@ -1,6 +1,6 @@
 """Phi-4 and Phi-4-mini are `phi3` checkpoints: the phi3 family loads their shapes (Phi-4: full rotary, base
 250000, untied; Phi-4-mini: rotary on 3/4 of each head, a tied head) with transformers' logits, greedy tokens
-and export; Phi-4-mini's LongRoPE, which zoo does not compute, is refused naming rope_type='longrope'."""
+and export; Phi-4-mini's LongRoPE loads (rope_scaling=longrope, tests/pretrained/test_phi3_longrope.py)."""
 
 from __future__ import annotations
 
@@ -41,11 +41,13 @@ def test_phi4_shapes_load_generate_and_export(tmp_path, shape):
     assert json.loads((out / "config.json").read_text())["model_type"] == "phi3"
 
 
-def test_phi4_mini_longrope_is_refused(tmp_path):
-    """Phi-4-mini's config.json: LongRoPE factors per rotated pair (6 here), original 4096 -> 131072."""
+def test_phi4_mini_longrope_loads(tmp_path):
+    """Phi-4-mini's config.json: LongRoPE factors per rotated pair (6 here), original 32 -> 128 here (4096 ->
+    131072 in the real one); more in test_phi3_longrope.py."""
     long = {"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.75,
-            "short_factor": [1.0] * 6, "long_factor": [2.0] * 6, "original_max_position_embeddings": 32}
-    hf = tiny_phi3(**{**MINI, "rope_parameters": long, "max_position_embeddings": 128})
-    with pytest.raises(ValueError, match=r"phi3 config.json uses settings zoo does not support: "
-                                         r"rope_type='longrope' \(supported: default\)"):
-        zoo.from_pretrained(saved(hf, tmp_path))
+            "short_factor": [1.0] * 6, "long_factor": [2.0] * 6}
+    hf = tiny_phi3(**{**MINI, "rope_parameters": long, "max_position_embeddings": 128,
+                      "original_max_position_embeddings": 32})
+    model = zoo.from_pretrained(saved(hf, tmp_path))
+    assert (model.config.rope_scaling, model.config.rope_original_max_len) == ("longrope", 32)
+    right_padded_logits_match(hf, model)

@@ -92,6 +92,15 @@ def check_static(model, prompt_len: int, max_new_tokens: int, *, use_cache: bool
             f"model.positional={model.config.positional!r} covers ({reach}, model.max_seq_len); shorten the "
             f"run or use the default dynamic cache (it re-runs a sliding window)."
         )
+    stale = model.positions.stale_after
+    if stale is not None and prompt_len <= stale < total:
+        raise ValueError(
+            f"{what} keeps one static cache for the whole run, but model.rope_scaling="
+            f"{model.config.rope_scaling!r} changes its frequencies once the sequence passes "
+            f"model.rope_original_max_len={stale} (prompt {prompt_len} + max_new_tokens {max_new_tokens} = "
+            f"{total}), which needs the keys recomputed; use the default dynamic cache (it re-runs the "
+            f"sequence once there)."
+        )
     return -(-total // BUFFER_ROUND) * BUFFER_ROUND
 
 

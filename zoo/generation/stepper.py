@@ -5,7 +5,8 @@ only call `next_logits`, `append` and `reorder`, so they never see caches, posit
 A positional scheme with a fixed reach (`max_positions`, e.g. learned positions stop at `max_seq_len`)
 bounds the window: the prompt is cropped to its last `max_positions` columns, and once the sequence
 outgrows that window the cache is dropped and the cropped window is re-run each step (nanoGPT). Schemes
-that reach any length (sinusoidal, RoPE, ALiBi, none) keep the cache and continue."""
+that reach any length (sinusoidal, RoPE, ALiBi, none) keep the cache and continue, except that LongRoPE
+(`stale_after`) re-runs the sequence once when it outgrows the original length and the factors change."""
 
 from __future__ import annotations
 
@@ -49,6 +50,9 @@ class Stepper:
                 self.cache_start = max(0, length - self.window)
             elif length - self.cache_start > self.window:  # outgrew learned positions: no cache from here
                 self.cache = None
+        stale = self.model.positions.stale_after
+        if self.cache is not None and stale is not None and 0 < self.cache.length <= stale < length:
+            self.cache = self.model.new_cache()  # LongRoPE's long factors from here: re-run the sequence once
         if self.cache is not None:
             done = self.cache.length
             ids = self.ids[:, self.cache_start + done :]  # (B, new)

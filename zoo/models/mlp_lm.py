@@ -26,6 +26,7 @@ class ContextWindow:
 
     def __init__(self, size: int) -> None:
         self.max_positions = size
+        self.stale_after = None  # a cache never goes stale (there is none)
 
 
 @ARCHS.register("mlp_lm")

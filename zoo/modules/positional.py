@@ -14,7 +14,7 @@ import math
 import torch
 from torch import nn
 
-from zoo.modules.rope_scaling import ROPE_SCALINGS
+from zoo.modules.rope_scaling import ROPE_SCALINGS, rotary_dims
 from zoo.options import BOOL, COUNT, NAME, Options, Rule, number, one_of, optional, within
 from zoo.registry import Registry
 from zoo.utils import check_range
@@ -69,6 +69,9 @@ class Positional(nn.Module):
     def __init__(self, cfg) -> None:
         super().__init__()
         self.max_positions: int | None = None  # None: any length
+        # a KV cache written while the sequence was at most this long is stale past it (LongRoPE switches
+        # factors): generation re-runs the sequence once there, as transformers' Phi-3 does
+        self.stale_after: int | None = None
 
     def check_span(self, start: int, length: int, name: str) -> None:
         """Positions start .. start+length-1 are implied for `name` (no explicit position_ids)."""
@@ -189,11 +192,6 @@ class Learned(Positional):
         return self.table.weight.detach()[self.offset: self.offset + min(n, self.max_positions)], "dimension"
 
 
-def rotary_dims(cfg) -> int:
-    """R, the features of each head that rotate: int(head size * rope_fraction), as transformers counts."""
-    return int(cfg.head_size * cfg.rope_fraction)
-
-
 @POSITIONALS.register("rope")
 class Rotary(Positional):
     """Rotary embeddings: q and k rotated by position, so q.k depends only on the offset. Only the first
@@ -218,6 +216,7 @@ class Rotary(Positional):
         self.head_dim, self.rotary_dim = cfg.head_size, rotary_dims(cfg)
         self.base, self.layout, self.local_base = cfg.rope_base, cfg.rope_layout, cfg.rope_local_base
         self.scaling = ROPE_SCALINGS.get(cfg.rope_scaling)(cfg)
+        self.stale_after = self.scaling.stale_after
 
     @classmethod
     def check_config(cls, cfg) -> None:
@@ -232,13 +231,14 @@ class Rotary(Positional):
                              "window layers, but model.sliding_window is null (no layer is local); set both "
                              "or neither.")
 
-    def inv_freq(self, device=None, base: float | None = None) -> torch.Tensor:
-        """(R/2,) angle per position of each rotated pair: 1 / base^(2i/R), then the scaling (float32); with
-        `base` (the local layers'), unscaled."""
+    def inv_freq(self, device=None, base: float | None = None,
+                 position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """(R/2,) angle per position of each rotated pair: 1 / base^(2i/R), then the scaling for a forward
+        over `position_ids` (float32); with `base` (the local layers'), unscaled."""
         exponents = torch.arange(0, self.rotary_dim, 2, device=device, dtype=torch.float32) / self.rotary_dim
         if base is not None:
             return 1.0 / base**exponents
-        return self.scaling.inv_freq(1.0 / self.base**exponents)
+        return self.scaling.inv_freq(1.0 / self.base**exponents, position_ids)
 
     def rotation(self, position_ids: torch.Tensor, inv_freq: torch.Tensor, factor: float) -> PositionTerms:
         """cos and sin (B, 1, T, R/2) of each position's angles, times `factor` (YaRN's attention factor)."""
@@ -250,7 +250,8 @@ class Rotary(Positional):
 
     def terms(self, position_ids: torch.Tensor, q_start: int, k_len: int, *, causal: bool) -> PositionTerms:
         device = position_ids.device
-        terms = self.rotation(position_ids, self.inv_freq(device), self.scaling.attention_factor)
+        terms = self.rotation(position_ids, self.inv_freq(device, position_ids=position_ids),
+                              self.scaling.attention_factor)
         if self.local_base is not None:
             terms.local = self.rotation(position_ids, self.inv_freq(device, self.local_base), 1.0)
         return terms

@@ -98,7 +98,8 @@ ROPE_TYPES = {"default": "none", "linear": "linear", "llama3": "llama3", "yarn":
 PLAIN_ROPE = {"default": "none"}
 _ROPE_KEYS = {"factor": "rope_factor", "low_freq_factor": "rope_low_freq_factor",  # HF rope_parameters -> zoo
               "high_freq_factor": "rope_high_freq_factor",
-              "original_max_position_embeddings": "rope_original_max_len"}
+              "original_max_position_embeddings": "rope_original_max_len",
+              "short_factor": "rope_short_factor", "long_factor": "rope_long_factor"}
 _ROPE_DEFAULTS = {"beta_fast": 32, "beta_slow": 1, "truncate": True, "mscale": None, "mscale_all_dim": None,
                   "attention_factor": None, "partial_rotary_factor": 1.0}  # other keys: zoo reproduces these
 
@@ -106,11 +107,14 @@ _ROPE_DEFAULTS = {"beta_fast": 32, "beta_slow": 1, "truncate": True, "mscale": N
 @dataclass(frozen=True)
 class Rope:
     """A family's RoPE: the HF rope types it computes, and, where it rotates part of each head, the 4.x
-    top-level key of that share and its default (`partial`); `base`: 4.x's key of the base."""
+    top-level key of that share and its default (`partial`); `base`: 4.x's key of the base; `original`: a
+    top-level key of the pretrained length and its default, which transformers lets override the rope
+    parameters' own (Phi-3's `original_max_position_embeddings`, 4096)."""
 
     types: Mapping[str, str]
     partial: tuple[str, float] | None = None
     base: str = "rope_theta"
+    original: tuple[str, int] | None = None
 
     def from_hf(self, hf: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, tuple[Any, Any]]]:
         """zoo's RoPE keys (rope_base, rope_scaling and the keys it reads, rope_fraction), and the checks."""
@@ -126,8 +130,10 @@ class Rope:
         for hf_key, key in _ROPE_KEYS.items():
             if key in ROPE_SCALINGS.get(scaling).options.rules:
                 value = params.pop(hf_key, None)
+                if key == "rope_original_max_len" and self.original:
+                    value = hf.get(*self.original)
                 checks[f"rope_parameters.{hf_key} given"] = (value is not None, True)
-                out[key] = value if value is None or key == "rope_original_max_len" else float(value)
+                out[key] = _rope_value(key, value)
         checks.update({f"rope_parameters.{k}": (v, _ROPE_DEFAULTS.get(k, "absent")) for k, v in
                        params.items()})
         return out, checks
@@ -142,4 +148,14 @@ class Rope:
         legacy = {self.base: cfg.rope_base}
         if self.partial:
             params["partial_rotary_factor"] = legacy[self.partial[0]] = cfg.rope_fraction
+        if self.original and "rope_original_max_len" in reads:
+            legacy[self.original[0]] = cfg.rope_original_max_len
         return {"rope_parameters": params, **legacy}
+
+
+def _rope_value(key: str, value: Any) -> Any:
+    """A rope parameter as zoo keeps it: the original length an int, per-pair factors a list of floats, other
+    factors a float."""
+    if value is None or key == "rope_original_max_len":
+        return value
+    return [float(v) for v in value] if isinstance(value, (list, tuple)) else float(value)

@@ -7,7 +7,8 @@ a Mistral config's `layer_types`, and so does zoo). Qwen2 (and 2.5): biases on q
 window (`use_sliding_window` from `max_window_layers` on, or `layer_types`) only where zoo's reproduces it:
 every layer or none. Qwen3: Qwen2 with an RMSNorm on each head's q and k (`qk_norm`), head_dim 128 when
 omitted, no q/k/v bias. Phi-3: Mistral's with q/k/v fused in `qkv_proj`, gate/up in `gate_up_proj`, a partial
-rotary (`rope_fraction`) and plain RoPE only (`longrope`: Phi-3 128k, Phi-3.5, Phi-4-mini, is refused)."""
+rotary (`rope_fraction`), plain RoPE or LongRoPE (Phi-3 128k, Phi-3.5, Phi-4-mini: `rope_scaling=longrope`,
+its original length the top-level `original_max_position_embeddings`, as transformers reads it)."""
 
 from __future__ import annotations
 
@@ -141,4 +142,6 @@ class Phi3(LlamaShaped):
         "self_attn.qkv.{p}": "self_attn.qkv_proj.{p}", "ffn.up.{p}": "mlp.gate_up_proj.{p}"})}
     keys = (*KEYS, WINDOW)
     defaults = {"max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "sliding_window": None}
-    rope = Rope(PLAIN_ROPE, partial=("partial_rotary_factor", 1.0))
+    # transformers' Phi-3 reads its older names "su" and "yarn" as LongRoPE; export writes "longrope" (last)
+    rope = Rope({**PLAIN_ROPE, "su": "longrope", "yarn": "longrope", "longrope": "longrope"},
+                partial=("partial_rotary_factor", 1.0), original=("original_max_position_embeddings", 4096))
