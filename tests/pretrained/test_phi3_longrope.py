@@ -67,13 +67,16 @@ def test_longrope_greedy_matches_transformers_generate(tmp_path, original):
     greedy_matches(hf, zoo.from_pretrained(saved(hf, tmp_path)))
 
 
-def test_a_static_cache_across_the_switch_is_refused(tmp_path):
+def test_a_static_cache_or_speculative_run_across_the_switch_is_refused(tmp_path):
     model = zoo.from_pretrained(saved(tiny_longrope(8), tmp_path))
     ids = torch.randint(3, 99, (1, 6))
     with pytest.raises(ValueError, match=r"changes its frequencies once the sequence passes "
                                          r"model.rope_original_max_len=8 \(prompt 6 \+ max_new_tokens 4"):
         generate(model, ids, max_new_tokens=4, cache_implementation="static")
     assert generate(model, ids, max_new_tokens=2, cache_implementation="static").shape == (1, 8)
+    with pytest.raises(ValueError, match=r"the target's model.rope_scaling='longrope' changes its "
+                                         r"frequencies past model.rope_original_max_len=8 positions"):
+        generate(model, ids, max_new_tokens=4, assistant_model=model)
 
 
 def test_longrope_exports_to_phi3(tmp_path):

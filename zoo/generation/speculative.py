@@ -57,6 +57,13 @@ def check_assistant(target, draft, batch: int, prompt_len: int, max_new_tokens: 
                 f"speculative decoding keeps both caches for the whole run; prompt ({prompt_len}) + "
                 f"max_new_tokens ({max_new_tokens}) exceeds the {who}'s reach of {reach} positions "
                 "(model.max_seq_len).")
+        stale = model.positions.stale_after
+        if stale is not None and prompt_len <= stale < prompt_len + max_new_tokens:
+            raise ValueError(
+                f"speculative decoding keeps both caches for the whole run, but the {who}'s "
+                f"model.rope_scaling={model.config.rope_scaling!r} changes its frequencies past "
+                f"model.rope_original_max_len={stale} positions (prompt {prompt_len} + max_new_tokens "
+                f"{max_new_tokens}); decode without assistant_model (it re-runs the sequence once there).")
 
 
 def _logits(model, ids: torch.Tensor, cache: KVCache, keep: int) -> torch.Tensor:
