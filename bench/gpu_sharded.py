@@ -1,9 +1,10 @@
 """The sharded half of the GPU check (bench/gpu.py is the one-card half), planned for a machine with several
 GPUs and NOT run yet (none here): training tokens/s and peak memory per device of DDP against FSDP2
 (zoo.training.sharding.fully_shard_model, the sharding trainer=fsdp applies), side by side in one run, for
-a preset large enough that sharding matters. Each side starts `world` processes (torch.multiprocessing,
-nccl), trains `steps` steps of the LM loss with AdamW under bf16 autocast (DDP) or FSDP2's bf16 parameters
-with fp32 reduction, and rank 0 reports the median step time and every rank's peak memory.
+a preset large enough that sharding matters. `world` processes start once (torch.multiprocessing, nccl)
+and run each side in turn; a side trains `steps` steps of the LM loss with AdamW under bf16 autocast (DDP)
+or FSDP2's bf16 parameters with fp32 reduction, and rank 0 reports the median step time and every rank's
+peak memory.
 
 `python -m bench.gpu_sharded` on a machine with >= 2 GPUs (`--world N`); `--dry-run` runs the same code on 2
 gloo CPU processes with a tiny model and fp32 (tests do this: it checks the code paths, it measures
@@ -11,6 +12,7 @@ nothing worth keeping)."""
 
 from __future__ import annotations
 
+import gc
 import os
 import statistics
 import tempfile
@@ -49,11 +51,51 @@ class ShardedPlan:
                                       "max_seq_len": 32, "dropout": 0.0}, batch=2, seq_len=16, steps=2)
 
 
-def _train(rank: int, plan: ShardedPlan, side: str, init_file: str, out: dict) -> None:
-    """One process of one side: build, wrap (DDP) or shard (FSDP2), train, report to rank 0's dict."""
+def _train_side(rank: int, plan: ShardedPlan, side: str, device: torch.device) -> dict | None:
+    """One process's part of one side: build, wrap (DDP) or shard (FSDP2), train; rank 0 gets the result."""
     import zoo
     from zoo.training.sharding import fully_shard_model
 
+    cuda = plan.device == "cuda"
+    torch.manual_seed(0)
+    model = zoo.build(plan.preset, **plan.overrides).to(device).train()
+    model.inputs_checked_on_host = True
+    if side == "fsdp":
+        from torch.distributed.device_mesh import init_device_mesh
+
+        mesh = init_device_mesh(plan.device, (plan.world,))
+        forward = fully_shard_model(model, mesh, mixed_bf16=cuda)
+        autocast = nullcontext()  # FSDP2 casts the gathered parameters itself
+    else:
+        forward = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank] if cuda else None)
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else nullcontext()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
+    ids = torch.randint(3, model.config.vocab_size, (plan.batch, plan.seq_len + 1), device=device)
+    seconds = []
+    if cuda:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    for step in range(plan.steps + 2):
+        start = time.perf_counter()
+        with autocast:
+            logits = forward(input_ids=ids[:, :-1]).logits  # (B, T, V)
+        F.cross_entropy(logits.flatten(0, 1).float(), ids[:, 1:].flatten()).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if cuda:
+            torch.cuda.synchronize(device)
+        if step >= 2:
+            seconds.append(time.perf_counter() - start)
+    peak = torch.cuda.max_memory_allocated(device) / 2**30 if cuda else float("nan")
+    gathered: list = [None] * plan.world
+    dist.all_gather_object(gathered, (statistics.median(seconds), peak))
+    if rank != 0:
+        return None
+    return {"step_s": max(s for s, _ in gathered), "peak_gib": [m for _, m in gathered]}
+
+
+def _train(rank: int, plan: ShardedPlan, init_file: str, out: dict) -> None:
+    """One process: join the group once, then each side in turn (the processes start once for both)."""
     cuda = plan.device == "cuda"
     if cuda:
         torch.cuda.set_device(rank)
@@ -61,39 +103,12 @@ def _train(rank: int, plan: ShardedPlan, side: str, init_file: str, out: dict) -
     dist.init_process_group("nccl" if cuda else "gloo", init_method=f"file://{init_file}", rank=rank,
                             world_size=plan.world)
     try:
-        torch.manual_seed(0)
-        model = zoo.build(plan.preset, **plan.overrides).to(device).train()
-        model.inputs_checked_on_host = True
-        if side == "fsdp":
-            from torch.distributed.device_mesh import init_device_mesh
-
-            mesh = init_device_mesh(plan.device, (plan.world,))
-            forward = fully_shard_model(model, mesh, mixed_bf16=cuda)
-            autocast = nullcontext()  # FSDP2 casts the gathered parameters itself
-        else:
-            forward = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank] if cuda else None)
-            autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else nullcontext()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
-        ids = torch.randint(3, model.config.vocab_size, (plan.batch, plan.seq_len + 1), device=device)
-        seconds = []
-        if cuda:
-            torch.cuda.reset_peak_memory_stats(device)
-        for step in range(plan.steps + 2):
-            start = time.perf_counter()
-            with autocast:
-                logits = forward(input_ids=ids[:, :-1]).logits  # (B, T, V)
-            F.cross_entropy(logits.flatten(0, 1).float(), ids[:, 1:].flatten()).backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            if cuda:
-                torch.cuda.synchronize(device)
-            if step >= 2:
-                seconds.append(time.perf_counter() - start)
-        peak = torch.cuda.max_memory_allocated(device) / 2**30 if cuda else float("nan")
-        gathered: list = [None] * plan.world
-        dist.all_gather_object(gathered, (statistics.median(seconds), peak))
-        if rank == 0:
-            out.update({"step_s": max(s for s, _ in gathered), "peak_gib": [m for _, m in gathered]})
+        for side in SIDES:
+            result = _train_side(rank, plan, side, device)
+            if rank == 0:
+                out[side] = result
+            gc.collect()  # the side's model, wrapper and optimizer go before the next side's peak is measured
+            dist.barrier()
     finally:
         dist.destroy_process_group()
 
@@ -102,16 +117,14 @@ def measure(plan: ShardedPlan) -> dict:
     """side -> {tokens_per_s (all devices), per_device_tokens_per_s, peak_gib per rank}."""
     import torch.multiprocessing as mp
 
-    found = {}
-    for side in SIDES:
-        with mp.Manager() as manager, tempfile.TemporaryDirectory() as folder:
-            out = manager.dict()
-            os.environ.setdefault("OMP_NUM_THREADS", "1")
-            mp.spawn(_train, args=(plan, side, os.path.join(folder, "init"), out), nprocs=plan.world)
-            result = dict(out)
-        tokens = plan.batch * plan.seq_len * plan.world
-        found[side] = {"tokens_per_s": tokens / result["step_s"], "peak_gib": result["peak_gib"]}
-    return found
+    with mp.Manager() as manager, tempfile.TemporaryDirectory() as folder:
+        out = manager.dict()
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        mp.spawn(_train, args=(plan, os.path.join(folder, "init"), out), nprocs=plan.world)
+        results = dict(out)
+    tokens = plan.batch * plan.seq_len * plan.world
+    return {side: {"tokens_per_s": tokens / results[side]["step_s"], "peak_gib": results[side]["peak_gib"]}
+            for side in SIDES}
 
 
 def section(plan: ShardedPlan, r: dict) -> Section:
