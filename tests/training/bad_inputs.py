@@ -80,6 +80,8 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("model.arch=decoderr", "model.arch: Unknown arch 'decoderr'. Did you mean 'decoder'?"),
     ("model.positional=ropee", "model.positional: Unknown positional 'ropee'. Did you mean 'rope'?"),
     ("model.dropout=1.5", "model.dropout must be in [0, 1), got 1.5"),
+    ("model=llama3_2_1b model.rope_scaling=longrope",
+     "model.rope_scaling='longrope' needs model.rope_short_factor: one factor per rotated pair, 32 here"),
     ("data=stdlib_text data.name=stdlib", "Unknown data source 'stdlib'. Did you mean 'stdlib_text'?"),
     ("tokenizer.name=bp", "Unknown tokenizer 'bp'. Did you mean 'bpe'?"),
     ("logger.name=wand", "Unknown logger 'wand'. Did you mean 'wandb'?"),
