@@ -13,15 +13,16 @@ from zoo.options import Options
 from zoo.tasks import TASKS
 from zoo.training.callbacks import CALLBACKS, TokensPerSecond, ValExactMatch
 from zoo.training.console import LineProgress
-from zoo.training.options import CALLBACK_OPTIONS, compile_options
+from zoo.training.options import callback_options, compile_options
 
 
 def _keys(name: str) -> set[str]:
-    return set(CALLBACK_OPTIONS[name].rules)
+    return set(callback_options()[name].rules)
 
 
 def test_every_registered_callback_declares_its_options():
-    assert set(CALLBACK_OPTIONS) == set(CALLBACKS)
+    assert set(callback_options()) == set(CALLBACKS.names())
+    assert all(isinstance(CALLBACKS.get(name).options, Options) for name in CALLBACKS.names())
 
 
 def test_declared_options_are_the_constructor_arguments():

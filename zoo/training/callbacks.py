@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,8 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, RichProgressBar
 from lightning.pytorch.utilities import rank_zero_warn
 
+from zoo.generation.config import GENERATION_OPTIONS as DECODING
+from zoo.options import BOOL, TEXT, Options, integer, list_of, one_of, optional
 from zoo.registry import Registry
 from zoo.tasks import Task, get_task
 from zoo.tasks.samples import make_samples
@@ -24,6 +26,19 @@ from zoo.training.console import LineProgress, token_count
 from zoo.training.monitor import switched_on
 
 CALLBACKS: Registry = Registry("callback")
+Build = Callable[[Mapping[str, Any], "CallbackContext"], "Callback | None"]  # (options, context) -> callback
+
+
+def callback(name: str, options: Options) -> Callable[[Build], Build]:
+    """Register a builder as `callbacks.<name>` with the keys it reads (`options`: what
+    zoo.training.options.check_callbacks allows, besides `enabled`). A builder may return None where its
+    callback has nothing to do."""
+
+    def register(build: Build) -> Build:
+        build.options = options
+        return CALLBACKS.register(name)(build)
+
+    return register
 
 
 @dataclass
@@ -209,7 +224,8 @@ class StepProgressBar(RichProgressBar):
 # ------------------------------------------------------------------------------------- registry
 
 
-@CALLBACKS.register("progress_bar")
+@callback("progress_bar", Options({"refresh_rate": integer(0), "leave": BOOL,
+                                  "style": one_of("auto", "bar", "lines"), "every_n_steps": integer(1)}))
 def _progress(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback | None:
     """style auto: the rich bar in a terminal, progress lines (zoo.training.console) when stdout is not
     one."""
@@ -222,7 +238,8 @@ def _progress(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback | None:
     return StepProgressBar(**opts)
 
 
-@CALLBACKS.register("checkpoint")
+@callback("checkpoint", Options({"monitor": TEXT, "mode": one_of("min", "max"), "save_top_k": integer(-1),
+                                "save_last": BOOL}))
 def _checkpoint(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
     return ZooCheckpoint(
         dirpath=ctx.checkpoint_dir, filename="best", monitor=opts.get("monitor", "val/loss"),
@@ -231,7 +248,9 @@ def _checkpoint(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
     )
 
 
-@CALLBACKS.register("test")
+# the keys that decode have the library's rules (zoo.generation.config.GENERATION_OPTIONS)
+@callback("test", DECODING.only("num_beams", "length_penalty").extended(
+    {"max_examples": optional(integer(1))}))
 def _test(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
     from zoo.evaluation.callback import TestSplitEvaluation  # owned by the evaluation package
 
@@ -240,18 +259,21 @@ def _test(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
                                generation=generation)
 
 
-@CALLBACKS.register("attention_maps")
+@callback("attention_maps", Options({
+    "every_n_epochs": integer(1), "max_tokens": integer(1), "max_heads": optional(integer(1)),
+    "layers": optional(list_of(integer(0))), "model_attr": TEXT, "dirname": TEXT}))
 def _attention_maps(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
     from zoo.inspection.callback import AttentionMapLogger  # owned by the inspection package
 
     return AttentionMapLogger(**opts)
 
 
-# (options, context) -> the callback, or None where it has nothing to do
-CALLBACKS.register("tokens_per_s", lambda opts, ctx: TokensPerSecond(**opts))
-CALLBACKS.register("non_finite", lambda opts, ctx: NonFiniteLossStop(ctx.checkpoint_dir))
-CALLBACKS.register("samples", lambda opts, c: SampleGeneration(c.task, c.tokenizer, c.datamodule, opts))
-CALLBACKS.register("exact_match", lambda opts, c: (  # none without reference texts to match outputs with
+callback("tokens_per_s", Options({"window": integer(1)}))(lambda opts, ctx: TokensPerSecond(**opts))
+callback("non_finite", Options({}))(lambda opts, ctx: NonFiniteLossStop(ctx.checkpoint_dir))
+callback("samples", DECODING.only("max_new_tokens", "temperature", "top_k").extended({
+    "prompts": list_of(TEXT), "seed": integer(0), "num_shown": integer(0), "max_examples": integer(1),
+}))(lambda opts, c: SampleGeneration(c.task, c.tokenizer, c.datamodule, opts))
+callback("exact_match", Options({"max_examples": integer(1)}))(lambda opts, c: (  # none without references
     ValExactMatch(c.task, c.tokenizer, c.datamodule, **opts) if c.task.has_references else None))
 
 

@@ -1,6 +1,6 @@
 """The keys of `conf/config.yaml` outside model/data/trainer/scheduler, and the values each accepts:
 top-level keys, optim (declared in optim.py), compile, paths, logger (each logger's keyword parameters),
-tokenizer (each tokenizer's keyword parameters) and callbacks (declared here per callback name).
+tokenizer (each tokenizer's keyword parameters) and callbacks (each declares its keys beside its builder).
 `plan.prepare` calls `check_config` before anything is built; errors are ValueError naming key and value."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from zoo.generation.config import GENERATION_OPTIONS as DECODING
 from zoo.options import (
     BOOL,
     MAPPING,
@@ -18,13 +17,13 @@ from zoo.options import (
     Rule,
     check_entry,
     integer,
-    list_of,
     number,
     one_of,
     optional,
 )
 from zoo.registry import unknown_choice_message
 from zoo.tokenizers import validate_tokenizer_cfg
+from zoo.training.callbacks import CALLBACKS
 from zoo.training.loggers import LOGGERS, logger_options
 from zoo.training.optim import check_optim
 
@@ -46,24 +45,12 @@ TOP_LEVEL = Options({
 MEMORY_OPTIONS = Options({"activation_checkpointing": BOOL, "loss_chunk_size": optional(integer(1))})
 PATHS_OPTIONS = Options({"log_dir": TEXT, "runs_dir": TEXT, "output_dir": TEXT, "cache_dir": optional(TEXT)})
 ENABLED = {"enabled": BOOL}  # every callback may be switched off with enabled: false
-# callbacks.<name>.* keys per registered callback (zoo.training.callbacks.CALLBACKS); tests keep the names in
-# step with the callbacks' constructors.
-CALLBACK_OPTIONS: dict[str, Options] = {
-    "progress_bar": Options({"refresh_rate": integer(0), "leave": BOOL,
-                             "style": one_of("auto", "bar", "lines"), "every_n_steps": integer(1)}),
-    "checkpoint": Options({"monitor": TEXT, "mode": one_of("min", "max"), "save_top_k": integer(-1),
-                           "save_last": BOOL}),
-    "tokens_per_s": Options({"window": integer(1)}),
-    "non_finite": Options({}),
-    "exact_match": Options({"max_examples": integer(1)}),
-    # the keys that decode have the library's rules (zoo.generation.config.GENERATION_OPTIONS)
-    "test": DECODING.only("num_beams", "length_penalty").extended({"max_examples": optional(integer(1))}),
-    "samples": DECODING.only("max_new_tokens", "temperature", "top_k").extended({
-        "prompts": list_of(TEXT), "seed": integer(0), "num_shown": integer(0), "max_examples": integer(1)}),
-    "attention_maps": Options({"every_n_epochs": integer(1), "max_tokens": integer(1),
-                               "max_heads": optional(integer(1)), "layers": optional(list_of(integer(0))),
-                               "model_attr": TEXT, "dirname": TEXT}),
-}
+
+
+def callback_options() -> dict[str, Options]:
+    """callbacks.<name>.* keys per registered callback, as each declares them beside its builder
+    (zoo.training.callbacks.CALLBACKS, `options`)."""
+    return {name: CALLBACKS.get(name).options for name in CALLBACKS.names()}
 
 
 @functools.cache
@@ -81,11 +68,11 @@ def compile_options() -> Options:
 def check_callbacks(cfg: Mapping[str, Any] | None) -> None:
     """Every callback name registered, its options declared and allowed; `null` switches one off."""
     for name, opts in (cfg or {}).items():
-        if name not in CALLBACK_OPTIONS:
-            raise ValueError("callbacks: " + unknown_choice_message("callback", name, list(CALLBACK_OPTIONS)))
+        if name not in CALLBACKS:
+            raise ValueError("callbacks: " + unknown_choice_message("callback", name, CALLBACKS.names()))
         if opts is not None:
             MAPPING.check(f"callbacks.{name}", opts)
-            CALLBACK_OPTIONS[name].extended(ENABLED).check(f"callbacks.{name}", opts)
+            CALLBACKS.get(name).options.extended(ENABLED).check(f"callbacks.{name}", opts)
 
 
 # top-level group -> its check; model, data, trainer and scheduler are checked by plan.prepare (they depend
