@@ -366,3 +366,25 @@ def test_train_classification_from_a_modernbert_folder_and_export_it(shipped, tm
         ref = hf(input_ids=ids["input_ids"], attention_mask=ids["attention_mask"]).logits
         got = model(ids["input_ids"], attention_mask=ids["attention_mask"]).logits
     assert (got - ref).abs().max() < 1e-4
+
+
+@pytest.mark.parametrize(("head", "pool", "cls"), [
+    ("classifier", None, ModernBertForSequenceClassification),
+    ("classifier", "mean", ModernBertForSequenceClassification),
+    ("token_classifier", None, ModernBertForTokenClassification),
+    ("qa", None, ModernBertForQuestionAnswering)])
+def test_preset_classifiers_are_modernberts_and_export(tmp_path, head, pool, cls):
+    """model=modernbert_base with a classifier head (train.py task=classification) builds ModernBERT's: the
+    dense head (head_dense, no pooler, from the preset), pooling first or mean; zoo-built and perturbed, it
+    exports and transformers' class gives its outputs."""
+    labelled = head != "qa"
+    model = zoo.build("modernbert_base", vocab_size=99, d_model=32, n_layers=3, n_heads=4, d_ff=24,
+                      sliding_window=3, max_seq_len=64, head=head, num_labels=3 if labelled else 0,
+                      **({"head_pool": pool} if pool else {})).eval()
+    assert (model.config.head_dense, model.head.transform is not None) == (True, True)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    out = zoo.save_pretrained(model, tmp_path / "fresh")
+    fields = ("start_logits", "end_logits") if head == "qa" else ("logits",)
+    same_head_outputs(cls.from_pretrained(out).eval(), model, fields)
