@@ -16,7 +16,8 @@ from zoo.modules.rope_scaling import ROPE_SCALINGS
 V = 37
 LENGTHS = (5, 7, 4)  # three documents packed into one row of 16
 ROPE_KEYS = dict(rope_factor=4.0, rope_low_freq_factor=1.0, rope_high_freq_factor=4.0,
-                 rope_original_max_len=8)
+                 rope_original_max_len=8,  # longer than every document: LongRoPE's short factors throughout
+                 rope_short_factor=[1.0, 1.5, 2.0, 3.0], rope_long_factor=[2.0, 3.0, 5.0, 8.0])
 SCHEMES = [(name, "none") for name in POSITIONALS.names() if name != "rope"]
 SCHEMES += [("rope", scaling) for scaling in ROPE_SCALINGS.names()]
 
