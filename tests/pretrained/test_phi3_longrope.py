@@ -110,3 +110,13 @@ def test_longrope_settings_zoo_does_not_compute_are_named(tmp_path):
     hf.config.rope_parameters["attention_factor"] = 1.5
     with pytest.raises(ValueError, match=r"rope_parameters.attention_factor=1.5 \(supported: None\)"):
         zoo.from_pretrained(saved(hf, tmp_path))
+
+
+def test_a_zoo_model_with_longrope_exports_as_phi3(tmp_path):
+    """Llama's family has no LongRoPE: export picks phi3, and transformers agrees in the long regime."""
+    model = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=24,
+                      rope_scaling="longrope", rope_original_max_len=8, max_seq_len=64,
+                      rope_short_factor=[1.0, 2.0, 3.0, 4.0], rope_long_factor=[2.0, 3.0, 4.0, 5.0]).eval()
+    out = zoo.save_pretrained(model, tmp_path / "fresh")
+    assert json.loads((out / "config.json").read_text())["model_type"] == "phi3"
+    right_padded_logits_match(Phi3ForCausalLM.from_pretrained(out).eval(), model)  # 12 tokens > 8
