@@ -68,6 +68,22 @@ def test_only_language_models_are_served():
         served_model(seq2seq, None, "x")
 
 
+def test_longrope_models_are_served_up_to_their_original_length():
+    """Past rope_original_max_len LongRoPE switches factors and cached keys go stale; the engine does not
+    re-prefill there, so the served context stops at that length (a longer request gets OpenAI's 400)."""
+    model = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=24,
+                      rope_scaling="longrope", rope_original_max_len=8, max_seq_len=64,
+                      rope_short_factor=[1.0, 2.0, 3.0, 4.0], rope_long_factor=[2.0, 3.0, 4.0, 5.0])
+    plain = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=24,
+                      max_seq_len=64)
+    served = [served_model(m, None, "x") for m in (model, plain)]
+    try:
+        assert [s.context for s in served] == [8, 64]
+    finally:
+        for s in served:
+            s.engine.close()
+
+
 def test_help_needs_no_server_packages():
     out = subprocess.run([sys.executable, str(ROOT / "serve.py"), "--help"], capture_output=True, text=True,
                          timeout=60, check=True)

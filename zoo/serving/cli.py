@@ -87,8 +87,12 @@ def served_model(model, tokenizer, name: str, *, max_batch: int = 64, max_queue:
     if config.arch != "decoder" or config.head != "lm":
         raise ValueError(f"serve.py serves decoder language models (arch=decoder, head=lm); this model is "
                          f"arch={config.arch!r}, head={config.head!r}.")
+    # a positional scheme whose cached keys go stale past a length (LongRoPE switches to its long factors)
+    # would need the running batch re-prefilled there; the server does not, so it serves up to that length
+    stale = getattr(getattr(model, "positions", None), "stale_after", None)
+    context = config.max_seq_len if stale is None else min(config.max_seq_len, stale)
     engine = Engine(model.eval(), pad_id=config.pad_id, max_batch=max_batch, max_queue=max_queue).start()
-    return Served(model, tokenizer, name, config.max_seq_len, engine, timeout)
+    return Served(model, tokenizer, name, context, engine, timeout)
 
 
 def start_server(served: Served, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"):
