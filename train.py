@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import hydra
+from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig
 
 import zoo.training  # noqa: F401  (registers Hydra configs: model/_schema, data/auto)
@@ -32,9 +33,10 @@ def main(cfg: DictConfig) -> float | None:
     except (ConfigError, NonFiniteLossError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
-    print("\n".join(summary_lines(result, _overrides())))
-    for name in sorted(result.metrics):
-        print(f"  {name} = {result.metrics[name]:.4f}")
+    if rank_zero_only.rank == 0:  # DDP / FSDP: one summary, not one per process
+        print("\n".join(summary_lines(result, _overrides())))
+        for name in sorted(result.metrics):
+            print(f"  {name} = {result.metrics[name]:.4f}")
     return result.metrics.get("val/loss")  # the value a Hydra sweeper would minimise
 
 

@@ -171,11 +171,12 @@ def test_sharded_checkpoint_converts_to_one_file_and_to_hf(runs, tmp_path, capsy
 
 def test_plain_launch_matches_torchrun(runs, tmp_path, run_cli):
     """`python train.py trainer=fsdp trainer.devices=2`: Lightning starts the second process itself; the
-    runs above joined torchrun's. The same losses either way."""
+    runs above joined torchrun's. The same losses either way, and one closing summary."""
     overrides, per_process, _ = CASES["decoder"]
     plain = run_cli([*overrides, *STEPS, *per_process, *fsdp(2), f"hydra.run.dir={tmp_path / 'plain'}",
                      f"paths.cache_dir={runs / 'cache'}"])
     assert plain.returncode == 0, plain.stderr[-3000:]
+    assert plain.stdout.count("run folder:") == 1, plain.stdout[-3000:]  # one summary, from rank 0
     plain_losses, torchrun_losses = train_losses(tmp_path / "plain"), train_losses(runs / "decoder")
     assert sorted(plain_losses) == sorted(torchrun_losses) == list(range(10))
     for step in plain_losses:

@@ -26,7 +26,7 @@ def _keys(overrides: list[str]) -> list[str]:
 
 def given_in_group(group: str, overrides: list[str], resolved: dict[str, Any]) -> dict[str, Any]:
     """{key: value in the composed config} of every `group.key=...` override."""
-    keys = [k.split(".", 1)[1] for k in _keys(overrides) if k.startswith(group + ".")]
+    keys = {k.split(".")[1] for k in _keys(overrides) if k.startswith(group + ".")}  # model.moe.router -> moe
     return {k: resolved.get(k) for k in keys}
 
 

@@ -84,7 +84,10 @@ class ZooLM(TemplateLM):
         self.batch_size = _positive(batch_size, "batch_size")
         self.max_length = _positive(max_length or config.max_seq_len, "max_length")
         self.max_gen_toks = _positive(max_gen_toks, "max_gen_toks")
-        self._device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        # lm-eval 0.4.13 passes device="cuda:0" by default; without CUDA use the CPU, as its hf model does
+        if device is None or (torch.device(device).type == "cuda" and not torch.cuda.is_available()):
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self._device = torch.device(device)
         self.model = model.eval().to(self._device)
         self.tokenizer = tokenizer
         self._chat = False  # contexts are chat text (--apply_chat_template)
