@@ -135,7 +135,8 @@ class ModelConfig:
 
     def layer_is_local(self, index: int) -> bool:
         """Whether layer `index` (0-based, within its stack) uses the sliding window (Mistral: all; Gemma 2,
-        global_every=2: layers 0, 2, 4, ...; ModernBERT, global_every=3 and global_first: all but 0, 3, ...)."""
+        global_every=2: layers 0, 2, 4, ...; ModernBERT, global_every=3 and global_first: all but 0, 3,
+        ...)."""
         if self.sliding_window is None:
             return False
         if not self.global_every:

@@ -139,7 +139,7 @@ def test_the_command_line_prints_bad_model_args_as_one_error_line(monkeypatch, c
 
 
 def test_lm_evals_default_cuda_device_falls_back_to_the_cpu_without_cuda(lm, monkeypatch):
-    """lm-eval's command line passes device='cuda:0' unless told otherwise; without CUDA, as its hf model does,
-    the model runs on the CPU instead of failing with 'Torch not compiled with CUDA enabled'."""
+    """lm-eval's command line passes device='cuda:0' unless told otherwise; without CUDA, as its hf model
+    does, the model runs on the CPU instead of failing with 'Torch not compiled with CUDA enabled'."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert ZooLM.from_model(lm.model, lm.tokenizer, device="cuda:0").device == torch.device("cpu")
