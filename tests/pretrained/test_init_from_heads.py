@@ -6,9 +6,7 @@ tensor)."""
 from __future__ import annotations
 
 import json
-import random
 import shutil
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,6 +14,7 @@ import transformers
 from safetensors.torch import load_file, save_file
 
 import zoo
+from tests.pretrained.classify_run import train_classifier_from
 from zoo.config import ModelConfig
 from zoo.finetune.init_from import HuggingFaceFolder, build_initialised
 from zoo.finetune.setup import build_model, plan_init, read_init
@@ -117,35 +116,8 @@ def test_a_head_missing_from_the_file_is_made_fresh_not_an_error(shipped, tmp_pa
 def test_train_classification_from_a_sentence_transformers_folder_and_export_it(shipped, tmp_path, capsys):
     """The whole path of `python train.py init_from=<MiniLM-like folder> task=classification`: it trains,
     names the new tensors, and exports as BertForSequenceClassification with the data's label names."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import open_dict
-
-    from zoo.training.run import train
-
-    rng = random.Random(0)
-    animals, things = ["cat", "dog"], ["mat", "house", "sentence", "model", "text"]
-    rows = [{"text": f"the {rng.choice(['big', 'small', 'red'])} {rng.choice(pool)} sat on the mat",
-             "label": label} for _ in range(60) for pool, label in ((animals, "animal"), (things, "thing"))]
-    data = tmp_path / "labels.jsonl"
-    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     folder = shipped.sentence_transformers()
-    overrides = [f"init_from={folder}", "task=classification", "data=classification", f"data.path={data}",
-                 "logger=csv", "trainer.accelerator=cpu", "trainer.num_sanity_val_steps=0",
-                 "callbacks.samples=null", "trainer.enable_progress_bar=false", "batch_size=8",
-                 "trainer.max_steps=40", "eval_every=40", "optim.lr=3e-3", "scheduler.warmup_steps=2",
-                 f"paths.output_dir={tmp_path / 'run'}", f"paths.runs_dir={tmp_path}",
-                 f"paths.cache_dir={tmp_path / 'cache'}"]
-    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[2] / "conf"),
-                               version_base="1.3"):
-        cfg = compose("config", overrides=overrides, return_hydra_config=True)
-    HydraConfig.instance().set_config(cfg)
-    with open_dict(cfg):
-        del cfg["hydra"]
-    try:
-        result = train(cfg)
-    finally:
-        HydraConfig.instance().cfg = None
+    result = train_classifier_from(folder, tmp_path)
     assert "new (trained from scratch): head.proj.bias, head.proj.weight" in capsys.readouterr().out
     assert result.metrics["val/accuracy"] >= 0.9
 
