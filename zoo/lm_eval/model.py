@@ -78,7 +78,7 @@ class ZooLM(TemplateLM):
     def _init(self, model, tokenizer, *, batch_size, device, max_length, max_gen_toks) -> None:
         super().__init__()
         config = model.config
-        if config.arch != "decoder" or config.head != "lm":
+        if not getattr(model, "causal_lm", False):
             raise ValueError(f"lm-eval scores causal language models; this model is arch={config.arch} with "
                              f"head={config.head} (a decoder with head=lm is needed)")
         self.batch_size = _positive(batch_size, "batch_size")

@@ -59,6 +59,7 @@ class ZooModel(nn.Module):
 
     self_stream = "decoder"  # the stack whose self-attention `ModelOutput.attentions` reports
     is_encoder_decoder = False  # takes a source (input_ids) and a target (decoder_input_ids)
+    causal_lm = False  # a decoder-only next-token model with a KV cache (what serving and lm-eval score)
     # True while a caller checks every batch's values on the host before they move to the device (the training
     # module does, with `check_values`): forward then skips its value checks (token ids and labels in range,
     # document ids in order), each a device->host sync per call on a GPU and a graph break when compiled

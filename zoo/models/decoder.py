@@ -26,6 +26,7 @@ class DecoderLM(ZooModel):
         self.embed = Embeddings(config, tokens)
         self.decoder_stack = Stack(config, config.n_layers)
         self.head = self.build_head(tokens, causal=True)
+        self.causal_lm = self.head.predicts_tokens
         self.init_weights()
 
     def forward(

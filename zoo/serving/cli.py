@@ -84,7 +84,7 @@ def served_model(model, tokenizer, name: str, *, max_batch: int = 64, max_queue:
                  timeout: float = 600.0) -> Served:
     """A decoder language model and its tokenizer, ready to serve (engine started)."""
     config = model.config
-    if config.arch != "decoder" or config.head != "lm":
+    if not getattr(model, "causal_lm", False):
         raise ValueError(f"serve.py serves decoder language models (arch=decoder, head=lm); this model is "
                          f"arch={config.arch!r}, head={config.head!r}.")
     # a positional scheme whose cached keys go stale past a length (LongRoPE switches to its long factors)

@@ -64,6 +64,7 @@ class OutputHead(nn.Module):
     options: ClassVar[Options] = Options({})  # the model config keys this head reads, with their rules
     reads: ClassVar[tuple[str, ...]] = ()  # their names (set by register_head)
     targets: ClassVar[tuple[str, ...]] = ("labels",)  # forward keyword arguments holding its training targets
+    predicts_tokens: ClassVar[bool] = False  # its logits are a distribution over the vocabulary (head=lm)
 
     @classmethod
     def check_config(cls, cfg: ModelConfig) -> None:

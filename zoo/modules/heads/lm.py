@@ -21,6 +21,8 @@ class LMHead(TransformMixin, OutputHead):
     if asked; `model.head_scale` multiplies the projection's input (T5's tied head: d_model ** -0.5);
     `model.final_softcap` squashes the logits into (-c, c) with c * tanh(logits / c) (Gemma 2)."""
 
+    predicts_tokens = True
+
     options = TRANSFORM.extended({"head_bias": BOOL, "head_scale": positive_scale(),
                                   "final_softcap": positive_scale(), "tie_embeddings": BOOL})
 
