@@ -75,11 +75,10 @@ def _eos_ending_apart(free: torch.Tensor, prompt_len: int, every: int) -> tuple[
     raise AssertionError("no such token: pick another seed")
 
 
-def test_static_cache_greedy_stops_where_hugging_face_does(tmp_path):
-    """The static-cache loop asks "every row finished?" only every 8 tokens; its output still ends at the step
-    where the last row emitted EOS (rows ending at different steps, not on a multiple of 8), with pads after
-    each row's EOS and one logits tensor per step, as transformers' greedy and zoo's dynamic cache. (Llama:
-    the tiny random GPT-2 repeats one token per row from the first step, so its rows cannot end apart.)"""
+def _rows_ending_apart(tmp_path):
+    """A tiny Llama both ways, an EOS its rows emit at different steps (not on a multiple of 8), and
+    transformers' greedy output with it: (zoo model, zoo's output without EOS, generate kwargs, the step the
+    last row ends at, transformers' sequences)."""
     hf, ours = _hf_and_zoo("llama", tmp_path)
     free = ours.generate(PROMPTS, max_new_tokens=24, eos_token_id=[])
     eos, end = _eos_ending_apart(free, 4, every=8)
@@ -87,6 +86,15 @@ def test_static_cache_greedy_stops_where_hugging_face_does(tmp_path):
     with torch.no_grad():
         expected = hf.generate(PROMPTS, attention_mask=torch.ones_like(PROMPTS), do_sample=False,
                                pad_token_id=0, **common)
+    return ours, free, common, end, expected
+
+
+def test_static_cache_greedy_stops_where_hugging_face_does(tmp_path):
+    """The static-cache loop asks "every row finished?" only every 8 tokens; its output still ends at the step
+    where the last row emitted EOS (rows ending at different steps, not on a multiple of 8), with pads after
+    each row's EOS and one logits tensor per step, as transformers' greedy and zoo's dynamic cache. (Llama:
+    the tiny random GPT-2 repeats one token per row from the first step, so its rows cannot end apart.)"""
+    ours, free, common, end, expected = _rows_ending_apart(tmp_path)
     got = ours.generate(PROMPTS, cache_implementation="static", return_dict=True, **common)
     assert expected.shape[1] == 4 + end
     assert torch.equal(got.sequences, expected)
@@ -98,12 +106,6 @@ def test_static_cache_greedy_stops_where_hugging_face_does(tmp_path):
 def test_compiled_greedy_stops_where_hugging_face_does(tmp_path):
     """The compiled step (greedy token picked inside the graph, EOS checked every 8 tokens) against
     transformers, with rows ending at different steps; e2e: compiling takes seconds."""
-    hf, ours = _hf_and_zoo("llama", tmp_path)
-    free = ours.generate(PROMPTS, max_new_tokens=24, eos_token_id=[])
-    eos, end = _eos_ending_apart(free, 4, every=8)
-    common = dict(max_new_tokens=24, eos_token_id=eos)
-    with torch.no_grad():
-        expected = hf.generate(PROMPTS, attention_mask=torch.ones_like(PROMPTS), do_sample=False,
-                               pad_token_id=0, **common)
+    ours, free, common, end, expected = _rows_ending_apart(tmp_path)
     assert torch.equal(ours.generate(PROMPTS, compile=True, **common), expected)
     assert torch.equal(ours.generate(PROMPTS, compile=True, max_new_tokens=24, eos_token_id=[]), free)
