@@ -50,6 +50,7 @@ class ModelConfig:
                                  # k projections, before the head split (OLMo 2)
     attn_scale: float | None = None  # score multiplier; default 1/sqrt(head size) (T5: 1.0)
     attn_softcap: float | None = None  # scores -> c * tanh(scores / c) before the mask (Gemma 2)
+    attn_sinks: bool = False  # a learned logit per head joins each softmax's denominator (gpt-oss)
     final_softcap: float | None = None  # logits -> c * tanh(logits / c) (Gemma 2)
     head_scale: float | None = None  # LM head input multiplier (T5 with a tied head: d_model ** -0.5)
     sliding_window: int | None = None  # local layers: causal, self + W-1 keys
@@ -209,8 +210,8 @@ MODEL_OPTIONS = Options({
     **{key: POSITIVE for key in ("vocab_size", "d_model", "n_heads", "max_seq_len")},
     **{key: COUNT for key in ("n_layers", "type_vocab_size", "global_every", "context_size")},
     **{key: optional(COUNT) for key in ("encoder_layers", "decoder_layers")},
-    **{key: BOOL for key in ("qk_norm", "global_first", "first_attn_norm", "embed_norm", "embed_scale",
-                             "residual", "bias", "share_embeddings")},
+    **{key: BOOL for key in ("qk_norm", "attn_sinks", "global_first", "first_attn_norm", "embed_norm",
+                             "embed_scale", "residual", "bias", "share_embeddings")},
     **{key: SWITCH for key in ("qkv_bias", "final_norm")},
     **{key: optional(integer()) for key in ("pad_id", "bos_id", "eos_id", "decoder_start_id")},
     "n_kv_heads": optional(POSITIVE),

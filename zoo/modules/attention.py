@@ -3,7 +3,8 @@
 Shapes: x (B, T, C) -> q (B, H, T, D), k/v (B, KV, S, D), usually with C = H * D (`model.head_dim` may set D
 apart). Scores q.k^T are scaled by 1/sqrt(D) so their variance stays ~1 whatever the head size (softmax would
 saturate otherwise; `model.attn_scale` overrides it). Optional: a q/k norm before RoPE, per head (Qwen3) or
-over the whole projection (OLMo 2), and a tanh soft cap on the scores (Gemma 2). The fast path is
+over the whole projection (OLMo 2), a tanh soft cap on the scores (Gemma 2), and a learned sink logit per
+head in the softmax's denominator (gpt-oss, `attn_sinks`: zoo.modules.sinks). The fast path is
 `scaled_dot_product_attention`; the explicit path (need_weights, a soft cap, or while traced) also returns the
 softmax weights (B, H, T, S)."""
 
@@ -19,6 +20,7 @@ from zoo.modules.cache import LayerCache
 from zoo.modules.mask import AttentionMask
 from zoo.modules.norm import make_norm
 from zoo.modules.positional import PositionTerms
+from zoo.modules.sinks import sdpa_with_sinks, softmax_with_sinks
 
 
 class Attention(nn.Module):
@@ -46,6 +48,8 @@ class Attention(nn.Module):
         self.scale = self.head_dim**-0.5 if cfg.attn_scale is None else cfg.attn_scale
         self.softcap = cfg.attn_softcap
         self.dropout = cfg.attention_dropout
+        # gpt-oss: a learned logit per head in each softmax's denominator (zoo.modules.sinks)
+        self.sinks = nn.Parameter(torch.zeros(self.n_heads)) if cfg.attn_sinks and not cross else None
 
     def _heads(self, t: torch.Tensor, n: int) -> torch.Tensor:
         b, s, _ = t.shape
@@ -94,6 +98,8 @@ class Attention(nn.Module):
         weights = None
         if need_weights or self.tap is not None or self.softcap is not None:
             out, weights = self._explicit(q, k, v, mask, dropout)
+        elif self.sinks is not None:
+            out = sdpa_with_sinks(q, k, v, mask, self.sinks, self.scale, dropout)  # (B, H, T, D)
         else:
             out = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask.mask, dropout_p=dropout, is_causal=mask.is_causal, scale=self.scale,
@@ -123,7 +129,8 @@ class Attention(nn.Module):
         # all-masked rows: softmax over zeros, not -inf (NaN, also in backward)
         if mask.valid_rows is not None:
             safe = scores.masked_fill(~mask.valid_rows, 0.0)
-        weights = safe.float().softmax(dim=-1)
+        weights = safe.float().softmax(dim=-1) if self.sinks is None else softmax_with_sinks(safe.float(),
+                                                                                             self.sinks)
         if mask.valid_rows is not None:
             weights = weights.masked_fill(~mask.valid_rows, 0.0)  # all-masked rows -> 0
         weights = weights.to(q.dtype)

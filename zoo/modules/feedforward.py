@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from zoo.modules.clamped_glu import clamped_silu, clamped_swiglu
 from zoo.registry import Registry
 
 
@@ -19,6 +20,12 @@ class Activation:
     gated: bool  # gated variants (GLU family) split the up-projection into act(a) * b
     plain: str = ""  # gated only: the name of the ungated activation
                      # (what a non-FFN layer such as a head uses)
+    glu: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None  # gated only: (gate, value) ->
+    #                                           hidden, where it is not fn(gate) * value (swiglu_clamped)
+
+    def combine(self, gate: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        """A gated activation's hidden units from its gate and value halves."""
+        return self.fn(gate) * value if self.glu is None else self.glu(gate, value)
 
 
 def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
@@ -35,6 +42,8 @@ ACTIVATIONS.register("tanh", Activation(torch.tanh, gated=False))  # Bengio et a
 ACTIVATIONS.register("swiglu", Activation(F.silu, gated=True, plain="silu"))
 ACTIVATIONS.register("geglu", Activation(F.gelu, gated=True, plain="gelu"))
 ACTIVATIONS.register("geglu_tanh", Activation(_gelu_tanh, gated=True, plain="gelu_tanh"))  # Gemma
+ACTIVATIONS.register("swiglu_clamped", Activation(clamped_silu, gated=True, plain="silu",  # gpt-oss experts
+                                                  glu=clamped_swiglu))
 
 
 def plain_activation(name: str) -> Activation:
@@ -60,7 +69,7 @@ class FeedForward(nn.Module):
         h = self.up(x)  # (B, T, d_ff) or (B, T, 2*d_ff)
         if self.activation.gated:
             gate, value = h.chunk(2, dim=-1)
-            h = self.activation.fn(gate) * value
+            h = self.activation.combine(gate, value)
         else:
             h = self.activation.fn(h)
         if self.tap is not None:
