@@ -15,6 +15,7 @@ from zoo.generation.prompts import PromptLike, align, as_batch
 from zoo.generation.speculative import check_assistant, speculative_decode
 from zoo.generation.static import StaticStepper, check_static
 from zoo.generation.stepper import DecoderStepper, EncoderDecoderStepper, Stepper
+from zoo.generation.stopping import StopStrings
 from zoo.registry import Registry
 from zoo.utils import eval_mode
 
@@ -49,14 +50,16 @@ class GenerateOutput:
 
 def generate(
     model, input_ids: PromptLike, attention_mask: torch.Tensor | None = None, *, assistant_model=None,
-    **kwargs: Any,
+    stop_strings: str | list[str] | None = None, tokenizer=None, **kwargs: Any,
 ) -> torch.Tensor | GenerateOutput:
     """Continue prompts (decoder) or translate sources (encoder-decoder). Options are GenerationConfig's
     fields (max_new_tokens, do_sample, temperature, top_k, top_p, num_beams, num_return_sequences,
     length_penalty, early_stopping, eos_token_id, pad_token_id, use_cache, seed, return_dict,
     cache_implementation, compile, num_assistant_tokens). `assistant_model`: a smaller decoder with the same
     vocabulary for speculative decoding: greedy output equals this model's greedy output, sampled tokens are
-    distributed as this model's samples (zoo.generation.speculative).
+    distributed as this model's samples (zoo.generation.speculative). `stop_strings` with a `tokenizer` (its
+    `decode` reads the new tokens): greedy / sampling rows stop once their new text contains one of them
+    (zoo.generation.stopping; the stop string's tokens are kept, as Hugging Face does).
 
     Example: `model.generate(ids, max_new_tokens=20, do_sample=True, top_p=0.9, seed=0)`."""
     mcfg = model.config
@@ -73,13 +76,14 @@ def generate(
     eos_ids = cfg.eos_ids(mcfg.eos_id)
     if assistant_model is not None:
         check_assistant(model, assistant_model, ids.shape[0], int(mask.sum()), cfg.max_new_tokens, cfg)
+    stop = _stop_strings(stop_strings, tokenizer, cfg, assistant_model)
     max_len = None
     if cfg.static_cache:  # every reason a static cache cannot serve this run, before the prompt is run
         max_len = check_static(model, ids.shape[1], cfg.max_new_tokens, use_cache=cfg.use_cache,
                                compile=cfg.compile)
     with eval_mode(model), torch.inference_mode():  # dropout off while decoding; the caller's mode comes back
         if assistant_model is None:
-            out = _run(model, ids, mask, cfg, pad_id, eos_ids, max_len)
+            out = _run(model, ids, mask, cfg, pad_id, eos_ids, max_len, stop)
         else:
             with eval_mode(assistant_model):
                 out = _run_speculative(model, assistant_model, ids, mask, cfg, eos_ids)
@@ -95,8 +99,21 @@ def _run_speculative(model, draft, ids, mask, cfg: GenerationConfig, eos_ids: li
     return GenerateOutput(seq, None, step_logits, acceptance_rate=stats.acceptance_rate)
 
 
+def _stop_strings(stops, tokenizer, cfg: GenerationConfig, assistant_model) -> StopStrings | None:
+    """The stop-string check a run asks for, or None; refused where it cannot apply."""
+    if stops is None:
+        return None
+    if tokenizer is None or not callable(getattr(tokenizer, "decode", None)):
+        raise ValueError("stop_strings needs tokenizer=<a tokenizer with decode(ids)> to read the new tokens "
+                         "as text.")
+    if cfg.num_beams > 1 or assistant_model is not None:
+        raise ValueError("stop_strings applies to greedy decoding and sampling; beam search and speculative "
+                         "decoding do not take it.")
+    return StopStrings(stops, tokenizer.decode)
+
+
 def _run(model, ids, mask, cfg: GenerationConfig, pad_id: int, eos_ids: list[int],
-         max_len: int | None) -> GenerateOutput:
+         max_len: int | None, stop: StopStrings | None = None) -> GenerateOutput:
     stepper = STEPPERS.get(model.config.arch)(model, ids, mask, pad_id, cfg.use_cache)
     if max_len is not None:
         stepper = StaticStepper(stepper, max_len, compile=cfg.compile)
@@ -108,6 +125,7 @@ def _run(model, ids, mask, cfg: GenerationConfig, pad_id: int, eos_ids: list[int
         )
         return GenerateOutput(result.sequences, result.scores)
     sequences, step_logits = greedy_or_sample(stepper, cfg.max_new_tokens, eos_ids=eos_ids, pad_id=pad_id,
-                                              choice=cfg.choice(ids.device), copies=cfg.num_return_sequences)
+                                              choice=cfg.choice(ids.device), copies=cfg.num_return_sequences,
+                                              stop=stop)
     scores = torch.zeros(sequences.shape[0], device=ids.device) if cfg.num_beams > 1 else None
     return GenerateOutput(sequences, scores, step_logits)

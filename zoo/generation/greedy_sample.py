@@ -7,6 +7,7 @@ import torch
 
 from zoo.generation.logits import Choice
 from zoo.generation.stepper import Stepper
+from zoo.generation.stopping import StopStrings
 
 
 def greedy_or_sample(
@@ -17,9 +18,11 @@ def greedy_or_sample(
     pad_id: int,
     choice: Choice,
     copies: int = 1,
+    stop: StopStrings | None = None,
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """Return (sequences (B * copies, L + steps), raw next-token logits (B * copies, V) of every step).
-    `copies` > 1 draws several samples per prompt; the prompt itself is run once."""
+    `copies` > 1 draws several samples per prompt; the prompt itself is run once. `stop`: a row also
+    finishes when its text contains a stop string (checked every token, so the loop ends on time)."""
     rows = stepper.batch * copies
     finished = torch.zeros(rows, dtype=torch.bool, device=stepper.ids.device)
     eos = torch.tensor(eos_ids, dtype=torch.long, device=finished.device)
@@ -37,11 +40,12 @@ def greedy_or_sample(
             tokens = choice.pick(logits)
         tokens = tokens.masked_fill(finished, pad_id)  # (B,)
         stepper.append(tokens)
-        finished |= torch.isin(tokens, eos)
-        if (step + 1) % stepper.check_every == 0 or step + 1 == max_new_tokens:
+        ended = torch.isin(tokens, eos) | (stop.update(tokens, finished) if stop is not None else False)
+        finished |= ended
+        if stop is not None or (step + 1) % stepper.check_every == 0 or step + 1 == max_new_tokens:
             if bool(finished.all()):
                 break
-    if not eos_ids or not bool(finished.all()):
+    if stop is not None or not eos_ids or not bool(finished.all()):
         return stepper.ids, step_logits
     # checked every k steps: end where the last row finished, as a check after every token would have
     steps = len(step_logits)
