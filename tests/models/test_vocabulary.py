@@ -27,7 +27,7 @@ SMALL = dict(vocab_size=40, d_model=16, n_heads=2, n_layers=1, max_seq_len=16)
 NOT_DEFAULT = {"rope_base": 5e5, "rope_local_base": 1e4, "rope_layout": "interleaved", "rope_fraction": 0.5,
                "nope_every": 2, "rope_scaling": "linear", "rope_factor": 2.0, "rope_low_freq_factor": 2.0,
                "rope_high_freq_factor": 8.0, "rope_original_max_len": 8, "rope_short_factor": [2.0],
-               "rope_long_factor": [3.0], "pos_offset": 2,
+               "rope_long_factor": [3.0], "rope_truncate": False, "pos_offset": 2,
                "pos_skip_pads": True, "sinusoidal_layout": "half", "rel_buckets": 16, "rel_max_distance": 64}
 SCHEME_GROUPS = ("positional", "rope_scaling")
 
@@ -119,3 +119,35 @@ def test_command_line_rule(monkeypatch):
     with pytest.raises(ConfigError, match=re.escape(
             "model.rope_factor=2.0 is read by model.rope_scaling=linear|llama3|yarn") + ", not by"):
         _resolved(monkeypatch, ["model=gpt_nano", "model.positional=rope", "model.rope_factor=2.0"])
+
+
+def test_moe_keys_are_settled_one_by_one(monkeypatch):
+    """Issue 25's rough edge: a preset's model.moe.aux_coef is reset when balance=none is chosen over it (the
+    mapping is settled key by key, not as one key), and an aux_coef given with balance=none is an error
+    naming it; through zoo.build and through train.py's command line."""
+    preset = zoo.presets.preset_dict("mixtral_8x7b")
+    assert preset["moe"]["aux_coef"] == 0.04
+    small = {**SMALL, "d_ff": 8, "n_kv_heads": 2}
+    no_loss = zoo.build({**preset, **small, "moe": {**preset["moe"], "balance": "none"}})
+    assert no_loss.config.moe == {"n_experts": 8, "top_k": 2, "router": "topk_softmax", "balance": "none"}
+    assert zoo.presets.resolve_config("mixtral_8x7b", **{"moe.balance": "none"}).moe == no_loss.config.moe
+    refused = re.escape("model.moe.aux_coef=0.01 is read by model.moe.balance=aux, not by "
+                        "model.moe.balance=none; drop it")
+    with pytest.raises(ValueError, match=refused):
+        zoo.build("mixtral_8x7b", moe={"balance": "none", "aux_coef": 0.01})
+    with pytest.raises(ValueError, match=r"model.moe.bias_rate=0.1 is read by model.moe.router=sigmoid_bias"):
+        zoo.build({**small, "ffn": "moe"}, moe={"bias_rate": 0.1})
+    cfg = _resolved(monkeypatch, ["model=mixtral_8x7b", "model.moe.balance=none"])
+    assert cfg.moe == no_loss.config.moe
+    cfg = _resolved(monkeypatch, ["model=mixtral_8x7b", "model.moe.balance=[z]", "+model.moe.z_coef=0.5"])
+    assert (cfg.moe["balance"], cfg.moe["z_coef"], "aux_coef" in cfg.moe) == (["z"], 0.5, False)
+    with pytest.raises(ConfigError, match=refused):
+        _resolved(monkeypatch, ["model=mixtral_8x7b", "model.moe.balance=none", "model.moe.aux_coef=0.01"])
+    with pytest.raises(ConfigError, match=r"model.moe=.* is read by model.ffn=moe, not by model.ffn=mlp"):
+        _resolved(monkeypatch, ["model=gpt_nano", "+model.moe.top_k=1"])
+
+
+def test_a_saved_moe_config_with_a_key_of_another_balance_still_reads():
+    saved = {**ModelConfig(**SMALL, d_ff=8, ffn="moe").to_dict(), "moe": {"n_experts": 4, "balance": "z",
+                                                                        "aux_coef": 0.3, "bias_rate": 0.1}}
+    assert saved_model_config(saved, "config.json: model_config").moe == {"n_experts": 4, "balance": "z"}

@@ -5,6 +5,7 @@ folder unless a `tokenizer` was chosen. Hydra keeps the command-line overrides i
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 OVERRIDE = re.compile(r"^[+~]{0,2}(?P<key>[\w.\-/@]+?)(?:@[\w.]+)?(?:=.*)?$", re.S)
@@ -25,9 +26,20 @@ def _keys(overrides: list[str]) -> list[str]:
 
 
 def given_in_group(group: str, overrides: list[str], resolved: dict[str, Any]) -> dict[str, Any]:
-    """{key: value in the composed config} of every `group.key=...` override."""
-    keys = {k.split(".")[1] for k in _keys(overrides) if k.startswith(group + ".")}  # model.moe.router -> moe
-    return {k: resolved.get(k) for k in keys}
+    """{key: value in the composed config} of every `group.key=...` override; a key inside a mapping
+    (`model.moe.router=...`) is given as `moe.router`, so only that inner key counts as the user's
+    (zoo.options.Vocabulary.settle), and a deleted one (`~model.moe.aux_coef`) not at all."""
+    given: dict[str, Any] = {}
+    for path in _keys(overrides):
+        if path.startswith(group + "."):
+            key, _, inner = path[len(group) + 1:].partition(".")
+            inner = inner.split(".")[0]
+            held = resolved.get(key)
+            if not inner:
+                given[key] = held
+            elif isinstance(held, Mapping) and inner in held:
+                given[f"{key}.{inner}"] = held[inner]
+    return given
 
 
 def group_given(group: str, overrides: list[str]) -> bool:

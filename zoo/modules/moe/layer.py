@@ -14,7 +14,7 @@ from zoo.modules.moe.balance import BALANCES
 from zoo.modules.moe.dispatch import dispatch
 from zoo.modules.moe.routers import ROUTERS
 from zoo.modules.moe.settings import OPTIONS, MoESettings, parse_settings
-from zoo.options import Options, nested
+from zoo.options import Options, Vocabulary, nested
 
 
 @dataclass
@@ -88,6 +88,14 @@ def _every_entry():
     yield from ((f"model.moe.balance={n}", BALANCES.get(n)) for n in BALANCES)
 
 
+def moe_vocabulary() -> Vocabulary:
+    """Which `model.moe` keys only some routers or balancing losses read (each entry's `reads`), so that
+    settling a config resets or refuses them one by one (`zoo.options.Vocabulary.settle`)."""
+    return Vocabulary({"router": {n: OPTIONS.only(*ROUTERS.get(n).reads) for n in ROUTERS},
+                       "balance": {n: OPTIONS.only(*BALANCES.get(n).reads) for n in BALANCES}},
+                      OPTIONS.defaults, sparse=True)
+
+
 def moe_settings(cfg) -> MoESettings:
     """`cfg.moe` checked (keys, values, the entries that read them) and read."""
     return parse_settings(cfg.moe, _chosen, _every_entry())
@@ -97,7 +105,8 @@ class _MoEKind(FFNKind):
     """ffn=moe: MoE layers where the layer pattern (`every`, `first_dense`) says, dense FFNs elsewhere. It
     reads `model.moe`, a mapping of MoESettings' keys; `check_config` checks what one key says of another."""
 
-    options = Options({"moe": nested(OPTIONS, "a mapping of MoESettings keys (n_experts, top_k, ...)")})
+    options = Options({"moe": nested(OPTIONS, "a mapping of MoESettings keys (n_experts, top_k, ...)",
+                                     moe_vocabulary)})
 
     def build(self, cfg, index: int) -> nn.Module | None:
         settings = moe_settings(cfg)
