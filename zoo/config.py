@@ -95,6 +95,7 @@ class ModelConfig:
     rope_low_freq_factor: float = 1.0  # llama3: wavelengths > rope_original_max_len
                                        # / this are divided by rope_factor
     rope_high_freq_factor: float = 4.0  # llama3: wavelengths < rope_original_max_len / this are kept
+    rope_truncate: bool = True  # yarn: the ramp's ends rounded out to whole pairs (gpt-oss: false)
     rope_original_max_len: int | None = None  # llama3 / yarn / longrope: the context length the model was
                                               # pretrained at
     rope_short_factor: list[float] | None = None  # longrope: one divisor per rotated pair's frequency while

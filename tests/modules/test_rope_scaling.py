@@ -117,7 +117,8 @@ def test_registry_lists_every_entry_with_its_keys():
     assert ROPE_SCALINGS.names() == ["linear", "llama3", "longrope", "none", "yarn"]
     assert all(set(ROPE_SCALINGS.get(n).options.rules) <= {"rope_factor", "rope_low_freq_factor",
                                                   "rope_high_freq_factor", "rope_original_max_len",
-                                                  "rope_short_factor", "rope_long_factor"}
+                                                  "rope_short_factor", "rope_long_factor",
+                                                  "rope_truncate"}
                for n in ROPE_SCALINGS.names())
 
 

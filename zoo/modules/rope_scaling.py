@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from zoo.options import Options, Rule, number, optional
+from zoo.options import BOOL, Options, Rule, number, optional
 from zoo.registry import Registry
 
 ROPE_SCALINGS: Registry = Registry("rope_scaling", key="model.rope_scaling")
@@ -108,15 +108,17 @@ class Llama3Scaling(RopeScaling):
 @ROPE_SCALINGS.register("yarn")
 class YarnScaling(RopeScaling):
     """YaRN (Peng et al. 2023): pairs turning fewer than beta_slow = 1 times over the original context are
-    interpolated (divided by `rope_factor`), more than beta_fast = 32 times kept, a linear ramp between;
-    cos and sin are multiplied by 0.1 ln(factor) + 1."""
+    interpolated (divided by `rope_factor`), more than beta_fast = 32 times kept, a linear ramp between
+    (its ends rounded out to whole pairs unless `rope_truncate` is false, as gpt-oss); cos and sin are
+    multiplied by 0.1 ln(factor) + 1."""
 
-    options = FACTOR.extended(ORIGINAL.rules)
+    options = FACTOR.extended({**ORIGINAL.rules, "rope_truncate": BOOL})
     beta_fast, beta_slow = 32.0, 1.0  # transformers' defaults; not config keys
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
         self.original, self.base = cfg.rope_original_max_len, cfg.rope_base
+        self.truncate = cfg.rope_truncate
         self.attention_factor = 0.1 * math.log(self.factor) + 1.0 if self.factor > 1 else 1.0
 
     def _pair_index(self, rotations: float, dim: int) -> float:
@@ -125,8 +127,10 @@ class YarnScaling(RopeScaling):
 
     def inv_freq(self, inv_freq: torch.Tensor, position_ids: torch.Tensor | None = None) -> torch.Tensor:
         dim = 2 * inv_freq.numel()
-        low = max(math.floor(self._pair_index(self.beta_fast, dim)), 0)
-        high = min(math.ceil(self._pair_index(self.beta_slow, dim)), dim - 1)
+        low, high = self._pair_index(self.beta_fast, dim), self._pair_index(self.beta_slow, dim)
+        if self.truncate:
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, dim - 1)
         if low == high:
             high += 0.001  # transformers' guard against a zero-width ramp
         index = torch.arange(dim // 2, dtype=torch.float32, device=inv_freq.device)

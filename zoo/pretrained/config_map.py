@@ -99,7 +99,9 @@ PLAIN_ROPE = {"default": "none"}
 _ROPE_KEYS = {"factor": "rope_factor", "low_freq_factor": "rope_low_freq_factor",  # HF rope_parameters -> zoo
               "high_freq_factor": "rope_high_freq_factor",
               "original_max_position_embeddings": "rope_original_max_len",
-              "short_factor": "rope_short_factor", "long_factor": "rope_long_factor"}
+              "short_factor": "rope_short_factor", "long_factor": "rope_long_factor",
+              "truncate": "rope_truncate"}
+_ROPE_OPTIONAL = {"truncate": True}  # rope_parameters keys a scaling reads that may be absent: their default
 _ROPE_DEFAULTS = {"beta_fast": 32, "beta_slow": 1, "truncate": True, "mscale": None, "mscale_all_dim": None,
                   "attention_factor": None, "partial_rotary_factor": 1.0}  # other keys: zoo reproduces these
 
@@ -129,7 +131,7 @@ class Rope:
             out["rope_fraction"] = float(params.pop("partial_rotary_factor", hf.get(key, default)))
         for hf_key, key in _ROPE_KEYS.items():
             if key in ROPE_SCALINGS.get(scaling).options.rules:
-                value = params.pop(hf_key, None)
+                value = params.pop(hf_key, _ROPE_OPTIONAL.get(hf_key))
                 if key == "rope_original_max_len" and self.original:
                     value = hf.get(*self.original)
                 checks[f"rope_parameters.{hf_key} given"] = (value is not None, True)
@@ -154,8 +156,8 @@ class Rope:
 
 
 def _rope_value(key: str, value: Any) -> Any:
-    """A rope parameter as zoo keeps it: the original length an int, per-pair factors a list of floats, other
-    factors a float."""
-    if value is None or key == "rope_original_max_len":
+    """A rope parameter as zoo keeps it: the original length an int, a switch a bool, per-pair factors a list
+    of floats, other factors a float."""
+    if value is None or isinstance(value, bool) or key == "rope_original_max_len":
         return value
     return [float(v) for v in value] if isinstance(value, (list, tuple)) else float(value)

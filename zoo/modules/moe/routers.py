@@ -35,13 +35,14 @@ ROUTERS: Registry = Registry("router", key="model.moe.router")
 
 
 class Router(nn.Module):
-    """A bias-free linear map to one logit per expert, and the choice rule a subclass says in `route`."""
+    """A linear map to one logit per expert (biased with `router_bias`, gpt-oss), and the choice rule a
+    subclass says in `route`."""
 
     reads: tuple[str, ...] = ()  # model.moe keys only this router reads
 
     def __init__(self, d_model: int, settings: MoESettings) -> None:
         super().__init__()
-        self.proj = nn.Linear(d_model, settings.n_experts, bias=False)
+        self.proj = nn.Linear(d_model, settings.n_experts, bias=settings.router_bias)
         self.top_k, self.scale = settings.top_k, settings.route_scale
 
     def forward(self, x: torch.Tensor) -> Routing:

@@ -26,6 +26,7 @@ class MoESettings:
     shared_gate: bool = False  # shared experts' output times sigmoid(x . w) (Qwen2-MoE)
     expert_d_ff: Annotated[int | None, optional(integer(1))] = None  # each expert's hidden size; null: d_ff
     router: str = "topk_softmax"  # zoo.modules.moe.routers.ROUTERS
+    router_bias: bool = False  # the router's linear map has a bias (gpt-oss)
     route_scale: Annotated[float, number(0, low_open=True)] = 1.0  # kept weights multiplied by this
     #                                                                (DeepSeek-V3's routed_scaling_factor)
     bias_rate: Annotated[float, number(0)] = 0.001  # router sigmoid_bias: the bias step per update (gamma)
