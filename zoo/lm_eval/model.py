@@ -1,9 +1,10 @@
 """`ZooLM`: a zoo decoder as an lm-evaluation-harness model, registered as `zoo`. lm-eval's own TemplateLM
 turns (context, continuation) text into ids exactly as its `hf` model does (trailing context spaces move to
 the continuation, the pair is encoded whole and split at the context's length, an empty context is the
-prefix token); zoo.lm_eval.batching scores the ids; generation is `model.generate`, cut at the stop
-strings. `--apply_chat_template` renders lm-eval's few-shot chat with the tokenizer's chat template as its
-`hf` model does through transformers (zoo/tokenizers/chat.py). Needs `pip install 'zoo[lmeval]'`."""
+prefix token); zoo.lm_eval.batching scores the ids; generation is `model.generate`, each row stopping as
+soon as its text holds a stop string (zoo.generation.stopping), then cut before it.
+`--apply_chat_template` renders lm-eval's few-shot chat with the tokenizer's chat template as its `hf` model
+does through transformers (zoo/tokenizers/chat.py). Needs `pip install 'zoo[lmeval]'`."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from lm_eval.api.registry import register_model
 from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, postprocess_generated_text
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
+from zoo.generation.stopping import overlap_free
 from zoo.lm_eval.batching import TokenRequest, loglikelihoods
 from zoo.tokenizers.chat import ChatTemplateError, named_template
 
@@ -194,8 +196,10 @@ class ZooLM(TemplateLM):
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         """Continuations of each context until a stop string (or eos, or max_gen_toks tokens), the stop
-        string cut off; requests with the same generation settings run longest first, `batch_size` at a
-        time, through `model.generate`."""
+        string cut off; a row stops decoding at its first stop string (the batch runs until its last row
+        stops) unless the stop strings overlap, when the text could differ from cutting the full run;
+        requests with the same generation settings run longest first, `batch_size` at a time, through
+        `model.generate`."""
         groups: dict[str, list[int]] = {}
         for i, req in enumerate(requests):
             groups.setdefault(json.dumps(req.args[1], sort_keys=True, default=str), []).append(i)
@@ -206,6 +210,7 @@ class ZooLM(TemplateLM):
             until = handle_stop_sequences(kwargs.pop("until", None), eos=eos)
             new_tokens = kwargs.pop("max_gen_toks")
             options = _decoding_options(kwargs)
+            stop = until if until and overlap_free(until) else None  # else the full budget, then the cut
             room = self.max_length - new_tokens
             if room <= 0:
                 raise ValueError(f"max_gen_toks={new_tokens} leaves no room for a context in the model's "
@@ -214,7 +219,8 @@ class ZooLM(TemplateLM):
             order = sorted(members, key=lambda i: (-len(prompts[i]), requests[i].args[0]))
             for start in range(0, len(order), self.batch_size):
                 chunk = order[start:start + self.batch_size]
-                seqs = self.model.generate([prompts[i] for i in chunk], max_new_tokens=new_tokens, **options)
+                seqs = self.model.generate([prompts[i] for i in chunk], max_new_tokens=new_tokens,
+                                           stop_strings=stop, tokenizer=self.tokenizer, **options)
                 width = max(len(prompts[i]) for i in chunk)  # prompts are left-padded to the widest
                 for i, row in zip(chunk, seqs[:, width:], strict=True):
                     text = postprocess_generated_text(self.tokenizer.decode(row), until, None)
