@@ -196,9 +196,22 @@ class Options:
         required = frozenset(p.name for p in params if p.default is p.empty)
         return cls(rules, required, {p.name: p.default for p in params if p.default is not p.empty})
 
-    def extended(self, rules: Mapping[str, Rule], required: Iterable[str] = ()) -> Options:
-        """These options with `rules` added (a key given in both takes the rule from `rules`)."""
+    def extended(self, rules: Mapping[str, Rule] | Options, required: Iterable[str] = ()) -> Options:
+        """These options with `rules` added (a key given in both takes the rule from `rules`); an Options
+        brings its required keys and defaults too."""
+        if isinstance(rules, Options):
+            required = rules.required | frozenset(required)
+            return Options({**self.rules, **rules.rules}, self.required | required,
+                           {**self.defaults, **rules.defaults})
         return Options({**self.rules, **rules}, self.required | frozenset(required), self.defaults)
+
+    def defaulting(self, **defaults: Any) -> Options:
+        """These options with other defaults for some keys (a callback's decoding keys default otherwise
+        than `generate()`'s)."""
+        unknown = set(defaults) - set(self.rules)
+        if unknown:
+            raise ValueError(f"defaults for undeclared keys: {', '.join(sorted(unknown))}")
+        return Options(self.rules, self.required, {**self.defaults, **defaults})
 
     def only(self, *keys: str) -> Options:
         """These options restricted to `keys` (a group taking some of another group's keys, same rules)."""
@@ -221,6 +234,12 @@ class Options:
             if value == MISSING:
                 raise ValueError(f"{_path(group, key)} is required (set {_path(group, key)}=...)")
             self.rules[key].check(_path(group, key), value)
+
+
+def declared(**keys: tuple[Rule, Any]) -> Options:
+    """Options from `key=(rule, default)` pairs: each key's rule and default written once, together."""
+    return Options({key: rule for key, (rule, _) in keys.items()},
+                   defaults={key: default for key, (_, default) in keys.items()})
 
 
 def _parameters(fn: Callable[..., Any]) -> list[inspect.Parameter]:

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import lightning as L
 import torch
@@ -18,7 +18,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint, RichProgressB
 from lightning.pytorch.utilities import rank_zero_warn
 
 from zoo.generation.config import GENERATION_OPTIONS as DECODING
-from zoo.options import BOOL, TEXT, Options, integer, list_of, one_of, optional
+from zoo.options import BOOL, TEXT, Options, declared, integer, list_of, one_of, optional
 from zoo.registry import Registry
 from zoo.tasks import Task, get_task
 from zoo.tasks.samples import make_samples
@@ -31,8 +31,10 @@ Build = Callable[[Mapping[str, Any], "CallbackContext"], "Callback | None"]  # (
 
 def callback(name: str, options: Options) -> Callable[[Build], Build]:
     """Register a builder as `callbacks.<name>` with the keys it reads (`options`: what
-    zoo.training.options.check_callbacks allows, besides `enabled`). A builder may return None where its
-    callback has nothing to do."""
+    zoo.training.options.check_callbacks allows, besides `enabled`) and their defaults, the only ones: the
+    builder gets every key (`build_callbacks` fills what was not given), conf/callbacks YAML repeats no
+    other value (tests/training/test_callbacks.py). A builder may return None where its callback has nothing
+    to do."""
 
     def register(build: Build) -> Build:
         build.options = options
@@ -62,7 +64,7 @@ class NonFiniteLossError(RuntimeError):
 class TokensPerSecond(Callback):
     """Logs `train/tokens_per_s` (all processes together) over the last `window` batches."""
 
-    def __init__(self, window: int = 10) -> None:
+    def __init__(self, window: Annotated[int, integer(1)] = 10) -> None:
         if window < 1:
             raise ValueError(f"callbacks.tokens_per_s.window must be >= 1, got {window}")
         self.window = window
@@ -124,7 +126,8 @@ class ValExactMatch(Callback):
     `task.reference_metrics` and logged as val/<name> (seq2seq: val/exact_match, val/bleu, val/chrf; every
     rank computes the same values)."""
 
-    def __init__(self, task: Task, tokenizer, datamodule, max_examples: int = 200) -> None:
+    def __init__(self, task: Task, tokenizer, datamodule, max_examples: Annotated[int, integer(1)] = 200
+                 ) -> None:
         self.task, self.tokenizer, self.datamodule, self.max_examples = (task, tokenizer, datamodule,
                                                                          max_examples)
 
@@ -222,63 +225,97 @@ class StepProgressBar(RichProgressBar):
 
 
 # ------------------------------------------------------------------------------------- registry
+# train.py's `callbacks: default` (conf/callbacks/default.yaml) switches every one on but attention_maps
+# (opt-in: callbacks=with_attention_maps). The defaults below are the only ones.
 
 
-@callback("progress_bar", Options({"refresh_rate": integer(0), "leave": BOOL,
-                                  "style": one_of("auto", "bar", "lines"), "every_n_steps": integer(1)}))
+@callback("progress_bar", declared(  # rich bar: step, loss, tok/s, val_loss
+    refresh_rate=(integer(0), 5),  # redraw every 5 steps: each redraw costs a few % of a small CPU step
+    leave=(BOOL, False),
+    style=(one_of("auto", "bar", "lines"), "auto"),  # auto: the bar in a terminal, else lines (logs, CI)
+    every_n_steps=(integer(1), 50)))  # lines: step, loss, tok/s, elapsed, ETA every n optimizer steps
 def _progress(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback | None:
     """style auto: the rich bar in a terminal, progress lines (zoo.training.console) when stdout is not
     one."""
     if not ctx.progress_bar:
         return None
     opts = dict(opts)
-    style, every = opts.pop("style", "auto"), opts.pop("every_n_steps", 50)
+    style, every = opts.pop("style"), opts.pop("every_n_steps")
     if style == "lines" or (style == "auto" and not sys.stdout.isatty()):
         return LineProgress(every_n_steps=every)
     return StepProgressBar(**opts)
 
 
-@callback("checkpoint", Options({"monitor": TEXT, "mode": one_of("min", "max"), "save_top_k": integer(-1),
-                                "save_last": BOOL}))
+# <run>/checkpoints/last.ckpt (each validation + end of fit), best.ckpt (best finite monitored value);
+# monitor: any metric logged at validation, e.g. val/bleu with mode max (seq2seq)
+@callback("checkpoint", declared(monitor=(TEXT, "val/loss"), mode=(one_of("min", "max"), "min"),
+                                save_top_k=(integer(-1), 1), save_last=(BOOL, True)))
 def _checkpoint(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
-    return ZooCheckpoint(
-        dirpath=ctx.checkpoint_dir, filename="best", monitor=opts.get("monitor", "val/loss"),
-        mode=opts.get("mode", "min"), save_top_k=opts.get("save_top_k", 1),
-        save_last=opts.get("save_last", True), auto_insert_metric_name=False, enable_version_counter=False,
-    )
+    return ZooCheckpoint(dirpath=ctx.checkpoint_dir, filename="best", **opts, auto_insert_metric_name=False,
+                         enable_version_counter=False)
 
 
-# the keys that decode have the library's rules (zoo.generation.config.GENERATION_OPTIONS)
+callback("tokens_per_s", Options.of(TokensPerSecond.__init__))(lambda opts, ctx: TokensPerSecond(**opts))
+callback("non_finite", Options({}))(lambda opts, ctx: NonFiniteLossStop(ctx.checkpoint_dir))
+callback("exact_match", Options.of(ValExactMatch.__init__, skip=("task", "tokenizer", "datamodule")))(
+    lambda opts, c: ValExactMatch(c.task, c.tokenizer, c.datamodule, **opts) if c.task.has_references
+    else None)  # none without references
+# at the end: print generated samples, log a table; the keys that decode have the library's rules
+# (zoo.generation.config.GENERATION_OPTIONS) and these defaults
+callback("samples", DECODING.only("max_new_tokens", "temperature", "top_k").defaulting(
+    max_new_tokens=64, temperature=0.8, top_k=40).extended(declared(
+        prompts=(list_of(TEXT), ["def ", "import os\n", "class "]),  # task=lm: continued, seeded per prompt
+        seed=(integer(0), 0), num_shown=(integer(0), 5),
+        max_examples=(integer(1), 500)))  # seq2seq: held-out test pairs translated for test/exact_match
+)(lambda opts, c: SampleGeneration(c.task, c.tokenizer, c.datamodule, opts))
+
+
+# at the end, when the data has a test split: test/<metric> of best.ckpt (docs/evaluation.md)
 @callback("test", DECODING.only("num_beams", "length_penalty").extended(
-    {"max_examples": optional(integer(1))}))
+    declared(max_examples=(optional(integer(1)), None))))  # null: the whole test split
 def _test(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
     from zoo.evaluation.callback import TestSplitEvaluation  # owned by the evaluation package
 
-    generation = {k: opts[k] for k in ("num_beams", "length_penalty") if k in opts}
-    return TestSplitEvaluation(ctx.task, ctx.tokenizer, ctx.datamodule, max_examples=opts.get("max_examples"),
-                               generation=generation)
+    opts = dict(opts)
+    return TestSplitEvaluation(ctx.task, ctx.tokenizer, ctx.datamodule, max_examples=opts.pop("max_examples"),
+                               generation=opts)
 
 
-@callback("attention_maps", Options({
-    "every_n_epochs": integer(1), "max_tokens": integer(1), "max_heads": optional(integer(1)),
-    "layers": optional(list_of(integer(0))), "model_attr": TEXT, "dirname": TEXT}))
+# the attention maps of one fixed validation example at every validation (PNGs in the run folder, W&B images)
+@callback("attention_maps", declared(
+    every_n_epochs=(integer(1), 1), max_tokens=(integer(1), 24), max_heads=(optional(integer(1)), 8),
+    layers=(optional(list_of(integer(0))), None), model_attr=(TEXT, "model"),
+    dirname=(TEXT, "attention_maps")))
 def _attention_maps(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
     from zoo.inspection.callback import AttentionMapLogger  # owned by the inspection package
 
     return AttentionMapLogger(**opts)
 
 
-callback("tokens_per_s", Options({"window": integer(1)}))(lambda opts, ctx: TokensPerSecond(**opts))
-callback("non_finite", Options({}))(lambda opts, ctx: NonFiniteLossStop(ctx.checkpoint_dir))
-callback("samples", DECODING.only("max_new_tokens", "temperature", "top_k").extended({
-    "prompts": list_of(TEXT), "seed": integer(0), "num_shown": integer(0), "max_examples": integer(1),
-}))(lambda opts, c: SampleGeneration(c.task, c.tokenizer, c.datamodule, opts))
-callback("exact_match", Options({"max_examples": integer(1)}))(lambda opts, c: (  # none without references
-    ValExactMatch(c.task, c.tokenizer, c.datamodule, **opts) if c.task.has_references else None))
+def callback_settings(cfg: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """`callbacks: {name: options}` -> each switched-on callback's options with its declared defaults
+    filled in (`enabled` dropped): what its builder gets, from Hydra or from a library user alike."""
+    return {name: CALLBACKS.get(name).options.filled({k: v for k, v in (opts or {}).items()
+                                                      if k != "enabled"})
+            for name, opts in (cfg or {}).items() if switched_on(cfg, name)}
 
 
 def build_callbacks(cfg: Mapping[str, Any] | None, ctx: CallbackContext) -> list[Callback]:
-    """`callbacks: {name: options}`; `null` or `enabled: false` switches one off."""
-    made = [CALLBACKS.get(name)({k: v for k, v in (opts or {}).items() if k != "enabled"}, ctx)
-            for name, opts in (cfg or {}).items() if switched_on(cfg, name)]
+    """`callbacks: {name: options}`; `null` or `enabled: false` switches one off; an option not given takes
+    the default its callback declares."""
+    made = [CALLBACKS.get(name)(opts, ctx) for name, opts in callback_settings(cfg).items()]
     return [callback for callback in made if callback is not None]
+
+
+def register_callback_configs() -> None:
+    """The declared defaults as Hydra config nodes, which conf/callbacks/*.yaml compose from (so that
+    `callbacks.checkpoint.mode=max` overrides a key that exists): `callbacks/_declared` holds every
+    registered callback with its defaults, `callbacks/_declared/<name>` one of them (a YAML switching an
+    opt-in one on: `- _declared/attention_maps@attention_maps`)."""
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    declared_now = {name: dict(CALLBACKS.get(name).options.defaults) for name in CALLBACKS}
+    store.store(group="callbacks", name="_declared", node=declared_now)
+    for name, defaults in declared_now.items():
+        store.store(group="callbacks/_declared", name=name, node=defaults)
