@@ -308,10 +308,15 @@ class Vocabulary:
                 if key not in read and group not in unknown and key in values
                 and (self.sparse or values[key] != self.defaults[key])]
 
+    def readers(self, key: str) -> str:
+        """The entries that read owned `key`: 'linear|llama3|yarn'."""
+        entries = self.groups[self.owners()[key][0]]
+        return "|".join(n for n in sorted(entries) if key in entries[n].rules)
+
     def _says(self, group: str, key: str, values: Mapping[str, Any]) -> tuple[str, str, str]:
         chosen = self._chosen(values, group)
         shown = str(chosen[0]) if len(chosen) == 1 else f"[{', '.join(map(str, chosen))}]"
-        readers = "|".join(n for n in sorted(self.groups[group]) if key in self.groups[group][n].rules)
+        readers = self.readers(key)
         reads = ({k for name in chosen for k in self.groups[group][name].rules}
                  if self._known(values, group) else set())
         return readers, shown, ", ".join(sorted(reads)) or "no key of its own"

@@ -83,14 +83,10 @@ def _chosen(settings: MoESettings):
         yield f"model.moe.balance={name}", BALANCES.get(name)
 
 
-def _every_entry():
-    yield from ((f"model.moe.router={n}", ROUTERS.get(n)) for n in ROUTERS)
-    yield from ((f"model.moe.balance={n}", BALANCES.get(n)) for n in BALANCES)
-
-
 def moe_vocabulary() -> Vocabulary:
     """Which `model.moe` keys only some routers or balancing losses read (each entry's `reads`), so that
-    settling a config resets or refuses them one by one (`zoo.options.Vocabulary.settle`)."""
+    settling a config resets or refuses them one by one (`zoo.options.Vocabulary.settle`) and a built config
+    names the entry that reads one (`parse_settings`)."""
     return Vocabulary({"router": {n: OPTIONS.only(*ROUTERS.get(n).reads) for n in ROUTERS},
                        "balance": {n: OPTIONS.only(*BALANCES.get(n).reads) for n in BALANCES}},
                       OPTIONS.defaults, sparse=True)
@@ -98,7 +94,7 @@ def moe_vocabulary() -> Vocabulary:
 
 def moe_settings(cfg) -> MoESettings:
     """`cfg.moe` checked (keys, values, the entries that read them) and read."""
-    return parse_settings(cfg.moe, _chosen, _every_entry())
+    return parse_settings(cfg.moe, _chosen, moe_vocabulary())
 
 
 class _MoEKind(FFNKind):

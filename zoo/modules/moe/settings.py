@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from zoo.options import Options, Rule, integer, number, optional
+from zoo.options import Options, Rule, Vocabulary, integer, number, optional
 
 _NAMES = Rule(lambda v: isinstance(v, str) and bool(v)
               or isinstance(v, (list, tuple)) and all(isinstance(x, str) and x for x in v),
@@ -53,23 +53,19 @@ OPTIONS = Options.of(MoESettings)
 
 def parse_settings(given: Mapping[str, Any] | None,
                    entries: Callable[[MoESettings], Iterable[tuple[str, Any]]],
-                   every_entry: Iterable[tuple[str, Any]]) -> MoESettings:
+                   vocabulary: Vocabulary) -> MoESettings:
     """`model.moe` checked and read: unknown keys and bad values raise naming `model.moe.<key>`, and a key no
     chosen entry reads names the entry that does. `entries(settings)` gives the chosen router and balancing
-    losses as (`model.moe.router=...`, entry) pairs, `every_entry` every registered one; an entry's `reads`
-    names the entry-only keys it reads."""
+    losses as (`model.moe.router=...`, entry) pairs (an unknown name raises naming it), `vocabulary` which
+    entry reads which key (`zoo.modules.moe.layer.moe_vocabulary`, from each entry's `reads`)."""
     given = dict(given or {})
     OPTIONS.check("model.moe", given)
     settings = MoESettings(**{k: (list(v) if isinstance(v, tuple) else v) for k, v in given.items()})
     if settings.top_k > settings.n_experts:
         raise ValueError(f"model.moe.top_k={settings.top_k} exceeds model.moe.n_experts="
                          f"{settings.n_experts}; each token goes to top_k of the n_experts experts.")
-    chosen = list(entries(settings))
-    read = {key for _, entry in chosen for key in entry.reads}
-    every_entry = list(every_entry)
-    for key in given:
-        readers = [what for what, entry in every_entry if key in entry.reads]
-        if readers and key not in read:
-            raise ValueError(f"model.moe.{key} is not read by the chosen {', '.join(w for w, _ in chosen)}; "
-                             f"it applies to {' | '.join(readers)}.")
+    chosen = [what for what, _ in entries(settings)]
+    for key, group in vocabulary.unread(given)[:1]:
+        raise ValueError(f"model.moe.{key} is not read by the chosen {', '.join(chosen)}; it applies to "
+                         f"model.moe.{group}={vocabulary.readers(key)}.")
     return settings
