@@ -32,7 +32,7 @@ def options(i: int) -> dict:
 def run_engine(model, max_batch: int = 8) -> list[list[int]]:
     got: list[list[int]] = [[] for _ in PROMPTS]
     seqs = [Sequence(p, n, GenerationConfig(**options(i)).choice("cpu"), frozenset(),
-                     lambda token, finish, i=i: got[i].append(token))
+                     lambda token, finish, _logprob, i=i: got[i].append(token))
             for i, (p, n) in enumerate(zip(PROMPTS, LENGTHS, strict=True))]
     engine = Engine(model, pad_id=0, max_batch=max_batch)
     waiting = list(range(len(PROMPTS)))
@@ -70,7 +70,7 @@ def test_rows_stop_at_their_stop_ids_and_budget():
     first = model.generate([[5, 6, 7]], max_new_tokens=6, eos_token_id=[])[0, 3:].tolist()
     events = []
     seq = Sequence([5, 6, 7], 6, GenerationConfig().choice("cpu"), frozenset([first[2]]),
-                   lambda token, finish: events.append((token, finish)))
+                   lambda token, finish, _logprob: events.append((token, finish)))
     engine = Engine(model, pad_id=0)
     with torch.inference_mode():
         engine.step([seq])

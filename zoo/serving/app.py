@@ -22,8 +22,11 @@ from starlette.exceptions import HTTPException
 
 from zoo.generation.config import GenerationConfig
 from zoo.generation.logits import Choice
+from zoo.generation.stopping import RowStop
 from zoo.serving.engine import Engine, QueueFull, Sequence
+from zoo.serving.logprobs import TokenLogprob, chat_logprobs, completion_logprobs
 from zoo.serving.mailbox import Mailbox
+from zoo.serving.penalties import Penalties
 from zoo.serving.protocol import APIError, Request, parse_json, read_request
 from zoo.serving.text import ChoiceText
 
@@ -81,6 +84,7 @@ def create_app(served: Served) -> FastAPI:
     async def complete(request: HTTPRequest, endpoint: str):
         req = read_request(parse_json(await request.body()), endpoint)
         _check_model(served, req.model)
+        _check_bias(served, req)
         prompts = _prompt_ids(served, req)
         max_tokens = _max_tokens(served, req, prompts)
         queue: asyncio.Queue = asyncio.Queue()
@@ -119,6 +123,14 @@ def _check_model(served: Served, name: str) -> None:
     if name != served.name:
         raise APIError(404, f"The model `{name}` does not exist; this server serves `{served.name}`.",
                        param="model", code="model_not_found")
+
+
+def _check_bias(served: Served, req: Request) -> None:
+    vocab = served.model.config.vocab_size
+    bad = [t for t in req.logit_bias if t >= vocab]
+    if bad:
+        raise APIError(400, f"Invalid key in 'logit_bias': {bad[0]} is not a token id of this model (its "
+                            f"vocabulary is [0, {vocab})).", param="logit_bias", code="invalid_value")
 
 
 def _prompt_ids(served: Served, req: Request) -> list[list[int]]:
@@ -188,16 +200,22 @@ def _sequences(served: Served, req: Request, prompts: list[list[int]], max_token
         return []
     device = next(served.model.parameters()).device
     deadline = time.monotonic() + served.timeout
+    penalise = bool(req.presence_penalty or req.frequency_penalty or req.logit_bias)
     seqs = []
     for p, prompt in enumerate(prompts):
         for k in range(req.n):
             index = p * req.n + k
 
-            def deliver(token: int | None, finish: str | None, index: int = index) -> None:
-                mailbox.post(queue, (index, token, finish))
+            def deliver(token: int | None, finish: str | None, logprob: TokenLogprob | None,
+                        index: int = index) -> None:
+                mailbox.post(queue, (index, token, finish, logprob))
 
-            seqs.append(Sequence(prompt, max_tokens, choice_for(req, k, device), served.stop_ids, deliver,
-                                 deadline))
+            seqs.append(Sequence(
+                prompt, max_tokens, choice_for(req, k, device), served.stop_ids, deliver, deadline,
+                stop=RowStop(req.stop, served.tokenizer.decode) if req.stop else None,
+                penalties=Penalties(req.frequency_penalty, req.presence_penalty, req.logit_bias)
+                if penalise else None,
+                logprobs=req.logprobs))
     return seqs
 
 
@@ -210,6 +228,8 @@ class _Run:
         count = len(prompts) * req.n
         decode = served.tokenizer.decode
         self.texts = [ChoiceText(decode, req.stop) for _ in range(count)]
+        self.logprobs: list[list[tuple[int, TokenLogprob, int]]] = [[] for _ in range(count)]  # + text offset
+        self.logprobs_sent = [0] * count  # entries already streamed, per choice
         self.tokens = [0] * count
         self.finish: list[str | None] = [None if seqs else "length"] * count
         self.prompt_tokens = sum(len(p) for p in prompts)
@@ -225,7 +245,8 @@ class _Run:
         try:
             while any(f is None for f in self.finish):
                 try:
-                    index, token, finish = await asyncio.wait_for(self.queue.get(), 1.0 if poll else None)
+                    index, token, finish, logprob = await asyncio.wait_for(self.queue.get(),
+                                                                           1.0 if poll else None)
                 except asyncio.TimeoutError:  # builtin TimeoutError from Python 3.11 on
                     if await poll():
                         return
@@ -236,6 +257,8 @@ class _Run:
                     self._fail(finish)
                 self.tokens[index] += 1
                 keep = None if token in self.served.stop_ids else token
+                if logprob is not None and keep is not None:
+                    self.logprobs[index].append((keep, logprob, len(self.texts[index].text)))
                 delta, stopped = self.texts[index].add(keep, final=finish is not None)
                 if stopped:
                     finish = "stop"
@@ -257,12 +280,27 @@ class _Run:
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": done,
                 "total_tokens": self.prompt_tokens + done}
 
-    def _choice(self, index: int, text: str, finish: str | None, *, chunk: bool) -> dict[str, Any]:
+    def _logprobs(self, index: int, *, chunk: bool) -> dict[str, Any] | None:
+        """The choice's log-probabilities in the endpoint's format: all of them, or (chunk) those not yet
+        streamed; None when the request did not ask."""
+        if self.req.logprobs is None:
+            return None
+        entries = self.logprobs[index][self.logprobs_sent[index] if chunk else 0:]
+        if chunk:
+            self.logprobs_sent[index] = len(self.logprobs[index])
+        decode = self.served.tokenizer.decode
+        pairs = [(t, lp) for t, lp, _ in entries]
         if self.req.endpoint == "completion":
-            return {"index": index, "text": text, "logprobs": None, "finish_reason": finish}
+            return completion_logprobs(pairs, [offset for _, _, offset in entries], decode)
+        return chat_logprobs(pairs, decode)
+
+    def _choice(self, index: int, text: str, finish: str | None, *, chunk: bool) -> dict[str, Any]:
+        logprobs = self._logprobs(index, chunk=chunk)
+        if self.req.endpoint == "completion":
+            return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish}
         key, message = ("delta", {"content": text}) if chunk else ("message",
                                                                    {"role": "assistant", "content": text})
-        return {"index": index, key: message, "logprobs": None, "finish_reason": finish}
+        return {"index": index, key: message, "logprobs": logprobs, "finish_reason": finish}
 
     def _envelope(self, choices: list[dict[str, Any]], chunk: bool) -> dict[str, Any]:
         kind = self.object + (".chunk" if chunk and self.req.endpoint == "chat" else "")

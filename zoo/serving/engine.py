@@ -6,7 +6,10 @@ full (the server answers 429).
 
 Each row picks its token exactly as `model.generate` does for that request alone (zoo.generation.logits'
 Choice: argmax, or temperature / top-p then one multinomial draw from the row's own seeded generator), so a
-request gives the same tokens whether it runs alone or among others."""
+request gives the same tokens whether it runs alone or among others. A row may also carry stop strings
+(zoo.generation.stopping: it leaves at the token that completes one), penalties and a logit bias applied to
+its logits before the pick (zoo.serving.penalties), and a wish for log-probabilities, read from the raw
+logits (zoo.serving.logprobs)."""
 
 from __future__ import annotations
 
@@ -19,10 +22,14 @@ from dataclasses import dataclass, field
 import torch
 
 from zoo.generation.logits import Choice
+from zoo.generation.stopping import RowStop
 from zoo.serving.batch import RunningBatch
+from zoo.serving.logprobs import TokenLogprob, pick_logprobs
+from zoo.serving.penalties import Penalties
 
-# (new token or None, finish reason or None): called on the engine thread; must not block
-Deliver = Callable[[int | None, str | None], None]
+# (new token or None, finish reason or None, its log-probabilities when asked for): called on the engine
+# thread; must not block
+Deliver = Callable[[int | None, str | None, TokenLogprob | None], None]
 
 
 class QueueFull(Exception):
@@ -39,6 +46,9 @@ class Sequence:
     stop_ids: frozenset[int]
     deliver: Deliver
     deadline: float = float("inf")  # time.monotonic() after which it ends with finish "timeout"
+    stop: RowStop | None = None  # stop strings: the row ends ("stop") at the token that completes one
+    penalties: Penalties | None = None  # presence / frequency penalties and logit bias
+    logprobs: int | None = None  # None: none; n: the picked token's log-probability and the n most likely
     cancelled: bool = False  # set by the server (any thread): the row leaves at the next step boundary
     produced: int = 0
     done: bool = field(default=False, repr=False)
@@ -105,7 +115,7 @@ class Engine:
                 for seq in self.rows + joining:
                     if not seq.done:
                         seq.done = True
-                        seq.deliver(None, f"error: {type(e).__name__}: {e}")
+                        seq.deliver(None, f"error: {type(e).__name__}: {e}", None)
                 self.rows, self.pending = [], self.pending[:0]
                 self.batch.rebuild([])
 
@@ -118,8 +128,8 @@ class Engine:
         admitted: tuple | None = None
         if joining:
             logits, cache, mask = self.batch.prefill([seq.prompt for seq in joining])
-            tokens = self._pick(joining, logits)
-            live = [j for j, seq in enumerate(joining) if not self._emit(seq, int(tokens[j]))]
+            tokens, logprobs = self._pick(joining, logits)
+            live = [j for j, seq in enumerate(joining) if not self._emit(seq, int(tokens[j]), logprobs[j])]
             if live:
                 index = torch.tensor(live, dtype=torch.long, device=self.batch.device)
                 if len(live) < len(joining):
@@ -136,9 +146,9 @@ class Engine:
             return
         logits = self.batch.step(self.pending)  # (B, V)
         self.steps += 1
-        self.pending = self._pick(self.rows, logits)
-        for seq, token in zip(self.rows, self.pending.tolist(), strict=True):
-            self._emit(seq, token)
+        self.pending, logprobs = self._pick(self.rows, logits)
+        for seq, token, logprob in zip(self.rows, self.pending.tolist(), logprobs, strict=True):
+            self._emit(seq, token, logprob)
 
     @staticmethod
     def _alive(seq: Sequence, now: float) -> bool:
@@ -146,25 +156,34 @@ class Engine:
             return False
         if now > seq.deadline:
             seq.done = True
-            seq.deliver(None, "timeout")
+            seq.deliver(None, "timeout", None)
             return False
         return True
 
     @staticmethod
-    def _pick(seqs: list[Sequence], logits: torch.Tensor) -> torch.Tensor:
-        """(B, V) -> (B,): greedy rows by one argmax, sampling rows one draw each from their own generator."""
+    def _pick(seqs: list[Sequence], logits: torch.Tensor) -> tuple[torch.Tensor, list[TokenLogprob | None]]:
+        """(B, V) raw logits -> ((B,) tokens, each row's log-probabilities or None): penalised rows' logits
+        adjusted first; greedy rows by one argmax, sampling rows one draw each from their own generator."""
+        raw = logits
+        adjusted = [i for i, seq in enumerate(seqs) if seq.penalties is not None]
+        if adjusted:
+            logits = logits.clone()
+            for i in adjusted:
+                logits[i] = seqs[i].penalties.apply(logits[i])
         tokens = logits.argmax(dim=-1)
         for i, seq in enumerate(seqs):
             if seq.choice.sample:
                 tokens[i] = seq.choice.pick(logits[i : i + 1])[0]
-        return tokens
+        return tokens, pick_logprobs(raw, tokens, [seq.logprobs for seq in seqs])
 
     @staticmethod
-    def _emit(seq: Sequence, token: int) -> bool:
+    def _emit(seq: Sequence, token: int, logprob: TokenLogprob | None = None) -> bool:
         """Hand one token to its request; True when the sequence is finished with it."""
         seq.produced += 1
-        finish = ("stop" if token in seq.stop_ids
-                  else "length" if seq.produced >= seq.max_tokens else None)
+        if seq.penalties is not None:
+            seq.penalties.count(token)
+        stopped = token in seq.stop_ids or (seq.stop is not None and seq.stop.add(token))
+        finish = "stop" if stopped else "length" if seq.produced >= seq.max_tokens else None
         seq.done = finish is not None
-        seq.deliver(token, finish)
+        seq.deliver(token, finish, logprob)
         return seq.done

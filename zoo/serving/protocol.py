@@ -13,6 +13,8 @@ from typing import Any
 
 MAX_N = 64  # choices per request (each is one row of the running batch)
 MAX_STOP = 4  # stop sequences per request, as OpenAI allows
+MAX_LOGPROBS = {"completion": 5, "chat": 20}  # OpenAI's bounds on `logprobs` / `top_logprobs`
+BIAS_RANGE = 100  # logit_bias values lie in [-100, 100]
 
 
 class APIError(Exception):
@@ -91,18 +93,18 @@ COMMON: dict[str, Field] = {
     "stop": Field("stop"),
     "seed": Field("integer", low=0, high=2**63 - 1),
     "user": Field("string"),
-    "presence_penalty": Field("number", 0, only=(0, None)),
-    "frequency_penalty": Field("number", 0, only=(0, None)),
-    "logit_bias": Field("object", only=(None, {})),
+    "presence_penalty": Field("number", 0, low=-2, high=2),
+    "frequency_penalty": Field("number", 0, low=-2, high=2),
+    "logit_bias": Field("object"),
 }
 ENDPOINT_FIELDS: dict[str, dict[str, Field]] = {
     "completion": {**COMMON, "prompt": Field("prompt", required=True),
                    "echo": Field("boolean", only=(False, None)), "best_of": Field("integer", only=(1, None)),
                    "suffix": Field("string", only=(None,)),
-                   "logprobs": Field("integer", only=(None, 0))},
+                   "logprobs": Field("integer", low=0, high=MAX_LOGPROBS["completion"])},
     "chat": {**COMMON, "messages": Field("messages", required=True), "max_completion_tokens":
-             Field("integer", low=0), "logprobs": Field("boolean", only=(False, None)),
-             "top_logprobs": Field("integer", only=(None, 0))},
+             Field("integer", low=0), "logprobs": Field("boolean", False),
+             "top_logprobs": Field("integer", low=0, high=MAX_LOGPROBS["chat"])},
 }
 
 
@@ -122,6 +124,10 @@ class Request:
     stop: list[str] = field(default_factory=list)
     stream: bool = False
     include_usage: bool = False
+    logprobs: int | None = None  # None: not asked; n: each token's log-probability and the n most likely
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logit_bias: dict[int, float] = field(default_factory=dict)  # token id -> bias (ids checked by the app)
 
 
 def read_request(body: dict[str, Any], endpoint: str) -> Request:
@@ -182,16 +188,41 @@ def _request(endpoint: str, v: dict[str, Any]) -> Request:
                             f"got {options!r}.", param="stream_options")
     request = Request(endpoint, v["model"], max_tokens=v["max_tokens"], temperature=float(v["temperature"]),
                       top_p=float(v["top_p"]), n=v["n"], seed=v["seed"], stop=stop, stream=v["stream"],
-                      include_usage=options.get("include_usage", False))
+                      include_usage=options.get("include_usage", False),
+                      presence_penalty=float(v["presence_penalty"]),
+                      frequency_penalty=float(v["frequency_penalty"]),
+                      logit_bias=_logit_bias(v["logit_bias"]))
     if endpoint == "chat":
         request.messages = v["messages"]
         if v["max_completion_tokens"] is not None:
             request.max_tokens = v["max_completion_tokens"]
+        if v["top_logprobs"] is not None and not v["logprobs"]:
+            raise APIError(400, "Invalid 'top_logprobs': it needs 'logprobs' set to true.",
+                           param="top_logprobs")
+        if v["logprobs"]:
+            request.logprobs = v["top_logprobs"] or 0
     else:
+        request.logprobs = v["logprobs"]
         prompt = v["prompt"]
         one = isinstance(prompt, str) or _is_ids(prompt)
         request.prompts = [prompt] if one else list(prompt)
     return request
+
+
+def _logit_bias(bias: dict[str, Any] | None) -> dict[int, float]:
+    """OpenAI's {"token id": bias} with ids as strings and biases in [-100, 100]; ids are checked against the
+    vocabulary by the app."""
+    out = {}
+    for key, value in (bias or {}).items():
+        if not key.isdigit():
+            raise APIError(400, f"Invalid key in 'logit_bias': {key}. You should only be submitting "
+                                "non-negative integers.", param="logit_bias", code="invalid_value")
+        if not _is_number(value) or not -BIAS_RANGE <= value <= BIAS_RANGE:
+            raise APIError(400, f"Invalid value for 'logit_bias': {value!r} for token {key}. Logit bias "
+                                f"values should be numbers between -{BIAS_RANGE} and {BIAS_RANGE}.",
+                           param="logit_bias", code="invalid_value")
+        out[int(key)] = float(value)
+    return out
 
 
 def _json_type(value: Any) -> str:
