@@ -61,7 +61,8 @@ def test_random_knob_combinations_train_a_step(seed):
 
 
 def test_list_models_filters_by_glob():
-    assert zoo.list_models("gpt*") == ["gpt2", "gpt_mini", "gpt_nano", "gpt_small"]
+    assert zoo.list_models("gpt*") == ["gpt2", "gpt_mini", "gpt_nano", "gpt_oss_120b", "gpt_oss_20b",
+                                       "gpt_small"]
     for name in ["transformer_base", "transformer_tiny", "bert_small", "llama_small", "single_head_lm",
                  "bigram"]:
         assert name in zoo.list_models()
