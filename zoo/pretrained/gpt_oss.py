@@ -27,6 +27,7 @@ from zoo.pretrained.decoder_heads import NO_QA
 from zoo.pretrained.family import Checks
 from zoo.pretrained.gemma import GLOBAL, LOCAL, global_every_for, local_layers
 from zoo.pretrained.llama import DECODER, KEYS, TENSORS, LlamaShaped
+from zoo.pretrained.mxfp4 import BLOCK, unpack
 from zoo.pretrained.tensor_map import HFTensors, stored_name, within
 
 ATTENTION_AND_ROUTER = {  # zoo -> HF inside a layer (the experts: `expert_tensors`)
@@ -57,7 +58,9 @@ class GptOss(LlamaShaped):
         types = hf.get("layer_types") or [LOCAL if local else GLOBAL for local in local_layers(n, 2)]
         local = [t == LOCAL for t in types]
         every = global_every_for(local)
+        quantized = (hf.get("quantization_config") or {}).get("quant_method")
         checks.update({
+            "quantization_config.quant_method": (quantized, (None, "mxfp4")),  # mxfp4: dequantized on load
             f"layer_types in ({LOCAL}, {GLOBAL})": (set(types) <= {LOCAL, GLOBAL}, True),
             "len(layer_types) == num_hidden_layers": (len(types) == n, True),
             "layer_types global every k-th layer": (every is not None, True),
@@ -87,9 +90,9 @@ class GptOss(LlamaShaped):
         e, c, f = moe.n_experts, cfg.d_model, moe.expert_d_ff or cfg.ffn_dim
         for i in range(cfg.n_layers):
             hf, zoo = EXPERTS.format(i=i), f"decoder_stack.layers.{i}.ffn.experts."
-            gate_up = src.take(hf + "gate_up_proj", (e, c, 2 * f))  # (E, C, 2F): gate even, value odd columns
+            gate_up = expert_matrix(src, hf + "gate_up_proj", (e, c, 2 * f))  # gate even, value odd columns
             gate_up_bias = src.take(hf + "gate_up_proj_bias", (e, 2 * f))
-            down = src.take(hf + "down_proj", (e, f, c))  # (E, F, C)
+            down = expert_matrix(src, hf + "down_proj", (e, f, c))
             down_bias = src.take(hf + "down_proj_bias", (e, c))
             for x in range(e):
                 out[f"{zoo}{x}.up.weight"] = torch.cat([gate_up[x, :, 0::2], gate_up[x, :, 1::2]], 1).t()
@@ -118,3 +121,17 @@ class GptOss(LlamaShaped):
                         name + "down_proj_bias": torch.stack([state[f"{zoo}{x}.down.bias"]
                                                               for x in range(n_experts)])})
         return out
+
+
+def expert_matrix(src: HFTensors, name: str, shape: tuple[int, int, int]) -> torch.Tensor:
+    """The fused expert matrix `name` (E, in, out): stored as it is, or (MXFP4) as `name_blocks` /
+    `name_scales` of its transpose (E, out, in), dequantized here."""
+    if not src.has(name + "_blocks"):
+        return src.take(name, shape)
+    e, n_in, n_out = shape
+    if n_in % BLOCK:
+        raise ValueError(f"{src.source}: {name}_blocks packs rows of {n_in} values in MXFP4 blocks of "
+                         f"{BLOCK}; {n_in} is not a multiple of {BLOCK}.")
+    blocks = src.take(name + "_blocks", (e, n_out, n_in // BLOCK, BLOCK // 2))
+    scales = src.take(name + "_scales", (e, n_out, n_in // BLOCK))
+    return unpack(blocks, scales).transpose(1, 2)  # (E, in, out)
