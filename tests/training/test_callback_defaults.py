@@ -100,5 +100,7 @@ def test_constructor_defaults_agree_with_the_declarations():
     """Callbacks usable on their own keep keyword defaults; they are the declared ones."""
     assert Options.of(AttentionMapLogger.__init__).defaults == DECLARED["attention_maps"]
     assert Options.of(TokensPerSecond.__init__).defaults == DECLARED["tokens_per_s"]
+    lines = Options.of(LineProgress.__init__).defaults
+    assert lines["every_n_steps"] == DECLARED["progress_bar"]["every_n_steps"]
     skip = ("task", "tokenizer", "datamodule")
     assert Options.of(ValExactMatch.__init__, skip=skip).defaults == DECLARED["exact_match"]
