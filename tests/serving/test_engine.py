@@ -80,3 +80,28 @@ def test_rows_stop_at_their_stop_ids_and_budget():
     k = first.index(first[2])  # the first time the stop id comes
     assert events == [(t, None) for t in first[:k]] + [(first[k], "stop")] and engine.rows == []
     assert engine.batch.cache is None and engine.batch.size == 0
+
+
+def test_a_stop_string_ends_its_row_at_the_token_that_completes_it():
+    """The row leaves the batch at its stop string: decode steps counted, not the max_tokens budget."""
+    from zoo.generation.stopping import RowStop
+
+    model = decoder("rope")
+    first = model.generate([[5, 6, 7]], max_new_tokens=20, eos_token_id=[])[0, 3:].tolist()
+
+    def decode(ids: list[int]) -> str:
+        return "".join(chr(97 + t % 26) for t in ids)
+
+    stop = decode(first[4:6])
+    k = next(n for n in range(1, 21) if stop in decode(first[:n]))  # by hand: tokens up to the stop's end
+    events = []
+    seq = Sequence([5, 6, 7], 20, GenerationConfig().choice("cpu"), frozenset(),
+                   lambda token, finish, _logprob: events.append((token, finish)),
+                   stop=RowStop([stop], decode))
+    engine = Engine(model, pad_id=0)
+    with torch.inference_mode():
+        engine.step([seq])
+        while not seq.done:
+            engine.step([])
+    assert events == [(t, None) for t in first[: k - 1]] + [(first[k - 1], "stop")]
+    assert engine.steps == k - 1 < 19  # the prefill gave the first token; one decode step per token after
