@@ -89,6 +89,9 @@ class CheckpointRecord:
     lora: dict[str, Any] | None = None  # zoo.finetune.lora.lora_record: the adapters a load rebuilds
     hf_model_type: str | None = None  # the Hugging Face family the weights came from: export format=hf
     wandb_run_id: str | None = None  # the W&B run a resume continues
+    # "unfused": q/k/v, gate/value saved as parts (tensor parallel, zoo.modules.unfused); None: fused.
+    # read_checkpoint fuses them back for every reader
+    layout: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The section as saved (a field left None is not written)."""
@@ -173,8 +176,9 @@ def consolidate(sharded: str | os.PathLike, out: str | os.PathLike) -> Path:
     The optimizer states stay behind (resume from the folder itself, with trainer=fsdp). Returns `out`."""
     if not checkpoint_file(sharded).is_dir():
         raise CheckpointError(f"{sharded} is a checkpoint file already, not a sharded checkpoint folder")
-    data = read_checkpoint(sharded)
-    atomic_torch_save({"state_dict": data["state_dict"], "zoo": data["zoo"]}, out)
+    data = read_checkpoint(sharded)  # a tensor-parallel run's parts fused back: the file holds them fused
+    record = {k: v for k, v in data["zoo"].items() if k != "layout"}
+    atomic_torch_save({"state_dict": data["state_dict"], "zoo": record}, out)
     return Path(out)
 
 
@@ -195,8 +199,20 @@ def read_checkpoint(path: str | os.PathLike, *, shards: bool = True) -> dict[str
     if record.format_version != FORMAT_VERSION:
         raise CheckpointError(f"{path}: zoo checkpoint format {record.format_version!r}, "
                               f"expected {FORMAT_VERSION}")
+    if record.layout == "unfused":  # a tensor-parallel run's: every reader gets the fused layout
+        ckpt["state_dict"] = checked_fuse(ckpt["state_dict"], path)
     check_state_shapes(ckpt["state_dict"], record, path)
     return ckpt
+
+
+def checked_fuse(state_dict: dict[str, Any], path: str | os.PathLike) -> dict[str, Any]:
+    """An unfused state dict (zoo.modules.unfused) in the fused layout; CheckpointError naming the file."""
+    from zoo.modules.unfused import fuse_state_dict
+
+    try:
+        return fuse_state_dict(state_dict)
+    except ValueError as e:
+        raise CheckpointError(f"{path}: {e}") from None
 
 
 PYTORCH_HEADS = (b"PK\x03\x04", b"\x80")  # torch.save's zip archive; a pickle of protocol >= 2 (legacy)

@@ -10,7 +10,8 @@ import torch
 from zoo.apps import ConfigError
 from zoo.presets import build
 from zoo.training.plan import prepare
-from zoo.training.sharding import FSDPStrategy, shard_units, trainer_arguments
+from zoo.training.sharding import FSDPStrategy, shard_units
+from zoo.training.strategies import trainer_arguments
 
 from .conftest import TINY_LM
 

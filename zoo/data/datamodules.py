@@ -99,7 +99,11 @@ class ZooDataModule(L.LightningDataModule):
                          f"{type(self).__name__} windows are all model.max_seq_len tokens: use batch_size")
 
     def _world(self) -> int:
-        return self.trainer.world_size if self.trainer is not None else 1
+        """Processes reading different batches (a tensor-parallel group's ranks share theirs)."""
+        if self.trainer is None:
+            return 1
+        shared = getattr(self.trainer.strategy, "data_parallel", None)
+        return shared[1] if shared else self.trainer.world_size
 
     def _ordered(self, split: str, *, shuffle: bool) -> DataLoader:
         """A finite split's loader: epoch-keyed shuffle (training) or file order, in batch_size batches or

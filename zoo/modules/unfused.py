@@ -72,6 +72,11 @@ def unfuse(model: nn.Module) -> nn.Module:
     return model
 
 
+def tensor_layout(model: nn.Module) -> str | None:
+    """"unfused" when `model` holds unfused projections (its state dict has their parts), else None."""
+    return "unfused" if any(isinstance(m, FusedColumns) for m in model.modules()) else None
+
+
 def is_unfused_key(key: str) -> bool:
     """Whether a state-dict key names a part of an unfused projection (`...qkv.q.weight`)."""
     match = _UNFUSED_KEY.match(key)

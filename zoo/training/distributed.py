@@ -65,6 +65,12 @@ def check_parts(parts: int | None, world: int) -> None:
                      "(a stream shorter than that many windows of max_seq_len + 1 tokens has fewer parts)")
 
 
+def data_parallel(trainer) -> tuple[int, int]:
+    """(rank, count) of this process among those reading different batches: every process, except that the
+    ranks of one tensor-parallel group (trainer.strategy=fsdp_tp) read the same batch."""
+    return getattr(trainer.strategy, "data_parallel", None) or (trainer.global_rank, trainer.world_size)
+
+
 def shard_datamodule(datamodule, trainer) -> None:
     """Wrap the data module's train/val loaders so each process reads its shard (rank read when called)."""
     for name, pad in (("train_dataloader", True), ("val_dataloader", False)):
@@ -72,7 +78,8 @@ def shard_datamodule(datamodule, trainer) -> None:
 
         def make(original=original, pad=pad) -> DataLoader:
             loader = original()
-            check_parts(getattr(datamodule, "train_parts", None), trainer.world_size)
-            return sharded(loader, trainer.global_rank, trainer.world_size, pad=pad)
+            rank, world = data_parallel(trainer)
+            check_parts(getattr(datamodule, "train_parts", None), world)
+            return sharded(loader, rank, world, pad=pad)
 
         setattr(datamodule, name, make)

@@ -16,10 +16,12 @@ from zoo.checkpoint import CheckpointRecord, set_rng_states, zoo_section
 from zoo.finetune.resume import training_record
 from zoo.modules.checkpointing import set_activation_checkpointing
 from zoo.modules.moe import auxiliary_loss, record_load, routing_summary, update_routers
+from zoo.modules.unfused import tensor_layout
 from zoo.tasks import Task, get_task
 from zoo.training.compiling import compile_model, wants_compile
 from zoo.training.loggers import run_id
 from zoo.training.optim import build_optimizer, build_scheduler
+from zoo.training.tensor_parallel import total_grad_norm
 
 MAX_LOG_PPL = 50  # perplexity is logged as exp(min(loss, this)): a diverging loss gives a large finite number
 
@@ -219,8 +221,7 @@ class ZooLightningModule(L.LightningModule):
             return
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
         if grads:
-            norm = torch.nn.utils.get_total_norm(grads, 2.0)  # sharded gradients: a DTensor, made whole
-            self.log("train/grad_norm", norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+            self.log("train/grad_norm", total_grad_norm(grads))  # sharded ones too (DTensors, 2-D mesh)
 
     # ------------------------------------------------------------------------------- optimizer
     def configure_optimizers(self) -> dict[str, Any]:
@@ -235,6 +236,7 @@ class ZooLightningModule(L.LightningModule):
         wandb_run = run_id(self.loggers) if self._trainer is not None else None  # a resumed run continues it
         checkpoint["zoo"] = zoo_section(self.model.config, self.task.name, self.tokenizer,
                                         wandb_run_id=wandb_run, hf_model_type=self.model.pretrained_family,
+                                        layout=tensor_layout(self.model),  # unfused: tensor parallel
                                         **training_record(self.model))  # what trains (LoRA rebuilt on load)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:

@@ -31,7 +31,7 @@ from zoo.training.monitor import check_monitor
 from zoo.training.optim import check_optim_with_trainer, check_optimizer_model, lr_multiplier
 from zoo.training.options import check_config
 from zoo.training.precision import resolve_accelerator, resolve_precision
-from zoo.training.sharding import check_resume, check_strategy
+from zoo.training.strategies import STRATEGIES, check_resume, check_strategy, data_parallel_size
 
 # trainer.* keys that zoo resolves itself instead of handing them to lightning.Trainer unchanged.
 TRAINER_PASSTHROUGH_EXCLUDED = {"logger", "callbacks", "plugins", "default_root_dir",
@@ -110,7 +110,7 @@ def trainer_options() -> Options:
     device_list = list_of(integer(0))
     return Options.of(L.Trainer.__init__, skip=TRAINER_PASSTHROUGH_EXCLUDED).extended({
         "accelerator": one_of("auto", "gpu", *sorted(AcceleratorRegistry.available_accelerators())),
-        "strategy": one_of("auto", *StrategyRegistry.available_strategies()),
+        "strategy": one_of("auto", *StrategyRegistry.available_strategies(), *STRATEGIES),
         "devices": any_of(integer(1), Rule(lambda v: bool(v) and device_list.test(v), "a non-empty list of "
                                            "device indices"), one_of("auto")),
         "num_nodes": integer(1),
@@ -118,6 +118,7 @@ def trainer_options() -> Options:
         "accumulate_grad_batches": integer(1),
         "precision": ANY,
         "sharded_checkpoint": BOOL,  # zoo's: trainer.strategy=fsdp writes torch.distributed.checkpoint shards
+        "tp_size": integer(1),  # zoo's: trainer.strategy=fsdp_tp splits each block over this many processes
     })
 
 
@@ -180,8 +181,9 @@ def prepare(cfg: DictConfig) -> Plan:
     checked(check_data_cfg, data_cfg)
     kwargs = trainer_kwargs(resolved["trainer"])
     checked(check_optim_with_trainer, resolved["optim"], kwargs)
-    checked(check_strategy, resolved)  # trainer.strategy=fsdp: options it cannot shard
     world = world_size(kwargs)
+    checked(check_strategy, resolved, model, world)  # trainer.strategy=fsdp(_tp): options it cannot shard
+    world = data_parallel_size(kwargs, world)  # processes reading different batches
     if task.corpus_kind == "text":  # LM/MLM token streams are cut into data.shards parts, shared by the ranks
         checked(check_parts, data_cfg.get("shards") or DEFAULT_SHARDS, world)
     accumulate = kwargs.get("accumulate_grad_batches", 1)

@@ -61,12 +61,16 @@ def read_resumed(path: Path, given: str) -> Checkpoint:
 
 
 def check_resumable(ckpt: Checkpoint, given: str, plan: Plan) -> None:
-    """The checkpoint holds the same architecture trained on the same task (the rest is compared once the
-    data has completed the model config)."""
+    """The checkpoint holds the same architecture trained on the same task, in the tensor layout of this
+    run's strategy (the rest is compared once the data has completed the model config)."""
+    from zoo.training.strategies import check_resumed_layout
+
     saved_arch, saved_task = ckpt.record.model_config.get("arch"), ckpt.record.task
     if (saved_arch, saved_task) != (plan.model.arch, plan.task.name):
         raise ConfigError(f"ckpt_path={given}: checkpoint {ckpt.path} is a {saved_arch} model trained on "
                           f"task {saved_task}, this run is {plan.model.arch} / {plan.task.name}")
+    checked(check_resumed_layout, ckpt.record.layout, plan.trainer_kwargs, ckpt.path,
+            context=f"ckpt_path={given}: ")  # tensor parallel runs hold q/k/v unfused
 
 
 def open_run(plan: Plan) -> Opened:
@@ -117,7 +121,7 @@ def fit(opened: Opened) -> TrainResult:
     from zoo.training.distributed import shard_datamodule
     from zoo.training.loggers import build_logger, finish_logger
     from zoo.training.module import ZooLightningModule
-    from zoo.training.sharding import trainer_arguments
+    from zoo.training.strategies import trainer_arguments
 
     plan, resolved = opened.plan, opened.plan.resolved
     resumed, opened.resumed = opened.resumed, None  # held below until Lightning's resume takes it

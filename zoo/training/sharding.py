@@ -83,22 +83,33 @@ class FSDPStrategy(ModelParallelStrategy):
 
     collective_forward = True  # every rank must run each forward (generation included): parameters are split
 
-    def __init__(self, *, sharded_checkpoint: bool = False, **kwargs: Any) -> None:
-        super().__init__(data_parallel_size="auto", tensor_parallel_size=1,
+    name = "fsdp"  # its trainer.strategy value
+    layout: str | None = None  # its checkpoints' tensor layout (zoo.modules.unfused): fused
+
+    def __init__(self, *, sharded_checkpoint: bool = False, tensor_parallel_size: int = 1, **kwargs: Any
+                 ) -> None:
+        super().__init__(data_parallel_size="auto", tensor_parallel_size=tensor_parallel_size,
                          save_distributed_checkpoint=sharded_checkpoint, **kwargs)
 
     def setup_environment(self) -> None:
-        self._data_parallel_size = self.num_nodes * self.num_processes  # the whole world is data-parallel
+        # every process is data-parallel but those of one tensor-parallel group (zoo.training.tensor_parallel)
+        self._data_parallel_size = self.num_nodes * self.num_processes // self._tensor_parallel_size
         super().setup_environment()
 
     @staticmethod
-    def check_config(resolved: dict[str, Any]) -> None:
-        """The run's options this strategy cannot shard: ValueError naming the key (before work starts)."""
+    def data_parallel_size(trainer_cfg: dict[str, Any], world: int) -> int:
+        """Processes of a `world`-process run that read different batches: all of them."""
+        return world
+
+    @classmethod
+    def check_config(cls, resolved: dict[str, Any], model_cfg, world: int) -> None:
+        """The run's options (`model_cfg`: its model config, over `world` processes) this strategy cannot
+        shard: ValueError naming the key (before work starts)."""
         optim = resolved.get("optim") or {}
         if optim.get("name") in UNSHARDABLE_OPTIMIZERS:
             raise ValueError(f"optim.name={optim['name']} orthogonalises whole matrices and "
-                             "trainer.strategy=fsdp splits them across processes; use optim.name=adamw (or "
-                             "trainer=ddp)")
+                             f"trainer.strategy={cls.name} splits them across processes; use "
+                             "optim.name=adamw (or trainer=ddp)")
 
     def save_checkpoint(self, checkpoint: dict[str, Any], filepath, storage_options: Any | None = None
                         ) -> None:
@@ -130,46 +141,3 @@ class FSDPStrategy(ModelParallelStrategy):
         """Shard `model` over the data-parallel mesh (called by the module's configure_model)."""
         mixed = str(self.precision_plugin.precision) == "bf16-mixed"
         return fully_shard_model(model, self.device_mesh["data_parallel"], mixed_bf16=mixed)
-
-
-# trainer.strategy names zoo resolves to its own strategies (the rest are Lightning's names)
-STRATEGIES: dict[str, type] = {"fsdp": FSDPStrategy}
-
-
-ZOO_TRAINER_KEYS = ("sharded_checkpoint",)  # trainer.* keys zoo's strategies read, not lightning.Trainer
-
-
-def trainer_arguments(trainer_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """trainer.* as lightning.Trainer takes it: zoo's strategy object (with its keys) for the names zoo
-    owns, Lightning's names unchanged."""
-    kwargs = {k: v for k, v in trainer_kwargs.items() if k not in ZOO_TRAINER_KEYS}
-    name = kwargs.get("strategy", "auto")
-    if isinstance(name, str) and name in STRATEGIES:
-        own = {k: trainer_kwargs[k] for k in ZOO_TRAINER_KEYS if k in trainer_kwargs}
-        kwargs["strategy"] = STRATEGIES[name](**own)
-    return kwargs
-
-
-
-def check_resume(ckpt: Path | None, trainer_cfg: dict[str, Any]) -> None:
-    """A sharded checkpoint (a folder of shards) resumes under a zoo strategy, which reshards it to its own
-    world size; ValueError for another strategy (its optimizer state is keyed for sharded parameters)."""
-    from zoo.checkpoint import is_sharded
-
-    if ckpt is not None and is_sharded(ckpt) and trainer_cfg.get("strategy") not in STRATEGIES:
-        raise ValueError(f"{ckpt} is a sharded checkpoint (a folder of shards): resume it with trainer=fsdp "
-                         "(any trainer.devices, 1 included); for its weights alone, "
-                         "python -m zoo.training.consolidate makes one file")
-
-
-def check_strategy(resolved: dict[str, Any]) -> None:
-    """A zoo strategy checks the run's options it depends on; its keys need it (ValueError naming them)."""
-    trainer = resolved["trainer"]
-    strategy = STRATEGIES.get(str(trainer.get("strategy")))
-    if strategy is not None:
-        strategy.check_config(resolved)
-        return
-    given = [k for k in ZOO_TRAINER_KEYS if trainer.get(k)]
-    if given:
-        raise ValueError(f"trainer.{given[0]} applies to trainer.strategy={'|'.join(STRATEGIES)} (e.g. "
-                         f"trainer=fsdp), not trainer.strategy={trainer.get('strategy')}")

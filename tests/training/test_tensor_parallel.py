@@ -1,0 +1,154 @@
+"""Tensor parallelism with FSDP2 (trainer=fsdp_tp, zoo.training.tensor_parallel) on gloo CPU processes
+against one plain process (trainer=cpu, fused layout, the same global batch).
+
+- tp_size=2 on 2 processes (dp=1): the same train losses and final weights (fused back) as one process
+  (1e-5) over 10 steps, for decoder, encoder and encoder-decoder, and with activation checkpointing.
+- The 2-D mesh: 4 processes as dp=2 x tp=2 (each group reads its half of the global batch), the same.
+- Sharded checkpoints hold the unfused parts: a run stopped at step 7 resumes from its step-5 checkpoint with
+  the uninterrupted losses, at tp 2 -> 2 and into the 2 x 2 mesh (another world size, DCP reshards); the
+  folder loads with zoo.load, consolidates into one file and exports to HF with the one-process logits.
+- Resuming it under trainer=fsdp (fused parameters), or a fused checkpoint under fsdp_tp, is refused.
+
+Cost: trained once per session (`runs`, shared by the xdist workers through a lock) in two launches of
+tests/training/sharded_runs.py (2 processes: the four cases, a stopped run, a resume; 4 processes: the
+2 x 2 mesh and a resume), the references in-process."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from filelock import FileLock
+from torch.distributed.checkpoint import FileSystemReader
+
+import zoo
+from zoo.apps import ConfigError
+from zoo.checkpoint import read_checkpoint
+from zoo.training.consolidate import main as consolidate_main
+from zoo.training.plan import prepare
+from zoo.training.run import open_run
+
+from .conftest import train_losses
+from .test_sharded import CASES, LM, STEPS, launch, reference
+
+pytestmark = pytest.mark.e2e  # spawns processes: outside the inner loop
+
+# with tp_size = processes (dp = 1) every process reads the whole global batch: the one-process batch
+TP_CASES = {name: CASES[name] for name in ("decoder", "encoder", "encoder_decoder",
+                                           "decoder-activation_checkpointing")}
+RESUMES = {"2to2": 2, "2to4": 4}  # processes after; tp_size 2 throughout, global batch 8
+
+
+def fsdp_tp(devices: int) -> list[str]:
+    return ["trainer=fsdp_tp", "trainer.accelerator=cpu", f"trainer.devices={devices}", "trainer.tp_size=2"]
+
+
+def per_group_batch(devices: int) -> str:
+    return f"batch_size={8 // (devices // 2)}"  # 8 over the devices / tp_size data-parallel groups
+
+
+def resumed(name: str, root: Path) -> dict:
+    devices, checkpoint = RESUMES[name], root / "stopped" / "checkpoints" / "last.ckpt"
+    return {"name": name, "overrides": [*LM, *STEPS, per_group_batch(devices), *fsdp_tp(devices),
+                                        f"ckpt_path={checkpoint}"]}
+
+
+def train_all(root: Path) -> None:
+    (root / "home").mkdir(parents=True)
+    for case, (overrides, _, one_process) in TP_CASES.items():
+        reference(root, f"one-{case}", [*overrides, *STEPS, *one_process])
+    stopped = {"name": "stopped", "overrides": [*LM, *STEPS, per_group_batch(2), *fsdp_tp(2)], "stop_at": 7}
+    launch(root, 2, [*({"name": case, "overrides": [*overrides, *STEPS, *one_process, *fsdp_tp(2)]}
+                       for case, (overrides, _, one_process) in TP_CASES.items()),
+                     stopped, resumed("2to2", root)])
+    launch(root, 4, [{"name": "mesh2x2", "overrides": [*LM, *STEPS, per_group_batch(4), *fsdp_tp(4)]},
+                     resumed("2to4", root)])
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    """The folder every run above wrote into (root/<name>), trained once per session."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the session's, across workers
+    root = shared / "tensor_parallel_runs"
+    with FileLock(str(shared / "tensor_parallel_runs.lock")):
+        if not (root / "done").is_file():
+            if root.exists():
+                pytest.fail(f"an earlier attempt to train the tensor-parallel runs in {root} failed")
+            train_all(root)
+            (root / "done").touch()
+    return root
+
+
+def last(run_dir: Path) -> Path:
+    return run_dir / "checkpoints" / "last.ckpt"
+
+
+def assert_matches_one_process(runs: Path, reference_run: str, run: str) -> None:
+    one_losses, tp_losses = train_losses(runs / reference_run), train_losses(runs / run)
+    assert sorted(one_losses) == sorted(tp_losses) == list(range(10))
+    for step in one_losses:
+        assert tp_losses[step] == pytest.approx(one_losses[step], abs=1e-5), step
+    reference_weights = read_checkpoint(last(runs / reference_run))["state_dict"]
+    weights = read_checkpoint(last(runs / run))["state_dict"]  # the unfused parts, fused back
+    assert sorted(weights) == sorted(reference_weights)
+    for name, tensor in reference_weights.items():
+        torch.testing.assert_close(weights[name], tensor, atol=1e-5, rtol=0, msg=name)
+
+
+@pytest.mark.parametrize("case", list(TP_CASES))
+def test_tensor_parallel_two_processes_match_one(runs, case):
+    saved = FileSystemReader(last(runs / case)).read_metadata().state_dict_metadata
+    assert any(k.endswith(".self_attn.qkv.q.weight") for k in saved)  # the checkpoint holds the parts
+    assert not any(k.endswith(".self_attn.qkv.weight") for k in saved)
+    assert read_checkpoint(last(runs / case))["zoo"]["layout"] == "unfused"
+    assert_matches_one_process(runs, f"one-{case}", case)
+
+
+def test_two_by_two_mesh_matches_one_process(runs):
+    """dp=2 x tp=2 in 4 processes: each tensor-parallel pair reads half of the global batch."""
+    assert sorted(p.name for p in last(runs / "mesh2x2").glob("*.distcp")) == [
+        f"__{r}_0.distcp" for r in range(4)]
+    assert_matches_one_process(runs, "one-decoder", "mesh2x2")
+
+
+@pytest.mark.parametrize("resume", list(RESUMES))
+def test_tensor_parallel_checkpoint_resumes(runs, resume):
+    """Stopped at step 7, resumed from the step-5 checkpoint (2 processes, tp 2), in 2 processes or in the
+    2 x 2 mesh: the uninterrupted run's losses."""
+    straight = train_losses(runs / "decoder")
+    losses = train_losses(runs / resume)
+    assert sorted(losses) == [5, 6, 7, 8, 9]
+    tolerance = 1e-6 if resume == "2to2" else 1e-5  # 2 x 2 sums the gradients of two groups: rounding
+    for step in losses:
+        assert losses[step] == pytest.approx(straight[step], abs=tolerance), step
+
+
+def test_tensor_parallel_checkpoint_loads_consolidates_and_exports(runs, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    folder, file = last(runs / "decoder"), tmp_path / "one_file.ckpt"
+    assert consolidate_main([f"ckpt={folder}", f"out={file}"]) == 0
+    ids = torch.randint(0, 300, (2, 24), generator=torch.Generator().manual_seed(0))
+    reference_model, _ = zoo.load(last(runs / "one-decoder"))  # an independent trajectory
+    hf = transformers.AutoModelForCausalLM.from_pretrained(zoo.export(folder, tmp_path / "hf", format="hf"))
+    with torch.no_grad():
+        expected = reference_model(ids).logits
+        for loaded in (zoo.load(folder)[0], zoo.load(file)[0]):
+            torch.testing.assert_close(loaded(ids).logits, expected, atol=1e-4, rtol=0)
+        torch.testing.assert_close(hf.eval()(ids).logits, expected, atol=1e-4, rtol=0)
+    assert "layout" not in torch.load(file, weights_only=True)["zoo"]  # the file holds the fused layout
+
+
+@pytest.mark.parametrize(("strategy", "checkpoint", "written"), [
+    (["trainer=fsdp", "trainer.accelerator=cpu"], "decoder", "trainer.strategy=fsdp_tp"),
+    (fsdp_tp(2), "one-decoder", "a strategy other than fsdp_tp"),
+])
+def test_resume_across_layouts_is_refused(runs, make_cfg, strategy, checkpoint, written):
+    cfg = make_cfg([*LM, *STEPS, "batch_size=8", *strategy, f"ckpt_path={last(runs / checkpoint)}"])
+    with pytest.raises(ConfigError) as refused:
+        open_run(prepare(cfg))
+    assert f"was written by {written}" in str(refused.value)
+    assert f"this run is trainer.strategy={'fsdp' if written.startswith('trainer') else 'fsdp_tp'}" in str(
+        refused.value)
