@@ -119,6 +119,12 @@ def _serving(quick: bool) -> Section:
     return run(quick)
 
 
+def _stopping(quick: bool) -> Section:
+    from bench.bench_stopping import run
+
+    return run(quick)
+
+
 def _moe(quick: bool) -> Section:
     from bench.bench_moe import run
 
@@ -142,7 +148,7 @@ SECTIONS: dict[str, Callable[[bool], Section]] = {
     "training": _training, "mfu": _mfu, "generation": _generation, "decoding": _decoding,
     "attention": _attention, "tokenizer": _tokenizer, "scaling": _scaling, "parity": _parity,
     "pretokenize": _pretokenize, "memory": _memory, "batching": _batching, "compile": _compile,
-    "optim": _optim, "init_from": _init_from, "serving": _serving, "moe": _moe,
+    "optim": _optim, "init_from": _init_from, "serving": _serving, "stopping": _stopping, "moe": _moe,
     "unpadding": _unpadding, "gpu": _gpu,
 }
 GPU_ONLY = ("gpu",)  # left out of a full run on a machine without CUDA (run them by name on a GPU)
