@@ -9,6 +9,7 @@ import json
 
 import pytest
 import torch
+import transformers
 from transformers import GptOssConfig, GptOssForCausalLM
 from transformers.models.gpt_oss.modeling_gpt_oss import GptOssMLP
 
@@ -19,7 +20,7 @@ from tests.pretrained.decoder_checks import (
     left_padded_logits_match,
     right_padded_logits_match,
 )
-from tests.pretrained.helpers import perturbed, saved
+from tests.pretrained.helpers import perturbed, right_padded, saved
 from zoo.config import ModelConfig
 from zoo.modules.moe import MoE, moe_settings
 
@@ -86,6 +87,27 @@ def test_a_zoo_built_model_exports_as_gpt_oss(tmp_path):
             p.add_(torch.randn_like(p) * 0.1)
     out = zoo.save_pretrained(model.eval(), tmp_path / "fresh", model_type="gpt_oss")
     right_padded_logits_match(GptOssForCausalLM.from_pretrained(out).eval(), model)
+
+
+@pytest.mark.parametrize(("cls", "head", "field"), [
+    ("GptOssModel", "none", "last_hidden_state"), ("GptOssForSequenceClassification", "classifier", "logits"),
+    ("GptOssForTokenClassification", "token_classifier", "logits")])
+def test_the_other_classes_load_and_export(tmp_path, cls, head, field):
+    """Outputs at real tokens (the classifier pools the last non-pad one) equal transformers' within 1e-4,
+    from the folder and from zoo's export of it."""
+    hf_class = getattr(transformers, cls)
+    hf = perturbed(hf_class(GptOssConfig(**SMALL, num_labels=3)))
+    model = zoo.from_pretrained(saved(hf, tmp_path))
+    assert model.config.head == head
+    ids, mask = right_padded(3, 12, 99, [12, 9, 3])
+    ids = ids.masked_fill(mask == 0, 0)
+    back = hf_class.from_pretrained(zoo.save_pretrained(model, tmp_path / "export")).eval()
+    with torch.no_grad():
+        got = getattr(model(ids, attention_mask=mask), field)
+        for ref in (hf, back):
+            want = getattr(ref(input_ids=ids, attention_mask=mask), field)
+            real = mask.bool() if want.dim() == 3 else slice(None)
+            assert (got[real] - want[real]).abs().max() < 1e-4
 
 
 def _hf_config(**kw) -> dict:
