@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.common import Section, markdown_table
+from bench.wordpiece import wordpiece_folder
 
 if TYPE_CHECKING:
     import transformers
@@ -102,26 +103,6 @@ def save_dataset(splits: dict[str, list[tuple[str, str]]], folder: Path) -> Path
 
 
 # ------------------------------------------------------------------------------ the shipped folder
-def wordpiece_folder(folder: Path) -> None:
-    """A BERT WordPiece tokenizer over the task's words whose tokenizer.json stores padding and truncation."""
-    import transformers
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-
-    pieces = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "not", *POSITIVE, *NEGATIVE, *FILLER]
-    tok = Tokenizer(models.WordPiece({p: i for i, p in enumerate(pieces)}, unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece()
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-    tok.enable_truncation(STORED_LENGTH)
-    tok.enable_padding(length=STORED_LENGTH, pad_id=0, pad_token="[PAD]")
-    transformers.BertTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]",
-                                   cls_token="[CLS]", sep_token="[SEP]",
-                                   mask_token="[MASK]").save_pretrained(folder)
-
-
 def pretrained_bert(s: Setup, base: Path) -> tuple[transformers.BertModel, tuple[float, float]]:
     """A BertModel pre-trained by masked LM (15% of the content tokens masked) on unlabelled sentences of the
     task's kind, so the folder's weights carry something a fine-tune can use (the from-scratch row shows how
@@ -166,7 +147,7 @@ def sentence_transformers_folder(s: Setup, folder: Path) -> tuple[Path, tuple[fl
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
     base = folder.parent / f"{folder.name}-base"
-    wordpiece_folder(base)
+    wordpiece_folder(base, ["not", *POSITIVE, *NEGATIVE, *FILLER], STORED_LENGTH)
     bert, losses = pretrained_bert(s, base)
     bert.save_pretrained(base)
     word = Transformer(str(base), max_seq_length=STORED_LENGTH)

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +23,9 @@ import zoo
 from bench.common import Section, interleaved, markdown_table
 from zoo.inspection import flops_per_token
 from zoo.training.optim import build_optimizer
+
+if TYPE_CHECKING:
+    from bench.gpu_sharded import ShardedPlan
 
 # dense bf16 tensor-core peak FLOP/s (vendor data sheets, no sparsity), matched on the device name
 PEAK_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10G": 70e12, "L4": 121e12,
@@ -85,24 +89,40 @@ def _peak_memory_gib(device: str) -> float | None:
     return torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
 
 
+def training_model(plan: Plan | ShardedPlan, device: torch.device | str
+                   ) -> tuple[torch.nn.Module, torch.Tensor]:
+    """The plan's preset in training mode on `device` (seed 0, the same weights on every rank) and a random
+    batch of plan.batch rows of plan.seq_len + 1 ids (inputs and shifted targets); shared by both GPU
+    checks."""
+    torch.manual_seed(0)
+    model = zoo.build(plan.preset, **plan.overrides).to(device).train()
+    model.inputs_checked_on_host = True
+    ids = torch.randint(3, model.config.vocab_size, (plan.batch, plan.seq_len + 1), device=device)
+    return model, ids
+
+
+def bf16_autocast(device: str, on: bool) -> AbstractContextManager:
+    """bf16 autocast on `device` when `on`, else nothing (fp32, or a wrapper that casts itself)."""
+    return torch.autocast(device, dtype=torch.bfloat16) if on else nullcontext()
+
+
+def lm_backward(forward: Callable[..., object], ids: torch.Tensor, autocast: AbstractContextManager) -> None:
+    """The LM loss of ids[:, :-1] predicting ids[:, 1:] (forward under `autocast`, loss in fp32), backward."""
+    with autocast:
+        logits = forward(input_ids=ids[:, :-1]).logits  # (B, T, V)
+    F.cross_entropy(logits.flatten(0, 1).float(), ids[:, 1:].flatten()).backward()
+
+
 def training_side(plan: Plan, precision: str, compiled: bool) -> tuple[Callable[[], None], torch.nn.Module]:
     """A closure running plan.steps training steps (lm loss, clipping at 1.0, AdamW fused) at `precision`."""
-    torch.manual_seed(0)
-    model = zoo.build(plan.preset, **plan.overrides).to(plan.device).train()
-    model.inputs_checked_on_host = True
+    model, ids = training_model(plan, plan.device)
     forward = torch.compile(model) if compiled else model
     optimizer = build_optimizer(model, {"name": "adamw_fused", "lr": 1e-4, "weight_decay": 0.1})
-    ids = torch.randint(3, model.config.vocab_size, (plan.batch, plan.seq_len + 1), device=plan.device)
-    inputs, targets = ids[:, :-1], ids[:, 1:]
-    autocast = (torch.autocast(plan.device, dtype=torch.bfloat16) if precision == "bf16-mixed"
-                else nullcontext())
+    autocast = bf16_autocast(plan.device, precision == "bf16-mixed")
 
     def run() -> None:
         for _ in range(plan.steps):
-            with autocast:
-                logits = forward(input_ids=inputs).logits  # (B, T, V)
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
-            loss.backward()
+            lm_backward(forward, ids, autocast)
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)

@@ -17,14 +17,13 @@ import os
 import statistics
 import tempfile
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from bench.common import Section, markdown_table
+from bench.gpu import bf16_autocast, lm_backward, training_model
 
 SIDES = ("ddp", "fsdp")
 
@@ -53,33 +52,27 @@ class ShardedPlan:
 
 def _train_side(rank: int, plan: ShardedPlan, side: str, device: torch.device) -> dict | None:
     """One process's part of one side: build, wrap (DDP) or shard (FSDP2), train; rank 0 gets the result."""
-    import zoo
     from zoo.training.sharding import fully_shard_model
 
     cuda = plan.device == "cuda"
-    torch.manual_seed(0)
-    model = zoo.build(plan.preset, **plan.overrides).to(device).train()
-    model.inputs_checked_on_host = True
+    model, ids = training_model(plan, device)
     if side == "fsdp":
         from torch.distributed.device_mesh import init_device_mesh
 
         mesh = init_device_mesh(plan.device, (plan.world,))
         forward = fully_shard_model(model, mesh, mixed_bf16=cuda)
-        autocast = nullcontext()  # FSDP2 casts the gathered parameters itself
+        autocast = bf16_autocast(plan.device, False)  # FSDP2 casts the gathered parameters itself
     else:
         forward = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank] if cuda else None)
-        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else nullcontext()
+        autocast = bf16_autocast(plan.device, cuda)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
-    ids = torch.randint(3, model.config.vocab_size, (plan.batch, plan.seq_len + 1), device=device)
     seconds = []
     if cuda:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
     for step in range(plan.steps + 2):
         start = time.perf_counter()
-        with autocast:
-            logits = forward(input_ids=ids[:, :-1]).logits  # (B, T, V)
-        F.cross_entropy(logits.flatten(0, 1).float(), ids[:, 1:].flatten()).backward()
+        lm_backward(forward, ids, autocast)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         if cuda:

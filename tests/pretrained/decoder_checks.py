@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import torch
 
-import zoo
-from tests.pretrained.helpers import right_padded
+from tests.pretrained.helpers import export_round_trip, right_padded
 from zoo.generation import generate
 
 NEW = 8
@@ -74,15 +73,8 @@ def greedy_matches(hf, model) -> None:
 
 
 def export_round_trips(model, hf_class, path, vocab: int = 99):
-    """save_pretrained -> zoo reads back bit-exact; `transformers` loads the export with the same logits.
-    Returns the export folder."""
-    out = zoo.save_pretrained(model, path)
-    again = zoo.from_pretrained(out)
-    assert again.config == model.config
-    mine, theirs = model.state_dict(), again.state_dict()
-    assert list(mine) == list(theirs)
-    for name, tensor in mine.items():
-        assert torch.equal(tensor, theirs[name]), name
-    hf = hf_class.from_pretrained(out).eval()
+    """helpers.export_round_trip, then `transformers` gives the same logits on a right-padded batch. Returns
+    the export folder."""
+    out, hf = export_round_trip(model, hf_class, path)
     right_padded_logits_match(hf, model, vocab)
     return out

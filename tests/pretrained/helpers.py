@@ -3,7 +3,11 @@ gains matter), saved locally. Nothing is downloaded."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
+
+import zoo
 
 
 def perturbed(model: torch.nn.Module, seed: int = 0, scale: float = 0.05) -> torch.nn.Module:
@@ -30,3 +34,17 @@ def right_padded(batch: int, length: int, vocab: int, lengths: list[int], seed: 
     ids = torch.randint(low, vocab, (batch, length), generator=gen)
     mask = (torch.arange(length)[None] < torch.tensor(lengths)[:, None]).long()
     return ids, mask
+
+
+def export_round_trip(model: torch.nn.Module, hf_class: type, path: Path) -> tuple[Path, torch.nn.Module]:
+    """zoo.save_pretrained, then zoo reads the folder back with the same config and bit-identical weights
+    (same names, same order). Returns the folder and `hf_class` loaded from it, for the family's own
+    logits check against `transformers`."""
+    out = zoo.save_pretrained(model, path)
+    again = zoo.from_pretrained(out)
+    assert again.config == model.config
+    mine, theirs = model.state_dict(), again.state_dict()
+    assert list(mine) == list(theirs)
+    for name, tensor in mine.items():
+        assert torch.equal(tensor, theirs[name]), name
+    return out, hf_class.from_pretrained(out).eval()

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 import transformers
 
+from bench.wordpiece import wordpiece_folder
 from tests.pretrained.helpers import perturbed
 
 # family -> (transformers config class, tiny config, class-name prefix)
@@ -161,25 +162,11 @@ WORDS = ("the a cat dog sat ran on under mat house big small red blue quickly sl
 STORED_LENGTH = 128  # padding and truncation stored in the shipped tokenizer.json (as MiniLM's)
 
 
-def wordpiece_tokenizer(folder: Path) -> None:
-    """A BERT-style WordPiece tokenizer whose tokenizer.json stores padding and truncation at 128."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    pieces = [*specials, *WORDS, *"abcdefghijklmnopqrstuvwxyz",
-              *(f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz")]
-    tok = Tokenizer(models.WordPiece({p: i for i, p in enumerate(pieces)}, unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece()
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-    tok.enable_truncation(STORED_LENGTH)
-    tok.enable_padding(length=STORED_LENGTH, pad_id=0, pad_token="[PAD]")
-    fast = transformers.BertTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]",
-                                          cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
-    fast.save_pretrained(folder)
+def wordpiece_tokenizer(folder: Path) -> Path:
+    """A BERT-style WordPiece tokenizer over WORDS and single letters (`##x` continuing a word) whose
+    tokenizer.json stores padding and truncation at 128."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return wordpiece_folder(folder, [*WORDS, *letters, *(f"##{c}" for c in letters)], STORED_LENGTH)
 
 
 def sentence_transformers_folder(folder: Path, pooling: str = "mean", normalize: bool = False) -> Path:

@@ -7,7 +7,7 @@ import torch
 from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassification
 
 import zoo
-from tests.pretrained.helpers import perturbed, right_padded, saved
+from tests.pretrained.helpers import export_round_trip, perturbed, right_padded, saved
 
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48, vocab_size=99,
             max_position_embeddings=40, type_vocab_size=3)
@@ -60,11 +60,7 @@ def test_classifier_logits_match(tmp_path):
 def test_export_round_trip_is_exact_and_loads_in_transformers(tmp_path):
     hf = perturbed(BertForMaskedLM(BertConfig(**TINY)))
     model = zoo.from_pretrained(saved(hf, tmp_path))
-    out = zoo.save_pretrained(model, tmp_path / "export")
-    again = zoo.from_pretrained(out)
-    for (name, a), (_, b) in zip(model.state_dict().items(), again.state_dict().items(), strict=True):
-        assert torch.equal(a, b), name
-    hf2 = BertForMaskedLM.from_pretrained(out).eval()
+    _, hf2 = export_round_trip(model, BertForMaskedLM, tmp_path / "export")
     ids = torch.randint(0, 99, (2, 10))
     with torch.no_grad():
         assert (hf2(input_ids=ids).logits - model(ids).logits).abs().max() < 1e-4

@@ -13,7 +13,7 @@ from transformers import Gemma2Config, Gemma2ForCausalLM, GemmaConfig, GemmaForC
 
 import zoo
 from tests.pretrained.decoder_checks import greedy_matches
-from tests.pretrained.helpers import perturbed, right_padded, saved
+from tests.pretrained.helpers import export_round_trip, perturbed, right_padded, saved
 from zoo.config import ModelConfig
 from zoo.pretrained import FAMILIES
 from zoo.pretrained.roundtrip import effective
@@ -104,15 +104,11 @@ def test_export_round_trip_is_exact_and_loads_in_transformers(tmp_path, family):
     hf = (tiny_gemma if family == "gemma" else tiny_gemma2)(tie_word_embeddings=False)
     model = zoo.from_pretrained(saved(hf, tmp_path))
     assert not model.config.tie_embeddings
-    out = zoo.save_pretrained(model, tmp_path / "export")
-    again = zoo.from_pretrained(out)
-    assert again.config == model.config
-    for (name, a), (_, b) in zip(model.state_dict().items(), again.state_dict().items(), strict=True):
-        assert torch.equal(a, b), name
+    out, hf2 = export_round_trip(model, hf_class, tmp_path / "export")
     written = json.loads((out / "config.json").read_text())
     if family == "gemma2":
         assert written["layer_types"] == hf.config.layer_types and written["query_pre_attn_scalar"] == 4
-    logits_match(hf_class.from_pretrained(out).eval(), model)
+    logits_match(hf2, model)
 
 
 def test_gemma2_preset_exports_and_loads_in_transformers(tmp_path):

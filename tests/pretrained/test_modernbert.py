@@ -23,7 +23,7 @@ from transformers import (
 
 import zoo
 from tests.pretrained.classify_run import train_classifier_from
-from tests.pretrained.helpers import perturbed, right_padded, saved
+from tests.pretrained.helpers import export_round_trip, perturbed, right_padded, saved
 from zoo.config import ModelConfig
 from zoo.finetune.setup import build_model, plan_init, read_init
 from zoo.pretrained import FAMILIES
@@ -105,18 +105,14 @@ def test_other_activations_untied_head_without_bias_and_another_pattern(tmp_path
 @pytest.mark.parametrize("cls", [ModernBertForMaskedLM, ModernBertModel], ids=["mlm", "bare"])
 def test_export_round_trip_is_exact_and_loads_in_transformers(tmp_path, cls):
     model = zoo.from_pretrained(saved(tiny(cls), tmp_path))
-    out = zoo.save_pretrained(model, tmp_path / "export")
-    again = zoo.from_pretrained(out)
-    assert again.config == model.config
-    for (name, a), (_, b) in zip(model.state_dict().items(), again.state_dict().items(), strict=True):
-        assert torch.equal(a, b), name
+    out, hf = export_round_trip(model, cls, tmp_path / "export")
     written = json.loads((out / "config.json").read_text())
     assert (written["architectures"], written["layer_types"], written["local_attention"]) == (
         [cls.__name__], [GLOBAL, LOCAL, LOCAL] * 2, 8)
     assert (written["global_attn_every_n_layers"], written["global_rope_theta"]) == (3, 1e4)
     assert written["rope_parameters"] == {GLOBAL: {"rope_type": "default", "rope_theta": 1e4},
                                           LOCAL: {"rope_type": "default", "rope_theta": 100.0}}
-    same_outputs(cls.from_pretrained(out).eval(), model)
+    same_outputs(hf, model)
 
 
 @pytest.mark.parametrize(("global_first", "n_layers"), [(True, 6), (False, 6), (True, 2)])

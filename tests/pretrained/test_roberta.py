@@ -16,7 +16,7 @@ from transformers import (
 )
 
 import zoo
-from tests.pretrained.helpers import perturbed, right_padded, saved
+from tests.pretrained.helpers import export_round_trip, perturbed, right_padded, saved
 
 PAD = 1
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48, vocab_size=99,
@@ -64,11 +64,7 @@ def test_classifier_logits_match_and_export_loads_in_transformers(tmp_path):
 def test_export_round_trip_is_exact_and_loads_in_transformers(tmp_path, tied):
     hf = perturbed(RobertaForMaskedLM(RobertaConfig(**TINY, tie_word_embeddings=tied)))
     model = zoo.from_pretrained(saved(hf, tmp_path))
-    out = zoo.save_pretrained(model, tmp_path / "export")
-    again = zoo.from_pretrained(out)
-    for (name, a), (_, b) in zip(model.state_dict().items(), again.state_dict().items(), strict=True):
-        assert torch.equal(a, b), name
-    hf2 = RobertaForMaskedLM.from_pretrained(out).eval()
+    _, hf2 = export_round_trip(model, RobertaForMaskedLM, tmp_path / "export")
     _assert_same_logits(hf2, model, *_batch([10, 6], length=10))
 
 

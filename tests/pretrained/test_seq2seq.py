@@ -9,7 +9,7 @@ from transformers import BartConfig, BartForConditionalGeneration, MarianConfig,
 from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
 
 import zoo
-from tests.pretrained.helpers import perturbed, right_padded, saved
+from tests.pretrained.helpers import export_round_trip, perturbed, right_padded, saved
 from zoo.modules.positional import Sinusoidal
 
 TINY = dict(d_model=32, encoder_layers=2, decoder_layers=1, encoder_attention_heads=4,
@@ -76,11 +76,8 @@ def test_half_sinusoid_equals_marian_table():
                          [(tiny_bart, BartForConditionalGeneration), (tiny_marian, MarianMTModel)])
 def test_export_round_trip_is_exact_and_loads_in_transformers(tmp_path, make, cls):
     model = zoo.from_pretrained(saved(make(), tmp_path))
-    out = zoo.save_pretrained(model, tmp_path / "export")
-    again = zoo.from_pretrained(out)
-    for (name, a), (_, b) in zip(model.state_dict().items(), again.state_dict().items(), strict=True):
-        assert torch.equal(a, b), name
-    assert compare(cls.from_pretrained(out).eval(), model, seed=8) < 1e-4
+    _, hf = export_round_trip(model, cls, tmp_path / "export")
+    assert compare(hf, model, seed=8) < 1e-4
 
 
 def test_transformer_base_preset_exports_as_marian_when_half_sinusoid(tmp_path):
