@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch._dynamo.eval_frame as _dynamo_eval_frame
 
 from tests.generation.conftest import reference_next_logits, tiny_decoder, tiny_seq2seq
 
@@ -76,6 +77,29 @@ def test_compiled_step_matches_eager_cache():
     sample = dict(greedy, do_sample=True, seed=1)
     assert torch.equal(model.generate(IDS[1:], compile=True, **sample), model.generate(IDS[1:], **sample))
     assert counters["stats"]["unique_graphs"] == 1
+    assert not _dynamo_eval_frame._stance.skip_guard_eval_unsafe  # steps 2.. skip guards; the stance is back
+
+
+@pytest.mark.e2e  # four graphs of two models: ~30 s of compiling on 2 cores
+def test_compiled_steps_keep_logits_with_several_graphs_in_the_process():
+    """Steps after a run's first skip torch.compile's guards (StaticStepper._guards), so only the guards
+    that tell cached graphs apart pick the graph: with two models and two batch sizes compiled in one
+    process, each run's per-step logits still equal a plain forward over the whole sequence, and its tokens
+    the eager dynamic cache's."""
+    models = [tiny_decoder("rope", n_kv_heads=2, sliding_window=4, max_seq_len=24),
+              tiny_decoder("learned", n_heads=2, max_seq_len=24)]
+    for rows in (IDS[1:], IDS, IDS[1:]):
+        mask = MASK[-rows.shape[0]:]
+        for model in models:
+            kw = dict(attention_mask=mask, eos_token_id=[], max_new_tokens=8, return_dict=True)
+            compiled, eager = model.generate(rows, compile=True, **kw), model.generate(rows, **kw)
+            assert torch.equal(compiled.sequences, eager.sequences)
+            full = torch.cat([mask, torch.ones(rows.shape[0], 8, dtype=mask.dtype)], dim=1)
+            for step, logits in enumerate(compiled.logits):
+                width = rows.shape[1] + step
+                expected = reference_next_logits(model, compiled.sequences[:, :width], full[:, :width])
+                torch.testing.assert_close(logits, expected, atol=1e-4, rtol=1e-4)
+    assert not _dynamo_eval_frame._stance.skip_guard_eval_unsafe
 
 
 @pytest.mark.parametrize(
