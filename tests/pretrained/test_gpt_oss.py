@@ -135,6 +135,33 @@ def test_config_json_without_rope_parameters_reads_gpt_oss_defaults():
     assert (cfg.sliding_window, cfg.global_every, cfg.head_size) == (128, 2, 64)
 
 
+HUB_20B = {  # openai/gpt-oss-20b's config.json as shipped (transformers 4.x spelling, MXFP4 experts)
+    "architectures": ["GptOssForCausalLM"], "attention_bias": True, "attention_dropout": 0.0,
+    "eos_token_id": 200002, "experts_per_token": 4, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2880,
+    "initial_context_length": 4096, "initializer_range": 0.02, "intermediate_size": 2880,
+    "layer_types": ["sliding_attention", "full_attention"] * 12, "max_position_embeddings": 131072,
+    "model_type": "gpt_oss", "num_attention_heads": 64, "num_experts_per_tok": 4, "num_hidden_layers": 24,
+    "num_key_value_heads": 8, "num_local_experts": 32, "output_router_logits": False, "pad_token_id": 199999,
+    "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": [
+        "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]},
+    "rms_norm_eps": 1e-05, "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+                                            "original_max_position_embeddings": 4096, "rope_type": "yarn",
+                                            "truncate": False},
+    "rope_theta": 150000, "router_aux_loss_coef": 0.9, "sliding_window": 128, "swiglu_limit": 7.0,
+    "tie_word_embeddings": False, "use_cache": True, "vocab_size": 201088}
+
+
+def test_the_hub_config_reads_as_the_gpt_oss_20b_preset():
+    """The same model: every key that changes what the weights compute (the round trip's view) agrees."""
+    from zoo.pretrained.roundtrip import effective
+
+    ours = effective(zoo.pretrained.FAMILIES.get("gpt_oss")().config_from_hf(HUB_20B))
+    preset = effective(zoo.presets.resolve_config("gpt_oss_20b"))
+    for key in ("pad_id", "bos_id", "eos_id"):  # token ids: the preset leaves them to the checkpoint
+        ours.pop(key), preset.pop(key)
+    assert ours == preset
+
+
 def test_moe_layer_equals_transformers_gpt_oss_mlp_with_gradients():
     """zoo's MoE layer (biased router, experts with biases, swiglu_clamped) against GptOssMLP with the same
     weights, the fused gate_up columns split by hand (even: gate, odd: value), inputs large enough to

@@ -45,7 +45,8 @@ class GptOss(LlamaShaped):
     class_prefix = "GptOss"
     heads = NO_QA  # GptOssModel, ForCausalLM, ForSequenceClassification, ForTokenClassification
     keys = tuple(ACTIVATION if k.zoo == "activation" else k for k in KEYS)
-    defaults = {"head_dim": 64, "max_position_embeddings": 131072, "rms_norm_eps": 1e-5}
+    defaults = {"head_dim": 64, "max_position_embeddings": 131072, "rms_norm_eps": 1e-5,
+                "bos_token_id": None}  # GptOssConfig's (its eos and pad are none too; zoo keeps Llama's 2, 0)
     fixed = {**DECODER, "bias": True, "attn_sinks": True, "ffn": "moe"}
     requires = {"attention_bias": True, "swiglu_alpha": 1.702, "swiglu_limit": 7.0}
     tensors = {**TENSORS, **within("decoder_stack.layers.{i}.", "layers.{i}.", ATTENTION_AND_ROUTER)}
