@@ -159,3 +159,42 @@ def test_penalties_and_bias_follow_openais_formula(client, llama, options):
     got = out.choices[0].logprobs.token_logprobs
     assert got == pytest.approx([float(x) for x in hf_logprobs(hf, prompt, want).gather(
         1, torch.tensor(want)[:, None])[:, 0]], abs=ABS)
+
+
+def test_echo_scores_the_prompt_as_transformers_does(client, llama):
+    """echo=true, max_tokens=0, logprobs=1 (how lm-eval's local-completions model scores text): the prompt
+    comes back with each token's log-probability given the tokens before it (the first has none)."""
+    _, _, tok, hf = llama
+    prompt = tok.encode("the cat sat")
+    out = client.completions.create(model=NAME, prompt="the cat sat", max_tokens=0, echo=True, logprobs=1,
+                                    temperature=0)
+    choice, lp = out.choices[0], out.choices[0].logprobs
+    assert choice.text == "the cat sat" and out.usage.completion_tokens == 0
+    assert lp.tokens == [text_of(tok, t) for t in prompt]
+    assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
+    logp = hf_logprobs(hf, prompt[:1], prompt[1:])
+    check_entries(tok, logp, prompt[1:], lp.tokens[1:], lp.token_logprobs[1:],
+                  [list(d.items()) for d in lp.top_logprobs[1:]], 1)
+    assert lp.text_offset == list(range(len(prompt)))
+
+
+def test_echo_puts_the_prompt_before_the_completion_whole_and_streamed(client, llama):
+    _, _, tok, hf = llama
+    plain = client.completions.create(model=NAME, prompt="a dog", max_tokens=5, temperature=0, logprobs=1)
+    kwargs = dict(model=NAME, prompt="a dog", max_tokens=5, temperature=0, echo=True)
+    whole = client.completions.create(**kwargs, logprobs=1).choices[0]
+    assert whole.text == "a dog" + plain.choices[0].text
+    lp = whole.logprobs
+    assert lp.tokens == [text_of(tok, t) for t in tok.encode("a dog")] + plain.choices[0].logprobs.tokens
+    assert lp.token_logprobs[5:] == plain.choices[0].logprobs.token_logprobs
+    assert lp.text_offset[5:] == [5 + o for o in plain.choices[0].logprobs.text_offset]
+    chunks = [c.choices[0] for c in client.completions.create(**kwargs, logprobs=1, stream=True) if c.choices]
+    assert "".join(c.text for c in chunks) == whole.text
+    assert sum((c.logprobs.tokens for c in chunks if c.logprobs), []) == lp.tokens
+    no_logprobs = client.completions.create(**kwargs).choices[0]
+    assert no_logprobs.text == whole.text and no_logprobs.logprobs is None
+    streamed = "".join(c.choices[0].text for c in client.completions.create(**kwargs, stream=True)
+                       if c.choices)
+    assert streamed == whole.text
+    empty = client.completions.create(model=NAME, prompt="a dog", max_tokens=0, echo=True, stream=True)
+    assert "".join(c.choices[0].text for c in empty if c.choices) == "a dog"

@@ -196,7 +196,8 @@ def choice_for(req: Request, k: int, device: Any = "cpu") -> Choice:
 def _sequences(served: Served, req: Request, prompts: list[list[int]], max_tokens: int,
                queue: asyncio.Queue, mailbox: Mailbox) -> list[Sequence]:
     """One sequence per (prompt, choice), index prompt * n + choice; tokens come back on `queue`."""
-    if max_tokens == 0:
+    score_prompt = req.echo and req.logprobs is not None
+    if max_tokens == 0 and not score_prompt:
         return []
     device = next(served.model.parameters()).device
     deadline = time.monotonic() + served.timeout
@@ -206,8 +207,8 @@ def _sequences(served: Served, req: Request, prompts: list[list[int]], max_token
         for k in range(req.n):
             index = p * req.n + k
 
-            def deliver(token: int | None, finish: str | None, logprob: TokenLogprob | None,
-                        index: int = index) -> None:
+            def deliver(token: int | None, finish: str | None,
+                        logprob: TokenLogprob | list[TokenLogprob] | None, index: int = index) -> None:
                 mailbox.post(queue, (index, token, finish, logprob))
 
             seqs.append(Sequence(
@@ -215,7 +216,7 @@ def _sequences(served: Served, req: Request, prompts: list[list[int]], max_token
                 stop=RowStop(req.stop, served.tokenizer.decode) if req.stop else None,
                 penalties=Penalties(req.frequency_penalty, req.presence_penalty, req.logit_bias)
                 if penalise else None,
-                logprobs=req.logprobs))
+                logprobs=req.logprobs, prompt_logprobs=req.logprobs if score_prompt else None))
     return seqs
 
 
@@ -228,8 +229,14 @@ class _Run:
         count = len(prompts) * req.n
         decode = served.tokenizer.decode
         self.texts = [ChoiceText(decode, req.stop) for _ in range(count)]
-        self.logprobs: list[list[tuple[int, TokenLogprob, int]]] = [[] for _ in range(count)]  # + text offset
+        # (token, its log-probabilities (None: the first prompt token), its character offset), per choice
+        self.logprobs: list[list[tuple[int, TokenLogprob | None, int]]] = [[] for _ in range(count)]
+        self.prompts = [prompts[i // req.n] for i in range(count)]
+        # echo: each choice's text begins with its prompt (as given, or its ids decoded)
+        self.echo = [(req.prompts[i // req.n] if isinstance(req.prompts[i // req.n], str)
+                      else decode(self.prompts[i])) if req.echo else "" for i in range(count)]
         self.logprobs_sent = [0] * count  # entries already streamed, per choice
+        self.echo_sent = [not req.echo] * count  # the echoed prompt went out (streaming)
         self.tokens = [0] * count
         self.finish: list[str | None] = [None if seqs else "length"] * count
         self.prompt_tokens = sum(len(p) for p in prompts)
@@ -253,13 +260,19 @@ class _Run:
                     continue
                 if self.finish[index] is not None:  # ended by a stop string; the engine ran on a little
                     continue
-                if finish is not None and token is None:
+                if isinstance(logprob, list):  # echo: the prompt's log-probabilities, before any token
+                    yield index, self._prompt_scored(index, logprob), None
+                    continue
+                if finish is not None and token is None and finish != "length":  # "length": echo only
                     self._fail(finish)
-                self.tokens[index] += 1
+                self.tokens[index] += token is not None
                 keep = None if token in self.served.stop_ids else token
                 if logprob is not None and keep is not None:
-                    self.logprobs[index].append((keep, logprob, len(self.texts[index].text)))
+                    offset = len(self.echo[index]) + len(self.texts[index].text)
+                    self.logprobs[index].append((keep, logprob, offset))
                 delta, stopped = self.texts[index].add(keep, final=finish is not None)
+                if not self.echo_sent[index]:  # echo without logprobs: the prompt goes first
+                    delta, self.echo_sent[index] = self.echo[index] + delta, True
                 if stopped:
                     finish = "stop"
                     self.seqs[index].cancelled = True
@@ -268,6 +281,16 @@ class _Run:
         finally:  # done, failed, or the client went away: free every row still running
             for seq in self.seqs:
                 seq.cancelled = True
+
+    def _prompt_scored(self, index: int, scored: list[TokenLogprob]) -> str:
+        """Record the prompt's tokens (the first has no log-probability) ahead of the completion's; the
+        echoed prompt text, which the stream sends now."""
+        prompt, decode = self.prompts[index], self.served.tokenizer.decode
+        entries = [None, *scored]
+        self.logprobs[index][:0] = [(t, e, len(decode(prompt[:i])))
+                                    for i, (t, e) in enumerate(zip(prompt, entries, strict=True))]
+        self.echo_sent[index] = True
+        return self.echo[index]
 
     def _fail(self, finish: str) -> None:
         if finish == "timeout":
@@ -310,7 +333,8 @@ class _Run:
     async def whole(self, poll: Callable[[], Awaitable[bool]]) -> dict[str, Any]:
         async for _ in self.events(poll):
             pass
-        choices = [self._choice(i, t.text, self.finish[i], chunk=False) for i, t in enumerate(self.texts)]
+        choices = [self._choice(i, self.echo[i] + t.text, self.finish[i], chunk=False)
+                   for i, t in enumerate(self.texts)]
         return {**self._envelope(choices, False), "usage": self.usage()}
 
     async def sse(self) -> AsyncIterator[str]:
@@ -325,6 +349,9 @@ class _Run:
                 first = {"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
                          "finish_reason": None}
                 yield data({**self._envelope([first], True), **usage})
+        if not self.seqs:  # max_tokens 0, nothing to score: the echoed prompts (if any) are the whole answer
+            for i, text in enumerate(self.echo):
+                yield data({**self._envelope([self._choice(i, text, "length", chunk=True)], True), **usage})
         try:
             async for index, delta, finish in self.events():
                 if delta or finish:

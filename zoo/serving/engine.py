@@ -28,8 +28,9 @@ from zoo.serving.logprobs import TokenLogprob, pick_logprobs
 from zoo.serving.penalties import Penalties
 
 # (new token or None, finish reason or None, its log-probabilities when asked for): called on the engine
-# thread; must not block
-Deliver = Callable[[int | None, str | None, TokenLogprob | None], None]
+# thread; must not block. A row with `prompt_logprobs` first gets (None, None, [one per prompt token after the
+# first]).
+Deliver = Callable[[int | None, str | None, TokenLogprob | list[TokenLogprob] | None], None]
 
 
 class QueueFull(Exception):
@@ -41,7 +42,7 @@ class Sequence:
     """One choice of one request: its prompt ids, budget, how it picks tokens, where its tokens go."""
 
     prompt: list[int]
-    max_tokens: int  # >= 1
+    max_tokens: int  # >= 1 (0 only with prompt_logprobs: the prompt is scored, nothing generated)
     choice: Choice
     stop_ids: frozenset[int]
     deliver: Deliver
@@ -49,6 +50,7 @@ class Sequence:
     stop: RowStop | None = None  # stop strings: the row ends ("stop") at the token that completes one
     penalties: Penalties | None = None  # presence / frequency penalties and logit bias
     logprobs: int | None = None  # None: none; n: the picked token's log-probability and the n most likely
+    prompt_logprobs: int | None = None  # echo: the prompt's tokens' log-probabilities too (n most likely)
     cancelled: bool = False  # set by the server (any thread): the row leaves at the next step boundary
     produced: int = 0
     done: bool = field(default=False, repr=False)
@@ -125,6 +127,7 @@ class Engine:
         now = time.monotonic()
         keep = [i for i, seq in enumerate(self.rows) if self._alive(seq, now)]
         joining = [seq for seq in joining if self._alive(seq, now)]
+        joining = [seq for seq in joining if not self._score_prompt(seq)]
         admitted: tuple | None = None
         if joining:
             logits, cache, mask = self.batch.prefill([seq.prompt for seq in joining])
@@ -149,6 +152,21 @@ class Engine:
         self.pending, logprobs = self._pick(self.rows, logits)
         for seq, token, logprob in zip(self.rows, self.pending.tolist(), logprobs, strict=True):
             self._emit(seq, token, logprob)
+
+    def _score_prompt(self, seq: Sequence) -> bool:
+        """Deliver the prompt's log-probabilities (echo) from one full forward of the prompt alone, before its
+        prefill; True when that is all the row wants (max_tokens 0: it ends with "length")."""
+        if seq.prompt_logprobs is None:
+            return False
+        ids = torch.tensor([seq.prompt], dtype=torch.long, device=self.batch.device)
+        logits = self.model(ids).logits[0, :-1].float()  # (T - 1, V): each predicts the next prompt token
+        n = seq.prompt_logprobs
+        seq.deliver(None, None, pick_logprobs(logits, ids[0, 1:], [n] * logits.shape[0]))
+        if seq.max_tokens > 0:
+            return False
+        seq.done = True
+        seq.deliver(None, "length", None)
+        return True
 
     @staticmethod
     def _alive(seq: Sequence, now: float) -> bool:

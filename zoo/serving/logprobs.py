@@ -51,13 +51,14 @@ def token_text(decode: Decode, token: int) -> str:
     return decode([token], skip_special_tokens=False)
 
 
-def completion_logprobs(entries: Sequence[tuple[int, TokenLogprob]], offsets: Sequence[int],
+def completion_logprobs(entries: Sequence[tuple[int, TokenLogprob | None]], offsets: Sequence[int],
                         decode: Decode) -> dict[str, Any]:
-    """/v1/completions' `logprobs`: parallel lists over `entries` (token id, its TokenLogprob) with each
-    token's character offset in the choice's text."""
+    """/v1/completions' `logprobs`: parallel lists over `entries` (token id, its TokenLogprob; None for an
+    echoed prompt's first token, which nothing predicts) with each token's character offset in the text."""
     return {"tokens": [token_text(decode, t) for t, _ in entries],
-            "token_logprobs": [e.logprob for _, e in entries],
-            "top_logprobs": [{token_text(decode, t): lp for t, lp in e.top} for _, e in entries],
+            "token_logprobs": [None if e is None else e.logprob for _, e in entries],
+            "top_logprobs": [None if e is None else {token_text(decode, t): lp for t, lp in e.top}
+                             for _, e in entries],
             "text_offset": list(offsets)}
 
 

@@ -99,7 +99,7 @@ COMMON: dict[str, Field] = {
 }
 ENDPOINT_FIELDS: dict[str, dict[str, Field]] = {
     "completion": {**COMMON, "prompt": Field("prompt", required=True),
-                   "echo": Field("boolean", only=(False, None)), "best_of": Field("integer", only=(1, None)),
+                   "echo": Field("boolean", False), "best_of": Field("integer", only=(1, None)),
                    "suffix": Field("string", only=(None,)),
                    "logprobs": Field("integer", low=0, high=MAX_LOGPROBS["completion"])},
     "chat": {**COMMON, "messages": Field("messages", required=True), "max_completion_tokens":
@@ -125,6 +125,7 @@ class Request:
     stream: bool = False
     include_usage: bool = False
     logprobs: int | None = None  # None: not asked; n: each token's log-probability and the n most likely
+    echo: bool = False  # completions: the prompt comes back before the completion (with its logprobs)
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     logit_bias: dict[int, float] = field(default_factory=dict)  # token id -> bias (ids checked by the app)
@@ -202,7 +203,7 @@ def _request(endpoint: str, v: dict[str, Any]) -> Request:
         if v["logprobs"]:
             request.logprobs = v["top_logprobs"] or 0
     else:
-        request.logprobs = v["logprobs"]
+        request.logprobs, request.echo = v["logprobs"], v["echo"]
         prompt = v["prompt"]
         one = isinstance(prompt, str) or _is_ids(prompt)
         request.prompts = [prompt] if one else list(prompt)
