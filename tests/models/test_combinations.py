@@ -54,6 +54,7 @@ ATTENTION_KNOBS = {  # issue 12's attention knobs, alone and together
     "attn_scale": dict(attn_scale=1.0),
     "softcaps": dict(attn_softcap=2.0, final_softcap=3.0),
     "sliding_window": dict(sliding_window=3, global_every=2),
+    "sinks": dict(attn_sinks=True, activation="swiglu_clamped", sliding_window=3, global_every=2),  # gpt-oss
     "all": dict(head_dim=12, qkv_bias=True, bias=False, qk_norm=True, attn_scale=0.5, attn_softcap=2.0,
                 final_softcap=3.0, n_kv_heads=1),
 }

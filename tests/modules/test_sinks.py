@@ -92,3 +92,17 @@ def test_feedforward_with_swiglu_clamped_splits_gate_then_value():
     x = torch.randn(2, 4) * 5
     h = ffn.up(x)
     assert torch.allclose(ffn(x), ffn.down(clamped_swiglu(h[:, :3], h[:, 3:])))
+
+
+def test_the_sink_gradient_is_the_same_in_both_paths():
+    """d loss / d sinks through SDPA's extra feature equals the explicit path's (and is nonzero)."""
+    torch.manual_seed(1)
+    attn = Attention(ModelConfig(d_model=16, n_heads=4, n_kv_heads=2, attn_sinks=True))
+    x, probe = torch.randn(2, 6, 16), torch.randn(2, 6, 16)
+    mask = build_mask(torch.tensor([[1] * 6, [0, 1, 1, 1, 1, 1]]), causal=True, q_len=6, k_len=6)
+    grads = []
+    for need_weights in (False, True):
+        attn.zero_grad()
+        (attn(x, mask, need_weights=need_weights)[0] * probe).sum().backward()
+        grads.append(attn.sinks.grad.clone())
+    assert (grads[0] - grads[1]).abs().max() < 1e-5 and bool(grads[0].abs().min() > 0)
