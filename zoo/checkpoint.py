@@ -200,17 +200,25 @@ def read_checkpoint(path: str | os.PathLike, *, shards: bool = True) -> dict[str
         raise CheckpointError(f"{path}: zoo checkpoint format {record.format_version!r}, "
                               f"expected {FORMAT_VERSION}")
     if record.layout == "unfused":  # a tensor-parallel run's: every reader gets the fused layout
-        ckpt["state_dict"] = checked_fuse(ckpt["state_dict"], path)
+        ckpt["state_dict"], ckpt["zoo"] = checked_fuse(ckpt["state_dict"], ckpt["zoo"], path)
+        record = CheckpointRecord.from_dict(ckpt["zoo"])
     check_state_shapes(ckpt["state_dict"], record, path)
     return ckpt
 
 
-def checked_fuse(state_dict: dict[str, Any], path: str | os.PathLike) -> dict[str, Any]:
-    """An unfused state dict (zoo.modules.unfused) in the fused layout; CheckpointError naming the file."""
-    from zoo.modules.unfused import fuse_state_dict
+def checked_fuse(state_dict: dict[str, Any], section: dict[str, Any], path: str | os.PathLike
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An unfused state dict (zoo.modules.unfused) and its zoo section's names of parts (LoRA paths, frozen
+    parameters) in the fused layout; CheckpointError naming the file."""
+    from zoo.modules.unfused import fuse_state_dict, fused_names
 
+    section = dict(section)
+    if section.get("frozen") is not None:
+        section["frozen"] = fused_names(section["frozen"])
+    if section.get("lora") is not None:
+        section["lora"] = {**section["lora"], "paths": fused_names(section["lora"]["paths"])}
     try:
-        return fuse_state_dict(state_dict)
+        return fuse_state_dict(state_dict), section
     except ValueError as e:
         raise CheckpointError(f"{path}: {e}") from None
 

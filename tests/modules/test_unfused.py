@@ -33,7 +33,8 @@ def _pair(module: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module]:
 
 def _grads(module: torch.nn.Module, fused: bool) -> dict[str, torch.Tensor]:
     """Parameter gradients under fused names (an unfused module's parts concatenated back)."""
-    grads = {name: p.grad for name, p in module.named_parameters()}
+    grads = {name: p.grad for name, p in module.named_parameters(remove_duplicate=False)
+             if p.grad is not None}  # a shared A under each part's name; frozen weights have none
     return grads if fused else fuse_state_dict(grads)
 
 
@@ -116,3 +117,39 @@ def test_fuse_state_dict_names_a_missing_part():
     with pytest.raises(ValueError, match=r"blocks.0.self_attn.qkv.weight: unfused part\(s\) \['v'\] missing"):
         fuse_state_dict({"blocks.0.self_attn.qkv.q.weight": torch.zeros(2, 2),
                          "blocks.0.self_attn.qkv.k.weight": torch.zeros(2, 2)})
+
+
+def test_unfused_lora_adapter_shares_its_a_and_equals_the_fused_adapter():
+    """A LoRA adapter on a fused qkv (zoo.finetune.lora) splits into q/k/v adapters holding B's rows and one
+    shared A: the same output, the same gradients (A's summed over the parts), fused back key for key."""
+    from zoo.finetune.lora import add_lora
+
+    torch.manual_seed(0)
+    fused = Attention(ModelConfig(vocab_size=8, d_model=16, n_heads=4, n_kv_heads=2))
+    add_lora(fused, rank=4, alpha=8.0, dropout=0.0, targets=["qkv"])
+    with torch.no_grad():
+        fused.qkv.lora_B.normal_()  # zero at init: give B values so that A's gradient is not zero
+    for name, param in fused.named_parameters():
+        param.requires_grad_("lora_" in name)  # what finetune=lora trains
+    unfused = unfuse(copy.deepcopy(fused))
+    parts = dict(unfused.qkv.named_children())
+    assert parts["q"].lora_A is parts["k"].lora_A is parts["v"].lora_A  # one parameter
+    assert not parts["q"].weight.requires_grad  # LoRA's frozen base stays frozen
+    x = torch.randn(2, 5, 16, requires_grad=True)
+    mask = build_mask(None, causal=True, q_len=5, k_len=5)
+    results = []
+    for module, is_fused in ((fused, True), (unfused, False)):
+        x.grad = None
+        out, _ = module(x, mask)
+        out.pow(2).sum().backward()
+        results.append((out.detach(), x.grad.clone(), _grads(module, is_fused)))
+    (out_f, dx_f, g_f), (out_u, dx_u, g_u) = results
+    torch.testing.assert_close(out_u, out_f, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(dx_u, dx_f, atol=1e-6, rtol=1e-6)
+    assert sorted(g_u) == sorted(g_f)
+    for key, grad in g_f.items():
+        torch.testing.assert_close(g_u[key], grad, atol=1e-5, rtol=1e-5, msg=key)
+    state = fuse_state_dict(unfused.state_dict())
+    assert list(state) == list(fused.state_dict())
+    for key, tensor in fused.state_dict().items():
+        assert torch.equal(state[key], tensor), key

@@ -125,8 +125,6 @@ OVERRIDES = [BadInput(given, message) for given, message in [
      "trainer.strategy=fsdp_tp cannot split model.qk_norm_scope: all normalises over every head"),
     ("model=moe_small trainer=fsdp_tp", "trainer.strategy=fsdp_tp cannot split model.ffn: moe needs expert "
      "parallelism (future work)"),
-    ("model=gpt_nano finetune=lora trainer=fsdp_tp",
-     "finetune=lora: trainer.strategy=fsdp_tp does not split LoRA adapters yet"),
     ("trainer=fsdp_tp optim.name=muon",
      "optim.name=muon orthogonalises whole matrices and trainer.strategy=fsdp_tp splits them"),
     ("trainer=fsdp +trainer.tp_size=2",

@@ -28,20 +28,38 @@ class LoRALinear(nn.Linear):
     """An nn.Linear whose `weight` / `bias` are the base layer's own parameters (same names in the state dict,
     ties kept) with `lora_A`, `lora_B` beside them."""
 
-    def __init__(self, base: nn.Linear, rank: int, alpha: float, dropout: float) -> None:
+    def __init__(self, base: nn.Linear, rank: int, alpha: float, dropout: float, *,
+                 lora_A: nn.Parameter | None = None) -> None:  # noqa: N803 (the parameter's name)
+        """`lora_A`: an A to share (split_rows) instead of a new one."""
         nn.Module.__init__(self)
         self.in_features, self.out_features = base.in_features, base.out_features
         self.weight, self.bias = base.weight, base.bias
         kind = {"device": base.weight.device, "dtype": base.weight.dtype}
-        self.lora_A = nn.Parameter(torch.empty(rank, self.in_features, **kind))
+        if lora_A is None:
+            lora_A = nn.Parameter(torch.empty(rank, self.in_features, **kind))
+            nn.init.kaiming_uniform_(lora_A, a=math.sqrt(5))  # nn.Linear's own weight init
+        self.lora_A = lora_A
         self.lora_B = nn.Parameter(torch.zeros(self.out_features, rank, **kind))
-        nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))  # nn.Linear's own weight init
         self.scaling = alpha / rank
         self.lora_dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         update = F.linear(F.linear(self.lora_dropout(x), self.lora_A), self.lora_B)  # (..., r) -> (..., out)
         return F.linear(x, self.weight, self.bias) + self.scaling * update
+
+    def split_rows(self, sizes: dict[str, int]) -> dict[str, LoRALinear]:
+        """One adapter per block of output rows (`sizes`, in order; zoo.modules.unfused): each the base's and
+        B's rows, all sharing this A, so together they are this adapter (A's gradient sums over them)."""
+        from zoo.modules.unfused import split_rows
+
+        rank, start, parts = self.lora_A.shape[0], 0, {}
+        dropout = self.lora_dropout.p if isinstance(self.lora_dropout, nn.Dropout) else 0.0
+        for name, base in split_rows(self, sizes).items():
+            part = LoRALinear(base, rank, self.scaling * rank, dropout, lora_A=self.lora_A)
+            with torch.no_grad():
+                part.lora_B.copy_(self.lora_B[start:start + base.out_features])
+            parts[name], start = part, start + base.out_features
+        return parts
 
     def merged(self) -> nn.Linear:
         """A plain nn.Linear with W + (alpha / r) B A (the base parameters are updated in place)."""

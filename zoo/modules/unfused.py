@@ -19,7 +19,10 @@ from torch import nn
 
 # fused Linear name -> its parts, in row order (the layout `fuse_state_dict` writes back)
 FUSED_PARTS: dict[str, tuple[str, ...]] = {"qkv": ("q", "k", "v"), "kv": ("k", "v"), "up": ("gate", "value")}
-_UNFUSED_KEY = re.compile(r"^(?P<fused>.*\.(?:qkv|kv|up)|qkv|kv|up)\.(?P<part>\w+)\.(?P<param>weight|bias)$")
+# a part's tensor: `<fused>.<part>.<param>`; LoRA adapters (zoo.finetune.lora) keep lora_A / lora_B beside
+_UNFUSED_KEY = re.compile(r"^(?P<fused>.*\.(?:qkv|kv|up)|qkv|kv|up)\.(?P<part>\w+)"
+                          r"(?:\.(?P<param>weight|bias|lora_A|lora_B))?$")
+SHARED_PARAMS = ("lora_A",)  # one tensor every part uses (a fused adapter's A): fused back as it is
 
 
 class FusedColumns(nn.Module):
@@ -34,8 +37,9 @@ class FusedColumns(nn.Module):
         return torch.cat([part(x) for part in self.children()], dim=-1)  # (..., sum of the parts' widths)
 
 
-def split_linear(linear: nn.Linear, sizes: Mapping[str, int]) -> FusedColumns:
-    """`linear` as one Linear per part (`sizes`: part name -> its rows, in order), weights and bias copied."""
+def split_rows(linear: nn.Linear, sizes: Mapping[str, int]) -> dict[str, nn.Linear]:
+    """`linear` as one Linear per block of output rows (`sizes`: part name -> its rows, in order), weights and
+    bias copied."""
     if sum(sizes.values()) != linear.out_features:
         raise ValueError(f"parts {dict(sizes)} do not add up to the {linear.out_features} outputs")
     parts, start = {}, 0
@@ -46,8 +50,11 @@ def split_linear(linear: nn.Linear, sizes: Mapping[str, int]) -> FusedColumns:
             part.weight.copy_(linear.weight[start:start + size])
             if linear.bias is not None:
                 part.bias.copy_(linear.bias[start:start + size])
+        part.weight.requires_grad_(linear.weight.requires_grad)  # frozen stays frozen (LoRA, freeze)
+        if linear.bias is not None:
+            part.bias.requires_grad_(linear.bias.requires_grad)
         parts[name], start = part, start + size
-    return FusedColumns(parts)
+    return parts
 
 
 def unfuse(model: nn.Module) -> nn.Module:
@@ -67,8 +74,9 @@ def unfuse(model: nn.Module) -> nn.Module:
         else:
             continue
         fused = getattr(module, name)
-        if isinstance(fused, nn.Linear) and type(fused) is nn.Linear:  # LoRA layers are refused before
-            setattr(module, name, split_linear(fused, sizes))
+        if isinstance(fused, nn.Linear):  # a layer that splits otherwise (a LoRA adapter) says how
+            split = getattr(fused, "split_rows", None)
+            setattr(module, name, FusedColumns(split(sizes) if split else split_rows(fused, sizes)))
     return model
 
 
@@ -80,7 +88,22 @@ def tensor_layout(model: nn.Module) -> str | None:
 def is_unfused_key(key: str) -> bool:
     """Whether a state-dict key names a part of an unfused projection (`...qkv.q.weight`)."""
     match = _UNFUSED_KEY.match(key)
-    return bool(match) and match["part"] in FUSED_PARTS[match["fused"].rsplit(".", 1)[-1]]
+    return bool(match) and bool(match["param"]) and \
+        match["part"] in FUSED_PARTS[match["fused"].rsplit(".", 1)[-1]]
+
+
+def fused_name(name: str) -> str:
+    """A module path or parameter name of the unfused layout in the fused one (`x.qkv.q` -> `x.qkv`,
+    `x.qkv.q.weight` -> `x.qkv.weight`); other names unchanged."""
+    match = _UNFUSED_KEY.match(name)
+    if not match or match["part"] not in FUSED_PARTS[match["fused"].rsplit(".", 1)[-1]]:
+        return name
+    return f"{match['fused']}.{match['param']}" if match["param"] else match["fused"]
+
+
+def fused_names(names: list[str]) -> list[str]:
+    """`fused_name` of each of `names`, each result once, in first-seen order."""
+    return list(dict.fromkeys(fused_name(n) for n in names))
 
 
 def fuse_state_dict(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -104,5 +127,6 @@ def fuse_state_dict(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor
         missing = [p for p in order if p not in parts]
         if missing:
             raise ValueError(f"{target}: unfused part(s) {missing} missing (has {sorted(parts)})")
-        out[target] = torch.cat([parts[p] for p in order], dim=0)
+        shared = target.rsplit(".", 1)[-1] in SHARED_PARAMS  # every part holds the same tensor
+        out[target] = parts[order[0]] if shared else torch.cat([parts[p] for p in order], dim=0)
     return out

@@ -12,8 +12,8 @@ head: the loss would need a cross-rank log-sum-exp; see docs/training.md).
 
 Refused before work starts (`check_tensor_parallel`): sizes that do not divide, per-head position terms
 (ALiBi slopes, T5's bias table), attention sinks (one logit per head), `qk_norm_scope=all` (a norm over every
-head needs a cross-rank reduction), `ffn=moe` (expert parallelism is future work), LoRA (its A/B factors need
-their own parallel styles), and optimizers that need whole matrices (muon)."""
+head needs a cross-rank reduction), `ffn=moe` (expert parallelism is future work), and optimizers that need
+whole matrices (muon). LoRA adapters get their own styles (zoo.training.lora_parallel)."""
 
 from __future__ import annotations
 
@@ -34,9 +34,19 @@ def tensor_parallel_plan(model: nn.Module) -> dict[str, Any]:
     and down row-wise; everything else stays whole on every rank."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
+    from zoo.finetune.lora import LoRALinear
     from zoo.modules.attention import Attention
     from zoo.modules.feedforward import FeedForward
     from zoo.modules.unfused import FusedColumns
+    from zoo.training.lora_parallel import LoRAColwiseParallel, LoRARowwiseParallel
+
+    shared: dict[int, nn.Parameter] = {}  # a LoRA A the parts of one fused adapter share: distributed once
+
+    def colwise(linear: nn.Module):
+        return LoRAColwiseParallel(shared) if isinstance(linear, LoRALinear) else ColwiseParallel()
+
+    def rowwise(linear: nn.Module):
+        return LoRARowwiseParallel(shared) if isinstance(linear, LoRALinear) else RowwiseParallel()
 
     plan: dict[str, Any] = {}
     for name, module in model.named_modules():
@@ -45,11 +55,11 @@ def tensor_parallel_plan(model: nn.Module) -> dict[str, Any]:
             for col in columns:
                 part = getattr(module, col, None)
                 if isinstance(part, FusedColumns):
-                    plan.update({f"{name}.{col}.{p}": ColwiseParallel() for p, _ in part.named_children()})
+                    plan.update({f"{name}.{col}.{p}": colwise(m) for p, m in part.named_children()})
                 elif isinstance(part, nn.Linear):
-                    plan[f"{name}.{col}"] = ColwiseParallel()
+                    plan[f"{name}.{col}"] = colwise(part)
             out = "o" if isinstance(module, Attention) else "down"
-            plan[f"{name}.{out}"] = RowwiseParallel()
+            plan[f"{name}.{out}"] = rowwise(getattr(module, out))
     return plan
 
 
@@ -150,10 +160,6 @@ class FSDPTPStrategy(FSDPStrategy):
     @classmethod
     def check_config(cls, resolved: dict[str, Any], model_cfg, world: int) -> None:
         super().check_config(resolved, model_cfg, world)
-        finetune = (resolved.get("finetune") or {}).get("name")
-        if finetune == "lora":
-            raise ValueError("finetune=lora: trainer.strategy=fsdp_tp does not split LoRA adapters yet "
-                             "(their A and B factors need their own parallel styles); use trainer=fsdp")
         check_tensor_parallel(model_cfg, int(resolved["trainer"].get("tp_size", 2)), world)
 
     def setup(self, trainer) -> None:
