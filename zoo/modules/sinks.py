@@ -2,9 +2,10 @@
 dropped after, so a query may put weight on "nothing":  w_j = exp(a_j) / (exp(s_h) + sum_k exp(a_k)).
 
 Explicit path: the sink is one more score column, softmaxed with the rest and cut off (`softmax_with_sinks`).
-SDPA path (`sdpa_with_sinks`): SDPA takes no sink, so the sink becomes one extra key every query sees. q gets
-one more feature s_h / scale, every real key a 0 there, the sink key 1 there and 0 elsewhere, its value 0:
-q'.k_j = q.k_j, q'.k_sink * scale = s_h, and the sink adds nothing to the output."""
+SDPA path (`sdpa_with_sinks`): SDPA takes no sink, so the sink becomes one extra key every query sees, its key
+and value 0 and its score s_h put there by the additive mask (one column per head): q.k_sink * scale + s_h =
+s_h, and the sink adds nothing to the output. (A 4-D contiguous mask keeps SDPA on its fused CPU kernel; the
+gradient reaches the sinks through the mask.)"""
 
 from __future__ import annotations
 
@@ -21,27 +22,31 @@ def softmax_with_sinks(scores: torch.Tensor, sinks: torch.Tensor) -> torch.Tenso
     return torch.cat([scores, sink], dim=-1).softmax(dim=-1)[..., :-1]  # (B, H, T, S): the sink dropped
 
 
-def _sink_mask(mask: AttentionMask, t: int, s: int, device) -> torch.Tensor:
-    """`mask` as an explicit (..., T, 1 + S) mask whose first column (the sink key) every query sees."""
+def _sink_bias(mask: AttentionMask, sinks: torch.Tensor, t: int, s: int, dtype: torch.dtype, device
+               ) -> torch.Tensor:
+    """`mask` as an additive bias (B|1, H, T, 1 + S) whose first column, the sink key every query sees, is
+    each head's sink logit."""
     m = mask.mask
     if mask.is_causal:  # the last T of S positions, each seeing itself and what is before
         m = torch.ones(t, s, dtype=torch.bool, device=device).tril(s - t)
     if m is None:
-        m = torch.ones(t, s, dtype=torch.bool, device=device)
-    return F.pad(m, (1, 0), value=True if m.dtype == torch.bool else 0.0)
+        bias = torch.zeros(t, s, dtype=dtype, device=device)
+    elif m.dtype == torch.bool:
+        bias = torch.zeros(m.shape, dtype=dtype, device=device).masked_fill(~m, float("-inf"))
+    else:
+        bias = m.to(dtype)
+    while bias.dim() < 4:
+        bias = bias.unsqueeze(0)  # (B|1, H|1, T, S)
+    lead, h = bias.shape[0], sinks.numel()
+    sink = sinks.to(dtype).view(1, h, 1, 1).expand(lead, h, t, 1)
+    return torch.cat([sink, bias.expand(lead, h, t, s)], dim=-1)  # contiguous, as the fused kernel wants
 
 
 def sdpa_with_sinks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: AttentionMask,
                     sinks: torch.Tensor, scale: float, dropout: float) -> torch.Tensor:
     """q (B, H, T, D), k / v (B, KV, S, D), sinks (H,) -> (B, H, T, D), SDPA over one extra key per head."""
-    b, h, t, _ = q.shape
-    kv, s = k.shape[1], k.shape[2]
-    sink = (sinks.to(q.dtype) / scale).view(1, h, 1, 1).expand(b, h, t, 1)
-    q = torch.cat([q, sink], dim=-1)  # (B, H, T, D + 1)
-    k = F.pad(k, (0, 1))  # (B, KV, S, D + 1): real keys 0 in the sink feature
-    sink_key = k.new_zeros(b, kv, 1, k.shape[-1])
-    sink_key[..., -1] = 1.0
-    k = torch.cat([sink_key, k], dim=2)  # (B, KV, 1 + S, D + 1)
-    v = F.pad(v, (0, 0, 1, 0))  # (B, KV, 1 + S, D): the sink's value is 0
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=_sink_mask(mask, t, s, q.device),
-                                          dropout_p=dropout, scale=scale, enable_gqa=kv != h)
+    t, s = q.shape[2], k.shape[2]
+    k, v = F.pad(k, (0, 0, 1, 0)), F.pad(v, (0, 0, 1, 0))  # (B, KV, 1 + S, D): the sink key and value are 0
+    bias = _sink_bias(mask, sinks, t, s, q.dtype, q.device)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout, scale=scale,
+                                          enable_gqa=k.shape[1] != q.shape[1])
