@@ -135,4 +135,5 @@ def expert_matrix(src: HFTensors, name: str, shape: tuple[int, int, int]) -> tor
                          f"{BLOCK}; {n_in} is not a multiple of {BLOCK}.")
     blocks = src.take(name + "_blocks", (e, n_out, n_in // BLOCK, BLOCK // 2))
     scales = src.take(name + "_scales", (e, n_out, n_in // BLOCK))
-    return unpack(blocks, scales).transpose(1, 2)  # (E, in, out)
+    # one expert at a time: unpacking indexes a code table, whose index tensor is 8 bytes a value
+    return torch.stack([unpack(blocks[x], scales[x]).t() for x in range(e)])  # (E, in, out)
