@@ -6,10 +6,12 @@ average like one big batch, and the trained model produces samples. A new task i
 from __future__ import annotations
 
 import math
+from copy import deepcopy
 
 import lightning as L
 import pytest
 import torch
+from omegaconf import DictConfig
 
 from zoo.apps import ConfigError
 from zoo.config import ModelConfig
@@ -34,6 +36,14 @@ def own_model(task) -> list[str]:
     return [*TINY_MODEL, f"model.arch={task.archs[0]}", f"model.head={task.head}"]
 
 
+def with_task(cfg: DictConfig, name: str) -> DictConfig:
+    """A copy of a composed config with `task=name`: what composing with that override gives, since `task`
+    is a plain key that no interpolation or group reads (one Hydra compose for all of a test's choices)."""
+    copy = deepcopy(cfg)
+    copy.task = name
+    return copy
+
+
 # ------------------------------------------------------------------------------------------ task=auto
 
 
@@ -56,15 +66,15 @@ def test_at_most_one_task_is_the_default_for_a_model(arch, head):
 def test_task_resolves_from_its_name_and_from_auto(make_cfg, name, task_files):
     task = TASKS.get(name)
     assert set(task.archs) <= set(ARCHS.names()) and task.head in HEADS
-    data = tiny_data(task.corpus_kind, task_files)
-    plan = prepare(make_cfg([*own_model(task), f"task={name}", *data]))
+    cfg = make_cfg([*own_model(task), f"task={name}", *tiny_data(task.corpus_kind, task_files)])
+    plan = prepare(with_task(cfg, name))
     assert plan.task is task and plan.model.arch == task.archs[0] and isinstance(plan.model, ModelConfig)
     if task.auto:
-        assert prepare(make_cfg([*own_model(task), *data])).task is task
+        assert prepare(with_task(cfg, "auto")).task is task
     for other in NAMES:  # every other task refuses this model, naming what it needs
         if task.archs[0] not in TASKS.get(other).archs or TASKS.get(other).head != task.head:
             with pytest.raises(ConfigError, match=f"task={other} needs model"):
-                prepare(make_cfg([*own_model(task), f"task={other}", *data]))
+                prepare(with_task(cfg, other))
 
 
 @pytest.mark.parametrize("name", NAMES)
