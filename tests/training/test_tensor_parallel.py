@@ -4,7 +4,7 @@ against one plain process (trainer=cpu, fused layout, the same global batch).
 - tp_size=2 on 2 processes (dp=1): the same train losses and final weights (fused back) as one process
   (1e-5) over 10 steps, for decoder, encoder and encoder-decoder, a GQA + SwiGLU + RoPE decoder with LoRA
   (fused qkv, o and up adapted: column- and row-wise LoRA styles), and with activation checkpointing (and
-  full-file checkpoints).
+  full-file checkpoints), and a Mixture-of-Experts decoder (every expert split, the router whole).
 - The 2-D mesh: 4 processes as dp=2 x tp=2 (each group reads its half of the global batch), the same.
 - Sharded checkpoints hold the unfused parts: a run stopped at step 7 resumes from its step-5 checkpoint with
   the uninterrupted losses, at tp 2 -> 2 and into the 2 x 2 mesh (another world size, DCP reshards); the
@@ -12,7 +12,7 @@ against one plain process (trainer=cpu, fused layout, the same global batch).
 - Resuming it under trainer=fsdp (fused parameters), or a fused checkpoint under fsdp_tp, is refused.
 
 Cost: trained once per session (`runs`, shared by the xdist workers through a lock) in two launches of
-tests/training/sharded_runs.py (2 processes: the five cases, a stopped run, a resume; 4 processes: the
+tests/training/sharded_runs.py (2 processes: the six cases, a stopped run, a resume; 4 processes: the
 2 x 2 mesh and a resume), the references in-process."""
 
 from __future__ import annotations
@@ -42,10 +42,13 @@ pytestmark = pytest.mark.e2e  # spawns processes: outside the inner loop
 # writes full-file checkpoints, from rank 0) is held to the plain decoder's reference.
 GQA_LORA = [*LM, "model.n_heads=4", "model.n_kv_heads=2", "model.activation=swiglu", "model.positional=rope",
             "finetune=lora", "finetune.targets=[self_attn.qkv,self_attn.o,ffn.up]"]
+MOE = ["model=moe_small", "model.d_model=32", "model.n_heads=4", "model.n_kv_heads=2", "model.d_ff=32",
+       "model.moe.n_experts=4", *LM[1:]]  # every expert split as a dense FFN is, the router whole
 REFERENCES = {"decoder": CASES["decoder"][0] + CASES["decoder"][2],
               "encoder": CASES["encoder"][0] + CASES["encoder"][2],
               "encoder_decoder": CASES["encoder_decoder"][0] + CASES["encoder_decoder"][2],
-              "decoder-gqa-lora": [*GQA_LORA, "batch_size=8"]}
+              "decoder-gqa-lora": [*GQA_LORA, "batch_size=8"],
+              "decoder-moe": [*MOE, "batch_size=8"]}
 CHECKPOINTING = [*REFERENCES["decoder"], "memory.activation_checkpointing=true",
                  "trainer.sharded_checkpoint=false"]
 TP_CASES = {**{name: (overrides, name) for name, overrides in REFERENCES.items()},

@@ -12,8 +12,9 @@ head: the loss would need a cross-rank log-sum-exp; see docs/training.md).
 
 Refused before work starts (`check_tensor_parallel`): sizes that do not divide, per-head position terms
 (ALiBi slopes, T5's bias table), attention sinks (one logit per head), `qk_norm_scope=all` (a norm over every
-head needs a cross-rank reduction), `ffn=moe` (expert parallelism is future work), and optimizers that need
-whole matrices (muon). LoRA adapters get their own styles (zoo.training.lora_parallel)."""
+head needs a cross-rank reduction) and optimizers that need whole matrices (muon). LoRA adapters get their
+own styles (zoo.training.lora_parallel); MoE experts are split as dense FFNs (the router whole: every rank
+of a group routes the same tokens alike), which is not expert parallelism (future work)."""
 
 from __future__ import annotations
 
@@ -117,6 +118,10 @@ def check_tensor_parallel(model_cfg, tp_size: int, world: int) -> None:
     sizes = {"model.n_heads": model_cfg.n_heads, "model.n_kv_heads": model_cfg.kv_heads}
     if model_cfg.ffn != "none":
         sizes["model.d_ff"] = model_cfg.ffn_dim
+    if model_cfg.ffn == "moe":  # each expert is split as a dense FFN is (the router stays whole)
+        from zoo.modules.moe.layer import moe_settings
+
+        sizes["model.moe.expert_d_ff"] = moe_settings(model_cfg).expert_d_ff or model_cfg.ffn_dim
     for key, value in sizes.items():
         if value % tp_size:
             raise ValueError(f"trainer.tp_size={tp_size} does not divide {key}={value}: each rank keeps "
@@ -129,7 +134,6 @@ def check_tensor_parallel(model_cfg, tp_size: int, world: int) -> None:
                                 "qk_norm_scope=head works"),
         "model.attn_sinks": (bool(getattr(model_cfg, "attn_sinks", False)),
                              "true holds one logit per head, which is not sliced per rank"),
-        "model.ffn": (model_cfg.ffn == "moe", "moe needs expert parallelism (future work); use trainer=fsdp"),
     }
     for key, (refused, why) in refusals.items():
         if refused:
