@@ -80,6 +80,19 @@ def test_greedy_generation_cut_at_a_stop_string_equals_the_hf_models(models):
         assert lm.generate_until(requests, disable_tqdm=True) == want
 
 
+def test_rows_stopping_apart_at_several_stop_strings_equal_the_hf_models(models):
+    """Each zoo row stops at its own first stop string (the hf model runs the batch until every row has
+    one); after lm-eval's cut the texts are the same, and they end at different lengths."""
+    prompts = [d["prompt"] for d in rows("until.jsonl")]
+    *zoo_models, hf = models
+    args = {"until": ["\n", "e", "Q:"], "max_gen_toks": 8, "do_sample": False}
+    requests = [Instance("generate_until", {}, (p, args), 0) for p in prompts]
+    want = hf.generate_until(requests, disable_tqdm=True)
+    assert len({len(w) for w in want}) > 1
+    for lm in zoo_models:
+        assert lm.generate_until(requests, disable_tqdm=True) == want
+
+
 TASK_NAMES = ["zoo_choice", "zoo_text", "zoo_until"]
 
 
