@@ -9,6 +9,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 import zoo
+from tests.pretrained.decoder_checks import right_padded_logits_match
 from tests.pretrained.helpers import export_round_trip, perturbed, right_padded, saved
 
 
@@ -77,23 +78,14 @@ ROPE_SCALINGS = {
 }
 
 
-def _logits_match(hf, model, vocab: int = 99) -> None:
-    ids, mask = right_padded(3, 12, vocab, [12, 9, 3])
-    with torch.no_grad():
-        ref = hf(input_ids=ids, attention_mask=mask).logits
-        got = model(ids, attention_mask=mask).logits
-    real = mask.bool()
-    assert (got[real] - ref[real]).abs().max() < 1e-4
-
-
 @pytest.mark.parametrize("rope_type", sorted(ROPE_SCALINGS))
-def test_rope_scaling_maps_and_logits_match(tmp_path, rope_type):
+def test_rope_scaling_maps_andright_padded_logits_match(tmp_path, rope_type):
     params, keys = ROPE_SCALINGS[rope_type]
     hf = tiny_llama(rope_parameters={"rope_type": rope_type, "rope_theta": 500.0, **params})
     model = zoo.from_pretrained(saved(hf, tmp_path))
     assert model.config.rope_scaling == rope_type and model.config.rope_base == 500.0
     assert {k: getattr(model.config, k) for k in keys} == keys
-    _logits_match(hf, model)
+    right_padded_logits_match(hf, model)
     with torch.no_grad():  # the scaling is not a no-op here: without it the logits differ
         plain = zoo.from_pretrained(saved(tiny_llama(), tmp_path, "plain"))
         plain.load_state_dict(model.state_dict())
@@ -132,7 +124,7 @@ def test_head_dim_and_gelu_tanh_gate_match(tmp_path):
     hf = tiny_llama(head_dim=16, hidden_act="gelu_pytorch_tanh")
     model = zoo.from_pretrained(saved(hf, tmp_path))
     assert (model.config.head_dim, model.config.head_size, model.config.activation) == (16, 16, "geglu_tanh")
-    _logits_match(hf, model)
+    right_padded_logits_match(hf, model)
 
 
 def test_llama3_scaled_export_round_trips_through_transformers(tmp_path):
@@ -145,7 +137,7 @@ def test_llama3_scaled_export_round_trips_through_transformers(tmp_path):
     assert written["head_dim"] == 16
     assert zoo.from_pretrained(out).config == model.config
     hf2 = LlamaForCausalLM.from_pretrained(out).eval()
-    _logits_match(hf2, model)
+    right_padded_logits_match(hf2, model)
 
 
 def test_partial_rotary_does_not_export_as_llama(tmp_path):
