@@ -123,7 +123,7 @@ OVERRIDES = [BadInput(given, message) for given, message in [
      "trainer.strategy=fsdp_tp cannot split model.positional: alibi adds a bias per head"),
     ("model=gpt_nano model.qk_norm=true model.qk_norm_scope=all trainer=fsdp_tp",
      "trainer.strategy=fsdp_tp cannot split model.qk_norm_scope: all normalises over every head"),
-    ("model=moe_small model.moe.expert_d_ff=33 trainer=fsdp_tp",
+    ("model=moe_small +model.moe.expert_d_ff=33 trainer=fsdp_tp",
      "trainer.tp_size=2 does not divide model.moe.expert_d_ff=33"),
     ("trainer=fsdp_tp optim.name=muon",
      "optim.name=muon orthogonalises whole matrices and trainer.strategy=fsdp_tp splits them"),
