@@ -14,6 +14,8 @@ FAMILY = {"llama_small": "llama", "gpt2": "gpt2", "bert_small": "bert"}  # the f
 @pytest.mark.parametrize(("preset", "knob", "value"), [
     ("llama_small", "qk_norm", True),
     ("llama_small", "attn_softcap", 5.0),
+    ("llama_small", "attn_sinks", True),
+    ("llama_small", "activation", "swiglu_clamped"),
     ("llama_small", "sliding_window", 4),
     ("gpt2", "final_softcap", 3.0),
     ("gpt2", "attn_scale", 1.0),
