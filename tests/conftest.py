@@ -38,3 +38,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(scope="session")
+def fresh_interpreter():
+    """tests/fresh_interpreter.py's steps, run once in one new interpreter: step -> what it printed and the
+    modules loaded after it."""
+    from tests.fresh_interpreter import run_steps
+
+    return run_steps()

@@ -102,25 +102,9 @@ def test_presets_match_their_documented_shapes():
     assert 10e6 <= zoo.build("gpt_small").num_parameters() <= 20e6
 
 
-def test_presets_compose_in_hydra_after_the_schema_import(tmp_path):
+def test_presets_compose_in_hydra_after_the_schema_import(fresh_interpreter):
     """A user's own Hydra app can use conf/model presets after `import zoo.hydra_schema`, which registers the
-    schema (a plain `import zoo` imports no Hydra: tests/test_import.py)."""
-    import subprocess
-    import sys
-
-    (tmp_path / "app.yaml").write_text(
-        "defaults:\n  - model: llama_small\n  - _self_\n"
-        f"hydra:\n  searchpath:\n    - file://{zoo.presets.config_root()}\n"
-    )
-    code = (
-        "import zoo\n"
-        "import zoo.hydra_schema\n"
-        "from hydra import compose, initialize_config_dir\n"
-        f"with initialize_config_dir(config_dir={str(tmp_path)!r}, version_base='1.3'):\n"
-        "    cfg = compose('app', overrides=['model.n_heads=4', 'model.init_std=0.05'])\n"
-        "m = zoo.build(cfg.model)\n"
-        "print(m.config.n_heads, m.config.init_std, m.config.dropout)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["4", "0.05", "0.0"]  # init_std is not in the YAML: the schema supplies it
+    schema (a plain `import zoo` imports no Hydra: tests/test_import.py); the app is the "hydra app" step of
+    tests/fresh_interpreter.py."""
+    # init_std is not in the YAML: the schema supplies it
+    assert fresh_interpreter["hydra app"].printed == ["4", "0.05", "0.0"]
