@@ -1,8 +1,8 @@
 """Mixture-of-Experts (issue 25): (1) one MoE layer's forward + backward, zoo's dispatch beside transformers'
-MixtralSparseMoeBlock and Qwen2MoeSparseMoeBlock at the same shapes and weights, and beside a dense FFN with
-the same active parameters; (2) on the built-in corpus, 3 seeds, equal tokens: a dense decoder vs an MoE
-decoder (8 experts, top-2, each expert half the dense width: equal active parameters), with and without the
-balancing loss: validation loss, wall clock, tokens/s, expert-load balance (max / mean)."""
+MixtralSparseMoeBlock, Qwen2MoeSparseMoeBlock and GptOssMLP at the same shapes and weights, and beside a dense
+FFN with the same active parameters; (2) on the built-in corpus, 3 seeds, equal tokens: a dense decoder vs an
+MoE decoder (8 experts, top-2, each expert half the dense width: equal active parameters), with and without
+the balancing loss: validation loss, wall clock, tokens/s, expert-load balance (max / mean)."""
 
 from __future__ import annotations
 
@@ -66,7 +66,46 @@ def _pairs(s: LayerShape) -> dict[str, tuple[torch.nn.Module, torch.nn.Module]]:
         ours_q.shared.up.weight.copy_(torch.cat([sh.gate_proj.weight, sh.up_proj.weight]))
         ours_q.shared.down.weight.copy_(sh.down_proj.weight)
         ours_q.shared_gate.weight.copy_(qwen.shared_expert_gate.weight)
-    return {"Mixtral (top-2 of 8)": (mixtral, ours_m), "Qwen2-MoE (+ gated shared expert)": (qwen, ours_q)}
+    return {"Mixtral (top-2 of 8)": (mixtral, ours_m), "Qwen2-MoE (+ gated shared expert)": (qwen, ours_q),
+            "gpt-oss (biased router and experts, clamped SwiGLU)": _gpt_oss_pair(s)}
+
+
+class _Output(torch.nn.Module):
+    """A block that returns (output, router scores), as its output alone."""
+
+    def __init__(self, block: torch.nn.Module) -> None:
+        super().__init__()
+        self.block = block
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.block(x)[0]
+
+
+def _gpt_oss_pair(s: LayerShape) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """transformers' GptOssMLP and zoo's layer with its weights (the fused gate_up columns: even gate, odd
+    value)."""
+    from transformers import GptOssConfig
+    from transformers.models.gpt_oss.modeling_gpt_oss import GptOssMLP
+
+    hf = GptOssMLP(GptOssConfig(hidden_size=s.d_model, intermediate_size=s.d_ff,
+                                num_local_experts=s.n_experts, num_experts_per_tok=s.top_k))
+    cfg = ModelConfig(d_model=s.d_model, n_heads=2, d_ff=s.d_ff, activation="swiglu_clamped", bias=True,
+                      ffn="moe", moe={"n_experts": s.n_experts, "top_k": s.top_k, "router_bias": True,
+                                      "balance": "none"})
+    ours = MoE(cfg, moe_settings(cfg))
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.normal_(0, 0.05)
+        ours.router.proj.weight.copy_(hf.router.weight)
+        ours.router.proj.bias.copy_(hf.router.bias)
+        ex = hf.experts
+        for i, expert in enumerate(ours.experts):
+            gate_up = ex.gate_up_proj[i]  # (C, 2F)
+            expert.up.weight.copy_(torch.cat([gate_up[:, 0::2], gate_up[:, 1::2]], 1).t())
+            expert.up.bias.copy_(torch.cat([ex.gate_up_proj_bias[i, 0::2], ex.gate_up_proj_bias[i, 1::2]]))
+            expert.down.weight.copy_(ex.down_proj[i].t())
+            expert.down.bias.copy_(ex.down_proj_bias[i])
+    return _Output(hf), ours
 
 
 def _fwd_bwd(module: torch.nn.Module, x: torch.Tensor, g: torch.Tensor) -> float:
