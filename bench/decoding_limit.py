@@ -133,44 +133,56 @@ def run(quick: bool, hf_gpt2) -> tuple[str, list[str], dict, list[tuple[str, flo
     pairs = build_pairs(size, quick, hf_gpt2)
     threads, thread_rates = fastest_threads(step_weight_bytes(pairs[1].ours))  # every side runs at this count
     dram = read_bandwidth(GIB // (64 if quick else 1))
-    rows, bw_rows, data, goals, parts = [], [], {}, [], []
+    data, parts, measured, rates = {}, [], [], {}
     for pair in pairs:
         weights = step_weight_bytes(pair.ours)
-        pair_limit = limit(weights)
-        bw_rows.append([pair.name, f"{weights / 1e6:.1f}", f"{pair_limit:.1f}"])
+        rates.setdefault(weights, []).append(limit(weights))  # before this model's runs
         for batch in size["batches"]:
             result = measure(pair, batch, size)
-            cached = size["prompt"] + size["batches"][batch] / 2  # positions attended, averaged over the run
-            step_bytes = weights + kv_bytes(pair.ours, batch, cached)
-            hf_tps = result["tok_s"]["HF generate"]
-            for side, tps in result["tok_s"].items():
-                read = tps / batch * step_bytes / 1e9  # GB/s
-                share = read / pair_limit
-                cpu_tps = result["cpu_tok_s"][side]
-                cpu_share = cpu_tps / batch * step_bytes / 1e9 / pair_limit
-                rows.append([pair.name, batch, side, f"{tps:.1f}", f"{result['spread'][side]:.0%}",
-                             f"{tps / hf_tps:.2f}x", f"{step_bytes / 1e6:.1f}", f"{read:.1f}", f"{share:.0%}",
-                             f"{1e3 * batch / cpu_tps:.2f}", f"{cpu_share:.0%}",
-                             "yes" if result["agree"][side] == 1.0 else f"{result['agree'][side]:.1%}"])
-                data[f"{pair.name} b{batch} {side}"] = {"tok_s": tps, "share": share, "cpu_tok_s": cpu_tps,
-                                                        "cpu_share": cpu_share}
+            measured.append((pair, batch, result))
             if batch == 1 and pair.name == MODELS[1]:  # where the time goes, per token
                 for side, fn in result["sides"].items():
                     ms = breakdown(fn, size["batches"][1])
                     parts.append([side] + [f"{ms.get(c, 0.0):.2f}" for c in columns()])
                     data[f"{pair.name} b1 {side} breakdown ms"] = ms
-            if batch == 1:
-                share = data[f"{pair.name} b1 zoo compile=True"]["share"]
-                if pair.name != "llama_small":
-                    goals.append((f"decoding b1 {pair.name}: zoo compile=True share of the read limit",
-                                  share, 0.5))
-                goals.append((f"decoding b1 {pair.name}: zoo default / HF generate",
-                              result["tok_s"]["zoo default"] / hf_tps, 2.0))
+    for pair in pairs:  # and after every run: a load burst can cut one best-of-7 short; the limit is the best
+        weights = step_weight_bytes(pair.ours)
+        rates[weights].append(limit(weights))
+    limits = {weights: max(found) for weights, found in rates.items()}
+    rows, bw_rows, goals = [], [], []
+    for pair in pairs:
+        weights = step_weight_bytes(pair.ours)
+        bw_rows.append([pair.name, f"{weights / 1e6:.1f}", f"{limits[weights]:.1f}",
+                        ", ".join(f"{r:.1f}" for r in rates[weights])])
+    for pair, batch, result in measured:
+        weights = step_weight_bytes(pair.ours)
+        pair_limit = limits[weights]
+        cached = size["prompt"] + size["batches"][batch] / 2  # positions attended, averaged over the run
+        step_bytes = weights + kv_bytes(pair.ours, batch, cached)
+        hf_tps = result["tok_s"]["HF generate"]
+        for side, tps in result["tok_s"].items():
+            read = tps / batch * step_bytes / 1e9  # GB/s
+            share = read / pair_limit
+            cpu_tps = result["cpu_tok_s"][side]
+            cpu_share = cpu_tps / batch * step_bytes / 1e9 / pair_limit
+            rows.append([pair.name, batch, side, f"{tps:.1f}", f"{result['spread'][side]:.0%}",
+                         f"{tps / hf_tps:.2f}x", f"{step_bytes / 1e6:.1f}", f"{read:.1f}", f"{share:.0%}",
+                         f"{1e3 * batch / cpu_tps:.2f}", f"{cpu_share:.0%}",
+                         "yes" if result["agree"][side] == 1.0 else f"{result['agree'][side]:.1%}"])
+            data[f"{pair.name} b{batch} {side}"] = {"tok_s": tps, "share": share, "cpu_tok_s": cpu_tps,
+                                                    "cpu_share": cpu_share}
+        if batch == 1:
+            share = data[f"{pair.name} b1 zoo compile=True"]["share"]
+            if pair.name != "llama_small":
+                goals.append((f"decoding b1 {pair.name}: zoo compile=True share of the read limit",
+                              share, 0.5))
+            goals.append((f"decoding b1 {pair.name}: zoo default / HF generate",
+                          result["tok_s"]["zoo default"] / hf_tps, 2.0))
     table = markdown_table(["model", "batch", "side", "tok/s", "spread", "/ HF", "MB read per step",
                             "GB/s read", "share of limit", "CPU ms per step", "share at CPU time",
                             "same tokens as HF"], rows)
-    bw_table = markdown_table(["model", "weights read per step (MB)", "read limit at that size (GB/s)"],
-                              bw_rows)
+    bw_table = markdown_table(["model", "weights read per step (MB)", "read limit at that size (GB/s)",
+                               "each measurement (GB/s)"], bw_rows)
     parts_table = markdown_table([f"{MODELS[1]}, batch 1, ms per token"] + columns(), parts)
     notes = [
         f"Threads: {threads} for every side, the count whose matrix-vector product read fastest just before "
@@ -179,7 +191,9 @@ def run(quick: bool, hf_gpt2) -> tuple[str, list[str], dict, list[tuple[str, flo
         f"memory) sum {dram['sum']:.1f} GB/s, matvec {dram['matvec']:.1f} GB/s; the limit per model is the "
         "faster of sum and matvec over a buffer of that model's weight size, which on this CPU (260 MiB L3) "
         "sits in cache: that is the rate a decode step could read its weights at, so the share is taken "
-        "against it (against main memory the shares would look 2-4x better).",
+        "against it (against main memory the shares would look 2-4x better). It is measured before each "
+        "model's runs and again after all of them, and the best of every measurement at that size is the "
+        "limit (a load burst during one best-of-7 would otherwise overstate the shares).",
         f"Prompt {size['prompt']} + new tokens per batch "
         f"{', '.join(f'{b}: {n}' for b, n in size['batches'].items())}, greedy, every step run (no EOS); "
         f"random prompts; sides interleaved, median of {size['repeats']} after one untimed call each (the "
