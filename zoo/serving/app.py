@@ -7,11 +7,7 @@ at the next step boundary."""
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI
@@ -23,33 +19,17 @@ from starlette.exceptions import HTTPException
 from zoo.generation.config import GenerationConfig
 from zoo.generation.logits import Choice
 from zoo.generation.stopping import RowStop
-from zoo.serving.engine import Engine, QueueFull, Sequence
-from zoo.serving.logprobs import TokenLogprob, chat_logprobs, completion_logprobs
+from zoo.serving.engine import QueueFull, Sequence
+from zoo.serving.logprobs import TokenLogprob
 from zoo.serving.mailbox import Mailbox
 from zoo.serving.penalties import Penalties
 from zoo.serving.protocol import APIError, Request, parse_json, read_request
-from zoo.serving.text import ChoiceText
+from zoo.serving.run import Run
+from zoo.serving.served import Served
+
+__all__ = ["Served", "create_app", "choice_for"]
 
 COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions; chat defaults to the context left
-
-
-@dataclass
-class Served:
-    """What the server serves: the model (eval mode), its tokenizer, the name clients ask for, the context
-    (prompt + completion tokens), the engine that owns the model, and the per-request timeout (seconds)."""
-
-    model: Any
-    tokenizer: Any
-    name: str
-    context: int
-    engine: Engine
-    timeout: float = 600.0
-    created: int = field(default_factory=lambda: int(time.time()))
-
-    @property
-    def stop_ids(self) -> frozenset[int]:
-        eos = self.tokenizer.eos_id
-        return frozenset() if eos is None else frozenset([eos])
 
 
 def create_app(served: Served) -> FastAPI:
@@ -97,7 +77,7 @@ def create_app(served: Served) -> FastAPI:
         except QueueFull as e:
             raise APIError(429, f"The server is busy ({e}); retry later.", type="requests",
                            code="rate_limit_exceeded") from None
-        run = _Run(served, req, prompts, seqs, queue, max_tokens)
+        run = Run(served, req, prompts, seqs, queue, max_tokens)
         if req.stream:
             return StreamingResponse(run.sse(), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
@@ -218,147 +198,3 @@ def _sequences(served: Served, req: Request, prompts: list[list[int]], max_token
                 if penalise else None,
                 logprobs=req.logprobs, prompt_logprobs=req.logprobs if score_prompt else None))
     return seqs
-
-
-class _Run:
-    """One request in flight: its choices' texts as tokens arrive, as one JSON body or as SSE chunks."""
-
-    def __init__(self, served: Served, req: Request, prompts: list[list[int]], seqs: list[Sequence],
-                 queue: asyncio.Queue, max_tokens: int) -> None:
-        self.served, self.req, self.seqs, self.queue = served, req, seqs, queue
-        count = len(prompts) * req.n
-        decode = served.tokenizer.decode
-        self.texts = [ChoiceText(decode, req.stop) for _ in range(count)]
-        # (token, its log-probabilities (None: the first prompt token), its character offset), per choice
-        self.logprobs: list[list[tuple[int, TokenLogprob | None, int]]] = [[] for _ in range(count)]
-        self.prompts = [prompts[i // req.n] for i in range(count)]
-        # echo: each choice's text begins with its prompt (as given, or its ids decoded)
-        self.echo = [(req.prompts[i // req.n] if isinstance(req.prompts[i // req.n], str)
-                      else decode(self.prompts[i])) if req.echo else "" for i in range(count)]
-        self.logprobs_sent = [0] * count  # entries already streamed, per choice
-        self.echo_sent = [not req.echo] * count  # the echoed prompt went out (streaming)
-        self.tokens = [0] * count
-        self.finish: list[str | None] = [None if seqs else "length"] * count
-        self.prompt_tokens = sum(len(p) for p in prompts)
-        chat = req.endpoint == "chat"
-        self.id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
-        self.object = "chat.completion" if chat else "text_completion"
-        self.created = int(time.time())
-
-    async def events(self, poll: Callable[[], Awaitable[bool]] | None = None,
-                     ) -> AsyncIterator[tuple[int, str, str | None]]:
-        """(choice index, new text, finish reason or None) until every choice has finished. `poll`: checked
-        each second while waiting; True (the client left) ends the run."""
-        try:
-            while any(f is None for f in self.finish):
-                try:
-                    index, token, finish, logprob = await asyncio.wait_for(self.queue.get(),
-                                                                           1.0 if poll else None)
-                except asyncio.TimeoutError:  # builtin TimeoutError from Python 3.11 on
-                    if await poll():
-                        return
-                    continue
-                if self.finish[index] is not None:  # ended by a stop string; the engine ran on a little
-                    continue
-                if isinstance(logprob, list):  # echo: the prompt's log-probabilities, before any token
-                    yield index, self._prompt_scored(index, logprob), None
-                    continue
-                if finish is not None and token is None and finish != "length":  # "length": echo only
-                    self._fail(finish)
-                self.tokens[index] += token is not None
-                keep = None if token in self.served.stop_ids else token
-                if logprob is not None and keep is not None:
-                    offset = len(self.echo[index]) + len(self.texts[index].text)
-                    self.logprobs[index].append((keep, logprob, offset))
-                delta, stopped = self.texts[index].add(keep, final=finish is not None)
-                if not self.echo_sent[index]:  # echo without logprobs: the prompt goes first
-                    delta, self.echo_sent[index] = self.echo[index] + delta, True
-                if stopped:
-                    finish = "stop"
-                    self.seqs[index].cancelled = True
-                self.finish[index] = finish
-                yield index, delta, finish
-        finally:  # done, failed, or the client went away: free every row still running
-            for seq in self.seqs:
-                seq.cancelled = True
-
-    def _prompt_scored(self, index: int, scored: list[TokenLogprob]) -> str:
-        """Record the prompt's tokens (the first has no log-probability) ahead of the completion's; the
-        echoed prompt text, which the stream sends now."""
-        prompt, decode = self.prompts[index], self.served.tokenizer.decode
-        entries = [None, *scored]
-        self.logprobs[index][:0] = [(t, e, len(decode(prompt[:i])))
-                                    for i, (t, e) in enumerate(zip(prompt, entries, strict=True))]
-        self.echo_sent[index] = True
-        return self.echo[index]
-
-    def _fail(self, finish: str) -> None:
-        if finish == "timeout":
-            raise APIError(408, f"The request did not finish within the server's timeout "
-                                f"({self.served.timeout:g} s).", type="timeout", code="timeout")
-        raise APIError(500, f"The model failed while decoding ({finish}).", type="server_error")
-
-    def usage(self) -> dict[str, int]:
-        done = sum(self.tokens)
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": done,
-                "total_tokens": self.prompt_tokens + done}
-
-    def _logprobs(self, index: int, *, chunk: bool) -> dict[str, Any] | None:
-        """The choice's log-probabilities in the endpoint's format: all of them, or (chunk) those not yet
-        streamed; None when the request did not ask."""
-        if self.req.logprobs is None:
-            return None
-        entries = self.logprobs[index][self.logprobs_sent[index] if chunk else 0:]
-        if chunk:
-            self.logprobs_sent[index] = len(self.logprobs[index])
-        decode = self.served.tokenizer.decode
-        pairs = [(t, lp) for t, lp, _ in entries]
-        if self.req.endpoint == "completion":
-            return completion_logprobs(pairs, [offset for _, _, offset in entries], decode)
-        return chat_logprobs(pairs, decode)
-
-    def _choice(self, index: int, text: str, finish: str | None, *, chunk: bool) -> dict[str, Any]:
-        logprobs = self._logprobs(index, chunk=chunk)
-        if self.req.endpoint == "completion":
-            return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish}
-        key, message = ("delta", {"content": text}) if chunk else ("message",
-                                                                   {"role": "assistant", "content": text})
-        return {"index": index, key: message, "logprobs": logprobs, "finish_reason": finish}
-
-    def _envelope(self, choices: list[dict[str, Any]], chunk: bool) -> dict[str, Any]:
-        kind = self.object + (".chunk" if chunk and self.req.endpoint == "chat" else "")
-        return {"id": self.id, "object": kind, "created": self.created, "model": self.served.name,
-                "choices": choices}
-
-    async def whole(self, poll: Callable[[], Awaitable[bool]]) -> dict[str, Any]:
-        async for _ in self.events(poll):
-            pass
-        choices = [self._choice(i, self.echo[i] + t.text, self.finish[i], chunk=False)
-                   for i, t in enumerate(self.texts)]
-        return {**self._envelope(choices, False), "usage": self.usage()}
-
-    async def sse(self) -> AsyncIterator[str]:
-        """Server-sent events: a role chunk per chat choice, a chunk per piece of text, one with each choice's
-        finish reason, the usage chunk when asked for, then `data: [DONE]`."""
-        def data(body: dict[str, Any]) -> str:
-            return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
-
-        usage = {"usage": None} if self.req.include_usage else {}
-        if self.req.endpoint == "chat":
-            for i in range(len(self.texts)):
-                first = {"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                         "finish_reason": None}
-                yield data({**self._envelope([first], True), **usage})
-        if not self.seqs:  # max_tokens 0, nothing to score: the echoed prompts (if any) are the whole answer
-            for i, text in enumerate(self.echo):
-                yield data({**self._envelope([self._choice(i, text, "length", chunk=True)], True), **usage})
-        try:
-            async for index, delta, finish in self.events():
-                if delta or finish:
-                    yield data({**self._envelope([self._choice(index, delta, finish, chunk=True)], True),
-                                **usage})
-        except APIError as e:
-            yield data(e.body())
-        if self.req.include_usage:
-            yield data({**self._envelope([], True), "usage": self.usage()})
-        yield "data: [DONE]\n\n"
