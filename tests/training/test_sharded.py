@@ -21,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -106,19 +107,25 @@ def train_all(root: Path) -> None:
     launch(root, 1, [resumed("2to1", root)])
 
 
+def trained_once(tmp_path_factory, name: str, train: Callable[[Path], None]) -> Path:
+    """<the session's temp folder>/<name>, filled by `train(root)` once per session: the first xdist worker
+    to ask trains under a file lock, the others wait and find it done."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the session's, across workers
+    root = shared / name
+    with FileLock(str(shared / f"{name}.lock")):
+        if not (root / "done").is_file():
+            if root.exists():
+                pytest.fail(f"an earlier attempt to train the runs in {root} failed")
+            train(root)
+            (root / "done").touch()
+    return root
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> Path:
     """The folder every run above wrote into (root/<name>), trained once per session."""
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the session's, across workers
-    root = shared / "sharded_runs"
-    with FileLock(str(shared / "sharded_runs.lock")):
-        if not (root / "done").is_file():
-            if root.exists():
-                pytest.fail(f"an earlier attempt to train the sharded runs in {root} failed")
-            train_all(root)
-            (root / "done").touch()
-    return root
+    return trained_once(tmp_path_factory, "sharded_runs", train_all)
 
 
 def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:

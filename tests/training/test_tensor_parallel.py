@@ -17,12 +17,10 @@ tests/training/sharded_runs.py (2 processes: the six cases, a stopped run, a res
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 import torch
-from filelock import FileLock
 from torch.distributed.checkpoint import FileSystemReader
 
 import zoo
@@ -33,7 +31,7 @@ from zoo.training.plan import prepare
 from zoo.training.run import open_run
 
 from .conftest import train_losses
-from .test_sharded import CASES, LM, STEPS, launch, reference
+from .test_sharded import CASES, LM, STEPS, launch, reference, trained_once
 
 pytestmark = pytest.mark.e2e  # spawns processes: outside the inner loop
 
@@ -85,16 +83,7 @@ def train_all(root: Path) -> None:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> Path:
     """The folder every run above wrote into (root/<name>), trained once per session."""
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the session's, across workers
-    root = shared / "tensor_parallel_runs"
-    with FileLock(str(shared / "tensor_parallel_runs.lock")):
-        if not (root / "done").is_file():
-            if root.exists():
-                pytest.fail(f"an earlier attempt to train the tensor-parallel runs in {root} failed")
-            train_all(root)
-            (root / "done").touch()
-    return root
+    return trained_once(tmp_path_factory, "tensor_parallel_runs", train_all)
 
 
 def last(run_dir: Path) -> Path:
