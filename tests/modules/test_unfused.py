@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -38,6 +39,26 @@ def _grads(module: torch.nn.Module, fused: bool) -> dict[str, torch.Tensor]:
     return grads if fused else fuse_state_dict(grads)
 
 
+def _same_function(fused: torch.nn.Module, unfused: torch.nn.Module, x: torch.Tensor,
+                   forward: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor],
+                   loss: Callable[[torch.Tensor], torch.Tensor], grad_tol: float = 1e-6) -> torch.Tensor:
+    """`forward(module, x)` through both layouts, then `loss` backward: outputs and input gradients within
+    1e-6, the same parameters get gradients, equal within `grad_tol`. Returns the unfused output."""
+    results = []
+    for module, is_fused in ((fused, True), (unfused, False)):
+        x.grad = None
+        out = forward(module, x)
+        loss(out).backward()
+        results.append((out.detach(), x.grad.clone(), _grads(module, is_fused)))
+    (out_f, dx_f, g_f), (out_u, dx_u, g_u) = results
+    torch.testing.assert_close(out_u, out_f, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(dx_u, dx_f, atol=1e-6, rtol=1e-6)
+    assert sorted(g_u) == sorted(g_f)
+    for key, grad in g_f.items():
+        torch.testing.assert_close(g_u[key], grad, atol=grad_tol, rtol=grad_tol, msg=key)
+    return out_u
+
+
 @pytest.mark.parametrize("case", list(ATTENTION))
 def test_unfused_attention_equals_fused(case):
     overrides, cross = ATTENTION[case]
@@ -55,18 +76,8 @@ def test_unfused_attention_equals_fused(case):
         start += size
     x, memory = torch.randn(2, 5, 16, requires_grad=True), torch.randn(2, 7, 16)
     mask = build_mask(None, causal=not cross, q_len=5, k_len=7 if cross else 5)
-    outs = []
-    for module, is_fused in ((fused, True), (unfused, False)):
-        x.grad = None
-        out, _ = module(x, mask, memory=memory if cross else None)
-        (out * torch.arange(16.0)).sum().backward()
-        outs.append((out.detach(), x.grad.clone(), _grads(module, is_fused)))
-    (out_f, dx_f, g_f), (out_u, dx_u, g_u) = outs
-    torch.testing.assert_close(out_u, out_f, atol=1e-6, rtol=1e-6)
-    torch.testing.assert_close(dx_u, dx_f, atol=1e-6, rtol=1e-6)
-    assert sorted(g_u) == sorted(g_f)
-    for key, grad in g_f.items():
-        torch.testing.assert_close(g_u[key], grad, atol=1e-6, rtol=1e-6, msg=key)
+    _same_function(fused, unfused, x, lambda m, x: m(x, mask, memory=memory if cross else None)[0],
+                   lambda out: (out * torch.arange(16.0)).sum())
 
 
 @pytest.mark.parametrize("activation", ["swiglu", "gelu"])
@@ -75,17 +86,7 @@ def test_unfused_feedforward_equals_fused(activation):
     fused, unfused = _pair(FeedForward(ModelConfig(vocab_size=8, d_model=8, d_ff=12, activation=activation)))
     assert isinstance(unfused.up, FusedColumns) == (activation == "swiglu")  # ungated FFNs keep `up`
     x = torch.randn(3, 4, 8, requires_grad=True)
-    results = []
-    for module, is_fused in ((fused, True), (unfused, False)):
-        x.grad = None
-        out = module(x)
-        out.pow(2).sum().backward()
-        results.append((out.detach(), x.grad.clone(), _grads(module, is_fused)))
-    (out_f, dx_f, g_f), (out_u, dx_u, g_u) = results
-    torch.testing.assert_close(out_u, out_f, atol=1e-6, rtol=1e-6)
-    torch.testing.assert_close(dx_u, dx_f, atol=1e-6, rtol=1e-6)
-    for key, grad in g_f.items():
-        torch.testing.assert_close(g_u[key], grad, atol=1e-6, rtol=1e-6, msg=key)
+    out_u = _same_function(fused, unfused, x, lambda m, x: m(x), lambda out: out.pow(2).sum())
     if activation == "swiglu":  # gate = rows [0, 12), value = rows [12, 24): act(gate) * value by hand
         h = torch.nn.functional.silu(x @ fused.up.weight[:12].T + fused.up.bias[:12]) * (
             x @ fused.up.weight[12:].T + fused.up.bias[12:])
@@ -137,18 +138,7 @@ def test_unfused_lora_adapter_shares_its_a_and_equals_the_fused_adapter():
     assert not parts["q"].weight.requires_grad  # LoRA's frozen base stays frozen
     x = torch.randn(2, 5, 16, requires_grad=True)
     mask = build_mask(None, causal=True, q_len=5, k_len=5)
-    results = []
-    for module, is_fused in ((fused, True), (unfused, False)):
-        x.grad = None
-        out, _ = module(x, mask)
-        out.pow(2).sum().backward()
-        results.append((out.detach(), x.grad.clone(), _grads(module, is_fused)))
-    (out_f, dx_f, g_f), (out_u, dx_u, g_u) = results
-    torch.testing.assert_close(out_u, out_f, atol=1e-6, rtol=1e-6)
-    torch.testing.assert_close(dx_u, dx_f, atol=1e-6, rtol=1e-6)
-    assert sorted(g_u) == sorted(g_f)
-    for key, grad in g_f.items():
-        torch.testing.assert_close(g_u[key], grad, atol=1e-5, rtol=1e-5, msg=key)
+    _same_function(fused, unfused, x, lambda m, x: m(x, mask)[0], lambda out: out.pow(2).sum(), grad_tol=1e-5)
     state = fuse_state_dict(unfused.state_dict())
     assert list(state) == list(fused.state_dict())
     for key, tensor in fused.state_dict().items():
