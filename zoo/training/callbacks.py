@@ -23,7 +23,7 @@ from zoo.registry import Registry
 from zoo.tasks import Task, get_task
 from zoo.tasks.samples import make_samples
 from zoo.training.console import LineProgress, token_count
-from zoo.training.distributed import data_parallel
+from zoo.training.distributed import data_parallel_world
 from zoo.training.monitor import switched_on
 
 CALLBACKS: Registry = Registry("callback")
@@ -74,7 +74,7 @@ class TokensPerSecond(Callback):
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch,
                            batch_idx: int) -> None:
         now = time.perf_counter()
-        self._events.append((now, token_count(batch) * data_parallel(trainer)[1]))
+        self._events.append((now, token_count(batch) * data_parallel_world(trainer)))
         self._events = self._events[-(self.window + 1):]
         # log on the steps whose values reach the loggers (the step has counted)
         n = trainer.log_every_n_steps

@@ -19,7 +19,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks.progress.progress_bar import ProgressBar
 
-from zoo.training.distributed import data_parallel
+from zoo.training.distributed import data_parallel_world
 
 # Third-party noise, silenced by exact message (and module): real warnings still show.
 # Lightning's advertisement for its cloud logger / model registry, logged at INFO on every fit.
@@ -107,7 +107,7 @@ class LineProgress(ProgressBar):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch,
                            batch_idx: int) -> None:
-        self._tokens = self._tokens + token_count(batch) * data_parallel(trainer)[1]  # a tensor when masked
+        self._tokens = self._tokens + token_count(batch) * data_parallel_world(trainer)  # tensor if masked
         step = trainer.global_step
         if not self._enabled or step == self._printed_step or step % self.every_n_steps:
             return

@@ -71,6 +71,13 @@ def data_parallel(trainer) -> tuple[int, int]:
     return getattr(trainer.strategy, "data_parallel", None) or (trainer.global_rank, trainer.world_size)
 
 
+def data_parallel_world(trainer) -> int:
+    """How many processes read different batches (`data_parallel`'s count): what token counters multiply
+    one process's tokens by."""
+    shared = getattr(getattr(trainer, "strategy", None), "data_parallel", None)
+    return shared[1] if shared else trainer.world_size
+
+
 def shard_datamodule(datamodule, trainer) -> None:
     """Wrap the data module's train/val loaders so each process reads its shard (rank read when called)."""
     for name, pad in (("train_dataloader", True), ("val_dataloader", False)):
