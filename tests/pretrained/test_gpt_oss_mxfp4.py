@@ -90,3 +90,13 @@ def test_another_quantization_is_refused():
     with pytest.raises(ValueError, match=r"quantization_config.quant_method='bitsandbytes' "
                                          r"\(supported: None, mxfp4\)"):
         zoo.pretrained.FAMILIES.get("gpt_oss")().config_from_hf(hf)
+
+
+@pytest.mark.parametrize("quantization", ["mxfp4", ["mxfp4"], 4])
+def test_a_quantization_config_that_is_not_a_mapping_is_refused(quantization):
+    """config.json's quantization_config is an object ({"quant_method": ...}); anything else is one error
+    naming it, not an AttributeError from reading it."""
+    hf = {"model_type": "gpt_oss", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+          "intermediate_size": 32, "vocab_size": 99, "quantization_config": quantization}
+    with pytest.raises(ValueError, match=r"quantization_config is a mapping=False \(supported: True\)"):
+        zoo.pretrained.FAMILIES.get("gpt_oss")().config_from_hf(hf)

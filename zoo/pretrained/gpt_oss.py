@@ -59,8 +59,10 @@ class GptOss(LlamaShaped):
         types = hf.get("layer_types") or [LOCAL if local else GLOBAL for local in local_layers(n, 2)]
         local = [t == LOCAL for t in types]
         every = global_every_for(local)
-        quantized = (hf.get("quantization_config") or {}).get("quant_method")
+        quant = hf.get("quantization_config") or {}
+        quantized = quant.get("quant_method") if isinstance(quant, Mapping) else None
         checks.update({
+            "quantization_config is a mapping": (isinstance(quant, Mapping), True),
             "quantization_config.quant_method": (quantized, (None, "mxfp4")),  # mxfp4: dequantized on load
             f"layer_types in ({LOCAL}, {GLOBAL})": (set(types) <= {LOCAL, GLOBAL}, True),
             "len(layer_types) == num_hidden_layers": (len(types) == n, True),
