@@ -5,6 +5,7 @@ with equal logits; the MoE layer equals GptOssMLP; what zoo does not reproduce i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -155,8 +156,11 @@ def test_the_hub_config_reads_as_the_gpt_oss_20b_preset():
     """The same model: every key that changes what the weights compute (the round trip's view) agrees."""
     from zoo.pretrained.roundtrip import effective
 
-    ours = effective(zoo.pretrained.FAMILIES.get("gpt_oss")().config_from_hf(HUB_20B))
-    preset = effective(zoo.presets.resolve_config("gpt_oss_20b"))
+    read = zoo.pretrained.FAMILIES.get("gpt_oss")().config_from_hf(HUB_20B)
+    given = zoo.presets.resolve_config("gpt_oss_20b")
+    assert read.n_layers == given.n_layers == 24
+    # the round trip's view builds the model on the meta device: 2 of the 24 layers say the same, faster
+    ours, preset = (effective(dataclasses.replace(c, n_layers=2)) for c in (read, given))
     for key in ("pad_id", "bos_id", "eos_id"):  # token ids: the preset leaves them to the checkpoint
         ours.pop(key), preset.pop(key)
     assert ours == preset
