@@ -166,3 +166,16 @@ def test_engine_failure_is_a_500_and_the_server_goes_on(server):
     finally:
         hook.remove()
     assert httpx.post(f"{server[0]}/completions", json=GOOD, timeout=30).status_code == 200
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("suffix", "x", "'suffix'=\"x\" is not supported by this server; leave it out (or null)."),
+    ("best_of", 2, "'best_of'=2 is not supported by this server; leave it out (or 1)."),
+])
+def test_an_unsupported_value_is_named_in_json(field, value, message):
+    """A client writes JSON: the refusal shows the value and the allowed one as JSON (null, not None)."""
+    from zoo.serving.protocol import APIError, read_request
+
+    with pytest.raises(APIError) as caught:
+        read_request({**GOOD, field: value}, "completion")
+    assert (caught.value.status, caught.value.message) == (400, message)

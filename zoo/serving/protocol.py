@@ -152,8 +152,8 @@ def read_request(body: dict[str, Any], endpoint: str) -> Request:
                                 f"{_json_type(value)} instead.", param=name, code="invalid_type")
         _check_range(name, spec, value)
         if spec.only is not None and value not in spec.only:
-            raise APIError(400, f"'{name}'={value!r} is not supported by this server; leave it out (or "
-                                f"{spec.only[0]!r}).", param=name, code="unsupported_parameter")
+            raise APIError(400, f"'{name}'={json.dumps(value)} is not supported by this server; leave it out "
+                                f"(or {json.dumps(spec.only[0])}).", param=name, code="unsupported_parameter")
         values[name] = value
     return _request(endpoint, values)
 
