@@ -35,6 +35,6 @@ def test_an_override_of_a_key_the_head_does_not_read_is_refused(shipped, monkeyp
         plan_init(resolved, TASKS.get("token_classification").head)
     assert str(planned.value) == str(built.value) == (
         "model.head_pooler='relu' is read by model.head=classifier|none, not by model.head=token_classifier; "
-        "drop it (model.head=token_classifier reads: head_dense, head_activation, num_labels, "
-        "head_proj_bias)")
+        "drop it (model.head=token_classifier reads: head_activation, head_dense, head_proj_bias, "
+        "num_labels)")
     assert plan_init(resolved, TASKS.get("classification").head).model.head_pooler == "relu"  # read: applies
