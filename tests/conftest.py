@@ -41,9 +41,10 @@ def _seed():
 
 
 @pytest.fixture(scope="session")
-def fresh_interpreter():
-    """tests/fresh_interpreter.py's steps, run once in one new interpreter: step -> what it printed and the
-    modules loaded after it."""
-    from tests.fresh_interpreter import run_steps
+def fresh_interpreter(tmp_path_factory):
+    """tests/fresh_interpreter.py's steps, run once per session in one new interpreter: step -> what it
+    printed and the modules loaded after it."""
+    from tests.fresh_interpreter import read_steps, write_steps
+    from tests.once import once_per_session
 
-    return run_steps()
+    return read_steps(once_per_session(tmp_path_factory, "fresh_interpreter", write_steps))

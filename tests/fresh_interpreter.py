@@ -1,7 +1,8 @@
 """One fresh Python interpreter for the checks that need one (this test process has imported everything
 already): it runs STEPS in order and reports, after each, what the step printed and the modules in
 `sys.modules`. One start and one torch import serve tests/test_import.py, tests/models/test_registry.py and
-tests/pretrained/test_families.py (the `fresh_interpreter` fixture, tests/conftest.py).
+tests/pretrained/test_families.py (the `fresh_interpreter` fixture, tests/conftest.py), once per session
+(tests/once.py: not once per xdist worker).
 
 A step's modules include the earlier steps'. A check of "step X imports nothing from F" therefore sees at
 least what X alone would import (nothing is missed); the steps are ordered so that no earlier step may
@@ -9,6 +10,7 @@ import what a later one forbids."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -58,3 +60,16 @@ def run_steps() -> dict[str, Step]:
         printed, modules = chunk.split(MODULES_FOLLOW)
         steps[name] = Step(printed.split(), set(modules.split()))
     return steps
+
+
+def write_steps(root: Path) -> None:
+    """run_steps, saved as root/steps.json (once_per_session's `make`; nothing is written if a step fails)."""
+    steps = run_steps()
+    root.mkdir(parents=True)
+    (root / "steps.json").write_text(json.dumps(
+        {name: {"printed": step.printed, "modules": sorted(step.modules)} for name, step in steps.items()}))
+
+
+def read_steps(root: Path) -> dict[str, Step]:
+    saved = json.loads((root / "steps.json").read_text())
+    return {name: Step(step["printed"], set(step["modules"])) for name, step in saved.items()}

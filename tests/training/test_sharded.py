@@ -21,15 +21,14 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
-from filelock import FileLock
 from hydra import compose, initialize_config_dir
 
 import zoo
+from tests.once import once_per_session
 from zoo.checkpoint import read_checkpoint
 from zoo.training.consolidate import main as consolidate_main
 from zoo.training.run import train
@@ -107,25 +106,10 @@ def train_all(root: Path) -> None:
     launch(root, 1, [resumed("2to1", root)])
 
 
-def trained_once(tmp_path_factory, name: str, train: Callable[[Path], None]) -> Path:
-    """<the session's temp folder>/<name>, filled by `train(root)` once per session: the first xdist worker
-    to ask trains under a file lock, the others wait and find it done."""
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the session's, across workers
-    root = shared / name
-    with FileLock(str(shared / f"{name}.lock")):
-        if not (root / "done").is_file():
-            if root.exists():
-                pytest.fail(f"an earlier attempt to train the runs in {root} failed")
-            train(root)
-            (root / "done").touch()
-    return root
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> Path:
     """The folder every run above wrote into (root/<name>), trained once per session."""
-    return trained_once(tmp_path_factory, "sharded_runs", train_all)
+    return once_per_session(tmp_path_factory, "sharded_runs", train_all)
 
 
 def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:

@@ -4,7 +4,8 @@ against one plain process (trainer=cpu, fused layout, the same global batch).
 - tp_size=2 on 2 processes (dp=1): the same train losses and final weights (fused back) as one process
   (1e-5) over 10 steps, for decoder, encoder and encoder-decoder, a GQA + SwiGLU + RoPE decoder with LoRA
   (fused qkv, o and up adapted: column- and row-wise LoRA styles), and with activation checkpointing (and
-  full-file checkpoints), and a Mixture-of-Experts decoder (every expert split, the router whole).
+  full-file checkpoints), a Mixture-of-Experts decoder (every expert split, the router whole) and an ALiBi
+  decoder (its per-head bias cut to each rank's heads).
 - The 2-D mesh: 4 processes as dp=2 x tp=2 (each group reads its half of the global batch), the same.
 - Sharded checkpoints hold the unfused parts: a run stopped at step 7 resumes from its step-5 checkpoint with
   the uninterrupted losses, at tp 2 -> 2 and into the 2 x 2 mesh (another world size, DCP reshards); the
@@ -12,7 +13,7 @@ against one plain process (trainer=cpu, fused layout, the same global batch).
 - Resuming it under trainer=fsdp (fused parameters), or a fused checkpoint under fsdp_tp, is refused.
 
 Cost: trained once per session (`runs`, shared by the xdist workers through a lock) in two launches of
-tests/training/sharded_runs.py (2 processes: the six cases, a stopped run, a resume; 4 processes: the
+tests/training/sharded_runs.py (2 processes: the seven cases, a stopped run, a resume; 4 processes: the
 2 x 2 mesh and a resume), the references in-process."""
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import torch
 from torch.distributed.checkpoint import FileSystemReader
 
 import zoo
+from tests.once import once_per_session
 from zoo.apps import ConfigError
 from zoo.checkpoint import read_checkpoint
 from zoo.training.consolidate import main as consolidate_main
@@ -31,7 +33,7 @@ from zoo.training.plan import prepare
 from zoo.training.run import open_run
 
 from .conftest import train_losses
-from .test_sharded import CASES, LM, STEPS, launch, reference, trained_once
+from .test_sharded import CASES, LM, STEPS, launch, reference
 
 pytestmark = pytest.mark.e2e  # spawns processes: outside the inner loop
 
@@ -46,7 +48,8 @@ REFERENCES = {"decoder": CASES["decoder"][0] + CASES["decoder"][2],
               "encoder": CASES["encoder"][0] + CASES["encoder"][2],
               "encoder_decoder": CASES["encoder_decoder"][0] + CASES["encoder_decoder"][2],
               "decoder-gqa-lora": [*GQA_LORA, "batch_size=8"],
-              "decoder-moe": [*MOE, "batch_size=8"]}
+              "decoder-moe": [*MOE, "batch_size=8"],
+              "decoder-alibi": [*LM, "model.positional=alibi", "batch_size=8"]}  # bias cut per rank's heads
 CHECKPOINTING = [*REFERENCES["decoder"], "memory.activation_checkpointing=true",
                  "trainer.sharded_checkpoint=false"]
 TP_CASES = {**{name: (overrides, name) for name, overrides in REFERENCES.items()},
@@ -83,7 +86,7 @@ def train_all(root: Path) -> None:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> Path:
     """The folder every run above wrote into (root/<name>), trained once per session."""
-    return trained_once(tmp_path_factory, "tensor_parallel_runs", train_all)
+    return once_per_session(tmp_path_factory, "tensor_parallel_runs", train_all)
 
 
 def last(run_dir: Path) -> Path:
