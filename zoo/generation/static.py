@@ -6,7 +6,6 @@ position moves as a tensor, never as a recompile."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 
 import torch
@@ -118,8 +117,6 @@ class StaticStepper(Stepper):
         self.model = base.model
         base.cache = StaticKVCache(len(base.model.decoder_stack.layers), max_len)
         self.step = compiled_step() if compile else fused_step
-        self.compiled = compile
-        self.warm = False  # a compiled step of this run has passed every guard (see `_guards`)
         # decode-step state, built at the first step after prefill: key_mask (B, S_max) 1 = written real slot;
         # pos (B, 1) position of the newest token, index (1,) its slot, newest (B, 1) the token itself
         self.key_mask: torch.Tensor | None = None
@@ -159,30 +156,15 @@ class StaticStepper(Stepper):
         memory, memory_mask = self.base.step_memory()
         cache.step_index = self.index
         try:
-            with self._guards():
-                logits, tokens, self.pos, self.index = self.step(
-                    self.model, self.newest, self.pos, self.index, self.key_mask, cache, memory, memory_mask)
+            logits, tokens, self.pos, self.index = self.step(self.model, self.newest, self.pos, self.index,
+                                                             self.key_mask, cache, memory, memory_mask)
         finally:
             cache.step_index = None
-        self.warm = self.compiled
         cache.advance()
         return logits, tokens if greedy else None
 
-    def _guards(self) -> contextlib.AbstractContextManager:
-        """Around one compiled step: after the run's first step has passed torch.compile's guards (~200
-        checks: every parameter, cache buffer and module attribute the graph read; ~6% of a GPT-2-size step
-        on one CPU thread), the later steps of the same run skip them (torch's
-        `skip_guard_eval_unsafe` stance; the guards that tell cached graphs apart still run). Safe here
-        because those steps get the same objects with the same shapes, strides and dtypes by construction
-        (the step's own outputs, in-place buffers, `reorder`'s row selections); `expand` changes the batch, so
-        the next step checks again. The stance is process-wide, so it is held for the one call only."""
-        if not self.warm:
-            return contextlib.nullcontext()
-        return torch.compiler.set_stance(skip_guard_eval_unsafe=True)
-
     def expand(self, n: int) -> None:
         self.base.expand(n)
-        self.warm = False  # a new batch size: the next step checks every guard again
         for name in ("key_mask", "pos", "newest"):
             value = getattr(self, name)
             if value is not None:
