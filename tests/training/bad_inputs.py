@@ -119,8 +119,9 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("model=gpt_nano model.n_heads=4 model.n_kv_heads=1 trainer=fsdp_tp",
      "trainer.tp_size=2 does not divide model.n_kv_heads=1"),
     ("model=gpt_nano model.d_ff=65 trainer=fsdp_tp", "trainer.tp_size=2 does not divide model.d_ff=65"),
-    ("model=gpt_nano model.positional=alibi trainer=fsdp_tp",
-     "trainer.strategy=fsdp_tp cannot split model.positional: alibi adds a bias per head"),
+    ("model=gpt_nano model.positional=t5_relative trainer=fsdp_tp",
+     "trainer.strategy=fsdp_tp cannot split model.positional: t5_relative learns a bias table with one "
+     "column per head"),
     ("model=gpt_nano model.qk_norm=true model.qk_norm_scope=all trainer=fsdp_tp",
      "trainer.strategy=fsdp_tp cannot split model.qk_norm_scope: all normalises over every head"),
     ("model=moe_small +model.moe.expert_d_ff=33 trainer=fsdp_tp",

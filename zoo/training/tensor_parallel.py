@@ -10,14 +10,16 @@ q, k, v, gate, value and ungated `up` is split column-wise (rank r keeps heads /
 head counts. Embeddings, norms and the head stay whole on every rank of the group (no vocabulary-parallel
 head: the loss would need a cross-rank log-sum-exp; see docs/training.md).
 
-Refused before work starts (`check_tensor_parallel`): sizes that do not divide, per-head position terms
-(ALiBi slopes, T5's bias table), attention sinks (one logit per head), `qk_norm_scope=all` (a norm over every
-head needs a cross-rank reduction) and optimizers that need whole matrices (muon). LoRA adapters get their
-own styles (zoo.training.lora_parallel); MoE experts are split as dense FFNs (the router whole: every rank
-of a group routes the same tokens alike), which is not expert parallelism (future work)."""
+ALiBi's per-head bias is cut to each rank's heads (`slice_head_bias`). Refused before work starts
+(`check_tensor_parallel`): sizes that do not divide, T5's learned per-head bias table, attention sinks (one
+logit per head), `qk_norm_scope=all` (a norm over every head needs a cross-rank reduction) and optimizers
+that need whole matrices (muon). LoRA adapters get their own styles (zoo.training.lora_parallel); MoE
+experts are split as dense FFNs (the router whole: every rank of a group routes the same tokens alike),
+which is not expert parallelism (future work)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -25,9 +27,10 @@ from torch import nn
 
 from zoo.training.sharding import FSDPStrategy, fully_shard_model
 
-# model.positional schemes whose bias holds one entry per head (sliced per rank, they would need their own
-# plan: refused for now)
-HEAD_BIASED_POSITIONALS = ("alibi", "t5_relative")
+# model.positional schemes with a learned bias per head: each rank would use (and train) only its heads' part
+# of the whole table, whose gradient then differs per rank (it needs a cross-rank sum: refused for now).
+# ALiBi's fixed slopes are sliced per rank (`slice_head_bias`).
+LEARNED_HEAD_BIAS_POSITIONALS = ("t5_relative",)
 
 
 def tensor_parallel_plan(model: nn.Module) -> dict[str, Any]:
@@ -72,13 +75,29 @@ def parallelize_tensors(model: nn.Module, tp_mesh) -> nn.Module:
     from zoo.modules.attention import Attention
     from zoo.modules.unfused import unfuse
 
-    size = tp_mesh.size()
+    size, rank = tp_mesh.size(), tp_mesh.get_local_rank()
     unfuse(model)
     parallelize_module(model, tp_mesh, tensor_parallel_plan(model))
     for module in model.modules():
         if isinstance(module, Attention):  # (B, T, H/N * D) on this rank
             module.n_heads, module.n_kv_heads = module.n_heads // size, module.n_kv_heads // size
+            module.register_forward_pre_hook(slice_head_bias(rank, size), with_kwargs=True)
     return model
+
+
+def slice_head_bias(rank: int, size: int):
+    """A forward pre-hook for an Attention holding this rank's heads: a score bias with one plane per head
+    (ALiBi's, in the mask (B|1, H, Tq, Tk)) is cut to the rank's heads, H/N of them from r*H/N, the heads
+    its column-wise q rows hold."""
+    def hook(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        x, mask, *rest = args
+        bias = mask.mask
+        if bias is not None and bias.dim() == 4 and bias.shape[1] == module.n_heads * size:
+            local = bias[:, rank * module.n_heads:(rank + 1) * module.n_heads]  # (B|1, H/N, Tq, Tk)
+            mask = dataclasses.replace(mask, mask=local)
+        return (x, mask, *rest), kwargs
+
+    return hook
 
 
 def total_grad_norm(grads: list[torch.Tensor]) -> torch.Tensor:
@@ -127,8 +146,9 @@ def check_tensor_parallel(model_cfg, tp_size: int, world: int) -> None:
             raise ValueError(f"trainer.tp_size={tp_size} does not divide {key}={value}: each rank keeps "
                              f"{key.removeprefix('model.')} / tp_size of them; choose a tp_size dividing it")
     refusals = {
-        "model.positional": (model_cfg.positional in HEAD_BIASED_POSITIONALS,
-                             f"{model_cfg.positional} adds a bias per head, which is not sliced per rank"),
+        "model.positional": (model_cfg.positional in LEARNED_HEAD_BIAS_POSITIONALS,
+                             f"{model_cfg.positional} learns a bias table with one column per head, whose "
+                             "gradient each rank would only partly compute"),
         "model.qk_norm_scope": (model_cfg.qk_norm and model_cfg.qk_norm_scope == "all",
                                 "all normalises over every head, which needs a cross-rank reduction; "
                                 "qk_norm_scope=head works"),
