@@ -106,10 +106,9 @@ def test_constructor_defaults_agree_with_the_declarations():
     assert Options.of(ValExactMatch.__init__, skip=skip).defaults == DECLARED["exact_match"]
 
 
-@pytest.mark.xfail(strict=True, reason="build_callbacks does not run the declared checks (reported to the "
-                   "lead: callback_settings could check each entry's options.extended(ENABLED) first)")
 @pytest.mark.parametrize("options, named", [({"mode": "maxx"}, "callbacks.checkpoint.mode"),
-                                            ({"modee": "max"}, "callbacks.checkpoint.modee")])
+                                            ({"modee": "max"}, "callbacks.checkpoint.modee"),
+                                            ({"enabled": "no"}, "callbacks.checkpoint.enabled")])
 def test_a_library_user_gets_the_declared_checks(tmp_path, options, named):
     """Without Hydra (no check_config first), a bad option is zoo's one ValueError naming the key, not
     Lightning's MisconfigurationException or a TypeError from ModelCheckpoint's constructor."""

@@ -18,8 +18,8 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint, RichProgressB
 from lightning.pytorch.utilities import rank_zero_warn
 
 from zoo.generation.config import GENERATION_OPTIONS as DECODING
-from zoo.options import BOOL, TEXT, Options, declared, integer, list_of, one_of, optional
-from zoo.registry import Registry
+from zoo.options import BOOL, MAPPING, TEXT, Options, declared, integer, list_of, one_of, optional
+from zoo.registry import Registry, unknown_choice_message
 from zoo.tasks import Task, get_task
 from zoo.tasks.samples import make_samples
 from zoo.training.console import LineProgress, token_count
@@ -27,12 +27,13 @@ from zoo.training.distributed import data_parallel_world
 from zoo.training.monitor import switched_on
 
 CALLBACKS: Registry = Registry("callback")
+ENABLED = {"enabled": BOOL}  # every callback may be switched off with enabled: false
 Build = Callable[[Mapping[str, Any], "CallbackContext"], "Callback | None"]  # (options, context) -> callback
 
 
 def callback(name: str, options: Options) -> Callable[[Build], Build]:
     """Register a builder as `callbacks.<name>` with the keys it reads (`options`: what
-    zoo.training.options.check_callbacks allows, besides `enabled`) and their defaults, the only ones: the
+    `check_callbacks` allows, besides `enabled`) and their defaults, the only ones: the
     builder gets every key (`build_callbacks` fills what was not given), conf/callbacks YAML repeats no
     other value (tests/training/test_callbacks.py). A builder may return None where its callback has nothing
     to do."""
@@ -293,9 +294,22 @@ def _attention_maps(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
     return AttentionMapLogger(**opts)
 
 
+def check_callbacks(cfg: Mapping[str, Any] | None) -> None:
+    """Every callback name registered, its options declared and allowed; `null` switches one off. One
+    ValueError naming `callbacks.<name>.<key>`."""
+    for name, opts in (cfg or {}).items():
+        if name not in CALLBACKS:
+            raise ValueError("callbacks: " + unknown_choice_message("callback", name, CALLBACKS.names()))
+        if opts is not None:
+            MAPPING.check(f"callbacks.{name}", opts)
+            CALLBACKS.get(name).options.extended(ENABLED).check(f"callbacks.{name}", opts)
+
+
 def callback_settings(cfg: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     """`callbacks: {name: options}` -> each switched-on callback's options with its declared defaults
-    filled in (`enabled` dropped): what its builder gets, from Hydra or from a library user alike."""
+    filled in (`enabled` dropped): what its builder gets, from Hydra or from a library user alike (checked
+    first, so a library user without Hydra gets the same errors as train.py)."""
+    check_callbacks(cfg)
     return {name: CALLBACKS.get(name).options.filled({k: v for k, v in (opts or {}).items()
                                                       if k != "enabled"})
             for name, opts in (cfg or {}).items() if switched_on(cfg, name)}

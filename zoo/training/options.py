@@ -21,9 +21,8 @@ from zoo.options import (
     one_of,
     optional,
 )
-from zoo.registry import unknown_choice_message
 from zoo.tokenizers import validate_tokenizer_cfg
-from zoo.training.callbacks import CALLBACKS
+from zoo.training.callbacks import CALLBACKS, check_callbacks
 from zoo.training.loggers import LOGGERS, logger_options
 from zoo.training.optim import check_optim
 
@@ -44,7 +43,6 @@ TOP_LEVEL = Options({
 }, required=frozenset(GROUPS))
 MEMORY_OPTIONS = Options({"activation_checkpointing": BOOL, "loss_chunk_size": optional(integer(1))})
 PATHS_OPTIONS = Options({"log_dir": TEXT, "runs_dir": TEXT, "output_dir": TEXT, "cache_dir": optional(TEXT)})
-ENABLED = {"enabled": BOOL}  # every callback may be switched off with enabled: false
 
 
 def callback_options() -> dict[str, Options]:
@@ -63,16 +61,6 @@ def compile_options() -> Options:
     enabled = Rule(lambda v: isinstance(v, bool) or v == "auto", "true, false or auto")  # auto: compiling.py
     return Options({"enabled": enabled, "backend": one_of(*sorted(backends)),
                     "mode": optional(one_of(*torch._inductor.list_mode_options()))})
-
-
-def check_callbacks(cfg: Mapping[str, Any] | None) -> None:
-    """Every callback name registered, its options declared and allowed; `null` switches one off."""
-    for name, opts in (cfg or {}).items():
-        if name not in CALLBACKS:
-            raise ValueError("callbacks: " + unknown_choice_message("callback", name, CALLBACKS.names()))
-        if opts is not None:
-            MAPPING.check(f"callbacks.{name}", opts)
-            CALLBACKS.get(name).options.extended(ENABLED).check(f"callbacks.{name}", opts)
 
 
 # top-level group -> its check; model, data, trainer and scheduler are checked by plan.prepare (they depend
