@@ -167,7 +167,9 @@ class ZooCheckpoint(ZooSaved):
 
     @staticmethod
     def recognises(path: Path, meta: Any) -> bool:
-        return path.is_file()
+        from zoo.checkpoint import is_sharded
+
+        return path.is_file() or is_sharded(path)  # a file, or a sharded run's folder (trainer=fsdp|fsdp_tp)
 
     @functools.cached_property
     def checkpoint(self):
