@@ -52,6 +52,7 @@ CASES = [
     ("completions", {**GOOD, "frequency_penalty": "x"}, 400, "frequency_penalty", "invalid_type"),
     ("completions", {**GOOD, "logit_bias": {"a": 1}}, 400, "logit_bias", "invalid_value"),
     ("completions", {**GOOD, "logit_bias": {"-1": 1}}, 400, "logit_bias", "invalid_value"),
+    ("completions", {**GOOD, "logit_bias": {"\u00b2": 1}}, 400, "logit_bias", "invalid_value"),
     ("completions", {**GOOD, "logit_bias": {"3": 101}}, 400, "logit_bias", "invalid_value"),
     ("completions", {**GOOD, "logit_bias": {"3": "1"}}, 400, "logit_bias", "invalid_value"),
     ("completions", {**GOOD, "logit_bias": {"100000": 1}}, 400, "logit_bias", "invalid_value"),

@@ -215,7 +215,7 @@ def _logit_bias(bias: dict[str, Any] | None) -> dict[int, float]:
     vocabulary by the app."""
     out = {}
     for key, value in (bias or {}).items():
-        if not key.isdigit():
+        if not (key.isascii() and key.isdigit()):  # '²' is a digit to str.isdigit, not to int()
             raise APIError(400, f"Invalid key in 'logit_bias': {key}. You should only be submitting "
                                 "non-negative integers.", param="logit_bias", code="invalid_value")
         if not _is_number(value) or not -BIAS_RANGE <= value <= BIAS_RANGE:
