@@ -57,6 +57,18 @@ def test_inverse_frequencies_match_transformers(scaling, fraction):
     assert rope.scaling.attention_factor == pytest.approx(attention_factor, rel=1e-12)
 
 
+@pytest.mark.parametrize("truncate", [True, False])
+def test_yarn_truncate_matches_transformers(truncate):
+    """rope_truncate (gpt-oss: false) keeps YaRN's ramp ends where they fall instead of rounding them out to
+    whole pairs; at these shapes the two differ, so the case is not vacuous."""
+    keys, params = CASES["yarn"]
+    got = zoo_rotary("yarn", 1.0, **keys, rope_truncate=truncate).inv_freq()
+    expected, _ = hf_frequencies("yarn", 1.0, **params, truncate=truncate)
+    assert torch.allclose(got, expected, rtol=1e-6, atol=0)
+    other = zoo_rotary("yarn", 1.0, **keys, rope_truncate=not truncate).inv_freq()
+    assert not torch.allclose(got, other, rtol=1e-4, atol=0)
+
+
 def test_scalings_change_what_they_should():
     """The cases above are not vacuous: llama3 keeps short wavelengths, divides long ones by the factor and
     blends at least one in between; linear divides all; yarn sharpens attention (factor > 1)."""
