@@ -8,12 +8,13 @@ against one plain process (trainer=cpu, fused layout, the same global batch).
   decoder (its per-head bias cut to each rank's heads).
 - The 2-D mesh: 4 processes as dp=2 x tp=2 (each group reads its half of the global batch), the same.
 - Sharded checkpoints hold the unfused parts: a run stopped at step 7 resumes from its step-5 checkpoint with
-  the uninterrupted losses, at tp 2 -> 2 and into the 2 x 2 mesh (another world size, DCP reshards); the
-  folder loads with zoo.load, consolidates into one file and exports to HF with the one-process logits.
+  the uninterrupted losses, at tp 2 -> 2, into the 2 x 2 mesh (another world size) and at tp_size 1 (dp 2;
+  DCP reshards the DTensors); the folder loads with zoo.load, consolidates into one file and exports to HF
+  with the one-process logits.
 - Resuming it under trainer=fsdp (fused parameters), or a fused checkpoint under fsdp_tp, is refused.
 
 Cost: trained once per session (`runs`, shared by the xdist workers through a lock) in two launches of
-tests/training/sharded_runs.py (2 processes: the seven cases, a stopped run, a resume; 4 processes: the
+tests/training/sharded_runs.py (2 processes: the seven cases, a stopped run, two resumes; 4 processes: the
 2 x 2 mesh and a resume), the references in-process."""
 
 from __future__ import annotations
@@ -54,21 +55,23 @@ CHECKPOINTING = [*REFERENCES["decoder"], "memory.activation_checkpointing=true",
                  "trainer.sharded_checkpoint=false"]
 TP_CASES = {**{name: (overrides, name) for name, overrides in REFERENCES.items()},
             "decoder-activation_checkpointing-full_file": (CHECKPOINTING, "decoder")}
-RESUMES = {"2to2": 2, "2to4": 4}  # processes after; tp_size 2 throughout, global batch 8
+# name -> (processes, tp_size) after; stopped with 2 processes at tp_size 2; global batch 8 throughout
+RESUMES = {"2to2": (2, 2), "2to4": (4, 2), "tp2to1": (2, 1)}
 
 
-def fsdp_tp(devices: int) -> list[str]:
-    return ["trainer=fsdp_tp", "trainer.accelerator=cpu", f"trainer.devices={devices}", "trainer.tp_size=2"]
+def fsdp_tp(devices: int, tp_size: int = 2) -> list[str]:
+    return ["trainer=fsdp_tp", "trainer.accelerator=cpu", f"trainer.devices={devices}",
+            f"trainer.tp_size={tp_size}"]
 
 
-def per_group_batch(devices: int) -> str:
-    return f"batch_size={8 // (devices // 2)}"  # 8 over the devices / tp_size data-parallel groups
+def per_group_batch(devices: int, tp_size: int = 2) -> str:
+    return f"batch_size={8 // (devices // tp_size)}"  # 8 over the devices / tp_size data-parallel groups
 
 
 def resumed(name: str, root: Path) -> dict:
-    devices, checkpoint = RESUMES[name], root / "stopped" / "checkpoints" / "last.ckpt"
-    return {"name": name, "overrides": [*LM, *STEPS, per_group_batch(devices), *fsdp_tp(devices),
-                                        f"ckpt_path={checkpoint}"]}
+    (devices, tp_size), checkpoint = RESUMES[name], root / "stopped" / "checkpoints" / "last.ckpt"
+    return {"name": name, "overrides": [*LM, *STEPS, per_group_batch(devices, tp_size),
+                                        *fsdp_tp(devices, tp_size), f"ckpt_path={checkpoint}"]}
 
 
 def train_all(root: Path) -> None:
@@ -78,7 +81,7 @@ def train_all(root: Path) -> None:
     stopped = {"name": "stopped", "overrides": [*LM, *STEPS, per_group_batch(2), *fsdp_tp(2)], "stop_at": 7}
     launch(root, 2, [*({"name": case, "overrides": [*overrides, *STEPS, *fsdp_tp(2)]}
                        for case, (overrides, _) in TP_CASES.items()),
-                     stopped, resumed("2to2", root)])
+                     stopped, resumed("2to2", root), resumed("tp2to1", root)])
     launch(root, 4, [{"name": "mesh2x2", "overrides": [*LM, *STEPS, per_group_batch(4), *fsdp_tp(4)]},
                      resumed("2to4", root)])
 
@@ -125,8 +128,8 @@ def test_two_by_two_mesh_matches_one_process(runs):
 
 @pytest.mark.parametrize("resume", list(RESUMES))
 def test_tensor_parallel_checkpoint_resumes(runs, resume):
-    """Stopped at step 7, resumed from the step-5 checkpoint (2 processes, tp 2), in 2 processes or in the
-    2 x 2 mesh: the uninterrupted run's losses."""
+    """Stopped at step 7, resumed from the step-5 checkpoint (2 processes, tp 2), in 2 processes, in the
+    2 x 2 mesh, or in 2 processes at tp_size 1 (dp 2): the uninterrupted run's losses."""
     straight = train_losses(runs / "decoder")
     losses = train_losses(runs / resume)
     assert sorted(losses) == [5, 6, 7, 8, 9]
