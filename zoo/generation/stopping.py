@@ -1,9 +1,9 @@
 """Stop strings: a row stops as soon as its decoded continuation (the generated tokens only, never the prompt)
 contains one of the strings, checked after every token. Only the tail of each row is decoded per token (the
 last tokens, enough to hold the longest stop string, looking further back over tokens that decode to no text);
-a hit there is confirmed on the whole
-continuation, so a row never stops on text its full decode does not contain. The text before the stop string
-is what callers keep (lm-eval's generate_until, the server's `stop`), exactly as cutting after a full run."""
+a hit there is confirmed on the whole continuation, so a row never stops on text its full decode does not
+contain. The text before the stop string is what callers keep (lm-eval's generate_until, the server's
+`stop`), exactly as cutting after a full run."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ class RowStop:
         self.ids: list[int] = []
 
     def add(self, token: int) -> bool:
+        """Append one generated token; True when the continuation now contains a stop string."""
         self.ids.append(token)
         window = self.longest + SLACK
         tail = self.decode(self.ids[-window:])

@@ -48,6 +48,7 @@ Decode = Callable[..., str]
 
 
 def token_text(decode: Decode, token: int) -> str:
+    """One token's text as the logprobs formats show it: decoded alone, special tokens kept."""
     return decode([token], skip_special_tokens=False)
 
 
