@@ -34,6 +34,6 @@ class Penalties:
         return out + self._bias if self.bias else out
 
     def count(self, token: int) -> None:
-        """Record one generated token (the counts exist once `apply` has run; the engine applies before each pick)."""
+        """Record one generated token (counts exist once `apply` has run; the engine applies first)."""
         if self.counts is not None:
             self.counts[token] += 1
