@@ -1,10 +1,11 @@
 """The sharded half of the GPU check (bench/gpu.py is the one-card half), planned for a machine with several
 GPUs and NOT run yet (none here): training tokens/s and peak memory per device of DDP against FSDP2
-(zoo.training.sharding.fully_shard_model, the sharding trainer=fsdp applies), side by side in one run, for
-a preset large enough that sharding matters. `world` processes start once (torch.multiprocessing, nccl)
-and run each side in turn; a side trains `steps` steps of the LM loss with AdamW under bf16 autocast (DDP)
-or FSDP2's bf16 parameters with fp32 reduction, and rank 0 reports the median step time and every rank's
-peak memory.
+(zoo.training.sharding.fully_shard_model, the sharding trainer=fsdp applies) and against FSDP2 with tensor
+parallelism on a (world / tp, tp) mesh (zoo.training.tensor_parallel.parallelize_tensors, what trainer=fsdp_tp
+applies), side by side in one run, for a preset large enough that sharding matters. `world` processes
+start once (torch.multiprocessing, nccl) and run each side in turn; a side trains `steps` steps of the LM
+loss with AdamW under bf16 autocast (DDP) or FSDP2's bf16 parameters with fp32 reduction, and rank 0 reports
+the median step time and every rank's peak memory.
 
 `python -m bench.gpu_sharded` on a machine with >= 2 GPUs (`--world N`); `--dry-run` runs the same code on 2
 gloo CPU processes with a tiny model and fp32 (tests do this: it checks the code paths, it measures
@@ -25,7 +26,7 @@ import torch.distributed as dist
 from bench.common import Section, markdown_table
 from bench.gpu import bf16_autocast, lm_backward, training_model
 
-SIDES = ("ddp", "fsdp")
+SIDES = ("ddp", "fsdp", "fsdp_tp")
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,11 @@ class ShardedPlan:
     batch: int = 8  # per device
     seq_len: int = 1024
     steps: int = 10  # timed steps per side, after 2 untimed ones
+    tp: int = 2  # fsdp_tp: tensor-parallel size (the ranks of a group read the same batch)
+
+    def data_parallel(self, side: str) -> int:
+        """Processes that read distinct batches on `side`."""
+        return self.world // self.tp if side == "fsdp_tp" else self.world
 
     @classmethod
     def gpu(cls, world: int | None = None) -> ShardedPlan:
@@ -56,10 +62,18 @@ def _train_side(rank: int, plan: ShardedPlan, side: str, device: torch.device) -
 
     cuda = plan.device == "cuda"
     model, ids = training_model(plan, device)
-    if side == "fsdp":
+    if side in ("fsdp", "fsdp_tp"):
         from torch.distributed.device_mesh import init_device_mesh
 
-        mesh = init_device_mesh(plan.device, (plan.world,))
+        if side == "fsdp_tp":
+            from zoo.training.tensor_parallel import parallelize_tensors
+
+            mesh = init_device_mesh(plan.device, (plan.data_parallel(side), plan.tp),
+                                    mesh_dim_names=("data_parallel", "tensor_parallel"))
+            parallelize_tensors(model, mesh["tensor_parallel"])
+            mesh = mesh["data_parallel"]
+        else:
+            mesh = init_device_mesh(plan.device, (plan.world,))
         forward = fully_shard_model(model, mesh, mixed_bf16=cuda)
         autocast = bf16_autocast(plan.device, False)  # FSDP2 casts the gathered parameters itself
     else:
@@ -115,9 +129,9 @@ def measure(plan: ShardedPlan) -> dict:
         os.environ.setdefault("OMP_NUM_THREADS", "1")
         mp.spawn(_train, args=(plan, os.path.join(folder, "init"), out), nprocs=plan.world)
         results = dict(out)
-    tokens = plan.batch * plan.seq_len * plan.world
-    return {side: {"tokens_per_s": tokens / results[side]["step_s"], "peak_gib": results[side]["peak_gib"]}
-            for side in SIDES}
+    tokens = {side: plan.batch * plan.seq_len * plan.data_parallel(side) for side in SIDES}  # distinct ones
+    return {side: {"tokens_per_s": tokens[side] / results[side]["step_s"],
+                   "peak_gib": results[side]["peak_gib"]} for side in SIDES}
 
 
 def section(plan: ShardedPlan, r: dict) -> Section:
@@ -130,7 +144,9 @@ def section(plan: ShardedPlan, r: dict) -> Section:
     precision = ("DDP: bf16 autocast; FSDP2: bf16 parameters, fp32 reduction" if plan.device == "cuda"
                  else "fp32, gloo: a dry run of the code paths, not a measurement")
     notes = [f"B={plan.batch} per device, T={plan.seq_len}, median of {plan.steps} steps after 2 untimed "
-             f"(the slowest rank's); FSDP2: one shard unit per block; AdamW; {precision}."]
+             f"(the slowest rank's); FSDP2: one shard unit per block; fsdp_tp: tp={plan.tp}, "
+             f"{plan.world // plan.tp} data-parallel groups, tokens/s counts distinct tokens (a group's "
+             f"ranks read one batch); AdamW; {precision}."]
     return Section("GPU check, sharded", table, notes, {"result": r})
 
 
