@@ -28,7 +28,7 @@ def _keys(overrides: list[str]) -> list[str]:
 def given_in_group(group: str, overrides: list[str], resolved: dict[str, Any]) -> dict[str, Any]:
     """{key: value in the composed config} of every `group.key=...` override; a key inside a mapping
     (`model.moe.router=...`) is given as `moe.router`, so only that inner key counts as the user's
-    (zoo.options.Vocabulary.settle), and a deleted one (`~model.moe.aux_coef`) not at all."""
+    (zoo.owned_keys.Vocabulary.settle), and a deleted one (`~model.moe.aux_coef`) not at all."""
     given: dict[str, Any] = {}
     for path in _keys(overrides):
         if path.startswith(group + "."):

@@ -22,7 +22,8 @@ from zoo.modules.norm import NORMS
 from zoo.modules.positional import POSITIONALS
 from zoo.modules.residual import WIRINGS
 from zoo.modules.rope_scaling import ROPE_SCALINGS
-from zoo.options import Options, Vocabulary
+from zoo.options import Options
+from zoo.owned_keys import Vocabulary
 from zoo.registry import Registry, unknown_choice_message
 
 ARCHS: Registry = Registry("arch")  # the builders register themselves (zoo.models.decoder, ...)
@@ -59,7 +60,7 @@ def vocabulary() -> Vocabulary:
 
 def settle_keys(base: Mapping[str, Any], explicit: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """`base` with `explicit` laid over it; a key no chosen entry reads is reset when it comes from `base` and
-    a ValueError naming it and its readers when given explicitly (`zoo.options.Vocabulary.settle`)."""
+    a ValueError naming it and its readers when given explicitly (`zoo.owned_keys.Vocabulary.settle`)."""
     return vocabulary().settle(base, explicit)
 
 

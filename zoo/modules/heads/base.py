@@ -15,7 +15,8 @@ import torch
 from torch import nn
 
 from zoo.config import ModelConfig
-from zoo.options import Options, Vocabulary
+from zoo.options import Options
+from zoo.owned_keys import Vocabulary
 from zoo.registry import Registry
 from zoo.utils import IGNORE_INDEX
 
@@ -139,7 +140,7 @@ def foreign_keys(head: str) -> frozenset[str]:
 
 def settle_head_keys(base: Mapping[str, Any],
                      explicit: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The head-owned keys alone under the rule of `zoo.options.Vocabulary.settle`: from `base` a key the
+    """The head-owned keys alone under the rule of `zoo.owned_keys.Vocabulary.settle`: from `base` a key the
     chosen head does not read is reset to its default, given in `explicit` it is a ValueError naming it, the
     head and the heads that read it. Returns (merged, reset)."""
     return head_vocabulary().settle(base, explicit)

@@ -14,7 +14,8 @@ from zoo.modules.moe.balance import BALANCES
 from zoo.modules.moe.dispatch import dispatch
 from zoo.modules.moe.routers import ROUTERS
 from zoo.modules.moe.settings import OPTIONS, MoESettings, parse_settings
-from zoo.options import Options, Vocabulary, nested
+from zoo.options import Options, nested
+from zoo.owned_keys import Vocabulary
 
 
 @dataclass
@@ -85,8 +86,8 @@ def _chosen(settings: MoESettings):
 
 def moe_vocabulary() -> Vocabulary:
     """Which `model.moe` keys only some routers or balancing losses read (each entry's `reads`), so that
-    settling a config resets or refuses them one by one (`zoo.options.Vocabulary.settle`) and a built config
-    names the entry that reads one (`parse_settings`)."""
+    settling a config resets or refuses them one by one (`zoo.owned_keys.Vocabulary.settle`) and a built
+    config names the entry that reads one (`parse_settings`)."""
     return Vocabulary({"router": {n: OPTIONS.only(*ROUTERS.get(n).reads) for n in ROUTERS},
                        "balance": {n: OPTIONS.only(*BALANCES.get(n).reads) for n in BALANCES}},
                       OPTIONS.defaults, sparse=True)

@@ -8,7 +8,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from zoo.options import Options, Rule, Vocabulary, integer, number, optional
+from zoo.options import Options, Rule, integer, number, optional
+from zoo.owned_keys import Vocabulary
 
 _NAMES = Rule(lambda v: isinstance(v, str) and bool(v)
               or isinstance(v, (list, tuple)) and all(isinstance(x, str) and x for x in v),
