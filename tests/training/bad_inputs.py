@@ -119,6 +119,8 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("model=gpt_nano model.n_heads=4 model.n_kv_heads=1 trainer=fsdp_tp",
      "trainer.tp_size=2 does not divide model.n_kv_heads=1"),
     ("model=gpt_nano model.d_ff=65 trainer=fsdp_tp", "trainer.tp_size=2 does not divide model.d_ff=65"),
+    ("model=gpt_nano model.ffn_ratio=1.03125 trainer=fsdp_tp",
+     "trainer.tp_size=2 does not divide model.d_ff=33 (model.ffn_ratio=1.03125 x model.d_model=32)"),
     ("model=gpt_nano model.positional=t5_relative trainer=fsdp_tp",
      "trainer.strategy=fsdp_tp cannot split model.positional: t5_relative learns a bias table with one "
      "column per head"),

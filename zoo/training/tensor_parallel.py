@@ -135,6 +135,8 @@ def check_tensor_parallel(model_cfg, tp_size: int, world: int) -> None:
         raise ValueError(f"trainer.tp_size={tp_size} does not divide the world of {world} processes "
                          "(trainer.devices x trainer.num_nodes)")
     sizes = {"model.n_heads": model_cfg.n_heads, "model.n_kv_heads": model_cfg.kv_heads}
+    notes = {"model.d_ff": "" if model_cfg.d_ff is not None else  # derived: name what the user set
+             f" (model.ffn_ratio={model_cfg.ffn_ratio} x model.d_model={model_cfg.d_model})"}
     if model_cfg.ffn != "none":
         sizes["model.d_ff"] = model_cfg.ffn_dim
     if model_cfg.ffn == "moe":  # each expert is split as a dense FFN is (the router stays whole)
@@ -143,7 +145,8 @@ def check_tensor_parallel(model_cfg, tp_size: int, world: int) -> None:
         sizes["model.moe.expert_d_ff"] = moe_settings(model_cfg).expert_d_ff or model_cfg.ffn_dim
     for key, value in sizes.items():
         if value % tp_size:
-            raise ValueError(f"trainer.tp_size={tp_size} does not divide {key}={value}: each rank keeps "
+            raise ValueError(f"trainer.tp_size={tp_size} does not divide {key}={value}{notes.get(key, '')}: "
+                             "each rank keeps "
                              f"{key.removeprefix('model.')} / tp_size of them; choose a tp_size dividing it")
     refusals = {
         "model.positional": (model_cfg.positional in LEARNED_HEAD_BIAS_POSITIONALS,
