@@ -88,3 +88,14 @@ def test_help_needs_no_server_packages():
     out = subprocess.run([sys.executable, str(ROOT / "serve.py"), "--help"], capture_output=True, text=True,
                          timeout=60, check=True)
     assert "/v1/chat/completions" in out.stdout
+
+
+def test_a_hugging_face_folder_without_a_tokenizer_is_one_error(tmp_path):
+    """serve.py prints ValueErrors as one line: a folder with weights but no tokenizer.json names hf= and
+    what is missing (it was a FileNotFoundError traceback)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(vocab_size=32, n_embd=16, n_layer=1, n_head=2, n_positions=16)
+    GPT2LMHeadModel(config).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=rf"hf={tmp_path}: .*has no tokenizer.json"):
+        open_served(ServeConfig(hf=str(tmp_path)))

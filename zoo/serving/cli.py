@@ -74,7 +74,11 @@ def open_served(cfg: ServeConfig) -> Served:
         from zoo.pretrained import from_pretrained
         from zoo.tokenizers import load_hf_tokenizer
 
-        model, tokenizer = from_pretrained(cfg.hf), load_hf_tokenizer(cfg.hf)
+        try:  # the tokenizer first: a folder without one fails before its weights are read
+            tokenizer = load_hf_tokenizer(cfg.hf)
+        except FileNotFoundError as e:
+            raise ValueError(f"hf={cfg.hf}: {e}") from None
+        model = from_pretrained(cfg.hf)
         name = cfg.model_name or Path(cfg.hf).resolve().name
     return served_model(model.to(cfg.device), tokenizer, name, max_batch=cfg.max_batch,
                         max_queue=cfg.max_queue, timeout=cfg.timeout)
