@@ -26,17 +26,7 @@ def _sink_bias(mask: AttentionMask, sinks: torch.Tensor, t: int, s: int, dtype: 
                ) -> torch.Tensor:
     """`mask` as an additive bias (B|1, H, T, 1 + S) whose first column, the sink key every query sees, is
     each head's sink logit."""
-    m = mask.mask
-    if mask.is_causal:  # the last T of S positions, each seeing itself and what is before
-        m = torch.ones(t, s, dtype=torch.bool, device=device).tril(s - t)
-    if m is None:
-        bias = torch.zeros(t, s, dtype=dtype, device=device)
-    elif m.dtype == torch.bool:
-        bias = torch.zeros(m.shape, dtype=dtype, device=device).masked_fill(~m, float("-inf"))
-    else:
-        bias = m.to(dtype)
-    while bias.dim() < 4:
-        bias = bias.unsqueeze(0)  # (B|1, H|1, T, S)
+    bias = mask.apply(torch.zeros(1, 1, t, s, dtype=dtype, device=device))  # (B|1, 1|H, T, S): 0 or -inf
     lead, h = bias.shape[0], sinks.numel()
     sink = sinks.to(dtype).view(1, h, 1, 1).expand(lead, h, t, 1)
     return torch.cat([sink, bias.expand(lead, h, t, s)], dim=-1)  # contiguous, as the fused kernel wants
