@@ -49,18 +49,16 @@ class RowStop:
 class StopStrings:
     """Stop strings over a batch of rows, for a decoding loop: `update(tokens, finished)` feeds one new token
     per row (B,) and answers which rows stop with it; rows already finished (EOS, or an earlier stop) are not
-    read, since they only receive padding. `steps` counts the updates (one per forward step)."""
+    read, since they only receive padding."""
 
     def __init__(self, stops: object, decode: Decode) -> None:
         self.stops, self.decode = check_stop_strings(stops), decode
         self.rows: list[RowStop] = []
-        self.steps = 0
 
     def update(self, tokens: torch.Tensor, finished: torch.Tensor) -> torch.Tensor:
         """(B,) new tokens, (B,) rows finished before them -> (B,) bool: rows whose stop string just ended."""
         if len(self.rows) != tokens.shape[0]:  # first call (rows may have been expanded for n samples)
             self.rows = [RowStop(self.stops, self.decode) for _ in range(tokens.shape[0])]
-        self.steps += 1
         done = finished.tolist()
         hits = [not d and row.add(t) for row, t, d in zip(self.rows, tokens.tolist(), done, strict=True)]
         return torch.tensor(hits, dtype=torch.bool, device=tokens.device)

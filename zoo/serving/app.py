@@ -77,7 +77,7 @@ def create_app(served: Served) -> FastAPI:
         except QueueFull as e:
             raise APIError(429, f"The server is busy ({e}); retry later.", type="requests",
                            code="rate_limit_exceeded") from None
-        run = Run(served, req, prompts, seqs, queue, max_tokens)
+        run = Run(served, req, prompts, seqs, queue)
         if req.stream:
             return StreamingResponse(run.sse(), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})

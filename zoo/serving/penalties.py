@@ -18,10 +18,6 @@ class Penalties:
     bias: dict[int, float] = field(default_factory=dict)  # token id -> added logit, in [-100, 100]
     counts: torch.Tensor | None = field(default=None, repr=False)  # (V,) generated tokens so far
 
-    @property
-    def active(self) -> bool:
-        return bool(self.frequency or self.presence or self.bias)
-
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         """(V,) -> (V,) adjusted logits (a new tensor)."""
         if self.counts is None:

@@ -22,7 +22,7 @@ class Run:
     """One request in flight: its choices' texts as tokens arrive, as one JSON body or as SSE chunks."""
 
     def __init__(self, served: Served, req: Request, prompts: list[list[int]], seqs: list[Sequence],
-                 queue: asyncio.Queue, max_tokens: int) -> None:
+                 queue: asyncio.Queue) -> None:
         self.served, self.req, self.seqs, self.queue = served, req, seqs, queue
         count = len(prompts) * req.n
         decode = served.tokenizer.decode
