@@ -20,7 +20,8 @@ from torch import nn
 # fused Linear name -> its parts, in row order (the layout `fuse_state_dict` writes back)
 FUSED_PARTS: dict[str, tuple[str, ...]] = {"qkv": ("q", "k", "v"), "kv": ("k", "v"), "up": ("gate", "value")}
 # a part's tensor: `<fused>.<part>.<param>`; LoRA adapters (zoo.finetune.lora) keep lora_A / lora_B beside
-_UNFUSED_KEY = re.compile(r"^(?P<fused>.*\.(?:qkv|kv|up)|qkv|kv|up)\.(?P<part>\w+)"
+_FUSED = "|".join(FUSED_PARTS)
+_UNFUSED_KEY = re.compile(rf"^(?P<fused>(?:.*\.)?(?:{_FUSED}))\.(?P<part>\w+)"
                           r"(?:\.(?P<param>weight|bias|lora_A|lora_B))?$")
 SHARED_PARAMS = ("lora_A",)  # one tensor every part uses (a fused adapter's A): fused back as it is
 
@@ -85,18 +86,23 @@ def tensor_layout(model: nn.Module) -> str | None:
     return "unfused" if any(isinstance(m, FusedColumns) for m in model.modules()) else None
 
 
+def _part(name: str) -> re.Match | None:
+    """The match of a module path or parameter name inside an unfused projection's part, else None."""
+    match = _UNFUSED_KEY.match(name)
+    return match if match and match["part"] in FUSED_PARTS[match["fused"].rsplit(".", 1)[-1]] else None
+
+
 def is_unfused_key(key: str) -> bool:
     """Whether a state-dict key names a part of an unfused projection (`...qkv.q.weight`)."""
-    match = _UNFUSED_KEY.match(key)
-    return bool(match) and bool(match["param"]) and \
-        match["part"] in FUSED_PARTS[match["fused"].rsplit(".", 1)[-1]]
+    match = _part(key)
+    return bool(match and match["param"])
 
 
 def fused_name(name: str) -> str:
     """A module path or parameter name of the unfused layout in the fused one (`x.qkv.q` -> `x.qkv`,
     `x.qkv.q.weight` -> `x.qkv.weight`); other names unchanged."""
-    match = _UNFUSED_KEY.match(name)
-    if not match or match["part"] not in FUSED_PARTS[match["fused"].rsplit(".", 1)[-1]]:
+    match = _part(name)
+    if not match:
         return name
     return f"{match['fused']}.{match['param']}" if match["param"] else match["fused"]
 
@@ -113,10 +119,10 @@ def fuse_state_dict(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor
     fused: dict[str, dict[str, torch.Tensor]] = {}
     out: dict[str, torch.Tensor] = {}
     for key, value in state.items():
-        if not is_unfused_key(key):
+        match = _part(key)
+        if not (match and match["param"]):
             out[key] = value
             continue
-        match = _UNFUSED_KEY.match(key)
         target = f"{match['fused']}.{match['param']}"
         if target not in fused:
             fused[target] = {}
