@@ -93,7 +93,7 @@ def served_model(model, tokenizer, name: str, *, max_batch: int = 64, max_queue:
                          f"arch={config.arch!r}, head={config.head!r}.")
     # a positional scheme whose cached keys go stale past a length (LongRoPE switches to its long factors)
     # would need the running batch re-prefilled there; the server does not, so it serves up to that length
-    stale = getattr(getattr(model, "positions", None), "stale_after", None)
+    stale = model.positions.stale_after
     context = config.max_seq_len if stale is None else min(config.max_seq_len, stale)
     engine = Engine(model.eval(), pad_id=config.pad_id, max_batch=max_batch, max_queue=max_queue).start()
     return Served(model, tokenizer, name, context, engine, timeout)
