@@ -31,6 +31,7 @@ from zoo.training.sharding import FSDPStrategy, fully_shard_model
 # of the whole table, whose gradient then differs per rank (it needs a cross-rank sum: refused for now).
 # ALiBi's fixed slopes are sliced per rank (`slice_head_bias`).
 LEARNED_HEAD_BIAS_POSITIONALS = ("t5_relative",)
+TP_SIZE = 2  # trainer.tp_size when not given (conf/trainer/fsdp_tp.yaml sets it)
 
 
 def tensor_parallel_plan(model: nn.Module) -> dict[str, Any]:
@@ -171,7 +172,7 @@ class FSDPTPStrategy(FSDPStrategy):
 
     name, layout = "fsdp_tp", "unfused"
 
-    def __init__(self, *, tp_size: int = 2, sharded_checkpoint: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *, tp_size: int = TP_SIZE, sharded_checkpoint: bool = False, **kwargs: Any) -> None:
         super().__init__(sharded_checkpoint=sharded_checkpoint, tensor_parallel_size=tp_size, **kwargs)
 
     @property
@@ -182,12 +183,12 @@ class FSDPTPStrategy(FSDPStrategy):
     @staticmethod
     def data_parallel_size(trainer_cfg: dict[str, Any], world: int) -> int:
         """The tensor-parallel groups of a `world`-process run (each reads its own batches)."""
-        return world // int(trainer_cfg.get("tp_size", 2))
+        return world // int(trainer_cfg.get("tp_size", TP_SIZE))
 
     @classmethod
     def check_config(cls, resolved: dict[str, Any], model_cfg, world: int) -> None:
         super().check_config(resolved, model_cfg, world)
-        check_tensor_parallel(model_cfg, int(resolved["trainer"].get("tp_size", 2)), world)
+        check_tensor_parallel(model_cfg, int(resolved["trainer"].get("tp_size", TP_SIZE)), world)
 
     def setup(self, trainer) -> None:
         super().setup(trainer)
