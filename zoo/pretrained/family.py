@@ -164,6 +164,10 @@ class Family:
 
     def state_to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
         """The class's names: a bare model (head none) stores its base without the prefix, as transformers."""
-        layout = self.heads[cfg.head]
-        prefix = "" if layout.bare else self.prefixes[0] if layout.prefix is None else layout.prefix
+        prefix, layout = self.base_prefix(cfg), self.heads[cfg.head]
         return {**save(self.tensor_map(cfg), state, cfg, prefix), **layout.to_hf(state, cfg, prefix)}
+
+    def base_prefix(self, cfg: ModelConfig) -> str:
+        """What the base model's tensor names start with in the class `cfg.head` exports ("" when bare)."""
+        layout = self.heads[cfg.head]
+        return "" if layout.bare else self.prefixes[0] if layout.prefix is None else layout.prefix

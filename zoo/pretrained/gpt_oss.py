@@ -106,8 +106,7 @@ class GptOss(LlamaShaped):
 
     def state_to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
         out = super().state_to_hf(state, cfg)
-        layout = self.heads[cfg.head]
-        prefix = "" if layout.bare else self.prefixes[0] if layout.prefix is None else layout.prefix
+        prefix = self.base_prefix(cfg)
         n_experts = moe_settings(cfg).n_experts
         for i in range(cfg.n_layers):
             zoo = f"decoder_stack.layers.{i}.ffn.experts."
