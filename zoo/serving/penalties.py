@@ -17,6 +17,7 @@ class Penalties:
     presence: float = 0.0
     bias: dict[int, float] = field(default_factory=dict)  # token id -> added logit, in [-100, 100]
     counts: torch.Tensor | None = field(default=None, repr=False)  # (V,) generated tokens so far
+    _bias: torch.Tensor | None = field(default=None, init=False, repr=False)  # (V,) `bias`, built with counts
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         """(V,) -> (V,) adjusted logits (a new tensor)."""
@@ -27,7 +28,7 @@ class Penalties:
                 self._bias = torch.zeros_like(self.counts).index_put_(
                     (ids,), torch.tensor(list(self.bias.values()), dtype=logits.dtype, device=logits.device))
         out = logits - self.counts * self.frequency - (self.counts > 0).to(logits.dtype) * self.presence
-        return out + self._bias if self.bias else out
+        return out if self._bias is None else out + self._bias
 
     def count(self, token: int) -> None:
         """Record one generated token (counts exist once `apply` has run; the engine applies first)."""
