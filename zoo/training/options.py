@@ -22,7 +22,7 @@ from zoo.options import (
     optional,
 )
 from zoo.tokenizers import validate_tokenizer_cfg
-from zoo.training.callbacks import CALLBACKS, check_callbacks
+from zoo.training.callbacks import check_callbacks
 from zoo.training.loggers import LOGGERS, logger_options
 from zoo.training.optim import check_optim
 
@@ -43,12 +43,6 @@ TOP_LEVEL = Options({
 }, required=frozenset(GROUPS))
 MEMORY_OPTIONS = Options({"activation_checkpointing": BOOL, "loss_chunk_size": optional(integer(1))})
 PATHS_OPTIONS = Options({"log_dir": TEXT, "runs_dir": TEXT, "output_dir": TEXT, "cache_dir": optional(TEXT)})
-
-
-def callback_options() -> dict[str, Options]:
-    """callbacks.<name>.* keys per registered callback, as each declares them beside its builder
-    (zoo.training.callbacks.CALLBACKS, `options`)."""
-    return {name: CALLBACKS.get(name).options for name in CALLBACKS.names()}
 
 
 @functools.cache
