@@ -79,7 +79,7 @@ ROPE_SCALINGS = {
 
 
 @pytest.mark.parametrize("rope_type", sorted(ROPE_SCALINGS))
-def test_rope_scaling_maps_andright_padded_logits_match(tmp_path, rope_type):
+def test_rope_scaling_maps_and_logits_match(tmp_path, rope_type):
     params, keys = ROPE_SCALINGS[rope_type]
     hf = tiny_llama(rope_parameters={"rope_type": rope_type, "rope_theta": 500.0, **params})
     model = zoo.from_pretrained(saved(hf, tmp_path))
