@@ -83,3 +83,29 @@ def test_resume_needs_the_layout_of_the_checkpoint(saved, strategy, message):
         check_resumed_layout(saved, {"strategy": strategy}, "last.ckpt")
     assert message in str(refused.value)
     check_resumed_layout(saved, {"strategy": "fsdp_tp" if saved else "ddp"}, "last.ckpt")  # the same: fine
+
+
+
+def test_an_unfused_checkpoint_reads_back_in_the_fused_layout(tmp_path):
+    """What a trainer=fsdp_tp run writes (unfused parts, layout 'unfused', frozen names of parts) reads back
+    through read_checkpoint as the fused state dict of the same model, frozen names fused (the record keeps
+    the file's layout, which a resume checks): what zoo.load, consolidate and export read."""
+    from zoo.checkpoint import atomic_torch_save, read_checkpoint, zoo_section
+    from zoo.tokenizers import TOKENIZERS
+
+    tok = TOKENIZERS["char"](["the cat sat", "a dog ran"])
+    model = build(dict(vocab_size=tok.vocab_size, d_model=16, n_heads=4, n_kv_heads=2, n_layers=2, d_ff=24,
+                       activation="swiglu", positional="rope"))
+    fused = {f"model.{k}": v.clone() for k, v in model.state_dict().items()}
+    state = {f"model.{k}": v for k, v in unfuse(model).state_dict().items()}
+    assert any(".qkv.k." in k for k in state) and not any(k.endswith(".qkv.weight") for k in state)
+    frozen = [k.removeprefix("model.") for k in state if ".qkv." in k or ".up." in k]
+    section = zoo_section(model.config, "lm", tok, frozen=frozen, layout="unfused")
+    atomic_torch_save({"state_dict": state, "zoo": section}, tmp_path / "tp.ckpt")
+    read = read_checkpoint(tmp_path / "tp.ckpt")
+    assert list(read["state_dict"]) == list(fused)  # the fused keys, in the fused order
+    assert all(torch.equal(read["state_dict"][k], v) for k, v in fused.items())
+    parts_of = {k.rsplit(".", 2)[0] + ".weight" if k.endswith(".weight") else k.rsplit(".", 2)[0] + ".bias"
+                for k in frozen}
+    assert sorted(read["zoo"]["frozen"]) == sorted(parts_of)  # x.qkv.q.weight -> x.qkv.weight, each once
+    assert read["zoo"]["layout"] == "unfused"  # the file's layout stays recorded: a resume checks it
