@@ -6,15 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import open_dict
 
 import zoo.training  # noqa: F401  (registers model/_schema and data/auto)
+from tests.train_config import compose_as_train, release_hydra_config
 
 from .folders import bert_folder, corpus_file, gpt2_folder, labelled_file, pairs_file, t5_folder
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
 FAST = ["logger=csv", "trainer.accelerator=cpu", "trainer.limit_val_batches=2",
         "trainer.num_sanity_val_steps=0", "trainer.enable_progress_bar=false", "callbacks.samples=null",
         "batch_size=4"]
@@ -27,15 +24,10 @@ def make_run_cfg(tmp_path):
     def make(overrides: list[str], run: str = "run"):
         full = [*overrides, f"paths.output_dir={tmp_path / 'runs' / run}",
                 f"paths.runs_dir={tmp_path / 'runs'}", f"paths.cache_dir={tmp_path / 'cache'}"]
-        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            cfg = compose("config", overrides=full, return_hydra_config=True)
-        HydraConfig.instance().set_config(cfg)
-        with open_dict(cfg):
-            del cfg["hydra"]
-        return cfg
+        return compose_as_train(full)
 
     yield make
-    HydraConfig.instance().cfg = None
+    release_hydra_config()
 
 
 @pytest.fixture(scope="session")

@@ -8,15 +8,10 @@ import random
 from pathlib import Path
 from typing import Any
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
-
 
 def train_classifier_from(folder: Path, tmp_path: Path) -> Any:
     """Fine-tune the folder's model on the toy set (csv logger, CPU); returns zoo's TrainResult."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import open_dict
-
+    from tests.train_config import compose_as_train, release_hydra_config
     from zoo.training.run import train
 
     rng = random.Random(0)
@@ -31,12 +26,8 @@ def train_classifier_from(folder: Path, tmp_path: Path) -> Any:
                  "trainer.max_steps=40", "eval_every=40", "optim.lr=3e-3", "scheduler.warmup_steps=2",
                  f"paths.output_dir={tmp_path / 'run'}", f"paths.runs_dir={tmp_path}",
                  f"paths.cache_dir={tmp_path / 'cache'}"]
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose("config", overrides=overrides, return_hydra_config=True)
-    HydraConfig.instance().set_config(cfg)
-    with open_dict(cfg):
-        del cfg["hydra"]
+    cfg = compose_as_train(overrides)
     try:
         return train(cfg)
     finally:
-        HydraConfig.instance().cfg = None
+        release_hydra_config()
