@@ -27,6 +27,16 @@ ATTENTION = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _float64():
+    """Fused and split matmuls round differently in float32 (about 1e-5 on some CPUs: AMD EPYC's kernels
+    block a fused GEMM otherwise than three small ones); in float64 the layouts agree far inside 1e-6."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
+
+
 def _pair(module: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module]:
     torch.manual_seed(0)
     return module, unfuse(copy.deepcopy(module))
