@@ -56,3 +56,22 @@ def test_expert_and_shared_widths():
     moe = model.decoder_stack.layers[0].ffn
     assert moe.experts[0].down.in_features == 8 and moe.shared.down.in_features == 24
     assert moe.shared_gate is None and len(moe.experts) == 4
+
+
+@pytest.mark.parametrize("pattern, message", [
+    ({"first_dense": 4}, r"model.moe.first_dense=4 leaves no MoE layer in model.n_layers=4 "),
+    ({"first_dense": 9}, r"model.moe.first_dense=9 leaves no MoE layer in model.n_layers=4 "),
+    ({"every": 5}, r"model.moe.every=5 leaves no MoE layer in model.n_layers=4 "),
+    ({"every": 3, "first_dense": 3}, r"model.moe.first_dense=3 and model.moe.every=3 leave no MoE layer"),
+])
+def test_a_pattern_without_moe_layer_is_refused(pattern, message):
+    """ffn=moe whose layer pattern makes every layer dense would train a dense model with no note."""
+    with pytest.raises(ValueError, match=message):
+        build_model(_cfg(**pattern))
+
+
+def test_an_encoder_decoder_with_moe_only_in_its_deeper_stack_is_accepted():
+    cfg = ModelConfig(arch="encoder_decoder", d_model=16, n_heads=2, n_layers=2, encoder_layers=4,
+                      vocab_size=32, max_seq_len=16, ffn="moe", moe={"n_experts": 4, "first_dense": 3})
+    model = build_model(cfg)
+    assert [isinstance(layer.ffn, MoE) for layer in model.encoder_stack.layers] == [False] * 3 + [True]

@@ -109,8 +109,12 @@ class _MoEKind(FFNKind):
         settings = moe_settings(cfg)
         return MoE(cfg, settings) if settings.layer_is_moe(index) else FeedForward(cfg)
 
-    def check_config(self, cfg) -> None:  # what one model.moe key says of another, and of the entries
-        moe_settings(cfg)
+    def check_config(self, cfg) -> None:  # what one model.moe key says of another, of the entries and depth
+        depth = max(cfg.n_encoder_layers, cfg.n_decoder_layers)  # the deeper stack (each counts from 0)
+        stacks = (("model.n_layers", cfg.n_layers), ("model.encoder_layers", cfg.encoder_layers),
+                  ("model.decoder_layers", cfg.decoder_layers))
+        key = next(k for k, v in stacks if v == depth)
+        moe_settings(cfg).check_depth(depth, key)
 
 
 FFNS.register("moe", _MoEKind())

@@ -48,6 +48,18 @@ class MoESettings:
         """Whether layer `index` (0-based, within its stack) is a Mixture-of-Experts layer."""
         return index >= self.first_dense and (index + 1) % self.every == 0
 
+    def check_depth(self, depth: int, depth_key: str) -> None:
+        """Refuse a layer pattern that leaves all `depth` layers dense: ffn=moe would train a dense model."""
+        if any(self.layer_is_moe(i) for i in range(depth)):
+            return
+        keys = ([f"model.moe.first_dense={self.first_dense}"] if self.first_dense >= depth else []) or \
+            ([f"model.moe.every={self.every}"] if self.every > depth else []) or \
+            [f"model.moe.first_dense={self.first_dense}", f"model.moe.every={self.every}"]
+        raise ValueError(f"{' and '.join(keys)} {'leaves' if len(keys) == 1 else 'leave'} no MoE layer in "
+                         f"{depth_key}={depth} (layers i >= first_dense with (i + 1) % every == 0 are MoE), "
+                         f"so ffn=moe would train a dense model; lower {'it' if len(keys) == 1 else 'them'}, "
+                         f"or use model.ffn=mlp.")
+
 
 OPTIONS = Options.of(MoESettings)
 
