@@ -23,6 +23,7 @@ import torch
 from zoo.atomic import atomic_file
 from zoo.config import ModelConfig
 from zoo.models.vocabulary import check_config, settle_keys, vocabulary
+from zoo.outputs import Output, write_failure
 from zoo.tokenizers.texts import tokenizer_differences, tokenizer_texts
 from zoo.utils import some
 
@@ -176,10 +177,27 @@ def consolidate(sharded: str | os.PathLike, out: str | os.PathLike) -> Path:
     The optimizer states stay behind (resume from the folder itself, with trainer=fsdp). Returns `out`."""
     if not checkpoint_file(sharded).is_dir():
         raise CheckpointError(f"{sharded} is a checkpoint file already, not a sharded checkpoint folder")
+    out = CHECKPOINT_OUTPUT.check(out)  # a new file or one zoo wrote, before any shard is read
     data = read_checkpoint(sharded)  # a tensor-parallel run's parts fused back: the file holds them fused
     record = {k: v for k, v in data["zoo"].items() if k != "layout"}
-    atomic_torch_save({"state_dict": data["state_dict"], "zoo": record}, out)
-    return Path(out)
+    try:
+        atomic_torch_save({"state_dict": data["state_dict"], "zoo": record}, out)
+    except OSError as e:
+        raise write_failure(f"out={out}", e) from None
+    return out
+
+
+def wrote_checkpoint(path: Path) -> bool:
+    """Whether `path` is a checkpoint file zoo wrote (a zoo section with its format version); its tensors are
+    mapped, not read."""
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # not a PyTorch zip file, or a pickle weights_only refuses: not zoo's
+        return False
+    return isinstance(data, dict) and isinstance(data.get("zoo"), dict) and "format_version" in data["zoo"]
+
+
+CHECKPOINT_OUTPUT = Output("out", "a zoo checkpoint", folder=False, ours=wrote_checkpoint, example="model.ckpt")
 
 
 def read_checkpoint(path: str | os.PathLike, *, shards: bool = True) -> dict[str, Any]:

@@ -1,0 +1,69 @@
+"""`python -m zoo.training.consolidate ckpt=<sharded> out=<file>` writes a new file or replaces a checkpoint zoo
+wrote; a user's file, a folder or a place that cannot be written is one `error:` line naming `out=` before any
+shard is read, and the user's file is left as it was (zoo.outputs)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+import zoo
+from zoo.checkpoint import SHARDED_META, atomic_torch_save, zoo_section
+from zoo.presets import build
+from zoo.tokenizers import TOKENIZERS
+from zoo.training.consolidate import main
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory):
+    """A sharded checkpoint folder as trainer=fsdp writes it (torch.distributed.checkpoint shards + meta.pt)
+    of a tiny decoder, written by this one process."""
+    import torch.distributed.checkpoint as dcp
+
+    tok = TOKENIZERS["char"](["the cat sat", "a dog ran"])
+    model = build(dict(vocab_size=tok.vocab_size, d_model=16, n_heads=2, n_layers=1, d_ff=32))
+    folder = tmp_path_factory.mktemp("run") / "last.ckpt"
+    state = {f"model.{k}": v.clone() for k, v in model.state_dict().items()}
+    dcp.save({"state_dict": state}, checkpoint_id=folder, no_dist=True)
+    atomic_torch_save({"zoo": zoo_section(model.config, "lm", tok), "epoch": 0}, folder / SHARDED_META)
+    return folder
+
+
+def test_a_new_path_and_zoos_own_earlier_file_are_written(sharded, tmp_path, capsys):
+    out = tmp_path / "model.ckpt"
+    assert main([f"ckpt={sharded}", f"out={out}"]) == 0
+    assert main([f"ckpt={sharded}", f"out={out}"]) == 0  # re-running onto its own output
+    zoo.load(out)
+    assert sorted(os.listdir(tmp_path)) == ["model.ckpt"]
+    assert capsys.readouterr().out.count("wrote") == 2
+
+
+@pytest.mark.parametrize("content", [b"my notes\n", None], ids=["text", "other torch file"])
+def test_a_users_file_is_refused_by_name_and_kept(sharded, tmp_path, capsys, content):
+    out = tmp_path / "notes.ckpt"
+    if content is None:
+        torch.save({"state_dict": {}}, out)  # a PyTorch file, but no zoo section
+    else:
+        out.write_bytes(content)
+    before = out.read_bytes()
+    assert main([f"ckpt={sharded}", f"out={out}"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: out={out} exists and is not a zoo checkpoint")
+    assert "choose a new path or remove it first" in err
+    assert out.read_bytes() == before and sorted(os.listdir(tmp_path)) == ["notes.ckpt"]
+
+
+def test_a_folder_or_a_path_under_a_file_is_one_clear_error(sharded, tmp_path, capsys):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file").write_text("x")
+    assert main([f"ckpt={sharded}", f"out={tmp_path / 'folder'}"]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"error: out={tmp_path / 'folder'} is a folder, not a file (a zoo checkpoint is one file); "
+                   f"name a new file, e.g. out={tmp_path / 'folder' / 'model.ckpt'}.\n")
+    assert main([f"ckpt={sharded}", f"out={tmp_path / 'file' / 'model.ckpt'}"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: out={tmp_path / 'file' / 'model.ckpt'} cannot be written: {tmp_path / 'file'} "
+                          "is a file, not a folder") and ".tmp" not in err
+    assert sorted(os.listdir(tmp_path)) == ["file", "folder"] and not os.listdir(tmp_path / "folder")
