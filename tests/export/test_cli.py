@@ -42,9 +42,12 @@ def test_hf_format_takes_the_family_as_an_option(tmp_path, ckpt):
     (["ckpt={ckpt}", "dir={out}", "format=onnx"], "Unknown export format 'onnx'. Allowed: hf, zoo."),
     (["ckpt={ckpt}", "dir={out}", "model_type=gpt2"], "export format 'zoo' has no option 'model_type'"),
     (["ckpt={ckpt}", "dir={out}", "format=hf", "model_type=gtp2"], "Unknown Hugging Face model_type 'gtp2'"),
-    (["ckpt={ckpt}", "dir={tmp}/model.ckpt"], "model.ckpt is a file; give a new folder"),
+    (["ckpt={ckpt}", "dir={tmp}/model.ckpt"],
+     "dir={tmp}/model.ckpt is a file, not a folder (a zoo export is a folder); choose a new path or remove it"),
+    (["ckpt={ckpt}", "dir={tmp}/model.ckpt/out"],
+     "dir={tmp}/model.ckpt/out cannot be written: {tmp}/model.ckpt is a file, not a folder; choose a new path"),
 ], ids=["no-ckpt", "no-dir", "bare", "missing-ckpt", "unknown-format", "option-of-another-format",
-        "unknown-family", "dir-is-a-file"])
+        "unknown-family", "dir-is-a-file", "dir-under-a-file"])
 def test_bad_input_is_one_error_line(tmp_path, ckpt, capsys, args, message):
     out = tmp_path / "out"
     argv = [a.format(ckpt=ckpt, out=out, tmp=tmp_path) for a in args]
@@ -52,6 +55,33 @@ def test_bad_input_is_one_error_line(tmp_path, ckpt, capsys, args, message):
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and message.format(tmp=tmp_path) in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.ckpt"]  # nothing written, no staging left
+
+
+def test_a_folder_that_cannot_be_written_is_named_before_the_export(tmp_path, ckpt, capsys, monkeypatch):
+    """A read-only parent (the access check, as a non-root user meets it: root may write anywhere, so the
+    check is given the folder's answer here), and a staging folder the system refuses to create: one error
+    naming dir=, never zoo's staging name."""
+    import os
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: Path(p) != locked and access(p, mode, **kw))
+    assert main([f"ckpt={ckpt}", f"dir={locked / 'out'}"]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"error: dir={locked / 'out'} cannot be written: no permission to write in {locked} "
+                   "(read-only?); choose a folder you can write in.\n")
+    monkeypatch.undo()
+
+    def refused(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "mkdir", refused)
+    assert main([f"ckpt={ckpt}", f"dir={locked / 'out'}"]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"error: dir={locked / 'out'} cannot be written: Permission denied; choose a folder you "
+                   "can write in.\n")
+    assert not os.listdir(locked)
 
 
 def test_help_prints_the_usage(capsys):

@@ -15,8 +15,10 @@ from typing import Any
 import zoo.export.hf  # noqa: F401  (registers format hf)
 import zoo.export.native  # noqa: F401  (registers format zoo)
 from zoo.atomic import publish_folder, remove_tree, staging_folder, sweep
+from zoo.checkpoint import CheckpointError
 from zoo.export.registry import FORMATS, check_target
 from zoo.loader import load
+from zoo.outputs import write_failure
 
 
 def export(
@@ -34,7 +36,10 @@ def export(
     sweep(target.parent, re.escape(target.name), shared=False, contents=kind.files)  # a killed export's rest
     check_target(target, Path(ckpt_path), kind)
     model, tokenizer = load(ckpt_path)
-    staging = staging_folder(target)
+    try:
+        staging = staging_folder(target)
+    except OSError as e:  # e.g. a read-only folder: named as the user gave it, not by its staging name
+        raise CheckpointError(str(write_failure(f"dir={out_dir}", e))) from None
     try:
         kind.write(staging, model, tokenizer, **options)
         publish_folder(staging, target)

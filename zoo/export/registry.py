@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zoo.checkpoint import CheckpointError
+from zoo.outputs import Output, OutputError
 from zoo.registry import Registry
 
 
@@ -35,19 +36,17 @@ class ExportFormat:
 FORMATS: Registry[ExportFormat] = Registry("export format")
 
 
-def check_target(target: Path, ckpt_path: Path, kind: ExportFormat) -> None:
-    """Refuse an export folder that re-exporting would lose files from: a file, a folder that is not an
-    export of this format, one holding the checkpoint being exported, or one holding files zoo did not
-    write."""
+def check_target(target: Path, ckpt_path: Path, kind: ExportFormat, key: str = "dir") -> None:
+    """Refuse an export folder that re-exporting would lose files from (zoo.outputs' rule: a file, a folder
+    that is not an export of this format, one holding files zoo did not write, or the checkpoint being
+    exported) or that cannot be written; CheckpointError naming `key` (how the user gave the folder)."""
+    try:
+        Output(key, f"a {kind.label}", folder=True, ours=kind.wrote).check(target)
+    except OutputError as e:
+        raise CheckpointError(str(e)) from None
     if not target.exists():
         return
-    if not target.is_dir():
-        raise CheckpointError(f"export folder {target} is a file; give a new folder or an earlier export.")
     names = sorted(p.name for p in target.iterdir())
-    if names and not kind.wrote(target):
-        raise CheckpointError(
-            f"export folder {target} exists and is not a {kind.label}; give an empty or new folder."
-        )
     if target in ckpt_path.resolve().parents:
         raise CheckpointError(
             f"checkpoint {ckpt_path} is inside the export folder {target}, which re-exporting replaces as a "
