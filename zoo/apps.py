@@ -1,14 +1,21 @@
-"""What the apps share (train.py, evaluate.py, generate.py, inspect_model.py): the one error bad input
-becomes, the composed config as plain data, `data=auto` resolved by the task, and a model opened from a
+"""What the apps share (train.py, evaluate.py, generate.py, inspect_model.py, serve.py, zoo.embedding): the
+one error bad input becomes, the `key=value` command line of the apps without Hydra (and a value quoted for
+those with it), the composed config as plain data, `data=auto` resolved by the task, and a model opened from a
 checkpoint or an export with its file read once."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import dataclasses
+import re
+import types
+import typing
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
+
+from zoo.utils import did_you_mean
 
 
 class ConfigError(ValueError):
@@ -22,6 +29,87 @@ def checked(check: Callable[..., Any], *args: Any, context: str = "") -> Any:
         return check(*args)
     except ValueError as e:
         raise ConfigError(f"{context}{e}") from None
+
+
+T = TypeVar("T")
+_KINDS = {bool: "true or false", int: "an integer", float: "a number"}  # the typed keys' value words
+
+
+def _field_kind(hint: Any) -> tuple[type, bool]:
+    """(base type, whether null is allowed) of a field annotated `X` or `X | None`."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args and len(args) == 2:
+        return next(a for a in args if a is not type(None)), True
+    return hint, False
+
+
+def _typed_value(key: str, raw: str, base: type, optional: bool) -> Any:
+    """A typed key's value read as Hydra reads one (YAML: `3`, `true`, `1e-3`; `null` where None is allowed),
+    checked for its type: a comment, an empty value or a mapping is refused, not read as None."""
+    import yaml
+
+    allowed = _KINDS[base] + (" or null" if optional else "")
+    if optional and raw == "null":
+        return None
+    try:
+        value = yaml.safe_load(raw)
+    except (yaml.YAMLError, ValueError, RecursionError):  # not YAML, an int past Python's digit limit, nesting
+        value = raw
+    if isinstance(value, str):  # what YAML leaves as text but Python reads as a number: 1e-3, 0x10
+        try:
+            value = float(value) if base is float else int(value) if base is int else value
+        except ValueError:
+            pass
+    if base is bool and isinstance(value, bool):
+        return value
+    if base in (int, float) and isinstance(value, int | float) and not isinstance(value, bool):
+        if base is float or isinstance(value, int):
+            return base(value)
+    raise ValueError(f"{key}={raw!r} is not {allowed}.")
+
+
+def parse_key_values(argv: Sequence[str], schema: type[T], nullable: Collection[str] = ()) -> T:
+    """`key=value` arguments (each key once, a leading `+` allowed) -> an instance of the dataclass `schema`.
+    A text key (a `str` field: a prompt, a system message, a path, a name) takes everything after the first
+    `=` as it is: colons, `#`, braces, quotes, `${...}`, newlines; `null` means None only for the `nullable`
+    ones. A typed key (bool, int, float, or one of them or None) reads its value as YAML, as Hydra does. Bad
+    input is one ValueError naming the argument or key and what is allowed."""
+    hints = typing.get_type_hints(schema)
+    known = [f.name for f in dataclasses.fields(schema)]
+    given: dict[str, Any] = {}
+    for arg in argv:
+        key, sep, raw = arg.partition("=")
+        key = key.removeprefix("+")
+        if not sep:
+            raise ValueError(f"Arguments are key=value, got {arg!r}. Known keys: {', '.join(known)}.")
+        if key not in known:
+            hint = did_you_mean(key, known)
+            raise ValueError(f"Unknown key {key!r}.{hint} Known keys: {', '.join(known)}.")
+        if key in given:
+            raise ValueError(f"{key}= is given twice; give it once.")
+        base, optional = _field_kind(hints[key])
+        if base is str:
+            given[key] = None if optional and key in nullable and raw == "null" else raw
+        else:
+            given[key] = _typed_value(key, raw, base, optional)
+    return schema(**given)
+
+
+def hydra_value(text: str) -> str:
+    """`text` as the value of a Hydra override (train.py's, evaluate.py's) that reads back as this very
+    string: as it is where Hydra's grammar keeps it, else single-quoted (quotes, backslashes before a quote or
+    at the end, and OmegaConf's `${` escaped)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        if "${" not in text and OverridesParser.create().parse_override(f"k={text}").value() == text:
+            return text
+    except HydraException:  # its grammar cannot read the text as it is
+        pass
+    literal = re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", text)  # OmegaConf: not interpolated
+    quoted = re.sub(r"(\\*)('|$)", lambda m: m.group(1) * 2 + ("\\'" if m.group(2) else ""), literal)
+    return f"'{quoted}'"
 
 
 def plain(cfg: DictConfig | Mapping[str, Any], example: str | None = None) -> dict[str, Any]:

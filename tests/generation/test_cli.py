@@ -95,7 +95,7 @@ def test_decoding_keys_are_generation_config_fields_with_one_stated_default():
         (["ckpt=x", "prompt=a", "num_beams=0"], "num_beams must be an integer >= 1"),
         (["ckpt=x", "prompt=a", "do_sample=true", "top_p=2"], "top_p"),
         (["ckpt=x", "prompt=a", "max_new_tokens=-1"], "max_new_tokens"),
-        (["ckpt=x", "prompt=a", "num_beams=many"], "Bad override"),
+        (["ckpt=x", "prompt=a", "num_beams=many"], "num_beams='many' is not an integer"),
         (["ckpt=x", "prompt"], "key=value"),
     ],
 )

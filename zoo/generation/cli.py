@@ -1,7 +1,8 @@
-"""The `generate.py` command line: Hydra-style `key=value` overrides checked against a schema (unknown keys
-fail with a close match), a checkpoint with its saved tokenizer, prompts / sources from the command line,
-a file, or an interactive loop; with `chat=true` each prompt is the user's message under the tokenizer's
-chat template (zoo/tokenizers/chat.py), or `messages_file=` gives a whole conversation."""
+"""The `generate.py` command line: `key=value` arguments checked against a schema (unknown keys fail with a
+close match; a prompt, source, system message or path is taken as typed, whatever it holds), a checkpoint with
+its saved tokenizer, prompts / sources from the command line, a file, or an interactive loop; with `chat=true`
+each prompt is the user's message under the tokenizer's chat template (zoo/tokenizers/chat.py), or
+`messages_file=` gives a whole conversation."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from typing import Any, TextIO
 
 from zoo.generation.config import GenerationConfig
 from zoo.tokenizers.chat import read_messages
-from zoo.utils import did_you_mean
 
 # GenerationConfig options the command line does not expose: EOS / pad come from the tokenizer, and the
 # output shape is fixed
@@ -23,6 +23,7 @@ DECODING_KEYS = [f.name for f in dataclasses.fields(GenerationConfig) if f.name 
 # The one decoding default the script changes: a reader at the terminal wants more than the library's 20
 CLI_DEFAULTS = {"max_new_tokens": 64}
 INPUTS = ("prompt", "prompts_file", "src", "src_file", "messages_file")  # one of them, or stdin
+NULLABLE = ("cache_implementation",)  # the text keys that are names, where `null` means None (the default)
 
 
 @dataclass
@@ -66,25 +67,11 @@ GenerateCLIConfig = dataclasses.make_dataclass(
 
 
 def parse_overrides(argv: Sequence[str]) -> GenerateCLIConfig:
-    """`key=value` strings -> a typed config (values parsed as YAML, as Hydra does)."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
+    """`key=value` strings -> a checked config: text keys (prompt, src, system, paths) as typed, whatever they
+    hold; the others read as Hydra reads a value (zoo.apps.parse_key_values)."""
+    from zoo.apps import parse_key_values
 
-    known = [f.name for f in dataclasses.fields(GenerateCLIConfig)]
-    for arg in argv:
-        key = arg.split("=", 1)[0].lstrip("+")
-        if "=" not in arg:
-            raise ValueError(f"Arguments are key=value overrides, got {arg!r}. "
-                             f"Known keys: {', '.join(known)}.")
-        if key not in known:
-            hint = did_you_mean(key, known)
-            raise ValueError(f"Unknown option {key!r}.{hint} Known keys: {', '.join(known)}.")
-    schema = OmegaConf.structured(GenerateCLIConfig)
-    try:
-        merged = OmegaConf.merge(schema, OmegaConf.from_dotlist([a.lstrip("+") for a in argv]))
-    except OmegaConfBaseException as e:
-        raise ValueError(f"Bad override: {e.msg if hasattr(e, 'msg') else e}") from None
-    cfg = GenerateCLIConfig(**OmegaConf.to_container(merged))
+    cfg = parse_key_values(argv, GenerateCLIConfig, nullable=NULLABLE)
     inputs = [k for k in INPUTS if getattr(cfg, k) is not None]
     if cfg.ckpt is None:
         raise ValueError("ckpt=PATH is required (a training checkpoint .ckpt or an export folder).")

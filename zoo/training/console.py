@@ -19,6 +19,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks.progress.progress_bar import ProgressBar
 
+from zoo.apps import hydra_value
 from zoo.training.distributed import data_parallel_world
 
 # Third-party noise, silenced by exact message (and module): real warnings still show.
@@ -138,7 +139,8 @@ class LineProgress(ProgressBar):
 def summary_lines(result: Any, overrides: list[str] | None = None) -> list[str]:
     """The closing summary of a `TrainResult`: the run folder, checkpoints, the W&B run, the samples, and the
     commands to resume from the last checkpoint and to generate from the best. `overrides`: the command line's
-    key=value arguments (repeated in the resume command)."""
+    key=value arguments (repeated in the resume command). Both commands run as printed when pasted into a
+    shell."""
     best, last = result.best_checkpoint, result.last_checkpoint
     lines = [f"run folder: {result.output_dir}"]
     if best is not None:
@@ -151,10 +153,12 @@ def summary_lines(result: Any, overrides: list[str] | None = None) -> list[str]:
         lines.append("  samples:  printed above"
                      + (", and logged to W&B as the table 'samples'" if result.wandb_run else ""))
     if last is not None:
-        kept = [shlex.quote(a) for a in (overrides or []) if not a.startswith(("ckpt_path=", "+ckpt_path="))]
-        lines.append(f"  resume:   python train.py {' '.join([*kept, f'ckpt_path={last}'])}")
-    if result.generate_with and (best or last):
-        lines.append(f"  generate: python generate.py ckpt={best or last} {result.generate_with}=\"...\"")
+        kept = [a for a in (overrides or []) if not a.startswith(("ckpt_path=", "+ckpt_path="))]
+        resume = [*kept, f"ckpt_path={hydra_value(str(last))}"]  # as the shell gives them to Hydra again
+        lines.append(f"  resume:   python train.py {' '.join(shlex.quote(a) for a in resume)}")
+    if result.generate_with and (best or last):  # generate.py takes text as typed: only the shell quotes
+        ckpt = shlex.quote(f"ckpt={best or last}")
+        lines.append(f"  generate: python generate.py {ckpt} {result.generate_with}=\"...\"")
     return lines
 
 
