@@ -26,7 +26,8 @@ def test_a_format_replaces_only_its_own_exports(tmp_path, ckpt, name):
         if other != name:
             theirs = zoo.export(ckpt, tmp_path / other, format=other)
             before = files(theirs)
-            with pytest.raises(CheckpointError, match=f"exists and is not a {kind.label}; zoo replaces only what it wrote itself"):
+            refused = f"exists and is not a {kind.label}; zoo replaces only what it wrote itself"
+            with pytest.raises(CheckpointError, match=refused):
                 zoo.export(ckpt, theirs, format=name)
             assert files(theirs) == before
     (out / "notes.txt").write_text("mine")
