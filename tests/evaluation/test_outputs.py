@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import zoo
+from zoo.apps import ConfigError
 from zoo.evaluation.run import evaluate
 from zoo.tokenizers import build_tokenizer
 
@@ -81,3 +82,36 @@ def test_a_second_evaluation_reuses_the_data_cache(lm_checkpoint, make_eval_cfg,
 
     monkeypatch.setattr("zoo.data.build.CacheEntry.publish", no_new_entry)
     assert evaluate(make_eval_cfg(cfg)).metrics == first.metrics
+
+
+@pytest.mark.parametrize("content", ['my notes\n', '{"metrics": {"mine": 1}}\n'], ids=["text", "other json"])
+def test_output_onto_a_users_file_is_refused_before_the_checkpoint_is_read(lm_checkpoint, make_eval_cfg,
+                                                                           tmp_path, monkeypatch, content):
+    """output= naming a file zoo did not write (zoo.outputs): one ConfigError naming output=, the file as it
+    was, and nothing opened (it used to be replaced by the report)."""
+    ckpt, corpus = lm_checkpoint
+    notes = tmp_path / "notes.json"
+    notes.write_text(content)
+
+    def opened(*args, **kwargs):
+        raise AssertionError("the checkpoint was opened before output= was checked")
+
+    monkeypatch.setattr("zoo.evaluation.run.open_model", opened)
+    with pytest.raises(ConfigError) as err:
+        evaluate(make_eval_cfg([f"ckpt={ckpt}", "data=text", f"data.files={corpus}", f"output={notes}"]))
+    assert str(err.value) == (f"output={notes} exists and is not an evaluate.py report; zoo replaces only "
+                              "what it wrote itself, so choose a new path or remove it first.")
+    assert notes.read_text() == content
+    folder = rf"output={tmp_path} is a folder, not a file \(an evaluate.py report is one file\)"
+    with pytest.raises(ConfigError, match=folder + r"; name a new file, e.g. output=.*metrics.json"):
+        evaluate(make_eval_cfg([f"ckpt={ckpt}", "data=text", f"data.files={corpus}", f"output={tmp_path}"]))
+
+
+def test_output_onto_its_own_earlier_report_is_replaced(lm_checkpoint, make_eval_cfg, tmp_path):
+    ckpt, corpus = lm_checkpoint
+    out = tmp_path / "metrics.json"
+    cfg = [f"ckpt={ckpt}", "data=text", f"data.files={corpus}", f"output={out}"]
+    evaluate(make_eval_cfg(cfg))
+    out.write_text(out.read_text().replace('"split": "val"', '"split": "earlier"'))
+    evaluate(make_eval_cfg([*cfg, "max_examples=2"]))
+    assert json.loads(out.read_text())["split"] == "val"

@@ -9,7 +9,7 @@ import json
 import math
 import tempfile
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from zoo.apps import ConfigError, checked, open_model, plain, resolve_data
 from zoo.atomic import atomic_file
 from zoo.generation.config import GENERATION_OPTIONS as DECODING
 from zoo.options import ANY, MAPPING, TEXT, Options, integer, one_of, optional
+from zoo.outputs import Output
 from zoo.tasks.evaluating import EvalOptions, resolve_split
 
 # generation.*: the decoding keys a task's evaluation passes on, with the library's rules (null: its default)
@@ -47,6 +48,19 @@ class EvalReport:
                  for k, v in self.metrics.items()}  # JSON has no NaN
         return json.dumps({**asdict(self), "metrics": clean}, indent=2) + "\n"
 
+    @classmethod
+    def wrote(cls, path: Path) -> bool:
+        """Whether `path` holds a report evaluate.py wrote (a JSON object of exactly its fields)."""
+        try:
+            found = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        return isinstance(found, dict) and set(found) == {f.name for f in fields(cls)}
+
+
+REPORT_OUTPUT = Output("output", "an evaluate.py report", folder=False, ours=EvalReport.wrote,
+                       example="metrics.json")
+
 
 def open_checkpoint(path: str):
     """(model, tokenizer, task) of a training checkpoint (the task it was trained on; the file read once) or
@@ -69,10 +83,10 @@ def evaluate(cfg: DictConfig | Mapping[str, Any]) -> EvalReport:
     checked(EVALUATE_OPTIONS.check, "", resolved)
     gen = dict(resolved.get("generation") or {})
     checked(GENERATION_OPTIONS.check, "generation", {k: v for k, v in gen.items() if v is not None})
+    output = checked(REPORT_OUTPUT.check, resolved["output"]) if resolved.get("output") else None
     model, tokenizer, task = open_checkpoint(resolved["ckpt"])
     data_cfg = resolve_data(resolved["data"], task)
     checked(check_data_cfg, data_cfg)
-    output = Path(resolved["output"]) if resolved.get("output") else None
     # the data is tokenized with the checkpoint's own tokenizer, read by tokenizer=file from a scratch folder
     # of its own: never a `tokenizer/` next to the output, which may be an export's or the user's
     with tempfile.TemporaryDirectory(prefix="zoo-evaluate-") as scratch:
