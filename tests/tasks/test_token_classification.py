@@ -13,6 +13,7 @@ import pytest
 import seqeval.metrics as sm
 import torch
 
+from zoo.data.sources.base import split_rows
 from zoo.data.sources.token_tags import load_token_tags, read_tagged
 from zoo.data.tagging import TaggedDataset, align_words, first_tokens, word_spans
 from zoo.tasks import build_data
@@ -111,12 +112,33 @@ def test_bad_jsonl_names_line_and_field(tmp_path, row, message):
     assert f"{path}:2" in str(err.value) and message in str(err.value)
 
 
-def test_label_names_are_every_tag_of_both_splits_sorted(tmp_path):
-    train = write_jsonl(tmp_path / "train.jsonl", [{"tokens": ["Ann", "x"], "tags": ["B-PER", "O"]}] * 3)
-    val = write_jsonl(tmp_path / "val.jsonl", [{"tokens": ["in", "Rome"], "tags": ["O", "B-LOC"]}])
+def test_label_names_are_the_training_tags_sorted(tmp_path):
+    train = write_jsonl(tmp_path / "train.jsonl", [{"tokens": ["Ann", "x"], "tags": ["B-PER", "O"]},
+                                                   {"tokens": ["in", "Rome"], "tags": ["O", "B-LOC"]}])
+    val = write_jsonl(tmp_path / "val.jsonl", [{"tokens": ["Bo"], "tags": ["B-PER"]}])
     corpus_ = load_token_tags(path=str(train), val_path=str(val))
-    assert corpus_.label_names == ["B-LOC", "B-PER", "O"]  # B-LOC occurs in validation only
-    assert corpus_.train == [(["Ann", "x"], [1, 2])] * 3 and corpus_.val == [(["in", "Rome"], [2, 0])]
+    assert corpus_.label_names == ["B-LOC", "B-PER", "O"]
+    assert corpus_.train == [(["Ann", "x"], [1, 2]), (["in", "Rome"], [2, 0])]
+    assert corpus_.val == [(["Bo"], [1])]
+
+
+def test_a_tag_found_only_in_validation_is_refused_naming_it_the_file_and_line(tmp_path):
+    """The model could never predict it (evaluate.py refuses the same mismatch): one error before training."""
+    train = write_jsonl(tmp_path / "train.jsonl", [{"tokens": ["Ann", "x"], "tags": ["B-PER", "O"]}] * 3)
+    val = write_jsonl(tmp_path / "val.jsonl", [{"tokens": ["Bo"], "tags": ["B-PER"]},
+                                               {"tokens": ["in", "Rome"], "tags": ["O", "B-LOC"]}])
+    with pytest.raises(ValueError) as err:
+        load_token_tags(path=str(train), val_path=str(val))
+    assert str(err.value).startswith(
+        f"{val}:2: tags[1]: tag 'B-LOC' is in the validation data but not in the training data "
+        f"(data.path={train}), which has labels ['B-PER', 'O']; the model could never predict it")
+    one_file = write_jsonl(tmp_path / "all.jsonl", [{"tokens": ["Ann"], "tags": ["B-PER"]}] * 9
+                           + [{"tokens": ["Rome"], "tags": ["B-LOC"]}])
+    seed = next(s for s in range(50) if 9 in split_rows(list(range(10)), 0.5, s)[1])  # line 10 held out
+    with pytest.raises(ValueError) as err:
+        load_token_tags(path=str(one_file), val_fraction=0.5, seed=seed)
+    assert str(err.value).startswith(f"{one_file}:10: tags[0]: tag 'B-LOC' is in the validation data but not "
+                                     f"in the training data (the rest of data.path={one_file}")
 
 
 def test_hf_sequence_classlabel_tags_are_named(tmp_path):
@@ -140,6 +162,19 @@ def test_hf_sequence_classlabel_tags_are_named(tmp_path):
                        match=r"row 19 of .*data.tags_field='ner_tags'\): "
                              r"ner_tags\[0\]: tag 'PER' is not an IOB2"):
         build_data({"name": "hf", "path": str(tmp_path / "bad")}, {"name": "char"},
+                   task="token_classification", max_seq_len=32, batch_size=2, cache_dir=tmp_path / "cache")
+
+
+def test_hf_tag_found_only_in_the_validation_split_is_refused(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    splits = {"train": {"tokens": [["Ann", "ran"]] * 4, "ner_tags": [["B-PER", "O"]] * 4},
+              "validation": {"tokens": [["Ann"], ["in", "Rome"]], "ner_tags": [["B-PER"], ["O", "B-LOC"]]}}
+    datasets.DatasetDict({k: datasets.Dataset.from_dict(v) for k, v in splits.items()}).save_to_disk(
+        str(tmp_path / "ds"))
+    with pytest.raises(ValueError, match=r"^row 1 of split 'validation' of .*'ner_tags'\): ner_tags\[1\]: "
+                                         r"tag 'B-LOC' is in the validation data but not in the training "
+                                         r"data \(split 'train' of .*\), which has labels \['B-PER', 'O'\]"):
+        build_data({"name": "hf", "path": str(tmp_path / "ds"), "val_split": "validation"}, {"name": "char"},
                    task="token_classification", max_seq_len=32, batch_size=2, cache_dir=tmp_path / "cache")
 
 

@@ -2,8 +2,9 @@
 ``{"tokens": ["EU", "rejects", ...], "tags": ["B-ORG", "O", ...]}`` (one IOB2 tag per word); ``data=hf``
 reads a ``datasets`` column of word lists and one of tags (strings, or ClassLabel ids whose names are used).
 
-Label names are every tag found in the data (training and validation), sorted; they are saved with the
-tokenizer and become the model's num_labels (and its id2label on export)."""
+Label names are every tag found in the training data, sorted; they are saved with the tokenizer and become
+the model's num_labels (and its id2label on export). A validation tag no training sentence has is refused
+(the model could never predict it), naming the tag and its file:line or row."""
 
 from __future__ import annotations
 
@@ -72,22 +73,48 @@ def check_sentence(words: Any, tags: Any, where: str, fields: tuple[str, str]) -
     return list(words), [check_tag(tag, f"{where}: {tags_field}[{k}]") for k, tag in enumerate(tags)]
 
 
-def read_tagged(path: str | Path, tokens_field: str = "tokens", tags_field: str = "tags") -> list[Sentence]:
-    """JSONL sentences; a bad line names the file, its line number and the field."""
+def check_val_tags(train: Sequence[Sentence], val: Sequence[tuple[str, Sentence]], train_origin: str,
+                   tags_field: str) -> None:
+    """Refuse a validation tag no training sentence has (the model could never predict it; evaluate.py
+    refuses the same mismatch): one ValueError naming the tag, where it is (`val`'s (where, sentence)) and
+    the training data's labels."""
+    known = {tag for _, tags in train for tag in tags}
+    for where, (_, tags) in val:
+        for k, tag in ((k, tag) for k, tag in enumerate(tags) if tag not in known):
+            raise ValueError(f"{where}: {tags_field}[{k}]: tag {tag!r} is in the validation data but not "
+                             f"in the training data ({train_origin}), which has labels {sorted(known)}; the "
+                             f"model could never predict it. Add training sentences tagged {tag!r}, or drop "
+                             "it from the validation data.")
+
+
+def read_tagged_lines(path: str | Path, tokens_field: str = "tokens", tags_field: str = "tags"
+                      ) -> list[tuple[str, Sentence]]:
+    """JSONL sentences, each with its `file:line`; a bad line names the file, its line number and field."""
     path = Path(path)
-    rows = [check_sentence(r[tokens_field], r[tags_field], f"{path}:{n}", (tokens_field, tags_field))
+    rows = [(f"{path}:{n}", check_sentence(r[tokens_field], r[tags_field], f"{path}:{n}",
+                                          (tokens_field, tags_field)))
             for n, r in _jsonl_records(path, (tokens_field, tags_field))]
     return _require_rows(path, rows)
+
+
+def read_tagged(path: str | Path, tokens_field: str = "tokens", tags_field: str = "tags") -> list[Sentence]:
+    """JSONL sentences; a bad line names the file, its line number and the field."""
+    return [sentence for _, sentence in read_tagged_lines(path, tokens_field, tags_field)]
 
 
 @register_source("token_tags")
 def load_token_tags(*, path: str, val_path: str | None = None, tokens_field: str = "tokens",
                     tags_field: str = "tags", val_fraction: float = 0.1, seed: int = 0) -> TaggedCorpus:
-    """Tagged JSONL; validation is ``val_path`` when given, else a seeded ``val_fraction`` of ``path``."""
-    rows = read_tagged(path, tokens_field, tags_field)
+    """Tagged JSONL; validation is ``val_path`` when given, else a seeded ``val_fraction`` of ``path``. A tag
+    found only in validation is refused (`check_val_tags`)."""
+    rows = read_tagged_lines(path, tokens_field, tags_field)
     if val_path is not None:
-        return TaggedCorpus.of(rows, read_tagged(val_path, tokens_field, tags_field))
-    return TaggedCorpus.of(*split_rows(rows, val_fraction, seed))
+        train, val, origin = rows, read_tagged_lines(val_path, tokens_field, tags_field), f"data.path={path}"
+    else:
+        train, val = split_rows(rows, val_fraction, seed)
+        origin = f"the rest of data.path={path} after data.val_fraction={val_fraction}, data.seed={seed}"
+    check_val_tags([s for _, s in train], val, origin, tags_field)
+    return TaggedCorpus.of([s for _, s in train], [s for _, s in val])
 
 
 # ------------------------------------------------------------------------------------------ data=hf
@@ -99,7 +126,9 @@ def _tag_names(split: Split, column: str) -> Sequence[str] | None:
     return getattr(getattr(feature, "feature", None), "names", None)
 
 
-def _sentences(split: Split, fields: dict[str, str], names: Sequence[str] | None) -> list[Sentence]:
+def _sentences(split: Split, fields: dict[str, str], names: Sequence[str] | None
+               ) -> list[tuple[str, Sentence]]:
+    """Each row's (where, sentence): `where` names the row, the split and the fields."""
     tokens_field, tags_field = fields["tokens_field"], fields["tags_field"]
     out = []
     for i, row in split:
@@ -112,16 +141,19 @@ def _sentences(split: Split, fields: dict[str, str], names: Sequence[str] | None
             tags = [names[t] for t in tags]
         where = (f"row {i} of {split.origin} (data.tokens_field={tokens_field!r}, "
                  f"data.tags_field={tags_field!r})")
-        out.append(check_sentence(row.get(tokens_field), tags, where, (tokens_field, tags_field)))
+        out.append((where, check_sentence(row.get(tokens_field), tags, where, (tokens_field, tags_field))))
     return nonempty(out, split)
 
 
 def tagged_corpus(train: Split, val: Split, fields: dict[str, str]) -> TaggedCorpus:
-    """token_classification: (tokens_field, tags_field) rows, in memory."""
+    """token_classification: (tokens_field, tags_field) rows, in memory; a tag found only in validation is
+    refused (`check_val_tags`)."""
     for key in ("tokens_field", "tags_field"):
         train.check_column(fields[key], key, text=False)
     names = _tag_names(train, fields["tags_field"])
-    return TaggedCorpus.of(_sentences(train, fields, names), _sentences(val, fields, names))
+    rows, val_rows = _sentences(train, fields, names), _sentences(val, fields, names)
+    check_val_tags([s for _, s in rows], val_rows, train.origin, fields["tags_field"])
+    return TaggedCorpus.of([s for _, s in rows], [s for _, s in val_rows])
 
 
 CORPUS_READERS["tagged"] = tagged_corpus
