@@ -39,8 +39,8 @@ class Output:
                               f"e.g. {self.key}={path / (self.example or 'out')}.")
         if os.path.lexists(path) and not (self.folder and path.is_dir() and not any(path.iterdir())):
             if not self.ours(path):
-                raise OutputError(f"{named} exists and is not {self.what} zoo wrote; zoo replaces only its own "
-                                  f"outputs, so {NEW_PATH}.")
+                raise OutputError(f"{named} exists and is not {self.what}; zoo replaces only what it wrote "
+                                  f"itself, so {NEW_PATH}.")
         writable_place(named, path)
         return path
 
