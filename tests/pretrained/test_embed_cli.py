@@ -82,3 +82,34 @@ def test_python_m_zoo_embedding_prints_one_error_line(tmp_path):
     assert done.stderr.strip().splitlines() == [
         f"error: folder='{tmp_path / 'nope'}' is not a folder; give a Hugging Face model folder "
         "(config.json, weights, tokenizer.json), a sentence-transformers one included."]
+
+
+@pytest.mark.parametrize("mine", ["notes", "labels"])
+def test_cli_output_onto_a_users_file_is_refused_before_the_model_is_read(shipped, texts_file, tmp_path,
+                                                                        monkeypatch, mine):
+    """output= naming a file this command did not write (zoo.outputs; a text file, an int64 array): one error
+    naming output=, the file as it was (it used to be replaced by the embeddings)."""
+    output = tmp_path / "mine.npy"
+    if mine == "notes":
+        output.write_text("my notes\n")
+    else:
+        np.save(output, np.arange(6).reshape(2, 3))
+    before = output.read_bytes()
+
+    def read(*args, **kwargs):
+        raise AssertionError("the model was read before output= was checked")
+
+    monkeypatch.setattr("zoo.embedding.cli.load_embedder", read)
+    refused = rf"^output={output} exists and is not an embeddings file; zoo replaces only what it wrote"
+    with pytest.raises(ValueError, match=refused + r" itself, so choose a new path or remove it first\.$"):
+        main([f"folder={shipped.sentence_transformers()}", f"input={texts_file}", f"output={output}"])
+    assert output.read_bytes() == before
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".pt"])
+def test_cli_output_onto_its_own_earlier_output_is_replaced(shipped, texts_file, tmp_path, suffix):
+    output = tmp_path / f"emb{suffix}"
+    args = [f"folder={shipped.sentence_transformers()}", f"input={texts_file}", f"output={output}"]
+    assert main([*args, "pooling=cls"]) == 0
+    first = output.read_bytes()
+    assert main(args) == 0 and output.read_bytes() != first

@@ -19,14 +19,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["ckpt=a.ckpt", "prot=1"], "Unknown option 'prot'. Did you mean 'port'?"),
-    (["ckpt"], "Arguments are key=value options, got 'ckpt'"),
+    (["ckpt=a.ckpt", "prot=1"], "Unknown key 'prot'. Did you mean 'port'?"),
+    (["ckpt"], "Arguments are key=value, got 'ckpt'"),
     ([], "Give one of ckpt=PATH"),
     (["ckpt=a.ckpt", "hf=folder"], "Give one of ckpt=PATH"),
     (["ckpt=a.ckpt", "port=-1"], "port must be an integer >= 0, got -1"),
     (["ckpt=a.ckpt", "max_batch=0"], "max_batch must be an integer >= 1, got 0"),
     (["ckpt=a.ckpt", "timeout=0"], "timeout must be a number of seconds > 0"),
-    (["ckpt=a.ckpt", "port=eighty"], "Bad option"),
+    (["ckpt=a.ckpt", "port=eighty"], "port='eighty' is not an integer."),
     (["ckpt=a.ckpt", "device=tpu"], "device='tpu' is not available"),
 ])
 def test_bad_options_fail_before_anything_is_opened(argv, message):

@@ -17,6 +17,7 @@ import torch
 from zoo.atomic import atomic_file
 from zoo.embedding.api import load_embedder
 from zoo.embedding.pooling import POOLINGS
+from zoo.outputs import Output
 from zoo.utils import did_you_mean
 
 OUTPUTS = (".npy", ".pt")
@@ -69,6 +70,23 @@ def read_texts(path: Path) -> list[str]:
     return lines
 
 
+def wrote_embeddings(path: Path) -> bool:
+    """Whether `path` holds what this command writes: a float32 (N, d) array (`.npy`)
+    or tensor (`.pt`), mapped, not read."""
+    try:
+        if path.suffix == ".npy":
+            found = np.load(path, mmap_mode="r", allow_pickle=False)
+            return isinstance(found, np.ndarray) and found.ndim == 2 and found.dtype == np.float32
+        found = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # not an array file, or one numpy / torch refuses: not this command's output
+        return False
+    return isinstance(found, torch.Tensor) and found.dim() == 2 and found.dtype == torch.float32
+
+
+EMBEDDINGS_OUTPUT = Output("output", "an embeddings file", folder=False, ours=wrote_embeddings,
+                           example="emb.npy")
+
+
 def check(args: EmbedArgs) -> tuple[Path, list[str], Path]:
     """(folder, texts, output) once every argument is known good; nothing is read from the folder yet."""
     for key in ("folder", "input", "output"):
@@ -81,6 +99,7 @@ def check(args: EmbedArgs) -> tuple[Path, list[str], Path]:
                          "(config.json, weights, tokenizer.json), a sentence-transformers one included.")
     if output.suffix not in OUTPUTS:
         raise ValueError(f"output={args.output!r} must end in {' or '.join(OUTPUTS)}.")
+    EMBEDDINGS_OUTPUT.check(output)  # a new file or this command's earlier output, before the model is read
     if args.pooling is not None:
         POOLINGS.get(args.pooling)  # an unknown name: the registry's error (a close match, the allowed names)
     if args.batch_size < 1 or (args.max_length is not None and args.max_length < 1):

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,7 +11,6 @@ from pathlib import Path
 
 from zoo.serving.app import Served, create_app
 from zoo.serving.engine import Engine
-from zoo.utils import did_you_mean
 
 
 @dataclass
@@ -32,23 +30,11 @@ class ServeConfig:
 
 
 def parse_overrides(argv: Sequence[str]) -> ServeConfig:
-    """`key=value` strings -> a checked ServeConfig (values parsed as YAML, as Hydra does)."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
+    """`key=value` strings -> a checked ServeConfig: text keys (paths, the model name) as typed, whatever they
+    hold; the others read as Hydra reads a value (zoo.apps.parse_key_values)."""
+    from zoo.apps import parse_key_values
 
-    known = [f.name for f in dataclasses.fields(ServeConfig)]
-    for arg in argv:
-        key = arg.split("=", 1)[0]
-        if "=" not in arg:
-            raise ValueError(f"Arguments are key=value options, got {arg!r}. Known keys: {', '.join(known)}.")
-        if key not in known:
-            raise ValueError(f"Unknown option {key!r}.{did_you_mean(key, known)} Known keys: "
-                             f"{', '.join(known)}.")
-    try:
-        merged = OmegaConf.merge(OmegaConf.structured(ServeConfig), OmegaConf.from_dotlist(list(argv)))
-    except OmegaConfBaseException as e:
-        raise ValueError(f"Bad option: {e.msg if hasattr(e, 'msg') else e}") from None
-    cfg = ServeConfig(**OmegaConf.to_container(merged))
+    cfg = parse_key_values(argv, ServeConfig)
     if (cfg.ckpt is None) == (cfg.hf is None):
         raise ValueError("Give one of ckpt=PATH (a training checkpoint or a zoo export folder) or "
                          "hf=FOLDER (a Hugging Face model folder).")

@@ -1,0 +1,54 @@
+"""The `key=value` command lines without Hydra (serve.py, python -m zoo.embedding; generate.py has its own
+file) take text keys as typed, whatever they hold, and refuse an unreadable typed value with one error naming
+the key (issue 41, item 10); zoo.apps.hydra_value quotes any text so that Hydra's grammar reads it back."""
+
+from __future__ import annotations
+
+import pytest
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
+
+from tests.generation.test_cli_text import HOSTILE
+from zoo.apps import hydra_value
+from zoo.embedding.cli import parse_args
+from zoo.serving.cli import parse_overrides as serve_options
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_serve_text_keys_are_taken_literally(text):
+    cfg = serve_options([f"ckpt={text}", f"model_name={text}"])
+    assert (cfg.ckpt, cfg.model_name) == (text, text)
+    assert serve_options([f"hf={text}"]).hf == text
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_embedding_paths_are_taken_literally(text):
+    args = parse_args([f"folder={text}", f"input={text}", f"output={text}"])
+    assert (args.folder, args.input, args.output) == (text, text, text)
+
+
+def test_embedding_names_read_null_as_unset_and_typed_keys_as_yaml():
+    args = parse_args(["pooling=null", "dtype=null", "normalize=false", "max_length=null", "batch_size=8"])
+    assert (args.pooling, args.dtype, args.normalize, args.max_length, args.batch_size) == \
+        (None, None, False, None, 8)
+
+
+@pytest.mark.parametrize(("parse", "argv", "message"), [
+    (serve_options, ["ckpt=a", "port=def f(x):"], "port='def f(x):' is not an integer."),
+    (serve_options, ["ckpt=a", "timeout=..."], "timeout='...' is not a number."),
+    (serve_options, ["ckpt=a", "max_batch=# 3"], "max_batch='# 3' is not an integer."),
+    (serve_options, ["ckpt=a", "max_queue=!tag"], "max_queue='!tag' is not an integer."),
+    (parse_args, ["batch_size=@x"], "batch_size='@x' is not an integer."),
+    (parse_args, ["normalize=| x"], "normalize='| x' is not true or false or null."),
+    (parse_args, ["max_length=[1, 2]"], "max_length='[1, 2]' is not an integer or null."),
+])
+def test_an_unreadable_typed_value_is_one_error_naming_the_key(parse, argv, message):
+    with pytest.raises(ValueError) as err:
+        parse(argv)
+    assert str(err.value) == message
+
+
+@pytest.mark.parametrize("text", [*HOSTILE, "a/b.ckpt", "it's", "a\\", "a\\'b", "\\${x}", "x\\\\'", ""])
+def test_hydra_value_reads_back_as_the_text(text):
+    value = OverridesParser.create().parse_override(f"key={hydra_value(text)}").value()
+    assert OmegaConf.to_container(OmegaConf.create({"key": value}), resolve=True)["key"] == text
