@@ -5,7 +5,6 @@ read; a bad one is a single `error:` line and exit status 2."""
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from zoo.apps import parse_key_values
 from zoo.atomic import atomic_file
 from zoo.embedding.api import load_embedder
 from zoo.embedding.pooling import POOLINGS
 from zoo.outputs import Output
-from zoo.utils import did_you_mean
 
 OUTPUTS = (".npy", ".pt")
 
@@ -39,22 +38,9 @@ class EmbedArgs:
 
 
 def parse_args(argv: Sequence[str]) -> EmbedArgs:
-    """`key=value` strings -> typed EmbedArgs (values parsed as YAML, as Hydra does); unknown keys named."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    known = [f.name for f in dataclasses.fields(EmbedArgs)]
-    for arg in argv:
-        key = arg.split("=", 1)[0]
-        if "=" not in arg:
-            raise ValueError(f"arguments are key=value, got {arg!r}; keys: {', '.join(known)}.")
-        if key not in known:
-            raise ValueError(f"unknown key {key!r}.{did_you_mean(key, known)} Keys: {', '.join(known)}.")
-    try:
-        merged = OmegaConf.merge(OmegaConf.structured(EmbedArgs), OmegaConf.from_dotlist(list(argv)))
-    except OmegaConfBaseException as e:
-        raise ValueError(f"bad value: {str(getattr(e, 'msg', e)).splitlines()[0]}") from None
-    return EmbedArgs(**OmegaConf.to_container(merged))
+    """`key=value` strings -> typed EmbedArgs: paths as typed, whatever they hold (`null` unsets pooling and
+    dtype); the others read as Hydra reads a value; unknown keys named (zoo.apps.parse_key_values)."""
+    return parse_key_values(argv, EmbedArgs, nullable=("pooling", "dtype"))
 
 
 def read_texts(path: Path) -> list[str]:
