@@ -1,0 +1,52 @@
+"""bench/bench_loop.py reads a probe's record (bench/loop_probe.py) into the section's columns: hand-worked
+records, and the probe itself on a three-step loop in a fresh process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.bench_loop import ROOT, timings
+
+# start 100.0; steps at 110, 111, 112 | validation 112.5-114 | steps 114.2, 115.2; the last validation
+# (115.5) still open at the end (130), its checkpoint written 116-117
+RECORD = {"steps": [110.0, 111.0, 112.0, 114.2, 115.2],
+          "windows": [[105.0, 106.0], [112.5, 114.0], [115.5, 130.0]],
+          "saves": [[113.0, 113.5], [116.0, 117.0]], "end": 130.0}
+
+
+def test_timings_split_steps_evaluation_and_saves():
+    t = timings(RECORD, 100.0)
+    assert t["first_step"] == pytest.approx(10.0)
+    assert t["step"] == pytest.approx(1.0)  # the 112 -> 114.2 gap holds a validation: not a step time
+    # the sanity window (105-106, before step 1) is start-up; the open last window ends at its last save
+    assert t["evaluation"] == pytest.approx(1.5 + 1.5)
+    assert t["saving"] == pytest.approx(0.5 + 1.0)
+    assert t["steps"] == 5
+
+
+def test_a_side_without_steps_is_an_error():
+    with pytest.raises(RuntimeError, match="no optimizer step"):
+        timings({**RECORD, "steps": []}, 100.0)
+
+
+def test_probe_records_steps_windows_and_saves(tmp_path: Path):
+    script = tmp_path / "loop.py"
+    script.write_text(
+        "import torch\n"
+        "m = torch.nn.Linear(2, 1); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for step in range(3):\n"
+        "    m(torch.ones(1, 2)).sum().backward(); opt.step(); opt.zero_grad()\n"
+        "    if step == 1:\n"
+        "        m.eval(); m(torch.ones(1, 2)); torch.save(m.state_dict(), %r); m.train()\n"
+        % str(tmp_path / "m.pt"))
+    out = tmp_path / "probe.json"
+    subprocess.run([sys.executable, "-m", "bench.loop_probe", str(out), str(script)], cwd=ROOT, check=True)
+    record = json.loads(out.read_text())
+    assert len(record["steps"]) == 3 and len(record["saves"]) == 1
+    (start, end), = record["windows"]  # eval() after step 2, closed by step 3's training forward
+    assert record["steps"][1] < start <= record["saves"][0][0] <= end <= record["steps"][2]
