@@ -26,6 +26,7 @@ class Output:
     folder: bool  # a folder (an export) or one file
     ours: Callable[[Path], bool]  # whether zoo wrote what is at the path now (it may be replaced)
     example: str = ""  # a file name to suggest when a file output is given a folder: "model.ckpt"
+    replaces: str = "what it wrote itself"  # in errors: "zoo replaces only <replaces>"
 
     def check(self, path: str | os.PathLike) -> Path:
         """`path` if zoo may write it: new, an empty folder (for a folder), or zoo's own earlier output, in a
@@ -39,8 +40,8 @@ class Output:
                               f"e.g. {self.key}={path / (self.example or 'out')}.")
         if os.path.lexists(path) and not (self.folder and path.is_dir() and not any(path.iterdir())):
             if not self.ours(path):
-                raise OutputError(f"{named} exists and is not {self.what}; zoo replaces only what it wrote "
-                                  f"itself, so {NEW_PATH}.")
+                raise OutputError(f"{named} exists and is not {self.what}; zoo replaces only "
+                                  f"{self.replaces}, so {NEW_PATH}.")
         writable_place(named, path)
         return path
 

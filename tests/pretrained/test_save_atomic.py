@@ -160,3 +160,32 @@ def test_a_kill_between_the_two_renames_still_loads_the_new_model(tmp_path):
         save_id = f.metadata()["zoo_save_id"]
     assert json.loads((image / "config.json").read_text())["zoo_save_id"] != save_id  # config.json still old
     assert same(zoo.from_pretrained(image), new)
+
+
+@pytest.mark.parametrize(("name", "text"), [("config.json", '{"learning_rate": 0.1}\n'),
+                                            ("config.json", "my notes\n"),
+                                            ("model.safetensors", "not weights\n")])
+def test_save_into_a_folder_whose_config_or_weights_are_the_users_is_refused(tmp_path, name, text):
+    """zoo.outputs: a save replaces config.json and the weights, so a folder where those are not a model
+    checkpoint's (a project's own config.json) is refused naming it, every file as it was (they were
+    replaced)."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / name).write_text(text)
+    (folder / "README.md").write_text("mine")
+    with pytest.raises(ValueError) as err:
+        zoo.save_pretrained(tiny(0), folder)
+    assert str(err.value) == (
+        f"path={folder} exists and is not a model checkpoint folder; zoo replaces only a checkpoint's "
+        "config.json, weights and indexes (other files stay), so choose a new path or remove it first.")
+    assert {p.name: p.read_text() for p in folder.iterdir()} == {name: text, "README.md": "mine"}
+    with pytest.raises(ValueError, match=rf"^path={folder / 'README.md'} is a file, not a folder"):
+        zoo.save_pretrained(tiny(0), folder / "README.md")
+
+
+def test_save_into_a_folder_of_other_files_only_adds_the_checkpoint(tmp_path):
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "README.md").write_text("mine")
+    assert same(reloaded(tiny(0), folder), reloaded(tiny(0), tmp_path / "reference"))
+    assert (folder / "README.md").read_text() == "mine"

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from zoo.atomic import default_mode, fsync_path, sweep, temp_path
+from zoo.outputs import Output
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
@@ -176,9 +177,7 @@ def write_checkpoint(path: str | Path, config: dict[str, Any], tensors: dict[str
     follows, zoo reads the save's pending config. Stale weights of the old checkpoint go; other files stay."""
     from safetensors.torch import save_file
 
-    folder = Path(path)
-    if folder.exists() and not folder.is_dir():
-        raise NotADirectoryError(f"save_pretrained needs a directory, but {str(folder)!r} is a file.")
+    folder = PRETRAINED_OUTPUT.check(path)  # before anything there is touched
     folder.mkdir(parents=True, exist_ok=True)
     _finish_interrupted_save(folder)
     save_id = uuid.uuid4().hex[:16]
@@ -201,6 +200,37 @@ def write_checkpoint(path: str | Path, config: dict[str, Any], tensors: dict[str
     fsync_path(folder)
     _remove_stale_weights(folder)
     return folder
+
+
+def holds_checkpoint_only(folder: Path) -> bool:
+    """Whether what a save replaces or deletes in `folder` is absent or a model checkpoint's (so no file of
+    the user's is lost; other files stay): config.json a JSON object naming a `model_type` (a Hugging Face
+    checkpoint's, zoo's included), weights and indexes in their formats."""
+    found = {name for name in (CONFIG, *WEIGHT_FILES, *INDEX_FILES) if os.path.lexists(folder / name)}
+    try:
+        if CONFIG in found:
+            config = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
+            if not (isinstance(config, dict) and ("model_type" in config or SAVE_ID in config)):
+                return False
+        if SAFE_WEIGHTS in found:
+            from safetensors import safe_open
+
+            with safe_open(str(folder / SAFE_WEIGHTS), "pt"):  # its header alone is read
+                pass
+        if "pytorch_model.bin" in found:
+            from zoo.checkpoint import PYTORCH_HEADS
+
+            with open(folder / "pytorch_model.bin", "rb") as f:
+                if not f.read(4).startswith(PYTORCH_HEADS):
+                    return False
+        return all("weight_map" in json.loads((folder / name).read_text(encoding="utf-8"))
+                   for name in INDEX_FILES if name in found)
+    except Exception:  # unreadable, not JSON, not safetensors: not a checkpoint's file
+        return False
+
+
+PRETRAINED_OUTPUT = Output("path", "a model checkpoint folder", folder=True, ours=holds_checkpoint_only,
+                           replaces="a checkpoint's config.json, weights and indexes (other files stay)")
 
 
 def _finish_interrupted_save(folder: Path) -> None:
