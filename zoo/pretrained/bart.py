@@ -115,6 +115,17 @@ class Bart(Family):
             )
         return {"src_embed.tokens.weight": enc, "tgt_embed.tokens.weight": enc}
 
+    def state_to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
+        """With an untied head (tie_word_embeddings=false) transformers 5 does not fill `encoder.embed_tokens`
+        and `decoder.embed_tokens` from `shared` either, so the shared table is written under those names
+        too."""
+        out = super().state_to_hf(state, cfg)
+        if cfg.share_embeddings and not cfg.tie_embeddings:
+            prefix = self.base_prefix(cfg)
+            for side in ("encoder", "decoder"):
+                out[f"{prefix}{side}.embed_tokens.weight"] = out[f"{prefix}shared.weight"]
+        return out
+
 
 class Marian(Bart):
     model_type = "marian"

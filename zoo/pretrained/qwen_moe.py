@@ -14,6 +14,7 @@ from typing import Any
 from zoo.config import ModelConfig
 from zoo.modules.moe import moe_settings
 from zoo.pretrained.config_map import Key
+from zoo.pretrained.decoder_heads import LLAMA_HEADS, QA
 from zoo.pretrained.family import Checks
 from zoo.pretrained.llama import DECODER, KEYS, TENSORS, Qwen2, Qwen3
 from zoo.pretrained.tensor_map import within
@@ -73,6 +74,7 @@ class Qwen2Moe(QwenExperts, Qwen2):
     model_type = "qwen2_moe"
     class_prefix = "Qwen2Moe"
     shared = True
+    heads = {**LLAMA_HEADS, "qa": QA}  # Qwen2MoeForQuestionAnswering keeps its base under `model.`
     keys = (*KEYS, Key("qkv_bias", "qkv_bias", True))
     fixed = {**DECODER, "ffn": "moe"}
     tensors = {**TENSORS, **within("decoder_stack.layers.{i}.", "layers.{i}.", EXPERTS)}

@@ -5,12 +5,14 @@ instead of a folder that `transformers` and zoo load as a different model."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from zoo.config import ModelConfig
-from zoo.modules.feedforward import plain_activation
+from zoo.modules.feedforward import ACTIVATIONS, plain_activation
 from zoo.modules.heads import without_foreign_keys
 from zoo.modules.moe import moe_settings
 from zoo.modules.residual import uses_final_norm
@@ -26,8 +28,7 @@ def effective(cfg: ModelConfig) -> dict[str, Any]:
     out = cfg.to_dict()
     out.update(d_ff=cfg.ffn_dim, n_kv_heads=cfg.kv_heads, head_dim=cfg.head_size, qkv_bias=cfg.use_qkv_bias,
                decoder_start_id=cfg.start_id, final_norm=uses_final_norm(cfg),
-               head_activation=plain_activation(cfg.head_activation or cfg.activation).fn
-               if cfg.head_transform or cfg.head_dense else None,
+               head_activation=_head_activation(cfg),
                encoder_layers=cfg.n_encoder_layers, decoder_layers=cfg.n_decoder_layers,
                nope_every=cfg.nope_every if cfg.nope_every <= max(cfg.n_encoder_layers, cfg.n_decoder_layers)
                else 0,  # beyond the last layer: every layer rotates
@@ -41,6 +42,27 @@ def effective(cfg: ModelConfig) -> dict[str, Any]:
     if cfg.arch != "encoder_decoder":
         out.pop("decoder_start_id")
     return out
+
+
+@dataclass(frozen=True)
+class Computed:
+    """An activation compared by the function it computes (two names of one function are equal) and shown by
+    its name in the round trip's error."""
+
+    fn: Callable[..., Any]
+    name: str = field(compare=False)
+
+    def __repr__(self) -> str:
+        return repr(self.name)
+
+
+def _head_activation(cfg: ModelConfig) -> Computed | None:
+    """The head transform's activation (None without a transform)."""
+    if not (cfg.head_transform or cfg.head_dense):
+        return None
+    name = cfg.head_activation or cfg.activation
+    act = ACTIVATIONS.get(name)
+    return Computed(plain_activation(name).fn, act.plain if act.gated else name)
 
 
 def moe_in_the_model(cfg: ModelConfig) -> dict[str, Any]:
