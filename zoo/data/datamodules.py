@@ -202,6 +202,11 @@ class LMDataModule(ZooDataModule):
             end = self.tokenizer.specials.document_ends()[1][-1]  # closes each document (eos; BERT's [SEP])
             self.datasets = {s: DocumentWindows(d, end) for s, d in self.datasets.items()}
 
+    def state_dict(self) -> dict[str, Any]:
+        """The base state and the epoch length: a resume with another one would draw other batches
+        (zoo.training.resume.check_same_epochs refuses it)."""
+        return {**super().state_dict(), "blocks_per_epoch": self.blocks_per_epoch}
+
     def train_dataloader(self) -> DataLoader:
         n = self.blocks_per_epoch or len(self._dataset("train"))  # default: one stream's worth of tokens
         # each epoch's keys start at a multiple of parts

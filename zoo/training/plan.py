@@ -31,6 +31,7 @@ from zoo.training.monitor import check_monitor
 from zoo.training.optim import check_optim_with_trainer, check_optimizer_model, lr_multiplier
 from zoo.training.options import check_config
 from zoo.training.precision import resolve_accelerator, resolve_precision
+from zoo.training.resume import earlier_checkpoints
 from zoo.training.strategies import STRATEGIES, check_resume, check_strategy, data_parallel_size
 
 # trainer.* keys that zoo resolves itself instead of handing them to lightning.Trainer unchanged.
@@ -147,15 +148,17 @@ def trainer_kwargs(trainer_cfg: dict[str, Any]) -> dict[str, Any]:
 
 def resolve_ckpt_path(value: str | None, runs_dir: Path, output_dir: Path) -> Path | None:
     """The checkpoint `ckpt_path=value` names (`last`: the newest `checkpoints/last.ckpt` of an earlier run
-    under `runs_dir`); that it exists is all that is checked here: the run's open step reads it, once."""
+    under `runs_dir`; open_run takes an older one when that run's model is another,
+    `zoo.training.resume.last_of_this_model`); that it exists is all that is checked here: the run's open
+    step reads it, once."""
     if value in (None, ""):
         return None
     path = Path(value)
-    if value == "last":
-        found = [p for p in runs_dir.glob("**/checkpoints/last.ckpt") if output_dir not in p.parents]
+    if value == "last":  # the newest here; open_run goes on to older ones if its model is another
+        found = earlier_checkpoints(runs_dir, output_dir)
         if not found:
             raise ConfigError(f"ckpt_path=last: no earlier run with checkpoints/last.ckpt under {runs_dir}")
-        path = max(found, key=lambda p: p.stat().st_mtime)
+        path = found[0]
     return checked(checkpoint_file, path, context=f"ckpt_path={value}: ")
 
 

@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 from zoo.apps import ConfigError, checked
 from zoo.checkpoint import Checkpoint, check_compatible
 from zoo.training.plan import Plan, prepare
+from zoo.training.resume import an, check_same_epochs, check_unfinished, last_of_this_model, model_and_task
 
 
 @dataclass
@@ -65,10 +66,10 @@ def check_resumable(ckpt: Checkpoint, given: str, plan: Plan) -> None:
     run's strategy (the rest is compared once the data has completed the model config)."""
     from zoo.training.strategies import check_resumed_layout
 
-    saved_arch, saved_task = ckpt.record.model_config.get("arch"), ckpt.record.task
+    saved_arch, saved_task = model_and_task(ckpt)
     if (saved_arch, saved_task) != (plan.model.arch, plan.task.name):
-        raise ConfigError(f"ckpt_path={given}: checkpoint {ckpt.path} is a {saved_arch} model trained on "
-                          f"task {saved_task}, this run is {plan.model.arch} / {plan.task.name}")
+        raise ConfigError(f"ckpt_path={given}: checkpoint {ckpt.path} is {an(str(saved_arch))} model "
+                          f"trained on task {saved_task}, this run is {plan.model.arch} / {plan.task.name}")
     checked(check_resumed_layout, ckpt.record.layout, plan.trainer_kwargs, ckpt.path,
             context=f"ckpt_path={given}: ")  # tensor parallel runs hold q/k/v unfused
 
@@ -81,9 +82,15 @@ def open_run(plan: Plan) -> Opened:
     from zoo.tasks import build_data
 
     resolved, resumed = plan.resolved, None
+    given = resolved["ckpt_path"]
     if plan.ckpt_path is not None:
-        resumed = read_resumed(plan.ckpt_path, resolved["ckpt_path"])
-        check_resumable(resumed, resolved["ckpt_path"], plan)
+        resumed = read_resumed(plan.ckpt_path, given)
+        if given == "last":  # the newest run of this architecture and task, not of any model
+            resumed = checked(last_of_this_model, resumed, (plan.model.arch, plan.task.name),
+                              Path(resolved["paths"]["runs_dir"]), plan.output_dir,
+                              lambda path: read_resumed(path, given), context="ckpt_path=last: ")
+        check_resumable(resumed, given, plan)
+        checked(check_unfinished, resumed, plan.trainer_kwargs["max_steps"], context=f"ckpt_path={given}: ")
     init = checked(read_init, plan.init, plan.output_dir) if plan.init is not None else None
     try:
         tokenizer, datamodule = build_data(
@@ -99,7 +106,10 @@ def open_run(plan: Plan) -> Opened:
         raise ConfigError(str(e)) from None
     if resumed is not None:
         checked(check_compatible, resumed.record, model_config, plan.task.name, resumed.path, tokenizer,
-                context=f"ckpt_path={resolved['ckpt_path']}: ")
+                context=f"ckpt_path={given}: ")
+        checked(check_same_epochs, resumed, type(datamodule).__qualname__,  # Lightning's key of its state
+                datamodule.state_dict().get("blocks_per_epoch"), resolved,
+                plan.trainer_kwargs.get("accumulate_grad_batches", 1), context=f"ckpt_path={given}: ")
     finetune_cfg = resolved.get("finetune") or {"name": "full"}
     model, applied = checked(build_model, plan.init, init and init.state, model_config, finetune_cfg)
     if resumed is not None:
