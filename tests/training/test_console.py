@@ -79,6 +79,16 @@ def test_summary_names_everything_a_user_needs_next(tmp_path):
     assert summary_lines(encoder) == [f"run folder: {tmp_path}"]
 
 
+def test_summary_of_a_finished_run_resumes_to_more_steps(tmp_path):
+    """A run that stopped at trainer.max_steps resumed as it was trains nothing (and is refused): the resume
+    line raises trainer.max_steps, and says so."""
+    result = TrainResult({}, tmp_path, None, tmp_path / "last.ckpt", None, finished_at=300)
+    lines = summary_lines(result, ["model=gpt_nano", "trainer.max_steps=300", "ckpt_path=old.ckpt"])
+    assert "  finished: step 300 is trainer.max_steps; the resume line trains on to 600" in lines
+    last = tmp_path / "last.ckpt"
+    assert f"  resume:   python train.py model=gpt_nano trainer.max_steps=600 ckpt_path={last}" in lines
+
+
 def test_every_n_steps_must_be_positive():
     with pytest.raises(ValueError, match="every_n_steps must be >= 1, got 0"):
         LineProgress(every_n_steps=0)

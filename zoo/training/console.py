@@ -153,7 +153,13 @@ def summary_lines(result: Any, overrides: list[str] | None = None) -> list[str]:
         lines.append("  samples:  printed above"
                      + (", and logged to W&B as the table 'samples'" if result.wandb_run else ""))
     if last is not None:
-        kept = [a for a in (overrides or []) if not a.startswith(("ckpt_path=", "+ckpt_path="))]
+        replaced = ("ckpt_path=", "+ckpt_path=") + (("trainer.max_steps=",) if result.finished_at else ())
+        kept = [a for a in (overrides or []) if not a.startswith(replaced)]
+        if result.finished_at:  # resumed as it was, a finished run trains nothing: the line trains on
+            more = 2 * result.finished_at
+            lines.append(f"  finished: step {result.finished_at} is trainer.max_steps; the resume line "
+                         f"trains on to {more}")
+            kept.append(f"trainer.max_steps={more}")
         resume = [*kept, f"ckpt_path={hydra_value(str(last))}"]  # as the shell gives them to Hydra again
         lines.append(f"  resume:   python train.py {' '.join(shlex.quote(a) for a in resume)}")
     if result.generate_with and (best or last):  # generate.py takes text as typed: only the shell quotes

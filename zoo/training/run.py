@@ -29,6 +29,7 @@ class TrainResult:
     samples: Any = None
     wandb_run: str | None = None  # the W&B run's URL (online) or folder (offline), for the closing summary
     generate_with: str | None = None  # generate.py's input key for this model (prompt | src); None: it cannot
+    finished_at: int | None = None  # its last step when that is trainer.max_steps (a resume needs more)
 
 
 @dataclass
@@ -196,8 +197,10 @@ def _result(trainer: L.Trainer, callbacks: list, output_dir: Path, model, logger
         metrics.update(tester.metrics)  # test/<metric>: the test split, when the data has one
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     last = output_dir / "checkpoints" / "last.ckpt"
+    finished = trainer.global_step if 0 < trainer.max_steps <= trainer.global_step else None
     return TrainResult(metrics, output_dir, Path(best) if best else None, last if last.exists() else None,
-                       sampler.report if sampler else None, wandb_location(logger), _generate_key(model))
+                       sampler.report if sampler else None, wandb_location(logger), _generate_key(model),
+                       finished)
 
 
 def _generate_key(model) -> str | None:
