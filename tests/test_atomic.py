@@ -17,6 +17,7 @@ import zoo.atomic
 from zoo.atomic import (
     HOST,
     atomic_file,
+    atomic_write_bytes,
     default_mode,
     discard,
     exchange,
@@ -222,3 +223,28 @@ def test_temp_names_are_what_sweep_matches(tmp_path):
         (temp,) = [p.name for p in tmp_path.iterdir()]
         f.write(b"x")
     assert re.fullmatch(rf"\.best\.ckpt\.{HOST}-{os.getpid()}\.[0-9a-f]{{8}}\.tmp", temp)
+
+
+@pytest.mark.parametrize("write", ["file", "folder"])
+def test_a_write_sweeps_what_dead_writers_of_this_host_left_in_its_folder(tmp_path, write):
+    """A kill -9 during a write (a best checkpoint, a sharded one's staging folder) leaves a temp that no
+    later run's start-up sweep may reach (a run folder of its own); the next write into that folder removes
+    it once its writer is gone. This process's temps (a live writer), another host's and a user's look-alike
+    stay."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    me, ghost = f"{HOST}-{os.getpid()}", f"{HOST}-{dead.pid}"
+    staged = tmp_path / f".last.ckpt.{ghost}.ffff6666.tmp"
+    _folder(staged, {"meta.pt": "half"})
+    os.utime(staged / "meta.pt", (time.time() - 120, time.time() - 120))
+    os.utime(staged, (time.time() - 120, time.time() - 120))
+    gone = [_aged(tmp_path / f".best.ckpt.{ghost}.bbbb2222.tmp", 120), staged]
+    kept = [_aged(tmp_path / f".best.ckpt.{me}.aaaa1111.tmp", 86400),
+            _aged(tmp_path / f".best.ckpt.{ghost}.cccc3333.tmp", 5),  # not idle a minute yet
+            _aged(tmp_path / ".best.ckpt.otherhost-7.dddd4444.tmp", 600),
+            _aged(tmp_path / ".notes.txt.k2j_x9ab.tmp", 86400)]
+    if write == "file":
+        atomic_write_bytes(tmp_path / "best.ckpt", b"new")
+    else:
+        remove_tree(staging_folder(tmp_path / "last.ckpt"))
+    assert not any(os.path.lexists(p) for p in gone) and all(p.exists() for p in kept)

@@ -52,6 +52,7 @@ def atomic_file(path: str | os.PathLike) -> Iterator[BinaryIO]:
     """`with atomic_file(p) as f: f.write(...)`: `p` appears only if the block finishes without error."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    sweep_dead_writers(path.parent)
     tmp = temp_path(path)
     try:
         with open(tmp, "xb") as f:  # a plain open's mode, 0666 less the umask (shared runs and caches)
@@ -93,6 +94,7 @@ def fsync_path(path: str | os.PathLike) -> None:
 def staging_folder(target: Path) -> Path:
     """A new empty folder to build `target` in, beside it, with the mode a plain mkdir gives."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    sweep_dead_writers(target.parent)
     staging = temp_path(target)
     staging.mkdir()
     return staging
@@ -168,17 +170,30 @@ def remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def sweep(folder: Path, names: str, *, shared: bool, contents: Collection[str] | None = None) -> list[Path]:
+def sweep_dead_writers(folder: Path) -> list[Path]:
+    """What killed processes of this host left in `folder` under this version's temp names, for any target
+    (`sweep`, shared): run whenever zoo writes into a folder, so a kill -9 during a write (a best checkpoint
+    in a run folder no later run sweeps) is cleaned up by the next write there. Live writers' temps stay."""
+    try:
+        return sweep(folder, ".+?", shared=True, hosts=(HOST,))  # the shortest name: the host tag is its own
+    except OSError:  # a folder zoo may write in but not list, or a temp that cannot go: the write goes on
+        return []
+
+
+def sweep(folder: Path, names: str, *, shared: bool, contents: Collection[str] | None = None,
+          hosts: Collection[str] | None = None) -> list[Path]:
     """Delete the temporaries killed writers left in `folder` for the targets whose names match the regex
     `names`, and put back the newest swapped-out folder of a target that is missing. `shared`: other
     processes write there too (a data cache, a runs folder), so a temp goes only once its writer is gone
     (`writer_gone`); otherwise (one target a user named) every leftover goes now. `contents`: a folder goes
-    only if it holds nothing beyond these names, so a user's look-alike folder stays. Returns what went."""
+    only if it holds nothing beyond these names, so a user's look-alike folder stays. `hosts`: only temps
+    named by writers of these hosts (never an untagged, older name). Returns what went."""
     if not folder.is_dir():
         return []
     pattern, now = re.compile(rf"\.(?P<name>{names})\.{TEMP_SUFFIX}"), time.time()
     found = [(p, m) for p in folder.iterdir()  # older versions' export names are folders
              if (m := pattern.fullmatch(p.name)) and not p.is_symlink() and (m["kind"] or p.is_dir())
+             and (hosts is None or m["host"] in hosts)
              and (not shared or writer_gone(p, m["host"], m["pid"], now))]
     olds = sorted(((p, m) for p, m in found if "old" in (m["kind"], m["legacy"]) and p.is_dir()),
                   key=lambda pm: pm[0].lstat().st_ctime)
