@@ -30,6 +30,8 @@ from zoo.inspection import attention_maps, flops_table, parameter_table, plots, 
 from zoo.inspection.attention import token_labels
 from zoo.inspection.explorer import explorer_data, vocab_labeller, write_page
 from zoo.inspection.explorer.budget import PageBudgetError
+from zoo.inspection.explorer.page import PAGE_OUTPUT
+from zoo.outputs import OutputError
 
 FIRST_WORD_ID = 5  # ids 0-4 are the special tokens <pad> <bos> <eos> <unk> <mask>
 
@@ -84,6 +86,10 @@ def check_options(cfg: DictConfig) -> None:
         if (blocker := _folder_in_the_way(page)) is not None:
             raise InspectError(f"html={cfg.html!r}: {blocker} is a file, "
                                "so the page cannot be written under it.")
+        try:
+            PAGE_OUTPUT.check(page)  # a new file or an earlier page, never a user's file
+        except OutputError as e:
+            raise InspectError(str(e)) from None
     for key in ("html_beams", "html_new_tokens", "max_heads", "n_positions"):
         if cfg[key] < 1:
             raise InspectError(f"{key} must be an integer >= 1, got {cfg[key]!r}.")

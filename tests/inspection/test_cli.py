@@ -88,6 +88,9 @@ BAD_INPUTS = {  # overrides (model=gpt_nano unless given) -> the one error line;
                          "must name the HTML file to write (e.g. html=explorer.html), not a folder"),
     "html under a file": (["html={tmp}/file.txt/page.html"],
                           "file.txt is a file, so the page cannot be written"),
+    "html is the user's file": (["html={tmp}/file.txt"],
+                                "error: html={tmp}/file.txt exists and is not an explorer page; zoo replaces "
+                                "only what it wrote itself, so choose a new path or remove it first."),
     "no beams": (["html={tmp}/p.html", "html_beams=0"], "error: html_beams must be an integer >= 1, got 0."),
     "text past learned positions": ([f"text='{LONG_TEXT}'"],
                                     "error: text reaches position 70 but learned positions stop at "
@@ -119,9 +122,24 @@ def test_bad_input_is_one_error_line_before_any_work(case, tmp_path, monkeypatch
     with open(tmp_path / "console.txt", "w") as log:
         assert inspect_model.run(cfg, out, Console(width=140, file=log)) == 1
     err = capsys.readouterr().err.splitlines()
+    message = message.replace("{tmp}", str(tmp_path))
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
     assert ((tmp_path / "console.txt").read_text() == "" and not out.exists()
-            and not (tmp_path / "p.html").exists())
+            and not (tmp_path / "p.html").exists() and (tmp_path / "file.txt").read_text() == "x")
+
+
+def test_html_onto_its_own_earlier_page_is_replaced(tmp_path):
+    from rich.console import Console
+
+    import inspect_model
+
+    page = tmp_path / "p.html"
+    cfg = _compose(["model=gpt_nano", f"html={page}", "plots=false", "html_new_tokens=2", "text=a b"])
+    with open(tmp_path / "console.txt", "w") as log:
+        assert inspect_model.run(cfg, tmp_path / "run", Console(width=140, file=log)) == 0
+        page.write_text(page.read_text() + "<!-- the earlier page -->")
+        assert inspect_model.run(cfg, tmp_path / "run", Console(width=140, file=log)) == 0
+    assert "the earlier page" not in page.read_text()
 
 
 def test_a_page_that_cannot_fit_html_max_mb_is_refused_before_anything_is_written(tmp_path, capsys):

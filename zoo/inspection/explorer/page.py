@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from zoo.atomic import atomic_file
+from zoo.outputs import Output
 
 PARTS = {"/*__STYLE__*/": "explorer.css", "/*__SCRIPT__*/": "explorer.js"}
 DATA_SLOT = "__DATA__"
+PAGE_MARK = '<script type="application/json" id="zoo-data">'  # explorer.html's data element: a page of ours
 
 
 def _asset(name: str) -> str:
@@ -25,8 +27,8 @@ def _template() -> str:
     html = _asset("explorer.html")
     for slot, name in PARTS.items():
         html = html.replace(slot, _asset(name))
-    if html.count(DATA_SLOT) != 1:
-        raise RuntimeError(f"explorer.html must hold {DATA_SLOT} exactly once, found "
+    if html.count(DATA_SLOT) != 1 or PAGE_MARK + DATA_SLOT not in html:
+        raise RuntimeError(f"explorer.html must hold {DATA_SLOT} exactly once, in {PAGE_MARK}, found "
                            f"{html.count(DATA_SLOT)}.")
     return html
 
@@ -52,6 +54,17 @@ def chrome_bytes() -> int:
 def render(data: dict[str, Any]) -> str:
     """The page as one string; the data sits in a JSON script element (see `to_json`)."""
     return _template().replace(DATA_SLOT, to_json(data))
+
+
+def wrote_page(path: Path) -> bool:
+    """Whether `path` is an explorer page zoo wrote (it holds the page's data element)."""
+    try:
+        return PAGE_MARK in path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+
+
+PAGE_OUTPUT = Output("html", "an explorer page", folder=False, ours=wrote_page, example="explorer.html")
 
 
 def write_page(data: dict[str, Any], path: str | Path) -> Path:
