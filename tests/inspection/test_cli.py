@@ -128,11 +128,15 @@ def test_bad_input_is_one_error_line_before_any_work(case, tmp_path, monkeypatch
             and not (tmp_path / "p.html").exists() and (tmp_path / "file.txt").read_text() == "x")
 
 
-def test_html_onto_its_own_earlier_page_is_replaced(tmp_path):
+def test_html_replaces_only_its_own_earlier_page(tmp_path):
     from rich.console import Console
 
     import inspect_model
 
+    (tmp_path / "notes.html").write_text("<p>mine</p>")
+    with pytest.raises(inspect_model.InspectError, match="exists and is not an explorer page"):
+        inspect_model.check_options(_compose(["model=gpt_nano", f"html={tmp_path / 'notes.html'}"]))
+    assert (tmp_path / "notes.html").read_text() == "<p>mine</p>"
     page = tmp_path / "p.html"
     cfg = _compose(["model=gpt_nano", f"html={page}", "plots=false", "html_new_tokens=2", "text=a b"])
     with open(tmp_path / "console.txt", "w") as log:
