@@ -53,7 +53,7 @@ def _typed_value(key: str, raw: str, base: type, optional: bool) -> Any:
         return None
     try:
         value = yaml.safe_load(raw)
-    except (yaml.YAMLError, ValueError, RecursionError):  # not YAML, an int past Python's digit limit, nesting
+    except (yaml.YAMLError, ValueError, RecursionError):  # not YAML, past Python's int digits, deep nesting
         value = raw
     if isinstance(value, str):  # what YAML leaves as text but Python reads as a number: 1e-3, 0x10
         try:
@@ -80,7 +80,7 @@ def parse_key_values(argv: Sequence[str], schema: type[T], nullable: Collection[
     for arg in argv:
         key, sep, raw = arg.partition("=")
         key = key.removeprefix("+")
-        if not sep:
+        if not sep or not key:
             raise ValueError(f"Arguments are key=value, got {arg!r}. Known keys: {', '.join(known)}.")
         if key not in known:
             hint = did_you_mean(key, known)
@@ -105,7 +105,7 @@ def hydra_value(text: str) -> str:
     try:
         if "${" not in text and OverridesParser.create().parse_override(f"k={text}").value() == text:
             return text
-    except HydraException:  # its grammar cannot read the text as it is
+    except (HydraException, ValueError):  # its grammar cannot read the text as it is (or 5,000 digits)
         pass
     literal = re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", text)  # OmegaConf: not interpolated
     quoted = re.sub(r"(\\*)('|$)", lambda m: m.group(1) * 2 + ("\\'" if m.group(2) else ""), literal)

@@ -63,7 +63,7 @@ def number(low: float | None = None, high: float | None = None, *, low_open: boo
     """A finite int or float in the interval; `*_open` excludes that end."""
 
     def test(v: Any) -> bool:
-        if not _is_number(v) or not math.isfinite(v):
+        if not _is_number(v) or not (isinstance(v, int) or math.isfinite(v)):  # an int is finite, any size
             return False
         above = low is None or (v > low if low_open else v >= low)
         return above and (high is None or (v < high if high_open else v <= high))
