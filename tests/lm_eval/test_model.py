@@ -138,6 +138,23 @@ def test_the_command_line_prints_bad_model_args_as_one_error_line(monkeypatch, c
     assert capsys.readouterr().err == f"error: ckpt={missing}: checkpoint not found: {missing}\n"
 
 
+@pytest.mark.e2e  # lm-eval indexes its task library (~15 s)
+def test_a_hub_task_offline_is_one_error_line_saying_how_to_run_it(offline, monkeypatch, capsys):
+    """hellaswag's data is on the Hub: offline, lm-eval's datasets call raises ConnectionError (a traceback
+    before); zoo's command line prints one line with the ways to run it offline."""
+    from zoo.lm_eval.__main__ import main
+
+    monkeypatch.setattr("sys.argv", ["zoo.lm_eval", "--model", "dummy", "--tasks", "hellaswag"])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    assert exit_.value.code == 1
+    err = capsys.readouterr().err  # lm-eval's own INFO lines, then zoo's one error line
+    assert "Traceback" not in err
+    last = err.splitlines()[-1]
+    assert last.startswith("error: Couldn't reach 'Rowan/hellaswag' on the Hub")
+    assert "HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1" in last and "docs/evaluation.md" in last
+
+
 def test_lm_evals_default_cuda_device_falls_back_to_the_cpu_without_cuda(lm, monkeypatch):
     """lm-eval's command line passes device='cuda:0' unless told otherwise; without CUDA, as its hf model
     does, the model runs on the CPU instead of failing with 'Torch not compiled with CUDA enabled'."""

@@ -23,6 +23,12 @@ def main() -> None:
     except zoo.lm_eval.model.ModelArgsError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
+    except ConnectionError as e:  # datasets: a task's data on the Hub, which cannot be reached (offline)
+        print(f"error: {e}: lm-eval reads this task's data from the Hugging Face Hub. Offline, run it once "
+              "online (the datasets cache keeps it; then HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1), or give a "
+              "task over local files (dataset_path: json, with --include_path): docs/evaluation.md, "
+              "'Offline'", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":
