@@ -109,7 +109,11 @@ class HuggingFaceFolder(Source):
 
     @functools.cached_property
     def _config(self) -> ModelConfig:
-        return self.family.config_from_hf(self.hf)
+        """config.json's model, its layer count checked against the weights' headers before anything is
+        built (zoo.pretrained.headers)."""
+        from zoo.pretrained.api import load_config
+
+        return load_config(self.path, self.hf)[1]
 
     def state(self) -> dict[str, torch.Tensor]:
         """The folder's weights; a head its file lacks (a bare model saved under a head class) is left out,

@@ -15,8 +15,10 @@ import torch
 from zoo.config import ModelConfig
 from zoo.models import ZooModel, build_model
 from zoo.pretrained.family import FAMILIES, Family, HFTensors
+from zoo.pretrained.headers import check_folder, check_layers, explained
 from zoo.pretrained.io import HFConfig, read_config, read_weights, write_checkpoint
 from zoo.pretrained.roundtrip import check_roundtrip
+from zoo.pretrained.tensor_map import ShapeMismatch
 from zoo.quantization import float_state_dict
 from zoo.registry import unknown_choice_message
 
@@ -40,11 +42,14 @@ def _family(hf: Mapping[str, Any], path: str | Path) -> Family:
     return family_for(hf["model_type"])
 
 
-def load_config(path: str | Path) -> tuple[Family, ModelConfig]:
-    """The family and zoo config of a checkpoint directory (no weights read)."""
-    hf = read_config(path)
+def load_config(path: str | Path, hf: HFConfig | None = None) -> tuple[Family, ModelConfig]:
+    """The family and zoo config of a checkpoint directory (no weights read; its layer count checked against
+    the safetensors headers). `hf`: its config.json as the caller read it."""
+    hf = hf if hf is not None else read_config(path)
     family = _family(hf, path)
-    return family, family.config_from_hf(hf)
+    config = family.config_from_hf(hf)
+    check_folder(family, config, Path(path))
+    return family, config
 
 
 @dataclass
@@ -70,12 +75,17 @@ def read_pretrained(path: str | Path, overrides: Mapping[str, Any] | None = None
     config = family.config_from_hf(hf)
     if overrides:
         config = ModelConfig.from_dict({**config.to_dict(), **overrides})
+    check_folder(family, config, Path(path))  # sizes against the safetensors headers, before any read
     tensors, file = read_weights(path)
+    check_layers(family, config, {k: tuple(t.shape) for k, t in tensors.items()}, file)  # pickles: now
     src = HFTensors(tensors, str(file), family.prefixes)
     src.head_optional = head_optional
-    config = family.fitted(config, src)
-    with torch.no_grad():
-        state = family.state_from_hf(src, config)
+    try:
+        config = family.fitted(config, src)
+        with torch.no_grad():
+            state = family.state_from_hf(src, config)
+    except ShapeMismatch as err:
+        raise explained(err, family, config) from None
     return Pretrained(family, config, state, family.label_names(hf, config), _file_dtype(tensors),
                       src.new_head)
 

@@ -41,6 +41,15 @@ def stored_name(name: str, prefix: str) -> str:
     return name[1:] if name.startswith("~") else prefix + name
 
 
+class ShapeMismatch(ValueError):
+    """A checkpoint tensor whose shape is not the one config.json implies (zoo.pretrained.headers names the
+    config key behind it)."""
+
+    def __init__(self, key: str, source: str, have: tuple[int, ...], want: tuple[int, ...]) -> None:
+        super().__init__(f"Tensor {key!r} in {source} has shape {have} but config.json implies {want}.")
+        self.key, self.source, self.have, self.want = key, source, have, want
+
+
 class HFTensors:
     """The checkpoint's tensors, consumed by name with an expected shape (a name read twice, a shared table,
     is the same tensor). Missing names are collected and reported together; a wrong shape raises at once
@@ -75,10 +84,7 @@ class HFTensors:
             self.taken[key] = self.tensors.pop(key)
         tensor = self.taken[key]
         if tuple(tensor.shape) != tuple(shape):
-            raise ValueError(
-                f"Tensor {key!r} in {self.source} has shape {tuple(tensor.shape)} but config.json implies "
-                f"{tuple(shape)}."
-            )
+            raise ShapeMismatch(key, self.source, tuple(tensor.shape), tuple(shape))
         return tensor.float() if tensor.is_floating_point() else tensor
 
     def take_optional(self, name: str, shape: Sequence[int]) -> torch.Tensor | None:
