@@ -258,6 +258,16 @@ CHECKED_ELSEWHERE = [
     BadInput("zoo.from_pretrained: config.json and weights from different saves",
              "zoo_save_id",
              "tests/pretrained/test_save_atomic.py::test_config_and_weights_of_different_saves_are_refused"),
+    BadInput("zoo.from_pretrained / init_from=<a folder whose config.json says num_hidden_layers=1000000 "
+             "beside 2 layers of weights (single file, sharded index or pytorch_model.bin)>",
+             "config.json num_hidden_layers=1000000 (model.n_layers) disagrees with the weights",
+             "tests/pretrained/test_header_sizes.py::test_a_million_layers_is_refused_from_the_headers"),
+    BadInput("zoo.from_pretrained: config.json hidden_size / intermediate_size / vocab_size other than its "
+             "weights'", "config.json hidden_size=320 (model.d_model)",
+             "tests/pretrained/test_header_sizes.py::test_a_width_is_named_by_its_key_before_the_model_is_built"),
+    BadInput("zoo.save_pretrained / export.py format=hf model_type=roberta of a model whose head activation "
+             "RoBERTa cannot write", "model.head_activation='relu'",
+             "tests/export/test_hf_loads.py::test_a_refused_activation_is_named_not_shown_as_a_function"),
     # exports
     BadInput("zoo.export into a folder holding the user's files", "holds files zoo did not write",
              "tests/test_checkpoint_export.py::test_user_files_in_an_export_folder_are_kept_and_the_export_refused"),
