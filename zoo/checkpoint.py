@@ -187,17 +187,19 @@ def consolidate(sharded: str | os.PathLike, out: str | os.PathLike) -> Path:
     return out
 
 
-def wrote_checkpoint(path: Path) -> bool:
-    """Whether `path` is a checkpoint file zoo wrote (a zoo section with its format version); its tensors are
-    mapped, not read."""
+def consolidated(path: Path) -> bool:
+    """Whether `path` is a file `consolidate` wrote: a zoo checkpoint of its state dict and zoo section alone
+    (a training checkpoint, with its optimizer and loop state, is not replaced); tensors mapped, not read."""
     try:
         data = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception:  # not a PyTorch zip file, or a pickle weights_only refuses: not zoo's
         return False
-    return isinstance(data, dict) and isinstance(data.get("zoo"), dict) and "format_version" in data["zoo"]
+    return (isinstance(data, dict) and set(data) == {"state_dict", "zoo"} and isinstance(data["zoo"], dict)
+            and "format_version" in data["zoo"])
 
 
-CHECKPOINT_OUTPUT = Output("out", "a zoo checkpoint", folder=False, ours=wrote_checkpoint, example="model.ckpt")
+CHECKPOINT_OUTPUT = Output("out", "a consolidated zoo checkpoint", folder=False, ours=consolidated,
+                           example="model.ckpt")
 
 
 def read_checkpoint(path: str | os.PathLike, *, shards: bool = True) -> dict[str, Any]:

@@ -1,6 +1,6 @@
-"""`python -m zoo.training.consolidate ckpt=<sharded> out=<file>` writes a new file or replaces a checkpoint zoo
-wrote; a user's file, a folder or a place that cannot be written is one `error:` line naming `out=` before any
-shard is read, and the user's file is left as it was (zoo.outputs)."""
+"""`python -m zoo.training.consolidate ckpt=<sharded> out=<file>` writes a new file or replaces a file it
+wrote itself; a user's file, a training checkpoint, a folder or a place that cannot be written is one
+`error:` line naming `out=` before any shard is read, and the file is left as it was (zoo.outputs)."""
 
 from __future__ import annotations
 
@@ -40,17 +40,24 @@ def test_a_new_path_and_zoos_own_earlier_file_are_written(sharded, tmp_path, cap
     assert capsys.readouterr().out.count("wrote") == 2
 
 
-@pytest.mark.parametrize("content", [b"my notes\n", None], ids=["text", "other torch file"])
+@pytest.mark.parametrize("content", ["text", "other torch file", "training checkpoint"])
 def test_a_users_file_is_refused_by_name_and_kept(sharded, tmp_path, capsys, content):
+    """Not only a user's file: a training checkpoint (its optimizer and loop state would be lost) too."""
     out = tmp_path / "notes.ckpt"
-    if content is None:
+    if content == "text":
+        out.write_bytes(b"my notes\n")
+    elif content == "other torch file":
         torch.save({"state_dict": {}}, out)  # a PyTorch file, but no zoo section
     else:
-        out.write_bytes(content)
+        main([f"ckpt={sharded}", f"out={out}"])
+        training = torch.load(out, weights_only=True)
+        torch.save({**training, "optimizer_states": [{"state": {}}], "global_step": 7}, out)
+        capsys.readouterr()
     before = out.read_bytes()
     assert main([f"ckpt={sharded}", f"out={out}"]) == 1
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(f"error: out={out} exists and is not a zoo checkpoint")
+    assert err.count("\n") == 1
+    assert err.startswith(f"error: out={out} exists and is not a consolidated zoo checkpoint; zoo replaces")
     assert "choose a new path or remove it first" in err
     assert out.read_bytes() == before and sorted(os.listdir(tmp_path)) == ["notes.ckpt"]
 
@@ -60,10 +67,11 @@ def test_a_folder_or_a_path_under_a_file_is_one_clear_error(sharded, tmp_path, c
     (tmp_path / "file").write_text("x")
     assert main([f"ckpt={sharded}", f"out={tmp_path / 'folder'}"]) == 1
     err = capsys.readouterr().err
-    assert err == (f"error: out={tmp_path / 'folder'} is a folder, not a file (a zoo checkpoint is one file); "
-                   f"name a new file, e.g. out={tmp_path / 'folder' / 'model.ckpt'}.\n")
+    assert err == (f"error: out={tmp_path / 'folder'} is a folder, not a file (a consolidated zoo checkpoint "
+                   f"is one file); name a new file, e.g. out={tmp_path / 'folder' / 'model.ckpt'}.\n")
     assert main([f"ckpt={sharded}", f"out={tmp_path / 'file' / 'model.ckpt'}"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"error: out={tmp_path / 'file' / 'model.ckpt'} cannot be written: {tmp_path / 'file'} "
-                          "is a file, not a folder") and ".tmp" not in err
+    under = tmp_path / "file"
+    assert err.startswith(f"error: out={under / 'model.ckpt'} cannot be written: {under} is a file, not a")
+    assert ".tmp" not in err
     assert sorted(os.listdir(tmp_path)) == ["file", "folder"] and not os.listdir(tmp_path / "folder")
