@@ -287,10 +287,10 @@ CHECKED_ELSEWHERE = [
              "tests/export/test_formats.py::test_a_format_replaces_only_its_own_exports"),
     # user-named outputs (zoo.outputs): a new path, or what zoo wrote there itself (issue 41)
     BadInput("python -m zoo.training.consolidate ckpt=<sharded> out=<a file zoo did not write>",
-             "exists and is not a zoo checkpoint",
+             "exists and is not a consolidated zoo checkpoint",
              "tests/training/test_consolidate.py::test_a_users_file_is_refused_by_name_and_kept"),
     BadInput("python -m zoo.training.consolidate ckpt=<sharded> out=<a folder>",
-             "is a folder, not a file (a zoo checkpoint is one file)",
+             "is a folder, not a file (a consolidated zoo checkpoint",
              "tests/training/test_consolidate.py::test_a_folder_or_a_path_under_a_file_is_one_clear_error"),
     BadInput("python export.py ckpt=... dir=<a path under a file>", "is a file, not a folder; choose a new",
              "tests/export/test_cli.py::test_bad_input_is_one_error_line"),
