@@ -193,6 +193,8 @@ OVERRIDES = [BadInput(given, message) for given, message in [
      "optim.name=muon trains the weight matrices of the attention and feed-forward layers of the stacks, and "
      "finetune freezes all of them; use optim.name=adamw"),
     ("ckpt_path=last", "ckpt_path=last: no earlier run with checkpoints/last.ckpt"),
+    ("model=moe_small +model.moe.first_dense=4",
+     "model.moe.first_dense=4 leaves no MoE layer in model.n_layers=4"),
 ]]
 
 CHECKED_ELSEWHERE = [
@@ -411,6 +413,25 @@ CHECKED_ELSEWHERE = [
     BadInput("an lm-eval task whose gen_kwargs hold num_beams",
              "does not support the generation option 'num_beams'",
              "tests/lm_eval/test_model.py::test_bad_arguments_are_one_error_each"),
+    # silent no-ops and resumes that would do something else (issue 41 items 6, 12, 13)
+    BadInput("data=token_tags data.val_path=<a file with a tag no training sentence has>",
+             "tag 'B-LOC' is in the validation data but not in the training data",
+             "tests/tasks/test_token_classification.py::"
+             "test_a_tag_found_only_in_validation_is_refused_naming_it_the_file_and_line"),
+    BadInput("ckpt_path=<an LM run's checkpoint> eval_every=<another value>",
+             "eval_every=3 makes an epoch of 24 training windows",
+             "tests/training/test_resume_refusals.py::test_resume_with_another_eval_every_is_refused_by_name"),
+    BadInput("ckpt_path=<a checkpoint at its run's trainer.max_steps> (a finished run)",
+             "is finished: it is at",
+             "tests/training/test_resume_refusals.py::"
+             "test_resuming_a_finished_run_says_it_is_finished_and_how_to_continue"),
+    BadInput("ckpt_path=last with no earlier run of this run's architecture and task",
+             "model trained on task seq2seq; it found: ",
+             "tests/training/test_resume_refusals.py::"
+             "test_ckpt_path_last_without_a_run_of_this_model_names_what_it_found"),
+    BadInput("python -m zoo.lm_eval --tasks hellaswag (offline: its data is on the Hub)",
+             "Couldn't reach 'Rowan/hellaswag' on the Hub",
+             "tests/lm_eval/test_model.py::test_a_hub_task_offline_is_one_error_line_saying_how_to_run_it"),
 ]
 
 
