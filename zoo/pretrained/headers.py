@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from zoo.config import ModelConfig
-from zoo.pretrained.io import INDEX_FILES, WEIGHT_FILES, _shards
+from zoo.pretrained.io import INDEX_FILES, WEIGHT_FILES, shard_names
 from zoo.pretrained.tensor_map import Op, ShapeMismatch
 
 Shapes = Mapping[str, tuple[int, ...]]
@@ -32,7 +32,7 @@ def header_shapes(folder: Path) -> tuple[dict[str, tuple[int, ...]], Path] | Non
     if single.is_file():
         files, source = [single], single
     elif index.is_file():
-        files, source = [folder / name for name in _shards(index)], index
+        files, source = [folder / name for name in shard_names(index)], index
     else:
         return None
     shapes: dict[str, tuple[int, ...]] = {}

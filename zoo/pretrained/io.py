@@ -123,7 +123,7 @@ def read_weights(path: str | Path) -> tuple[dict[str, torch.Tensor], Path]:
         index = folder / index_name
         if index.is_file():
             tensors: dict[str, torch.Tensor] = {}
-            for shard in _shards(index):
+            for shard in shard_names(index):
                 tensors.update(_read_file(folder / shard))
             return tensors, index
     raise FileNotFoundError(
@@ -132,7 +132,7 @@ def read_weights(path: str | Path) -> tuple[dict[str, torch.Tensor], Path]:
     )
 
 
-def _shards(index: Path) -> list[str]:
+def shard_names(index: Path) -> list[str]:
     """The shard file names a `*.index.json` maps tensors to."""
     data = _read_json(index)
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
@@ -246,13 +246,13 @@ def _finish_interrupted_save(folder: Path) -> None:
 
 def _remove_stale_weights(folder: Path) -> None:
     """Delete the weight files an older checkpoint left beside the new `model.safetensors`:
-    `pytorch_model.bin`, the index files and the weight files they name (`_shards` allows plain names in this
-    folder only; an index that does not parse names none)."""
+    `pytorch_model.bin`, the index files and the weight files they name (`shard_names` allows plain names in
+    this folder only; an index that does not parse names none)."""
     for index in (folder / name for name in INDEX_FILES):
         if not index.is_file():
             continue
         try:
-            names = _shards(index)
+            names = shard_names(index)
         except (OSError, ValueError):
             names = []
         for name in names:
