@@ -1,7 +1,9 @@
 """`python -m zoo.training.consolidate ckpt=<sharded folder> out=<file.ckpt>`: one checkpoint file from the
 shards every rank wrote (trainer=fsdp, trainer.sharded_checkpoint=true), for tools and machines that want a
 single file; `zoo.load`, generate.py, evaluate.py and export.py (format=hf too) also read the folder as it
-is. Bad input is one `error:` line and exit code 1."""
+is. `out=` is a new file or one consolidate wrote before (zoo.outputs); anything else, a folder or a place
+that cannot be written is refused naming it before a shard is read. Bad input is one `error:` line and exit
+code 1."""
 
 from __future__ import annotations
 
