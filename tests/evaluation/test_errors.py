@@ -43,7 +43,7 @@ def lm_checkpoint(tmp_path):
     (["data=text", "data.files={corpus}", "generation.num_beams=0"],
      "generation.num_beams must be an integer >= 1"),
     (["data=text", "data.files={corpus}", "split=train"],
-     "split must be one of 'auto', 'val', 'test', got 'train'"),
+     "split must be one of 'auto', 'val', 'test', 'all', got 'train'"),
 ])
 def test_bad_config_is_one_error(lm_checkpoint, make_eval_cfg, overrides, message):
     ckpt, corpus = lm_checkpoint

@@ -100,18 +100,20 @@ def open_data(
     cache_dir: str | os.PathLike | None = None,
     seed: int = 0,
     tokenizer: ZooTokenizer | None = None,
+    whole: bool = False,
 ) -> tuple[ZooTokenizer, ZooDataModule]:
     """Read (or generate) the data, train or reuse the tokenizer, tokenize into the cache and return
     ``(tokenizer, datamodule)``. The data's reader (a task: zoo.tasks.build_data) gives the `corpus_kind` it
     reads (another kind: CorpusKindError), `check_tokenizer` (run before any text is encoded) and
     `datamodule(entry, loader, **common)`; `tokenizer`: the one `tokenizer_cfg` reads, when already built
-    (init_from's shipped one). Bad input: ValueError/FileNotFoundError, before training."""
+    (init_from's shipped one); `whole`: every example in each split (load_source). Bad input:
+    ValueError/FileNotFoundError, before training."""
     cache_dir = open_cache_dir(cache_dir)
     for leftover in sweep(cache_dir, ENTRY_NAMES, shared=True):
         log.info("removed %s, left by an interrupted cache build", leftover)
     data_cfg, tokenizer_cfg = plain_dict(data_cfg, "data"), plain_dict(tokenizer_cfg, "tokenizer")
     validate_tokenizer_cfg(tokenizer_cfg)
-    corpus = load_source(data_cfg, seed, corpus_kind)
+    corpus = load_source(data_cfg, seed, corpus_kind, whole=whole)
     if corpus.kind != corpus_kind:
         raise CorpusKindError(f"data={data_cfg['name']} gives {corpus.kind} examples", corpus.kind)
     tokenizer_docs = corpus.tokenizer_docs()

@@ -23,10 +23,11 @@ from zoo.options import ANY, MAPPING, TEXT, Options, integer, one_of, optional
 from zoo.outputs import Output
 from zoo.tasks.evaluating import EvalOptions, resolve_split
 
+WHOLE = "all"  # split=all: every example of the data (a user's file scored whole, nothing held out)
 # generation.*: the decoding keys a task's evaluation passes on, with the library's rules (null: its default)
 GENERATION_OPTIONS = DECODING.only("num_beams", "length_penalty", "max_new_tokens", "early_stopping")
 EVALUATE_OPTIONS = Options({
-    "ckpt": TEXT, "split": one_of("auto", "val", "test"), "batch_size": integer(1),
+    "ckpt": TEXT, "split": one_of("auto", "val", "test", WHOLE), "batch_size": integer(1),
     "max_examples": optional(integer(1)), "device": one_of("auto", "cpu", "cuda"), "seed": integer(0),
     "output": optional(TEXT), "name": TEXT, "data": MAPPING, "paths": MAPPING, "generation": MAPPING,
     "hydra": ANY,
@@ -76,7 +77,7 @@ def open_checkpoint(path: str):
 
 def evaluate(cfg: DictConfig | Mapping[str, Any]) -> EvalReport:
     """Evaluate `cfg.ckpt` on `cfg.data`'s split `cfg.split`; writes `cfg.output` (JSON) when set."""
-    from zoo.data.sources.base import check_data_cfg
+    from zoo.data.sources.base import check_data_cfg, whole_sources
     from zoo.tasks import build_data
 
     resolved = plain(cfg, "python evaluate.py ckpt=outputs/train/runs/<time>/checkpoints/best.ckpt")
@@ -87,17 +88,22 @@ def evaluate(cfg: DictConfig | Mapping[str, Any]) -> EvalReport:
     model, tokenizer, task = open_checkpoint(resolved["ckpt"])
     data_cfg = resolve_data(resolved["data"], task)
     checked(check_data_cfg, data_cfg)
+    if resolved["split"] == WHOLE and data_cfg["name"] not in whole_sources():
+        raise ConfigError(f"split={WHOLE} scores a file of yours whole; data={data_cfg['name']} reads none "
+                          f"(its splits are fixed: use split=auto, val or test); sources that read a file: "
+                          f"{', '.join(whole_sources())}")
     # the data is tokenized with the checkpoint's own tokenizer, read by tokenizer=file from a scratch folder
     # of its own: never a `tokenizer/` next to the output, which may be an export's or the user's
     with tempfile.TemporaryDirectory(prefix="zoo-evaluate-") as scratch:
         tokenizer_dir = tokenizer.save(Path(scratch) / "tokenizer")
         try:
+            whole = resolved["split"] == WHOLE
             data_tokenizer, datamodule = build_data(
                 data_cfg, {"name": "file", "path": str(tokenizer_dir)}, task=task,
                 max_seq_len=model.config.max_seq_len, batch_size=resolved["batch_size"],
-                cache_dir=resolved["paths"].get("cache_dir"), seed=resolved["seed"],
+                cache_dir=resolved["paths"].get("cache_dir"), seed=resolved["seed"], whole=whole,
             )
-            split = resolve_split(datamodule, resolved["split"])
+            split = "val" if whole else resolve_split(datamodule, resolved["split"])  # whole: val holds all
         except (ValueError, FileNotFoundError) as e:
             raise ConfigError(f"{e} (checkpoint {resolved['ckpt']} holds a model for task "
                               f"{task.name})") from None
@@ -117,7 +123,7 @@ def evaluate(cfg: DictConfig | Mapping[str, Any]) -> EvalReport:
     model.to(auto if device == "auto" else device)
     metrics = task.evaluate(model, tokenizer, datamodule, split, EvalOptions(resolved["max_examples"], gen))
     metrics = {k: float(v) for k, v in metrics.items()}
-    report = EvalReport(resolved["ckpt"], task.name, data_cfg, split, metrics)
+    report = EvalReport(resolved["ckpt"], task.name, data_cfg, WHOLE if whole else split, metrics)
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         with atomic_file(output) as f:

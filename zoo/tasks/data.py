@@ -23,10 +23,11 @@ def build_data(
     cache_dir: str | os.PathLike | None = None,
     seed: int = 0,
     tokenizer: ZooTokenizer | None = None,
+    whole: bool = False,
 ) -> tuple[ZooTokenizer, ZooDataModule]:
     """``open_data`` for ``task`` (a Task or its name): ``(tokenizer, datamodule)``, the data read, tokenized
-    and cached (``tokenizer``: the one ``tokenizer_cfg`` reads, already built). Bad input raises
-    ValueError/FileNotFoundError before training."""
+    and cached (``tokenizer``: the one ``tokenizer_cfg`` reads, already built; ``whole``: every example in
+    each split, evaluate.py split=all). Bad input raises ValueError/FileNotFoundError before training."""
     if isinstance(task, str):
         if task not in TASKS:
             raise ValueError(f"task={task!r} is unknown; known: {TASKS.names()}")
@@ -35,7 +36,7 @@ def build_data(
         return open_data(data_cfg, tokenizer_cfg, corpus_kind=task.corpus_kind,
                          check_tokenizer=task.check_tokenizer, datamodule=task.datamodule,
                          max_seq_len=max_seq_len, batch_size=batch_size, cache_dir=cache_dir, seed=seed,
-                         tokenizer=tokenizer)
+                         tokenizer=tokenizer, whole=whole)
     except CorpusKindError as e:
         fits = [t.name for t in all_tasks() if t.corpus_kind == e.kind]
         raise ValueError(f"{e}, which suit task {fits}, not task={task.name!r}") from None

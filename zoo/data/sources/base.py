@@ -157,7 +157,9 @@ LOADER_OPTIONS = Options({
     "max_answer_len": optional(integer(1)),  # QA: tokens of a predicted answer at most (null: 30)
 })
 LOADER_KEYS = set(LOADER_OPTIONS.rules)
-INJECTED = ("seed", "kind")  # what load_source passes a source that takes it, not data.* keys
+# what load_source passes a source that takes it, not data.* keys; `whole`: every example in every split, no
+# held-out fraction (evaluate.py split=all scores a user's file whole); sources reading a user file take it
+INJECTED = ("seed", "kind", "whole")
 
 
 def register_source(name: str) -> Callable[[SourceFn], SourceFn]:
@@ -180,20 +182,37 @@ def check_data_cfg(cfg: dict[str, Any]) -> None:
     check_entry("data", cfg.get("name"), cfg, data_options, SOURCES)
 
 
-def load_source(cfg: dict[str, Any], seed: int, kind: str | None = None) -> Any:
+def load_source(cfg: dict[str, Any], seed: int, kind: str | None = None, whole: bool = False) -> Any:
     """Validate ``cfg`` against the source's parameters and load it. A source that takes ``kind`` (one
-    that can give any corpus kind, e.g. ``hf``) is told the kind the task needs."""
+    that can give any corpus kind, e.g. ``hf``) is told the kind the task needs; ``whole=True`` asks for
+    every example of the data in each split (a source that cannot: ValueError naming those that can)."""
     check_data_cfg(cfg)
     source, keys = SOURCES.get(cfg["name"]), source_keys(cfg["name"])
     params = inspect.signature(source).parameters
-    injected = {k: v for k, v in zip(INJECTED, (seed, kind or "text"), strict=True) if k in params}
+    if whole and "whole" not in params:
+        raise ValueError(f"data={cfg['name']} has fixed splits and reads no file of yours, so it cannot be "
+                         f"scored whole; sources read whole: {', '.join(whole_sources())}")
+    values = (seed, kind or "text", whole)
+    injected = {k: v for k, v in zip(INJECTED, values, strict=True) if k in params}
     return source(**{k: v for k, v in cfg.items() if k in keys}, **injected)
+
+
+def whole_sources() -> list[str]:
+    """The sources that can give their data whole (load_source(..., whole=True)): those reading your file."""
+    return [name for name in SOURCES.names() if "whole" in inspect.signature(SOURCES.get(name)).parameters]
 
 
 def check_fraction(value: float, key: str = "data.val_fraction") -> None:
     """A fraction strictly between 0 and 1, else the one ValueError every source gives."""
     if not 0.0 < value < 1.0:
         raise ValueError(f"{key}={value!r} must be in (0, 1)")
+
+
+def check_not_whole(whole: bool, key: str, value: Any) -> None:
+    """A source's own validation data (`key`, e.g. data.val_path) has no place when the data is read whole."""
+    if whole and value is not None:
+        raise ValueError(f"{key}={value!r}: the data is read whole (evaluate.py split=all scores every "
+                         f"example of data.path), so there is no separate validation data; leave {key} out")
 
 
 def hash_fraction(text: str) -> float:
@@ -206,9 +225,12 @@ def val_count(n: int, val_fraction: float) -> int:
     return min(n - 1, max(1, round(n * val_fraction)))
 
 
-def split_rows(rows: list, val_fraction: float, seed: int) -> tuple[list, list]:
-    """A seeded shuffle of ``rows`` into (train, val), each in the original order; both non-empty."""
+def split_rows(rows: list, val_fraction: float, seed: int, whole: bool = False) -> tuple[list, list]:
+    """A seeded shuffle of ``rows`` into (train, val), each in the original order; both non-empty. ``whole``:
+    every row in both, in file order (nothing held out: the data scored whole)."""
     check_fraction(val_fraction)
+    if whole:
+        return list(rows), list(rows)
     if len(rows) < 2:
         raise ValueError(f"need at least 2 examples to make a train/validation split, got {len(rows)}")
     order = list(range(len(rows)))

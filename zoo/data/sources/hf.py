@@ -27,6 +27,7 @@ from zoo.data.sources.base import (
     PairCorpus,
     TextCorpus,
     check_fraction,
+    check_not_whole,
     hash_fraction,
     register_source,
 )
@@ -296,9 +297,9 @@ def open_dataset(path: str | Sequence[str], format: str, config: str | None,
 
 
 def splits(ds: Any, origin: str, train_split: str, val_split: str | None, val_fraction: float,
-           seed: int, files: Sequence[str] = ()) -> tuple[Split, Split]:
+           seed: int, files: Sequence[str] = (), whole: bool = False) -> tuple[Split, Split]:
     """(train, validation): the named splits, or, with ``val_split=null``, ``val_fraction`` of the train
-    rows."""
+    rows; ``whole``: every row of the train split in both."""
     named = dict(ds.items()) if hasattr(ds, "keys") else {"train": ds}
     for key, name in (("train_split", train_split), ("val_split", val_split)):
         if name is not None and name not in named:
@@ -312,6 +313,8 @@ def splits(ds: Any, origin: str, train_split: str, val_split: str | None, val_fr
                 Split(named[val_split], f"split {val_split!r} of {origin}", files=files))
     check_fraction(val_fraction)
     where = f"split {train_split!r} of {origin}"
+    if whole:
+        return Split(train, where, files=files), Split(train, where, files=files)
     return (Split(train, where, (seed, val_fraction, False), files),
             Split(train, f"the held-out {val_fraction:.0%} of {where}", (seed, val_fraction, True), files))
 
@@ -424,12 +427,15 @@ def load_hf(
     tags_field: str = "ner_tags",
     seed: int = 0,
     kind: str = "text",
+    whole: bool = False,
 ) -> TextCorpus | PairCorpus | LabelledCorpus:
-    """A ``datasets`` dataset as the corpus ``kind`` the task needs (text, pairs or labelled)."""
+    """A ``datasets`` dataset as the corpus ``kind`` the task needs (text, pairs or labelled); ``whole``:
+    every row of ``train_split`` in both splits."""
     if kind not in CORPUS_READERS:
         raise ValueError(f"data=hf cannot give {kind!r} examples; it gives {sorted(CORPUS_READERS)}")
+    check_not_whole(whole, "data.val_split", val_split)
     ds, origin, files = open_dataset(path, format, config, streaming)
-    train, val = splits(ds, origin, train_split, val_split, val_fraction, seed, files)
+    train, val = splits(ds, origin, train_split, val_split, val_fraction, seed, files, whole)
     fields = {"text_field": text_field, "src_field": src_field, "tgt_field": tgt_field,
               "label_field": label_field, "tokens_field": tokens_field, "tags_field": tags_field}
     return CORPUS_READERS[kind](train, val, fields)

@@ -17,7 +17,7 @@ from zoo.data.cache import RaggedIds, id_dtype
 from zoo.data.documents import Documents, TextList
 from zoo.data.qa import char_span_tokens
 from zoo.data.readers import _jsonl_records, _require_rows
-from zoo.data.sources.base import Encoded, HeldCorpus, register_source, split_rows
+from zoo.data.sources.base import Encoded, HeldCorpus, check_not_whole, register_source, split_rows
 from zoo.data.sources.hf import CORPUS_READERS, Split, nonempty
 
 FIELDS = ("question", "context", "answers")
@@ -137,13 +137,14 @@ def read_squad(path: str | Path) -> list[QAExample]:
 
 @register_source("squad")
 def load_squad(*, path: str, val_path: str | None = None, val_fraction: float = 0.1,
-               seed: int = 0) -> QACorpus:
+               seed: int = 0, whole: bool = False) -> QACorpus:
     """SQuAD-style JSONL; validation is ``val_path`` when given, else a seeded ``val_fraction`` of
-    ``path``."""
+    ``path`` (``whole``: every example in both splits)."""
+    check_not_whole(whole, "data.val_path", val_path)
     rows = read_squad(path)
     if val_path is not None:
         return QACorpus(rows, read_squad(val_path))
-    return QACorpus(*split_rows(rows, val_fraction, seed))
+    return QACorpus(*split_rows(rows, val_fraction, seed, whole))
 
 
 # ------------------------------------------------------------------------------------------ data=hf

@@ -16,7 +16,7 @@ from typing import Any
 
 from zoo.data.documents import Documents, TextList
 from zoo.data.readers import _jsonl_records, _require_rows
-from zoo.data.sources.base import Encoded, HeldCorpus, register_source, split_rows
+from zoo.data.sources.base import Encoded, HeldCorpus, check_not_whole, register_source, split_rows
 from zoo.data.sources.hf import CORPUS_READERS, Split, nonempty
 from zoo.data.tagging import align_words, check_tag
 
@@ -104,14 +104,16 @@ def read_tagged(path: str | Path, tokens_field: str = "tokens", tags_field: str 
 
 @register_source("token_tags")
 def load_token_tags(*, path: str, val_path: str | None = None, tokens_field: str = "tokens",
-                    tags_field: str = "tags", val_fraction: float = 0.1, seed: int = 0) -> TaggedCorpus:
-    """Tagged JSONL; validation is ``val_path`` when given, else a seeded ``val_fraction`` of ``path``. A tag
-    found only in validation is refused (`check_val_tags`)."""
+                    tags_field: str = "tags", val_fraction: float = 0.1, seed: int = 0,
+                    whole: bool = False) -> TaggedCorpus:
+    """Tagged JSONL; validation is ``val_path`` when given, else a seeded ``val_fraction`` of ``path``
+    (``whole``: every sentence in both). A tag found only in validation is refused (`check_val_tags`)."""
+    check_not_whole(whole, "data.val_path", val_path)
     rows = read_tagged_lines(path, tokens_field, tags_field)
     if val_path is not None:
         train, val, origin = rows, read_tagged_lines(val_path, tokens_field, tags_field), f"data.path={path}"
     else:
-        train, val = split_rows(rows, val_fraction, seed)
+        train, val = split_rows(rows, val_fraction, seed, whole)
         origin = f"the rest of data.path={path} after data.val_fraction={val_fraction}, data.seed={seed}"
     check_val_tags([s for _, s in train], val, origin, tags_field)
     return TaggedCorpus.of([s for _, s in train], [s for _, s in val])

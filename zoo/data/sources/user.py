@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 
-from zoo.data.documents import FileSpans, file_spans
+from zoo.data.documents import FileSpan, FileSpans, file_spans
 from zoo.data.readers import expand_files, read_labelled, read_pairs
 from zoo.data.sources.base import (
     LabelledCorpus,
@@ -17,12 +18,17 @@ from zoo.data.sources.base import (
 
 
 @register_source("text")
-def load_text(*, files: str | Sequence[str], val_fraction: float = 0.1) -> TextCorpus:
+def load_text(*, files: str | Sequence[str], val_fraction: float = 0.1, whole: bool = False) -> TextCorpus:
     """One file, several files or a glob, read lazily (any size): each file's tail (``val_fraction`` of its
-    bytes, cut after a newline) becomes validation text. UTF-8 is checked as the text is read."""
+    bytes, cut after a newline) becomes validation text (``whole``: every file whole in both splits). UTF-8
+    is checked as the text is read."""
     check_fraction(val_fraction)
     paths = expand_files(files)
-    train, val = file_spans(paths, val_fraction)
+    if whole:
+        spans = [FileSpan(path, 0, os.path.getsize(path)) for path in paths]
+        train = val = [span for span in spans if span.has_text()]
+    else:
+        train, val = file_spans(paths, val_fraction)
     if not train:
         names = ", ".join(str(p) for p in paths[:5]) + (" ..." if len(paths) > 5 else "")
         raise ValueError(f"data.files: corpus is empty or whitespace-only ({names})")
@@ -40,9 +46,11 @@ def load_pairs(
     tgt_field: str = "tgt",
     val_fraction: float = 0.1,
     seed: int = 0,
+    whole: bool = False,
 ) -> PairCorpus:
-    """TSV (``src<TAB>tgt``) or JSONL pairs with a seeded train/validation split."""
-    return PairCorpus(*split_rows(read_pairs(path, format, src_field, tgt_field), val_fraction, seed))
+    """TSV (``src<TAB>tgt``) or JSONL pairs with a seeded train/validation split (``whole``: all pairs in
+    both)."""
+    return PairCorpus(*split_rows(read_pairs(path, format, src_field, tgt_field), val_fraction, seed, whole))
 
 
 @register_source("classification")
@@ -53,11 +61,13 @@ def load_classification(
     label_field: str = "label",
     val_fraction: float = 0.1,
     seed: int = 0,
+    whole: bool = False,
 ) -> LabelledCorpus:
-    """Labelled JSONL; labels sorted and mapped to ids ``0..K-1``."""
+    """Labelled JSONL; labels sorted and mapped to ids ``0..K-1`` (``whole``: all examples in both
+    splits)."""
     rows = read_labelled(path, text_field, label_field)
     label_names, to_id = label_ids((label for _, label in rows), f"{path}: field {label_field!r}")
-    train, val = split_rows([(text, to_id[label]) for text, label in rows], val_fraction, seed)
+    train, val = split_rows([(text, to_id[label]) for text, label in rows], val_fraction, seed, whole)
     return LabelledCorpus(train, val, label_names)
 
 
