@@ -6,16 +6,18 @@ from __future__ import annotations
 import math
 import os
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
+from zoo.apps import ConfigError
 from zoo.checkpoint import read_checkpoint
 from zoo.training.callbacks import NonFiniteLossError
 from zoo.training.module import ValidationLoss, ZooLightningModule
 from zoo.training.run import train
 
-from .conftest import TINY_LM, train_losses
+from .conftest import TINY_LM
 
 pytestmark = pytest.mark.e2e  # trains, spawns processes or drives a browser: outside the inner loop
 
@@ -46,15 +48,18 @@ def saved_step(path) -> int:
     return read_checkpoint(path)["global_step"]
 
 
-def test_last_is_the_final_step_and_a_finished_run_resumes_to_nothing(make_cfg, monkeypatch):
+def test_last_is_the_final_step_and_a_finished_run_is_not_resumed(make_cfg, monkeypatch):
     patch_val_loss(monkeypatch, worsening)
     common = [*TINY_LM, "trainer.max_steps=7", "eval_every=3"]  # validations at 3 and 6, fit ends at 7
     first = train(make_cfg(common, run="first"))
     assert saved_step(first.best_checkpoint) == 3  # the best val/loss
     assert saved_step(first.last_checkpoint) == 7  # the latest state, though val/loss never improved
-    again = train(make_cfg([*common, "ckpt_path=last"], run="again"))
-    logged = again.output_dir / "csv" / "metrics.csv"
-    assert not logged.exists() or not train_losses(again.output_dir)  # nothing retrained
+    again = make_cfg([*common, "ckpt_path=last"], run="again")
+    with pytest.raises(ConfigError, match=r"is finished: it is at step 7 and trainer.max_steps=7, so "
+                                          r"nothing would train. To train on, resume with a larger "
+                                          r"trainer.max_steps"):
+        train(again)  # it would retrain nothing (tests/training/test_resume_refusals.py)
+    assert not Path(again.paths.output_dir).exists()
 
 
 def test_non_finite_training_stop_keeps_the_latest_validation(make_cfg, monkeypatch):
