@@ -29,18 +29,20 @@ def tiny(max_seq_len: int = 64):
 
 @contextmanager
 def serving(model, tok, **options) -> Iterator[tuple[str, object]]:
-    """(base URL ending in /v1, Served) of a server running until the block ends."""
+    """(base URL ending in /v1, Served) of a server running until the block ends; `options` are
+    served_model's and create_app's (api_key, max_body_mb)."""
     from zoo.serving.cli import served_model, start_server
 
     start = options.pop("start", True)
+    app_options = {k: options.pop(k) for k in ("api_key", "max_body_mb") if k in options}
     served = served_model(model, tok, NAME, **options) if start else _unstarted(model, tok, **options)
-    server, thread, port = start_server(served)
+    server, thread, port = start_server(served, **app_options)
     try:
         yield f"http://127.0.0.1:{port}/v1", served
     finally:
         server.should_exit = True
         thread.join(timeout=10)
-        served.engine.close()
+        served.close()
 
 
 def _unstarted(model, tok, **options):

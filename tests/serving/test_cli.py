@@ -28,6 +28,12 @@ ROOT = Path(__file__).resolve().parents[2]
     (["ckpt=a.ckpt", "timeout=0"], "timeout must be a number of seconds > 0"),
     (["ckpt=a.ckpt", "port=eighty"], "port='eighty' is not an integer."),
     (["ckpt=a.ckpt", "device=tpu"], "device='tpu' is not available"),
+    (["ckpt=a.ckpt", "host=0.0.0.0"], "host=0.0.0.0 accepts connections from other machines, and no API key"),
+    (["ckpt=a.ckpt", "host=example.org"], "give api_key=<key> (or set ZOO_API_KEY)"),
+    (["ckpt=a.ckpt", "api_key="], "api_key must not be empty"),
+    (["ckpt=a.ckpt", "max_body_mb=0"], "max_body_mb must be a number of MiB > 0, got 0"),
+    (["ckpt=a.ckpt", "prepare_timeout=-1"], "prepare_timeout must be a number of seconds > 0"),
+    (["ckpt=a.ckpt", "prepare_workers=0"], "prepare_workers must be an integer >= 1, got 0"),
 ])
 def test_bad_options_fail_before_anything_is_opened(argv, message):
     with pytest.raises(ValueError, match=None) as err:
@@ -35,7 +41,25 @@ def test_bad_options_fail_before_anything_is_opened(argv, message):
     assert message in str(err.value)
 
 
-def test_defaults():
+@pytest.mark.parametrize(("argv", "env", "key"), [
+    (["host=0.0.0.0", "api_key=s3cret"], None, "s3cret"),
+    (["host=0.0.0.0"], "from-env", "from-env"),
+    (["host=0.0.0.0", "api_key=mine"], "from-env", "mine"),
+    (["host=0.0.0.0", "insecure_no_key=true"], None, None),
+    (["host=::1"], None, None),
+    (["host=localhost"], None, None),
+])
+def test_api_key_from_the_command_line_or_the_environment(monkeypatch, argv, env, key):
+    """A non-loopback host needs a key (api_key=, else $ZOO_API_KEY) or an explicit insecure_no_key=true."""
+    if env is None:
+        monkeypatch.delenv("ZOO_API_KEY", raising=False)
+    else:
+        monkeypatch.setenv("ZOO_API_KEY", env)
+    assert parse_overrides(["ckpt=a.ckpt", *argv]).api_key == key
+
+
+def test_defaults(monkeypatch):
+    monkeypatch.delenv("ZOO_API_KEY", raising=False)
     cfg = parse_overrides(["ckpt=x.ckpt"])
     assert cfg == ServeConfig(ckpt="x.ckpt") and (cfg.host, cfg.port) == ("127.0.0.1", 8000)
 
@@ -58,7 +82,7 @@ def test_checkpoint_and_hf_folder_open_to_the_same_served_model(tmp_path, monkey
             torch.testing.assert_close(served.model(ids).logits, model(ids).logits)
             assert served.tokenizer.encode("the cat") == tok.encode("the cat")
         finally:
-            served.engine.close()
+            served.close()
     assert loads == [str(ckpt)]  # the checkpoint is read once (zoo.apps.open_model)
 
 
@@ -81,7 +105,7 @@ def test_longrope_models_are_served_up_to_their_original_length():
         assert [s.context for s in served] == [8, 64]
     finally:
         for s in served:
-            s.engine.close()
+            s.close()
 
 
 def test_help_needs_no_server_packages():

@@ -63,6 +63,15 @@ CASES = [
     ("chat/completions", {**CHAT, "messages": [{"role": "robot", "content": "hi"}]}, 400, "messages", None),
     ("chat/completions", {**CHAT, "messages": []}, 400, "messages", None),
     ("chat/completions", {**CHAT, "prompt": "x"}, 400, "prompt", None),
+    # issue 41 item 5: were bare text/plain 500s
+    ("completions", b'{"model": "tiny-zoo", "prompt": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", 400, None,
+     None),
+    ("completions", b'{"model": "tiny-zoo", "prompt": "a\\ud800b"}', 400, "prompt", "invalid_value"),
+    ("chat/completions", b'{"model": "tiny-zoo", "messages": [{"role": "user", "content": "\\udfff"}]}', 400,
+     "messages", "invalid_value"),
+    ("completions", b'{"model": "tiny-zoo", "prompt": "a", "max_tokens": 1' + b"0" * 5000 + b"}", 400, None,
+     None),
+    ("completions", {**GOOD, "logit_bias": {"1" * 5000: 1}}, 400, "logit_bias", "invalid_value"),
 ]
 
 

@@ -7,10 +7,11 @@ at the next step boundary."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi import Request as HTTPRequest
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -20,21 +21,27 @@ from zoo.generation.config import GenerationConfig
 from zoo.generation.logits import Choice
 from zoo.generation.stopping import RowStop
 from zoo.serving.engine import QueueFull, Sequence
+from zoo.serving.guard import DEFAULT_MAX_BODY_MB, key_check, read_body
 from zoo.serving.logprobs import TokenLogprob
 from zoo.serving.mailbox import Mailbox
 from zoo.serving.penalties import Penalties
-from zoo.serving.protocol import APIError, Request, parse_json, read_request
+from zoo.serving.prepare import check_model
+from zoo.serving.protocol import APIError, Request
 from zoo.serving.run import Run
+from zoo.serving.schema import request_body
 from zoo.serving.served import Served
 
 __all__ = ["Served", "create_app", "choice_for"]
 
-COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions; chat defaults to the context left
+log = logging.getLogger(__name__)
 
 
-def create_app(served: Served) -> FastAPI:
-    """The ASGI application for `served` (its engine must be started by the caller)."""
-    app = FastAPI(title="zoo", docs_url=None, redoc_url=None, openapi_url=None)
+def create_app(served: Served, *, api_key: str | None = None,
+               max_body_mb: float = DEFAULT_MAX_BODY_MB) -> FastAPI:
+    """The ASGI application for `served` (its engine must be started by the caller). `api_key`: every route
+    wants `Authorization: Bearer <api_key>`; `max_body_mb`: larger request bodies get 413."""
+    app = FastAPI(title="zoo", docs_url=None, redoc_url=None, openapi_url="/openapi.json",
+                  dependencies=[Depends(key_check(api_key))] if api_key else [])
     app.state.served = served
     app.state.mailbox = None  # made on the first request, in the server's event loop
 
@@ -52,26 +59,30 @@ def create_app(served: Served) -> FastAPI:
     async def validation_error(_request: HTTPRequest, e: RequestValidationError) -> JSONResponse:
         return JSONResponse(APIError(400, str(e)).body(), status_code=400)
 
+    @app.exception_handler(Exception)
+    async def server_error(_request: HTTPRequest, e: Exception) -> JSONResponse:  # a bug: still a JSON body
+        log.exception("request failed")
+        error = APIError(500, f"The server failed: {type(e).__name__}.", type="server_error")
+        return JSONResponse(error.body(), status_code=500)
+
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
         return {"object": "list", "data": [_model_card(served)]}
 
     @app.get("/v1/models/{model_id:path}")
     async def model(model_id: str) -> dict[str, Any]:
-        _check_model(served, model_id)
+        check_model(served.limits, model_id)
         return _model_card(served)
 
     async def complete(request: HTTPRequest, endpoint: str):
-        req = read_request(parse_json(await request.body()), endpoint)
-        _check_model(served, req.model)
-        _check_bias(served, req)
-        prompts = _prompt_ids(served, req)
-        max_tokens = _max_tokens(served, req, prompts)
+        raw = await read_body(request, max_body_mb)
+        prepared = await served.workers.prepare(raw, endpoint, wait=served.timeout)  # off the event loop
+        req, prompts = prepared.request, prepared.prompts
         queue: asyncio.Queue = asyncio.Queue()
         loop = asyncio.get_running_loop()
         if app.state.mailbox is None or app.state.mailbox.loop is not loop:
             app.state.mailbox = Mailbox(loop)
-        seqs = _sequences(served, req, prompts, max_tokens, queue, app.state.mailbox)
+        seqs = _sequences(served, req, prompts, prepared.max_tokens, queue, app.state.mailbox)
         try:
             served.engine.submit(seqs)
         except QueueFull as e:
@@ -83,11 +94,11 @@ def create_app(served: Served) -> FastAPI:
                                      headers={"Cache-Control": "no-cache"})
         return JSONResponse(await run.whole(request.is_disconnected))
 
-    @app.post("/v1/completions")
+    @app.post("/v1/completions", openapi_extra=request_body("completion", served.name))
     async def completions(request: HTTPRequest):
         return await complete(request, "completion")
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", openapi_extra=request_body("chat", served.name))
     async def chat_completions(request: HTTPRequest):
         return await complete(request, "chat")
 
@@ -97,69 +108,6 @@ def create_app(served: Served) -> FastAPI:
 def _model_card(served: Served) -> dict[str, Any]:
     return {"id": served.name, "object": "model", "created": served.created, "owned_by": "zoo",
             "max_model_len": served.context}
-
-
-def _check_model(served: Served, name: str) -> None:
-    if name != served.name:
-        raise APIError(404, f"The model `{name}` does not exist; this server serves `{served.name}`.",
-                       param="model", code="model_not_found")
-
-
-def _check_bias(served: Served, req: Request) -> None:
-    vocab = served.model.config.vocab_size
-    bad = [t for t in req.logit_bias if t >= vocab]
-    if bad:
-        raise APIError(400, f"Invalid key in 'logit_bias': {bad[0]} is not a token id of this model (its "
-                            f"vocabulary is [0, {vocab})).", param="logit_bias", code="invalid_value")
-
-
-def _prompt_ids(served: Served, req: Request) -> list[list[int]]:
-    """Token ids of each prompt: text encoded without special tokens (as generate.py does), token ids as
-    given (checked against the vocabulary), a chat under the tokenizer's chat template."""
-    tok, vocab = served.tokenizer, served.model.config.vocab_size
-    if req.endpoint == "chat":
-        try:
-            return [tok.chat_ids(_text_parts(req.messages))]
-        except ValueError as e:
-            raise APIError(400, f"Invalid 'messages': {e}", param="messages") from None
-    prompts = []
-    for i, prompt in enumerate(req.prompts):
-        ids = tok.encode(prompt) if isinstance(prompt, str) else prompt
-        if not ids:
-            raise APIError(400, f"Invalid 'prompt': prompt {i} encodes to no tokens; give some text.",
-                           param="prompt")
-        bad = [t for t in ids if not 0 <= t < vocab]
-        if bad:
-            raise APIError(400, f"Invalid 'prompt': token ids {bad[:5]} are outside the vocabulary "
-                                f"[0, {vocab}).", param="prompt")
-        prompts.append(ids)
-    return prompts
-
-
-def _text_parts(messages: list[Any]) -> list[Any]:
-    """OpenAI's content parts ([{"type": "text", "text": ...}, ...]) joined into one string per message."""
-    out = []
-    for m in messages:
-        content = m.get("content") if isinstance(m, dict) else None
-        if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text"
-                                             and isinstance(p.get("text"), str) for p in content):
-            m = {**m, "content": "".join(p["text"] for p in content)}
-        out.append(m)
-    return out
-
-
-def _max_tokens(served: Served, req: Request, prompts: list[list[int]]) -> int:
-    longest = max(len(p) for p in prompts)
-    default = COMPLETION_DEFAULT_MAX_TOKENS if req.endpoint == "completion" else served.context - longest
-    wanted = default if req.max_tokens is None else req.max_tokens
-    if longest + max(wanted, 0) > served.context or longest >= served.context:
-        param = "messages" if req.endpoint == "chat" else "prompt"
-        raise APIError(400, f"This model's maximum context length is {served.context} tokens. However, you "
-                            f"requested {longest + wanted} tokens ({longest} in the {param}, {wanted} in the "
-                            "completion). "
-                            "Please reduce the length of the prompt or the completion.",
-                       param=param, code="context_length_exceeded")
-    return wanted
 
 
 def choice_for(req: Request, k: int, device: Any = "cpu") -> Choice:

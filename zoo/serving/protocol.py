@@ -33,12 +33,37 @@ def parse_json(raw: bytes) -> dict[str, Any]:
     """The request body as a JSON object, or a 400 saying why not."""
     try:
         body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except RecursionError:
+        raise APIError(400, "We could not parse the JSON body of your request: it nests arrays or objects "
+                            "deeper than this server reads.") from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, an integer of more than 4300 digits
         raise APIError(400, f"We could not parse the JSON body of your request ({e}). The body must be one "
                             "JSON object, e.g. {\"model\": ..., \"prompt\": ...}.") from None
     if not isinstance(body, dict):
         raise APIError(400, f"The request body must be a JSON object, got a JSON {_json_type(body)}.")
+    _check_unicode(body)
     return body
+
+
+def _check_unicode(body: dict[str, Any]) -> None:
+    """Every string of the body is valid Unicode: JSON's `\\ud800` escapes decode to lone surrogates, which
+    no tokenizer encodes and no response can carry."""
+    stack: list[tuple[str, Any]] = [(name, value) for name, value in body.items()]
+    stack += [(name, name) for name in body]
+    while stack:
+        field, value = stack.pop()
+        if isinstance(value, dict):
+            stack += [(field, v) for v in value.values()] + [(field, k) for k in value]
+        elif isinstance(value, list):
+            stack += [(field, v) for v in value]
+        elif isinstance(value, str) and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as e:
+                name = field.encode("utf-8", "backslashreplace").decode("utf-8")  # a key may be the culprit
+                raise APIError(400, f"Invalid '{name}': it holds a lone surrogate ({value[e.start]!r}), "
+                                    "which is not a Unicode character; send text as valid UTF-8.",
+                               param=name, code="invalid_value") from None
 
 
 @dataclass(frozen=True)
@@ -215,7 +240,7 @@ def _logit_bias(bias: dict[str, Any] | None) -> dict[int, float]:
     vocabulary by the app."""
     out = {}
     for key, value in (bias or {}).items():
-        if not (key.isascii() and key.isdigit()):  # '²' is a digit to str.isdigit, not to int()
+        if not (key.isascii() and key.isdigit()) or len(key) > 18:  # '²' is a digit to isdigit, not int()
             raise APIError(400, f"Invalid key in 'logit_bias': {key}. You should only be submitting "
                                 "non-negative integers.", param="logit_bias", code="invalid_value")
         if not _is_number(value) or not -BIAS_RANGE <= value <= BIAS_RANGE:

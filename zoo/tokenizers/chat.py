@@ -44,7 +44,8 @@ CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
 
 class ChatTemplateError(ValueError):
     """The template itself failed: its ``raise_exception`` (Gemma's "System role not supported"), a syntax
-    error, a sandbox refusal (jinja2's TemplateError in transformers)."""
+    error, a sandbox refusal (jinja2's TemplateError in transformers), or any Python error its expressions
+    raise (``1/0``, ``range(10**9)``, an ``{% import %}`` with no loader, recursion, memory)."""
 
 
 def read_chat_template(folder: Path, config: Mapping[str, Any]) -> ChatTemplate | None:
@@ -110,6 +111,8 @@ def render_chat(template: ChatTemplate, messages: list[dict[str, Any]], tokens: 
                                        **specials)
     except jinja2.TemplateError as e:  # raise_exception(...), a sandbox refusal
         raise ChatTemplateError(f"chat template: {e.message or type(e).__name__}") from None
+    except Exception as e:  # the template's own Python error: 1/0, range(10**9), {% import %}, deep recursion
+        raise ChatTemplateError(f"chat template failed: {type(e).__name__}: {e}") from None
     return _cut_after(text, final) if continue_final_message else text
 
 

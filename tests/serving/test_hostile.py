@@ -1,0 +1,146 @@
+"""No request stalls the others (issue 41, items 2, 5 and 8): a chat template that loops forever, raises a
+Python error or allocates without bound, and a 10 MB prompt, are prepared in worker processes within a time
+and memory budget and refused with their own 4xx, while other clients' requests keep their idle latency;
+bodies past the size limit get 413, non-JSON content types 415, and a server with an API key 401 without
+it."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+import time
+
+import httpx
+import pytest
+
+from tests.serving.conftest import NAME, serving, tiny
+from zoo.tokenizers.chat import ChatTemplateError, render_chat
+
+# the first message's content picks the hostility; anything else renders as a plain chat
+HOSTILE = ("{% set c = messages[0]['content'] %}"
+           "{% macro down(n) %}{{ down(n + 1) }}{% endmacro %}"
+           "{% if c == 'div' %}{{ 1 / 0 }}"
+           "{% elif c == 'range' %}{{ range(10**9) | list | length }}"
+           "{% elif c == 'import' %}{% import 'x.j2' as x %}"
+           "{% elif c == 'recurse' %}{{ down(0) }}"
+           "{% elif c == 'bomb' %}{{ ('x' * 10**10) | length }}"
+           "{% elif c == 'loop' %}{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
+           "{% endfor %}"
+           "{% else %}{{ bos_token + c }}{% endif %}")
+SMALL = {"model": NAME, "prompt": "the cat", "max_tokens": 2, "temperature": 0}
+BUDGET = 2.0  # prepare_timeout of the hostile server (seconds)
+
+
+def _chat(content: str) -> dict:
+    return {"model": NAME, "messages": [{"role": "user", "content": content}], "max_tokens": 2}
+
+
+@pytest.fixture(scope="module")
+def hostile():
+    model, tok = tiny()
+    tok.chat_template = HOSTILE
+    with serving(model, tok, prepare_timeout=BUDGET, max_body_mb=16) as (url, served):
+        httpx.post(f"{url}/completions", json=SMALL, timeout=30).raise_for_status()  # workers are up
+        yield url
+
+
+def _error(r: httpx.Response, status: int, param: str | None, code: str | None) -> str:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"] == "application/json"
+    error = r.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["message"]
+    assert (error["param"], error["code"]) == (param, code)
+    return error["message"]
+
+
+@pytest.mark.parametrize(("content", "raised"), [
+    ("div", "ZeroDivisionError"), ("range", "OverflowError"), ("import", "TypeError"),
+    ("recurse", "RecursionError")])  # 'bomb' needs the workers' memory budget: through the server below
+def test_render_chat_maps_any_template_error_to_chat_template_error(content, raised):
+    """render_chat caught only jinja2's TemplateError: 1/0, range(10**9), {% import %} escaped as 500s."""
+    with pytest.raises(ChatTemplateError, match=f"chat template failed: {raised}"):
+        render_chat(HOSTILE, [{"role": "user", "content": content}], {"bos": "<s>"})
+
+
+@pytest.mark.parametrize("content", ["div", "range", "import", "recurse", "bomb"])
+def test_a_failing_template_is_a_400_naming_its_error(hostile, content):
+    r = httpx.post(f"{hostile}/chat/completions", json=_chat(content), timeout=30)
+    message = _error(r, 400, "messages", None)
+    assert "chat template failed" in message
+
+
+def _latency(url: str) -> float:
+    start = time.perf_counter()
+    httpx.post(f"{url}/completions", json=SMALL, timeout=30).raise_for_status()
+    return time.perf_counter() - start
+
+
+@pytest.mark.parametrize("kind", ["template", "prompt"])
+def test_others_keep_their_latency_while_one_request_is_stopped_at_its_budget(hostile, kind):
+    """While one request renders a template that loops for ever (or tokenizes a 10 MB prompt), another
+    client's small requests take about their idle time; the hostile one gets its own 400 at the budget."""
+    idle = statistics.median(_latency(hostile) for _ in range(5))
+    body = _chat("loop") if kind == "template" else {**SMALL, "prompt": "the cat sat " * 900_000}
+    answer: list[httpx.Response] = []
+    endpoint = "chat/completions" if kind == "template" else "completions"
+    started = time.perf_counter()
+    thread = threading.Thread(target=lambda: answer.append(
+        httpx.post(f"{hostile}/{endpoint}", json=body, timeout=60)))
+    thread.start()
+    time.sleep(0.3)  # the hostile request is being prepared
+    during = [_latency(hostile) for _ in range(5)]
+    overlapped = thread.is_alive()
+    thread.join(timeout=60)
+    took = time.perf_counter() - started
+    print(f"idle {idle * 1e3:.0f} ms, during {[round(d * 1e3) for d in during]} ms, hostile {took:.1f} s")
+    assert overlapped, "the hostile request finished before the small ones were measured"
+    assert max(during) < 5 * idle + 1.0, (idle, during)
+    param = "messages" if kind == "template" else "prompt"
+    message = _error(answer[0], 400, param, answer[0].json()["error"]["code"])
+    assert answer[0].json()["error"]["code"] in ("prepare_timeout", "prepare_memory"), message
+    assert took < BUDGET + 10
+    assert httpx.post(f"{hostile}/chat/completions", json=_chat("hi"), timeout=30).status_code == 200
+
+
+def test_body_past_the_limit_is_413_before_it_is_read():
+    model, tok = tiny()
+    with serving(model, tok, max_body_mb=0.01) as (url, _):
+        big = json.dumps({**SMALL, "prompt": "a" * 20_000}).encode()
+        r = httpx.post(f"{url}/completions", content=big, headers={"Content-Type": "application/json"})
+        assert "max_body_mb=0.01" in _error(r, 413, None, "request_too_large")
+
+        def chunks():  # no Content-Length: the limit is checked while reading
+            yield big[:8000]
+            yield big[8000:]
+        r = httpx.post(f"{url}/completions", content=chunks(), headers={"Content-Type": "application/json"})
+        _error(r, 413, None, "request_too_large")
+        assert httpx.post(f"{url}/completions", json=SMALL, timeout=30).status_code == 200
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded",
+                                          "multipart/form-data; boundary=x"])
+def test_only_json_content_is_accepted(server, content_type):
+    """A web page can make a browser POST text/plain (or no type) without a CORS preflight: refused."""
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    r = httpx.post(f"{server[0]}/completions", content=json.dumps(SMALL).encode(), headers=headers)
+    _error(r, 415, None, "unsupported_media_type")
+    ok = httpx.post(f"{server[0]}/completions", content=json.dumps(SMALL).encode(),
+                    headers={"Content-Type": "application/json; charset=utf-8"}, timeout=30)
+    assert ok.status_code == 200
+
+
+def test_api_key_is_required_when_set():
+    openai = pytest.importorskip("openai")
+    model, tok = tiny()
+    with serving(model, tok, api_key="s3cret") as (url, _):
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic s3cret"}):
+            for r in (httpx.post(f"{url}/completions", json=SMALL, headers=headers),
+                      httpx.get(f"{url}/models", headers=headers)):
+                _error(r, 401, None, "invalid_api_key")
+        good = {"Authorization": "Bearer s3cret"}
+        assert httpx.post(f"{url}/completions", json=SMALL, headers=good, timeout=30).status_code == 200
+        client = openai.OpenAI(base_url=url, api_key="s3cret", max_retries=0, timeout=30)
+        assert client.models.list().data[0].id == NAME
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=url, api_key="nope", max_retries=0).models.list()
