@@ -5,14 +5,9 @@ from __future__ import annotations
 import sys
 
 import hydra
-from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig
 
-import zoo.training  # noqa: F401  (registers Hydra configs: model/_schema, data/auto)
-from zoo.apps import ConfigError
-from zoo.training.callbacks import NonFiniteLossError
-from zoo.training.console import quiet_third_party, summary_lines
-from zoo.training.run import train
+import zoo.training  # noqa: F401  (registers Hydra configs: model/_schema, data/auto, callbacks/_declared)
 
 
 def _overrides() -> list[str]:
@@ -27,6 +22,14 @@ def _overrides() -> list[str]:
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
+    # the training stack (Lightning, W&B, the tasks) loads once there is a run: `--help` needs none of it
+    from lightning.pytorch.utilities import rank_zero_only
+
+    from zoo.apps import ConfigError
+    from zoo.training.callbacks import NonFiniteLossError
+    from zoo.training.console import quiet_third_party, summary_lines
+    from zoo.training.run import train
+
     quiet_third_party()
     try:
         result = train(cfg)

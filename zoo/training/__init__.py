@@ -3,6 +3,6 @@ default, offline when there is no key or network), callbacks, precision by hardw
 orchestration behind `train.py`. See docs/training.md."""
 
 import zoo.hydra_schema  # noqa: F401  (registers model/_schema and data/auto, which train.py composes from)
-from zoo.training.callbacks import register_callback_configs
+from zoo.training.callback_options import register_callback_configs
 
 register_callback_configs()  # callbacks/_declared: the declared defaults conf/callbacks composes from

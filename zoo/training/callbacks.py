@@ -17,29 +17,31 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, RichProgressBar
 from lightning.pytorch.utilities import rank_zero_warn
 
-from zoo.generation.config import GENERATION_OPTIONS as DECODING
-from zoo.options import BOOL, MAPPING, TEXT, Options, declared, integer, list_of, one_of, optional
-from zoo.registry import Registry, unknown_choice_message
+from zoo.options import integer
+from zoo.registry import Registry
 from zoo.tasks import Task, get_task
 from zoo.tasks.samples import make_samples
+from zoo.training.callback_options import (  # noqa: F401  (check_callbacks: here for its users)
+    CALLBACK_OPTIONS,
+    callback_settings,
+    check_callbacks,
+    register_callback_configs,
+)
 from zoo.training.console import LineProgress, token_count
 from zoo.training.distributed import data_parallel_world
-from zoo.training.monitor import switched_on
 
 CALLBACKS: Registry = Registry("callback")
-ENABLED = {"enabled": BOOL}  # every callback may be switched off with enabled: false
 Build = Callable[[Mapping[str, Any], "CallbackContext"], "Callback | None"]  # (options, context) -> callback
 
 
-def callback(name: str, options: Options) -> Callable[[Build], Build]:
-    """Register a builder as `callbacks.<name>` with the keys it reads (`options`: what
-    `check_callbacks` allows, besides `enabled`) and their defaults, the only ones: the
-    builder gets every key (`build_callbacks` fills what was not given), conf/callbacks YAML repeats no
-    other value (tests/training/test_callbacks.py). A builder may return None where its callback has nothing
+def callback(name: str) -> Callable[[Build], Build]:
+    """Register a builder as `callbacks.<name>`; the keys it reads and their defaults, the only ones, are
+    declared in zoo.training.callback_options (`build.options`): the builder gets every key
+    (`build_callbacks` fills what was not given). A builder may return None where its callback has nothing
     to do."""
 
     def register(build: Build) -> Build:
-        build.options = options
+        build.options = CALLBACK_OPTIONS[name]
         return CALLBACKS.register(name)(build)
 
     return register
@@ -227,15 +229,10 @@ class StepProgressBar(RichProgressBar):
 
 
 # ------------------------------------------------------------------------------------- registry
-# train.py's `callbacks: default` (conf/callbacks/default.yaml) switches every one on but attention_maps
-# (opt-in: callbacks=with_attention_maps). The defaults below are the only ones.
+# one builder per name declared in zoo.training.callback_options (checked at the end of this module)
 
 
-@callback("progress_bar", declared(  # rich bar: step, loss, tok/s, val_loss
-    refresh_rate=(integer(0), 5),  # redraw every 5 steps: each redraw costs a few % of a small CPU step
-    leave=(BOOL, False),
-    style=(one_of("auto", "bar", "lines"), "auto"),  # auto: the bar in a terminal, else lines (logs, CI)
-    every_n_steps=(integer(1), 50)))  # lines: step, loss, tok/s, elapsed, ETA every n optimizer steps
+@callback("progress_bar")
 def _progress(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback | None:
     """style auto: the rich bar in a terminal, progress lines (zoo.training.console) when stdout is not
     one."""
@@ -248,33 +245,20 @@ def _progress(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback | None:
     return StepProgressBar(**opts)
 
 
-# <run>/checkpoints/last.ckpt (each validation + end of fit), best.ckpt (best finite monitored value);
-# monitor: any metric logged at validation, e.g. val/bleu with mode max (seq2seq)
-@callback("checkpoint", declared(monitor=(TEXT, "val/loss"), mode=(one_of("min", "max"), "min"),
-                                save_top_k=(integer(-1), 1), save_last=(BOOL, True)))
+@callback("checkpoint")
 def _checkpoint(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
     return ZooCheckpoint(dirpath=ctx.checkpoint_dir, filename="best", **opts, auto_insert_metric_name=False,
                          enable_version_counter=False)
 
 
-callback("tokens_per_s", Options.of(TokensPerSecond.__init__))(lambda opts, ctx: TokensPerSecond(**opts))
-callback("non_finite", Options({}))(lambda opts, ctx: NonFiniteLossStop(ctx.checkpoint_dir))
-callback("exact_match", Options.of(ValExactMatch.__init__, skip=("task", "tokenizer", "datamodule")))(
-    lambda opts, c: ValExactMatch(c.task, c.tokenizer, c.datamodule, **opts) if c.task.has_references
-    else None)  # none without references
-# at the end: print generated samples, log a table; the keys that decode have the library's rules
-# (zoo.generation.config.GENERATION_OPTIONS) and these defaults
-callback("samples", DECODING.only("max_new_tokens", "temperature", "top_k").defaulting(
-    max_new_tokens=64, temperature=0.8, top_k=40).extended(declared(
-        prompts=(list_of(TEXT), ["def ", "import os\n", "class "]),  # task=lm: continued, seeded per prompt
-        seed=(integer(0), 0), num_shown=(integer(0), 5),
-        max_examples=(integer(1), 500)))  # seq2seq: held-out test pairs translated for test/exact_match
-)(lambda opts, c: SampleGeneration(c.task, c.tokenizer, c.datamodule, opts))
+callback("tokens_per_s")(lambda opts, ctx: TokensPerSecond(**opts))
+callback("non_finite")(lambda opts, ctx: NonFiniteLossStop(ctx.checkpoint_dir))
+callback("exact_match")(lambda opts, c: ValExactMatch(c.task, c.tokenizer, c.datamodule, **opts)
+                        if c.task.has_references else None)  # none without references
+callback("samples")(lambda opts, c: SampleGeneration(c.task, c.tokenizer, c.datamodule, opts))
 
 
-# at the end, when the data has a test split: test/<metric> of best.ckpt (docs/evaluation.md)
-@callback("test", DECODING.only("num_beams", "length_penalty").extended(
-    declared(max_examples=(optional(integer(1)), None))))  # null: the whole test split
+@callback("test")
 def _test(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
     from zoo.evaluation.callback import TestSplitEvaluation  # owned by the evaluation package
 
@@ -283,36 +267,11 @@ def _test(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
                                generation=opts)
 
 
-# the attention maps of one fixed validation example at every validation (PNGs in the run folder, W&B images)
-@callback("attention_maps", declared(
-    every_n_epochs=(integer(1), 1), max_tokens=(integer(1), 24), max_heads=(optional(integer(1)), 8),
-    layers=(optional(list_of(integer(0))), None), model_attr=(TEXT, "model"),
-    dirname=(TEXT, "attention_maps")))
+@callback("attention_maps")
 def _attention_maps(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
     from zoo.inspection.callback import AttentionMapLogger  # owned by the inspection package
 
     return AttentionMapLogger(**opts)
-
-
-def check_callbacks(cfg: Mapping[str, Any] | None) -> None:
-    """Every callback name registered, its options declared and allowed; `null` switches one off. One
-    ValueError naming `callbacks.<name>.<key>`."""
-    for name, opts in (cfg or {}).items():
-        if name not in CALLBACKS:
-            raise ValueError("callbacks: " + unknown_choice_message("callback", name, CALLBACKS.names()))
-        if opts is not None:
-            MAPPING.check(f"callbacks.{name}", opts)
-            CALLBACKS.get(name).options.extended(ENABLED).check(f"callbacks.{name}", opts)
-
-
-def callback_settings(cfg: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
-    """`callbacks: {name: options}` -> each switched-on callback's options with its declared defaults
-    filled in (`enabled` dropped): what its builder gets, from Hydra or from a library user alike (checked
-    first, so a library user without Hydra gets the same errors as train.py)."""
-    check_callbacks(cfg)
-    return {name: CALLBACKS.get(name).options.filled({k: v for k, v in (opts or {}).items()
-                                                      if k != "enabled"})
-            for name, opts in (cfg or {}).items() if switched_on(cfg, name)}
 
 
 def build_callbacks(cfg: Mapping[str, Any] | None, ctx: CallbackContext) -> list[Callback]:
@@ -322,15 +281,5 @@ def build_callbacks(cfg: Mapping[str, Any] | None, ctx: CallbackContext) -> list
     return [callback for callback in made if callback is not None]
 
 
-def register_callback_configs() -> None:
-    """The declared defaults as Hydra config nodes, which conf/callbacks/*.yaml compose from (so that
-    `callbacks.checkpoint.mode=max` overrides a key that exists): `callbacks/_declared` holds every
-    registered callback with its defaults, `callbacks/_declared/<name>` one of them (a YAML switching an
-    opt-in one on: `- _declared/attention_maps@attention_maps`)."""
-    from hydra.core.config_store import ConfigStore
-
-    store = ConfigStore.instance()
-    declared_now = {name: dict(CALLBACKS.get(name).options.defaults) for name in CALLBACKS}
-    store.store(group="callbacks", name="_declared", node=declared_now)
-    for name, defaults in declared_now.items():
-        store.store(group="callbacks/_declared", name=name, node=defaults)
+if sorted(CALLBACKS) != sorted(CALLBACK_OPTIONS):  # a declaration without a builder, or the reverse
+    raise RuntimeError(f"callbacks declared {sorted(CALLBACK_OPTIONS)} but built {sorted(CALLBACKS)}")

@@ -5,10 +5,12 @@ unwritten, or Lightning would stop at the first validation."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from zoo.tasks import Task
 from zoo.utils import did_you_mean
+
+if TYPE_CHECKING:  # annotations only: train.py composes its config (callback_options) without task code
+    from zoo.tasks import Task
 
 
 def switched_on(callbacks: Mapping[str, Any], name: str) -> bool:

@@ -22,7 +22,7 @@ from zoo.options import (
     optional,
 )
 from zoo.tokenizers import validate_tokenizer_cfg
-from zoo.training.callbacks import check_callbacks
+from zoo.training.callback_options import check_callbacks
 from zoo.training.loggers import LOGGERS, logger_options
 from zoo.training.optim import check_optim
 
