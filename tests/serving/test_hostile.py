@@ -70,6 +70,17 @@ def test_a_failing_template_is_a_400_naming_its_error(hostile, content):
     assert "chat template failed" in message
 
 
+@pytest.mark.parametrize(("raw", "param", "says"), [
+    (b'{"model": "tiny-zoo", "prompt": "a\\ud800"}', "prompt", "lone surrogate"),
+    (b'{"model": "tiny-zoo", "prompt": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", None,
+     "nests arrays or objects deeper"),
+])
+def test_json_the_server_cannot_take_is_a_400_saying_why(server, raw, param, says):
+    """Were text/plain 500s with a reset connection (RecursionError, the tokenizer's TypeError)."""
+    r = httpx.post(f"{server[0]}/completions", content=raw, headers={"Content-Type": "application/json"})
+    assert says in _error(r, 400, param, "invalid_value" if param else None)
+
+
 def _latency(url: str) -> float:
     start = time.perf_counter()
     httpx.post(f"{url}/completions", json=SMALL, timeout=30).raise_for_status()
@@ -108,7 +119,8 @@ def test_body_past_the_limit_is_413_before_it_is_read():
     with serving(model, tok, max_body_mb=0.01) as (url, _):
         big = json.dumps({**SMALL, "prompt": "a" * 20_000}).encode()
         r = httpx.post(f"{url}/completions", content=big, headers={"Content-Type": "application/json"})
-        assert "max_body_mb=0.01" in _error(r, 413, None, "request_too_large")
+        message = _error(r, 413, None, "request_too_large")
+        assert "this server accepts at most" in message and "max_body_mb=0.01" in message
 
         def chunks():  # no Content-Length: the limit is checked while reading
             yield big[:8000]
@@ -124,7 +136,7 @@ def test_only_json_content_is_accepted(server, content_type):
     """A web page can make a browser POST text/plain (or no type) without a CORS preflight: refused."""
     headers = {} if content_type is None else {"Content-Type": content_type}
     r = httpx.post(f"{server[0]}/completions", content=json.dumps(SMALL).encode(), headers=headers)
-    _error(r, 415, None, "unsupported_media_type")
+    assert "Unsupported Content-Type" in _error(r, 415, None, "unsupported_media_type")
     ok = httpx.post(f"{server[0]}/completions", content=json.dumps(SMALL).encode(),
                     headers={"Content-Type": "application/json; charset=utf-8"}, timeout=30)
     assert ok.status_code == 200
@@ -137,7 +149,8 @@ def test_api_key_is_required_when_set():
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic s3cret"}):
             for r in (httpx.post(f"{url}/completions", json=SMALL, headers=headers),
                       httpx.get(f"{url}/models", headers=headers)):
-                _error(r, 401, None, "invalid_api_key")
+                said = "Incorrect API key provided" if headers else "You didn't provide an API key"
+                assert said in _error(r, 401, None, "invalid_api_key")
         good = {"Authorization": "Bearer s3cret"}
         assert httpx.post(f"{url}/completions", json=SMALL, headers=good, timeout=30).status_code == 200
         client = openai.OpenAI(base_url=url, api_key="s3cret", max_retries=0, timeout=30)
