@@ -52,3 +52,10 @@ def test_an_unreadable_typed_value_is_one_error_naming_the_key(parse, argv, mess
 def test_hydra_value_reads_back_as_the_text(text):
     value = OverridesParser.create().parse_override(f"key={hydra_value(text)}").value()
     assert OmegaConf.to_container(OmegaConf.create({"key": value}), resolve=True)["key"] == text
+
+
+@pytest.mark.parametrize("parse", [serve_options, parse_args])
+def test_an_argument_without_a_key_is_named(parse):
+    """`=x` said "Unknown key ''" (generate.py "Unknown option ''"): the argument itself is named."""
+    with pytest.raises(ValueError, match=r"^Arguments are key=value, got '=x'\."):
+        parse(["=x"])
