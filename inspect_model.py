@@ -31,6 +31,7 @@ from zoo.inspection.attention import token_labels
 from zoo.inspection.explorer import explorer_data, vocab_labeller, write_page
 from zoo.inspection.explorer.budget import PageBudgetError
 from zoo.inspection.explorer.page import PAGE_OUTPUT
+from zoo.inspection.written import PLOTS_OUTPUT
 from zoo.outputs import OutputError
 
 FIRST_WORD_ID = 5  # ids 0-4 are the special tokens <pad> <bos> <eos> <unk> <mask>
@@ -162,6 +163,11 @@ def inspect(cfg: DictConfig, out_dir: Path, console: Console) -> list[Path]:
     """Print the trace, parameter and FLOP tables; write the plots and the explorer page. Returns the
     files."""
     check_options(cfg)
+    if cfg.plots:
+        try:  # trace.json and the plots replace only zoo's own files of those names
+            PLOTS_OUTPUT.check(out_dir)
+        except OutputError as e:
+            raise InspectError(str(e)) from None
     model, encode, source, tokenizer = load_model(cfg)
     model.eval()
     mcfg = model.config

@@ -172,3 +172,36 @@ def test_cli_prints_one_error_line_and_exits_1(tmp_path):
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert result.stderr.splitlines() == [f"error: html={str(tmp_path)!r} must name the HTML file to write "
                                           f"(e.g. html=explorer.html), not a folder."]
+
+
+@pytest.mark.parametrize("name", ["trace.json", "positional.png"])
+def test_out_dir_replaces_only_its_own_trace_and_plots(name, tmp_path, capsys):
+    """out_dir= holding a user's file under a name inspect_model.py writes: one error naming out_dir before
+    the model runs, the file intact; a second run onto the first run's folder replaces its own files, and
+    other files in the folder stay."""
+    from PIL import Image
+    from rich.console import Console
+
+    import inspect_model
+
+    out = tmp_path / "plots"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    users = out / name
+    if name.endswith(".png"):
+        Image.new("RGB", (4, 4)).save(users)  # a real PNG, not one of zoo's
+    else:
+        users.write_text('[{"my": "trace"}]')
+    before = users.read_bytes()
+    cfg = _compose(["model=gpt_nano", "text=a b", "n_positions=8"])
+    with open(tmp_path / "console.txt", "w") as log:
+        assert inspect_model.run(cfg, out, Console(width=140, file=log)) == 1
+        err = capsys.readouterr().err.splitlines()
+        assert err == [f"error: out_dir={out} exists and is not a folder of zoo's inspection plots; zoo replaces "
+                       "only its own trace.json and plots (other files stay), so choose a new path or remove it "
+                       "first."]
+        assert users.read_bytes() == before
+        users.unlink()
+        assert inspect_model.run(cfg, out, Console(width=140, file=log)) == 0  # writes trace.json and plots
+        assert inspect_model.run(cfg, out, Console(width=140, file=log)) == 0  # onto its own: replaced
+    assert (out / "notes.txt").read_text() == "mine" and (out / "trace.json").exists()

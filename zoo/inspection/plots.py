@@ -15,6 +15,7 @@ import torch  # noqa: E402
 
 from zoo.config import ModelConfig  # noqa: E402
 from zoo.inspection.attention import AttentionMaps  # noqa: E402
+from zoo.inspection.written import SOFTWARE  # noqa: E402
 from zoo.modules.positional import POSITIONALS, Positional  # noqa: E402
 
 DPI = 80  # small files: the docs keep every picture under 100 KB
@@ -23,7 +24,7 @@ DPI = 80  # small files: the docs keep every picture under 100 KB
 def _save(fig, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    fig.savefig(path, dpi=DPI, bbox_inches="tight", metadata={"Software": SOFTWARE})  # how zoo knows its own
     plt.close(fig)
     return path
 
