@@ -313,6 +313,9 @@ CHECKED_ELSEWHERE = [
     BadInput("python inspect_model.py ... html=<a file zoo did not write>",
              "exists and is not an explorer page",
              "tests/inspection/test_cli.py::test_html_replaces_only_its_own_earlier_page"),
+    BadInput("python inspect_model.py ... out_dir=<a folder holding a user's trace.json or a plot's name>",
+             "exists and is not a folder of zoo's inspection plots",
+             "tests/inspection/test_cli.py::test_out_dir_replaces_only_its_own_trace_and_plots"),
     # data=hf, batching, init_from (issue 28)
     BadInput("data=hf data.path=<an empty or whitespace-only .jsonl / .csv / .txt>", "is empty (no rows)",
              "tests/data/sources/test_hf.py::test_an_empty_file_is_named"),
