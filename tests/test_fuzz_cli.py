@@ -188,8 +188,9 @@ def test_parse_key_values_reads_each_type_of_field():
 @pytest.mark.parametrize("value", [10**400, -(10**400)])
 def test_a_number_rule_refuses_an_int_past_float_range_naming_the_key(value):
     """math.isfinite raised OverflowError on an int too large for a float (model.dropout=10**400)."""
-    with pytest.raises(ValueError, match=r"^model\.dropout must be in \[0, 1\), got "):
+    with pytest.raises(ValueError) as err:
         MODEL_OPTIONS.rules["dropout"].check("model.dropout", value)
+    assert str(err.value).startswith("model.dropout must be in [0, 1), got ")
     with pytest.raises(ValueError, match=r"model\.dropout"):
         zoo.build(dict(TINY), dropout=value)
 
