@@ -157,3 +157,14 @@ def test_api_key_is_required_when_set():
         assert client.models.list().data[0].id == NAME
         with pytest.raises(openai.AuthenticationError):
             openai.OpenAI(base_url=url, api_key="nope", max_retries=0).models.list()
+
+
+def test_a_top_p_that_rounds_to_zero_keeps_the_most_likely_token(server):
+    """top_p=5e-324 (found by test_fuzz.py) is 0 in float32: top-p dropped every token, sampling met NaN and
+    the engine ended every running row with a 500. The most likely token always stays: greedy's tokens."""
+    body = {**SMALL, "max_tokens": 4, "temperature": 1.0, "seed": 0}
+    greedy = httpx.post(f"{server[0]}/completions", json={**body, "temperature": 0}, timeout=30).json()
+    for top_p in (5e-324, 1e-300):
+        r = httpx.post(f"{server[0]}/completions", json={**body, "top_p": top_p}, timeout=30)
+        assert r.status_code == 200, r.text
+        assert r.json()["choices"][0]["text"] == greedy["choices"][0]["text"]

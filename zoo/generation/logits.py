@@ -40,7 +40,8 @@ def top_p(p: float) -> LogitsProcessor:
         sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # (B, V)
         probs = sorted_logits.softmax(dim=-1)
         mass_before = probs.cumsum(dim=-1) - probs  # probability of strictly more likely tokens
-        drop_sorted = mass_before >= p  # the first token always stays (mass_before = 0 < p)
+        drop_sorted = mass_before >= p
+        drop_sorted[..., 0] = False  # the most likely token stays (p=1e-300 is 0 in float32: it dropped all)
         drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
         return logits.masked_fill(drop, float("-inf"))
 
