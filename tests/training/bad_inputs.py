@@ -303,6 +303,12 @@ CHECKED_ELSEWHERE = [
              "exists and is not an evaluate.py report",
              "tests/evaluation/test_outputs.py::"
              "test_output_onto_a_users_file_is_refused_before_the_checkpoint_is_read"),
+    BadInput("python evaluate.py ckpt=... data=stdlib_text split=all (built-in data: no file of yours)",
+             "split=all scores a file of yours whole; data=stdlib_text reads none",
+             "tests/evaluation/test_whole_file.py::test_split_all_on_built_in_data_is_one_error"),
+    BadInput("python evaluate.py ckpt=... data=squad data.path=... data.val_path=... split=all",
+             "the data is read whole",
+             "tests/evaluation/test_whole_file.py::test_split_all_with_a_separate_validation_file_is_one_error"),
     BadInput("python -m zoo.embedding ... output=<a file zoo did not write>",
              "exists and is not an embeddings file",
              "tests/pretrained/test_embed_cli.py::test_cli_output_onto_a_users_file_is_refused_before_the_model_is_read"),
