@@ -1,0 +1,83 @@
+"""Where train.py's step time goes, next to the minimal loop's (issue 42: the per-step overhead by cause): one
+run of each side under cProfile at the loop section's small shape, each cause's cumulative time divided by the
+steps. cProfile adds a cost per Python call, so the Python-heavy causes (hooks, logging, the loop) read high;
+the rows say where the difference is, the loop section (median step) says how large it is."""
+
+from __future__ import annotations
+
+import os
+import pstats
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.bench_loop import ROOT, SHAPES, bench_env, prepare_minimal
+from bench.common import Section, markdown_table
+
+# cause -> (file suffix, function) whose cumulative time it is; both sides where the function is shared
+TRAIN_PY = {
+    "whole step (fetch, forward, backward, clip, optimizer, hooks)":
+        ("loops/training_epoch_loop.py", "advance"),
+    "data fetch (collate the windows; the minimal loop's are ready tensors)":
+        ("loops/fetchers.py", "__next__"),
+    "forward + loss (+ logging on logging steps)": ("zoo/training/module.py", "training_step"),
+    "  of which self.log": ("lightning/pytorch/core/module.py", "log"),
+    "  of which MoE scans (balancing losses, load; no MoE layer here)":
+        ("zoo/training/module.py", "_with_balancing_losses"),
+    "backward": ("torch/autograd/__init__.py", "backward"),
+    "gradient clipping": ("plugins/precision/precision.py", "clip_gradients"),
+    "grad-norm logging, MoE routers (on_before_optimizer_step)":
+        ("zoo/training/module.py", "on_before_optimizer_step"),
+    "optimizer step (AdamW)": ("torch/optim/adam.py", "step"),
+    "input value checks (on_before_batch_transfer)": ("zoo/training/module.py", "on_before_batch_transfer"),
+    "tokens/s callback": ("zoo/training/callbacks.py", "on_train_batch_end"),
+    "progress lines": ("zoo/training/console.py", "on_train_batch_end"),
+    "non-finite stop (one host read of the loss)": ("zoo/training/callbacks.py", "on_before_backward"),
+}
+MINIMAL = {
+    "forward + loss (+ logging on logging steps)": ("bench/minimal_loop.py", "loss_of"),
+    "backward": ("torch/autograd/__init__.py", "backward"),
+    "gradient clipping": ("torch/nn/utils/clip_grad.py", "clip_grad_norm_"),
+    "optimizer step (AdamW)": ("torch/optim/adam.py", "step"),
+}
+
+
+def cumulative(stats: pstats.Stats, where: tuple[str, str]) -> float:
+    """Cumulative seconds of the functions named `where` (file suffix, name), outermost calls only."""
+    suffix, name = where
+    return sum(entry[3] for (file, _, func), entry in stats.stats.items()
+               if func == name and file.endswith(suffix))
+
+
+def profiled(command: list[str], out: Path) -> pstats.Stats:
+    subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), *command], cwd=ROOT, env=bench_env(),
+                   check=True, capture_output=True)
+    return pstats.Stats(str(out))
+
+
+def run(quick: bool = False) -> Section:
+    shape = SHAPES[quick][0]
+    with tempfile.TemporaryDirectory(prefix="zoo-bench-causes-") as tmp:
+        work = Path(tmp)
+        spec = prepare_minimal(shape, work)
+        zoo = profiled(["train.py", *shape.train_args(work / "runs")], work / "train.prof")
+        bare = profiled(["bench/minimal_loop.py", str(spec)], work / "minimal.prof")
+    steps = shape.steps
+    bare_eval = cumulative(bare, ("bench/minimal_loop.py", "loss_of"))  # training + validation forwards
+    rows = []
+    for cause, where in TRAIN_PY.items():
+        ms = 1000 * cumulative(zoo, where) / steps
+        theirs = MINIMAL.get(cause)
+        bare_ms = f"{1000 * cumulative(bare, theirs) / steps:.2f}" if theirs else "-"
+        rows.append([cause.replace("  ", "&nbsp;&nbsp;"), f"{ms:.2f}", bare_ms])
+    notes = [f"{shape.name}, {steps} steps, one cProfile'd run of each side (OMP_NUM_THREADS=1, load "
+             f"average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores): cumulative ms per optimizer step. The "
+             "minimal loop's forward row holds its validation forwards too "
+             f"({1000 * bare_eval / steps:.1f} ms per step in all)."]
+    return Section("Training loop: train.py's step time by cause", markdown_table(
+        ["cause", "train.py ms/step", "minimal loop ms/step"], rows), notes)
+
+
+if __name__ == "__main__":
+    print(run("--quick" in sys.argv).markdown())
