@@ -72,8 +72,8 @@ def run(quick: bool = False) -> Section:
         bare_ms = f"{1000 * cumulative(bare, theirs) / steps:.2f}" if theirs else "-"
         rows.append([cause.replace("  ", "&nbsp;&nbsp;"), f"{ms:.2f}", bare_ms])
     notes = [f"{shape.name}, {steps} steps, one cProfile'd run of each side (OMP_NUM_THREADS=1, load "
-             f"average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores): cumulative ms per optimizer step. "
-             "The minimal loop's forward row holds its validation forwards too "
+             f"average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores): cumulative ms per optimizer "
+             "step. The minimal loop's forward row holds its validation forwards too "
              f"({1000 * bare_eval / steps:.1f} ms per step in all)."]
     return Section("Training loop: train.py's step time by cause", markdown_table(
         ["cause", "train.py ms/step", "minimal loop ms/step"], rows), notes)
