@@ -10,7 +10,7 @@ import hydra
 from omegaconf import DictConfig
 
 import zoo.hydra_schema  # noqa: F401  (registers Hydra configs: data/auto)
-from zoo.apps import ConfigError
+from zoo.apps import ConfigError, literal_overrides
 from zoo.evaluation.run import evaluate, report_table
 
 
@@ -28,5 +28,11 @@ def main(cfg: DictConfig) -> None:
         print(f"metrics written to {cfg.output}")
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The script: ckpt= and output= as the shell gave them (`ckpt=.../epoch=1-step=9.ckpt`), then Hydra."""
+    sys.argv[1:] = literal_overrides(sys.argv[1:], ("ckpt", "output"))
     main()
+
+
+if __name__ == "__main__":
+    cli()

@@ -24,7 +24,7 @@ from rich.console import Console
 
 import zoo
 import zoo.hydra_schema  # noqa: F401  (registers model/_schema for the presets)
-from zoo.apps import open_model
+from zoo.apps import literal_overrides, open_model
 from zoo.checkpoint import CheckpointError
 from zoo.inspection import attention_maps, flops_table, parameter_table, plots, trace
 from zoo.inspection.attention import token_labels
@@ -34,6 +34,7 @@ from zoo.inspection.explorer.page import PAGE_OUTPUT
 from zoo.inspection.written import PLOTS_OUTPUT
 from zoo.outputs import OutputError
 
+TEXT_KEYS = ("text", "target", "ckpt", "out_dir", "html")  # taken as typed from the shell (literal_overrides)
 FIRST_WORD_ID = 5  # ids 0-4 are the special tokens <pad> <bos> <eos> <unk> <mask>
 
 
@@ -260,5 +261,11 @@ def main(cfg: DictConfig) -> None:
         sys.exit(code)
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The script: the text keys' values as the shell gave them (`text=def f(x): # c`), then Hydra."""
+    sys.argv[1:] = literal_overrides(sys.argv[1:], TEXT_KEYS)
     main()
+
+
+if __name__ == "__main__":
+    cli()

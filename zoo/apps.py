@@ -112,6 +112,35 @@ def hydra_value(text: str) -> str:
     return f"'{quoted}'"
 
 
+def _reads_as_text(value: str) -> bool:
+    """Whether Hydra's grammar reads `value` as a string it keeps: already quoted, or plain text it leaves as
+    it is (no interpolation), or Hydra's `null`."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_override(f"k={value}").value()
+    except (HydraException, ValueError):
+        return False
+    if parsed is None:
+        return value == "null"
+    quoted = len(value) > 1 and value[0] == value[-1] and value[0] in "'\""
+    return isinstance(parsed, str) and (quoted or (parsed == value and "${" not in value))
+
+
+def literal_overrides(argv: Sequence[str], keys: Collection[str]) -> list[str]:
+    """A Hydra app's command line with the values of its text `keys` (a text to inspect, a checkpoint path)
+    quoted for Hydra's grammar (`hydra_value`), so that `text=def f(x): # c` or `ckpt=epoch=1.ckpt` is taken
+    as typed; a value Hydra already reads as that text (quoted, plain, `null`) is left as it is."""
+    out = []
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if sep and key.lstrip("+") in keys and not _reads_as_text(value):
+            arg = f"{key}={hydra_value(value)}"
+        out.append(arg)
+    return out
+
+
 def plain(cfg: DictConfig | Mapping[str, Any], example: str | None = None) -> dict[str, Any]:
     """The composed config as plain data, resolved. Given the app's `example` command, a required key left
     unset (`???`) is named first; without it, the checks of each key say what is missing in their words."""
