@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import zoo
 from tests.generation.test_cli_text import HOSTILE
-from zoo.apps import hydra_value, parse_key_values
+from zoo.apps import hydra_value, literal_overrides, parse_key_values
 from zoo.config import MODEL_OPTIONS
 from zoo.embedding.cli import EmbedArgs, parse_args
 from zoo.generation.cli import GenerateCLIConfig
@@ -169,6 +169,21 @@ def test_hydra_value_reads_back_as_any_text(text):
         return  # no shell or argv can carry these
     value = OverridesParser.create().parse_override(f"key={hydra_value(text)}").value()
     assert OmegaConf.to_container(OmegaConf.create({"key": value}), resolve=True)["key"] == text
+
+
+@fuzz(200)
+@given(text=st.one_of(st.sampled_from(HOSTILE + WORDS), st.text(max_size=20)))
+def test_literal_overrides_give_hydra_any_text_as_typed(text):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    if "\x00" in text or any(0xD800 <= ord(c) <= 0xDFFF for c in text):
+        return  # no shell or argv can carry these
+    if text == "null" or (len(text) > 1 and text[0] == text[-1] and text[0] in "'\""):
+        return  # Hydra's null, and a value quoted for Hydra, are Hydra's (left as they are)
+    (arg,) = literal_overrides([f"text={text}"], ("text",))
+    value = OverridesParser.create().parse_override(arg).value()
+    assert OmegaConf.to_container(OmegaConf.create({"text": value}), resolve=True)["text"] == text
 
 
 def test_parse_key_values_reads_each_type_of_field():
