@@ -1,6 +1,8 @@
 """Serve a decoder over HTTP with OpenAI's API and continuous batching: `python serve.py ckpt=path` (a
 training checkpoint or a zoo export folder) or `python serve.py hf=<folder>` (a Hugging Face model folder);
-options host=127.0.0.1 port=8000 model_name= max_batch=64 max_queue=256 timeout=600 device=cpu log_level=info.
+options host=127.0.0.1 port=8000 model_name= max_batch=64 max_queue=256 timeout=600 device=cpu log_level=info
+api_key= (default $ZOO_API_KEY; a host other than loopback needs one, or insecure_no_key=true) max_body_mb=8
+prepare_workers=2 prepare_timeout=10 prepare_memory_mb=2048.
 Endpoints: /v1/models, /v1/completions, /v1/chat/completions (stream=true: server-sent events). Needs the
 `serve` extra (fastapi, uvicorn). See docs/serving.md."""
 
