@@ -17,14 +17,15 @@ import pytest
 from tests.serving.conftest import NAME, serving, tiny
 from zoo.tokenizers.chat import ChatTemplateError, render_chat
 
-# the first message's content picks the hostility; anything else renders as a plain chat
+# the first message's content picks the hostility; anything else renders as a plain chat. (The bomb's size is
+# a variable: Jinja folds constant expressions when it compiles, and 'x' * 10**10 would be built right there.)
 HOSTILE = ("{% set c = messages[0]['content'] %}"
            "{% macro down(n) %}{{ down(n + 1) }}{% endmacro %}"
            "{% if c == 'div' %}{{ 1 / 0 }}"
            "{% elif c == 'range' %}{{ range(10**9) | list | length }}"
            "{% elif c == 'import' %}{% import 'x.j2' as x %}"
            "{% elif c == 'recurse' %}{{ down(0) }}"
-           "{% elif c == 'bomb' %}{{ ('x' * 10**10) | length }}"
+           "{% elif c == 'bomb' %}{% set big = 10**10 %}{{ ('x' * big) | length }}"
            "{% elif c == 'loop' %}{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
            "{% endfor %}"
            "{% else %}{{ bos_token + c }}{% endif %}")
