@@ -43,5 +43,14 @@ def main(cfg: DictConfig) -> float | None:
     return result.metrics.get("val/loss")  # the value a Hydra sweeper would minimise
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The script: ckpt_path= and init_from= as the shell gave them (`ckpt_path=.../epoch=1-step=9.ckpt`),
+    then Hydra; what it quotes stays quoted in the summary's resume line (quoting again changes nothing)."""
+    from zoo.apps import literal_overrides
+
+    sys.argv[1:] = literal_overrides(sys.argv[1:], ("ckpt_path", "init_from"))
     main()
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,6 +1,6 @@
-"""The Hydra apps take their text keys as the shell gave them (issue 41, item 10): inspect_model.py's text=
-and evaluate.py's ckpt= through Hydra's override grammar, run in-process from the argv a shell makes of a
-typed command line (zoo.apps.literal_overrides)."""
+"""The Hydra apps take their text keys as the shell gave them (issue 41, item 10): inspect_model.py's text=,
+evaluate.py's ckpt= and train.py's ckpt_path= through Hydra's override grammar, run in-process from the argv
+a shell makes of a typed command line (zoo.apps.literal_overrides)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,20 @@ def test_evaluate_takes_a_checkpoint_path_with_equals_and_hash_as_typed(tmp_path
         evaluate.cli()
     assert done.value.code == 1
     assert capsys.readouterr().err.splitlines() == [f"error: ckpt={path}: checkpoint not found: {path}"]
+
+
+def test_train_takes_a_checkpoint_path_with_equals_and_hash_as_typed(tmp_path, monkeypatch, capsys):
+    import train
+
+    path = tmp_path / "epoch=1-step=9 #a.ckpt"
+    line = (f"train.py {shlex.quote(f'ckpt_path={path}')} hydra.run.dir={tmp_path / 'run'} "
+            f"paths.output_dir={tmp_path / 'run'}")
+    monkeypatch.setattr(sys, "argv", shlex.split(line))
+    with pytest.raises(SystemExit) as done:
+        train.cli()
+    assert done.value.code == 1
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error == f"error: ckpt_path={path}: checkpoint not found: {path}"
 
 
 @pytest.mark.parametrize(("given", "passed"), [
