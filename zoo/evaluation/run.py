@@ -88,7 +88,8 @@ def evaluate(cfg: DictConfig | Mapping[str, Any]) -> EvalReport:
     model, tokenizer, task = open_checkpoint(resolved["ckpt"])
     data_cfg = resolve_data(resolved["data"], task)
     checked(check_data_cfg, data_cfg)
-    if resolved["split"] == WHOLE and data_cfg["name"] not in whole_sources():
+    whole = resolved["split"] == WHOLE  # every example of the user's file, in the data module's val split
+    if whole and data_cfg["name"] not in whole_sources():
         raise ConfigError(f"split={WHOLE} scores a file of yours whole; data={data_cfg['name']} reads none "
                           f"(its splits are fixed: use split=auto, val or test); sources that read a file: "
                           f"{', '.join(whole_sources())}")
@@ -97,13 +98,12 @@ def evaluate(cfg: DictConfig | Mapping[str, Any]) -> EvalReport:
     with tempfile.TemporaryDirectory(prefix="zoo-evaluate-") as scratch:
         tokenizer_dir = tokenizer.save(Path(scratch) / "tokenizer")
         try:
-            whole = resolved["split"] == WHOLE
             data_tokenizer, datamodule = build_data(
                 data_cfg, {"name": "file", "path": str(tokenizer_dir)}, task=task,
                 max_seq_len=model.config.max_seq_len, batch_size=resolved["batch_size"],
                 cache_dir=resolved["paths"].get("cache_dir"), seed=resolved["seed"], whole=whole,
             )
-            split = "val" if whole else resolve_split(datamodule, resolved["split"])  # whole: val holds all
+            split = "val" if whole else resolve_split(datamodule, resolved["split"])
         except (ValueError, FileNotFoundError) as e:
             raise ConfigError(f"{e} (checkpoint {resolved['ckpt']} holds a model for task "
                               f"{task.name})") from None
