@@ -35,6 +35,7 @@ def serving(model, tok, **options) -> Iterator[tuple[str, object]]:
 
     start = options.pop("start", True)
     app_options = {k: options.pop(k) for k in ("api_key", "max_body_mb") if k in options}
+    options.setdefault("prepare_workers", 1)  # one preparing process is enough here (each costs a start)
     served = served_model(model, tok, NAME, **options) if start else _unstarted(model, tok, **options)
     server, thread, port = start_server(served, **app_options)
     try:
@@ -51,8 +52,9 @@ def _unstarted(model, tok, **options):
     from zoo.serving.engine import Engine
 
     timeout = options.pop("timeout", 600.0)
+    workers = {"processes": options.pop("prepare_workers")}
     engine = Engine(model, pad_id=model.config.pad_id, **options)
-    return Served(model, tok, NAME, model.config.max_seq_len, engine, timeout)
+    return Served(model, tok, NAME, model.config.max_seq_len, engine, timeout, prepare_options=workers)
 
 
 @pytest.fixture(scope="module")

@@ -41,7 +41,7 @@ def _chat(content: str) -> dict:
 def hostile():
     model, tok = tiny()
     tok.chat_template = HOSTILE
-    with serving(model, tok, prepare_timeout=BUDGET, max_body_mb=16) as (url, served):
+    with serving(model, tok, prepare_workers=2, prepare_timeout=BUDGET, max_body_mb=16) as (url, served):
         httpx.post(f"{url}/completions", json=SMALL, timeout=30).raise_for_status()  # workers are up
         yield url
 
