@@ -159,6 +159,39 @@ def test_build_with_any_keys_together_builds_or_one_value_error(data):
         pass
 
 
+def _override_value(value: object) -> str:
+    """A Python value as a Hydra override writes it (text quoted as zoo.apps.hydra_value quotes it)."""
+    if isinstance(value, str):
+        return hydra_value(value)
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else repr(value)
+
+
+@fuzz(25)
+@given(key=st.sampled_from(FIELDS), value=st.one_of(
+    st.none(), st.booleans(), st.integers(-2, 8), st.floats(-2, 10), st.sampled_from(HOSTILE + ["rope", ""])))
+def test_train_py_model_key_composes_and_plans_or_one_error_naming_it(key, value):
+    """train.py's path: Hydra composes model/_schema (zoo.hydra_schema) with `model.<key>=<value>`, then
+    prepare checks it. Hydra's own error names the override; prepare's is one ConfigError naming the key."""
+    import tempfile
+
+    from hydra.errors import HydraException
+
+    from tests.train_config import compose_as_train, release_hydra_config
+    from zoo.apps import ConfigError
+    from zoo.training.plan import prepare
+
+    override = f"model.{key}={_override_value(value)}"
+    with tempfile.TemporaryDirectory() as out:
+        try:
+            prepare(compose_as_train(["model=gpt_nano", f"paths.output_dir={out}/run", override]))
+        except HydraException as e:  # Hydra's: printed as one error by @hydra.main
+            assert f"model.{key}" in str(e), (override, str(e))
+        except ConfigError as e:
+            assert key in str(e), (override, str(e))
+        finally:
+            release_hydra_config()
+
+
 @fuzz(200)
 @given(text=st.one_of(st.sampled_from(HOSTILE + WORDS), st.text(max_size=20)))
 def test_hydra_value_reads_back_as_any_text(text):
