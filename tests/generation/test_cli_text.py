@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import io
 import shlex
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -76,6 +79,22 @@ def test_the_summary_generate_line_runs_when_pasted(tmp_path):
     out = io.StringIO()
     assert main([*argv[2:], "max_new_tokens=2"], stdout=out) == 0
     assert out.getvalue().splitlines()[0] == ">>> ..."
+
+
+@pytest.mark.e2e  # a real shell: the summary's generate line pasted into bash, the prompt edited in place
+def test_the_summary_generate_line_pasted_into_bash_runs(tmp_path):
+    folder = tmp_path / "my run (2)"
+    folder.mkdir()
+    best, _, _ = _checkpoint(folder, "decoder")
+    line = next(x for x in summary_lines(TrainResult({}, folder, best, best, None, generate_with="prompt"))
+                if x.strip().startswith("generate:")).split(":", 1)[1].strip()
+    assert line.startswith("python generate.py ")
+    typed = shlex.quote(sys.executable) + line.removeprefix("python").replace('"..."', '"def f(x): # {a: 1}"')
+    typed += " max_new_tokens=2"
+    done = subprocess.run(["bash", "-c", typed], cwd=Path(__file__).resolve().parents[2], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[0] == ">>> def f(x): # {a: 1}"
 
 
 def test_the_summary_resume_line_gives_train_py_the_same_overrides(tmp_path):
