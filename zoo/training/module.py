@@ -15,7 +15,7 @@ from torchmetrics import Metric
 from zoo.checkpoint import CheckpointRecord, set_rng_states, zoo_section
 from zoo.finetune.resume import training_record
 from zoo.modules.checkpointing import set_activation_checkpointing
-from zoo.modules.moe import auxiliary_loss, record_load, routing_summary, update_routers
+from zoo.modules.moe import auxiliary_loss, moe_layers, record_load, routing_summary, update_routers
 from zoo.modules.unfused import tensor_layout
 from zoo.tasks import Task, get_task
 from zoo.training.compiling import compile_model, wants_compile
@@ -94,6 +94,8 @@ class ZooLightningModule(L.LightningModule):
         self.label_smoothing = float(label_smoothing)
         self.seed = int(seed)
         self.val_loss = ValidationLoss()
+        # found once: a dense model skips the per-step MoE work (balancing losses, load, routers, summary)
+        self.has_moe = bool(moe_layers(model))
         self.val_non_finite: tuple[int, int] = (0, 0)  # (non-finite, counted) batches of the last validation
         label_names = getattr(tokenizer, "label_names", None) or ()
         self.val_metrics = torch.nn.ModuleDict(self.task.val_metrics(label_names))  # logged as val/<name>
@@ -147,13 +149,16 @@ class ZooLightningModule(L.LightningModule):
         if self.task.perplexity and not self.label_smoothing:  # a smoothed loss is no log-perplexity
             self.log("train/ppl", torch.exp(loss.detach().clamp(max=MAX_LOG_PPL)))
         self.log("train/lr", self.optimizers().param_groups[0]["lr"])
-        for name, value in routing_summary(self.model).items():  # MoE: load per expert, losses, drops
-            self.log(f"train/moe/{name}", value)
+        if self.has_moe:
+            for name, value in routing_summary(self.model).items():  # MoE: load per expert, losses, drops
+                self.log(f"train/moe/{name}", value)
         return trained
 
     def _with_balancing_losses(self, loss: torch.Tensor) -> torch.Tensor:
         """The trained loss: the task's plus the MoE layers' balancing losses of this forward (model.moe
         balance); their load is counted for the routers that follow it (updated once per optimizer step)."""
+        if not self.has_moe:
+            return loss
         aux = auxiliary_loss(self.model)
         record_load(self.model)
         return loss if aux is None else loss + aux
@@ -216,7 +221,8 @@ class ZooLightningModule(L.LightningModule):
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         """Global L2 norm of the (unscaled, pre-clipping) gradients, on logging steps only (one fused
         norm over all tensors: a per-tensor loop here cost ~5% of a CPU training step)."""
-        update_routers(self.model)  # MoE sigmoid_bias routers: the bias follows this step's load
+        if self.has_moe:
+            update_routers(self.model)  # MoE sigmoid_bias routers: the bias follows this step's load
         if not self._logging_step():  # called before the step counts, like training_step
             return
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
