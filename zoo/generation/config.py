@@ -6,13 +6,15 @@ GENERATION_OPTIONS, the rule of each knob, declared once: the library (`generate
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from zoo.generation.logits import Choice, build_processors
 from zoo.options import ANY, Options, Rule, integer, number, optional, within
 from zoo.utils import did_you_mean
+
+if TYPE_CHECKING:  # torch and the logits processors load with the first `choice`: the options need neither
+    import torch
+
+    from zoo.generation.logits import Choice
 
 CACHE_IMPLEMENTATIONS = ("dynamic", "static")
 
@@ -66,6 +68,10 @@ class GenerationConfig:
     def choice(self, device: torch.device | str) -> Choice:
         """Greedy, or sampling (do_sample, temperature != 0) through temperature / top-k / top-p; a `seed`
         seeds the draws."""
+        import torch
+
+        from zoo.generation.logits import Choice, build_processors
+
         generator = None if self.seed is None else torch.Generator(device=device).manual_seed(self.seed)
         sample = self.do_sample and self.temperature != 0
         return Choice(sample, build_processors(self.temperature, self.top_k, self.top_p), generator)
