@@ -36,14 +36,14 @@ def test_a_side_without_steps_is_an_error():
 
 def test_probe_records_steps_windows_and_saves(tmp_path: Path):
     script = tmp_path / "loop.py"
+    saved = tmp_path / "m.pt"
     script.write_text(
         "import torch\n"
         "m = torch.nn.Linear(2, 1); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
         "for step in range(3):\n"
         "    m(torch.ones(1, 2)).sum().backward(); opt.step(); opt.zero_grad()\n"
         "    if step == 1:\n"
-        "        m.eval(); m(torch.ones(1, 2)); torch.save(m.state_dict(), %r); m.train()\n"
-        % str(tmp_path / "m.pt"))
+        f"        m.eval(); m(torch.ones(1, 2)); torch.save(m.state_dict(), {str(saved)!r}); m.train()\n")
     out = tmp_path / "probe.json"
     subprocess.run([sys.executable, "-m", "bench.loop_probe", str(out), str(script)], cwd=ROOT, check=True)
     record = json.loads(out.read_text())

@@ -1,5 +1,5 @@
-"""Work done once instead of every step (issue 42): a model without MoE layers is not scanned for them on every
-training step (balancing losses, router load, router updates, routing summary): the module finds its MoE
+"""Work done once instead of every step (issue 42): a model without MoE layers is not scanned for them on
+every training step (balancing losses, router load, router updates, routing summary): the module finds its MoE
 layers once, when it is built. tests/training/test_moe_run.py trains the MoE models."""
 
 from __future__ import annotations
