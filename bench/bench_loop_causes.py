@@ -29,7 +29,8 @@ TRAIN_PY = {
     "gradient clipping": ("plugins/precision/precision.py", "clip_gradients"),
     "grad-norm logging, MoE routers (on_before_optimizer_step)":
         ("zoo/training/module.py", "on_before_optimizer_step"),
-    "optimizer step (AdamW)": ("torch/optim/adam.py", "step"),
+    # Lightning runs forward and backward inside optimizer.step(closure): the closure's time is taken out
+    "optimizer step (AdamW)": ("torch/optim/adam.py", "step", "loops/optimization/automatic.py", "__call__"),
     "input value checks (on_before_batch_transfer)": ("zoo/training/module.py", "on_before_batch_transfer"),
     "tokens/s callback": ("zoo/training/callbacks.py", "on_train_batch_end"),
     "progress lines": ("zoo/training/console.py", "on_train_batch_end"),
@@ -43,11 +44,13 @@ MINIMAL = {
 }
 
 
-def cumulative(stats: pstats.Stats, where: tuple[str, str]) -> float:
-    """Cumulative seconds of the functions named `where` (file suffix, name), outermost calls only."""
-    suffix, name = where
-    return sum(entry[3] for (file, _, func), entry in stats.stats.items()
-               if func == name and file.endswith(suffix))
+def cumulative(stats: pstats.Stats, where: tuple[str, ...]) -> float:
+    """Cumulative seconds of the functions named `where` (file suffix, name), outermost calls only; a second
+    (file suffix, name) pair is a part called inside them, subtracted."""
+    suffix, name, *inner = where
+    total = sum(entry[3] for (file, _, func), entry in stats.stats.items()
+                if func == name and file.endswith(suffix))
+    return total - cumulative(stats, tuple(inner)) if inner else total
 
 
 def profiled(command: list[str], out: Path) -> pstats.Stats:
