@@ -30,7 +30,8 @@ def test_every_loss_type_has_a_closed_form_here():
 
 @pytest.mark.parametrize("loss_type", sorted(CLOSED_FORM))
 def test_policy_equal_to_reference_gives_the_closed_form(loss_type):
-    """Zero margin: sigmoid ln 2, hinge 1, IPO (1/(2 beta))^2 = 25 at beta 0.1, robust ln 2 at any smoothing."""
+    """Zero margin: sigmoid ln 2, hinge 1, IPO (1/(2 beta))^2 = 25 at beta 0.1, robust ln 2 at any
+    smoothing."""
     logps = [-3.0, -0.2, -17.5]
     pairs = pairs_of(logps, [-1.0, -9.0, -0.4], logps, [-1.0, -9.0, -0.4], tokens=[3, 1, 7])
     extra = {"label_smoothing": 0.2} if loss_type == "robust" else {}
@@ -60,7 +61,7 @@ class _Accelerator:
 def trl_loss(per_token: torch.Tensor, ref_per_token: torch.Tensor, completion: torch.Tensor,
              loss_types: list[str], loss_weights: list[float], beta: float, label_smoothing: float = 0.0):
     """trl's DPOTrainer._compute_loss run on a batch [chosen; rejected] whose model returns `per_token`
-    (2B, T-1) log-probs (0 off the completion) and whose reference log-probs are precomputed: (loss, metrics)."""
+    (2B, T-1) log-probs (0 off the completion), reference log-probs precomputed: (loss, metrics)."""
     n = per_token.shape[0] // 2
     ref = ref_per_token.sum(1)
     zeros = torch.zeros_like(per_token)
@@ -68,12 +69,13 @@ def trl_loss(per_token: torch.Tensor, ref_per_token: torch.Tensor, completion: t
                               is_top1=torch.zeros_like(per_token, dtype=torch.bool))
     model = lambda **kwargs: outputs  # noqa: E731  (the model's forward, as trl calls it)
     trainer = SimpleNamespace(
-        model=SimpleNamespace(training=True), accelerator=_Accelerator(), aux_loss_enabled=False, ld_alpha=None,
-        precompute_ref_logps=True, f_divergence_type="reverse_kl", loss_types=loss_types,
+        model=SimpleNamespace(training=True), accelerator=_Accelerator(), aux_loss_enabled=False,
+        ld_alpha=None, precompute_ref_logps=True, f_divergence_type="reverse_kl", loss_types=loss_types,
         loss_weights=loss_weights, beta=beta, label_smoothing=label_smoothing, use_weighting=False,
         _metrics={"train": defaultdict(list)}, _total_train_tokens=0, _tp_size=1)
-    inputs = {"input_ids": torch.zeros(completion.shape, dtype=torch.long), "attention_mask": torch.ones_like(
-        completion), "completion_mask": completion, "ref_chosen_logps": ref[:n], "ref_rejected_logps": ref[n:]}
+    inputs = {"input_ids": torch.zeros(completion.shape, dtype=torch.long),
+              "attention_mask": torch.ones_like(completion), "completion_mask": completion,
+              "ref_chosen_logps": ref[:n], "ref_rejected_logps": ref[n:]}
     from trl import DPOTrainer
 
     loss = DPOTrainer._compute_loss(trainer, model, inputs, return_outputs=False)
@@ -104,7 +106,8 @@ def zoo_pairs(policy, ref, completion) -> PairLogps:
 @pytest.mark.parametrize("loss_type", sorted(CLOSED_FORM))
 @pytest.mark.parametrize("sft_weight", [0.0, 0.7])
 def test_equals_trl_dpo_trainer_loss_and_metrics(loss_type, sft_weight):
-    policy, ref, completion = random_batch(5, 9, seed=sorted(CLOSED_FORM).index(loss_type) + int(sft_weight * 10))
+    seed = sorted(CLOSED_FORM).index(loss_type) + int(sft_weight * 10)
+    policy, ref, completion = random_batch(5, 9, seed=seed)
     smoothing = 0.15 if loss_type == "robust" else 0.0
     types, weights = [loss_type], [1.0]
     if sft_weight:
