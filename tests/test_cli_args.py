@@ -17,7 +17,7 @@ from zoo.serving.cli import parse_overrides as serve_options
 @pytest.mark.parametrize("text", HOSTILE)
 def test_serve_text_keys_are_taken_literally(text):
     cfg = serve_options([f"ckpt={text}", f"model_name={text}"])
-    assert (cfg.ckpt, cfg.model_name) == (text, text)
+    assert (cfg.ckpt, cfg.model_name) == (text, None if text == "null" else text)  # null: the default name
     assert serve_options([f"hf={text}"]).hf == text
 
 
@@ -59,3 +59,10 @@ def test_an_argument_without_a_key_is_named(parse):
     """`=x` said "Unknown key ''" (generate.py "Unknown option ''"): the argument itself is named."""
     with pytest.raises(ValueError, match=r"^Arguments are key=value, got '=x'\."):
         parse(["=x"])
+
+
+@pytest.mark.parametrize("key", ["#s3cr3t", "a#b c", "{k: v}", "!x", "'q'"])
+def test_serve_api_key_is_taken_as_typed(key):
+    """Read as YAML, a key lost what follows '#' (all of it: no key), became a mapping or lost its quotes."""
+    assert serve_options(["ckpt=x", f"api_key={key}"]).api_key == key
+    assert serve_options(["ckpt=x", "api_key=null", "model_name=null"]).api_key is None  # unset, not "null"

@@ -43,7 +43,7 @@ def parse_overrides(argv: Sequence[str]) -> ServeConfig:
     hold; the others read as Hydra reads a value (zoo.apps.parse_key_values)."""
     from zoo.apps import parse_key_values
 
-    cfg = parse_key_values(argv, ServeConfig)
+    cfg = parse_key_values(argv, ServeConfig, nullable=("api_key", "model_name"))  # null: unset, the default
     if (cfg.ckpt is None) == (cfg.hf is None):
         raise ValueError("Give one of ckpt=PATH (a training checkpoint or a zoo export folder) or "
                          "hf=FOLDER (a Hugging Face model folder).")
