@@ -91,7 +91,7 @@ class Hinge(DPOLoss):
 @register_loss("ipo")
 class IPO(DPOLoss):
     """IPO (Azar et al. 2023, eq. 17): (margin per completion token - 1/(2 beta))^2; log-ratios averaged
-    over each completion's tokens, as trl does (confirmed by the IPO authors): beta does not scale with length."""
+    over each completion's tokens, as trl does (confirmed by the IPO authors): beta is length-free."""
 
     def per_pair(self, pairs: PairLogps, s: DPOSettings) -> torch.Tensor:
         chosen = pairs.chosen_logratios / pairs.chosen_tokens.clamp(min=1)
