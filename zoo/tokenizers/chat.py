@@ -40,6 +40,7 @@ ChatTemplate = str | dict[str, str]  # one template, or named ones ("default", "
 # Appended to the final message's text to find where it ends in the rendered chat (transformers' marker, so a
 # template that edits or trims it cuts in the same place)
 CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
+GENERATION_MARK = "\U000f0000"  # private use: written around {% generation %} blocks (generation_spans)
 
 
 class ChatTemplateError(ValueError):
@@ -86,7 +87,8 @@ def check_messages(messages: Any, where: str = "messages") -> list[dict[str, Any
 
 
 def render_chat(template: ChatTemplate, messages: list[dict[str, Any]], tokens: Mapping[str, str | None], *,
-                add_generation_prompt: bool | None = None, continue_final_message: bool = False) -> str:
+                add_generation_prompt: bool | None = None, continue_final_message: bool = False,
+                tools: list[dict[str, Any]] | None = None) -> str:
     """The text ``template`` makes of ``messages`` (checked by :func:`check_messages`), with the special
     tokens ``tokens`` (role -> text: ``{"bos": "<s>", ...}``) as ``bos_token`` ... variables.
     ``add_generation_prompt`` defaults to true unless ``continue_final_message`` (the text then ends inside
@@ -105,7 +107,7 @@ def render_chat(template: ChatTemplate, messages: list[dict[str, Any]], tokens: 
         messages = [*messages[:-1], {**messages[-1], "content": final + CONTINUE_TAG}]
     specials = {f"{role}_token": text for role, text in tokens.items() if text is not None}
     try:
-        text = _compile(source).render(messages=messages, tools=None, documents=None,
+        text = _compile(source).render(messages=messages, tools=tools, documents=None,
                                        add_generation_prompt=not continue_final_message
                                        if add_generation_prompt is None else add_generation_prompt,
                                        **specials)
@@ -114,6 +116,34 @@ def render_chat(template: ChatTemplate, messages: list[dict[str, Any]], tokens: 
     except Exception as e:  # the template's own Python error: 1/0, range(10**9), {% import %}, deep recursion
         raise ChatTemplateError(f"chat template failed: {type(e).__name__}: {e}") from None
     return _cut_after(text, final) if continue_final_message else text
+
+
+def generation_spans(template: ChatTemplate, messages: list[dict[str, Any]],
+                     tokens: Mapping[str, str | None], *,
+                     tools: list[dict[str, Any]] | None = None) -> tuple[str, list[tuple[int, int]]] | None:
+    """The text of ``messages`` (no generation prompt) and the character spans its ``{% generation %}``
+    blocks wrote, in order (what transformers' ``return_assistant_tokens_mask`` marks); None when the
+    template has no such block."""
+    source = _default_of(template)
+    if "generation" not in source or "endgeneration" not in source:
+        return None
+    specials = {f"{role}_token": text for role, text in tokens.items() if text is not None}
+    try:
+        marked = _compile(source, marks=True).render(messages=messages, tools=tools, documents=None,
+                                                      add_generation_prompt=False, **specials)
+    except Exception as e:  # as render_chat: the template's own failure
+        raise ChatTemplateError(f"chat template failed: {type(e).__name__}: {e}") from None
+    text, spans, start = [], [], None
+    for i, piece in enumerate(marked.split(GENERATION_MARK)):
+        if i:
+            length = sum(map(len, text))
+            if start is None:
+                start = length
+            else:
+                spans.append((start, length))
+                start = None
+        text.append(piece)
+    return "".join(text), spans
 
 
 def _cut_after(text: str, final: str) -> str:
@@ -160,8 +190,9 @@ def _short(value: Any) -> str:
 
 
 @lru_cache(maxsize=16)
-def _compile(source: str) -> Any:
-    """A template compiled in an environment with transformers' rules (module docstring)."""
+def _compile(source: str, marks: bool = False) -> Any:
+    """A template compiled in an environment with transformers' rules (module docstring); ``marks``: its
+    ``{% generation %}`` blocks wrapped in GENERATION_MARK (generation_spans)."""
     import jinja2
     from jinja2.ext import Extension, loopcontrols
     from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -175,7 +206,7 @@ def _compile(source: str) -> Any:
             return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
 
         def _body(self, caller: Any) -> str:
-            return caller()
+            return f"{GENERATION_MARK}{caller()}{GENERATION_MARK}" if marks else caller()
 
     def raise_exception(message: str) -> None:
         raise jinja2.TemplateError(message)

@@ -125,6 +125,11 @@ class ZooTokenizer:
         tokenizer adds around a text (a Llama BOS), off by default since the template writes its own."""
         return self._specials_as_tokens.encode(text, add_special_tokens=add_special_tokens).ids
 
+    def chat_encoding(self, text: str) -> Any:
+        """``encode_chat``'s tokenizers ``Encoding`` of a rendered chat (ids and character offsets: what a
+        loss mask over the chat's spans is read from)."""
+        return self._specials_as_tokens.encode(text, add_special_tokens=False)
+
     @cached_property
     def _specials_as_tokens(self) -> HFTokenizer:
         """A copy of ``hf`` that matches special-token text (``encode`` keeps it as text); a copy, not a flag
