@@ -54,26 +54,32 @@ class RunningBatch:
     def rebuild(self, keep: list[int], joining: tuple[KVCache, torch.Tensor] | None = None) -> None:
         """Keep rows `keep` (in that order), then append the rows of a prefilled `joining` (cache, mask), and
         cut the leading columns that no row uses: one copy of the cache per membership change."""
-        parts: list[tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]] = []
+        parts: list[tuple[KVCache, torch.Tensor]] = []
         if keep and self.cache is not None:
             index = torch.tensor(keep, dtype=torch.long, device=self.device)
             self.cache.reorder(index)
-            parts.append((_layers(self.cache), self.mask.index_select(0, index)))
+            parts.append((self.cache, self.mask.index_select(0, index)))
         if joining is not None:
-            parts.append((_layers(joining[0]), joining[1]))
+            parts.append(joining)
         if not parts:
             self.cache, self.mask, self.lengths = None, self.mask[:0, :0], self.lengths[:0]
             return
+        self.cache, self.mask = self.merge(parts)
+        self.lengths = self.mask.sum(-1)
+
+    def merge(self, parts: list[tuple[KVCache, torch.Tensor]]) -> tuple[KVCache, torch.Tensor]:
+        """The rows of several (cache, mask (b, S)) as one (cache, mask (B, width)), each row right-aligned
+        and the width the longest row's (prefills of single rows become one joining batch this way)."""
         width = max(int(mask.sum(-1).max()) for _, mask in parts)  # the longest live row
+        layers = [_layers(cache) for cache, _ in parts]
         cache = self.model.new_cache()
         for i, layer in enumerate(cache.layers):
-            k = torch.cat([_right(kv[i][0], width) for kv, _ in parts])  # (B, KV, width, D)
-            v = torch.cat([_right(kv[i][1], width) for kv, _ in parts])
+            k = torch.cat([_right(kv[i][0], width) for kv in layers])  # (B, KV, width, D)
+            v = torch.cat([_right(kv[i][1], width) for kv in layers])
             layer.append(k, v)
         cache.length = width
-        self.cache = cache
-        self.mask = torch.cat([_right(mask[:, None, :, None], width)[:, 0, :, 0] for _, mask in parts])
-        self.lengths = self.mask.sum(-1)
+        mask = torch.cat([_right(mask[:, None, :, None], width)[:, 0, :, 0] for _, mask in parts])
+        return cache, mask
 
 
 def _layers(cache: KVCache) -> list[tuple[torch.Tensor, torch.Tensor]]:

@@ -9,10 +9,18 @@ Choice: argmax, or temperature / top-p then one multinomial draw from the row's 
 request gives the same tokens whether it runs alone or among others. A row may also carry stop strings
 (zoo.generation.stopping: it leaves at the token that completes one), penalties and a logit bias applied to
 its logits before the pick (zoo.serving.penalties), and a wish for log-probabilities, read from the raw
-logits (zoo.serving.logprobs)."""
+logits (zoo.serving.logprobs).
+
+A failure that belongs to one row ends that row alone (finish "error", `Sequence.error` says why) and the
+others go on: its penalties, its sampling, its stop-string decode, its delivery, its echo scoring, its
+prefill (when the joining rows' prefill raises, each is prefilled alone, so the rows that succeed alone
+still join). A sampled row whose distribution is NaN ends before the draw: its request's fault when the
+model's logits were finite (its settings broke them), the server's otherwise. Only a failure of what every
+row shares (the batched decode forward, the cache rebuild) ends every row in it."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -23,6 +31,7 @@ import torch
 
 from zoo.generation.logits import Choice
 from zoo.generation.stopping import RowStop
+from zoo.modules.cache import KVCache
 from zoo.serving.batch import RunningBatch
 from zoo.serving.logprobs import TokenLogprob, pick_logprobs
 from zoo.serving.penalties import Penalties
@@ -30,11 +39,22 @@ from zoo.serving.penalties import Penalties
 # (new token or None, finish reason or None, its log-probabilities when asked for): called on the engine
 # thread; must not block. A row with `prompt_logprobs` first gets (None, None, [one per prompt token after the
 # first]).
+log = logging.getLogger(__name__)
+
 Deliver = Callable[[int | None, str | None, TokenLogprob | list[TokenLogprob] | None], None]
 
 
 class QueueFull(Exception):
     """The waiting queue holds `max_queue` sequences already."""
+
+
+@dataclass(frozen=True)
+class RowError:
+    """Why one row ended early: `by_request` when its own request's settings caused it (the server answers
+    400), else the server failed (500); `message` is for its client."""
+
+    by_request: bool
+    message: str
 
 
 @dataclass(eq=False)
@@ -53,6 +73,7 @@ class Sequence:
     prompt_logprobs: int | None = None  # echo: the prompt's tokens' log-probabilities too (n most likely)
     cancelled: bool = False  # set by the server (any thread): the row leaves at the next step boundary
     produced: int = 0
+    error: RowError | None = None  # set before its finish "error" is delivered
     done: bool = field(default=False, repr=False)
 
 
@@ -113,11 +134,13 @@ class Engine:
             try:
                 with torch.inference_mode():
                     self.step(joining)
-            except Exception as e:  # a failed forward: end every row it touched, keep serving
+            except Exception as e:  # what every row shares failed: end every row it touched, keep serving
+                log.exception("the running batch failed; ending its %d rows", len(self.rows))
+                error = RowError(False, f"the batched forward over the running rows failed "
+                                        f"({type(e).__name__}: {e}); every row in it ended")
                 for seq in self.rows + joining:
                     if not seq.done:
-                        seq.done = True
-                        seq.deliver(None, f"error: {type(e).__name__}: {e}", None)
+                        self._end(seq, error)
                 self.rows, self.pending = [], self.pending[:0]
                 self.batch.rebuild([])
 
@@ -127,12 +150,17 @@ class Engine:
         now = time.monotonic()
         keep = [i for i, seq in enumerate(self.rows) if self._alive(seq, now)]
         joining = [seq for seq in joining if self._alive(seq, now)]
-        joining = [seq for seq in joining if not self._score_prompt(seq)]
+        joining = [seq for seq in joining
+                   if self._isolated(seq, "scoring its prompt", self._score_prompt, seq) is False]
         admitted: tuple | None = None
-        if joining:
-            logits, cache, mask = self.batch.prefill([seq.prompt for seq in joining])
+        prefilled = self._prefill(joining) if joining else None
+        if prefilled is not None:
+            joining, logits, cache, mask = prefilled
             tokens, logprobs = self._pick(joining, logits)
-            live = [j for j, seq in enumerate(joining) if not self._emit(seq, int(tokens[j]), logprobs[j])]
+            for j, seq in enumerate(joining):
+                if not seq.done:
+                    self._isolated(seq, "handing out its token", self._emit, seq, int(tokens[j]), logprobs[j])
+            live = [j for j, seq in enumerate(joining) if not seq.done]
             if live:
                 index = torch.tensor(live, dtype=torch.long, device=self.batch.device)
                 if len(live) < len(joining):
@@ -151,7 +179,42 @@ class Engine:
         self.steps += 1
         self.pending, logprobs = self._pick(self.rows, logits)
         for seq, token, logprob in zip(self.rows, self.pending.tolist(), logprobs, strict=True):
-            self._emit(seq, token, logprob)
+            if not seq.done:
+                self._isolated(seq, "handing out its token", self._emit, seq, token, logprob)
+
+    def _prefill(self, joining: list[Sequence],
+                 ) -> tuple[list[Sequence], torch.Tensor, KVCache, torch.Tensor] | None:
+        """(rows prefilled, their logits (k, V), cache, mask (k, T)) of the joining rows, together; when that
+        forward raises, each row alone, so that only a row that fails by itself ends (None: none is left)."""
+        try:
+            return (joining, *self.batch.prefill([seq.prompt for seq in joining]))
+        except Exception:
+            log.exception("the prefill of %d joining rows failed; prefilling each alone", len(joining))
+        alone = [(seq, self._isolated(seq, "prefilling its prompt", self.batch.prefill, [seq.prompt]))
+                 for seq in joining]
+        alone = [(seq, out) for seq, out in alone if out is not None]
+        if not alone:
+            return None
+        cache, mask = self.batch.merge([(out[1], out[2]) for _, out in alone])
+        return [seq for seq, _ in alone], torch.cat([out[0] for _, out in alone]), cache, mask
+
+    def _isolated(self, seq: Sequence, what: str, work: Callable, *args):
+        """`work(*args)` for one row; when it raises, that row alone ends with a server error (None)."""
+        try:
+            return work(*args)
+        except Exception as e:
+            log.exception("%s failed for one row; the other rows go on", what)
+            self._end(seq, RowError(False, f"the server failed while {what} ({type(e).__name__}: {e})"))
+            return None
+
+    @staticmethod
+    def _end(seq: Sequence, error: RowError) -> None:
+        """End one row with its error (finish "error"); the batch drops it at the next step boundary."""
+        seq.done, seq.error = True, error
+        try:
+            seq.deliver(None, "error", None)
+        except Exception:
+            log.exception("the error of one row could not be delivered")
 
     def _score_prompt(self, seq: Sequence) -> bool:
         """Deliver the prompt's log-probabilities (echo) from one full forward of the prompt alone, before its
@@ -178,20 +241,34 @@ class Engine:
             return False
         return True
 
-    @staticmethod
-    def _pick(seqs: list[Sequence], logits: torch.Tensor) -> tuple[torch.Tensor, list[TokenLogprob | None]]:
+    def _pick(self, seqs: list[Sequence], logits: torch.Tensor,
+              ) -> tuple[torch.Tensor, list[TokenLogprob | None]]:
         """(B, V) raw logits -> ((B,) tokens, each row's log-probabilities or None): penalised rows' logits
-        adjusted first; greedy rows by one argmax, sampling rows one draw each from their own generator."""
+        adjusted first; greedy rows by one argmax, sampling rows one draw each from their own generator (a
+        row that fails here is ended; its token is left as the argmax, never read)."""
         raw = logits
         adjusted = [i for i, seq in enumerate(seqs) if seq.penalties is not None]
         if adjusted:
             logits = logits.clone()
             for i in adjusted:
-                logits[i] = seqs[i].penalties.apply(logits[i])
+                row = self._isolated(seqs[i], "applying its penalties", seqs[i].penalties.apply, logits[i])
+                if row is not None:
+                    logits[i] = row
         tokens = logits.argmax(dim=-1)
-        for i, seq in enumerate(seqs):
-            if seq.choice.sample:
-                tokens[i] = seq.choice.pick(logits[i : i + 1])[0]
+        sampled = [i for i, seq in enumerate(seqs) if seq.choice.sample and not seq.done]
+        probs = {i: self._isolated(seqs[i], "sampling", seqs[i].choice.probs, logits[i : i + 1])
+                 for i in sampled}
+        probs = {i: p for i, p in probs.items() if p is not None}  # each (1, V)
+        if probs:  # one check (one sync) for all: a NaN distribution never reaches multinomial
+            totals = torch.cat(list(probs.values())).sum(dim=-1)
+            broken = (~torch.isfinite(totals) | (totals <= 0)).tolist()
+            for (i, p), bad in zip(probs.items(), broken, strict=True):
+                if bad:
+                    self._end(seqs[i], _no_distribution(raw[i]))
+                    continue
+                drawn = self._isolated(seqs[i], "sampling", seqs[i].choice.draw, p)  # (1, 1)
+                if drawn is not None:
+                    tokens[i] = drawn[0, 0]
         return tokens, pick_logprobs(raw, tokens, [seq.logprobs for seq in seqs])
 
     @staticmethod
@@ -205,3 +282,14 @@ class Engine:
         seq.done = finish is not None
         seq.deliver(token, finish, logprob)
         return seq.done
+
+
+def _no_distribution(raw: torch.Tensor) -> RowError:
+    """Why a sampled row's distribution is NaN, from its raw (V,) logits: finite ones were broken by its own
+    settings (its request's fault), non-finite ones by the model (the server's)."""
+    if bool(torch.isfinite(raw).all()):
+        return RowError(True, "This request's sampling settings (temperature, top_p, presence_penalty, "
+                              "frequency_penalty, logit_bias) turned the model's finite next-token scores "
+                              "into no probability distribution (NaN); send less extreme values.")
+    return RowError(False, "the model's next-token scores for this request were not finite (NaN or "
+                           "infinity), so no token could be sampled")

@@ -62,7 +62,7 @@ class Run:
                     yield index, self._prompt_scored(index, logprob), None
                     continue
                 if finish is not None and token is None and finish != "length":  # "length": echo only
-                    self._fail(finish)
+                    self._fail(index, finish)
                 self.tokens[index] += token is not None
                 keep = None if token in self.served.stop_ids else token
                 if logprob is not None and keep is not None:
@@ -90,11 +90,17 @@ class Run:
         self.echo_sent[index] = True
         return self.echo[index]
 
-    def _fail(self, finish: str) -> None:
+    def _fail(self, index: int, finish: str) -> None:
+        """The error of a choice the engine ended early: 408 past the timeout, 400 when its own settings
+        caused it, else 500 (zoo.serving.engine.RowError)."""
         if finish == "timeout":
             raise APIError(408, f"The request did not finish within the server's timeout "
                                 f"({self.served.timeout:g} s).", type="timeout", code="timeout")
-        raise APIError(500, f"The model failed while decoding ({finish}).", type="server_error")
+        error = self.seqs[index].error
+        if error is not None and error.by_request:
+            raise APIError(400, error.message)
+        raise APIError(500, f"The model failed while decoding ({error.message if error else finish}).",
+                       type="server_error")
 
     def usage(self) -> dict[str, int]:
         done = sum(self.tokens)
