@@ -186,3 +186,40 @@ def test_through_the_server_one_failing_request_leaves_the_others_streaming(monk
         after = http.post("/completions", json=greedy)
         assert after.status_code == 200
         assert after.json()["choices"][0]["text"] == reference(model, tok, ids[0], 12)
+
+
+def test_a_stream_whose_text_fails_gets_an_error_event_and_the_other_stream_finishes(monkeypatch):
+    """Detokenising one request's stream raises on the event loop's side: that stream ends with OpenAI's
+    error event and [DONE], its rows are freed, and a stream beside it still gets model.generate's text."""
+    import zoo.serving.run as run
+
+    class Failing(run.ChoiceText):
+        def add(self, token, final):
+            if len(self.ids) == 3:
+                raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "injected")
+            return super().add(token, final)
+
+    real = run.ChoiceText
+    def choice_text(decode, stops):
+        return (Failing if stops == ["zzz"] else real)(decode, stops)
+
+    monkeypatch.setattr(run, "ChoiceText", choice_text)
+    model, tok = tiny()
+    body = {"model": NAME, "prompt": "the cat", "max_tokens": 12, "temperature": 0, "stream": True}
+    with serving(model, tok) as (url, served), httpx.Client(base_url=url, timeout=60) as http:
+        def stream(body):
+            with http.stream("POST", "/completions", json=body) as r:
+                return r.status_code, [line for line in r.iter_lines() if line]
+
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            failing, other = pool.map(stream, [{**body, "stop": ["zzz"]}, body])
+        assert failing[0] == 200 and failing[1][-1] == "data: [DONE]"
+        error = json.loads(failing[1][-2][6:])["error"]
+        assert error["type"] == "server_error" and "UnicodeDecodeError" in error["message"]
+        text = "".join(json.loads(line[6:])["choices"][0]["text"] for line in other[1]
+                       if '"choices": [{' in line)
+        assert other[0] == 200 and text == reference(model, tok, tok.encode("the cat"), 12)
+        deadline = time.monotonic() + 10
+        while served.engine.load() != (0, 0) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert served.engine.load() == (0, 0)

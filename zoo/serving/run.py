@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -16,6 +17,8 @@ from zoo.serving.logprobs import TokenLogprob, chat_logprobs, completion_logprob
 from zoo.serving.protocol import APIError, Request
 from zoo.serving.served import Served
 from zoo.serving.text import ChoiceText
+
+log = logging.getLogger(__name__)
 
 
 class Run:
@@ -163,6 +166,10 @@ class Run:
                                 **usage})
         except APIError as e:
             yield data(e.body())
+        except Exception as e:  # its own text or log-probabilities failed: an error event, not a cut stream
+            log.exception("streaming one response failed")
+            yield data(APIError(500, f"The server failed while streaming this response ({type(e).__name__}: "
+                                     f"{e}).", type="server_error").body())
         if self.req.include_usage:
             yield data({**self._envelope([], True), "usage": self.usage()})
         yield "data: [DONE]\n\n"
