@@ -31,6 +31,7 @@ def tiny_data(kind: str, files: Mapping[str, Path]) -> list[str]:
         "labelled": ["data=classification", f"data.path={files.get('labelled')}"],
         "tagged": ["data=token_tags", f"data.path={files.get('tagged')}"],
         "qa": ["data=squad", f"data.path={files.get('qa')}", "data.doc_stride=4"],
+        "chat": ["data=chat", f"data.path={files.get('chat')}"],
     }[kind]
 
 
@@ -85,8 +86,12 @@ def task_files(tmp_path_factory) -> dict[str, Path]:
     labelled = folder / "labelled.jsonl"
     labelled.write_text("".join(json.dumps({"text": f"{words} {i}", "label": label}) + "\n"
                                 for i in range(40) for label, words in LABELS.items()), encoding="utf-8")
+    chat = folder / "chat.jsonl"
+    turns = [[{"role": "user", "content": f"Where is {p}?"}, {"role": "assistant", "content": f"{p} is in {q}."}]
+             for p in PEOPLE for q in PLACES]
+    chat.write_text("".join(json.dumps({"messages": m}) + "\n" for m in turns), encoding="utf-8")
     return {"labelled": labelled, "tagged": write_tagged(folder / "tagged.jsonl", 120),
-            "qa": write_squad(folder / "qa.jsonl", 60)}
+            "qa": write_squad(folder / "qa.jsonl", 60), "chat": chat}
 
 
 @pytest.fixture(scope="session")
