@@ -87,8 +87,8 @@ def task_files(tmp_path_factory) -> dict[str, Path]:
     labelled.write_text("".join(json.dumps({"text": f"{words} {i}", "label": label}) + "\n"
                                 for i in range(40) for label, words in LABELS.items()), encoding="utf-8")
     chat = folder / "chat.jsonl"
-    turns = [[{"role": "user", "content": f"Where is {p}?"}, {"role": "assistant", "content": f"{p} is in {q}."}]
-             for p in PEOPLE for q in PLACES]
+    turns = [[{"role": "user", "content": f"Where is {p}?"},
+              {"role": "assistant", "content": f"{p} is in {q}."}] for p in PEOPLE for q in PLACES]
     chat.write_text("".join(json.dumps({"messages": m}) + "\n" for m in turns), encoding="utf-8")
     return {"labelled": labelled, "tagged": write_tagged(folder / "tagged.jsonl", 120),
             "qa": write_squad(folder / "qa.jsonl", 60), "chat": chat}
