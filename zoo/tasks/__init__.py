@@ -8,6 +8,7 @@ from zoo.tasks import (  # noqa: F401  (each registers its task)
     mlm,
     question_answering,
     seq2seq,
+    sft,
     token_classification,
 )
 from zoo.tasks.base import TASKS, StreamTask, Task, all_tasks, default_task, get_task, register

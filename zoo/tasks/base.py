@@ -128,6 +128,10 @@ class Task:
         `chunk_size` positions at a time so the (B, T, V) logits never exist (tasks with `chunked_loss`)."""
         raise NotImplementedError(f"task {self.name} computes its loss from logits only")
 
+    def train_logs(self, out: ModelOutput, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Values logged as train/<name> at a training step besides the loss (default: none)."""
+        return {}
+
     def val_metrics(self, label_names: Sequence[str] = ()) -> dict[str, Metric]:
         """Validation metrics besides the loss, logged as val/<name>; each takes update(out, batch).
         `label_names`: the data's class / tag names (the tokenizer's), for metrics that name what they count;

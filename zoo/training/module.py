@@ -139,8 +139,8 @@ class ZooLightningModule(L.LightningModule):
         if self.loss_chunk_size:
             loss = self._chunked_loss(batch)
         else:
-            loss = self.task.training_loss(self._forward(**self.task.model_inputs(batch)), batch,
-                                           self.label_smoothing)
+            out = self._forward(**self.task.model_inputs(batch))
+            loss = self.task.training_loss(out, batch, self.label_smoothing)
         loss = self._global_mean(loss, batch)
         trained = self._with_balancing_losses(loss)
         if not self._logging_step():  # Lightning would compute these values and drop them
@@ -149,6 +149,9 @@ class ZooLightningModule(L.LightningModule):
         if self.task.perplexity and not self.label_smoothing:  # a smoothed loss is no log-perplexity
             self.log("train/ppl", torch.exp(loss.detach().clamp(max=MAX_LOG_PPL)))
         self.log("train/lr", self.optimizers().param_groups[0]["lr"])
+        if not self.loss_chunk_size:
+            for name, value in self.task.train_logs(out, batch).items():  # sft: token accuracy, tokens
+                self.log(f"train/{name}", value)
         if self.has_moe:
             for name, value in routing_summary(self.model).items():  # MoE: load per expert, losses, drops
                 self.log(f"train/moe/{name}", value)

@@ -7,7 +7,7 @@ Built-in sources need no download: ``stdlib_text`` (the interpreter's own ``.py`
 Importing this package registers all of them.
 """
 
-from zoo.data.sources import hf, squad, stdlib, token_tags, translation, user  # noqa: F401  (registers the sources)
+from zoo.data.sources import chat, hf, squad, stdlib, token_tags, translation, user  # noqa: F401  (registers them)
 from zoo.data.sources.base import SOURCES, load_source, register_source
 
 __all__ = ["SOURCES", "load_source", "register_source"]

@@ -1,0 +1,57 @@
+"""``data=chat``: chat SFT rows from a JSONL file (zoo.data.chat_rows: conversational, prompt-completion or
+text, each row by its fields), encoded with the tokenizer's chat template and ``data.loss_mask``'s mask."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from zoo.data.cache import RaggedIds, id_dtype
+from zoo.data.chat_masks import LOSS_MASKS, encode_row, mask_for
+from zoo.data.chat_rows import ChatRow, read_jsonl
+from zoo.data.documents import Documents, TextList
+from zoo.data.sources.base import Encoded, HeldCorpus, register_source, split_rows
+
+
+@dataclass(frozen=True)
+class ChatCorpus(HeldCorpus):
+    """Chat rows per split and the loss mask they are encoded with."""
+
+    train: list[ChatRow]
+    val: list[ChatRow]
+    loss_mask: str = "auto"
+    kind = "chat"
+
+    def content(self) -> dict[str, list[str]]:
+        return {**{split: [row.content() for row in rows] for split, rows in self.splits().items()},
+                "loss_mask": [self.loss_mask]}
+
+    def tokenizer_docs(self) -> Documents:
+        """The rows' own text (a tokenizer trained here: a template's markup is the template's)."""
+        return TextList([row.content() for row in self.train])
+
+    def encode(self, tokenizer, fingerprints: dict[str, str] | None = None) -> Encoded:
+        """``<split>.ids`` and ``<split>.mask`` (1 where the loss is taken) per row; ``<split>.line``: its
+        line in the file."""
+        arrays: dict = {}
+        dtype = id_dtype(tokenizer.vocab_size)
+        for split, rows in self.splits().items():
+            encoded = [encode_row(tokenizer, row, self.loss_mask) for row in rows]
+            arrays[f"{split}.ids"] = RaggedIds.from_rows([ids for ids, _ in encoded], dtype)
+            arrays[f"{split}.mask"] = RaggedIds.from_rows([mask for _, mask in encoded], dtype)
+            arrays[f"{split}.line"] = np.array([int(row.where.rsplit(":", 1)[1]) for row in rows], np.int64)
+        return arrays, None
+
+
+@register_source("chat")
+def load_chat(*, path: str, loss_mask: str = "auto", val_fraction: float = 0.1, seed: int = 0,
+              whole: bool = False) -> ChatCorpus:
+    """Chat rows of a JSONL file with a seeded train/validation split; ``loss_mask``: auto (each format's
+    default: assistant_only, completion_only, all) or a LOSS_MASKS name, checked against every row first."""
+    if loss_mask != "auto":
+        LOSS_MASKS.get(loss_mask)
+    rows = list(read_jsonl(path))
+    for row in rows:
+        mask_for(loss_mask, row)
+    return ChatCorpus(*split_rows(rows, val_fraction, seed, whole), loss_mask=loss_mask)

@@ -1,0 +1,63 @@
+"""Supervised fine-tuning on chat data (``task=sft``): a decoder trained on conversations, prompt-completion
+pairs or text (``data=chat``), the loss taken over the tokens ``data.loss_mask`` marks (the assistant's, by
+default) and averaged over them, rows packed with their documents kept apart (zoo.data.chat_packing).
+Metrics: the loss over trained tokens, token accuracy, trained tokens per step."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from zoo.data.chat_packing import ChatDataModule
+from zoo.tasks.base import register
+from zoo.tasks.evaluating import forward_batches
+from zoo.tasks.lm import LanguageModelling
+from zoo.tasks.metrics import Accuracy, TokenNLL
+from zoo.utils import IGNORE_INDEX
+
+
+class TokenAccuracy(Accuracy):
+    """Fraction of trained tokens whose arg-max is the next token (``targets``, already shifted)."""
+
+    def update(self, out, batch: Mapping[str, torch.Tensor]) -> None:
+        super().update(out, {"labels": batch["targets"]})
+
+
+@register
+class SupervisedFineTuning(LanguageModelling):
+    name = "sft"
+    archs = ("decoder",)
+    auto = False
+    builtin_data = None
+    user_data = "data=chat data.path=conversations.jsonl"
+    corpus_kind = "chat"
+    needed_specials = ()  # the template writes its own turns; text rows end with eos when there is one
+
+    def with_epoch(self, data_cfg: dict[str, Any], examples_per_eval: int) -> dict[str, Any]:
+        return data_cfg  # a finite set of packed windows: one epoch is one pass
+
+    def datamodule(self, entry, loader: Mapping[str, Any], **common: Any) -> ChatDataModule:
+        rows = {split: tuple(entry.arrays[f"{split}.{name}"] for name in ("ids", "mask", "line"))
+                for split in ("train", "val")}
+        return ChatDataModule(entry.tokenizer, rows, **common)
+
+    def train_logs(self, out, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Token accuracy over this batch's trained tokens and their number."""
+        targets = batch["targets"]
+        trained = targets != IGNORE_INDEX
+        right = ((out.logits.argmax(-1) == targets) & trained).sum()
+        return {"token_accuracy": right / trained.sum().clamp(min=1), "trained_tokens": trained.sum().float()}
+
+    def val_metrics(self, label_names=()) -> dict[str, Any]:
+        return {"token_accuracy": TokenAccuracy()}
+
+    def evaluate(self, model, tokenizer, datamodule, split: str, options) -> dict[str, float]:
+        """The loss and perplexity over the split's trained tokens, and token accuracy."""
+        nll, accuracy = TokenNLL(), TokenAccuracy()
+        for batch, out in forward_batches(self, model, datamodule, split, options.max_examples):
+            nll.add(self.loss(out, batch), self.counted_labels(batch))
+            accuracy.update(out, batch)
+        return {"loss": nll.loss, "perplexity": nll.perplexity, "token_accuracy": float(accuracy.compute()),
+                "tokens": nll.tokens}
