@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from zoo.config import ModelConfig
+from zoo.models.size import check_fits
 from zoo.models.vocabulary import ARCHS, check_config
 from zoo.modules.block import Stack
 from zoo.modules.cache import KVCache
@@ -88,6 +89,18 @@ class ZooModel(nn.Module):
             if getattr(cfg, key) is not None:
                 raise ValueError(f"model.{key}={getattr(cfg, key)} applies to arch 'encoder_decoder' only; "
                                  f"arch {cfg.arch!r} takes its depth from model.n_layers.")
+
+    @classmethod
+    def depth(cls, cfg: ModelConfig) -> tuple[int, str]:
+        """The number of blocks `cfg` builds and the keys that set it, as the user wrote them."""
+        return (cfg.n_layers, f"model.n_layers={cfg.n_layers}") if cls.transformer else (0, "")
+
+    @classmethod
+    def least_parameters(cls, cfg: ModelConfig) -> int:
+        """A lower bound on the weights `cfg` builds, from its sizes alone: the token table, and each block's
+        query and output projections (every block has them)."""
+        blocks, _ = cls.depth(cfg)
+        return cfg.vocab_size * cfg.d_model + blocks * 2 * cfg.d_model * cfg.n_heads * cfg.head_size
 
     # the model.head values this architecture carries (zoo.modules.heads.HEADS); None: every registered head
     heads: tuple[str, ...] | None = ("lm",)
@@ -316,4 +329,6 @@ class ZooModel(nn.Module):
 def build_model(cfg: ModelConfig) -> ZooModel:
     """The architecture `cfg.arch` built from `cfg`, after every named choice has been checked."""
     check_config(cfg)
-    return ARCHS.get(cfg.arch)(cfg)
+    arch = ARCHS.get(cfg.arch)
+    check_fits(cfg, arch.least_parameters(cfg), arch.depth(cfg)[1] or "(no blocks)")
+    return arch(cfg)

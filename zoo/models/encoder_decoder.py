@@ -28,6 +28,15 @@ class EncoderDecoder(ZooModel):
         if cfg.n_encoder_layers + cfg.n_decoder_layers == 0:
             raise ValueError("model.arch='encoder_decoder' needs at least one encoder or decoder layer.")
 
+    @classmethod
+    def depth(cls, cfg: ModelConfig) -> tuple[int, str]:
+        """Both stacks' blocks; the keys that set them (encoder_layers / decoder_layers, else n_layers)."""
+        named = [f"model.{k}={getattr(cfg, k)}" for k in ("encoder_layers", "decoder_layers")
+                 if getattr(cfg, k) is not None]
+        if len(named) < 2:
+            named.insert(0, f"model.n_layers={cfg.n_layers}")
+        return cfg.n_encoder_layers + cfg.n_decoder_layers, ", ".join(named)
+
     @property
     def positions(self):
         """The decoder's positional scheme (what generation extends)."""
