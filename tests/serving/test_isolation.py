@@ -98,7 +98,7 @@ def test_settings_that_leave_no_distribution_end_their_row_with_a_request_error(
     seqs[1].choice.processors.append(lambda logits: logits * float("nan"))
     drive(Engine(model, pad_id=0), seqs, [0, 0, 0, 2])
     assert events[1] == [(None, "error")] and seqs[1].error.by_request
-    assert "temperature" in seqs[1].error.message
+    assert "no probability distribution (NaN)" in seqs[1].error.message
     for i in (0, 2, 3):
         assert tokens(events[i]) == alone(model, i)
 
@@ -182,7 +182,8 @@ def test_through_the_server_one_failing_request_leaves_the_others_streaming(monk
         assert '"server_error"' in errors[0] and "injected" in errors[0]
         assert no_distribution.status_code == 400
         error = no_distribution.json()["error"]
-        assert error["type"] == "invalid_request_error" and "temperature" in error["message"]
+        assert error["type"] == "invalid_request_error"
+        assert "no probability distribution (NaN)" in error["message"] and "temperature" in error["message"]
         after = http.post("/completions", json=greedy)
         assert after.status_code == 200
         assert after.json()["choices"][0]["text"] == reference(model, tok, ids[0], 12)
