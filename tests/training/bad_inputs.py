@@ -479,6 +479,10 @@ CHECKED_ELSEWHERE = [
              "tests/serving/test_hostile.py::test_json_the_server_cannot_take_is_a_400_saying_why"),
     BadInput("a request body nested 100,000 deep (400)", "nests arrays or objects deeper",
              "tests/serving/test_hostile.py::test_json_the_server_cannot_take_is_a_400_saying_why"),
+    BadInput("a request whose sampling settings turn the model's finite logits into NaN while decoding "
+             "(400 for it alone; the other rows decode on)", "no probability distribution (NaN)",
+             "tests/serving/test_isolation.py::"
+             "test_through_the_server_one_failing_request_leaves_the_others_streaming"),
 ]
 
 
