@@ -1,0 +1,111 @@
+"""Preference pairs as a decoder sees them, the way trl's DPOTrainer builds them: each pair tokenised as
+prompt + completion + eos (the completion starting where the tokenised prompt and prompt+completion
+diverge), batched [chosen; rejected] right-padded with a completion mask, and scored by the summed
+log-probabilities of the completion tokens only, under the policy and under a reference (a frozen copy, or the
+same model with its LoRA adapters switched off: no second copy in memory)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from zoo.data.preference import PreferenceRow
+from zoo.finetune.lora import LoRALinear
+from zoo.tasks.dpo_losses import PairLogps
+
+
+@dataclass(frozen=True)
+class EncodedPair:
+    """Token ids of one pair: the prompt, and each completion (with its eos) that follows it."""
+
+    prompt: list[int]
+    chosen: list[int]
+    rejected: list[int]
+
+
+def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def encode_pair(row: PreferenceRow, encode: Callable[[str], list[int]], eos_id: int) -> EncodedPair:
+    """Ids of `row`: prompt+completion are tokenised whole (tokens may merge across the boundary), and the
+    completion starts where they leave the tokenised prompt (trl's rule)."""
+    prompt = encode(row.prompt)
+    chosen = encode(row.prompt + row.chosen) + [eos_id]
+    rejected = encode(row.prompt + row.rejected) + [eos_id]
+    n = min(common_prefix_length(prompt, chosen), common_prefix_length(prompt, rejected))
+    return EncodedPair(prompt[:n], chosen[n:], rejected[n:])
+
+
+def collate_pairs(pairs: Sequence[EncodedPair], pad_id: int) -> dict[str, torch.Tensor]:
+    """input_ids, attention_mask, completion_mask (2B, T): the B prompt+chosen rows, then the B
+    prompt+rejected rows, right-padded to the longest."""
+    rows = [p.prompt + p.chosen for p in pairs] + [p.prompt + p.rejected for p in pairs]
+    marks = [[0] * len(p.prompt) + [1] * len(p.chosen) for p in pairs] + \
+        [[0] * len(p.prompt) + [1] * len(p.rejected) for p in pairs]
+    length = max(len(r) for r in rows)
+    out = {"input_ids": torch.full((len(rows), length), pad_id, dtype=torch.long),
+           "attention_mask": torch.zeros(len(rows), length, dtype=torch.long),
+           "completion_mask": torch.zeros(len(rows), length, dtype=torch.long)}
+    for i, (ids, mark) in enumerate(zip(rows, marks, strict=True)):
+        out["input_ids"][i, :len(ids)] = torch.tensor(ids)
+        out["attention_mask"][i, :len(ids)] = 1
+        out["completion_mask"][i, :len(ids)] = torch.tensor(mark)
+    return out
+
+
+def completion_logps(logits: torch.Tensor, batch: dict[str, torch.Tensor]
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(summed log-probs, token counts), (2B,) each, of the completion tokens: logits (2B, T, V) at t score
+    input_ids at t + 1, counted where completion_mask is 1 at t + 1."""
+    targets, mask = batch["input_ids"][:, 1:], batch["completion_mask"][:, 1:]  # (2B, T-1)
+    logps = torch.gather(F.log_softmax(logits[:, :-1].float(), dim=-1), 2, targets.unsqueeze(-1)).squeeze(-1)
+    return (logps * mask).sum(1), mask.sum(1)
+
+
+def policy_logps(model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """`completion_logps` of `model`'s forward on the batch."""
+    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+    return completion_logps(out.logits, batch)
+
+
+@contextlib.contextmanager
+def adapters_off(model: nn.Module) -> Iterator[nn.Module]:
+    """`model` with every LoRA adapter contributing nothing (scaling 0) inside the block: the base model, the
+    DPO reference of a finetune=lora run without a second copy. Restored on exit, also on error."""
+    layers = [m for m in model.modules() if isinstance(m, LoRALinear)]
+    scales = [m.scaling for m in layers]
+    try:
+        for m in layers:
+            m.scaling = 0.0
+        yield model
+    finally:
+        for m, s in zip(layers, scales, strict=True):
+            m.scaling = s
+
+
+def pair_logps(model: nn.Module, reference: nn.Module | None, batch: dict[str, torch.Tensor]) -> PairLogps:
+    """The batch's pairs scored by `model` (with gradients) and by `reference` (without), or, when
+    `reference` is None, by `model` with its LoRA adapters off."""
+    if reference is None and not any(isinstance(m, LoRALinear) for m in model.modules()):
+        raise ValueError("the DPO reference is the model with its LoRA adapters off, but it has none "
+                         "(finetune=full|freeze): pass a frozen copy as the reference")
+    logps, tokens = policy_logps(model, batch)
+    with torch.no_grad():
+        if reference is None:
+            with adapters_off(model):
+                ref, _ = policy_logps(model, batch)
+        else:
+            ref, _ = policy_logps(reference, batch)
+    n = logps.shape[0] // 2
+    return PairLogps(logps[:n], logps[n:], ref[:n], ref[n:], tokens[:n].to(logps), tokens[n:].to(logps))
