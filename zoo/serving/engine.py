@@ -136,8 +136,8 @@ class Engine:
                     self.step(joining)
             except Exception as e:  # what every row shares failed: end every row it touched, keep serving
                 log.exception("the running batch failed; ending its %d rows", len(self.rows))
-                error = RowError(False, f"the batched forward over the running rows failed "
-                                        f"({type(e).__name__}: {e}); every row in it ended")
+                error = RowError(False, f"the step shared by every running row (the batched forward, the "
+                                        f"cache rebuild) failed ({type(e).__name__}: {e}); every row ended")
                 for seq in self.rows + joining:
                     if not seq.done:
                         self._end(seq, error)
