@@ -483,6 +483,21 @@ CHECKED_ELSEWHERE = [
              "(400 for it alone; the other rows decode on)", "no probability distribution (NaN)",
              "tests/serving/test_isolation.py::"
              "test_through_the_server_one_failing_request_leaves_the_others_streaming"),
+    # preference data and DPO settings (zoo.data.preference, zoo.tasks.dpo_losses; task=dpo is not wired yet)
+    BadInput("zoo.data.preference.read_preference_jsonl: a row whose chosen equals its rejected",
+             "chosen and rejected are the same text 'a'",
+             "tests/tasks/test_dpo_data.py::test_bad_row_is_one_error_naming_file_and_line"),
+    BadInput("zoo.data.preference.read_preference_jsonl: an empty completion",
+             "the chosen completion is empty",
+             "tests/tasks/test_dpo_data.py::test_bad_row_is_one_error_naming_file_and_line"),
+    BadInput("zoo.data.preference.read_preference_jsonl: a row of no preference format ({\"text\": ...})",
+             "needs the fields prompt/chosen/rejected or chosen/rejected",
+             "tests/tasks/test_dpo_data.py::test_bad_row_is_one_error_naming_file_and_line"),
+    BadInput("zoo.tasks.dpo_losses.dpo_settings: loss_type=sigmod", "Unknown DPO loss 'sigmod'",
+             "tests/tasks/test_dpo_losses.py::test_settings_defaults_and_refusals"),
+    BadInput("zoo.tasks.dpo_losses.dpo_settings: label_smoothing=0.1 with loss_type=sigmoid",
+             "only dpo.loss_type=robust reads it",
+             "tests/tasks/test_dpo_losses.py::test_settings_defaults_and_refusals"),
 ]
 
 
