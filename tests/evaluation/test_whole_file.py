@@ -67,6 +67,11 @@ def _write(source: str, folder: Path) -> tuple[str, dict]:
     if source == "squad":
         return "question_answering", {"name": source, "path": str(_jsonl(folder / "test.jsonl", [
             _squad_row(i) for i in range(ROWS)]))}
+    if source == "chat":  # rows of one shape: every assistant turn trains the same number of tokens
+        rows = [{"messages": [{"role": "user", "content": f"Where is {PEOPLE[i % 3]}?"},
+                              {"role": "assistant", "content": f"{PEOPLE[i % 3]} is in {PLACES[i % 2]}."}]}
+                for i in range(ROWS)]
+        return "sft", {"name": source, "path": str(_jsonl(folder / "test.jsonl", rows))}
     raise AssertionError(f"no 6-row file for data source {source!r}: add one here")
 
 
@@ -79,7 +84,7 @@ PRESETS = {"lm": ("gpt_nano", {}),
            "seq2seq": ("transformer_tiny", {"encoder_layers": 1, "decoder_layers": 1}),
            "classification": ("bert_small", {"head": "classifier", "n_layers": 1}),
            "token_classification": ("bert_small", {"head": "token_classifier", "n_layers": 1}),
-           "question_answering": ("bert_small", {"head": "qa", "n_layers": 1})}
+           "question_answering": ("bert_small", {"head": "qa", "n_layers": 1}), "sft": ("gpt_nano", {})}
 
 
 def _checkpoint(tmp_path: Path, task_name: str, data_cfg: dict) -> tuple[Path, object]:
@@ -123,6 +128,8 @@ def test_split_all_scores_every_row_of_the_file(tmp_path, make_eval_cfg, name, w
                 [json.loads(line)["text"] for line in Path(data_cfg["path"]).read_text().splitlines()])
         assert whole.metrics["tokens"] == sum(len(tok.encode(d)) + 1 for d in docs) - 1
         assert held_out is None or held_out.metrics["tokens"] < whole.metrics["tokens"]
+    elif task == "sft":  # trained (assistant) tokens: 6 rows of one shape against the 1 held out
+        assert whole.metrics["tokens"] == ROWS * held_out.metrics["tokens"] > 0
     else:
         assert whole.metrics["examples"] == ROWS
         assert held_out is None or held_out.metrics["examples"] == 1
