@@ -4,7 +4,8 @@ reach for a framework (nanoGPT's train.py). `python bench/minimal_loop.py SPEC.j
 SPEC (written by bench.bench_loop) names the model config, the data file (the exact train and validation
 windows train.py draws, saved once as tensors) and train.py's recipe: AdamW with decay on matrices,
 linear warmup then cosine decay, global-norm clipping, validation over the same batches every `eval_every`
-steps, a checkpoint (model + optimizer) written after each validation (`best.pt` when it improved), the
+steps (dropout re-keyed from the seed at the start of each interval, as train.py's epochs are), a
+checkpoint (model + optimizer) written after each validation (`best.pt` when it improved), the
 training loss written to a CSV every `log_every` steps. Only torch and `zoo.build` are imported."""
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ def main(spec_path: str) -> None:
 
     best, val_loss, log = math.inf, math.nan, open(out / "metrics.csv", "w")
     for step in range(1, max_steps + 1):
+        if (step - 1) % spec["eval_every"] == 0:  # train.py re-keys dropout each epoch (= eval interval)
+            torch.manual_seed(spec["seed"] * 1_000_003 + (step - 1) // spec["eval_every"])
         loss = loss_of(train_batches[step - 1])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), spec["clip"])
