@@ -161,6 +161,9 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("+callbacks.samples.enabled=no", "callbacks.samples.enabled must be true or false, got 'no'"),
     # combinations that cannot train
     ("model.n_heads=5", "not divisible"),
+    ("model.n_layers=10000000000",
+     "model.n_layers=10000000000, model.d_model=384, model.n_heads=6 (head size 64), model.vocab_size=8192 "
+     "need at least 11,796.5 TB of torch.float32 weights"),
     ("task=seq2seq", "task=seq2seq needs model.arch in ['encoder_decoder'], but model.arch=decoder"),
     ("task=classification model=bert_small", "task=classification needs model.head=classifier"),
     ("task=token_classification model=bert_small",

@@ -10,6 +10,7 @@ import os
 import torch
 
 from zoo.config import ModelConfig
+from zoo.models.vocabulary import ARCHS
 
 
 def physical_memory() -> int | None:
@@ -27,15 +28,17 @@ def _size(n: float) -> str:
     return f"{n:,.0f} bytes"
 
 
-def check_fits(cfg: ModelConfig, least_parameters: int, depth: str) -> None:
-    """ValueError naming the sizes when `least_parameters` weights of the default dtype exceed this machine's
-    memory; `depth` says which keys set the layer count (`model.n_layers=4`)."""
+def check_fits(cfg: ModelConfig) -> None:
+    """ValueError naming the sizes when the least weights `cfg` builds (its arch answers: depth and
+    least_parameters), in the default dtype, exceed this machine's memory. Skipped on the meta device."""
     if torch.get_default_device().type == "meta":
         return
     memory = physical_memory()
-    need = least_parameters * torch.get_default_dtype().itemsize
+    arch = ARCHS.get(cfg.arch)
+    need = arch.least_parameters(cfg) * torch.get_default_dtype().itemsize
     if memory is None or need <= memory:
         return
+    depth = arch.depth(cfg)[1] or "(no blocks)"
     raise ValueError(
         f"model sizes {depth}, model.d_model={cfg.d_model}, model.n_heads={cfg.n_heads} (head size "
         f"{cfg.head_size}), model.vocab_size={cfg.vocab_size} need at least {_size(need)} of "

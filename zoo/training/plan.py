@@ -22,6 +22,7 @@ from zoo.data.datamodules import DEFAULT_SHARDS
 from zoo.data.sources.base import check_data_cfg
 from zoo.finetune.given import command_line, given_in_group
 from zoo.finetune.setup import InitPlan, check_finetune_cfg, plan_init
+from zoo.models.size import check_fits
 from zoo.models.vocabulary import settle_keys
 from zoo.options import ANY, BOOL, Options, Rule, any_of, integer, list_of, one_of
 from zoo.registry import unknown_choice_message
@@ -173,6 +174,7 @@ def prepare(cfg: DictConfig) -> Plan:
     init = checked(plan_init, resolved, named_task.head if named_task else None)  # init_from: its config
     model = init.model if init is not None else resolve_model(resolved["model"])
     task = resolve_task(resolved["task"], model)
+    checked(check_fits, model)  # before the meta build below, which no memory bounds
     # the data sets a classifier's num_labels; 1 stands in for it while the finetune names are checked
     meta = checked(check_finetune_cfg, resolved.get("finetune") or {"name": "full"},
                    dataclasses.replace(model, num_labels=model.num_labels or 1), init)
