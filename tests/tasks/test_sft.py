@@ -18,6 +18,7 @@ from zoo.data.chat_masks import encode_row
 from zoo.data.chat_rows import read_row
 from zoo.models import build_model
 from zoo.tasks import build_data, get_task
+from zoo.tokenizers import load_hf_tokenizer
 from zoo.utils import IGNORE_INDEX
 
 ROWS = [
@@ -105,3 +106,36 @@ def test_sft_trains_only_on_assistant_tokens(tmp_path: Path, folder: Path) -> No
     trained = batch["targets"][batch["targets"] != IGNORE_INDEX].tolist()
     text = tok.decode(trained, skip_special_tokens=False)
     assert "Hi" not in text and "Be brief" not in text and "user" not in text
+
+
+@pytest.mark.e2e  # a train.py subprocess: ~15 s
+def test_train_py_sft_from_an_hf_folder(tmp_path: Path, folder: Path) -> None:
+    """The issue's command line: task=sft init_from=<HF folder> data=chat data.path=...; validation logs the
+    loss over trained tokens and token accuracy, training its token accuracy and trained tokens per step, and
+    the samples are replies to validation conversations rendered through the template."""
+    import csv
+    import subprocess
+    import sys
+
+    from zoo.pretrained.api import save_pretrained
+
+    tok = load_hf_tokenizer(folder)
+    cfg = ModelConfig(arch="decoder", d_model=32, n_layers=1, n_heads=2, d_ff=64, activation="swiglu",
+                      norm="rmsnorm", positional="rope", bias=False, max_seq_len=64, tie_embeddings=False)
+    save_pretrained(build_model(get_task("sft").model_config(cfg, tok)), tmp_path / "hf", model_type="llama")
+    tok.save_hf(tmp_path / "hf")
+    rows = tmp_path / "chats.jsonl"
+    rows.write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, str(root / "train.py"), "task=sft", f"init_from={tmp_path / 'hf'}", "data=chat",
+         f"data.path={rows}", "trainer.max_steps=2", "eval_every=2", "batch_size=2", "logger=csv",
+         "trainer.log_every_n_steps=1", "callbacks.samples.max_new_tokens=4", "callbacks.samples.num_shown=1",
+         f"paths.output_dir={tmp_path / 'run'}", f"paths.runs_dir={tmp_path / 'runs'}",
+         f"paths.cache_dir={tmp_path / 'cache'}"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "<|im_start|>assistant" in done.stdout and "reference:" in done.stdout  # a rendered chat prompt
+    with open(tmp_path / "run" / "csv" / "metrics.csv", encoding="utf-8") as f:
+        logged = {key for row in csv.DictReader(f) for key, value in row.items() if value}
+    assert {"train/loss", "train/token_accuracy", "train/trained_tokens", "val/loss",
+            "val/token_accuracy"} <= logged

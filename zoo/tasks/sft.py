@@ -1,7 +1,8 @@
 """Supervised fine-tuning on chat data (``task=sft``): a decoder trained on conversations, prompt-completion
 pairs or text (``data=chat``), the loss taken over the tokens ``data.loss_mask`` marks (the assistant's, by
 default) and averaged over them, rows packed with their documents kept apart (zoo.data.chat_packing).
-Metrics: the loss over trained tokens, token accuracy, trained tokens per step."""
+Metrics: the loss over trained tokens, token accuracy, trained tokens per step; samples: the model's reply
+to validation conversations (rendered through the template up to the assistant's turn)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from zoo.tasks.base import register
 from zoo.tasks.evaluating import forward_batches
 from zoo.tasks.lm import LanguageModelling
 from zoo.tasks.metrics import Accuracy, TokenNLL
+from zoo.tasks.samples import Sample, SampleReport
 from zoo.utils import IGNORE_INDEX
 
 
@@ -52,6 +54,22 @@ class SupervisedFineTuning(LanguageModelling):
 
     def val_metrics(self, label_names=()) -> dict[str, Any]:
         return {"token_accuracy": TokenAccuracy()}
+
+    def samples(self, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:
+        """The first `num_shown` validation rows up to their first trained token (a conversation rendered
+        through the template, ending in the assistant's header), the model's sampled reply and the row's
+        trained text as the reference."""
+        rows, shown = datamodule.rows["val"], []
+        for i in range(min(cfg["num_shown"], len(rows[0]))):
+            ids, mask = rows[0][i].tolist(), rows[1][i].tolist()
+            start = mask.index(1) if 1 in mask else len(ids)
+            prompt = ids[:start] or [tokenizer.eos_id]
+            decoding = {k: cfg[k] for k in ("max_new_tokens", "temperature", "top_k")}
+            reply = model.generate([prompt], do_sample=True, seed=cfg["seed"] + i, **decoding)[0]
+            shown.append(Sample(tokenizer.decode(prompt, skip_special_tokens=False),
+                                tokenizer.decode(reply[len(prompt):]),
+                                tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])))
+        return SampleReport(shown, {})
 
     def evaluate(self, model, tokenizer, datamodule, split: str, options) -> dict[str, float]:
         """The loss and perplexity over the split's trained tokens, and token accuracy."""
