@@ -501,6 +501,25 @@ CHECKED_ELSEWHERE = [
     BadInput("zoo.tasks.dpo_losses.dpo_settings: label_smoothing=0.1 with loss_type=sigmoid",
              "only dpo.loss_type=robust reads it",
              "tests/tasks/test_dpo_losses.py::test_settings_defaults_and_refusals"),
+    # task=sft data=chat (zoo/data/chat_rows.py, chat_masks.py, chat_packing.py): one error naming file:line
+    BadInput("task=sft data=chat: a conversation without an assistant turn",
+             "a conversation without an assistant turn",
+             "tests/tasks/test_sft_masks.py::test_bad_rows_name_file_and_line"),
+    BadInput("task=sft data=chat: roles out of order (an assistant first, a system turn later)",
+             "roles out of order: messages",
+             "tests/tasks/test_sft_masks.py::test_bad_rows_name_file_and_line"),
+    BadInput("task=sft data=chat: an empty completion", "empty completion",
+             "tests/tasks/test_sft_masks.py::test_bad_rows_name_file_and_line"),
+    BadInput("task=sft data=chat: a row without messages, prompt/completion or text",
+             "a row of no known format", "tests/tasks/test_sft_masks.py::test_bad_rows_name_file_and_line"),
+    BadInput("task=sft data=chat: a template that cannot mark the assistant (no {% generation %}, earlier "
+             "turns rewritten)", "the chat template cannot mark the assistant",
+             "tests/tasks/test_sft_masks.py::test_template_that_rewrites_earlier_turns_is_refused"),
+    BadInput("task=sft data=chat data.loss_mask=assistant_only on a text row",
+             "data.loss_mask=assistant_only applies to conversation",
+             "tests/tasks/test_sft_masks.py::test_mask_that_does_not_fit_the_format_is_refused"),
+    BadInput("task=sft data=chat data.truncate=false: a row longer than model.max_seq_len + 1 tokens",
+             "data.truncate=true", "tests/tasks/test_sft.py::test_long_rows_are_cut_and_counted_or_refused"),
 ]
 
 
