@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -106,6 +107,24 @@ def test_sft_trains_only_on_assistant_tokens(tmp_path: Path, folder: Path) -> No
     trained = batch["targets"][batch["targets"] != IGNORE_INDEX].tolist()
     text = tok.decode(trained, skip_special_tokens=False)
     assert "Hi" not in text and "Be brief" not in text and "user" not in text
+
+
+def test_a_datasets_folder_reads_as_its_jsonl(tmp_path: Path, folder: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    rows = [r for r in ROWS if "messages" in r]  # one format per column set, as a datasets table holds them
+    datasets.DatasetDict({"train": datasets.Dataset.from_list(rows)}).save_to_disk(str(tmp_path / "saved"))
+    tokenizer = {"name": "hf", "path": str(folder)}
+    _, saved = build_data({"name": "chat", "path": str(tmp_path / "saved")}, tokenizer, task="sft",
+                          max_seq_len=64, batch_size=2, cache_dir=tmp_path / "cache")
+    _, jsonl = chat_data(tmp_path, folder, rows=rows)
+    for split in ("train", "val"):
+        for ours, theirs in zip(saved.rows[split], jsonl.rows[split], strict=True):
+            assert np.array_equal(getattr(ours, "ids", ours), getattr(theirs, "ids", theirs))
+    bad = [*rows, {"messages": [{"role": "user", "content": "no reply"}]}]
+    datasets.Dataset.from_list(bad).save_to_disk(str(tmp_path / "bad"))
+    with pytest.raises(ValueError, match=f"bad:{len(bad)}: a conversation without an assistant turn"):
+        build_data({"name": "chat", "path": str(tmp_path / "bad")}, tokenizer, task="sft", max_seq_len=64,
+                   batch_size=2, cache_dir=tmp_path / "cache")
 
 
 @pytest.mark.e2e  # a train.py subprocess: ~15 s

@@ -3,13 +3,15 @@ text, each row by its fields), encoded with the tokenizer's chat template and ``
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from zoo.data.cache import RaggedIds, id_dtype
 from zoo.data.chat_masks import LOSS_MASKS, encode_row, mask_for
-from zoo.data.chat_rows import ChatRow, read_jsonl
+from zoo.data.chat_rows import ChatRow, read_jsonl, read_row
 from zoo.data.documents import Documents, TextList
 from zoo.data.sources.base import Encoded, HeldCorpus, register_source, split_rows
 
@@ -44,14 +46,31 @@ class ChatCorpus(HeldCorpus):
         return arrays, None
 
 
+def read_saved(folder: Path) -> Iterator[ChatRow]:
+    """The rows of a ``datasets`` folder (``save_to_disk``; of a DatasetDict, its train split), each named
+    ``folder:N`` (its 1-based row); a null field is an absent one (Arrow fills what other rows have)."""
+    from zoo.data.sources.hf import datasets_module, load_saved
+
+    ds = load_saved(datasets_module(), folder)
+    if hasattr(ds, "keys"):
+        if "train" not in ds:
+            raise ValueError(f"data.path={str(folder)!r}: a dataset of splits {sorted(ds)} has no 'train' "
+                             "split (data=chat reads it and holds out data.val_fraction of its rows)")
+        ds = ds["train"]
+    for n, row in enumerate(ds, 1):
+        yield read_row({k: v for k, v in row.items() if v is not None}, f"{folder}:{n}")
+
+
 @register_source("chat")
 def load_chat(*, path: str, loss_mask: str = "auto", val_fraction: float = 0.1, seed: int = 0,
               whole: bool = False) -> ChatCorpus:
-    """Chat rows of a JSONL file with a seeded train/validation split; ``loss_mask``: auto (each format's
-    default: assistant_only, completion_only, all) or a LOSS_MASKS name, checked against every row first."""
+    """Chat rows of a JSONL file or a ``datasets`` folder (save_to_disk) with a seeded train/validation split;
+    ``loss_mask``: auto (each format's default: assistant_only, completion_only, all) or a LOSS_MASKS name,
+    checked against every row first."""
     if loss_mask != "auto":
         LOSS_MASKS.get(loss_mask)
-    rows = list(read_jsonl(path))
+    folder = Path(path).expanduser()
+    rows = list(read_saved(folder) if folder.is_dir() else read_jsonl(path))
     for row in rows:
         mask_for(loss_mask, row)
     return ChatCorpus(*split_rows(rows, val_fraction, seed, whole), loss_mask=loss_mask)
