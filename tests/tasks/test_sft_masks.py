@@ -148,3 +148,13 @@ def test_mask_that_does_not_fit_the_format_is_refused(base_tokenizer: str, tmp_p
     with pytest.raises(ValueError, match=r"x:1: data.loss_mask=assistant_only applies to conversation "
                                          r"rows, this row is text; allowed for it: auto\|all"):
         encode_row(tok, read_row({"text": "plain"}, "x:1"), "assistant_only")
+
+
+def test_unknown_loss_mask_is_named(tmp_path: Path) -> None:
+    from zoo.data.sources.chat import load_chat
+
+    path = tmp_path / "chats.jsonl"
+    path.write_text(json.dumps({"messages": CONVERSATIONS["system"][0]}) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="data.loss_mask: Unknown loss mask 'assistant'. Did you mean "
+                                         "'assistant_only'?"):
+        load_chat(path=str(path), loss_mask="assistant")

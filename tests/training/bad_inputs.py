@@ -520,6 +520,8 @@ CHECKED_ELSEWHERE = [
              "tests/tasks/test_sft_masks.py::test_mask_that_does_not_fit_the_format_is_refused"),
     BadInput("task=sft data=chat data.truncate=false: a row longer than model.max_seq_len + 1 tokens",
              "data.truncate=true", "tests/tasks/test_sft.py::test_long_rows_are_cut_and_counted_or_refused"),
+    BadInput("task=sft data=chat data.loss_mask=assistant", "data.loss_mask: Unknown loss mask 'assistant'",
+             "tests/tasks/test_sft_masks.py::test_unknown_loss_mask_is_named"),
 ]
 
 
