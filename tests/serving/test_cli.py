@@ -34,6 +34,8 @@ ROOT = Path(__file__).resolve().parents[2]
     (["ckpt=a.ckpt", "max_body_mb=0"], "max_body_mb must be a number of MiB > 0, got 0"),
     (["ckpt=a.ckpt", "prepare_timeout=-1"], "prepare_timeout must be a number of seconds > 0"),
     (["ckpt=a.ckpt", "prepare_workers=0"], "prepare_workers must be an integer >= 1, got 0"),
+    (["ckpt=a.ckpt", "max_body_mb=inf"], "max_body_mb must be a finite number, got inf"),  # int(inf): 500s
+    (["ckpt=a.ckpt", "prepare_timeout=1e400"], "prepare_timeout must be a finite number, got inf"),
 ])
 def test_bad_options_fail_before_anything_is_opened(argv, message):
     with pytest.raises(ValueError, match=None) as err:

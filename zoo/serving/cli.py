@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import threading
 from collections.abc import Sequence
@@ -54,6 +55,9 @@ def parse_overrides(argv: Sequence[str]) -> ServeConfig:
     for name, unit in (("timeout", "seconds"), ("prepare_timeout", "seconds"), ("max_body_mb", "MiB")):
         if not getattr(cfg, name) > 0:
             raise ValueError(f"{name} must be a number of {unit} > 0, got {getattr(cfg, name)!r}.")
+    for name in ("prepare_timeout", "max_body_mb"):  # counted in ms / bytes per request: inf has no count
+        if math.isinf(getattr(cfg, name)):
+            raise ValueError(f"{name} must be a finite number, got {getattr(cfg, name)!r}.")
     _check_access(cfg)
     from zoo.generation.cli import check_device
 
