@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
     (["ckpt=a.ckpt", "host=0.0.0.0"], "host=0.0.0.0 accepts connections from other machines, and no API key"),
     (["ckpt=a.ckpt", "host=example.org"], "give api_key=<key> (or set ZOO_API_KEY)"),
     (["ckpt=a.ckpt", "api_key="], "api_key must not be empty"),
+    (["ckpt=a.ckpt", "api_key= s3cret"], "api_key must be printable ASCII without leading or trailing"),
+    (["ckpt=a.ckpt", "api_key=clé"], "api_key must be printable ASCII"),  # no header could carry it: 401s
     (["ckpt=a.ckpt", "max_body_mb=0"], "max_body_mb must be a number of MiB > 0, got 0"),
     (["ckpt=a.ckpt", "prepare_timeout=-1"], "prepare_timeout must be a number of seconds > 0"),
     (["ckpt=a.ckpt", "prepare_workers=0"], "prepare_workers must be an integer >= 1, got 0"),
