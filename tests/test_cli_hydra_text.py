@@ -61,3 +61,14 @@ def test_train_takes_a_checkpoint_path_with_equals_and_hash_as_typed(tmp_path, m
 def test_literal_overrides_quote_only_what_hydra_would_misread(given, passed):
     assert literal_overrides([given], ("text",)) == [passed]
     assert literal_overrides([passed], ("text",)) == [passed]  # idempotent: a pasted line stays the same
+
+
+@pytest.mark.parametrize(("given", "passed"), [
+    ("init_from=hf/a,hf/b", "init_from=hf/a,hf/b"),  # a sweep: each run one folder
+    ("init_from=glob(runs/*)", "init_from=glob(runs/*)"),
+    ("ckpt_path=x/epoch=1-step=9.ckpt", "ckpt_path='x/epoch=1-step=9.ckpt'"),  # no sweep: still quoted
+])
+def test_under_multirun_a_sweep_over_a_text_key_stays_a_sweep(given, passed):
+    """`python train.py -m init_from=a,b` sweeps over two folders (quoting made it one path with a comma)."""
+    assert literal_overrides(["-m", given], ("init_from", "ckpt_path")) == ["-m", passed]
+    assert literal_overrides([given], ("init_from", "ckpt_path"))[0] != "init_from=hf/a,hf/b"  # single run

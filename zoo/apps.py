@@ -112,14 +112,18 @@ def hydra_value(text: str) -> str:
     return f"'{quoted}'"
 
 
-def _reads_as_text(value: str) -> bool:
+def _reads_as_text(value: str, multirun: bool = False) -> bool:
     """Whether Hydra's grammar reads `value` as a string it keeps: already quoted, or plain text it leaves as
-    it is (no interpolation), or Hydra's `null`."""
+    it is (no interpolation), or Hydra's `null`; under `--multirun`, a sweep (`a,b`, `glob(*)`) is meant as
+    one and kept too."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
     try:
-        parsed = OverridesParser.create().parse_override(f"k={value}").value()
+        override = OverridesParser.create().parse_override(f"k={value}")
+        if multirun and override.is_sweep_override():
+            return True
+        parsed = override.value()
     except (HydraException, ValueError):
         return False
     if parsed is None:
@@ -131,11 +135,13 @@ def _reads_as_text(value: str) -> bool:
 def literal_overrides(argv: Sequence[str], keys: Collection[str]) -> list[str]:
     """A Hydra app's command line with the values of its text `keys` (a text to inspect, a checkpoint path)
     quoted for Hydra's grammar (`hydra_value`), so that `text=def f(x): # c` or `ckpt=epoch=1.ckpt` is taken
-    as typed; a value Hydra already reads as that text (quoted, plain, `null`) is left as it is."""
+    as typed; a value Hydra already reads as that text (quoted, plain, `null`) is left as it is, and so is a
+    sweep under `-m` (`init_from=a,b` sweeps; without `-m` it is one path with a comma)."""
+    multirun = any(arg in ("-m", "--multirun") for arg in argv)
     out = []
     for arg in argv:
         key, sep, value = arg.partition("=")
-        if sep and key.lstrip("+") in keys and not _reads_as_text(value):
+        if sep and key.lstrip("+") in keys and not _reads_as_text(value, multirun):
             arg = f"{key}={hydra_value(value)}"
         out.append(arg)
     return out
