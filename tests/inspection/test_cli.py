@@ -197,11 +197,35 @@ def test_out_dir_replaces_only_its_own_trace_and_plots(name, tmp_path, capsys):
     with open(tmp_path / "console.txt", "w") as log:
         assert inspect_model.run(cfg, out, Console(width=140, file=log)) == 1
         err = capsys.readouterr().err.splitlines()
-        assert err == [f"error: out_dir={out} exists and is not a folder of zoo's inspection plots; zoo replaces "
-                       "only its own trace.json and plots (other files stay), so choose a new path or remove it "
-                       "first."]
+        assert err == [f"error: out_dir={out} exists and is not a folder of zoo's inspection plots; zoo "
+                       "replaces only its own trace.json and plots (other files stay), so choose a new path or "
+                       "remove it first."]
         assert users.read_bytes() == before
         users.unlink()
         assert inspect_model.run(cfg, out, Console(width=140, file=log)) == 0  # writes trace.json and plots
         assert inspect_model.run(cfg, out, Console(width=140, file=log)) == 0  # onto its own: replaced
     assert (out / "notes.txt").read_text() == "mine" and (out / "trace.json").exists()
+
+
+def test_out_dir_filled_by_an_earlier_zoo_is_still_replaced(tmp_path):
+    """Plots written before they carried zoo's tag (matplotlib's own Software text) beside zoo's trace.json
+    are an earlier run's: replaced. The same PNG without zoo's trace.json beside it is a user's: refused."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from rich.console import Console
+
+    import inspect_model
+
+    out = tmp_path / "plots"
+    out.mkdir()
+    fig = plt.figure()
+    fig.savefig(out / "positional.png")  # matplotlib's default metadata, as zoo's plots were saved
+    plt.close(fig)
+    cfg = _compose(["model=gpt_nano", "text=a b", "n_positions=8"])
+    with open(tmp_path / "console.txt", "w") as log:
+        assert inspect_model.run(cfg, out, Console(width=140, file=log)) == 1  # no trace.json: a user's PNG
+        (out / "trace.json").write_text('[{"name": "embed", "layer": null, "stream": "decoder", '
+                                        '"shape": [1, 2], "module": "Embedding", "kind": "output"}]')
+        assert inspect_model.run(cfg, out, Console(width=140, file=log)) == 0

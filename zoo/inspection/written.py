@@ -15,14 +15,17 @@ WRITTEN = re.compile(r"trace\.json|(attention_.+|(local_)?mask_.+|positional|dot
 TRACE_KEYS = {"name", "layer", "stream", "shape", "module", "kind"}  # trace.Record.as_dict
 
 
-def _png_is_ours(path: Path) -> bool:
+def _png_is_ours(path: Path, earlier_zoo: bool) -> bool:
+    """A plot zoo wrote: tagged SOFTWARE, or (`earlier_zoo`: the folder's trace.json is zoo's) matplotlib's
+    own tag, which the plots carried before the tag was added."""
     from PIL import Image
 
     try:
         with Image.open(path) as image:
-            return image.format == "PNG" and image.info.get("Software") == SOFTWARE
+            software = image.info.get("Software", "") if image.format == "PNG" else None
     except Exception:  # not an image at all: a user's file under a plot's name
         return False
+    return software == SOFTWARE or (earlier_zoo and str(software).startswith("Matplotlib"))
 
 
 def _trace_is_ours(path: Path) -> bool:
@@ -35,7 +38,9 @@ def _trace_is_ours(path: Path) -> bool:
 
 def wrote_plots(folder: Path) -> bool:
     """Whether every file in `folder` under a name inspect_model.py writes is one it wrote."""
-    return all((_trace_is_ours if f.suffix == ".json" else _png_is_ours)(f)
+    trace = folder / "trace.json"
+    earlier_zoo = trace.is_file() and _trace_is_ours(trace)
+    return all(_trace_is_ours(f) if f.suffix == ".json" else _png_is_ours(f, earlier_zoo)
                for f in folder.iterdir() if WRITTEN.fullmatch(f.name))
 
 
