@@ -198,8 +198,8 @@ def test_out_dir_replaces_only_its_own_trace_and_plots(name, tmp_path, capsys):
         assert inspect_model.run(cfg, out, Console(width=140, file=log)) == 1
         err = capsys.readouterr().err.splitlines()
         assert err == [f"error: out_dir={out} exists and is not a folder of zoo's inspection plots; zoo "
-                       "replaces only its own trace.json and plots (other files stay), so choose a new path or "
-                       "remove it first."]
+                       "replaces only its own trace.json and plots (other files stay), so choose a new path "
+                       "or remove it first."]
         assert users.read_bytes() == before
         users.unlink()
         assert inspect_model.run(cfg, out, Console(width=140, file=log)) == 0  # writes trace.json and plots

@@ -96,9 +96,9 @@ def _check_access(cfg: ServeConfig) -> None:
     cfg.api_key = None if cfg.api_key is None else str(cfg.api_key)
     if cfg.api_key is not None and (cfg.api_key != cfg.api_key.strip() or not cfg.api_key.isascii()
                                     or not cfg.api_key.isprintable()):
-        # guard.key_check strips what the client sends, and a header carries ASCII: no request could match
-        raise ValueError("api_key must be printable ASCII without leading or trailing spaces (clients send it "
-                         "in an HTTP header); no request could send this one.")
+        # guard.key_check strips what the client sends; a header carries ASCII: no request could match
+        raise ValueError("api_key must be printable ASCII without leading or trailing spaces (clients send "
+                         "it in an HTTP header); no request could send this one.")
     if cfg.api_key is None and not cfg.insecure_no_key and not _loopback(cfg.host):
         raise ValueError(f"host={cfg.host} accepts connections from other machines, and no API key is set: "
                          "give api_key=<key> (or set ZOO_API_KEY) so that clients must send it, or "
