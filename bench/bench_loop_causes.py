@@ -22,7 +22,7 @@ from bench.common import Section, markdown_table
 TRAIN_PY = {
     "whole step (fetch, forward, backward, clip, optimizer, hooks)":
         ("loops/training_epoch_loop.py", "advance"),
-    "data fetch (collate the windows; the minimal loop's are ready tensors)":
+    "data fetch, training and validation batches (the minimal loop's are ready tensors)":
         ("loops/fetchers.py", "__next__"),
     "forward + loss (+ logging on logging steps)": ("zoo/training/module.py", "training_step"),
     "  of which self.log": ("lightning/pytorch/core/module.py", "log"),
@@ -51,8 +51,13 @@ def cumulative(stats: pstats.Stats, where: tuple[str, ...]) -> float:
     """Cumulative seconds of the functions named `where` (file suffix, name), outermost calls only; a second
     (file suffix, name) pair is a part called inside them, subtracted."""
     suffix, name, *inner = where
-    total = sum(entry[3] for (file, _, func), entry in stats.stats.items()
-                if func == name and file.endswith(suffix))
+    matched = {key: entry for key, entry in stats.stats.items()
+               if key[2] == name and key[0].endswith(suffix)}
+    # a matched function called by another (an override calling super(): Lightning's two fetchers'
+    # __next__) is inside its caller's time already
+    total = sum(entry[3] for entry in matched.values()) - sum(
+        timing[3] for key, entry in matched.items() for caller, timing in entry[4].items()
+        if caller in matched and caller != key)
     return total - cumulative(stats, tuple(inner)) if inner else total
 
 
