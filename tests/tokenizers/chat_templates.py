@@ -54,6 +54,12 @@ GEMMA = (
     "{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}"
 )
 
+# google/gemma-3-4b-it (a system message becomes the first user turn's prefix; text or image content)
+GEMMA3 = _shipped("gemma3")
+
+# Qwen/Qwen3-8B (reasoning_content as <think>, kept only after the last user query; tools)
+QWEN3 = _shipped("qwen3")
+
 # mistralai/Mistral-7B-Instruct-v0.1 ([INST] as text; only user and assistant)
 MISTRAL = (
     "{{ bos_token }}{% for message in messages %}"
@@ -93,6 +99,10 @@ FAMILIES = [
     Family("qwen2.5", QWEN25, {"bos": None, "eos": "<|im_end|>", "pad": "<|endoftext|>"}, ("<|im_start|>",)),
     Family("gemma", GEMMA, {"bos": "<bos>", "eos": "<eos>", "pad": "<pad>", "unk": "<unk>"},
            ("<start_of_turn>", "<end_of_turn>"), prepends_bos=True),
+    Family("gemma3", GEMMA3, {"bos": "<bos>", "eos": "<eos>", "pad": "<pad>", "unk": "<unk>"},
+           ("<start_of_turn>", "<end_of_turn>"), prepends_bos=True),
+    Family("qwen3", QWEN3, {"bos": None, "eos": "<|im_end|>", "pad": "<|endoftext|>"},
+           ("<|im_start|>", "<think>", "</think>")),
     Family("mistral", MISTRAL, {"bos": "<s>", "eos": "</s>", "unk": "<unk>"}, prepends_bos=True),
     Family("mistral-nemo", MISTRAL_NEMO, {"bos": "<s>", "eos": "</s>", "unk": "<unk>"}, ("[INST]", "[/INST]"),
            prepends_bos=True),

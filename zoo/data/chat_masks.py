@@ -5,11 +5,14 @@ prompt-completion row, the completion. A template with ``{% generation %}`` bloc
 itself, as transformers' ``return_assistant_tokens_mask`` reads them; for one without, the assistant turn
 ``i`` is the text that ``messages[:i + 1]`` adds to ``messages[:i]`` rendered with the generation prompt, and
 each such span must start and end on token boundaries of the whole chat, else the template cannot mark the
-assistant (one error naming it). ``LOSS_MASKS`` (``data.loss_mask``) picks spans: ``assistant_only``,
-``last_turn``, ``completion_only``, ``all``; ``auto`` is each format's default."""
+assistant (one error naming it). A closing written only after the last message (Phi-3.5's ``eos_token``) is
+not part of an earlier turn: its span ends at the last token the two renderings share. ``LOSS_MASKS``
+(``data.loss_mask``) picks spans: ``assistant_only``, ``last_turn``, ``completion_only``, ``all``; ``auto`` is
+each format's default."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,6 +35,7 @@ class Rendered:
     completion: tuple[Span, ...] = ()
     eos: bool = False
     checked: bool = False  # spans found from prefixes: they must fall on token boundaries
+    soft_ends: frozenset[int] = frozenset()  # turn ends cut where texts stop agreeing: back to a token's end
 
 
 class LossMask:
@@ -104,6 +108,19 @@ def _added(before: str, after: str, row: ChatRow, what: str) -> Span:
     return len(before), len(after)
 
 
+def _turn_end(upto: str, text: str, row: ChatRow) -> tuple[int, bool]:
+    """Where the chat ``upto`` (up to and with an assistant turn) ends in the whole ``text``, and whether it
+    was cut: all of ``upto`` when ``text`` goes on from it; else where the two stop agreeing, when the rest
+    of ``upto`` is a closing the template writes only after the last message, which ``text`` ends with too
+    (Phi-3.5's eos_token); anything else rewrote earlier text."""
+    if text.startswith(upto):
+        return len(upto), False
+    common = len(os.path.commonprefix([upto, text]))
+    if not text.endswith(upto[common:]):
+        _added(upto, text, row, "assistant")  # raises: the template changed the turn's own text
+    return common, True
+
+
 def render_row(tokenizer: ZooTokenizer, row: ChatRow) -> Rendered:
     """``row``'s text and spans under ``tokenizer``'s chat template (module docstring)."""
     if row.format == "text":
@@ -128,14 +145,15 @@ def render_row(tokenizer: ZooTokenizer, row: ChatRow) -> Rendered:
     marked = generation_spans(tokenizer.chat_template, messages, tokenizer.specials.tokens, tools=tools)
     if marked is not None:
         return Rendered(marked[0], tuple(marked[1]), completion)
-    assistant = []
+    assistant, soft = [], set()
     for i, message in enumerate(messages):
         if message["role"] == "assistant":
             upto = render(messages[: i + 1], False)
-            start, end = _added(render(messages[:i], True), upto, row, "assistant")
-            _added(upto, text, row, "assistant")
+            start, _ = _added(render(messages[:i], True), upto, row, "assistant")
+            end, cut = _turn_end(upto, text, row)
             assistant.append((start, end))
-    return Rendered(text, tuple(assistant), completion, checked=True)
+            soft |= {end} if cut else set()
+    return Rendered(text, tuple(assistant), completion, checked=True, soft_ends=frozenset(soft))
 
 
 def encode_row(tokenizer: ZooTokenizer, row: ChatRow, mask_name: str) -> tuple[list[int], list[int]]:
@@ -148,6 +166,9 @@ def encode_row(tokenizer: ZooTokenizer, row: ChatRow, mask_name: str) -> tuple[l
     else:
         encoding = tokenizer.chat_encoding(rendered.text)
     ids, offsets = list(encoding.ids), np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)
+    if rendered.soft_ends:  # a cut end inside a token (Phi's '<|' of both <|endoftext|> and <|user|>)
+        spans = [(start, _token_end_before(offsets, end, start) if end in rendered.soft_ends else end)
+                 for start, end in spans]
     if rendered.checked:
         _check_boundaries(offsets, spans, row, tokenizer)
     trained = np.zeros(len(ids), dtype=bool)
@@ -158,6 +179,12 @@ def encode_row(tokenizer: ZooTokenizer, row: ChatRow, mask_name: str) -> tuple[l
         ids.append(tokenizer.eos_id)
         mask.append(1 if spans else 0)
     return ids, mask
+
+
+def _token_end_before(offsets: np.ndarray, end: int, start: int) -> int:
+    """The last token end of the whole chat at or before character ``end`` (not before ``start``)."""
+    ends = offsets[:, 1][(offsets[:, 1] <= end) & (offsets[:, 1] >= start)]
+    return int(ends.max()) if len(ends) else start
 
 
 def _check_boundaries(offsets: np.ndarray, spans: Sequence[Span], row: ChatRow,
