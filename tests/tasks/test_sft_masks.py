@@ -178,3 +178,52 @@ def test_unknown_loss_mask_is_named(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="data.loss_mask: Unknown loss mask 'assistant'. Did you mean "
                                          "'assistant_only'?"):
         load_chat(path=str(path), loss_mask="assistant")
+
+
+THINK_CALL = {**CALL, "reasoning_content": "I should look it up."}
+REASONING = {
+    "single_turn": ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"},
+                     {"role": "assistant", "content": "4.", "reasoning_content": "Two and two make four."}],
+                    None),
+    "tools": ([{"role": "user", "content": "Weather in Paris?"}, THINK_CALL,
+               {"role": "tool", "content": "22 C", "tool_call_id": "call00001"},
+               {"role": "assistant", "content": "It is 22 C.", "reasoning_content": "The tool said 22 C."}],
+              TOOLS),
+}
+
+
+@pytest.mark.parametrize("case", list(REASONING))
+def test_reasoning_content_reaches_the_template(case: str, base_tokenizer: str, tmp_path: Path) -> None:
+    """Qwen3 writes an assistant turn's reasoning_content as <think>...</think>, trained with the turn."""
+    qwen3 = next(f for f in FAMILIES if f.name == "qwen3")
+    folder = write_folder(base_tokenizer, qwen3, tmp_path / "qwen3")
+    hf = transformers.AutoTokenizer.from_pretrained(str(folder))
+    messages, tools = REASONING[case]
+    tok = load_hf_tokenizer(folder)
+    ids, mask = encode_row(tok, read_row({"messages": messages, "tools": tools}, "x:1"), "assistant_only")
+    assert ids == list(hf.apply_chat_template(messages, tools=tools, tokenize=True, return_dict=False))
+    assert mask == prefix_mask(hf, messages, tools)
+    trained = tok.decode([i for i, m in zip(ids, mask, strict=True) if m])
+    for m in messages:
+        if "reasoning_content" in m:
+            assert m["reasoning_content"] in trained
+
+
+def test_reasoning_dropped_from_earlier_turns_is_refused(base_tokenizer: str, tmp_path: Path) -> None:
+    """Qwen3 keeps reasoning only after the last user query: an earlier turn renders differently alone."""
+    qwen3 = next(f for f in FAMILIES if f.name == "qwen3")
+    tok = load_hf_tokenizer(write_folder(base_tokenizer, qwen3, tmp_path / "qwen3"))
+    messages = [{"role": "user", "content": "Hi"},
+                {"role": "assistant", "content": "Hello.", "reasoning_content": "Greet back."},
+                {"role": "user", "content": "Bye"}, {"role": "assistant", "content": "Bye."}]
+    with pytest.raises(ValueError, match=r"chats.jsonl:2: the chat template cannot mark the assistant"):
+        encode_row(tok, read_row({"messages": messages}, "chats.jsonl:2"), "assistant_only")
+
+
+@pytest.mark.parametrize("value", [["step 1"], 3, {"text": "x"}])
+def test_reasoning_content_that_is_not_text_is_refused(value: object) -> None:
+    """Qwen3's template reads reasoning_content only when it is a string: anything else would be dropped."""
+    messages = [{"role": "user", "content": "2+2?"},
+                {"role": "assistant", "content": "4.", "reasoning_content": value}]
+    with pytest.raises(ValueError, match=r"chats.jsonl:4: messages\[1\].reasoning_content must be text"):
+        read_row({"messages": messages}, "chats.jsonl:4")

@@ -78,8 +78,9 @@ def _tools(row: dict, where: str) -> tuple[dict[str, Any], ...] | None:
 
 
 def check_turns(messages: Any, where: str, need_assistant: bool) -> tuple[dict[str, Any], ...]:
-    """``messages`` as a conversation: known roles, content text (or absent beside tool calls), a system turn
-    only first, user / assistant / tool in an order a chat can have, and (``need_assistant``) an assistant
+    """``messages`` as a conversation: known roles, content text (or absent beside tool calls),
+    reasoning_content text when present (passed to the template as transformers passes it), a system turn only
+    first, user / assistant / tool in an order a chat can have, and (``need_assistant``) an assistant
     turn to train on. Null-valued keys are dropped, as transformers drops them."""
     if not isinstance(messages, list) or not messages:
         raise ValueError(f"{where}: messages must be a non-empty list of {{\"role\": ..., \"content\": ...}}")
@@ -93,6 +94,9 @@ def check_turns(messages: Any, where: str, need_assistant: bool) -> tuple[dict[s
         if not (isinstance(content, str) or (content is None and m.get("tool_calls"))):
             raise ValueError(f"{where}: messages[{i}].content must be text (or null beside tool_calls), "
                              f"got {content!r:.60}")
+        if m.get("reasoning_content") is not None and not isinstance(m["reasoning_content"], str):
+            raise ValueError(f"{where}: messages[{i}].reasoning_content must be text (templates that read "
+                             f"it, as Qwen3's, drop anything else), got {m['reasoning_content']!r:.60}")
         if role == "system" and i:
             raise ValueError(f"{where}: roles out of order: messages[{i}] is a system turn after the first")
         if role != "system" and previous not in FOLLOWS[role]:
