@@ -522,6 +522,9 @@ CHECKED_ELSEWHERE = [
              "data.truncate=true", "tests/tasks/test_sft.py::test_long_rows_are_cut_and_counted_or_refused"),
     BadInput("task=sft data=chat data.loss_mask=assistant", "data.loss_mask: Unknown loss mask 'assistant'",
              "tests/tasks/test_sft_masks.py::test_unknown_loss_mask_is_named"),
+    BadInput("task=sft data=chat: an assistant turn whose reasoning_content is not text (a list, a number)",
+             "reasoning_content must be text",
+             "tests/tasks/test_sft_masks.py::test_reasoning_content_that_is_not_text_is_refused"),
 ]
 
 
