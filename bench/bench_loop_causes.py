@@ -98,7 +98,8 @@ def run(quick: bool = False) -> Section:
     notes = [f"{shape.name}, {steps} steps, one cProfile'd run of each side (OMP_NUM_THREADS=1, load "
              f"average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores): cumulative ms per optimizer "
              "step. The minimal loop's forward row holds its validation forwards too "
-             f"({1000 * bare_eval / steps:.1f} ms per step in all)."]
+             f"({1000 * bare_eval / steps:.1f} ms per step in all). cProfile's times are wall-clock: "
+             "every row grows with the machine's load, the ratios between the two sides much less."]
     helps = help_times(1 if quick else 3)
     wall = statistics.median(w for w, _ in helps)
     notes.append("`python train.py --help` (no torch, Lightning or task code is imported before a run): "
