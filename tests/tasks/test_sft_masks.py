@@ -118,6 +118,33 @@ def test_generation_markers_equal_transformers_assistant_mask(base_tokenizer: st
         assert mask == list(ref["assistant_masks"]) and sum(mask) > 0
 
 
+# Phi-3.5-mini's shipped template with {% generation %} around each reply and its <|end|>\n: the same text
+MARKED_PHI = ("{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}"
+              "{{'<|system|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}"
+              "{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}"
+              "{{'<|assistant|>\n'}}{% generation %}{{ message['content'] + '<|end|>\n'}}{% endgeneration %}"
+              "{% endif %}{% endfor %}"
+              "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}")
+
+
+def test_phi_turns_equal_its_marked_templates_mask(base_tokenizer: str, tmp_path: Path) -> None:
+    """Phi-3.5's eos_token after the last message is no earlier turn's: the shipped template's turns found
+    from prefixes equal return_assistant_tokens_mask of the same template with {% generation %} markers,
+    but for that final eos_token, which the prefix rule gives the last turn (its text ends the chat) and
+    the markers leave out."""
+    phi = next(f for f in FAMILIES if f.name == "phi3")
+    tok = load_hf_tokenizer(write_folder(base_tokenizer, phi, tmp_path / "phi"))
+    marked = transformers.AutoTokenizer.from_pretrained(
+        str(write_folder(base_tokenizer, phi, tmp_path / "marked", config_template=MARKED_PHI)))
+    for messages, _ in CONVERSATIONS.values():
+        ref = marked.apply_chat_template(messages, tokenize=True, return_dict=True,
+                                         return_assistant_tokens_mask=True)
+        ids, mask = encode_row(tok, read_row({"messages": messages}, "x:1"), "assistant_only")
+        assert ids == list(ref["input_ids"]) and ids[-1] == tok.eos_id
+        assert mask[:-1] == list(ref["assistant_masks"])[:-1] and sum(mask) > 1
+        assert (mask[-1], ref["assistant_masks"][-1]) == (1, 0)
+
+
 def test_last_turn_all_and_completion_masks(base_tokenizer: str, tmp_path: Path) -> None:
     qwen = next(f for f in FAMILIES if f.name == "qwen2.5")
     tok = load_hf_tokenizer(write_folder(base_tokenizer, qwen, tmp_path / "q"))
