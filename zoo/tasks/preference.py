@@ -7,61 +7,20 @@ same model with its LoRA adapters switched off: no second copy in memory)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from zoo.data.preference import PreferenceRow
+from zoo.data.preference import (  # noqa: F401  (re-exported: they moved down to the data floor)
+    EncodedPair,
+    collate_pairs,
+    common_prefix_length,
+    encode_pair,
+)
 from zoo.finetune.lora import LoRALinear
 from zoo.tasks.dpo_losses import PairLogps
-
-
-@dataclass(frozen=True)
-class EncodedPair:
-    """Token ids of one pair: the prompt, and each completion (with its eos) that follows it."""
-
-    prompt: list[int]
-    chosen: list[int]
-    rejected: list[int]
-
-
-def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
-def encode_pair(row: PreferenceRow, encode: Callable[[str], list[int]], eos_id: int) -> EncodedPair:
-    """Ids of `row`: prompt+completion are tokenised whole (tokens may merge across the boundary), and the
-    completion starts where they leave the tokenised prompt (trl's rule)."""
-    prompt = encode(row.prompt)
-    chosen = encode(row.prompt + row.chosen) + [eos_id]
-    rejected = encode(row.prompt + row.rejected) + [eos_id]
-    n = min(common_prefix_length(prompt, chosen), common_prefix_length(prompt, rejected))
-    return EncodedPair(prompt[:n], chosen[n:], rejected[n:])
-
-
-def collate_pairs(pairs: Sequence[EncodedPair], pad_id: int) -> dict[str, torch.Tensor]:
-    """input_ids, attention_mask, completion_mask (2B, T): the B prompt+chosen rows, then the B
-    prompt+rejected rows, right-padded to the longest."""
-    rows = [p.prompt + p.chosen for p in pairs] + [p.prompt + p.rejected for p in pairs]
-    marks = [[0] * len(p.prompt) + [1] * len(p.chosen) for p in pairs] + \
-        [[0] * len(p.prompt) + [1] * len(p.rejected) for p in pairs]
-    length = max(len(r) for r in rows)
-    out = {"input_ids": torch.full((len(rows), length), pad_id, dtype=torch.long),
-           "attention_mask": torch.zeros(len(rows), length, dtype=torch.long),
-           "completion_mask": torch.zeros(len(rows), length, dtype=torch.long)}
-    for i, (ids, mark) in enumerate(zip(rows, marks, strict=True)):
-        out["input_ids"][i, :len(ids)] = torch.tensor(ids)
-        out["attention_mask"][i, :len(ids)] = 1
-        out["completion_mask"][i, :len(ids)] = torch.tensor(mark)
-    return out
 
 
 def completion_logps(logits: torch.Tensor, batch: dict[str, torch.Tensor]

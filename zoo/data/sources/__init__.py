@@ -7,7 +7,16 @@ Built-in sources need no download: ``stdlib_text`` (the interpreter's own ``.py`
 Importing this package registers all of them.
 """
 
-from zoo.data.sources import chat, hf, squad, stdlib, token_tags, translation, user  # noqa: F401  (registers them)
+from zoo.data.sources import (  # noqa: F401  (registers them)
+    chat,
+    hf,
+    preference,
+    squad,
+    stdlib,
+    token_tags,
+    translation,
+    user,
+)
 from zoo.data.sources.base import SOURCES, load_source, register_source
 
 __all__ = ["SOURCES", "load_source", "register_source"]
