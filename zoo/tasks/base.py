@@ -48,6 +48,7 @@ class Task:
     # special tokens its data needs from the tokenizer; each group: any one of those roles (check_tokenizer)
     needed_specials: tuple[tuple[str, ...], ...] = ()
     chunked_loss: bool = False  # loss_from_hidden is implemented: memory.loss_chunk_size applies
+    settings_group: str | None = None  # a top-level config group only this task reads (task=dpo: dpo.*)
     # name -> fn(outputs, references): what the exact_match callback logs as val/<name> (has_references)
     reference_metrics: Mapping[str, Callable[[Sequence[str], Sequence[str]], float]] = types.MappingProxyType(
         {"exact_match": exact_match})
@@ -79,6 +80,15 @@ class Task:
             able = "|".join(t.name for t in all_tasks() if t.label_smoothing)
             raise ValueError(f"label_smoothing={value} applies to task={able} only, not task={self.name}; "
                              "leave label_smoothing=0.0")
+
+    def settings(self, given: Mapping[str, Any]) -> Any:
+        """Its `settings_group` as given, checked (one ValueError naming the key), as the object it reads."""
+        return None
+
+    def for_model(self, model, given: Mapping[str, Any]) -> Task:
+        """The task as it trains `model`, with its `settings_group` `given`: itself, or (a task with state of
+        its own in a run, dpo's reference model) a copy bound to the model."""
+        return self
 
     def with_epoch(self, data_cfg: dict[str, Any], examples_per_eval: int) -> dict[str, Any]:
         """`data_cfg` with the epoch length the data module needs; a finite data set's epoch is one pass."""
@@ -167,6 +177,19 @@ def all_tasks() -> list[Task]:
 def get_task(task: Task | str) -> Task:
     """A Task, given one or its registered name (unknown names raise with the known ones)."""
     return task if isinstance(task, Task) else TASKS.get(task)
+
+
+def check_task_settings(resolved: Mapping[str, Any], task: Task) -> None:
+    """Every task's settings group checked by the task; one that differs from its defaults (set on the
+    command line) while another task trains is refused, naming the task that reads it."""
+    for other in all_tasks():
+        group = other.settings_group
+        if group is None:
+            continue
+        settings = other.settings(resolved.get(group) or {})
+        if other is not task and settings != other.settings({}):
+            raise ValueError(f"{group}.* applies to task={other.name} only, not task={task.name}; "
+                             f"leave the {group} keys at their defaults (conf/config.yaml)")
 
 
 def default_task(cfg: ModelConfig) -> Task:

@@ -82,11 +82,13 @@ class ZooLightningModule(L.LightningModule):
         compile_cfg: Mapping[str, Any] | None = None,
         seed: int = 0,
         memory: Mapping[str, Any] | None = None,
+        task_settings: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
-        self.task = get_task(task)
+        # the task bound to this model with its settings group (task_settings: dpo.*); dpo: its reference
+        self.task = get_task(task).for_model(model, task_settings or {})
         self.task.check_label_smoothing(label_smoothing)
         self.model = model
         self.tokenizer = tokenizer

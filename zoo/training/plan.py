@@ -26,7 +26,7 @@ from zoo.models.size import check_fits
 from zoo.models.vocabulary import settle_keys
 from zoo.options import ANY, BOOL, Options, Rule, any_of, integer, list_of, one_of
 from zoo.registry import unknown_choice_message
-from zoo.tasks import TASKS, Task, default_task
+from zoo.tasks import TASKS, Task, check_task_settings, default_task
 from zoo.training.distributed import check_parts
 from zoo.training.monitor import check_monitor
 from zoo.training.optim import check_optim_with_trainer, check_optimizer_model, lr_multiplier
@@ -180,6 +180,7 @@ def prepare(cfg: DictConfig) -> Plan:
                    dataclasses.replace(model, num_labels=model.num_labels or 1), init)
     checked(check_optimizer_model, meta, resolved["optim"])  # muon needs hidden matrices that train
     checked(task.check_label_smoothing, resolved["label_smoothing"])
+    checked(check_task_settings, resolved, task)  # dpo.*: checked by task=dpo, refused for other tasks
     checked(check_memory, resolved.get("memory") or {}, task)
     checked(check_monitor, resolved.get("callbacks"), task)
     data_cfg = resolve_data(resolved["data"], task)

@@ -141,8 +141,9 @@ def fit(opened: Opened) -> TrainResult:
         opened.model, task=plan.task, tokenizer=opened.tokenizer, optim=resolved["optim"],
         scheduler=resolved["scheduler"], label_smoothing=resolved["label_smoothing"],
         compile_cfg=resolved["compile"], seed=resolved["seed"], memory=resolved.get("memory"),
+        task_settings=resolved.get(plan.task.settings_group or "", {}),
     )
-    ctx = CallbackContext(plan.task, plan.output_dir / "checkpoints", opened.tokenizer, opened.datamodule,
+    ctx = CallbackContext(module.task, plan.output_dir / "checkpoints", opened.tokenizer, opened.datamodule,
                           progress_bar=plan.trainer_kwargs.get("enable_progress_bar", True))
     callbacks = build_callbacks(resolved["callbacks"], ctx)
     logger = build_logger(resolved["logger"], plan.output_dir, run_name(plan),

@@ -1,0 +1,184 @@
+"""Direct preference optimisation (``task=dpo``): a decoder trained on preference pairs (``data=preference``)
+to prefer each chosen completion over the rejected one, relative to a reference model, by the ``dpo.*``
+settings (zoo.tasks.dpo_losses: loss type, beta, RPO's SFT term). The reference is the model as training
+starts: with LoRA adapters, the same model with them off (no second copy in memory), else a frozen copy.
+Metrics: trl's six reward metrics (rewards/chosen, rewards/rejected, rewards/accuracies, rewards/margins,
+logps/chosen, logps/rejected) on train and validation."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import weakref
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+from torchmetrics import Metric
+
+from zoo.data.preference_batches import PreferenceDataModule
+from zoo.finetune.lora import LoRALinear
+from zoo.tasks.base import Task, register
+from zoo.tasks.dpo_losses import DPOSettings, PairLogps, dpo_loss, dpo_settings, reward_metrics
+from zoo.tasks.preference import adapters_off, completion_logps
+from zoo.tasks.samples import Sample, SampleReport
+from zoo.utils import eval_mode
+
+REWARD_METRICS = ("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins",
+                  "logps/chosen", "logps/rejected")
+
+
+class RewardMean(Metric):
+    """One reward metric's mean over validation pairs (each batch weighed by its pairs)."""
+
+    full_state_update = False
+
+    def __init__(self, name: str, run: DirectPreference) -> None:
+        super().__init__()
+        self.name, self.run = name, run
+        self.add_state("total", default=torch.tensor(0.0), dist_reduce_fx="sum")
+        self.add_state("pairs", default=torch.tensor(0.0), dist_reduce_fx="sum")
+
+    def update(self, out, batch: Mapping[str, torch.Tensor]) -> None:
+        pairs = self.run.pairs(out, batch)
+        n = pairs.chosen.shape[0]
+        self.total += reward_metrics(pairs, self.run.dpo.beta)[self.name].float() * n
+        self.pairs += n
+
+    def compute(self) -> torch.Tensor:
+        return self.total / self.pairs
+
+
+@contextlib.contextmanager
+def reference_of(model: nn.Module, reference: nn.Module | None) -> Iterator[nn.Module]:
+    """The reference to score with, without gradients and in eval mode (dropout off): the frozen copy, or
+    `model` with its LoRA adapters off (its train/eval mode restored on exit)."""
+    if reference is not None:
+        with torch.no_grad():
+            yield reference
+        return
+    training = model.training
+    try:
+        with torch.no_grad(), adapters_off(model):
+            yield model.eval()
+    finally:
+        model.train(training)
+
+
+@register
+class DirectPreference(Task):
+    name = "dpo"
+    archs = ("decoder",)
+    auto = False
+    builtin_data = None
+    user_data = "data=preference data.path=pairs.jsonl"
+    corpus_kind = "preference"
+    perplexity = False  # a preference loss, not a per-token cross-entropy
+    needed_specials = (("eos",),)  # each completion ends with eos (trl's encoding)
+    settings_group = "dpo"
+
+    def settings(self, given: Mapping[str, Any]) -> DPOSettings:
+        return dpo_settings(given)
+
+    def for_model(self, model: nn.Module, given: Mapping[str, Any]) -> DPORun:
+        """The task bound to `model` and its reference (LoRA adapters off when it has some, else a frozen
+        copy of it as it is now)."""
+        if any(isinstance(m, LoRALinear) for m in model.modules()):
+            reference = None
+        else:
+            reference = copy.deepcopy(model).eval().requires_grad_(False)
+        return DPORun(model, reference, self.settings(given))
+
+    def with_epoch(self, data_cfg: dict[str, Any], examples_per_eval: int) -> dict[str, Any]:
+        return data_cfg  # a finite set of pairs: one epoch is one pass
+
+    def datamodule(self, entry, loader: Mapping[str, Any], **common: Any) -> PreferenceDataModule:
+        parts = {split: tuple(entry.arrays[f"{split}.{part}"] for part in ("prompt", "chosen", "rejected"))
+                 for split in ("train", "val")}
+        return PreferenceDataModule(entry.tokenizer, parts, **common)
+
+    def model_inputs(self, batch: Mapping[str, torch.Tensor]) -> Mapping[str, torch.Tensor]:
+        return {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+
+    def counted_labels(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """The batch's pairs: the loss is a mean over pairs."""
+        return torch.tensor(batch["input_ids"].shape[0] // 2)
+
+    def val_metrics(self, label_names=()) -> dict[str, Metric]:
+        return {name: RewardMean(name, self) for name in REWARD_METRICS}  # logged as val/<trl's name>
+
+    def pairs(self, out, batch: Mapping[str, torch.Tensor], model: nn.Module | None = None) -> PairLogps:
+        return self.loss(out, batch)
+
+    def loss(self, out, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        raise ValueError("task=dpo scores pairs against a reference model: use the task bound to the model "
+                         "(DirectPreference.for_model), as ZooLightningModule does")
+
+    def samples(self, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:
+        """The first `num_shown` validation prompts, the model's sampled completion, and the chosen one as
+        the reference."""
+        pairs, shown = datamodule.datasets["val"].pairs, []
+        decoding = {k: cfg[k] for k in ("max_new_tokens", "temperature", "top_k")}
+        for i, pair in enumerate(pairs[: cfg["num_shown"]]):
+            prompt = pair.prompt or [tokenizer.eos_id]
+            reply = model.generate([prompt], do_sample=True, seed=cfg["seed"] + i, **decoding)[0]
+            shown.append(Sample(tokenizer.decode(prompt), tokenizer.decode(reply[len(prompt):]),
+                                tokenizer.decode(pair.chosen)))
+        return SampleReport(shown, {})
+
+    def evaluate(self, model, tokenizer, datamodule, split: str, options) -> dict[str, float]:
+        raise ValueError("task=dpo is evaluated against a reference model: use the task bound to the model "
+                         "(DirectPreference.for_model), as train.py does")
+
+
+class DPORun(DirectPreference):
+    """task=dpo bound to one run's policy model, its reference (None: the policy with its LoRA adapters off)
+    and its dpo.* settings."""
+
+    def __init__(self, model: nn.Module, reference: nn.Module | None, settings: DPOSettings) -> None:
+        self.model, self.reference, self.dpo = model, reference, settings
+        self._last: tuple[Any, PairLogps] | None = None  # (weakref to a model output, its pairs)
+
+    def pairs(self, out, batch: Mapping[str, torch.Tensor], model: nn.Module | None = None) -> PairLogps:
+        """The batch's pairs scored by the policy (`out`, with gradients) and the reference; kept for the
+        same `out` (the loss, train_logs and the validation metrics each ask)."""
+        if self._last is not None and self._last[0]() is out:
+            return self._last[1]
+        logps, tokens = completion_logps(out.logits, batch)
+        reference = self.reference
+        if reference is not None and next(reference.parameters()).device != logps.device:
+            reference.to(logps.device)
+        with reference_of(model or self.model, reference) as scorer:
+            ref, _ = completion_logps(scorer(**self.model_inputs(batch)).logits, batch)
+        n = logps.shape[0] // 2
+        pairs = PairLogps(logps[:n], logps[n:], ref[:n], ref[n:], tokens[:n].to(logps), tokens[n:].to(logps))
+        self._last = (weakref.ref(out), pairs)
+        return pairs
+
+    def loss(self, out, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """The mean over the batch's pairs of the dpo.loss_type loss (+ dpo.sft_weight times the SFT term)."""
+        return dpo_loss(self.pairs(out, batch), self.dpo)
+
+    def train_logs(self, out, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return reward_metrics(self.pairs(out, batch), self.dpo.beta)
+
+    def evaluate(self, model, tokenizer, datamodule, split: str, options) -> dict[str, float]:
+        """The loss and the six reward metrics over the split's pairs, means over pairs (whole batches until
+        options.max_examples pairs are reached)."""
+        device = next(model.parameters()).device
+        totals: dict[str, float] = {}
+        seen, left = 0, options.max_examples
+        with eval_mode(model), torch.no_grad():
+            for batch in getattr(datamodule, f"{split}_dataloader")():
+                batch = {k: v.to(device) for k, v in batch.items()}
+                out = model(**self.model_inputs(batch))
+                pairs = self.pairs(out, batch, model)
+                n = pairs.chosen.shape[0]
+                values = {"loss": dpo_loss(pairs, self.dpo), **reward_metrics(pairs, self.dpo.beta)}
+                for name, value in values.items():
+                    totals[name] = totals.get(name, 0.0) + float(value) * n
+                seen += n
+                if left is not None and seen >= left:
+                    break
+        return {**{name: total / max(seen, 1) for name, total in totals.items()}, "pairs": seen}
