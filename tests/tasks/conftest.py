@@ -32,6 +32,7 @@ def tiny_data(kind: str, files: Mapping[str, Path]) -> list[str]:
         "tagged": ["data=token_tags", f"data.path={files.get('tagged')}"],
         "qa": ["data=squad", f"data.path={files.get('qa')}", "data.doc_stride=4"],
         "chat": ["data=chat", f"data.path={files.get('chat')}"],
+        "preference": ["data=preference", f"data.path={files.get('preference')}"],
     }[kind]
 
 
@@ -90,8 +91,12 @@ def task_files(tmp_path_factory) -> dict[str, Path]:
     turns = [[{"role": "user", "content": f"Where is {p}?"},
               {"role": "assistant", "content": f"{p} is in {q}."}] for p in PEOPLE for q in PLACES]
     chat.write_text("".join(json.dumps({"messages": m}) + "\n" for m in turns), encoding="utf-8")
+    preference = folder / "preference.jsonl"  # task=dpo: the right place chosen over the next one
+    preference.write_text("".join(json.dumps({"prompt": f"Where is {p}? ", "chosen": f"In {q}.",
+                                              "rejected": f"In {PLACES[(i + 1) % len(PLACES)]}."}) + "\n"
+                                  for p in PEOPLE for i, q in enumerate(PLACES)), encoding="utf-8")
     return {"labelled": labelled, "tagged": write_tagged(folder / "tagged.jsonl", 120),
-            "qa": write_squad(folder / "qa.jsonl", 60), "chat": chat}
+            "qa": write_squad(folder / "qa.jsonl", 60), "chat": chat, "preference": preference}
 
 
 @pytest.fixture(scope="session")
