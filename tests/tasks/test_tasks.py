@@ -126,7 +126,8 @@ def trained(request, tmp_path_factory, cache_dir, task_files):
 
 def test_one_step_and_validation(trained):
     task, plan, tokenizer, datamodule, module, trainer = trained
-    assert module.task is task and trainer.global_step == 1
+    assert module.task.name == task.name and trainer.global_step == 1
+    task = module.task  # the task bound to the model (itself, or dpo's with its reference: Task.for_model)
     metrics = trainer.callback_metrics
     assert math.isfinite(float(metrics["train/loss"]))
     expected = {"val/loss", *(["val/ppl"] if task.perplexity else []),
@@ -152,9 +153,14 @@ def test_loss_weight_averages_batches_like_one_batch(trained):
     batch (a wrong count, e.g. one that counts a shifted-away position or a classification batch as one
     example, does not)."""
     task, plan, tokenizer, datamodule, module, trainer = trained
+    task = module.task  # bound to the model (dpo: with its reference)
     batch = dict(next(iter(datamodule.train_dataloader())))
     generator = torch.Generator().manual_seed(0)
-    if "start_positions" in batch:  # extractive QA: one (start, end) pair of positions per window (B,)
+    rows = [slice(0, 1), slice(1, None)]
+    if "completion_mask" in batch:  # preference pairs: rows [chosen x B; rejected x B], split pair 0 | 1..B-1
+        pairs = batch["input_ids"].shape[0] // 2
+        rows = [torch.tensor([0, pairs]), torch.tensor([*range(1, pairs), *range(pairs + 1, 2 * pairs)])]
+    elif "start_positions" in batch:  # extractive QA: one (start, end) pair of positions per window (B,)
         for key in ("start_positions", "end_positions"):
             batch[key] = torch.randint(0, batch["input_ids"].shape[1], batch[key].shape, generator=generator)
     else:
@@ -165,7 +171,7 @@ def test_loss_weight_averages_batches_like_one_batch(trained):
             labels[0, 2:] = IGNORE_INDEX
             labels[1:, 0] = IGNORE_INDEX
         batch[key] = labels
-    parts = [{k: v[rows] for k, v in batch.items()} for rows in (slice(0, 1), slice(1, None))]
+    parts = [{k: v[part] for k, v in batch.items()} for part in rows]
 
     def loss(b):
         return float(task.loss(module.model(**task.model_inputs(b)), b))
@@ -198,6 +204,7 @@ def test_samples_and_references(trained):
 
 def test_training_loss_with_and_without_smoothing(trained):
     task, plan, tokenizer, datamodule, module, trainer = trained
+    task = module.task  # bound to the model (dpo: with its reference)
     batch = next(iter(datamodule.train_dataloader()))
     with torch.no_grad():
         out = module.model(**task.model_inputs(batch))
