@@ -198,6 +198,12 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("ckpt_path=last", "ckpt_path=last: no earlier run with checkpoints/last.ckpt"),
     ("model=moe_small +model.moe.first_dense=4",
      "model.moe.first_dense=4 leaves no MoE layer in model.n_layers=4"),
+    # task=dpo's settings group (zoo/tasks/dpo.py, dpo_losses.py): checked by the task, refused for others
+    ("task=dpo data=preference data.path=pairs.jsonl dpo.beta=0",
+     "dpo.beta must be a finite number > 0, got 0"),
+    ("task=dpo data=preference data.path=pairs.jsonl +dpo.gamma=1",
+     "Unknown key 'dpo.gamma'. Allowed dpo keys: beta, label_smoothing, loss_type, sft_weight"),
+    ("task=lm dpo.beta=0.2", "dpo.* applies to task=dpo only, not task=lm"),
 ]]
 
 CHECKED_ELSEWHERE = [
@@ -486,7 +492,16 @@ CHECKED_ELSEWHERE = [
              "(400 for it alone; the other rows decode on)", "no probability distribution (NaN)",
              "tests/serving/test_isolation.py::"
              "test_through_the_server_one_failing_request_leaves_the_others_streaming"),
-    # preference data and DPO settings (zoo.data.preference, zoo.tasks.dpo_losses; task=dpo is not wired yet)
+    # preference data and DPO settings (zoo.data.preference, zoo.tasks.dpo_losses; task=dpo data=preference)
+    BadInput("task=dpo data=chat data.path=chats.jsonl (data that is not preference pairs)",
+             "data=chat gives chat examples, which suit task ['sft'], not task='dpo'",
+             "tests/tasks/test_dpo.py::test_dpo_without_preference_data_is_one_error"),
+    BadInput("task=dpo data=preference data.truncate=false: a pair longer than model.max_seq_len",
+             "set data.truncate=true to cut it, or raise model.max_seq_len",
+             "tests/tasks/test_dpo.py::test_long_pairs_are_cut_or_refused"),
+    BadInput("task=dpo data=preference: a prompt of model.max_seq_len tokens or more",
+             "leaves no room for a completion",
+             "tests/tasks/test_dpo.py::test_long_pairs_are_cut_or_refused"),
     BadInput("zoo.data.preference.read_preference_jsonl: a row whose chosen equals its rejected",
              "chosen and rejected are the same text 'a'",
              "tests/tasks/test_dpo_data.py::test_bad_row_is_one_error_naming_file_and_line"),
