@@ -254,3 +254,44 @@ def test_reasoning_content_that_is_not_text_is_refused(value: object) -> None:
                 {"role": "assistant", "content": "4.", "reasoning_content": value}]
     with pytest.raises(ValueError, match=r"chats.jsonl:4: messages\[1\].reasoning_content must be text"):
         read_row({"messages": messages}, "chats.jsonl:4")
+
+
+def _jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def test_data_hf_rows_read_as_data_chat(tmp_path: Path) -> None:
+    """data=hf (a file datasets reads) gives task=sft the rows data=chat reads from the same JSONL, each
+    format by its fields, Arrow's null fields read as absent."""
+    pytest.importorskip("datasets")
+    from zoo.data.sources.chat import load_chat
+    from zoo.data.sources.hf import load_hf
+
+    path = _jsonl(tmp_path / "chats.jsonl", [
+        {"messages": CONVERSATIONS["system"][0]}, {"messages": CONVERSATIONS["tools"][0], "tools": TOOLS},
+        {"messages": REASONING["single_turn"][0]}, {"prompt": "2+2=", "completion": "4"}, {"text": "plain"}])
+    hf = load_hf(path=str(path), kind="chat", whole=True)
+    chat = load_chat(path=str(path), whole=True)
+    assert [r.content() for r in hf.train] == [r.content() for r in chat.train]
+    assert [r.format for r in hf.train] == ["conversation"] * 3 + ["prompt_completion", "text"]
+    assert hf.train[1].where.endswith(":2") and hf.loss_mask == "auto"
+    held = load_hf(path=str(path), kind="chat", val_fraction=0.4, seed=1)
+    assert sorted(r.content() for r in held.train + held.val) == sorted(r.content() for r in chat.train)
+
+
+def test_data_hf_bad_chat_rows_are_named(tmp_path: Path) -> None:
+    pytest.importorskip("datasets")
+    from zoo.data.sources.hf import load_hf
+
+    good = {"messages": CONVERSATIONS["system"][0]}
+    path = _jsonl(tmp_path / "chats.jsonl", [good, {"messages": [{"role": "user", "content": "Hi"}]}])
+    with pytest.raises(ValueError, match=r"split 'train' of .*chats.jsonl.*:2: a conversation without an "
+                                         r"assistant turn"):
+        load_hf(path=str(path), kind="chat", whole=True)
+    ok = str(_jsonl(tmp_path / "ok.jsonl", [good]))
+    with pytest.raises(ValueError, match="data.loss_mask: Unknown loss mask 'assistant'"):
+        load_hf(path=ok, kind="chat", loss_mask="assistant")
+    with pytest.raises(ValueError, match=r"ok.jsonl'\]:1: data.loss_mask=completion_only applies to "
+                                         r"prompt_completion"):
+        load_hf(path=ok, kind="chat", loss_mask="completion_only", whole=True)

@@ -1,5 +1,6 @@
 """``data=chat``: chat SFT rows from a JSONL file (zoo.data.chat_rows: conversational, prompt-completion or
-text, each row by its fields), encoded with the tokenizer's chat template and ``data.loss_mask``'s mask."""
+text, each row by its fields), encoded with the tokenizer's chat template and ``data.loss_mask``'s mask. The
+same rows from ``data=hf`` (any file or folder ``datasets`` reads): :func:`hf_chat_corpus`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from zoo.data.chat_masks import LOSS_MASKS, encode_row, mask_for
 from zoo.data.chat_rows import ChatRow, read_jsonl, read_row
 from zoo.data.documents import Documents, TextList
 from zoo.data.sources.base import Encoded, HeldCorpus, register_source, split_rows
+from zoo.data.sources.hf import CORPUS_READERS, Split, datasets_module, load_saved, nonempty
 
 
 @dataclass(frozen=True)
@@ -46,11 +48,35 @@ class ChatCorpus(HeldCorpus):
         return arrays, None
 
 
+def _checked_mask(loss_mask: str, rows: list[ChatRow]) -> list[ChatRow]:
+    """``rows``, each checked to fit ``loss_mask`` (an unknown name is refused first)."""
+    if loss_mask != "auto":
+        LOSS_MASKS.get(loss_mask)
+    for row in rows:
+        mask_for(loss_mask, row)
+    return rows
+
+
+def hf_chat_corpus(train: Split, val: Split, fields: dict[str, str]) -> ChatCorpus:
+    """task=sft from ``data=hf``: each row read by its fields as a JSONL line is, named ``<split>:N`` (its
+    1-based row); a null field is an absent one (Arrow fills what other rows have)."""
+    loss_mask = fields["loss_mask"]
+    _checked_mask(loss_mask, [])
+
+    def rows(split: Split) -> list[ChatRow]:
+        read = [read_row({k: v for k, v in row.items() if v is not None}, f"{split.origin}:{i + 1}")
+                for i, row in split]
+        return _checked_mask(loss_mask, nonempty(read, split))
+
+    return ChatCorpus(rows(train), rows(val), loss_mask=loss_mask)
+
+
+CORPUS_READERS["chat"] = hf_chat_corpus
+
+
 def read_saved(folder: Path) -> Iterator[ChatRow]:
     """The rows of a ``datasets`` folder (``save_to_disk``; of a DatasetDict, its train split), each named
     ``folder:N`` (its 1-based row); a null field is an absent one (Arrow fills what other rows have)."""
-    from zoo.data.sources.hf import datasets_module, load_saved
-
     ds = load_saved(datasets_module(), folder)
     if hasattr(ds, "keys"):
         if "train" not in ds:
@@ -70,7 +96,5 @@ def load_chat(*, path: str, loss_mask: str = "auto", val_fraction: float = 0.1, 
     if loss_mask != "auto":
         LOSS_MASKS.get(loss_mask)
     folder = Path(path).expanduser()
-    rows = list(read_saved(folder) if folder.is_dir() else read_jsonl(path))
-    for row in rows:
-        mask_for(loss_mask, row)
+    rows = _checked_mask(loss_mask, list(read_saved(folder) if folder.is_dir() else read_jsonl(path)))
     return ChatCorpus(*split_rows(rows, val_fraction, seed, whole), loss_mask=loss_mask)

@@ -5,7 +5,8 @@ jsonl, parquet, arrow, csv, txt; a glob or a list) or, as a last resort, a datas
 may download. ``data.streaming=true`` reads rows lazily (an ``IterableDataset``), so a dataset far larger
 than memory can be pre-tokenised. The task picks the columns: ``text_field`` (lm, mlm), ``src_field`` and
 ``tgt_field`` (seq2seq), ``text_field`` and ``label_field`` (classification), ``tokens_field`` and
-``tags_field`` (token_classification), the squad columns (question_answering). Text for lm/mlm is streamed
+``tags_field`` (token_classification), the squad columns (question_answering), trl's chat rows by their fields
+with ``loss_mask`` (sft: zoo.data.sources.chat). Text for lm/mlm is streamed
 (``HFColumn``); pairs, labelled, tagged and QA examples are read into memory (readers of the last two:
 zoo.data.sources.token_tags and .squad, registered in CORPUS_READERS).
 """
@@ -425,6 +426,7 @@ def load_hf(
     label_field: str = "label",
     tokens_field: str = "tokens",
     tags_field: str = "ner_tags",
+    loss_mask: str = "auto",
     seed: int = 0,
     kind: str = "text",
     whole: bool = False,
@@ -437,5 +439,6 @@ def load_hf(
     ds, origin, files = open_dataset(path, format, config, streaming)
     train, val = splits(ds, origin, train_split, val_split, val_fraction, seed, files, whole)
     fields = {"text_field": text_field, "src_field": src_field, "tgt_field": tgt_field,
-              "label_field": label_field, "tokens_field": tokens_field, "tags_field": tags_field}
+              "label_field": label_field, "tokens_field": tokens_field, "tags_field": tags_field,
+              "loss_mask": loss_mask}
     return CORPUS_READERS[kind](train, val, fields)
