@@ -237,14 +237,17 @@ def test_reasoning_content_reaches_the_template(case: str, base_tokenizer: str, 
 
 
 def test_reasoning_dropped_from_earlier_turns_is_refused(base_tokenizer: str, tmp_path: Path) -> None:
-    """Qwen3 keeps reasoning only after the last user query: an earlier turn renders differently alone."""
+    """Qwen3 keeps reasoning (and an empty think block) only after the last user query: an earlier turn
+    renders differently alone, so two assistant turns with a user turn between are refused."""
     qwen3 = next(f for f in FAMILIES if f.name == "qwen3")
     tok = load_hf_tokenizer(write_folder(base_tokenizer, qwen3, tmp_path / "qwen3"))
     messages = [{"role": "user", "content": "Hi"},
                 {"role": "assistant", "content": "Hello.", "reasoning_content": "Greet back."},
                 {"role": "user", "content": "Bye"}, {"role": "assistant", "content": "Bye."}]
-    with pytest.raises(ValueError, match=r"chats.jsonl:2: the chat template cannot mark the assistant"):
-        encode_row(tok, read_row({"messages": messages}, "chats.jsonl:2"), "assistant_only")
+    for turns in (messages, CONVERSATIONS["multi_turn"][0]):  # no reasoning: an empty think block, last only
+        for mask in ("assistant_only", "last_turn"):
+            with pytest.raises(ValueError, match=r"chats.jsonl:2: the chat template cannot mark the "):
+                encode_row(tok, read_row({"messages": turns}, "chats.jsonl:2"), mask)
 
 
 @pytest.mark.parametrize("value", [["step 1"], 3, {"text": "x"}])
