@@ -86,6 +86,7 @@ def evaluate(cfg: DictConfig | Mapping[str, Any]) -> EvalReport:
     checked(GENERATION_OPTIONS.check, "generation", {k: v for k, v in gen.items() if v is not None})
     output = checked(REPORT_OUTPUT.check, resolved["output"]) if resolved.get("output") else None
     model, tokenizer, task = open_checkpoint(resolved["ckpt"])
+    checked(task.check_evaluable)  # task=dpo: no reference model in the checkpoint
     data_cfg = resolve_data(resolved["data"], task)
     checked(check_data_cfg, data_cfg)
     whole = resolved["split"] == WHOLE  # every example of the user's file, in the data module's val split

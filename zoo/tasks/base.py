@@ -90,6 +90,9 @@ class Task:
         its own in a run, dpo's reference model) a copy bound to the model."""
         return self
 
+    def check_evaluable(self) -> None:
+        """Raise ValueError when evaluate.py cannot score a checkpoint of this task (before data is read)."""
+
     def with_epoch(self, data_cfg: dict[str, Any], examples_per_eval: int) -> dict[str, Any]:
         """`data_cfg` with the epoch length the data module needs; a finite data set's epoch is one pass."""
         return data_cfg

@@ -25,6 +25,9 @@ from zoo.tasks.preference import adapters_off, completion_logps
 from zoo.tasks.samples import Sample, SampleReport
 from zoo.utils import eval_mode
 
+NOT_EVALUABLE = ("evaluate.py cannot score task=dpo yet: the reference model (the weights training started "
+                 "from) is not in the checkpoint; train.py logs val/loss and val/rewards/* on the validation "
+                 "pairs")
 REWARD_METRICS = ("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins",
                   "logps/chosen", "logps/rejected")
 
@@ -127,9 +130,11 @@ class DirectPreference(Task):
                                 tokenizer.decode(pair.chosen)))
         return SampleReport(shown, {})
 
+    def check_evaluable(self) -> None:
+        raise ValueError(NOT_EVALUABLE)
+
     def evaluate(self, model, tokenizer, datamodule, split: str, options) -> dict[str, float]:
-        raise ValueError("task=dpo is evaluated against a reference model: use the task bound to the model "
-                         "(DirectPreference.for_model), as train.py does")
+        raise ValueError(NOT_EVALUABLE)
 
 
 class DPORun(DirectPreference):
