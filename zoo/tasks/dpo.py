@@ -106,7 +106,7 @@ class DirectPreference(Task):
 
     def counted_labels(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """The batch's pairs: the loss is a mean over pairs."""
-        return torch.tensor(batch["input_ids"].shape[0] // 2)
+        return torch.tensor(batch["input_ids"].shape[0] // 2, device=batch["input_ids"].device)
 
     def val_metrics(self, label_names=()) -> dict[str, Metric]:
         return {name: RewardMean(name, self) for name in REWARD_METRICS}  # logged as val/<trl's name>
