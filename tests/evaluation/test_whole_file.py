@@ -39,6 +39,9 @@ HF_ROWS = {
     "tagged": ("token_classification", lambda i: {"tokens": [PEOPLE[i % 3], "in", PLACES[i % 2]],
                                                   "ner_tags": ["B-PER", "O", "B-LOC"]}),
     "qa": ("question_answering", _squad_row),
+    "chat": ("sft", lambda i: {"messages": [{"role": "user", "content": f"Where is {PEOPLE[i % 3]}?"},
+                                            {"role": "assistant", "content": f"{PEOPLE[i % 3]} is in "
+                                                                             f"{PLACES[i % 2]}."}]}),
 }
 
 
@@ -68,9 +71,7 @@ def _write(source: str, folder: Path) -> tuple[str, dict]:
         return "question_answering", {"name": source, "path": str(_jsonl(folder / "test.jsonl", [
             _squad_row(i) for i in range(ROWS)]))}
     if source == "chat":  # rows of one shape: every assistant turn trains the same number of tokens
-        rows = [{"messages": [{"role": "user", "content": f"Where is {PEOPLE[i % 3]}?"},
-                              {"role": "assistant", "content": f"{PEOPLE[i % 3]} is in {PLACES[i % 2]}."}]}
-                for i in range(ROWS)]
+        rows = [HF_ROWS["chat"][1](i) for i in range(ROWS)]
         return "sft", {"name": source, "path": str(_jsonl(folder / "test.jsonl", rows))}
     if source == "preference":  # read whole, but evaluate.py refuses task=dpo (no reference in a checkpoint)
         rows = [{"prompt": f"Where is {PEOPLE[i % 3]}? ", "chosen": PLACES[i % 2],
@@ -138,7 +139,8 @@ def test_split_all_scores_every_row_of_the_file(tmp_path, make_eval_cfg, name, w
         assert whole.metrics["tokens"] == sum(len(tok.encode(d)) + 1 for d in docs) - 1
         assert held_out is None or held_out.metrics["tokens"] < whole.metrics["tokens"]
     elif task == "sft":  # trained (assistant) tokens: 6 rows of one shape against the 1 held out
-        assert whole.metrics["tokens"] == ROWS * held_out.metrics["tokens"] > 0
+        per_row = held_out.metrics["tokens"] if held_out else whole.metrics["tokens"] // ROWS
+        assert whole.metrics["tokens"] == ROWS * per_row and per_row >= len(tok.encode("Ann is in Oslo."))
     else:
         assert whole.metrics["examples"] == ROWS
         assert held_out is None or held_out.metrics["examples"] == 1

@@ -68,7 +68,7 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("+memory.loss_chunk=8", "Unknown key 'memory.loss_chunk'. Did you mean 'memory.loss_chunk_size'?"),
     ("memory.loss_chunk_size=0", "memory.loss_chunk_size must be null or an integer >= 1, got 0"),
     ("model=bert_small memory.loss_chunk_size=64",
-     "memory.loss_chunk_size=64 applies to task=lm, not task=mlm"),
+     "memory.loss_chunk_size=64 applies to task=lm|sft, not task=mlm"),
     ("callbacks.checkpoint.monitor=val/bleu",
      "callbacks.checkpoint.monitor=val/bleu is never logged by task=lm."),
     ("callbacks.checkpoint.monitor=val/los",
@@ -204,6 +204,8 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("task=dpo data=preference data.path=pairs.jsonl +dpo.gamma=1",
      "Unknown key 'dpo.gamma'. Allowed dpo keys: beta, label_smoothing, loss_type, sft_weight"),
     ("task=lm dpo.beta=0.2", "dpo.* applies to task=dpo only, not task=lm"),
+    ("task=dpo data=preference data.path=pairs.jsonl",
+     "task=dpo needs init_from=<a checkpoint or Hugging Face folder>: its reference model is the starting"),
 ]]
 
 CHECKED_ELSEWHERE = [
