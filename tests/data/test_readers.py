@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -114,3 +115,20 @@ def test_empty_pairs_file(tmp_path):
     path = write(tmp_path / "e.tsv", "\n  \n")
     with pytest.raises(ValueError, match="e.tsv: no examples"):
         read_tsv_pairs(path)
+
+
+@pytest.mark.parametrize("reader", ["chat", "preference"])
+def test_chat_and_preference_jsonl_name_a_bad_byte_and_a_bad_line(tmp_path, reader):
+    """Both read through readers.jsonl_values: a latin-1 byte names the file and its byte offset (they
+    raised a bare UnicodeDecodeError), a line that is not JSON names path:line."""
+    from zoo.data.chat_rows import read_jsonl
+    from zoo.data.preference import read_preference_jsonl
+
+    read = {"chat": lambda p: list(read_jsonl(p)), "preference": read_preference_jsonl}[reader]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"text": "caf\xe9"}\n')
+    with pytest.raises(ValueError, match=rf"{re.escape(str(bad))}: not valid UTF-8 at byte offset 13"):
+        read(bad)
+    bad.write_text('\n{"text": \n', encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"{re.escape(str(bad))}:2: not JSON"):
+        read(bad)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zoo.data.readers import jsonl_values
 from zoo.tokenizers.chat import MESSAGE_ROLES
 
 # the roles that may come right before each role (system only first: checked apart)
@@ -122,16 +123,5 @@ def read_row(row: Any, where: str) -> ChatRow:
 
 def read_jsonl(path: str | Path) -> Iterator[ChatRow]:
     """The rows of a JSONL file (blank lines skipped), each checked as it is read."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"data.path: no such file: {path}")
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{n}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{where}: not JSON: {e.msg}") from None
-            yield read_row(row, where)
+    for where, row in jsonl_values(path):
+        yield read_row(row, where)

@@ -5,12 +5,13 @@ or a conversational row (messages: not read yet) is one ValueError naming file:l
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+from zoo.data.readers import jsonl_values
 
 FORMATS = ("prompt/chosen/rejected", "chosen/rejected (implicit prompt)")
 
@@ -67,20 +68,7 @@ def parse_row(row: object, where: str) -> PreferenceRow:
 
 def read_preference_jsonl(path: str | Path) -> list[PreferenceRow]:
     """Every pair of a JSONL file (blank lines skipped); the first bad line raises naming path:line."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"data.path={str(path)!r}: no such file")
-    rows = []
-    with path.open(encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{where}: not JSON ({e.msg})") from None
-            rows.append(parse_row(value, where))
+    rows = [parse_row(value, where) for where, value in jsonl_values(path)]
     if not rows:
         raise ValueError(f"{path}: no preference rows")
     return rows

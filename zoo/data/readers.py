@@ -96,6 +96,21 @@ def read_tsv_pairs(path: PathLike) -> list[tuple[str, str]]:
     return _require_rows(path, pairs)
 
 
+def jsonl_values(path: PathLike, key: str = "data.path") -> list[tuple[str, Any]]:
+    """Each non-blank line of a JSONL file as (`path:line`, its JSON value), read as strict UTF-8; a missing
+    file names `key`, a line that is not JSON names its place."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{key}={str(path)!r}: no such file")
+    out = []
+    for lineno, line in _lines(path):
+        try:
+            out.append((f"{path}:{lineno}", json.loads(line)))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{lineno}: not JSON: {e.msg}") from None
+    return out
+
+
 def _jsonl_records(path: Path, fields: Sequence[str]) -> list[tuple[int, dict[str, Any]]]:
     out = []
     for lineno, line in _lines(path):
