@@ -182,11 +182,3 @@ def test_train_py_dpo_from_an_hf_folder(tmp_path: Path, folder: Path) -> None:
     assert float(first["train/loss"]) == pytest.approx(math.log(2), abs=1e-6)
     assert float(first["train/rewards/margins"]) == pytest.approx(0.0, abs=1e-6)
 
-
-def test_dpo_without_init_from_is_one_error(make_cfg, tmp_path):
-    """Without init_from the reference would be the random initial model (and a resume would rebuild another
-    random one): refused before anything is read."""
-    pairs = write_pairs(tmp_path / "p.jsonl")
-    with pytest.raises(ConfigError, match=r"task=dpo needs init_from=<a checkpoint or Hugging Face folder>: "
-                                          r"its reference model is the starting policy"):
-        prepare(make_cfg([*TINY_MODEL, "task=dpo", "data=preference", f"data.path={pairs}"]))

@@ -204,8 +204,6 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("task=dpo data=preference data.path=pairs.jsonl +dpo.gamma=1",
      "Unknown key 'dpo.gamma'. Allowed dpo keys: beta, label_smoothing, loss_type, sft_weight"),
     ("task=lm dpo.beta=0.2", "dpo.* applies to task=dpo only, not task=lm"),
-    ("task=dpo data=preference data.path=pairs.jsonl",
-     "task=dpo needs init_from=<a checkpoint or Hugging Face folder>: its reference model is the starting"),
 ]]
 
 CHECKED_ELSEWHERE = [

@@ -41,8 +41,6 @@ class Task:
     auto: bool = True  # task=auto picks it for its archs with its head (at most one task per arch and head)
     builtin_data: str | None = None  # conf/data/<name>.yaml that data=auto reads; None: the user names data
     user_data: str = ""  # how to name one's own data, for messages: "data=text data.files=..."
-    # why this task needs a trained starting model (init_from=), e.g. dpo's reference; None: from scratch
-    needs_init: str | None = None
     corpus_kind: str = "text"  # the corpus its data source must give: text | pairs | labelled
     perplexity: bool = True  # the loss is a per-token cross-entropy over the vocabulary (exp: perplexity)
     label_smoothing: bool = False  # training_loss implements label smoothing

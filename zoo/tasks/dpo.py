@@ -80,8 +80,6 @@ class DirectPreference(Task):
     perplexity = False  # a preference loss, not a per-token cross-entropy
     needed_specials = (("eos",),)  # each completion ends with eos (trl's encoding)
     settings_group = "dpo"
-    needs_init = ("its reference model is the starting policy (and a resume rebuilds it from init_from): "
-                  "a random reference scores nothing")
 
     def settings(self, given: Mapping[str, Any]) -> DPOSettings:
         return dpo_settings(given)

@@ -181,9 +181,6 @@ def prepare(cfg: DictConfig) -> Plan:
     checked(check_optimizer_model, meta, resolved["optim"])  # muon needs hidden matrices that train
     checked(task.check_label_smoothing, resolved["label_smoothing"])
     checked(check_task_settings, resolved, task)  # dpo.*: checked by task=dpo, refused for other tasks
-    if task.needs_init and init is None:
-        raise ConfigError(f"task={task.name} needs init_from=<a checkpoint or Hugging Face folder>: "
-                          f"{task.needs_init}.")
     checked(check_memory, resolved.get("memory") or {}, task)
     checked(check_monitor, resolved.get("callbacks"), task)
     data_cfg = resolve_data(resolved["data"], task)
