@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from zoo.generation.cli import main
+from zoo.generate_cli import main
 
 if __name__ == "__main__":
     if any(a in ("-h", "--help") for a in sys.argv[1:]):

@@ -155,7 +155,7 @@ def test_truncated_export_names_the_file(export_dir):
 def test_generate_stops_on_a_wrong_shaped_checkpoint_naming_the_tensor(tmp_path):
     """generate.py prints a ValueError as one `error:` line and exits 2 (tests/generation/test_cli.py runs the
     script); a wrong-shaped checkpoint reaches it as a CheckpointError naming the tensor."""
-    from zoo.generation.cli import main
+    from zoo.generate_cli import main
 
     path = _save(tmp_path, _wrong_shape)
     assert issubclass(CheckpointError, ValueError)

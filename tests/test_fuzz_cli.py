@@ -18,8 +18,8 @@ from tests.generation.test_cli_text import HOSTILE
 from zoo.apps import hydra_value, literal_overrides, parse_key_values
 from zoo.config import MODEL_OPTIONS
 from zoo.embedding.cli import EmbedArgs, parse_args
-from zoo.generation.cli import GenerateCLIConfig
-from zoo.generation.cli import parse_overrides as generate_options
+from zoo.generate_cli import GenerateCLIConfig
+from zoo.generate_cli import parse_overrides as generate_options
 from zoo.generation.config import GENERATION_OPTIONS
 from zoo.models.vocabulary import _defaults, named_choices, vocabulary
 from zoo.options import Options

@@ -1,7 +1,7 @@
 """What the apps share (train.py, evaluate.py, generate.py, inspect_model.py, serve.py, zoo.embedding): the
 one error bad input becomes, the `key=value` command line of the apps without Hydra (and a value quoted for
-those with it), the composed config as plain data, `data=auto` resolved by the task, and a model opened from a
-checkpoint or an export with its file read once."""
+those with it), the `device=` they run on, the composed config as plain data, `data=auto` resolved by the
+task, and a model opened from a checkpoint or an export with its file read once."""
 
 from __future__ import annotations
 
@@ -93,6 +93,33 @@ def parse_key_values(argv: Sequence[str], schema: type[T], nullable: Collection[
         else:
             given[key] = _typed_value(key, raw, base, optional)
     return schema(**given)
+
+
+def available_devices() -> list[str]:
+    """The devices torch can use on this machine: cpu, then cuda / cuda:i and mps where present."""
+    import torch
+
+    found = ["cpu"]
+    if torch.cuda.is_available():
+        found += ["cuda"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if torch.backends.mps.is_available():
+        found.append("mps")
+    return found
+
+
+def check_device(name: str) -> None:
+    """Raise naming `device` when torch cannot use it here (e.g. device=cuda on a CPU-only install): the
+    `device=` key of generate.py and serve.py."""
+    import torch
+
+    available = available_devices()
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        device = None
+    if device is None or (device.type != "cpu" and str(device) not in available):
+        raise ValueError(f"device={name!r} is not available on this machine; "
+                         f"available: {', '.join(available)}.")
 
 
 def hydra_value(text: str) -> str:

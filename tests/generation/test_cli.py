@@ -16,7 +16,7 @@ import torch
 import zoo
 from zoo.checkpoint import atomic_torch_save, zoo_section
 from zoo.data import TOKENIZERS
-from zoo.generation.cli import CLI_DEFAULTS, GenerateCLIConfig, main, parse_overrides
+from zoo.generate_cli import CLI_DEFAULTS, GenerateCLIConfig, main, parse_overrides
 from zoo.generation.config import GenerationConfig
 from zoo.tokenizers import load_hf_tokenizer
 

@@ -14,7 +14,7 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from tests.generation.test_cli import _checkpoint
-from zoo.generation.cli import main, parse_overrides
+from zoo.generate_cli import main, parse_overrides
 from zoo.training.console import summary_lines
 from zoo.training.run import TrainResult
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from zoo.apps import check_device, parse_key_values
 from zoo.serving.app import Served, create_app
 from zoo.serving.engine import Engine
 from zoo.serving.guard import DEFAULT_MAX_BODY_MB
@@ -42,8 +43,6 @@ class ServeConfig:
 def parse_overrides(argv: Sequence[str]) -> ServeConfig:
     """`key=value` strings -> a checked ServeConfig: text keys (paths, the model name) as typed, whatever they
     hold; the others read as Hydra reads a value (zoo.apps.parse_key_values)."""
-    from zoo.apps import parse_key_values
-
     cfg = parse_key_values(argv, ServeConfig, nullable=("api_key", "model_name"))  # null: unset, the default
     if (cfg.ckpt is None) == (cfg.hf is None):
         raise ValueError("Give one of ckpt=PATH (a training checkpoint or a zoo export folder) or "
@@ -59,8 +58,6 @@ def parse_overrides(argv: Sequence[str]) -> ServeConfig:
         if math.isinf(getattr(cfg, name)):
             raise ValueError(f"{name} must be a finite number, got {getattr(cfg, name)!r}.")
     _check_access(cfg)
-    from zoo.generation.cli import check_device
-
     check_device(cfg.device)
     return cfg
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from zoo.apps import check_device, parse_key_values
 from zoo.generation.config import GenerationConfig
 from zoo.tokenizers.chat import read_messages
 
@@ -69,8 +70,6 @@ GenerateCLIConfig = dataclasses.make_dataclass(
 def parse_overrides(argv: Sequence[str]) -> GenerateCLIConfig:
     """`key=value` strings -> a checked config: text keys (prompt, src, system, paths) as typed, whatever they
     hold; the others read as Hydra reads a value (zoo.apps.parse_key_values)."""
-    from zoo.apps import parse_key_values
-
     cfg = parse_key_values(argv, GenerateCLIConfig, nullable=NULLABLE)
     inputs = [k for k in INPUTS if getattr(cfg, k) is not None]
     if cfg.ckpt is None:
@@ -90,32 +89,6 @@ def parse_overrides(argv: Sequence[str]) -> GenerateCLIConfig:
     check_device(cfg.device)
     cfg.decoding().validate(vocab_size=sys.maxsize)  # option errors before the checkpoint is opened
     return cfg
-
-
-def available_devices() -> list[str]:
-    """The devices torch can use on this machine: cpu, then cuda / cuda:i and mps where present."""
-    import torch
-
-    found = ["cpu"]
-    if torch.cuda.is_available():
-        found += ["cuda"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-    if torch.backends.mps.is_available():
-        found.append("mps")
-    return found
-
-
-def check_device(name: str) -> None:
-    """Raise naming `device` when torch cannot use it here (e.g. device=cuda on a CPU-only install)."""
-    import torch
-
-    available = available_devices()
-    try:
-        device = torch.device(name)
-    except (RuntimeError, TypeError):
-        device = None
-    if device is None or (device.type != "cpu" and str(device) not in available):
-        raise ValueError(f"device={name!r} is not available on this machine; "
-                         f"available: {', '.join(available)}.")
 
 
 def read_inputs(cfg: GenerateCLIConfig, model) -> list[Any]:
