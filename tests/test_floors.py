@@ -19,11 +19,11 @@ FLOORS: dict[str, int] = {
     "zoo.utils": CORE, "zoo.registry": CORE, "zoo.config": CORE, "zoo.options": CORE, "zoo.owned_keys": CORE,
     "zoo.atomic": CORE, "zoo.outputs": CORE,
     "zoo.presets": CORE, "zoo.quantization": CORE, "zoo.modules": CORE, "zoo.models": CORE,
-    "zoo.generation": CORE,  # decoding is model.generate; its command line is an app (below)
+    "zoo.generation": CORE,  # decoding is model.generate; its command line is zoo.generate_cli (apps)
     "zoo.checkpoint": IO, "zoo.loader": IO, "zoo.pretrained": IO, "zoo.tokenizers": IO, "zoo.finetune": IO,
     "zoo.data": DATA,
     "zoo.tasks": TASKS,
-    "zoo.training": APPS, "zoo.evaluation": APPS, "zoo.generation.cli": APPS, "zoo.inspection": APPS,
+    "zoo.training": APPS, "zoo.evaluation": APPS, "zoo.generate_cli": APPS, "zoo.inspection": APPS,
     "zoo.embedding": APPS, "zoo.export": APPS, "zoo.apps": APPS, "zoo.hydra_schema": APPS,
     "zoo.serving": APPS, "zoo.lm_eval": APPS,
 }
