@@ -1,8 +1,12 @@
 """The `key=value` command lines without Hydra (serve.py, python -m zoo.embedding; generate.py has its own
 file) take text keys as typed, whatever they hold, and refuse an unreadable typed value with one error naming
-the key (issue 41, item 10); zoo.apps.hydra_value quotes any text so that Hydra's grammar reads it back."""
+the key (issue 41, item 10); the five small command lines (those two, generate.py, export.py, python -m
+zoo.training.consolidate) share one parser and its words (issue 35); zoo.apps.hydra_value quotes any text so
+that Hydra's grammar reads it back."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -10,8 +14,38 @@ from omegaconf import OmegaConf
 
 from tests.generation.test_cli_text import HOSTILE
 from zoo.apps import hydra_value
-from zoo.embedding.cli import parse_args
+from zoo.embedding.cli import EmbedArgs, parse_args
+from zoo.export.cli import ExportArgs
+from zoo.export.cli import parse as export_options
+from zoo.generate_cli import GenerateCLIConfig
+from zoo.generate_cli import parse_overrides as generate_options
+from zoo.serving.cli import ServeConfig
 from zoo.serving.cli import parse_overrides as serve_options
+from zoo.training.consolidate import ConsolidateArgs
+from zoo.training.consolidate import parse as consolidate_options
+
+# the five small command lines: (parse, schema, a path key); each declares its keys in the schema
+SMALL_CLIS = {
+    "generate.py": (generate_options, GenerateCLIConfig, "ckpt"),
+    "serve.py": (serve_options, ServeConfig, "ckpt"),
+    "zoo.embedding": (parse_args, EmbedArgs, "folder"),
+    "export.py": (export_options, ExportArgs, "ckpt"),
+    "zoo.training.consolidate": (consolidate_options, ConsolidateArgs, "ckpt"),
+}
+
+
+@pytest.mark.parametrize("cli", list(SMALL_CLIS))
+def test_the_five_command_lines_word_an_unknown_key_and_a_bad_value_alike(cli):
+    """A misspelt key names itself, the close match and the known keys; an empty path is one bad value in
+    one wording, before anything else is checked."""
+    parse, schema, key = SMALL_CLIS[cli]
+    known = ", ".join(f.name for f in dataclasses.fields(schema))
+    with pytest.raises(ValueError) as err:
+        parse([f"{key}x=a"])
+    assert str(err.value) == f"Unknown key '{key}x'. Did you mean '{key}'? Known keys: {known}."
+    with pytest.raises(ValueError) as err:
+        parse([f"{key}="])
+    assert str(err.value) == f"{key}='' is not a non-empty path."
 
 
 @pytest.mark.parametrize("text", HOSTILE)

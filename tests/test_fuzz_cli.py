@@ -18,6 +18,8 @@ from tests.generation.test_cli_text import HOSTILE
 from zoo.apps import hydra_value, literal_overrides, parse_key_values
 from zoo.config import MODEL_OPTIONS
 from zoo.embedding.cli import EmbedArgs, parse_args
+from zoo.export.cli import ExportArgs
+from zoo.export.cli import parse as export_options
 from zoo.generate_cli import GenerateCLIConfig
 from zoo.generate_cli import parse_overrides as generate_options
 from zoo.generation.config import GENERATION_OPTIONS
@@ -25,6 +27,8 @@ from zoo.models.vocabulary import _defaults, named_choices, vocabulary
 from zoo.options import Options
 from zoo.serving.cli import ServeConfig
 from zoo.serving.cli import parse_overrides as serve_options
+from zoo.training.consolidate import ConsolidateArgs
+from zoo.training.consolidate import parse as consolidate_options
 
 
 # derandomized: the same examples on every run and machine; sized so the whole file takes seconds
@@ -48,6 +52,8 @@ APPS = {
     "generate.py": (generate_options, ["ckpt=x", "prompt=hi"], GenerateCLIConfig),
     "serve.py": (serve_options, ["ckpt=x"], ServeConfig),
     "zoo.embedding": (parse_args, ["folder=f", "input=i", "output=o.npy"], EmbedArgs),
+    "export.py": (export_options, ["ckpt=x", "dir=out"], ExportArgs),
+    "zoo.training.consolidate": (consolidate_options, ["ckpt=x", "out=o.ckpt"], ConsolidateArgs),
 }
 
 

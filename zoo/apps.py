@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 
+from zoo.options import Rule
 from zoo.utils import did_you_mean
 
 
@@ -43,6 +44,11 @@ def _field_kind(hint: Any) -> tuple[type, bool]:
     return hint, False
 
 
+def bad_value(key: str, raw: str, allowed: str) -> str:
+    """The one wording of a command-line value its key does not take: "port='x' is not an integer."."""
+    return f"{key}={raw!r} is not {allowed}."
+
+
 def _typed_value(key: str, raw: str, base: type, optional: bool) -> Any:
     """A typed key's value read as Hydra reads one (YAML: `3`, `true`, `1e-3`; `null` where None is allowed),
     checked for its type: a comment, an empty value or a mapping is refused, not read as None."""
@@ -65,17 +71,31 @@ def _typed_value(key: str, raw: str, base: type, optional: bool) -> Any:
     if base in (int, float) and isinstance(value, int | float) and not isinstance(value, bool):
         if base is float or isinstance(value, int):
             return base(value)
-    raise ValueError(f"{key}={raw!r} is not {allowed}.")
+    raise ValueError(bad_value(key, raw, allowed))
+
+
+# A path key's rule (ckpt=, dir=, out=, folder=, ...): `ckpt=` with nothing after it names no file
+PATH = Rule(lambda v: v is None or v != "", "a non-empty path")
+
+
+def cli_key(default: Any = None, rule: Rule | None = None) -> Any:
+    """A dataclass field of a command line's schema: its default and, beyond its type, the zoo.options
+    Rule its value must pass (`parse_key_values` words a value it refuses as `bad_value`)."""
+    return dataclasses.field(default=default, metadata={"rule": rule} if rule is not None else {})
 
 
 def parse_key_values(argv: Sequence[str], schema: type[T], nullable: Collection[str] = ()) -> T:
-    """`key=value` arguments (each key once, a leading `+` allowed) -> an instance of the dataclass `schema`.
+    """The one parser of the small command lines (generate.py, serve.py, python -m zoo.embedding,
+    export.py, python -m zoo.training.consolidate): `key=value` arguments (each key once, a leading `+`
+    allowed) -> an instance of the dataclass `schema`, which declares the keys, their types and defaults.
     A text key (a `str` field: a prompt, a system message, a path, a name) takes everything after the first
     `=` as it is: colons, `#`, braces, quotes, `${...}`, newlines; `null` means None only for the `nullable`
-    ones. A typed key (bool, int, float, or one of them or None) reads its value as YAML, as Hydra does. Bad
-    input is one ValueError naming the argument or key and what is allowed."""
+    ones. A typed key (bool, int, float, or one of them or None) reads its value as YAML, as Hydra does. A
+    field's `cli_key` rule checks the value read. Bad input is one ValueError naming the argument or key
+    and what is allowed, in the same words for every command line."""
     hints = typing.get_type_hints(schema)
-    known = [f.name for f in dataclasses.fields(schema)]
+    fields = {f.name: f for f in dataclasses.fields(schema)}
+    known = list(fields)
     given: dict[str, Any] = {}
     for arg in argv:
         key, sep, raw = arg.partition("=")
@@ -89,9 +109,13 @@ def parse_key_values(argv: Sequence[str], schema: type[T], nullable: Collection[
             raise ValueError(f"{key}= is given twice; give it once.")
         base, optional = _field_kind(hints[key])
         if base is str:
-            given[key] = None if optional and key in nullable and raw == "null" else raw
+            value = None if optional and key in nullable and raw == "null" else raw
         else:
-            given[key] = _typed_value(key, raw, base, optional)
+            value = _typed_value(key, raw, base, optional)
+        rule = fields[key].metadata.get("rule")
+        if rule is not None and not rule.test(value):
+            raise ValueError(bad_value(key, raw, rule.allowed))
+        given[key] = value
     return schema(**given)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from zoo.apps import check_device, parse_key_values
+from zoo.apps import PATH, check_device, cli_key, parse_key_values
 from zoo.generation.config import GenerationConfig
 from zoo.tokenizers.chat import read_messages
 
@@ -31,20 +31,22 @@ NULLABLE = ("cache_implementation",)  # the text keys that are names, where `nul
 class _ScriptOptions:
     """The keys only `generate.py` has: what to load, what to read, where to run, what to print."""
 
-    ckpt: str | None = None  # a training checkpoint (.ckpt) or an export folder
+    ckpt: str | None = cli_key(rule=PATH)  # a training checkpoint (.ckpt) or an export folder
     prompt: str | None = None  # decoder: text to continue
-    prompts_file: str | None = None  # decoder: one prompt per line
+    prompts_file: str | None = cli_key(rule=PATH)  # decoder: one prompt per line
     src: str | None = None  # encoder-decoder: a source sentence
-    src_file: str | None = None  # encoder-decoder: one source per line
+    src_file: str | None = cli_key(rule=PATH)  # encoder-decoder: one source per line
     interactive: bool = False  # read prompts / sources from stdin, one per line
     chat: bool = False  # decoder: each prompt is the user's message under the tokenizer's chat template
     system: str | None = None  # chat: a system message before each prompt
-    messages_file: str | None = None  # chat: a JSON list of {"role", "content"} messages, one conversation
+    # chat: a JSON list of {"role", "content"} messages, one conversation
+    messages_file: str | None = cli_key(rule=PATH)
     continue_final_message: bool = False  # chat: messages_file's last message is continued (a reply begun)
     device: str = "cpu"
     batch_size: int = 16
     show_scores: bool = False  # print each beam hypothesis' length-normalised log-probability
-    assistant_ckpt: str | None = None  # a smaller decoder with the same tokenizer: speculative decoding
+    # a smaller decoder with the same tokenizer: speculative decoding
+    assistant_ckpt: str | None = cli_key(rule=PATH)
 
     def decoding(self) -> GenerationConfig:
         """The decoding options given on the command line, as the library's validated record."""

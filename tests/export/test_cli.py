@@ -37,7 +37,7 @@ def test_hf_format_takes_the_family_as_an_option(tmp_path, ckpt):
 @pytest.mark.parametrize(("args", "message"), [
     (["dir={out}"], "ckpt is required; usage: python export.py ckpt="),
     (["ckpt={ckpt}"], "dir is required"),
-    (["ckpt", "dir={out}"], "argument 'ckpt' is not key=value"),
+    (["ckpt", "dir={out}"], "Arguments are key=value, got 'ckpt'. Known keys: ckpt, dir, format, model_type"),
     (["ckpt={tmp}/missing.ckpt", "dir={out}"], "checkpoint not found: {tmp}/missing.ckpt"),
     (["ckpt={ckpt}", "dir={out}", "format=onnx"], "Unknown export format 'onnx'. Allowed: hf, zoo."),
     (["ckpt={ckpt}", "dir={out}", "model_type=gpt2"], "export format 'zoo' has no option 'model_type'"),

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from zoo.apps import parse_key_values
+from zoo.apps import PATH, cli_key, parse_key_values
 from zoo.atomic import atomic_file
 from zoo.embedding.api import load_embedder
 from zoo.embedding.pooling import POOLINGS
@@ -26,9 +26,9 @@ OUTPUTS = (".npy", ".pt")
 class EmbedArgs:
     """Every key the command line takes; pooling / normalize / max_length: None keeps the folder's own."""
 
-    folder: str | None = None  # a Hugging Face or sentence-transformers model folder
-    input: str | None = None  # a UTF-8 text file, one text per line
-    output: str | None = None  # .npy or .pt
+    folder: str | None = cli_key(rule=PATH)  # a Hugging Face or sentence-transformers model folder
+    input: str | None = cli_key(rule=PATH)  # a UTF-8 text file, one text per line
+    output: str | None = cli_key(rule=PATH)  # .npy or .pt
     pooling: str | None = None  # mean | cls | last | max
     normalize: bool | None = None
     max_length: int | None = None

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from zoo.apps import check_device, parse_key_values
+from zoo.apps import PATH, check_device, cli_key, parse_key_values
 from zoo.serving.app import Served, create_app
 from zoo.serving.engine import Engine
 from zoo.serving.guard import DEFAULT_MAX_BODY_MB
@@ -22,8 +22,8 @@ from zoo.serving.guard import DEFAULT_MAX_BODY_MB
 class ServeConfig:
     """Everything `python serve.py key=value ...` accepts."""
 
-    ckpt: str | None = None  # a training checkpoint (.ckpt) or a zoo export folder
-    hf: str | None = None  # a Hugging Face model folder (config.json, weights, tokenizer.json)
+    ckpt: str | None = cli_key(rule=PATH)  # a training checkpoint (.ckpt) or a zoo export folder
+    hf: str | None = cli_key(rule=PATH)  # a Hugging Face model folder (config.json, weights, tokenizer.json)
     host: str = "127.0.0.1"
     port: int = 8000
     model_name: str | None = None  # the id clients send as "model"; default: the checkpoint / folder name
