@@ -1,6 +1,7 @@
 """The Mixture-of-Experts FFN sub-layer (`model.ffn: moe`): a router, n_experts gated or plain FFNs of width
 expert_d_ff, optional always-on shared experts, balancing losses. Each forward leaves its statistics in
-`layer.last` (load per expert, losses, dropped assignments) for the training loop (zoo.modules.moe.steps)."""
+`layer.last` (load per expert, losses, dropped assignments) for the training loop (zoo.modules.moe.steps),
+which adds the load to `pending_load` (a buffer outside checkpoints) until the router's next update."""
 
 from __future__ import annotations
 
@@ -48,6 +49,9 @@ class MoE(nn.Module):
         self.shared_gate = nn.Linear(cfg.d_model, 1, bias=False) if gated else None
         self.balances = {name: BALANCES.get(name) for name in settings.balances}
         self.last: MoEStats | None = None
+        # (E,) assignments per expert counted since the router's last update; step state, not a weight
+        self.register_buffer("pending_load", torch.zeros(settings.n_experts, dtype=torch.long),
+                             persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])  # (N, C)
@@ -66,6 +70,19 @@ class MoE(nn.Module):
         self.last = MoEStats(done.load, losses, done.dropped, flat.shape[0], routing.experts.detach(),
                              routing.weights.detach())
         return out.view_as(x)
+
+    @torch.no_grad()
+    def record_load(self) -> None:
+        """Add the last forward's load to the count the router's next update reads."""
+        if self.last is not None:
+            self.pending_load += self.last.load.to(self.pending_load.device)
+
+    @torch.no_grad()
+    def update_router(self) -> None:
+        """After an optimizer step: the router follows the load counted since its last update (an empty count
+        moves nothing), and the count starts again."""
+        self.router.update(self.pending_load)
+        self.pending_load.zero_()
 
     def inactive_parameters(self) -> int:
         """Expert parameters a token does not pass through: (n_experts - top_k) experts' worth."""

@@ -30,20 +30,14 @@ def record_load(model: nn.Module) -> None:
     """Add each layer's last load to what its router has seen since the last update (call once per training
     forward: with gradient accumulation the update sees the whole step's tokens)."""
     for _, layer in moe_layers(model):
-        if layer.last is not None:
-            pending = getattr(layer, "pending_load", None)
-            load = layer.last.load.detach()
-            layer.pending_load = load if pending is None else pending + load
+        layer.record_load()
 
 
 def update_routers(model: nn.Module) -> None:
     """After an optimizer step: each router updates from the load recorded since the last call
     (sigmoid_bias moves its bias; others do nothing)."""
     for _, layer in moe_layers(model):
-        pending = getattr(layer, "pending_load", None)
-        if pending is not None:
-            layer.router.update(pending)
-            layer.pending_load = None
+        layer.update_router()
 
 
 def routing_summary(model: nn.Module) -> dict[str, float]:
