@@ -42,12 +42,14 @@ def test_hf_format_takes_the_family_as_an_option(tmp_path, ckpt):
     (["ckpt={ckpt}", "dir={out}", "format=onnx"], "Unknown export format 'onnx'. Allowed: hf, zoo."),
     (["ckpt={ckpt}", "dir={out}", "model_type=gpt2"], "export format 'zoo' has no option 'model_type'"),
     (["ckpt={ckpt}", "dir={out}", "format=hf", "model_type=gtp2"], "Unknown Hugging Face model_type 'gtp2'"),
+    (["ckpt={ckpt}", "dir={out}", "format=hf", "modeltype=gpt2"],
+     "Unknown key 'modeltype'. Did you mean 'model_type'? Known keys: ckpt, dir, format, model_type."),
     (["ckpt={ckpt}", "dir={tmp}/model.ckpt"],
      "dir={tmp}/model.ckpt is a file, not a folder (a zoo export is a folder); choose a new path"),
     (["ckpt={ckpt}", "dir={tmp}/model.ckpt/out"],
      "dir={tmp}/model.ckpt/out cannot be written: {tmp}/model.ckpt is a file, not a folder; choose a new"),
 ], ids=["no-ckpt", "no-dir", "bare", "missing-ckpt", "unknown-format", "option-of-another-format",
-        "unknown-family", "dir-is-a-file", "dir-under-a-file"])
+        "unknown-family", "unknown-key", "dir-is-a-file", "dir-under-a-file"])
 def test_bad_input_is_one_error_line(tmp_path, ckpt, capsys, args, message):
     out = tmp_path / "out"
     argv = [a.format(ckpt=ckpt, out=out, tmp=tmp_path) for a in args]

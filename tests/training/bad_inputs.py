@@ -407,6 +407,13 @@ CHECKED_ELSEWHERE = [
              "tests/generation/test_cli_text.py::test_typed_values_read_as_hydra_reads_them"),
     BadInput("serve.py =x (an argument without a key)", "Arguments are key=value, got '=x'",
              "tests/test_cli_args.py::test_an_argument_without_a_key_is_named"),
+    BadInput("generate.py / serve.py / python -m zoo.embedding / export.py / python -m zoo.training.consolidate "
+             "ckpt= (a path key given empty: ckpt, dir, out, hf, folder, input, output, *_file)",
+             "='' is not a non-empty path.",
+             "tests/test_cli_args.py::test_the_five_command_lines_word_an_unknown_key_and_a_bad_value_alike"),
+    BadInput("python export.py ... modeltype=gpt2 (a key export.py does not have)",
+             "Unknown key 'modeltype'. Did you mean 'model_type'? Known keys: ckpt, dir, format, model_type.",
+             "tests/export/test_cli.py::test_bad_input_is_one_error_line"),
     BadInput("zoo.build(..., dropout=10**400) (an int past float range for a number key)",
              "model.dropout must be in [0, 1), got",
              "tests/test_fuzz_cli.py::test_a_number_rule_refuses_an_int_past_float_range_naming_the_key"),
