@@ -48,7 +48,13 @@ def cli() -> None:
     then Hydra; what it quotes stays quoted in the summary's resume line (quoting again changes nothing)."""
     from zoo.apps import literal_overrides
 
+    from zoo.config_moved import moved_override
+
     sys.argv[1:] = literal_overrides(sys.argv[1:], ("ckpt_path", "init_from"))
+    moved = moved_override(sys.argv[1:])
+    if moved is not None:
+        print(f"error: {moved}", file=sys.stderr)
+        sys.exit(1)
     main()
 
 

@@ -22,6 +22,7 @@ import torch
 
 from zoo.atomic import atomic_file
 from zoo.config import ModelConfig
+from zoo.config_moved import upgrade_saved
 from zoo.models.vocabulary import check_config, settle_keys, vocabulary
 from zoo.outputs import Output, write_failure
 from zoo.tokenizers.texts import tokenizer_differences, tokenizer_texts
@@ -281,7 +282,8 @@ def saved_model_config(saved: Any, where: str) -> ModelConfig:
         raise CheckpointError(f"{where} is missing or not a mapping (got {type(saved).__name__}); it should "
                               "hold the model config")
     try:
-        config = ModelConfig.from_dict(settle_keys(dict(saved), {})[0])  # keys no chosen entry reads: reset
+        # the layout before issue 35 upgraded; keys no chosen entry reads: reset
+        config = ModelConfig.from_dict(settle_keys(upgrade_saved(saved), {})[0])
         check_config(config)
         return config
     except (ValueError, TypeError) as e:
@@ -335,7 +337,8 @@ def check_compatible(saved_record: CheckpointRecord, config: ModelConfig, task: 
     """Raise CheckpointError naming every model key, the task and every tokenizer part where the checkpoint
     differs from this run: same-size but different tokenizers make embedding rows mean other tokens."""
     # a key an older checkpoint lacks is a knob added since, whose default keeps the old behaviour
-    saved = {**ModelConfig().to_dict(), **(saved_record.model_config or {})}
+    # (saved_model_config fills them and reads the layout before issue 35)
+    saved = saved_model_config(saved_record.model_config, f"{path}: zoo.model_config").to_dict()
     current = config.to_dict()
     # keys no chosen entry reads mean nothing here (a checkpoint written before they were reset may hold them)
     unread = set(current) - vocabulary().read_keys(current)

@@ -1,17 +1,26 @@
-"""ModelConfig: the one plain-data description of a model. Every knob is a flat field (the YAML, Hydra,
-checkpoint and export surface); derived sizes are properties.
+"""ModelConfig: the one plain-data description of a model. The spine (arch, sizes, norm, residual wiring,
+embeddings, dropout, ids) is flat; each part that has keys of its own holds them as typed settings beside
+the code that reads them: `positional` (zoo.modules.positional_settings), `mixer`
+(zoo.modules.mixer_settings), `layer_pattern` (zoo.modules.layer_pattern), `moe`
+(zoo.modules.moe.settings). A name alone chooses a part with its defaults; another name replaces the
+subtree. Derived sizes are properties.
 
-Config is data: it imports no module it configures. MODEL_OPTIONS holds the rules of the keys no registry
-entry owns; the keys a chosen entry reads (a positional scheme's rope_*, a head's num_labels) are declared by
-that entry. Both are checked in one pass when the model is built (`zoo.models.check_config`, docs/design.md
-"Config vocabulary"); constructing or replacing a config checks nothing."""
+Config is data: it imports no module it configures. MODEL_OPTIONS holds the rules of the spine keys; what the
+keys say together is checked in one pass when the model is built (`zoo.models.check_config`, docs/design.md
+"Config parts"). Saved configs of the flat layout are read through zoo.config_moved.upgrade_saved."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+from zoo.config_moved import MOVED
+from zoo.modules.layer_pattern import LayerPattern
+from zoo.modules.mixer_settings import MIXER, AttentionSettings
+from zoo.modules.positional_settings import POSITIONAL, LearnedSettings
 
 from zoo.options import (
     BOOL,
@@ -22,11 +31,10 @@ from zoo.options import (
     Options,
     integer,
     number,
-    one_of,
     optional,
-    positive_scale,
     within,
 )
+from zoo.parts import Part
 from zoo.utils import did_you_mean, plain_dict
 
 
@@ -43,23 +51,14 @@ class ModelConfig:
     n_heads: int = 4
     n_kv_heads: int | None = None  # grouped-query attention; default n_heads (1 = multi-query)
     head_dim: int | None = None  # per-head size; default d_model // n_heads (Gemma, Qwen3 set it apart)
-    qkv_bias: bool | None = None  # bias on the q/k/v projections only;
-                                  # default `bias` (Qwen2: true, bias false)
-    qk_norm: bool = False  # norm (model.norm) of q and k before RoPE (Qwen3, OLMo 2)
-    qk_norm_scope: str = "head"  # qk_norm over each head's D features (Qwen3) | all: over the whole q and
-                                 # k projections, before the head split (OLMo 2)
-    attn_scale: float | None = None  # score multiplier; default 1/sqrt(head size) (T5: 1.0)
-    attn_softcap: float | None = None  # scores -> c * tanh(scores / c) before the mask (Gemma 2)
-    attn_sinks: bool = False  # a learned logit per head joins each softmax's denominator (gpt-oss)
+    mixer: Part = field(default_factory=AttentionSettings)  # the token mixer and its keys
+    #   (zoo.modules.mixer_settings: `{name: attention, qk_norm: true, sliding_window: 512, ...}`)
+    layer_pattern: LayerPattern = field(default_factory=LayerPattern)  # what each layer is (local or
+    #   global, rotary or not, dense or MoE): zoo.modules.layer_pattern
     final_softcap: float | None = None  # logits -> c * tanh(logits / c) (Gemma 2)
     head_scale: float | None = None  # LM head input multiplier (T5 with a tied head: d_model ** -0.5)
-    sliding_window: int | None = None  # local layers: causal, self + W-1 keys
-                                       # before; bidirectional, |i-j| <= W
-    global_every: int = 0  # with sliding_window: every k-th layer (k,
-                           # 2k, ...) attends globally; 0 = none does
-    global_first: bool = False  # with global_every: layers 0, k, 2k, ... are the global ones (ModernBERT)
     ffn: str = "mlp"  # mlp | moe | none (zoo.modules.feedforward.FFNS)
-    moe: dict[str, Any] = dataclasses.field(default_factory=dict)  # ffn=moe: its keys (n_experts, top_k,
+    moe: dict[str, Any] = field(default_factory=dict)  # ffn=moe: its keys (n_experts, top_k,
     #   router, balance, ...), declared and checked by zoo.modules.moe.settings.MoESettings; empty otherwise
     context_size: int = 0  # arch mlp_lm: tokens its MLP reads (the
                            # current one and k-1 before); others: unused
@@ -77,32 +76,8 @@ class ModelConfig:
     embed_norm: bool = False  # a norm right after the embeddings (BERT, BART)
     embed_scale: bool = False  # multiply token embeddings by sqrt(d_model) (Vaswani, Marian)
     residual: bool = True  # False drops the residual connections (minimal attention-only models)
-    positional: str = "learned"  # sinusoidal | learned | rope | alibi | t5_relative | none
-    pos_offset: int = 0  # learned table index offset (BART uses 2)
-    pos_skip_pads: bool = False  # learned: positions count real tokens only
-                                 # (the mask); pads read row pad_id (RoBERTa)
-    sinusoidal_layout: str = "interleaved"  # interleaved (paper: sin, cos, sin, ...) | half (sin..., cos...)
-    rope_base: float = 10000.0
-    rope_local_base: float | None = None  # rope: base of the sliding-window layers, unscaled (Gemma 3: 1e4;
-                                          # rope_scaling then acts on the global ones); null: rope_base
-    rope_layout: str = "half"  # half (rotate-half, GPT-NeoX/Llama) | interleaved (pairs, RoFormer/GPT-J)
-    rope_fraction: float = 1.0  # share of each head's features that rotate
-                                # (GPT-NeoX 0.25, Phi-2 0.4); rest pass
-    nope_every: int = 0  # rope: every k-th layer (k, 2k, ...) does not rotate (SmolLM3: 4); 0 = all rotate
-    rope_scaling: str = "none"  # frequency scaling for a longer context: none | linear | llama3 | yarn |
-                                # longrope
-    rope_factor: float = 1.0  # rope_scaling linear / llama3 / yarn: how far the context is stretched
-    rope_low_freq_factor: float = 1.0  # llama3: wavelengths > rope_original_max_len
-                                       # / this are divided by rope_factor
-    rope_high_freq_factor: float = 4.0  # llama3: wavelengths < rope_original_max_len / this are kept
-    rope_truncate: bool = True  # yarn: the ramp's ends rounded out to whole pairs (gpt-oss: false)
-    rope_original_max_len: int | None = None  # llama3 / yarn / longrope: the context length the model was
-                                              # pretrained at
-    rope_short_factor: list[float] | None = None  # longrope: one divisor per rotated pair's frequency while
-                                                  # the sequence fits in rope_original_max_len
-    rope_long_factor: list[float] | None = None  # longrope: the same, for a sequence longer than that
-    rel_buckets: int = 32  # t5_relative: distance buckets (half per direction in a bidirectional stack)
-    rel_max_distance: int = 128  # t5_relative: distances beyond this share the last bucket
+    positional: Part = field(default_factory=LearnedSettings)  # the positional scheme and its keys
+    #   (zoo.modules.positional_settings: `{name: rope, base: 1e6, scaling: {name: yarn, factor: 8}}`)
     max_seq_len: int = 256
     dropout: float = 0.0
     attn_dropout: float | None = None  # default: dropout
@@ -135,24 +110,30 @@ class ModelConfig:
     def head_size(self) -> int:
         return self.d_model // self.n_heads if self.head_dim is None else self.head_dim
 
+    def __post_init__(self) -> None:
+        """The parts given as names or mappings become their typed settings (plain data either way)."""
+        self.positional = POSITIONAL.parse(self.positional)
+        self.mixer = MIXER.parse(self.mixer)
+        self.layer_pattern = LayerPattern.parse(self.layer_pattern)
+
     def layer_is_local(self, index: int) -> bool:
-        """Whether layer `index` (0-based, within its stack) uses the sliding window (Mistral: all; Gemma 2,
-        global_every=2: layers 0, 2, 4, ...; ModernBERT, global_every=3 and global_first: all but 0, 3,
-        ...)."""
-        if self.sliding_window is None:
+        """Whether layer `index` (0-based, within its stack) uses the sliding window: every layer when the
+        mixer has a window and the layer pattern tags none (Mistral), else the layers tagged `local`."""
+        if getattr(self.mixer, "sliding_window", None) is None:
             return False
-        if not self.global_every:
-            return True
-        return index % self.global_every != (0 if self.global_first else self.global_every - 1)
+        return self.layer_pattern.says(index, "local", "global", True)
 
     def layer_rotates(self, index: int) -> bool:
-        """Whether layer `index` applies the rotary terms
-        (SmolLM3, nope_every=4: all but layers 3, 7, ...)."""
-        return not (self.nope_every and (index + 1) % self.nope_every == 0)
+        """Whether layer `index` applies the rotary terms (all but the layers tagged `nope`: SmolLM3)."""
+        return self.layer_pattern.says(index, "rope", "nope", True)
+
+    def layer_is_moe(self, index: int) -> bool:
+        """Whether layer `index`'s FFN is a Mixture of Experts (ffn=moe: all but the layers tagged `dense`)."""
+        return self.ffn == "moe" and self.layer_pattern.says(index, "moe", "dense", True)
 
     @property
     def use_qkv_bias(self) -> bool:
-        return self.bias if self.qkv_bias is None else self.qkv_bias
+        return self.mixer.qkv_bias_or(self.bias)
 
     @property
     def kv_heads(self) -> int:
@@ -181,21 +162,44 @@ class ModelConfig:
     # ----- conversion -----
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | ModelConfig) -> ModelConfig:
-        """Build from a dict / OmegaConf node / ModelConfig; an unknown key raises with a close match."""
+        """Build from a dict / OmegaConf node / ModelConfig; an unknown key raises with a close match, a key
+        of the flat layout before the parts owned their keys names its new place."""
         if isinstance(data, ModelConfig):
             return dataclasses.replace(data)
         data = plain_dict(data, "model", expected=MODEL_SPEC)
         data.pop("defaults", None)  # a Hydra group file's defaults list is not a model field
         known = [f.name for f in fields(cls)]
         for key in data:
+            if key in MOVED:
+                raise ValueError(f"model.{key} is now {MOVED[key]} (each part owns its keys since issue 35; "
+                                 "docs/design.md, \"Config parts\").")
             if key not in known:
                 hint = did_you_mean(key, known)
                 raise ValueError(f"Unknown model config key {key!r}.{hint} Known keys: {', '.join(known)}.")
         return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data (no OmegaConf, no tensors): safe to store in checkpoints and JSON."""
-        return dataclasses.asdict(self)
+        """Plain data (no OmegaConf, no tensors): safe to store in checkpoints and JSON; parts as
+        {name, keys}."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+
+PARTS = {"positional": POSITIONAL, "mixer": MIXER}  # config key -> the settings table it is parsed by
+
+
+def lay_over(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """`overrides` laid over `base` (plain config data): a part given as a mapping without a name (or the
+    same one) changes only its keys (`positional={"base": 1e6}`); a name or another name replaces it; any
+    other key replaces its value."""
+    merged = {**base, **overrides}
+    for key, table in PARTS.items():
+        if key in overrides and isinstance(overrides[key], Mapping) and base.get(key) is not None:
+            merged[key] = table.merge(table.parse(base[key]), overrides[key]).to_data()
+    return merged
+
+
+def _plain(value: Any) -> Any:
+    return value.to_data() if isinstance(value, (Part, LayerPattern)) else copy.deepcopy(value)
 
 
 MODEL_SPEC = "a preset name, mapping or ModelConfig"  # what `model` may be, in error messages
@@ -207,19 +211,16 @@ FRACTION = within(number(), lambda v: 0 <= v < 1, "in [0, 1)")
 # scheme's, a RoPE scaling's, a head's) are declared by that entry (its `options`) and checked with these by
 # zoo.models.vocabulary.check_config, once per config: config is data and imports no module it configures.
 MODEL_OPTIONS = Options({
-    **{key: NAME for key in ("arch", "ffn", "activation", "norm", "norm_placement", "positional", "head")},
+    **{key: NAME for key in ("arch", "ffn", "activation", "norm", "norm_placement", "head")},
     **{key: POSITIVE for key in ("vocab_size", "d_model", "n_heads", "max_seq_len")},
-    **{key: COUNT for key in ("n_layers", "type_vocab_size", "global_every", "context_size")},
+    **{key: COUNT for key in ("n_layers", "type_vocab_size", "context_size")},
     **{key: optional(COUNT) for key in ("encoder_layers", "decoder_layers")},
-    **{key: BOOL for key in ("qk_norm", "attn_sinks", "global_first", "first_attn_norm", "embed_norm",
-                             "embed_scale", "residual", "bias", "share_embeddings")},
-    **{key: SWITCH for key in ("qkv_bias", "final_norm")},
+    **{key: BOOL for key in ("first_attn_norm", "embed_norm", "embed_scale", "residual", "bias",
+                             "share_embeddings")},
+    "final_norm": SWITCH,
     **{key: optional(integer()) for key in ("pad_id", "bos_id", "eos_id", "decoder_start_id")},
     "n_kv_heads": optional(POSITIVE),
     "head_dim": optional(POSITIVE, "a positive integer (or null for d_model // n_heads)"),
-    "sliding_window": optional(POSITIVE, "a positive integer (or null: every layer global)"),
-    "qk_norm_scope": one_of("head", "all"),
-    "attn_scale": positive_scale(), "attn_softcap": positive_scale(),
     "ffn_ratio": number(), "d_ff": optional(integer()),
     "norm_eps": within(number(), lambda v: v > 0, "> 0"),
     "dropout": FRACTION, "attn_dropout": optional(FRACTION),

@@ -51,7 +51,7 @@ def from_checkpoint(ckpt: Checkpoint):
     if not record.tokenizer_files:
         raise CheckpointError(f"{ckpt.path} holds no tokenizer (zoo.tokenizer_files is missing or empty): "
                               "the one saved at training time turns text into ids. Re-save it with one.")
-    model = build(ModelConfig.from_dict(record.model_config))
+    model = build(saved_model_config(record.model_config, f"{ckpt.path}: zoo.model_config"))
     restore_adapters(model, record, ckpt.path)
     model.load_state_dict(model_state(ckpt.data["state_dict"]))
     model.pretrained_family = record.hf_model_type  # from a HF folder: export writes that family back

@@ -10,7 +10,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from zoo.config import MODEL_SPEC, ModelConfig
+from zoo.config import MODEL_SPEC, PARTS, ModelConfig, lay_over
 from zoo.models.vocabulary import settle_keys
 from zoo.registry import Registry, unknown_choice_message
 from zoo.utils import plain_dict
@@ -67,7 +67,8 @@ def preset_dict(name: str) -> dict[str, Any]:
 def resolve_config(spec: str | Mapping[str, Any] | ModelConfig, **overrides: Any) -> ModelConfig:
     """Preset name, mapping, OmegaConf node or ModelConfig, with keyword overrides laid on top. Keys that only
     an entry not chosen reads (another head, another positional scheme) are reset to their defaults when they
-    come from `spec` and refused when they are overrides (`zoo.models.vocabulary.settle_keys`):
+    come from `spec` and refused when they are overrides (`zoo.models.vocabulary.settle_keys`); a part
+    (positional, mixer) given as a mapping without a name changes only its keys (`zoo.config.lay_over`):
     `build("bert_small", head="classifier", num_labels=2)` drops the preset's masked-LM head knobs,
     `build("gpt2", num_labels=2)` is an error."""
     if isinstance(spec, str):
@@ -76,8 +77,9 @@ def resolve_config(spec: str | Mapping[str, Any] | ModelConfig, **overrides: Any
         base = spec.to_dict()
     else:
         base = plain_dict(spec, "model", expected=MODEL_SPEC)
-    merged, _ = settle_keys(base, overrides)
-    return ModelConfig.from_dict(merged)
+    parts = {k: v for k, v in overrides.items() if k in PARTS}
+    merged, _ = settle_keys(base, {k: v for k, v in overrides.items() if k not in PARTS})
+    return ModelConfig.from_dict(lay_over(merged, parts))
 
 
 def build(spec: str | Mapping[str, Any] | ModelConfig, **overrides: Any):

@@ -61,8 +61,8 @@ def check_assistant(target, draft, batch: int, prompt_len: int, max_new_tokens: 
         if stale is not None and prompt_len <= stale < prompt_len + max_new_tokens:
             raise ValueError(
                 f"speculative decoding keeps both caches for the whole run, but the {who}'s "
-                f"model.rope_scaling={model.config.rope_scaling!r} changes its frequencies past "
-                f"model.rope_original_max_len={stale} positions (prompt {prompt_len} + max_new_tokens "
+                f"model.positional.scaling={model.config.positional.scaling.name} changes its frequencies "
+                f"past model.positional.scaling.original_max_len={stale} positions (prompt {prompt_len} + max_new_tokens "
                 f"{max_new_tokens}); decode without assistant_model (it re-runs the sequence once there).")
 
 

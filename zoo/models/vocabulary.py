@@ -19,9 +19,10 @@ from zoo.config import MODEL_OPTIONS, ModelConfig, check_sizes
 from zoo.modules.feedforward import ACTIVATIONS, FFNS
 from zoo.modules.heads import HEADS
 from zoo.modules.norm import NORMS
+from zoo.modules.attention import MIXERS
+from zoo.modules.layer_pattern import check_layers
 from zoo.modules.positional import POSITIONALS
 from zoo.modules.residual import WIRINGS
-from zoo.modules.rope_scaling import ROPE_SCALINGS
 from zoo.options import Options
 from zoo.owned_keys import Vocabulary
 from zoo.registry import Registry, unknown_choice_message
@@ -36,20 +37,28 @@ LENIENT = ("head",)
 def named_choices() -> dict[str, Registry]:
     """Config key -> the registry its name is resolved in."""
     return {"arch": ARCHS, "ffn": FFNS, "activation": ACTIVATIONS, "head_activation": ACTIVATIONS,
-            "norm": NORMS, "norm_placement": WIRINGS, "positional": POSITIONALS,
-            "rope_scaling": ROPE_SCALINGS, "head": HEADS}
+            "norm": NORMS, "norm_placement": WIRINGS, "head": HEADS}
+
+
+def parts() -> dict[str, Registry]:
+    """Config key holding typed settings -> the registry of the modules its names build (each module class
+    checks what its settings say with the rest of the config: `check_config`)."""
+    return {"positional": POSITIONALS, "mixer": MIXERS}
 
 
 def owners() -> dict[str, Registry]:
-    """The registries whose entries own config keys, in the order one choice opens the next (positional=rope
-    reads rope_scaling, whose entry reads the factors). A new owner (model.ffn's kinds) is added here."""
-    return {"positional": POSITIONALS, "rope_scaling": ROPE_SCALINGS, "ffn": FFNS, "head": HEADS}
+    """The registries whose entries own flat config keys (ffn=moe reads model.moe, a head its keys). The
+    positional scheme and the token mixer hold theirs as typed settings instead (`parts`)."""
+    return {"ffn": FFNS, "head": HEADS}
+
+
+_PART_FIELDS = ("positional", "mixer", "layer_pattern")  # typed settings, checked when parsed
 
 
 @functools.cache
 def _defaults() -> dict[str, Any]:
     return {f.name: f.default_factory() if f.default is MISSING else f.default  # moe: {}
-            for f in fields(ModelConfig)}
+            for f in fields(ModelConfig) if f.name not in _PART_FIELDS}
 
 
 def vocabulary() -> Vocabulary:
@@ -67,14 +76,14 @@ def settle_keys(base: Mapping[str, Any], explicit: Mapping[str, Any]) -> tuple[d
 @functools.cache
 def _hint_options() -> Options:
     """A rule from its type hint for every field (a field added without a declared rule is still typed)."""
-    return Options.of(ModelConfig)
+    return Options.of(ModelConfig, skip=_PART_FIELDS)
 
 
 def validate(cfg: ModelConfig) -> None:
     """The one validation pass: names resolve, every value its rule allows, the sizes agree, no key of an
     entry that is not chosen is set, and each chosen entry's needs hold (`check_config` classmethods).
     ValueError naming the key, the value and what is allowed."""
-    values = {f.name: getattr(cfg, f.name) for f in fields(cfg)}
+    values = {f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name not in _PART_FIELDS}
     choices = named_choices()
     for key, registry in choices.items():  # a misspelled name first: 'ropee' -> did you mean 'rope'?
         if isinstance(values[key], str) and values[key] not in registry:
@@ -84,6 +93,11 @@ def validate(cfg: ModelConfig) -> None:
     Options({**_hint_options().rules, **MODEL_OPTIONS.rules, **{k: r for k, (_, r) in owned.items()}}).check(
         "model", values)
     check_sizes(cfg)
+    check_layers(cfg)
+    for key, registry in parts().items():
+        check = getattr(registry.get(getattr(cfg, key).name), "check_config", None)
+        if check is not None:
+            check(cfg)
     vocab.check_read(values, ignored=LENIENT)
     read = vocab.read_keys(values)
     for key, registry in choices.items():

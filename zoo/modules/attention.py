@@ -2,9 +2,10 @@
 
 Shapes: x (B, T, C) -> q (B, H, T, D), k/v (B, KV, S, D), usually with C = H * D (`model.head_dim` may set D
 apart). Scores q.k^T are scaled by 1/sqrt(D) so their variance stays ~1 whatever the head size (softmax would
-saturate otherwise; `model.attn_scale` overrides it). Optional: a q/k norm before RoPE, per head (Qwen3) or
+saturate otherwise; `model.mixer.scale` overrides it). Optional: a q/k norm before RoPE, per head (Qwen3) or
 over the whole projection (OLMo 2), a tanh soft cap on the scores (Gemma 2), and a learned sink logit per
-head in the softmax's denominator (gpt-oss, `attn_sinks`: zoo.modules.sinks). The fast path is
+head in the softmax's denominator (gpt-oss, `model.mixer.sinks`: zoo.modules.sinks). Its keys are
+zoo.modules.mixer_settings.AttentionSettings; it is the `attention` entry of the token-mixer registry MIXERS. The fast path is
 `scaled_dot_product_attention`; the explicit path (need_weights, a soft cap, or while traced) also returns the
 softmax weights (B, H, T, S)."""
 
@@ -21,8 +22,12 @@ from zoo.modules.mask import AttentionMask
 from zoo.modules.norm import make_norm
 from zoo.modules.positional import PositionTerms
 from zoo.modules.sinks import sdpa_with_sinks, softmax_with_sinks
+from zoo.registry import Registry
+
+MIXERS: Registry = Registry("token mixer", key="model.mixer")  # name -> module class (cfg, *, cross)
 
 
+@MIXERS.register("attention")
 class Attention(nn.Module):
     """Self-attention uses one fused [q | k | v] projection; cross-attention projects q from the decoder
     stream and [k | v] from the encoder output (memory)."""
@@ -40,16 +45,17 @@ class Attention(nn.Module):
         else:
             self.qkv = nn.Linear(cfg.d_model, q_dim + 2 * kv_dim, bias=cfg.use_qkv_bias)
         self.o = nn.Linear(q_dim, cfg.d_model, bias=cfg.bias)  # W_O: mixes the concatenated heads
-        self.qk_norm = cfg.qk_norm_scope if cfg.qk_norm else None  # None | "head" | "all"
+        settings = cfg.mixer
+        self.qk_norm = settings.qk_norm_scope if settings.qk_norm else None  # None | "head" | "all"
         if self.qk_norm == "head":  # over each head's D features, shared by the heads
             self.q_norm, self.k_norm = make_norm(cfg, self.head_dim), make_norm(cfg, self.head_dim)
         elif self.qk_norm == "all":  # over the whole projection: H * D (q), KV * D (k) features
             self.q_norm, self.k_norm = make_norm(cfg, q_dim), make_norm(cfg, kv_dim)
-        self.scale = self.head_dim**-0.5 if cfg.attn_scale is None else cfg.attn_scale
-        self.softcap = cfg.attn_softcap
+        self.scale = self.head_dim**-0.5 if settings.scale is None else settings.scale
+        self.softcap = settings.softcap
         self.dropout = cfg.attention_dropout
         # gpt-oss: a learned logit per head in each softmax's denominator (zoo.modules.sinks)
-        self.sinks = nn.Parameter(torch.zeros(self.n_heads)) if cfg.attn_sinks and not cross else None
+        self.sinks = nn.Parameter(torch.zeros(self.n_heads)) if settings.sinks and not cross else None
 
     def _heads(self, t: torch.Tensor, n: int) -> torch.Tensor:
         b, s, _ = t.shape

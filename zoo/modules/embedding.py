@@ -18,7 +18,7 @@ class Embeddings(nn.Module):
     def __init__(self, cfg, tokens: nn.Embedding) -> None:
         super().__init__()
         self.tokens = tokens
-        self.positional = POSITIONALS.get(cfg.positional)(cfg)
+        self.positional = POSITIONALS.get(cfg.positional.name)(cfg)
         self.types = nn.Embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size else None
         self.scale = math.sqrt(cfg.d_model) if cfg.embed_scale else 1.0
         self.norm = make_norm(cfg) if cfg.embed_norm else nn.Identity()

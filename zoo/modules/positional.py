@@ -1,7 +1,7 @@
 """Positional schemes, chosen by name through POSITIONALS.
 
-A scheme owns every question about itself: which config keys it reads (`options`, checked by
-zoo.models.vocabulary) and what else it needs of the config (`check_config`), how far its positions
+A scheme owns every question about itself: its keys are its settings class under `model.positional`
+(zoo.modules.positional_settings), what else it needs of the config (`check_config`), how far its positions
 reach (`max_positions`) and how explicit position ids are checked, whether it adds an absolute term to the
 token embeddings (`add`), rotates q/k or biases attention scores (`terms`, computed once per forward and
 shared by every layer), and how it is drawn (`pattern`, `similarity`). Nothing outside this file compares
@@ -15,12 +15,10 @@ import torch
 from torch import nn
 
 from zoo.modules.rope_scaling import ROPE_SCALINGS, rotary_dims
-from zoo.options import BOOL, COUNT, NAME, Options, Rule, number, one_of, optional, within
 from zoo.registry import Registry
 from zoo.utils import check_range
 
-POSITIONALS: Registry = Registry("positional")
-POSITIVE_NUMBER = Rule(lambda v: number().test(v) and v > 0, "a finite number > 0")
+POSITIONALS: Registry = Registry("positional", key="model.positional")
 
 
 def sinusoid_angles(position_ids: torch.Tensor, dim: int, base: float) -> torch.Tensor:
@@ -35,7 +33,7 @@ class PositionTerms:
     def __init__(self, cos=None, sin=None, layout: str = "half", bias: torch.Tensor | None = None) -> None:
         self.cos, self.sin, self.layout = cos, sin, layout  # (B, 1, T, R/2): R rotated features of each head
         self.bias = bias  # (1 | B, H, Tq, Tk) additive score bias or None
-        self.local: PositionTerms | None = None  # the sliding-window layers' own terms (rope_local_base)
+        self.local: PositionTerms | None = None  # the sliding-window layers' own terms (local_base)
 
     def for_layer(self, local: bool) -> PositionTerms:
         """The terms of a sliding-window (`local`) or global layer: Gemma 3 rotates them at two bases."""
@@ -64,7 +62,6 @@ class Positional(nn.Module):
 
     adds_to_embeddings = False  # puts an absolute vector on each token embedding
     rotates = False  # rotates q and k per position (what a RoPE frequency scaling needs)
-    options = Options({})  # the model config keys this scheme reads (zoo.models.vocabulary)
 
     def __init__(self, cfg) -> None:
         super().__init__()
@@ -109,11 +106,10 @@ class Sinusoidal(Positional):
     """Fixed sin/cos of geometric frequencies (Vaswani et al.); any length, no parameters."""
 
     adds_to_embeddings = True
-    options = Options({"sinusoidal_layout": one_of("interleaved", "half")})
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
-        self.dim, self.layout = cfg.d_model, cfg.sinusoidal_layout
+        self.dim, self.layout = cfg.d_model, cfg.positional.layout
 
     @classmethod
     def check_config(cls, cfg) -> None:
@@ -140,26 +136,25 @@ class Sinusoidal(Positional):
 
 @POSITIONALS.register("learned")
 class Learned(Positional):
-    """A trained table of max_seq_len vectors (GPT-2, BERT); `pos_offset` shifts the index (BART 2; RoBERTa
-    pad_id + 1). With `pos_skip_pads` (RoBERTa) positions count only the real tokens and pads read row
+    """A trained table of max_seq_len vectors (GPT-2, BERT); `offset` shifts the index (BART 2; RoBERTa
+    pad_id + 1). With `skip_pads` (RoBERTa) positions count only the real tokens and pads read row
     pad_id."""
 
     adds_to_embeddings = True
-    options = Options({"pos_offset": COUNT, "pos_skip_pads": BOOL})
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
-        self.offset = cfg.pos_offset
+        self.offset = cfg.positional.offset
         self.max_positions = cfg.max_seq_len
-        self.table = nn.Embedding(cfg.max_seq_len + cfg.pos_offset, cfg.d_model)
-        self.skip_pads, self.pad_row = cfg.pos_skip_pads, cfg.pad_id
+        self.table = nn.Embedding(cfg.max_seq_len + self.offset, cfg.d_model)
+        self.skip_pads, self.pad_row = cfg.positional.skip_pads, cfg.pad_id
 
     @classmethod
     def check_config(cls, cfg) -> None:
-        rows = cfg.max_seq_len + cfg.pos_offset
-        if cfg.pos_skip_pads and cfg.pad_id >= rows:
-            raise ValueError(f"model.pos_skip_pads=true gives pads table row model.pad_id={cfg.pad_id}, but "
-                             f"the table has model.max_seq_len + model.pos_offset = {rows} rows.")
+        rows = cfg.max_seq_len + cfg.positional.offset
+        if cfg.positional.skip_pads and cfg.pad_id >= rows:
+            raise ValueError(f"model.positional.skip_pads=true gives pads table row model.pad_id={cfg.pad_id},"
+                             f" but the table has model.max_seq_len + model.positional.offset = {rows} rows.")
 
     def default_position_ids(self, ids: torch.Tensor, start: int,
                              attention_mask: torch.Tensor | None) -> torch.Tensor:
@@ -195,41 +190,32 @@ class Learned(Positional):
 @POSITIONALS.register("rope")
 class Rotary(Positional):
     """Rotary embeddings: q and k rotated by position, so q.k depends only on the offset. Only the first
-    `rope_fraction` of each head's features rotate (GPT-NeoX 0.25, Phi-2 0.4); `rope_scaling` stretches the
-    frequencies for a longer context (zoo/modules/rope_scaling.py). With `rope_local_base` the sliding-window
+    `fraction` of each head's features rotate (GPT-NeoX 0.25, Phi-2 0.4); `scaling` stretches the
+    frequencies for a longer context (zoo/modules/rope_scaling.py). With `local_base` the sliding-window
     layers rotate at their own base, unscaled (Gemma 3: 10000 local, 1e6 global)."""
 
     rotates = True
-    options = Options({
-        "rope_base": within(number(), lambda v: v > 0, "> 0 (10000 in most models)"),
-        "rope_local_base": optional(within(number(), lambda v: v > 0, "> 0 (10000 in most models)")),
-        "rope_layout": one_of("half", "interleaved"),
-        "rope_fraction": within(POSITIVE_NUMBER, lambda v: v <= 1,
-                                lambda key, v: f"{key} is the share of each head's features that rotate, "
-                                               f"in (0, 1]; got {v!r}."),
-        "nope_every": COUNT,
-        "rope_scaling": NAME,
-    })
-
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
         self.head_dim, self.rotary_dim = cfg.head_size, rotary_dims(cfg)
-        self.base, self.layout, self.local_base = cfg.rope_base, cfg.rope_layout, cfg.rope_local_base
-        self.scaling = ROPE_SCALINGS.get(cfg.rope_scaling)(cfg)
+        rope = cfg.positional
+        self.base, self.layout, self.local_base = rope.base, rope.layout, rope.local_base
+        self.scaling = ROPE_SCALINGS.get(rope.scaling.name)(cfg)
         self.stale_after = self.scaling.stale_after
 
     @classmethod
     def check_config(cls, cfg) -> None:
-        rotated = rotary_dims(cfg)
+        rotated, rope = rotary_dims(cfg), cfg.positional
         if rotated < 2 or rotated % 2:
             raise ValueError(
-                "model.positional='rope' rotates int(head size * model.rope_fraction) = "
-                f"int({cfg.head_size} * {cfg.rope_fraction}) = {rotated} features per head; that must be "
+                "model.positional=rope rotates int(head size * model.positional.fraction) = "
+                f"int({cfg.head_size} * {rope.fraction}) = {rotated} features per head; that must be "
                 f"even and >= 2 (head size: model.head_dim or d_model // n_heads).")
-        if cfg.rope_local_base is not None and cfg.sliding_window is None:
-            raise ValueError(f"model.rope_local_base={cfg.rope_local_base!r} is the base of the sliding-"
-                             "window layers, but model.sliding_window is null (no layer is local); set both "
-                             "or neither.")
+        if rope.local_base is not None and not any(map(cfg.layer_is_local, range(cfg.n_layers))):
+            raise ValueError(f"model.positional.local_base={rope.local_base!r} is the base of the sliding-"
+                             "window layers, but no layer is local (model.mixer.sliding_window is null); set "
+                             "both or neither.")
+        ROPE_SCALINGS.get(rope.scaling.name).check_config(cfg)
 
     def inv_freq(self, device=None, base: float | None = None,
                  position_ids: torch.Tensor | None = None) -> torch.Tensor:

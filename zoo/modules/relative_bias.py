@@ -11,7 +11,6 @@ import torch
 from torch import nn
 
 from zoo.modules.positional import POSITIONALS, Positional, PositionTerms, query_key_distance
-from zoo.options import Options, Rule
 
 
 def relative_buckets(distance: torch.Tensor, *, causal: bool, n_buckets: int,
@@ -36,24 +35,21 @@ def relative_buckets(distance: torch.Tensor, *, causal: bool, n_buckets: int,
 class T5RelativeBias(Positional):
     """Learned (bucket -> per-head bias) table, computed once per forward and shared by every layer."""
 
-    options = Options({
-        "rel_buckets": Rule(lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 4 and not v % 2,
-                            "an even integer >= 4 (T5 uses 32)"),
-        "rel_max_distance": Rule(lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
-                                 "a positive integer (T5 uses 128)"),
-    })
-
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
-        self.n_buckets, self.max_distance = cfg.rel_buckets, cfg.rel_max_distance
-        self.relative_bias = nn.Embedding(cfg.rel_buckets, cfg.n_heads)
+        self.n_buckets, self.max_distance = cfg.positional.buckets, cfg.positional.max_distance
+        self.relative_bias = nn.Embedding(self.n_buckets, cfg.n_heads)
 
     @classmethod
     def check_config(cls, cfg) -> None:
-        exact = cfg.rel_buckets // 4  # the smaller of the two cases (bidirectional)
-        if cfg.rel_max_distance <= 2 * exact:
-            raise ValueError(f"model.rel_max_distance must be an integer > rel_buckets / 2 = {2 * exact} "
-                             f"(T5 uses 128), got {cfg.rel_max_distance!r}.")
+        buckets, max_distance = cfg.positional.buckets, cfg.positional.max_distance
+        if buckets < 4 or buckets % 2:
+            raise ValueError(f"model.positional.buckets must be an even integer >= 4 (T5 uses 32), got "
+                             f"{buckets!r}.")
+        exact = buckets // 4  # the smaller of the two cases (bidirectional)
+        if max_distance <= 2 * exact:
+            raise ValueError(f"model.positional.max_distance must be an integer > buckets / 2 = {2 * exact} "
+                             f"(T5 uses 128), got {max_distance!r}.")
 
     def terms(self, position_ids: torch.Tensor, q_start: int, k_len: int, *, causal: bool) -> PositionTerms:
         device = self.relative_bias.weight.device

@@ -150,13 +150,13 @@ def check_tensor_parallel(model_cfg, tp_size: int, world: int) -> None:
                              "each rank keeps "
                              f"{key.removeprefix('model.')} / tp_size of them; choose a tp_size dividing it")
     refusals = {
-        "model.positional": (model_cfg.positional in LEARNED_HEAD_BIAS_POSITIONALS,
-                             f"{model_cfg.positional} learns a bias table with one column per head, whose "
+        "model.positional": (model_cfg.positional.name in LEARNED_HEAD_BIAS_POSITIONALS,
+                             f"{model_cfg.positional.name} learns a bias table with one column per head, whose "
                              "gradient each rank would only partly compute"),
-        "model.qk_norm_scope": (model_cfg.qk_norm and model_cfg.qk_norm_scope == "all",
-                                "all normalises over every head, which needs a cross-rank reduction; "
-                                "qk_norm_scope=head works"),
-        "model.attn_sinks": (bool(getattr(model_cfg, "attn_sinks", False)),
+        "model.mixer.qk_norm_scope": (model_cfg.mixer.qk_norm and model_cfg.mixer.qk_norm_scope == "all",
+                                      "all normalises over every head, which needs a cross-rank reduction; "
+                                      "qk_norm_scope=head works"),
+        "model.mixer.sinks": (bool(getattr(model_cfg.mixer, "sinks", False)),
                              "true holds one logit per head, which is not sliced per rank"),
     }
     for key, (refused, why) in refusals.items():

@@ -116,22 +116,22 @@ def moe_settings(cfg) -> MoESettings:
 
 
 class _MoEKind(FFNKind):
-    """ffn=moe: MoE layers where the layer pattern (`every`, `first_dense`) says, dense FFNs elsewhere. It
+    """ffn=moe: MoE layers where model.layer_pattern says (all when it tags none), dense FFNs elsewhere. It
     reads `model.moe`, a mapping of MoESettings' keys; `check_config` checks what one key says of another."""
 
     options = Options({"moe": nested(OPTIONS, "a mapping of MoESettings keys (n_experts, top_k, ...)",
                                      moe_vocabulary)})
 
     def build(self, cfg, index: int) -> nn.Module | None:
-        settings = moe_settings(cfg)
-        return MoE(cfg, settings) if settings.layer_is_moe(index) else FeedForward(cfg)
+        return MoE(cfg, moe_settings(cfg)) if cfg.layer_is_moe(index) else FeedForward(cfg)
 
     def check_config(self, cfg) -> None:  # what one model.moe key says of another, of the entries and depth
+        moe_settings(cfg)
         depth = max(cfg.n_encoder_layers, cfg.n_decoder_layers)  # the deeper stack (each counts from 0)
-        stacks = (("model.n_layers", cfg.n_layers), ("model.encoder_layers", cfg.encoder_layers),
-                  ("model.decoder_layers", cfg.decoder_layers))
-        key = next(k for k, v in stacks if v == depth)
-        moe_settings(cfg).check_depth(depth, key)
+        if not any(map(cfg.layer_is_moe, range(depth))):
+            raise ValueError(f"model.layer_pattern={cfg.layer_pattern.to_data()} tags every one of the "
+                             f"{depth} layers dense, so ffn=moe would train a dense model; tag some `moe`, or "
+                             "use model.ffn=mlp.")
 
 
 FFNS.register("moe", _MoEKind())

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
+from zoo.config_moved import MOVED_MOE
 from zoo.options import Options, Rule, integer, number, optional
 from zoo.owned_keys import Vocabulary
 
@@ -37,28 +38,11 @@ class MoESettings:
     capacity_factor: Annotated[float | None, optional(number(0, low_open=True))] = None  # null: dropless;
     #   else in training each expert takes at most ceil(factor * tokens * top_k / n_experts) tokens, the
     #   rest dropped (at inference none is)
-    every: Annotated[int, integer(1)] = 1  # layers i with (i + 1) % every == 0 are MoE (Qwen's sparse step)
-    first_dense: Annotated[int, integer(0)] = 0  # the first k layers stay dense (DeepSeek)
+    #   which layers are MoE: model.layer_pattern (tags moe | dense; every layer is MoE when it tags none)
 
     @property
     def balances(self) -> tuple[str, ...]:
         return (self.balance,) if isinstance(self.balance, str) else tuple(self.balance)
-
-    def layer_is_moe(self, index: int) -> bool:
-        """Whether layer `index` (0-based, within its stack) is a Mixture-of-Experts layer."""
-        return index >= self.first_dense and (index + 1) % self.every == 0
-
-    def check_depth(self, depth: int, depth_key: str) -> None:
-        """Refuse a layer pattern that leaves all `depth` layers dense: ffn=moe would train a dense model."""
-        if any(self.layer_is_moe(i) for i in range(depth)):
-            return
-        keys = ([f"model.moe.first_dense={self.first_dense}"] if self.first_dense >= depth else []) or \
-            ([f"model.moe.every={self.every}"] if self.every > depth else []) or \
-            [f"model.moe.first_dense={self.first_dense}", f"model.moe.every={self.every}"]
-        raise ValueError(f"{' and '.join(keys)} {'leaves' if len(keys) == 1 else 'leave'} no MoE layer in "
-                         f"{depth_key}={depth} (layers i >= first_dense with (i + 1) % every == 0 are MoE), "
-                         f"so ffn=moe would train a dense model; lower {'it' if len(keys) == 1 else 'them'}, "
-                         f"or use model.ffn=mlp.")
 
 
 OPTIONS = Options.of(MoESettings)
@@ -72,6 +56,8 @@ def parse_settings(given: Mapping[str, Any] | None,
     losses as (`model.moe.router=...`, entry) pairs (an unknown name raises naming it), `vocabulary` which
     entry reads which key (`zoo.modules.moe.layer.moe_vocabulary`, from each entry's `reads`)."""
     given = dict(given or {})
+    for key in set(given) & set(MOVED_MOE):
+        raise ValueError(f"model.moe.{key} is now {MOVED_MOE[key]}.")
     OPTIONS.check("model.moe", given)
     settings = MoESettings(**{k: (list(v) if isinstance(v, tuple) else v) for k, v in given.items()})
     if settings.top_k > settings.n_experts:
