@@ -88,7 +88,7 @@ class CheckpointRecord:
     tokenizer_files: dict[str, str] | None = None  # zoo.tokenizers.texts.tokenizer_texts
     rng: dict[str, Any] | None = None  # `rng_states` when it was saved
     frozen: list[str] | None = None  # zoo.finetune.freeze.frozen_names (None: saved before zoo recorded it)
-    lora: dict[str, Any] | None = None  # zoo.finetune.lora.lora_record: the adapters a load rebuilds
+    lora: dict[str, Any] | None = None  # zoo.modules.lora.lora_record: the adapters a load rebuilds
     hf_model_type: str | None = None  # the Hugging Face family the weights came from: export format=hf
     wandb_run_id: str | None = None  # the W&B run a resume continues
     # "unfused": q/k/v, gate/value saved as parts (tensor parallel, zoo.modules.unfused); None: fused.
@@ -367,7 +367,7 @@ def restore_adapters(model: torch.nn.Module, record: CheckpointRecord, path: str
     """The LoRA layers a fine-tuning run saved (`zoo.lora`), so its weights load; none for others."""
     if record.lora is None:
         return
-    from zoo.finetune.lora import restore_lora
+    from zoo.modules.lora import restore_lora
 
     try:
         restore_lora(model, record.lora, f"{path}: zoo.lora")
