@@ -44,7 +44,7 @@ def load(path: str | os.PathLike):
 def from_checkpoint(ckpt: Checkpoint):
     """`(model, tokenizer)` of a training checkpoint already read (`Checkpoint.read`): eval mode, on CPU, LoRA
     adapters merged; CheckpointError when it holds no tokenizer."""
-    from zoo.finetune.lora import merge_lora
+    from zoo.modules.lora import merge_lora
     from zoo.presets import build
 
     record = ckpt.record

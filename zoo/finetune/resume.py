@@ -12,7 +12,7 @@ from torch import nn
 
 from zoo.checkpoint import CheckpointRecord
 from zoo.finetune.freeze import frozen_names
-from zoo.finetune.lora import lora_record
+from zoo.modules.lora import lora_record
 from zoo.utils import some
 
 SHOWN = 8  # frozen parts named in an error; the rest are counted
