@@ -198,6 +198,32 @@ def lay_over(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str,
     return merged
 
 
+def nest_paths(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """Dotted keys as nested parts: {"positional": "rope", "positional.base": 1e6, "positional.scaling.name":
+    "yarn"} -> {"positional": {"name": "rope", "base": 1e6, "scaling": {"name": "yarn"}}} (a part named by a
+    string takes the dotted keys beside its name). The form the HF family tables read and write."""
+    out: dict[str, Any] = {}
+    for path, value in sorted(flat.items(), key=lambda kv: kv[0].count(".")):
+        *parents, leaf = path.split(".")
+        node = out
+        for parent in parents:
+            held = node.get(parent)
+            node[parent] = held = ({"name": held} if isinstance(held, str) else dict(held or {}))
+            node = held
+        if isinstance(node.get(leaf), Mapping) and isinstance(value, str):
+            node[leaf] = {**node[leaf], "name": value}
+        else:
+            node[leaf] = value
+    return out
+
+
+def value_at(cfg: Any, path: str) -> Any:
+    """`cfg.positional.scaling.factor` for "positional.scaling.factor"; a part's "name" is its name."""
+    for name in path.split("."):
+        cfg = getattr(cfg, name)
+    return cfg
+
+
 def _plain(value: Any) -> Any:
     return value.to_data() if isinstance(value, (Part, LayerPattern)) else copy.deepcopy(value)
 

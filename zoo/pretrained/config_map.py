@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from zoo.config import ModelConfig
-from zoo.modules.rope_scaling import ROPE_SCALINGS
+from zoo.config import ModelConfig, value_at
+from zoo.modules.positional_settings import ROPE_SCALING
 
 REQUIRED = object()  # a Key without a default: config.json must hold it (io.HFConfig names the file and key)
 # ModelConfig keys written as their resolved value (d_ff=None is written as the d_ff it builds)
@@ -61,7 +61,7 @@ def write(keys: tuple[Key, ...], cfg: ModelConfig) -> dict[str, Any]:
     reads back as another model: the round trip (roundtrip.py) names it with everything else lost."""
     out = {}
     for key in keys:
-        value = getattr(cfg, RESOLVED.get(key.zoo, key.zoo))
+        value = value_at(cfg, RESOLVED.get(key.zoo, key.zoo))
         if key.choices is not None:
             spelled = {z: h for h, z in reversed(list(key.choices.items()))}  # the first HF value of each
             value = spelled.get(value, next(iter(key.choices)))
@@ -96,11 +96,11 @@ def special_id(hf: Mapping[str, Any], key: str, vocab_size: int, default: int | 
 # ----- RoPE: transformers 5's `rope_parameters`, 4.x's `rope_theta` / `rope_scaling` -----
 ROPE_TYPES = {"default": "none", "linear": "linear", "llama3": "llama3", "yarn": "yarn"}  # HF -> zoo
 PLAIN_ROPE = {"default": "none"}
-_ROPE_KEYS = {"factor": "rope_factor", "low_freq_factor": "rope_low_freq_factor",  # HF rope_parameters -> zoo
-              "high_freq_factor": "rope_high_freq_factor",
-              "original_max_position_embeddings": "rope_original_max_len",
-              "short_factor": "rope_short_factor", "long_factor": "rope_long_factor",
-              "truncate": "rope_truncate"}
+_ROPE_KEYS = {"factor": "factor", "low_freq_factor": "low_freq_factor",  # HF rope_parameters -> zoo's
+              "high_freq_factor": "high_freq_factor",                     # model.positional.scaling keys
+              "original_max_position_embeddings": "original_max_len",
+              "short_factor": "short_factor", "long_factor": "long_factor", "truncate": "truncate"}
+SCALING = "positional.scaling"  # where the family tables (dotted paths, zoo.config.nest_paths) put them
 _ROPE_OPTIONAL = {"truncate": True}  # rope_parameters keys a scaling reads that may be absent: their default
 _ROPE_DEFAULTS = {"beta_fast": 32, "beta_slow": 1, "truncate": True, "mscale": None, "mscale_all_dim": None,
                   "attention_factor": None, "partial_rotary_factor": 1.0}  # other keys: zoo reproduces these
@@ -119,23 +119,25 @@ class Rope:
     original: tuple[str, int] | None = None
 
     def from_hf(self, hf: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, tuple[Any, Any]]]:
-        """zoo's RoPE keys (rope_base, rope_scaling and the keys it reads, rope_fraction), and the checks."""
+        """zoo's RoPE keys (model.positional's base, fraction and scaling with the keys it reads, as dotted
+        paths), and the checks."""
         params = dict(hf.get("rope_parameters") or hf.get("rope_scaling") or {})
         rope_type = params.pop("rope_type", params.pop("type", "default"))
         scaling = self.types.get(rope_type, "none")
         base = float(params.pop("rope_theta", hf.get(self.base, 10000.0)))
-        out = {"rope_base": base, "rope_scaling": scaling}
+        out: dict[str, Any] = {"positional.base": base, f"{SCALING}.name": scaling}
         checks: dict[str, tuple[Any, Any]] = {"rope_type": (rope_type, tuple(self.types))}
         if self.partial:
             key, default = self.partial
-            out["rope_fraction"] = float(params.pop("partial_rotary_factor", hf.get(key, default)))
+            out["positional.fraction"] = float(params.pop("partial_rotary_factor", hf.get(key, default)))
+        reads = ROPE_SCALING.docs()[scaling]
         for hf_key, key in _ROPE_KEYS.items():
-            if key in ROPE_SCALINGS.get(scaling).options.rules:
+            if key in reads:
                 value = params.pop(hf_key, _ROPE_OPTIONAL.get(hf_key))
-                if key == "rope_original_max_len" and self.original:
+                if key == "original_max_len" and self.original:
                     value = hf.get(*self.original)
                 checks[f"rope_parameters.{hf_key} given"] = (value is not None, True)
-                out[key] = _rope_value(key, value)
+                out[f"{SCALING}.{key}"] = _rope_value(key, value)
         checks.update({f"rope_parameters.{k}": (v, _ROPE_DEFAULTS.get(k, "absent")) for k, v in
                        params.items()})
         return out, checks
@@ -143,21 +145,27 @@ class Rope:
     def to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
         """`rope_parameters` (and 4.x's keys) for zoo's RoPE keys; a scaling the family lacks is written as
         none (the round trip names it)."""
-        rope_type = {v: k for k, v in self.types.items()}.get(cfg.rope_scaling, "default")
-        reads = ROPE_SCALINGS.get(self.types.get(rope_type, "none")).options.rules
-        params = {"rope_type": rope_type, "rope_theta": cfg.rope_base,
-                  **{h: getattr(cfg, k) for h, k in _ROPE_KEYS.items() if k in reads}}
-        legacy = {self.base: cfg.rope_base}
+        rope, scaling = cfg.positional, cfg.positional.scaling
+        rope_type = {v: k for k, v in self.types.items()}.get(scaling.name, "default")
+        written = self.types.get(rope_type, "none")
+        reads = ROPE_SCALING.docs()[written] if written == scaling.name else {}
+        params = {"rope_type": rope_type, "rope_theta": rope.base,
+                  **{h: _data(getattr(scaling, k)) for h, k in _ROPE_KEYS.items() if k in reads}}
+        legacy = {self.base: rope.base}
         if self.partial:
-            params["partial_rotary_factor"] = legacy[self.partial[0]] = cfg.rope_fraction
-        if self.original and "rope_original_max_len" in reads:
-            legacy[self.original[0]] = cfg.rope_original_max_len
+            params["partial_rotary_factor"] = legacy[self.partial[0]] = rope.fraction
+        if self.original and "original_max_len" in reads:
+            legacy[self.original[0]] = scaling.original_max_len
         return {"rope_parameters": params, **legacy}
 
 
 def _rope_value(key: str, value: Any) -> Any:
     """A rope parameter as zoo keeps it: the original length an int, a switch a bool, per-pair factors a list
     of floats, other factors a float."""
-    if value is None or isinstance(value, bool) or key == "rope_original_max_len":
+    if value is None or isinstance(value, bool) or key == "original_max_len":
         return value
     return [float(v) for v in value] if isinstance(value, (list, tuple)) else float(value)
+
+
+def _data(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from zoo.config import ModelConfig
+from zoo.config import ModelConfig, nest_paths
 from zoo.modules.heads import NO_POOLER
 from zoo.pretrained.config_map import Key, read, require, write
 from zoo.pretrained.families import FAMILIES
@@ -52,7 +52,7 @@ class Family:
         checks.update({k: (ok if hf.get(k) is None else hf[k], ok) for k, ok in self.requires.items()})
         more, more_checks = self.more_from_hf(hf, settings)
         require(hf, self.model_type, {**checks, **more_checks})
-        return ModelConfig(**{**self.fixed, **settings, **more, **self.head_config(hf)})
+        return ModelConfig.from_dict(nest_paths({**self.fixed, **settings, **more, **self.head_config(hf)}))
 
     def config_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
         """config.json content for `cfg` (what it cannot express, the round trip names)."""
