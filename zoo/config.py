@@ -21,7 +21,6 @@ from zoo.config_moved import MOVED
 from zoo.modules.layer_pattern import LayerPattern
 from zoo.modules.mixer_settings import MIXER, AttentionSettings
 from zoo.modules.positional_settings import POSITIONAL, LearnedSettings
-
 from zoo.options import (
     BOOL,
     COUNT,
@@ -128,7 +127,7 @@ class ModelConfig:
         return self.layer_pattern.says(index, "rope", "nope", True)
 
     def layer_is_moe(self, index: int) -> bool:
-        """Whether layer `index`'s FFN is a Mixture of Experts (ffn=moe: all but the layers tagged `dense`)."""
+        """Whether layer `index`'s FFN is a Mixture of Experts (ffn=moe: all but the layers tagged dense)."""
         return self.ffn == "moe" and self.layer_pattern.says(index, "moe", "dense", True)
 
     @property

@@ -88,7 +88,8 @@ def upgrade_saved(data: Mapping[str, Any]) -> dict[str, Any]:
             part["scaling"] = scaling
         data["positional"] = part
     if not isinstance(data.get("mixer"), Mapping):
-        data["mixer"] = {"name": "attention", **{new: data[old] for old, new in _MIXER.items() if old in data}}
+        data["mixer"] = {"name": "attention",
+                         **{new: data[old] for old, new in _MIXER.items() if old in data}}
     if "layer_pattern" not in data:
         data["layer_pattern"] = _pattern(data, moe)
     for key in MOVED_MOE:
@@ -109,5 +110,6 @@ def moved_override(overrides: list[str]) -> str | None:
         inner = path.removeprefix("moe.")
         where = MOVED.get(path) or (MOVED_MOE.get(inner) if path.startswith("moe.") else None)
         if where is not None:
-            return f"{key} is now {where} (each part owns its keys since issue 35; docs/design.md, \"Config parts\")."
+            return (f"{key} is now {where} (each part owns its keys since issue 35; docs/design.md, "
+                    "\"Config parts\").")
     return None

@@ -1,8 +1,9 @@
-"""Typed settings owned by the part that reads them: `model.positional: {name: rope, base: 1e6, scaling: {name:
-yarn, factor: 8}}`. Each registry entry (a positional scheme, a RoPE scaling, a head, a token mixer) declares a
-frozen dataclass of the keys it reads, registered under its name in a `Parts` table; `model.<key>` holds
-one of them. A name alone (`positional: alibi`) is that entry with its defaults; choosing another name replaces
-the whole subtree, so a key no chosen entry reads cannot arise: it is refused, naming the entry that reads it.
+"""Typed settings owned by the part that reads them: `model.positional: {name: rope, base: 1e6, scaling:
+{name: yarn, factor: 8}}`. Each registry entry (a positional scheme, a RoPE scaling, a token mixer) declares
+a frozen dataclass of the keys it reads, registered under its name in a `Parts` table; `model.<key>` holds
+one of them. A name alone (`positional: alibi`) is that entry with its defaults; choosing another name
+replaces the whole subtree, so a key no chosen entry reads cannot arise: it is refused, naming the entry that
+reads it.
 
 Pure data (no torch): the config parses with it, the modules read the typed fields."""
 
@@ -63,6 +64,10 @@ class Parts:
 
     def names(self) -> list[str]:
         return sorted(self._classes)
+
+    def keys(self, name: str) -> list[str]:
+        """The keys entry `name` reads (beside `name`)."""
+        return [f.name for f in dataclasses.fields(self._classes[name])]
 
     def __contains__(self, name: object) -> bool:
         return name in self._classes
@@ -140,7 +145,7 @@ def _build(cls: type[P], data: dict[str, Any], path: str, table: Parts) -> P:
     known = [f.name for f in dataclasses.fields(cls)]
     for key in data:
         if key not in known:
-            others = [n for n in table.names() if key in [f.name for f in dataclasses.fields(table._classes[n])]]
+            others = [n for n in table.names() if key in table.keys(n)]
             where = (f" {path}.{key} is read by {table.key}={'|'.join(others)}: choose it with "
                      f"{path}={others[0]} (a new name replaces the whole {path})." if others
                      else did_you_mean(key, known))
@@ -151,5 +156,6 @@ def _build(cls: type[P], data: dict[str, Any], path: str, table: Parts) -> P:
         if key in data:
             data[key] = inner.parse(data[key], f"{path}.{key}")
     plain = {k: v for k, v in data.items() if k not in nested}
-    Options.of(cls).only(*[f.name for f in dataclasses.fields(cls) if f.name not in nested]).check(path, plain)
+    flat_keys = [f.name for f in dataclasses.fields(cls) if f.name not in nested]
+    Options.of(cls).only(*flat_keys).check(path, plain)
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})

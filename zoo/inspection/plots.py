@@ -17,6 +17,7 @@ from zoo.config import ModelConfig  # noqa: E402
 from zoo.inspection.attention import AttentionMaps  # noqa: E402
 from zoo.inspection.written import SOFTWARE  # noqa: E402
 from zoo.modules.positional import POSITIONALS, Positional  # noqa: E402
+from zoo.modules.positional_settings import POSITIONAL
 
 DPI = 80  # small files: the docs keep every picture under 100 KB
 
@@ -120,13 +121,16 @@ def plot_positional_pattern(cfg: ModelConfig, path: str | Path, *, n_positions: 
     im = ax.imshow(matrix.float().cpu().numpy(), aspect="auto", cmap="RdBu", interpolation="nearest")
     ax.set_xlabel(xlabel, fontsize=8)
     ax.set_ylabel("position", fontsize=8)
-    ax.set_title(f"positional encoding: {cfg.positional}", fontsize=9)
+    ax.set_title(f"positional encoding: {cfg.positional.name}", fontsize=9)
     fig.colorbar(im, ax=ax, fraction=0.03)
     return _save(fig, path)
 
 
 def _similarity_scheme(scheme: str, dim: int, max_distance: int, base: float) -> Positional:
-    cfg = ModelConfig(d_model=dim, n_heads=1, positional=scheme, rope_base=base, max_seq_len=max_distance + 1)
+    settings = POSITIONAL.parse(scheme)
+    if hasattr(settings, "base"):  # a scheme with a frequency base (rope) draws at the one asked for
+        settings = settings.replaced(base=base)
+    cfg = ModelConfig(d_model=dim, n_heads=1, positional=settings, max_seq_len=max_distance + 1)
     return POSITIONALS.get(scheme)(cfg)
 
 

@@ -271,8 +271,9 @@ class ZooModel(nn.Module):
         terms = embed.positional.terms(pos, start, start + t, causal=causal)
         mask = build_mask(
             self.padding_mask(attention_mask), causal=causal, q_len=t, k_len=start + t,
-            bias=terms.bias if terms is not None else None, window=getattr(self.config.mixer, "sliding_window", None),
-            documents=document_ids, window_only=not self.config.layer_pattern.uses("global"),
+            bias=terms.bias if terms is not None else None,
+            window=getattr(self.config.mixer, "sliding_window", None), documents=document_ids,
+            window_only=not self.config.layer_pattern.uses("global"),
         )
         return x, mask, terms
 

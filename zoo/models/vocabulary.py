@@ -16,11 +16,11 @@ from dataclasses import MISSING, fields
 from typing import Any
 
 from zoo.config import MODEL_OPTIONS, ModelConfig, check_sizes
+from zoo.modules.attention import MIXERS
 from zoo.modules.feedforward import ACTIVATIONS, FFNS
 from zoo.modules.heads import HEADS
-from zoo.modules.norm import NORMS
-from zoo.modules.attention import MIXERS
 from zoo.modules.layer_pattern import check_layers
+from zoo.modules.norm import NORMS
 from zoo.modules.positional import POSITIONALS
 from zoo.modules.residual import WIRINGS
 from zoo.options import Options
@@ -93,7 +93,7 @@ def validate(cfg: ModelConfig) -> None:
     Options({**_hint_options().rules, **MODEL_OPTIONS.rules, **{k: r for k, (_, r) in owned.items()}}).check(
         "model", values)
     check_sizes(cfg)
-    check_layers(cfg)
+    check_layers(cfg, POSITIONALS.get(cfg.positional.name).rotates)
     for key, registry in parts().items():
         check = getattr(registry.get(getattr(cfg, key).name), "check_config", None)
         if check is not None:

@@ -5,9 +5,9 @@ apart). Scores q.k^T are scaled by 1/sqrt(D) so their variance stays ~1 whatever
 saturate otherwise; `model.mixer.scale` overrides it). Optional: a q/k norm before RoPE, per head (Qwen3) or
 over the whole projection (OLMo 2), a tanh soft cap on the scores (Gemma 2), and a learned sink logit per
 head in the softmax's denominator (gpt-oss, `model.mixer.sinks`: zoo.modules.sinks). Its keys are
-zoo.modules.mixer_settings.AttentionSettings; it is the `attention` entry of the token-mixer registry MIXERS. The fast path is
-`scaled_dot_product_attention`; the explicit path (need_weights, a soft cap, or while traced) also returns the
-softmax weights (B, H, T, S)."""
+zoo.modules.mixer_settings.AttentionSettings; it is the `attention` entry of the token-mixer registry
+MIXERS. The fast path is `scaled_dot_product_attention`; the explicit path (need_weights, a soft cap, or
+while traced) also returns the softmax weights (B, H, T, S)."""
 
 from __future__ import annotations
 

@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from zoo.utils import did_you_mean
+
 TAGS: dict[str, str] = {"local": "window", "global": "window", "rope": "rotary", "nope": "rotary",
                         "dense": "ffn", "moe": "ffn"}  # tag -> its dimension
 
@@ -27,8 +29,6 @@ def parse_layer(spec: str, path: str) -> frozenset[str]:
     tags = spec.split("+")
     for tag in tags:
         if tag not in TAGS:
-            from zoo.utils import did_you_mean
-
             raise ValueError(f"{path}={spec!r}: unknown layer tag {tag!r}.{did_you_mean(tag, TAGS)} "
                              f"Tags: {', '.join(TAGS)} (at most one of each pair, joined by '+').")
     dims = [TAGS[t] for t in tags]
@@ -99,17 +99,18 @@ class LayerPattern:
         return any(tag in parse_layer(s, "model.layer_pattern") for s in self.prefix + self.cycle)
 
 
-def check_layers(cfg) -> None:
+def check_layers(cfg, rotates: bool) -> None:
     """What the tags say with the rest of the config: a window tag needs a window, a rotary tag a rotating
-    scheme, an FFN tag ffn=moe (ValueError naming the key)."""
-    pattern = cfg.layer_pattern
+    scheme (`rotates`: the chosen scheme's answer), an FFN tag ffn=moe (ValueError naming the key)."""
+    pattern, scheme = cfg.layer_pattern, f"model.positional={cfg.positional.name} does not rotate"
     needs = {"local": (getattr(cfg.mixer, "sliding_window", None) is not None,
                        "model.mixer.sliding_window (the window of the local layers)"),
              "global": (getattr(cfg.mixer, "sliding_window", None) is not None,
                         "model.mixer.sliding_window (without one every layer is global)"),
-             "nope": (cfg.positional.name == "rope", "model.positional=rope (only rotary layers can skip it)"),
-             "rope": (cfg.positional.name == "rope", "model.positional=rope"),
+             "nope": (rotates, f"a rotary scheme ({scheme})"),
+             "rope": (rotates, f"a rotary scheme ({scheme})"),
              "moe": (cfg.ffn == "moe", "model.ffn=moe"), "dense": (cfg.ffn == "moe", "model.ffn=moe")}
     for tag, (held, what) in needs.items():
         if pattern.uses(tag) and not held:
-            raise ValueError(f"model.layer_pattern={pattern.to_data()} tags layers {tag!r}, which needs {what}.")
+            raise ValueError(f"model.layer_pattern={pattern.to_data()} tags layers {tag!r}, which needs "
+                             f"{what}.")

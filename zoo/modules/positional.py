@@ -153,8 +153,9 @@ class Learned(Positional):
     def check_config(cls, cfg) -> None:
         rows = cfg.max_seq_len + cfg.positional.offset
         if cfg.positional.skip_pads and cfg.pad_id >= rows:
-            raise ValueError(f"model.positional.skip_pads=true gives pads table row model.pad_id={cfg.pad_id},"
-                             f" but the table has model.max_seq_len + model.positional.offset = {rows} rows.")
+            raise ValueError(f"model.positional.skip_pads=true gives pads table row model.pad_id="
+                             f"{cfg.pad_id}, but the table has model.max_seq_len + model.positional.offset = "
+                             f"{rows} rows.")
 
     def default_position_ids(self, ids: torch.Tensor, start: int,
                              attention_mask: torch.Tensor | None) -> torch.Tensor:

@@ -87,7 +87,8 @@ class YarnScalingSettings(Part):
 @dataclass(frozen=True)
 class LongRopeSettings(Part):
     original_max_len: Annotated[int | None, _ORIGINAL] = None
-    short_factor: Annotated[tuple[float, ...] | None, _PER_PAIR] = None  # one divisor per rotated pair, within original_max_len
+    short_factor: Annotated[tuple[float, ...] | None, _PER_PAIR] = None  # a divisor per rotated pair, in
+    #                                                                       original_max_len
     long_factor: Annotated[tuple[float, ...] | None, _PER_PAIR] = None  # the same, for a longer sequence
 
 

@@ -4,8 +4,8 @@ with per-pair factors that change with the sequence's length).
 
 An entry maps the plain inverse frequencies base^(-2i/R) of the R rotated features, shape (R/2,), to the
 scaled ones (`inv_freq`), says by how much cos and sin are multiplied (`attention_factor`: YaRN sharpens
-attention) and checks what its keys (zoo.modules.positional_settings) say together (`check_config`). Formulas follow
-transformers' `modeling_rope_utils` (tested against `ROPE_INIT_FUNCTIONS`)."""
+attention) and checks what its keys (zoo.modules.positional_settings) say together (`check_config`).
+Formulas follow transformers' `modeling_rope_utils` (tested against `ROPE_INIT_FUNCTIONS`)."""
 
 from __future__ import annotations
 

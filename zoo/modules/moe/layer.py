@@ -130,7 +130,7 @@ class _MoEKind(FFNKind):
         depth = max(cfg.n_encoder_layers, cfg.n_decoder_layers)  # the deeper stack (each counts from 0)
         if not any(map(cfg.layer_is_moe, range(depth))):
             raise ValueError(f"model.layer_pattern={cfg.layer_pattern.to_data()} tags every one of the "
-                             f"{depth} layers dense, so ffn=moe would train a dense model; tag some `moe`, or "
+                             f"{depth} layers dense, so ffn=moe would train a dense model; tag some moe, or "
                              "use model.ffn=mlp.")
 
 
