@@ -260,7 +260,7 @@ callback("samples")(lambda opts, c: SampleGeneration(c.task, c.tokenizer, c.data
 
 @callback("test")
 def _test(opts: Mapping[str, Any], ctx: CallbackContext) -> Callback:
-    from zoo.evaluation.callback import TestSplitEvaluation  # owned by the evaluation package
+    from zoo.training.final_evaluation import TestSplitEvaluation
 
     opts = dict(opts)
     return TestSplitEvaluation(ctx.task, ctx.tokenizer, ctx.datamodule, max_examples=opts.pop("max_examples"),

@@ -1,6 +1,7 @@
-"""The test split at the end of training: when the data has one (translation_toy's held-out
-combinations), the task's evaluation of the best checkpoint (the final weights without one) is printed,
-logged as test/<metric> and returned in the run's metrics."""
+"""The test split at the end of training (`callbacks.test`): when the data has one (translation_toy's
+held-out combinations), the task's evaluation of the best checkpoint (the final weights without one) is
+printed, logged as test/<metric> and returned in the run's metrics. A training callback like the others
+(zoo.training.callbacks builds it, run.py reads its metrics); the evaluation itself is the task's."""
 
 from __future__ import annotations
 

@@ -185,9 +185,9 @@ def run_name(plan: Plan) -> str:
 
 def _result(trainer: L.Trainer, callbacks: list, output_dir: Path, model, logger) -> TrainResult:
     """Metrics (validation, sample quality, the test split) and checkpoint paths of a finished fit."""
-    from zoo.evaluation.callback import TestSplitEvaluation
     from zoo.training.callbacks import SampleGeneration
     from zoo.training.console import wandb_location
+    from zoo.training.final_evaluation import TestSplitEvaluation
 
     sampler = next((c for c in callbacks if isinstance(c, SampleGeneration)), None)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
