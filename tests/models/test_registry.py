@@ -39,20 +39,24 @@ def test_every_preset_trains_a_step(name):
 
 def _random_config(rng: random.Random) -> dict:
     n_heads = rng.choice([1, 2, 4])
-    positional = rng.choice(POSITIONALS.names())
-    return dict(
+    scheme = rng.choice(POSITIONALS.names())
+    drawn = dict(
         arch=rng.choice(["encoder", "decoder", "encoder_decoder"]), vocab_size=53, d_model=16,
         n_layers=rng.choice([1, 2]), n_heads=n_heads, n_kv_heads=rng.choice([None, 1, n_heads]),
         ffn=rng.choice(["mlp", "mlp", "none"]), ffn_ratio=rng.choice([1.0, 2.0, 4.0]),
         activation=rng.choice(["relu", "gelu", "gelu_tanh", "silu", "swiglu", "geglu"]),
         norm=rng.choice(["layernorm", "rmsnorm", "none"]), norm_placement=rng.choice(WIRINGS.names()),
-        residual=rng.choice([True, True, False]), positional=positional,
-        sinusoidal_layout=rng.choice(["interleaved", "half"]),
-        rope_layout=rng.choice(["half", "interleaved"]), max_seq_len=16, dropout=rng.choice([0.0, 0.1]),
+        residual=rng.choice([True, True, False]),
+        layouts={"sinusoidal": rng.choice(["interleaved", "half"]),
+                 "rope": rng.choice(["half", "interleaved"])},
+        max_seq_len=16, dropout=rng.choice([0.0, 0.1]),
         bias=rng.choice([True, False]), tie_embeddings=rng.choice([True, False]),
         share_embeddings=rng.choice([True, False]), embed_scale=rng.choice([True, False]),
         embed_norm=rng.choice([True, False]),
     )
+    layout = drawn.pop("layouts").get(scheme)  # drawn for every scheme, so each seed keeps its old config
+    drawn["positional"] = {"name": scheme, "layout": layout} if layout else scheme
+    return drawn
 
 
 @pytest.mark.parametrize("seed", range(24))
@@ -93,11 +97,11 @@ def test_presets_match_their_documented_shapes():
     base = zoo.build("transformer_base").config
     assert (base.d_model, base.n_encoder_layers, base.n_decoder_layers, base.n_heads, base.ffn_dim) == (
         512, 6, 6, 8, 2048)
-    assert (base.norm_placement, base.positional, base.activation, base.dropout) == ("post", "sinusoidal",
-                                                                                     "relu", 0.1)
+    assert (base.norm_placement, base.positional.name, base.activation, base.dropout) == (
+        "post", "sinusoidal", "relu", 0.1)
     llama = zoo.build("llama_small").config
-    assert (llama.norm, llama.positional, llama.activation, llama.bias) == ("rmsnorm", "rope", "swiglu",
-                                                                            False)
+    assert (llama.norm, llama.positional.name, llama.activation, llama.bias) == ("rmsnorm", "rope", "swiglu",
+                                                                                 False)
     assert llama.kv_heads < llama.n_heads
     assert 10e6 <= zoo.build("gpt_small").num_parameters() <= 20e6
 
