@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from zoo.config_moved import MOVED
+from zoo.config_moved import MOVED, MOVED_MOE
 from zoo.modules.layer_pattern import LayerPattern
 from zoo.modules.mixer_settings import MIXER, AttentionSettings
 from zoo.modules.positional_settings import POSITIONAL, LearnedSettings
@@ -172,6 +172,9 @@ class ModelConfig:
             if key in MOVED:
                 raise ValueError(f"model.{key} is now {MOVED[key]} (each part owns its keys since issue 35; "
                                  "docs/design.md, \"Config parts\").")
+            if key == "moe" and isinstance(data[key], Mapping) and set(data[key]) & set(MOVED_MOE):
+                inner = sorted(set(data[key]) & set(MOVED_MOE))[0]
+                raise ValueError(f"model.moe.{inner} is now {MOVED_MOE[inner]}.")
             if key not in known:
                 hint = did_you_mean(key, known)
                 raise ValueError(f"Unknown model config key {key!r}.{hint} Known keys: {', '.join(known)}.")
