@@ -149,8 +149,8 @@ def test_a_saved_flat_config_upgrades_to_the_same_model() -> None:
     model's logits equal a config written in the new layout by hand."""
     upgraded = ModelConfig.from_dict(upgrade_saved(_old_gemma3_like()))
     by_hand = ModelConfig(
-        vocab_size=64, d_model=16, n_layers=4, n_heads=2, n_kv_heads=1, head_dim=8, norm="rmsnorm", bias=False,
-        max_seq_len=128, mixer={"qk_norm": True, "softcap": 50.0, "sliding_window": 3},
+        vocab_size=64, d_model=16, n_layers=4, n_heads=2, n_kv_heads=1, head_dim=8, norm="rmsnorm",
+        bias=False, max_seq_len=128, mixer={"qk_norm": True, "softcap": 50.0, "sliding_window": 3},
         positional={"name": "rope", "base": 1e6, "local_base": 1e4,
                     "scaling": {"name": "yarn", "factor": 4.0, "original_max_len": 32, "truncate": False}},
         layer_pattern=["local", "global"])
