@@ -1,6 +1,7 @@
-"""`rope_local_base` (Gemma 3): the sliding-window layers rotate at their own base, unscaled, while the global
-layers keep `rope_base` and `rope_scaling`. Checked against the closed form cos/sin(pos * base^(-2i/R)), end
-to end (a stack whose layers are all local is the plain model at the local base), and its config checks."""
+"""`positional.local_base` (Gemma 3): the sliding-window layers rotate at their own base, unscaled, while
+the global layers keep `positional.base` and `positional.scaling`. Checked against the closed form
+cos/sin(pos * base^(-2i/R)), end to end (a stack whose layers are all local is the plain model at the local
+base), and its config checks."""
 
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ def closed_form(positions: torch.Tensor, base: float, factor: float = 1.0) -> to
 
 
 def test_local_and_global_terms_match_the_closed_form():
-    cfg = ModelConfig(**TINY, rope_base=1e6, rope_local_base=1e4, rope_scaling="linear", rope_factor=4.0,
-                      sliding_window=8, global_every=2)
+    cfg = ModelConfig(**{**TINY, "positional": {"name": "rope", "base": 1e6, "local_base": 1e4,
+                                                "scaling": {"name": "linear", "factor": 4.0}}},
+                      mixer={"sliding_window": 8}, layer_pattern=["local", "global"])
     zoo.models.check_config(cfg)
     pos = torch.arange(20)
     terms = Rotary(cfg).terms(pos[None], 0, 20, causal=True)
@@ -36,31 +38,36 @@ def test_local_and_global_terms_match_the_closed_form():
                                                                                 causal=True).local is None
 
 
-@pytest.mark.parametrize("every", [0, 1], ids=["all_local", "all_global"])
-def test_layers_rotate_at_the_base_their_kind_has(every):
-    """All layers local (global_every 0): the model is the plain one at rope_base = the local base; all
-    global (global_every 1): rope_local_base changes nothing."""
-    window = dict(sliding_window=32, global_every=every)
+def test_layers_rotate_at_the_base_their_kind_has():
+    """All layers local (a window, no layer tagged): the model is the plain one at positional.base = the
+    local base, and moving positional.base alone changes nothing it computes. (Every layer global with a
+    local_base set is refused: see below.)"""
+    window = dict(mixer={"sliding_window": 32})
     torch.manual_seed(0)
-    model = zoo.build(ModelConfig(**TINY, **window, rope_base=1e6, rope_local_base=50.0)).eval()
-    plain = zoo.build(ModelConfig(**TINY, **window, rope_base=50.0 if every == 0 else 1e6)).eval()
+    model = zoo.build(TINY, **window, positional={"base": 1e6, "local_base": 50.0}).eval()
+    plain = zoo.build(TINY, **window, positional={"base": 50.0}).eval()
     plain.load_state_dict(model.state_dict())
     ids = torch.randint(0, 50, (2, 20))
     with torch.no_grad():
         torch.testing.assert_close(model(ids).logits, plain(ids).logits, atol=1e-6, rtol=0)
-        moved = zoo.build(ModelConfig(**TINY, **window, rope_base=1e6)).eval()
+        moved = zoo.build(TINY, **window, positional={"base": 1e6}).eval()
         moved.load_state_dict(model.state_dict())
         differs = (moved(ids).logits - model(ids).logits).abs().max() > 1e-3
-    assert differs == (every == 0)
+    assert differs
 
 
 @pytest.mark.parametrize(("keys", "message"), [
-    (dict(positional="learned", sliding_window=4), r"model.rope_local_base=10.0 is read by model.positional="
-                                                   r"rope, not by model.positional=learned"),
-    (dict(positional="rope"), r"model.rope_local_base=10.0 is the base of the sliding-window layers, but "
-                              r"model.sliding_window is null"),
-    (dict(positional="rope", sliding_window=4, rope_local_base=0.0), r"model.rope_local_base must be > 0"),
+    (dict(positional={"name": "learned", "local_base": 10.0}, mixer={"sliding_window": 4}),
+     r"model.positional=learned has no key 'local_base'. model.positional.local_base is read by "
+     r"positional=rope"),
+    (dict(positional={"local_base": 10.0}),
+     r"model.positional.local_base=10.0 is the base of the sliding-window layers, but no layer is local "
+     r"\(model.mixer.sliding_window is null\)"),
+    (dict(positional={"local_base": 10.0}, mixer={"sliding_window": 4}, layer_pattern=["global"]),
+     r"model.positional.local_base=10.0 is the base of the sliding-window layers, but no layer is local"),
+    (dict(positional={"local_base": 0.0}, mixer={"sliding_window": 4}),
+     r"model.positional.local_base must be .*> 0"),
 ])
 def test_rope_local_base_errors_name_the_key(keys, message):
     with pytest.raises(ValueError, match=message):
-        zoo.build(ModelConfig(**TINY), **{"rope_local_base": 10.0, **keys})
+        zoo.build(ModelConfig(**TINY), **keys)
