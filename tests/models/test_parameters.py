@@ -32,16 +32,24 @@ def _task_head(c: ModelConfig) -> int:
     return pool + _linear(c.d_model, 2 if c.head == "qa" else c.num_labels, bias)
 
 
+def _layer_tags(c: ModelConfig, index: int) -> list[str]:
+    """Layer `index`'s tags in model.layer_pattern: the prefix, then the cycle tiled (read here by hand)."""
+    prefix, cycle = c.layer_pattern.prefix, c.layer_pattern.cycle
+    if index < len(prefix):
+        return prefix[index].split("+")
+    return cycle[(index - len(prefix)) % len(cycle)].split("+") if cycle else []
+
+
 def closed_form(c: ModelConfig) -> int:
     d, v, b = c.d_model, c.vocab_size, c.bias
     head = c.head_dim or d // c.n_heads
     q, kv = c.n_heads * head, (c.n_kv_heads or c.n_heads) * head
     wrap = _norm(c) * (2 if c.norm_placement == "sandwich" else 1)  # the norms around one sub-layer
     shared = c.norm_placement == "parallel_shared"  # one norm per block, counted with self-attention
-    per_head = c.qk_norm_scope == "head"  # one norm per head's features, or over the whole q / k
-    qk = (2 * _norm(c, head) if per_head else _norm(c, q) + _norm(c, kv)) if c.qk_norm else 0
+    per_head = c.mixer.qk_norm_scope == "head"  # one norm per head's features, or over the whole q / k
+    qk = (2 * _norm(c, head) if per_head else _norm(c, q) + _norm(c, kv)) if c.mixer.qk_norm else 0
     # Qwen2: q/k/v bias only
-    sinks = c.n_heads if c.attn_sinks else 0  # one learned logit per head (gpt-oss), self-attention only
+    sinks = c.n_heads if c.mixer.sinks else 0  # one learned logit per head (gpt-oss), self-attention only
     self_attn = _linear(d, q + 2 * kv, c.use_qkv_bias) + _linear(q, d, b) + qk + sinks + wrap
     wrap = 0 if shared else wrap
     cross_attn = (_linear(d, q, c.use_qkv_bias) + _linear(d, 2 * kv, c.use_qkv_bias) + _linear(q, d, b) + qk
@@ -56,8 +64,7 @@ def closed_form(c: ModelConfig) -> int:
         if c.ffn == "none":
             return 0
         moe = c.moe or {}
-        every, first_dense = moe.get("every", 1), moe.get("first_dense", 0)
-        n_moe = sum(1 for i in range(layers) if c.ffn == "moe" and i >= first_dense and (i + 1) % every == 0)
+        n_moe = sum(1 for i in range(layers) if c.ffn == "moe" and "dense" not in _layer_tags(c, i))
         width, shared = moe.get("expert_d_ff") or hidden, moe.get("n_shared_experts", 0)
         experts = moe.get("n_experts", 8)
         router = _linear(d, experts, moe.get("router_bias", False))
@@ -67,8 +74,9 @@ def closed_form(c: ModelConfig) -> int:
     final = _norm(c) if (c.final_norm if c.final_norm is not None else c.norm_placement != "post") else 0
 
     def side() -> int:  # positions, token types and embedding norm of one input side
-        pos = (c.max_seq_len + c.pos_offset) * d if c.positional == "learned" else 0
-        pos += c.rel_buckets * c.n_heads if c.positional == "t5_relative" else 0  # one bias table per stack
+        p = c.positional
+        pos = (c.max_seq_len + p.offset) * d if p.name == "learned" else 0
+        pos += p.buckets * c.n_heads if p.name == "t5_relative" else 0  # one bias table per stack
         return pos + c.type_vocab_size * d + (_norm(c) if c.embed_norm else 0)
 
     tokens = v * d
@@ -104,19 +112,20 @@ def test_every_preset_matches_closed_form(name):
 
 
 @pytest.mark.parametrize("knobs",
-                         [dict(head_dim=12, qk_norm=True, norm="rmsnorm"), dict(norm_placement="sandwich"),
-                          dict(activation="geglu_tanh", norm="rmsnorm_1p"), dict(qkv_bias=True, bias=False),
+                         [dict(head_dim=12, mixer=dict(qk_norm=True), norm="rmsnorm"),
+                          dict(norm_placement="sandwich"),
+                          dict(activation="geglu_tanh", norm="rmsnorm_1p"), dict(mixer=dict(qkv_bias=True),
+                                                                                  bias=False),
                           dict(norm_placement="parallel", final_norm=False),
                           dict(norm_placement="parallel_shared"),
-                          dict(norm_placement="post_sublayer", qk_norm=True, qk_norm_scope="all",
+                          dict(norm_placement="post_sublayer", mixer=dict(qk_norm=True, qk_norm_scope="all"),
                                n_kv_heads=1),
                           dict(first_attn_norm=False),
                           dict(norm_placement="sandwich", first_attn_norm=False),
-                          dict(ffn="moe", activation="swiglu",
-                               moe=dict(n_experts=3, expert_d_ff=16, every=2, n_shared_experts=2,
-                                        shared_gate=True)),
-                          dict(ffn="moe", norm_placement="sandwich", moe=dict(n_experts=2, top_k=1,
-                                                                              first_dense=1))])
+                          dict(ffn="moe", activation="swiglu", layer_pattern=["dense", "moe"],
+                               moe=dict(n_experts=3, expert_d_ff=16, n_shared_experts=2, shared_gate=True)),
+                          dict(ffn="moe", norm_placement="sandwich", moe=dict(n_experts=2, top_k=1),
+                               layer_pattern={"prefix": ["dense"], "cycle": ["moe"]})])
 @pytest.mark.parametrize("arch", ["decoder", "encoder", "encoder_decoder"])
 def test_new_knobs_match_closed_form(arch, knobs):
     model = zoo.build(dict(arch=arch, d_model=32, n_heads=4, n_layers=2, vocab_size=50, **knobs))
