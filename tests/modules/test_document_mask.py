@@ -11,22 +11,26 @@ import zoo
 from zoo.inspection import trace
 from zoo.modules.mask import build_mask, check_documents, document_mask, document_positions
 from zoo.modules.positional import POSITIONALS
+from zoo.modules.positional_settings import ROPE_SCALING
 from zoo.modules.rope_scaling import ROPE_SCALINGS
 
 V = 37
 LENGTHS = (5, 7, 4)  # three documents packed into one row of 16
-ROPE_KEYS = dict(rope_factor=4.0, rope_low_freq_factor=1.0, rope_high_freq_factor=4.0,
-                 rope_original_max_len=8,  # longer than every document: LongRoPE's short factors throughout
-                 rope_short_factor=[1.0, 1.5, 2.0, 3.0], rope_long_factor=[2.0, 3.0, 5.0, 8.0])
+SCALING_KEYS = dict(factor=4.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                    original_max_len=8,  # longer than every document: LongRoPE's short factors throughout
+                    short_factor=[1.0, 1.5, 2.0, 3.0], long_factor=[2.0, 3.0, 5.0, 8.0])
 SCHEMES = [(name, "none") for name in POSITIONALS.names() if name != "rope"]
 SCHEMES += [("rope", scaling) for scaling in ROPE_SCALINGS.names()]
 
 
 def build(arch: str, positional: str, rope_scaling: str = "none", **extra) -> torch.nn.Module:
-    keys = {k: v for k, v in ROPE_KEYS.items() if k in ROPE_SCALINGS.get(rope_scaling).options.rules}
+    if positional == "rope":  # the scaling with the keys it reads
+        reads = ROPE_SCALING.docs()[rope_scaling]
+        scaling = {"name": rope_scaling, **{k: v for k, v in SCALING_KEYS.items() if k in reads}}
+        positional = {"name": "rope", "scaling": scaling}
     torch.manual_seed(0)
     model = zoo.build(dict(arch=arch, vocab_size=V, d_model=16, n_heads=2, n_layers=2, max_seq_len=24,
-                           positional=positional, rope_scaling=rope_scaling, **keys, **extra))
+                           positional=positional, **extra))
     with torch.no_grad():  # learned tables start near zero: make positions matter
         for name, p in model.named_parameters():
             if "positional" in name:
@@ -75,7 +79,7 @@ def test_packed_encoder_documents_equal_each_alone(positional, rope_scaling, nee
 
 @pytest.mark.parametrize("arch", ["decoder", "encoder"])
 def test_sliding_window_layers_stay_inside_documents(arch):
-    model = build(arch, "rope", sliding_window=3, global_every=2)
+    model = build(arch, "rope", mixer={"sliding_window": 3}, layer_pattern=["local", "global"])
     assert_documents_run_alone(model, need_weights=False)
     assert_documents_run_alone(model, need_weights=True)
 
