@@ -4,11 +4,8 @@ folder unless a `tokenizer` was chosen. Hydra keeps the command-line overrides i
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
-
-OVERRIDE = re.compile(r"^[+~]{0,2}(?P<key>[\w.\-/@]+?)(?:@[\w.]+)?(?:=.*)?$", re.S)
 
 
 def command_line() -> list[str] | None:
@@ -21,8 +18,12 @@ def command_line() -> list[str] | None:
 
 
 def _keys(overrides: list[str]) -> list[str]:
-    """The keys the overrides set (`model.dropout` of `+model.dropout=0.1`)."""
-    return [m["key"] for m in (OVERRIDE.match(item.strip()) for item in overrides) if m]
+    """The keys the overrides set (`model.dropout` of `+model.dropout=0.1`), as Hydra's own parser reads
+    them; a deletion (`~model.moe.aux_coef`) sets nothing."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides([item.strip() for item in overrides])
+    return [o.key_or_group for o in parsed if not o.is_delete()]
 
 
 def given_in_group(group: str, overrides: list[str], resolved: dict[str, Any]) -> dict[str, Any]:
