@@ -10,6 +10,7 @@ from zoo.models import ARCHS
 from zoo.modules.feedforward import ACTIVATIONS
 from zoo.modules.norm import NORMS
 from zoo.modules.positional import POSITIONALS
+from zoo.modules.positional_settings import ROPE_SCALING
 from zoo.modules.residual import WIRINGS
 from zoo.modules.rope_scaling import ROPE_SCALINGS
 
@@ -49,13 +50,14 @@ def test_knob_combination_trains_and_decodes(positional, wiring, arch):
 
 ATTENTION_KNOBS = {  # issue 12's attention knobs, alone and together
     "head_dim": dict(head_dim=12),
-    "qkv_bias": dict(qkv_bias=True, bias=False),
-    "qk_norm": dict(qk_norm=True, norm="rmsnorm"),
-    "attn_scale": dict(attn_scale=1.0),
-    "softcaps": dict(attn_softcap=2.0, final_softcap=3.0),
-    "sliding_window": dict(sliding_window=3, global_every=2),
-    "sinks": dict(attn_sinks=True, activation="swiglu_clamped", sliding_window=3, global_every=2),  # gpt-oss
-    "all": dict(head_dim=12, qkv_bias=True, bias=False, qk_norm=True, attn_scale=0.5, attn_softcap=2.0,
+    "qkv_bias": dict(mixer=dict(qkv_bias=True), bias=False),
+    "qk_norm": dict(mixer=dict(qk_norm=True), norm="rmsnorm"),
+    "attn_scale": dict(mixer=dict(scale=1.0)),
+    "softcaps": dict(mixer=dict(softcap=2.0), final_softcap=3.0),
+    "sliding_window": dict(mixer=dict(sliding_window=3), layer_pattern=["local", "global"]),
+    "sinks": dict(mixer=dict(sinks=True, sliding_window=3), activation="swiglu_clamped",  # gpt-oss
+                  layer_pattern=["local", "global"]),
+    "all": dict(head_dim=12, mixer=dict(qkv_bias=True, qk_norm=True, scale=0.5, softcap=2.0), bias=False,
                 final_softcap=3.0, n_kv_heads=1),
 }
 
@@ -75,22 +77,22 @@ def test_attention_knobs_train_and_decode(knobs, arch):
         assert torch.equal(cached, uncached)
 
 
-ROPE_KEY_VALUES = dict(rope_factor=4.0, rope_low_freq_factor=1.0, rope_high_freq_factor=4.0,
-                       rope_original_max_len=8, rope_short_factor=[1.0, 1.5], rope_long_factor=[2.0, 3.0])
+SCALING_KEY_VALUES = dict(factor=4.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_len=8,
+                          short_factor=[1.0, 1.5], long_factor=[2.0, 3.0])
 
 
 @pytest.mark.parametrize("arch", TRANSFORMER_ARCHS)
 @pytest.mark.parametrize("wiring", WIRINGS.names())
-@pytest.mark.parametrize("rope_scaling", ROPE_SCALINGS.names())
-def test_partial_scaled_rope_trains_and_decodes(rope_scaling, wiring, arch):
-    """Half of each head rotates (rope_fraction 0.5) with every frequency scaling, in every wiring and
-    architecture; cached decoding (positions past rope_original_max_len: LongRoPE's factors change there)
+@pytest.mark.parametrize("scaling", ROPE_SCALINGS.names())
+def test_partial_scaled_rope_trains_and_decodes(scaling, wiring, arch):
+    """Half of each head rotates (positional.fraction 0.5) with every frequency scaling, in every wiring and
+    architecture; cached decoding (positions past scaling.original_max_len: LongRoPE's factors change there)
     equals uncached."""
-    keys = {k: v for k, v in ROPE_KEY_VALUES.items() if k in ROPE_SCALINGS.get(rope_scaling).options.rules}
+    keys = {k: v for k, v in SCALING_KEY_VALUES.items() if k in ROPE_SCALING.docs()[scaling]}
     torch.manual_seed(0)
-    model = zoo.build(dict(arch=arch, vocab_size=V, d_model=16, n_heads=2, n_layers=1, positional="rope",
-                           rope_fraction=0.5, rope_scaling=rope_scaling, **keys, norm_placement=wiring,
-                           max_seq_len=24, dropout=0.1))
+    rope = dict(name="rope", fraction=0.5, scaling=dict(name=scaling, **keys))
+    model = zoo.build(dict(arch=arch, vocab_size=V, d_model=16, n_heads=2, n_layers=1, positional=rope,
+                           norm_placement=wiring, max_seq_len=24, dropout=0.1))
     _train_step(model)
     if arch == "encoder":
         return
