@@ -12,7 +12,7 @@ from zoo.modules.positional import ALiBi, Rotary, Sinusoidal, alibi_slopes
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
 def test_sinusoidal_matches_paper_formula(layout):
     d, positions = 8, 12
-    pe = Sinusoidal(ModelConfig(d_model=d, n_heads=2, sinusoidal_layout=layout, positional="sinusoidal"))
+    pe = Sinusoidal(ModelConfig(d_model=d, n_heads=2, positional={"name": "sinusoidal", "layout": layout}))
     table = pe.encoding(torch.arange(positions)[None])[0]
     for pos in range(positions):
         for i in range(d // 2):
@@ -29,7 +29,7 @@ def _rotate(rope: Rotary, x: torch.Tensor, pos: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 def test_rope_dot_product_depends_only_on_offset(layout):
-    rope = Rotary(ModelConfig(d_model=16, n_heads=2, positional="rope", rope_layout=layout))
+    rope = Rotary(ModelConfig(d_model=16, n_heads=2, positional={"name": "rope", "layout": layout}))
     q, k = torch.randn(8), torch.randn(8)
     for m, n in [(3, 1), (10, 2), (7, 7)]:
         base = _rotate(rope, q, m) @ _rotate(rope, k, n)
@@ -41,7 +41,8 @@ def test_rope_dot_product_depends_only_on_offset(layout):
 def test_rope_equals_complex_rotation(layout):
     """RoPE multiplies each feature pair (a + ib) by e^{i pos theta_j}, theta_j = base^(-2j/D)."""
     d, pos, base = 8, 5, 10000.0
-    rope = Rotary(ModelConfig(d_model=16, n_heads=2, positional="rope", rope_layout=layout, rope_base=base))
+    rope = Rotary(ModelConfig(d_model=16, n_heads=2,
+                              positional={"name": "rope", "layout": layout, "base": base}))
     x = torch.randn(d)
     pairs = (torch.arange(d // 2), torch.arange(d // 2) + d // 2) if layout == "half" else (
         torch.arange(0, d, 2), torch.arange(1, d, 2))
@@ -82,14 +83,15 @@ def test_alibi_slopes_match_reference_code_for_any_head_count(n_heads):
 
 
 def test_nope_layers_skip_the_rotation():
-    """nope_every=k: layers k-1, 2k-1, ... get no rotary terms (SmolLM3's pattern for k=4); with k=1 no layer
-    rotates, so the model is exactly the same weights with positional=none."""
+    """layer_pattern [rope, rope, rope, nope]: layers 3, 7, ... get no rotary terms (SmolLM3's pattern); with
+    [nope] no layer rotates, so the model is exactly the same weights with positional=none."""
     import zoo
 
-    assert [ModelConfig(nope_every=4).layer_rotates(i) for i in range(8)] == [True, True, True, False] * 2
+    smollm3 = ModelConfig(positional="rope", layer_pattern=["rope", "rope", "rope", "nope"])
+    assert [smollm3.layer_rotates(i) for i in range(8)] == [True, True, True, False] * 2
     kw = dict(arch="decoder", vocab_size=32, d_model=16, n_heads=2, n_layers=2, norm="rmsnorm")
     torch.manual_seed(0)
-    nope = zoo.build({**kw, "positional": "rope", "nope_every": 1}).eval()
+    nope = zoo.build({**kw, "positional": "rope", "layer_pattern": ["nope"]}).eval()
     plain = zoo.build({**kw, "positional": "none"}).eval()
     plain.load_state_dict(nope.state_dict())
     rope = zoo.build({**kw, "positional": "rope"}).eval()
@@ -98,6 +100,6 @@ def test_nope_layers_skip_the_rotation():
     with torch.no_grad():
         torch.testing.assert_close(nope(ids).logits, plain(ids).logits)
         assert not torch.allclose(nope(ids).logits, rope(ids).logits)
-    with pytest.raises(ValueError, match=r"model.nope_every=2 is read by model.positional=rope, not by "
-                                         r"model.positional=learned"):
-        zoo.build({**kw, "positional": "learned"}, nope_every=2)
+    with pytest.raises(ValueError, match=r"model.layer_pattern=\['rope', 'nope'\] tags layers 'nope', which "
+                                         r"needs a rotary scheme \(model.positional=learned does not rotate"):
+        zoo.build({**kw, "positional": "learned"}, layer_pattern=["rope", "nope"])
