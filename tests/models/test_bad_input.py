@@ -48,8 +48,8 @@ import zoo
         ("bert_small", {"head": "classifier", "num_labels": 2, "head_bias": True},
          r"model.head_bias=True is read by model.head=lm, not by model.head=classifier"),
         ("gpt_nano", {"encoder_layers": 3}, r"model.encoder_layers=3 applies to arch 'encoder_decoder' only"),
-        ("gpt_nano", {"positional": "rope", "rope_base": 0},
-         r"model.rope_base must be > 0"),  # was NaN gradients
+        ("gpt_nano", {"positional": {"name": "rope", "base": 0}},
+         r"model.positional.base must be a finite number > 0, got 0"),  # was NaN gradients
         ("gpt_nano", {"init_std": -0.02}, r"model.init_std must be >= 0"),
         ("gpt_nano", {"bias": "no"}, r"model.bias must be true or false, got 'no'"),  # was silently True
         ("gpt_nano", {"final_norm": 1}, r"model.final_norm must be true or false"),
