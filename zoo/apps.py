@@ -5,11 +5,12 @@ task, and a model opened from a checkpoint or an export with its file read once.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import types
 import typing
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,11 +24,15 @@ class ConfigError(ValueError):
     """Bad input found before any work starts (one clear `error:` line, exit code 1)."""
 
 
-def checked(check: Callable[..., Any], *args: Any, context: str = "") -> Any:
-    """Run one validation step; its ValueError becomes a ConfigError (one `error:` line), `context` (the key
-    it concerns, e.g. `ckpt_path=...: `) before it."""
+@contextlib.contextmanager
+def bad_input(context: str = "") -> Iterator[None]:
+    """The one handler where an app prepares or opens its run: a ValueError a check raises inside is bad
+    input, the ConfigError (one `error:` line), `context` (the key it concerns, e.g. `ckpt_path=...: `)
+    before it; a ConfigError raised inside passes as it is."""
     try:
-        return check(*args)
+        yield
+    except ConfigError:
+        raise
     except ValueError as e:
         raise ConfigError(f"{context}{e}") from None
 

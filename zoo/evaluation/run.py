@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from zoo.apps import ConfigError, checked, open_model, plain, resolve_data
+from zoo.apps import ConfigError, bad_input, open_model, plain, resolve_data
 from zoo.atomic import atomic_file
 from zoo.generation.config import GENERATION_OPTIONS as DECODING
 from zoo.options import ANY, MAPPING, TEXT, Options, integer, one_of, optional
@@ -81,14 +81,15 @@ def evaluate(cfg: DictConfig | Mapping[str, Any]) -> EvalReport:
     from zoo.tasks import build_data
 
     resolved = plain(cfg, "python evaluate.py ckpt=outputs/train/runs/<time>/checkpoints/best.ckpt")
-    checked(EVALUATE_OPTIONS.check, "", resolved)
-    gen = dict(resolved.get("generation") or {})
-    checked(GENERATION_OPTIONS.check, "generation", {k: v for k, v in gen.items() if v is not None})
-    output = checked(REPORT_OUTPUT.check, resolved["output"]) if resolved.get("output") else None
-    model, tokenizer, task = open_checkpoint(resolved["ckpt"])
-    checked(task.check_evaluable)  # task=dpo: no reference model in the checkpoint
-    data_cfg = resolve_data(resolved["data"], task)
-    checked(check_data_cfg, data_cfg)
+    with bad_input():  # the checks before any model runs: each raises ValueError, here the ConfigError
+        EVALUATE_OPTIONS.check("", resolved)
+        gen = dict(resolved.get("generation") or {})
+        GENERATION_OPTIONS.check("generation", {k: v for k, v in gen.items() if v is not None})
+        output = REPORT_OUTPUT.check(resolved["output"]) if resolved.get("output") else None
+        model, tokenizer, task = open_checkpoint(resolved["ckpt"])
+        task.check_evaluable()  # task=dpo: no reference model in the checkpoint
+        data_cfg = resolve_data(resolved["data"], task)
+        check_data_cfg(data_cfg)
     whole = resolved["split"] == WHOLE  # every example of the user's file, in the data module's val split
     if whole and data_cfg["name"] not in whole_sources():
         raise ConfigError(f"split={WHOLE} scores a file of yours whole; data={data_cfg['name']} reads none "

@@ -15,7 +15,7 @@ import lightning as L
 import torch
 from omegaconf import DictConfig
 
-from zoo.apps import ConfigError, checked, plain, resolve_data
+from zoo.apps import ConfigError, bad_input, plain, resolve_data
 from zoo.checkpoint import checkpoint_file
 from zoo.config import ModelConfig
 from zoo.data.datamodules import DEFAULT_SHARDS
@@ -75,12 +75,12 @@ def resolve_task(name: str, model: ModelConfig) -> Task:
     """`auto` asks every task whether it trains `model` by default (decoder -> lm, encoder -> mlm, encoder
     with a classifier head -> classification, encoder_decoder -> seq2seq); the task then checks the model."""
     if name == "auto":
-        task = checked(default_task, model)
+        task = default_task(model)
     elif name in TASKS:
         task = TASKS.get(name)
     else:
         raise ConfigError("task: " + unknown_choice_message("task", name, ["auto", *TASKS.names()]))
-    checked(task.check_model, model)
+    task.check_model(model)
     return task
 
 
@@ -126,7 +126,7 @@ def trainer_options() -> Options:
 
 def trainer_kwargs(trainer_cfg: dict[str, Any]) -> dict[str, Any]:
     """Check trainer.* against lightning.Trainer's parameters and the hardware."""
-    checked(trainer_options().check, "trainer", trainer_cfg)
+    trainer_options().check("trainer", trainer_cfg)
     kwargs = dict(trainer_cfg)
     accelerator = resolve_accelerator(str(kwargs.get("accelerator", "auto")))
     if accelerator == "gpu" and not torch.cuda.is_available():
@@ -138,7 +138,7 @@ def trainer_kwargs(trainer_cfg: dict[str, Any]) -> dict[str, Any]:
     if accelerator == "gpu" and isinstance(devices, int) and devices > torch.cuda.device_count():
         raise ConfigError(f"trainer.devices={devices} but only {torch.cuda.device_count()} GPU(s) are "
                           "visible")
-    kwargs["precision"] = checked(resolve_precision, kwargs.get("precision", "auto"), accelerator)
+    kwargs["precision"] = resolve_precision(kwargs.get("precision", "auto"), accelerator)
     if "max_steps" not in kwargs:
         raise ConfigError("trainer.max_steps is required: a positive integer (runs are counted in steps)")
     return kwargs
@@ -160,46 +160,50 @@ def resolve_ckpt_path(value: str | None, runs_dir: Path, output_dir: Path) -> Pa
         if not found:
             raise ConfigError(f"ckpt_path=last: no earlier run with checkpoints/last.ckpt under {runs_dir}")
         path = found[0]
-    return checked(checkpoint_file, path, context=f"ckpt_path={value}: ")
+    with bad_input(f"ckpt_path={value}: "):
+        return checkpoint_file(path)
 
 
 # ------------------------------------------------------------------------------------------- prepare
 
 
 def prepare(cfg: DictConfig) -> Plan:
-    """Validate the composed config; raise ConfigError before anything is read, trained or written."""
+    """Validate the composed config; raise ConfigError before anything is read, trained or written: each
+    check raises ValueError, and the one handler here (`zoo.apps.bad_input`) makes it the ConfigError."""
     resolved = plain(cfg)
-    checked(check_config, resolved)  # every key known, every value allowed (groups that stand alone)
-    named_task = TASKS.get(resolved["task"]) if resolved["task"] in TASKS else None
-    init = checked(plan_init, resolved, named_task.head if named_task else None)  # init_from: its config
-    model = init.model if init is not None else resolve_model(resolved["model"])
-    task = resolve_task(resolved["task"], model)
-    checked(check_fits, model)  # before the meta build below, which no memory bounds
-    # the data sets a classifier's num_labels; 1 stands in for it while the finetune names are checked
-    meta = checked(check_finetune_cfg, resolved.get("finetune") or {"name": "full"},
-                   dataclasses.replace(model, num_labels=model.num_labels or 1), init)
-    checked(check_optimizer_model, meta, resolved["optim"])  # muon needs hidden matrices that train
-    checked(task.check_label_smoothing, resolved["label_smoothing"])
-    checked(check_task_settings, resolved, task)  # dpo.*: checked by task=dpo, refused for other tasks
-    checked(check_memory, resolved.get("memory") or {}, task)
-    checked(check_monitor, resolved.get("callbacks"), task)
-    data_cfg = resolve_data(resolved["data"], task)
-    checked(check_data_cfg, data_cfg)
-    kwargs = trainer_kwargs(resolved["trainer"])
-    checked(check_optim_with_trainer, resolved["optim"], kwargs)
-    world = world_size(kwargs)
-    checked(check_strategy, resolved, model, world)  # trainer.strategy=fsdp(_tp): options it cannot shard
-    world = data_parallel_size(kwargs, world)  # processes reading different batches
-    if task.corpus_kind == "text":  # LM/MLM token streams are cut into data.shards parts, shared by the ranks
-        checked(check_parts, data_cfg.get("shards") or DEFAULT_SHARDS, world)
-    accumulate = kwargs.get("accumulate_grad_batches", 1)
-    per_eval = resolved["eval_every"] * resolved["batch_size"] * accumulate * world
-    data_cfg = task.with_epoch(data_cfg, per_eval)  # examples (all processes) between two validations
-    kwargs.setdefault("val_check_interval", resolved["eval_every"] * accumulate)
-    kwargs.setdefault("check_val_every_n_epoch", None)
-    kwargs.setdefault("max_epochs", -1)
-    checked(lr_multiplier, resolved["scheduler"], kwargs["max_steps"])
-    output_dir = Path(resolved["paths"]["output_dir"])
-    ckpt = resolve_ckpt_path(resolved.get("ckpt_path"), Path(resolved["paths"]["runs_dir"]), output_dir)
-    checked(check_resume, ckpt, kwargs, context=f"ckpt_path={resolved.get('ckpt_path')}: ")
+    with bad_input():
+        check_config(resolved)  # every key known, every value allowed (groups that stand alone)
+        named_task = TASKS.get(resolved["task"]) if resolved["task"] in TASKS else None
+        init = plan_init(resolved, named_task.head if named_task else None)  # init_from: its config
+        model = init.model if init is not None else resolve_model(resolved["model"])
+        task = resolve_task(resolved["task"], model)
+        check_fits(model)  # before the meta build below, which no memory bounds
+        # the data sets a classifier's num_labels; 1 stands in for it while the finetune names are checked
+        meta = check_finetune_cfg(resolved.get("finetune") or {"name": "full"},
+                                  dataclasses.replace(model, num_labels=model.num_labels or 1), init)
+        check_optimizer_model(meta, resolved["optim"])  # muon needs hidden matrices that train
+        task.check_label_smoothing(resolved["label_smoothing"])
+        check_task_settings(resolved, task)  # dpo.*: checked by task=dpo, refused for other tasks
+        check_memory(resolved.get("memory") or {}, task)
+        check_monitor(resolved.get("callbacks"), task)
+        data_cfg = resolve_data(resolved["data"], task)
+        check_data_cfg(data_cfg)
+        kwargs = trainer_kwargs(resolved["trainer"])
+        check_optim_with_trainer(resolved["optim"], kwargs)
+        world = world_size(kwargs)
+        check_strategy(resolved, model, world)  # trainer.strategy=fsdp(_tp): options it cannot shard
+        world = data_parallel_size(kwargs, world)  # processes reading different batches
+        if task.corpus_kind == "text":  # LM/MLM token streams: data.shards parts, shared by the ranks
+            check_parts(data_cfg.get("shards") or DEFAULT_SHARDS, world)
+        accumulate = kwargs.get("accumulate_grad_batches", 1)
+        per_eval = resolved["eval_every"] * resolved["batch_size"] * accumulate * world
+        data_cfg = task.with_epoch(data_cfg, per_eval)  # examples (all processes) between two validations
+        kwargs.setdefault("val_check_interval", resolved["eval_every"] * accumulate)
+        kwargs.setdefault("check_val_every_n_epoch", None)
+        kwargs.setdefault("max_epochs", -1)
+        lr_multiplier(resolved["scheduler"], kwargs["max_steps"])
+        output_dir = Path(resolved["paths"]["output_dir"])
+        ckpt = resolve_ckpt_path(resolved.get("ckpt_path"), Path(resolved["paths"]["runs_dir"]), output_dir)
+        with bad_input(f"ckpt_path={resolved.get('ckpt_path')}: "):
+            check_resume(ckpt, kwargs)
     return Plan(task, model, data_cfg, dict(resolved["tokenizer"]), kwargs, output_dir, ckpt, resolved, init)

@@ -14,7 +14,7 @@ from typing import Any
 import lightning as L
 from omegaconf import DictConfig
 
-from zoo.apps import ConfigError, checked
+from zoo.apps import ConfigError, bad_input
 from zoo.checkpoint import Checkpoint, check_compatible
 from zoo.training.plan import Plan, prepare
 from zoo.training.resume import an, check_same_epochs, check_unfinished, last_of_this_model, model_and_task
@@ -59,7 +59,8 @@ def train(cfg: DictConfig) -> TrainResult:
 def read_resumed(path: Path, given: str) -> Checkpoint:
     """The checkpoint `ckpt_path=given` names, read (and checked against its own config) once; a sharded
     one without its tensors: the sharded strategy reads each rank's part itself (zoo.training.sharding)."""
-    return checked(lambda: Checkpoint.read(path, shards=False), context=f"ckpt_path={given}: ")
+    with bad_input(f"ckpt_path={given}: "):
+        return Checkpoint.read(path, shards=False)
 
 
 def check_resumable(ckpt: Checkpoint, given: str, plan: Plan) -> None:
@@ -71,13 +72,21 @@ def check_resumable(ckpt: Checkpoint, given: str, plan: Plan) -> None:
     if (saved_arch, saved_task) != (plan.model.arch, plan.task.name):
         raise ConfigError(f"ckpt_path={given}: checkpoint {ckpt.path} is {an(str(saved_arch))} model "
                           f"trained on task {saved_task}, this run is {plan.model.arch} / {plan.task.name}")
-    checked(check_resumed_layout, ckpt.record.layout, plan.trainer_kwargs, ckpt.path,
-            context=f"ckpt_path={given}: ")  # tensor parallel runs hold q/k/v unfused
+    with bad_input(f"ckpt_path={given}: "):
+        check_resumed_layout(ckpt.record.layout, plan.trainer_kwargs, ckpt.path)  # TP holds q/k/v unfused
 
 
 def open_run(plan: Plan) -> Opened:
     """Read what `plan` names, cheapest failure first (the checkpoint, the init_from weights, then tokenizer
-    and data), and build the model to train; ConfigError for anything that does not fit."""
+    and data), and build the model to train; ConfigError for anything that does not fit: each check raises
+    ValueError, and the one handler here (`zoo.apps.bad_input`) makes it the ConfigError, a check of the
+    resumed checkpoint's with `ckpt_path=...: ` before it."""
+    with bad_input():
+        return _open(plan)
+
+
+def _open(plan: Plan) -> Opened:
+    """`open_run`'s steps in order; a check's ValueError goes up to its handler."""
     from zoo.finetune.resume import check_resumed_training
     from zoo.finetune.setup import align_labels, build_model, final_config, read_init
     from zoo.tasks import build_data
@@ -85,14 +94,15 @@ def open_run(plan: Plan) -> Opened:
     resolved, resumed = plan.resolved, None
     given = resolved["ckpt_path"]
     if plan.ckpt_path is not None:
-        resumed = read_resumed(plan.ckpt_path, given)
-        if given == "last":  # the newest run of this architecture and task, not of any model
-            resumed = checked(last_of_this_model, resumed, (plan.model.arch, plan.task.name),
-                              Path(resolved["paths"]["runs_dir"]), plan.output_dir,
-                              lambda path: read_resumed(path, given), context="ckpt_path=last: ")
-        check_resumable(resumed, given, plan)
-        checked(check_unfinished, resumed, plan.trainer_kwargs["max_steps"], context=f"ckpt_path={given}: ")
-    init = checked(read_init, plan.init, plan.output_dir) if plan.init is not None else None
+        with bad_input(f"ckpt_path={given}: "):
+            resumed = read_resumed(plan.ckpt_path, given)
+            if given == "last":  # the newest run of this architecture and task, not of any model
+                resumed = last_of_this_model(resumed, (plan.model.arch, plan.task.name),
+                                             Path(resolved["paths"]["runs_dir"]), plan.output_dir,
+                                             lambda path: read_resumed(path, given))
+            check_resumable(resumed, given, plan)
+            check_unfinished(resumed, plan.trainer_kwargs["max_steps"])
+    init = read_init(plan.init, plan.output_dir) if plan.init is not None else None
     try:
         tokenizer, datamodule = build_data(
             plan.data_cfg, (init and init.tokenizer_cfg) or plan.tokenizer_cfg, task=plan.task,
@@ -103,18 +113,18 @@ def open_run(plan: Plan) -> Opened:
         align_labels(plan.init, tokenizer, datamodule)  # a reused head's labels keep the folder's order
         model_config = plan.task.model_config(plan.model, tokenizer)  # + vocabulary, special ids, num_labels
         model_config = final_config(plan.init, model_config, tokenizer)  # init_from keeps its vocabulary
-    except (ValueError, FileNotFoundError) as e:
+    except FileNotFoundError as e:  # a data or tokenizer file named in the config (a ValueError goes up)
         raise ConfigError(str(e)) from None
     if resumed is not None:
-        checked(check_compatible, resumed.record, model_config, plan.task.name, resumed.path, tokenizer,
-                context=f"ckpt_path={given}: ")
-        checked(check_same_epochs, resumed, type(datamodule).__qualname__,  # Lightning's key of its state
-                datamodule.state_dict().get("blocks_per_epoch"), resolved,
-                plan.trainer_kwargs.get("accumulate_grad_batches", 1), context=f"ckpt_path={given}: ")
+        with bad_input(f"ckpt_path={given}: "):
+            check_compatible(resumed.record, model_config, plan.task.name, resumed.path, tokenizer)
+            check_same_epochs(resumed, type(datamodule).__qualname__,  # Lightning's key of its state
+                              datamodule.state_dict().get("blocks_per_epoch"), resolved,
+                              plan.trainer_kwargs.get("accumulate_grad_batches", 1))
     finetune_cfg = resolved.get("finetune") or {"name": "full"}
-    model, applied = checked(build_model, plan.init, init and init.state, model_config, finetune_cfg)
+    model, applied = build_model(plan.init, init and init.state, model_config, finetune_cfg)
     if resumed is not None:
-        checked(check_resumed_training, model, resumed.record, resolved["ckpt_path"], str(resumed.path))
+        check_resumed_training(model, resumed.record, resolved["ckpt_path"], str(resumed.path))
     return Opened(plan, tokenizer, datamodule, model, applied, resumed)
 
 
