@@ -7,7 +7,9 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-import zoo.training  # noqa: F401  (registers Hydra configs: model/_schema, data/auto, callbacks/_declared)
+from zoo.training.hydra_configs import register_train_configs
+
+register_train_configs()  # model/_schema, data/auto, callbacks/_declared: what conf/config.yaml composes from
 
 
 def _overrides() -> list[str]:
