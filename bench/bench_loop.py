@@ -65,7 +65,9 @@ def compose(overrides: list[str], output_dir: Path):
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
-    import zoo.training  # noqa: F401  (registers model/_schema, data/auto, callbacks/_declared)
+    from zoo.training.hydra_configs import register_train_configs
+
+    register_train_configs()
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = hydra_compose("config", overrides=[*overrides, f"paths.output_dir={output_dir}"],

@@ -163,8 +163,10 @@ def compose(overrides: list[str]):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    import zoo.training  # noqa: F401  (registers model/_schema and data/auto)
     from zoo.presets import config_root
+    from zoo.training.hydra_configs import register_train_configs
+
+    register_train_configs()
 
     with initialize_config_dir(config_dir=str(config_root()), version_base="1.3"):
         return hydra_compose("config", overrides=overrides)

@@ -31,7 +31,9 @@ def train_config() -> dict[str, Any]:
     (trainer, optim, scheduler, callbacks), as plain data (paths need a Hydra run and are left out)."""
     from hydra import compose, initialize_config_dir
 
-    import zoo.training  # noqa: F401  (registers model/_schema and data/auto)
+    from zoo.training.hydra_configs import register_train_configs
+
+    register_train_configs()
 
     with initialize_config_dir(config_dir=str(config_root()), version_base="1.3"):
         cfg = compose("config", overrides=["trainer=cpu", "logger=none"])

@@ -22,8 +22,10 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 import torch  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-import zoo.training  # noqa: E402,F401  (registers model/_schema and data/auto)
+from zoo.training.hydra_configs import register_train_configs  # noqa: E402
 from zoo.training.run import train  # noqa: E402
+
+register_train_configs()  # model/_schema, data/auto, callbacks/_declared: what conf/config.yaml composes from
 
 # (preset, what this rung adds to the one below it)
 RUNGS = [

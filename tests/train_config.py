@@ -9,12 +9,15 @@ CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def compose_as_train(overrides: list[str]):
-    """conf/config.yaml composed with `overrides`, HydraConfig set, the `hydra` node removed; call
-    `release_hydra_config()` when the run is over."""
+    """conf/config.yaml composed with `overrides` from the nodes train.py registers, HydraConfig set, the
+    `hydra` node removed; call `release_hydra_config()` when the run is over."""
     from hydra import compose, initialize_config_dir
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
+    from zoo.training.hydra_configs import register_train_configs
+
+    register_train_configs()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose("config", overrides=overrides, return_hydra_config=True)
     HydraConfig.instance().set_config(cfg)

@@ -9,8 +9,10 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-import zoo.training  # noqa: F401  (registers data/auto)
 from zoo.checkpoint import atomic_torch_save, zoo_section
+from zoo.training.hydra_configs import register_train_configs
+
+register_train_configs()  # model/_schema, data/auto, callbacks/_declared: what conf/config.yaml composes from
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 

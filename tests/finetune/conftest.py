@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-import zoo.training  # noqa: F401  (registers model/_schema and data/auto)
 from tests.train_config import compose_as_train, release_hydra_config
 
 from .folders import bert_folder, corpus_file, gpt2_folder, labelled_file, pairs_file, t5_folder

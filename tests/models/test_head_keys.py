@@ -13,7 +13,6 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 import zoo
-import zoo.training  # noqa: F401  (registers model/_schema)
 import zoo.training.plan as plan
 from zoo.apps import ConfigError
 from zoo.checkpoint import Checkpoint, atomic_torch_save, check_compatible, zoo_section
@@ -21,6 +20,9 @@ from zoo.config import ModelConfig
 from zoo.data import TOKENIZERS
 from zoo.modules.heads import HEADS, foreign_keys, head_owned_keys, settle_head_keys, without_foreign_keys
 from zoo.presets import config_root
+from zoo.training.hydra_configs import register_train_configs
+
+register_train_configs()  # model/_schema, data/auto, callbacks/_declared: what conf/config.yaml composes from
 
 # a value other than the default for every head-owned key (a new key must be added here)
 NOT_DEFAULT = {"head_transform": True, "head_bias": True, "head_activation": "relu", "head_scale": 0.5,

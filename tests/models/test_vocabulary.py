@@ -13,7 +13,6 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 import zoo
-import zoo.training  # noqa: F401  (registers model/_schema)
 import zoo.training.plan as plan
 from zoo.apps import ConfigError
 from zoo.checkpoint import saved_model_config
@@ -21,6 +20,9 @@ from zoo.config import MODEL_OPTIONS, ModelConfig
 from zoo.models import vocabulary
 from zoo.modules.positional import POSITIONALS
 from zoo.presets import config_root
+from zoo.training.hydra_configs import register_train_configs
+
+register_train_configs()  # model/_schema, data/auto, callbacks/_declared: what conf/config.yaml composes from
 
 SMALL = dict(vocab_size=40, d_model=16, n_heads=2, n_layers=1, max_seq_len=16)
 # a value other than the default for every key a positional scheme or a RoPE scaling reads

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-import zoo.training  # noqa: F401  (registers model/_schema and data/auto)
+from zoo.training.hydra_configs import register_train_configs
+
+register_train_configs()  # model/_schema, data/auto, callbacks/_declared: what conf/config.yaml composes from
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"

@@ -14,9 +14,11 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-import zoo.training  # noqa: F401  (registers model/_schema and data/auto)
+from zoo.training.hydra_configs import register_train_configs
 from zoo.training.module import ZooLightningModule
 from zoo.training.run import train
+
+register_train_configs()  # model/_schema, data/auto, callbacks/_declared: what conf/config.yaml composes from
 
 KILLED = "simulated kill"
 

@@ -12,7 +12,6 @@ import yaml
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-import zoo.training  # noqa: F401  (registers model/_schema and callbacks/_declared)
 from zoo.inspection.callback import AttentionMapLogger
 from zoo.options import Options
 from zoo.presets import config_root
@@ -27,6 +26,9 @@ from zoo.training.callbacks import (
     build_callbacks,
     callback_settings,
 )
+from zoo.training.hydra_configs import register_train_configs
+
+register_train_configs()  # model/_schema, data/auto, callbacks/_declared: what conf/config.yaml composes from
 
 DECLARED = {name: dict(CALLBACKS.get(name).options.defaults) for name in CALLBACKS}
 
