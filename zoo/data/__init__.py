@@ -11,6 +11,8 @@ builds its datamodule); below it, ``zoo.data.build.open_data`` takes those as pl
     trainer.fit(model, datamodule=dm); tok.save(run_dir / "tokenizer")
 """
 
+from typing import Any
+
 from zoo.data.datamodules import (
     ClassificationDataModule,
     LMDataModule,
@@ -19,14 +21,11 @@ from zoo.data.datamodules import (
     ZooDataModule,
 )
 from zoo.data.sources import SOURCES
-from zoo.tokenizers import (  # re-exported: tokenizers are a floor below data (zoo/tokenizers)
-    SPECIAL_TOKENS,
-    TOKENIZERS,
-    ZooTokenizer,
-    load_hf_tokenizer,
-    load_tokenizer,
-    model_overrides,
-)
+
+# re-exported from the floor below (zoo/tokenizers) on first use (PEP 562): a package's __init__ imports only
+# its own modules when imported (tests/test_floors.py)
+_TOKENIZER_NAMES = ("SPECIAL_TOKENS", "TOKENIZERS", "ZooTokenizer", "load_hf_tokenizer", "load_tokenizer",
+                    "model_overrides")
 
 __all__ = [
     "SOURCES",
@@ -42,3 +41,12 @@ __all__ = [
     "load_tokenizer",
     "model_overrides",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _TOKENIZER_NAMES:
+        import zoo.tokenizers
+
+        value = globals()[name] = getattr(zoo.tokenizers, name)
+        return value
+    raise AttributeError(f"module 'zoo.data' has no attribute {name!r}")
