@@ -12,8 +12,9 @@ def test_t5_small_preset_matches_transformers_count():
     c = resolve_config("t5_small")
     hf_config = T5Config(vocab_size=c.vocab_size, d_model=c.d_model, d_kv=c.head_size, d_ff=c.ffn_dim,
                          num_layers=c.n_encoder_layers, num_decoder_layers=c.n_decoder_layers,
-                         num_heads=c.n_heads, relative_attention_num_buckets=c.rel_buckets,
-                         relative_attention_max_distance=c.rel_max_distance, feed_forward_proj=c.activation)
+                         num_heads=c.n_heads, relative_attention_num_buckets=c.positional.buckets,
+                         relative_attention_max_distance=c.positional.max_distance,
+                         feed_forward_proj=c.activation)
     with torch.device("meta"):
         hf = T5ForConditionalGeneration(hf_config)
         ours = zoo.build("t5_small")
