@@ -19,14 +19,14 @@ from zoo.modules.positional import Learned, Rotary
 
 HEAD, HEADS, THETA = 32, 2, 500.0
 
-SCALINGS = {  # zoo keys, transformers rope_parameters
-    "none": ({}, {"rope_type": "default"}),
-    "linear": ({"rope_factor": 2.0}, {"rope_type": "linear", "factor": 2.0}),
-    "llama3": ({"rope_factor": 8.0, "rope_low_freq_factor": 1.0, "rope_high_freq_factor": 4.0,
-                "rope_original_max_len": 32},
+SCALINGS = {  # zoo's model.positional.scaling, transformers rope_parameters
+    "none": ({"name": "none"}, {"rope_type": "default"}),
+    "linear": ({"name": "linear", "factor": 2.0}, {"rope_type": "linear", "factor": 2.0}),
+    "llama3": ({"name": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                "original_max_len": 32},
                {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                 "original_max_position_embeddings": 32}),
-    "yarn": ({"rope_factor": 4.0, "rope_original_max_len": 32},
+    "yarn": ({"name": "yarn", "factor": 4.0, "original_max_len": 32},
              {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}),
 }
 
@@ -36,9 +36,10 @@ SCALINGS = {  # zoo keys, transformers rope_parameters
 def test_partial_rotary_matches_gpt_neox(fraction, scaling):
     """GPT-NeoX rotates the first int(D * rotary_pct) features in the rotate-half layout (over that slice)
     and passes the rest; cos/sin carry the scaling's attention factor."""
-    zoo_keys, hf_params = SCALINGS[scaling]
-    cfg = ModelConfig(d_model=HEAD * HEADS, n_heads=HEADS, positional="rope", rope_base=THETA,
-                      rope_fraction=fraction, rope_scaling=scaling, max_seq_len=128, **zoo_keys)
+    zoo_scaling, hf_params = SCALINGS[scaling]
+    cfg = ModelConfig(d_model=HEAD * HEADS, n_heads=HEADS, max_seq_len=128,
+                      positional={"name": "rope", "base": THETA, "fraction": fraction,
+                                  "scaling": zoo_scaling})
     zoo.models.check_config(cfg)
     hf_cfg = GPTNeoXConfig(hidden_size=HEAD * HEADS, num_attention_heads=HEADS, max_position_embeddings=128,
                            rope_parameters={"rope_theta": THETA, "partial_rotary_factor": fraction,
@@ -59,8 +60,8 @@ def test_partial_rotary_matches_gpt_neox(fraction, scaling):
 def test_partial_rotary_interleaved_matches_gpt_j():
     """GPT-J rotates pairs (2i, 2i+1) of the first rotary_dim features (rotate_every_two)."""
     rotary_dim, n = 8, 12
-    cfg = ModelConfig(d_model=HEAD * HEADS, n_heads=HEADS, positional="rope", rope_layout="interleaved",
-                      rope_fraction=rotary_dim / HEAD)
+    cfg = ModelConfig(d_model=HEAD * HEADS, n_heads=HEADS,
+                      positional={"name": "rope", "layout": "interleaved", "fraction": rotary_dim / HEAD})
     x = torch.randn(2, n, HEADS, HEAD)  # GPT-J rotates (B, T, H, D)
     position_ids = torch.arange(n).expand(2, n)
     sincos = create_sinusoidal_positions(n, rotary_dim)[position_ids]
@@ -72,7 +73,7 @@ def test_partial_rotary_interleaved_matches_gpt_j():
 
 def test_roberta_positions_are_learned_with_offset_pad_plus_one():
     """RoBERTa's ids are cumsum(not pad) * (not pad) + pad_id: real tokens index the table from pad_id + 1.
-    zoo's `learned` with pos_offset = pad_id + 1 indexes the same rows at every real token of a right-padded
+    zoo's `learned` with offset = pad_id + 1 indexes the same rows at every real token of a right-padded
     batch (default positions) and of a left-padded one (position_ids = cumsum(mask) - 1, zoo's convention);
     pad tokens, whose outputs nothing reads, index other rows. Checked through the embedding itself: a table
     whose row i holds i returns the row index it read."""
@@ -80,7 +81,8 @@ def test_roberta_positions_are_learned_with_offset_pad_plus_one():
     ids = torch.tensor([[0, 5, 6, 7, 8, 2], [0, 5, 6, 2, pad, pad], [0, 2, pad, pad, pad, pad]])
     expected = RobertaEmbeddings.create_position_ids_from_input_ids(ids, padding_idx=pad)
     model = zoo.build(dict(arch="encoder", vocab_size=10, d_model=d, n_heads=1, n_layers=1,
-                           positional="learned", pad_id=pad, pos_offset=pad + 1, max_seq_len=max_len))
+                           positional={"name": "learned", "offset": pad + 1}, pad_id=pad,
+                           max_seq_len=max_len))
     scheme = model.embed.positional
     assert isinstance(scheme, Learned)
     with torch.no_grad():
