@@ -23,7 +23,7 @@ def tiny_llama(**kw):
 def test_gqa_logits_match_with_right_padding(tmp_path):
     hf = tiny_llama()
     model = zoo.from_pretrained(saved(hf, tmp_path))
-    assert (model.config.kv_heads == 2 and model.config.rope_base == 500.0
+    assert (model.config.kv_heads == 2 and model.config.positional.base == 500.0
             and model.config.activation == "swiglu")
     ids, mask = right_padded(3, 12, 99, [12, 9, 3])
     with torch.no_grad():
@@ -65,16 +65,15 @@ def test_zoo_llama_preset_exports(tmp_path):
         assert (hf(input_ids=ids).logits - model(ids).logits).abs().max() < 1e-4
 
 
-# transformers rope_parameters -> the zoo keys they map to. head 8, theta 500: wavelengths 6.3, 30, 140, 664,
-# so llama3 with original 64 keeps one pair (< 16), blends one and divides two (> 64)
+# transformers rope_parameters -> the model.positional.scaling keys they map to. head 8, theta 500: wavelengths
+# 6.3, 30, 140, 664, so llama3 with original 64 keeps one pair (< 16), blends one and divides two (> 64)
 ROPE_SCALINGS = {
-    "linear": ({"factor": 4.0}, {"rope_factor": 4.0}),
+    "linear": ({"factor": 4.0}, {"factor": 4.0}),
     "llama3": ({"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                 "original_max_position_embeddings": 64},
-               {"rope_factor": 8.0, "rope_low_freq_factor": 1.0, "rope_high_freq_factor": 4.0,
-                "rope_original_max_len": 64}),
+               {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_len": 64}),
     "yarn": ({"factor": 4.0, "original_max_position_embeddings": 16},
-             {"rope_factor": 4.0, "rope_original_max_len": 16}),
+             {"factor": 4.0, "original_max_len": 16}),
 }
 
 
@@ -83,8 +82,9 @@ def test_rope_scaling_maps_and_logits_match(tmp_path, rope_type):
     params, keys = ROPE_SCALINGS[rope_type]
     hf = tiny_llama(rope_parameters={"rope_type": rope_type, "rope_theta": 500.0, **params})
     model = zoo.from_pretrained(saved(hf, tmp_path))
-    assert model.config.rope_scaling == rope_type and model.config.rope_base == 500.0
-    assert {k: getattr(model.config, k) for k in keys} == keys
+    scaling = model.config.positional.scaling
+    assert scaling.name == rope_type and model.config.positional.base == 500.0
+    assert {k: getattr(scaling, k) for k in keys} == keys
     right_padded_logits_match(hf, model)
     with torch.no_grad():  # the scaling is not a no-op here: without it the logits differ
         plain = zoo.from_pretrained(saved(tiny_llama(), tmp_path, "plain"))
@@ -100,7 +100,8 @@ def test_transformers_4_rope_scaling_key_is_read():
           "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                            "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}
     cfg = zoo.pretrained.FAMILIES.get("llama")().config_from_hf(hf)
-    assert ((cfg.rope_base, cfg.rope_scaling, cfg.rope_factor, cfg.rope_original_max_len)
+    rope = cfg.positional
+    assert ((rope.base, rope.scaling.name, rope.scaling.factor, rope.scaling.original_max_len)
             == (500000.0, "llama3", 8.0, 8192))
 
 
@@ -142,8 +143,8 @@ def test_llama3_scaled_export_round_trips_through_transformers(tmp_path):
 
 def test_partial_rotary_does_not_export_as_llama(tmp_path):
     model = zoo.build("llama_small", vocab_size=64, d_model=32, n_layers=1, n_heads=4, d_ff=24,
-                      rope_fraction=0.5)
-    with pytest.raises(ValueError, match=r"'llama': .*model.rope_fraction=0.5 \(would load as 1.0\)"):
+                      positional={"fraction": 0.5})
+    with pytest.raises(ValueError, match=r"'llama': .*model.positional.fraction=0.5 \(would load as 1.0\)"):
         zoo.save_pretrained(model, tmp_path / "x", model_type="llama")  # chosen by its knobs, it is a phi3
 
 

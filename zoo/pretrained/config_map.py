@@ -1,20 +1,23 @@
-"""A family's config.json as one table of `Key` rows (config.json key <-> ModelConfig key, a default, a choice
-of values), read and written by `read` / `write`; the RoPE keys every rotary family shares (`Rope`). A setting
-zoo cannot reproduce is named with what is supported (`require`)."""
+"""A family's config.json as one table of `Key` rows (config.json key <-> ModelConfig key as a dotted path,
+a default, a choice of values), read and written by `read` / `write`; the RoPE keys every rotary family shares
+(`Rope`); transformers' per-layer lists as a layer pattern (`pattern_of`). A setting zoo cannot reproduce is
+named with what is supported (`require`)."""
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from zoo.config import ModelConfig, value_at
+from zoo.modules.layer_pattern import LayerPattern
 from zoo.modules.positional_settings import ROPE_SCALING
 
 REQUIRED = object()  # a Key without a default: config.json must hold it (io.HFConfig names the file and key)
 # ModelConfig keys written as their resolved value (d_ff=None is written as the d_ff it builds)
-RESOLVED = {"d_ff": "ffn_dim", "n_kv_heads": "kv_heads", "head_dim": "head_size", "qkv_bias": "use_qkv_bias",
+RESOLVED = {"d_ff": "ffn_dim", "n_kv_heads": "kv_heads", "head_dim": "head_size",
+            "mixer.qkv_bias": "use_qkv_bias",
             "attn_dropout": "attention_dropout", "encoder_layers": "n_encoder_layers",
             "decoder_layers": "n_decoder_layers", "decoder_start_id": "start_id"}
 # HF activation -> zoo activation (plain MLPs); export writes the first HF name of each
@@ -24,9 +27,10 @@ PLAIN = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tan
 
 @dataclass(frozen=True)
 class Key:
-    """config.json key `hf` <-> ModelConfig key `zoo`: read as `default` when absent, through `choices` (HF
-    value -> zoo value) when given. `token`: a token id, kept only inside the vocabulary (its default may name
-    a key read before, e.g. GPT-2's pad id defaults to its eos id)."""
+    """config.json key `hf` <-> ModelConfig key `zoo` (a dotted path: "mixer.sliding_window"): read as
+    `default` when absent, through `choices` (HF value -> zoo value) when given. `token`: a token id, kept
+    only inside the vocabulary (its default may name a key read before, e.g. GPT-2's pad id defaults to its
+    eos id)."""
 
     zoo: str
     hf: str
@@ -91,6 +95,22 @@ def special_id(hf: Mapping[str, Any], key: str, vocab_size: int, default: int | 
                       f"{default}.", stacklevel=4)
         return default
     return int(value)
+
+
+def pattern_of(layers: Sequence[str], default: str) -> list[str] | dict[str, list[str]]:
+    """transformers' per-layer answers as `model.layer_pattern` data: one tag spec per layer ("moe",
+    "dense", ...) -> the shortest {prefix, cycle} that gives exactly them; [] when every layer is `default`
+    (the model's default layer, which the empty pattern means). A prefix is kept only where it shortens the
+    pattern (Qwen MoE's dense first layers: {prefix: [dense], cycle: [moe]})."""
+    layers = list(layers)
+    if all(spec == default for spec in layers):
+        return []
+    best = LayerPattern.from_layers(layers)
+    for start in range(1, len(layers)):
+        cycle = LayerPattern.from_layers(layers[start:]).cycle
+        if start + len(cycle) < len(best.prefix) + len(best.cycle):
+            best = LayerPattern(tuple(layers[:start]), cycle)
+    return best.to_data()
 
 
 # ----- RoPE: transformers 5's `rope_parameters`, 4.x's `rope_theta` / `rope_scaling` -----

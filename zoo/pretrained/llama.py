@@ -2,13 +2,14 @@
 attention; `model.embed_tokens`, `model.layers.{i}.*`, `model.norm`, then the head the folder's class says
 (decoder_heads.py). HF keeps q/k/v and gate/up as separate matrices; zoo stacks them as [q | k | v] and
 [gate | value]. Each family below is Llama's tables with what differs:
-Mistral: no biases, every layer attending within `sliding_window` (null: full attention; transformers ignores
-a Mistral config's `layer_types`, and so does zoo). Qwen2 (and 2.5): biases on q, k and v only; its sliding
-window (`use_sliding_window` from `max_window_layers` on, or `layer_types`) only where zoo's reproduces it:
-every layer or none. Qwen3: Qwen2 with an RMSNorm on each head's q and k (`qk_norm`), head_dim 128 when
-omitted, no q/k/v bias. Phi-3: Mistral's with q/k/v fused in `qkv_proj`, gate/up in `gate_up_proj`, a partial
-rotary (`rope_fraction`), plain RoPE or LongRoPE (Phi-3 128k, Phi-3.5, Phi-4-mini: `rope_scaling=longrope`,
-its original length the top-level `original_max_position_embeddings`, as transformers reads it)."""
+Mistral: no biases, every layer attending within `sliding_window` (model.mixer.sliding_window; null: full
+attention; transformers ignores a Mistral config's `layer_types`, and so does zoo). Qwen2 (and 2.5): biases on
+q, k and v only (model.mixer.qkv_bias); its sliding window (`use_sliding_window` from `max_window_layers` on,
+or `layer_types`) only where zoo's reproduces it: every layer or none. Qwen3: Qwen2 with an RMSNorm on each
+head's q and k (model.mixer.qk_norm), head_dim 128 when omitted, no q/k/v bias. Phi-3: Mistral's with q/k/v
+fused in `qkv_proj`, gate/up in `gate_up_proj`, a partial rotary (model.positional.fraction), plain RoPE or
+LongRoPE (Phi-3 128k, Phi-3.5, Phi-4-mini: model.positional.scaling=longrope, its original length the
+top-level `original_max_position_embeddings`, as transformers reads it)."""
 
 from __future__ import annotations
 
@@ -45,8 +46,8 @@ KEYS = (
     Key("eos_id", "eos_token_id", 2, token=True),
 )
 DECODER = {"arch": "decoder", "norm": "rmsnorm", "norm_placement": "pre", "positional": "rope",
-           "rope_layout": "half", "dropout": 0.0, "bias": False}
-WINDOW = Key("sliding_window", "sliding_window", 4096)
+           "positional.layout": "half", "dropout": 0.0, "bias": False}
+WINDOW = Key("mixer.sliding_window", "sliding_window", 4096)
 
 
 class LlamaShaped(Family):
@@ -101,7 +102,7 @@ class Mistral(LlamaShaped):
 class Qwen2(LlamaShaped):
     model_type = "qwen2"
     class_prefix = "Qwen2"
-    fixed = {**DECODER, "qkv_bias": True}
+    fixed = {**DECODER, "mixer.qkv_bias": True}
     defaults = {"max_position_embeddings": 32768}
     KINDS = ("full_attention", "sliding_attention")
 
@@ -114,13 +115,13 @@ class Qwen2(LlamaShaped):
             uniform = len(kinds) == 1 and kinds <= set(self.KINDS)
             checks["layer_types all full_attention or all sliding_attention"] = (uniform, True)
         local = window is not None and kinds == {"sliding_attention"}
-        return {**rope, "sliding_window": window if local else None}, checks
+        return {**rope, "mixer.sliding_window": window if local else None}, checks
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
-        window = cfg.sliding_window
+        window = cfg.mixer.sliding_window
         return {**super().more_to_hf(cfg), "use_sliding_window": window is not None, "sliding_window": window,
                 "max_window_layers": 0 if window is not None else cfg.n_layers,
-                # global_every: the round trip
+                # a layer pattern with global layers: the round trip names it
                 "layer_types": [self.KINDS[window is not None]] * cfg.n_layers}
 
 
@@ -129,7 +130,7 @@ class Qwen3(Qwen2):
 
     model_type = "qwen3"
     class_prefix = "Qwen3"
-    fixed = {**DECODER, "qk_norm": True}
+    fixed = {**DECODER, "mixer.qk_norm": True}
     defaults = {**Qwen2.defaults, "head_dim": 128}
     requires = {"attention_bias": False}
 

@@ -5,7 +5,7 @@ instead of a folder that `transformers` and zoo load as a different model."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,16 +23,21 @@ NOT_IN_THE_MODEL = frozenset({"init_std", "dropout", "attn_dropout"})
 
 def effective(cfg: ModelConfig) -> dict[str, Any]:
     """The config with every default resolved (d_ff=None and d_ff=ffn_ratio*d_model build the same model) and
-    the keys its head does not read left out."""
+    the keys its head does not read left out; parts as dotted paths ("positional.scaling.factor"), the layer
+    pattern as what each layer is."""
     cfg = without_foreign_keys(cfg)
-    out = cfg.to_dict()
-    out.update(d_ff=cfg.ffn_dim, n_kv_heads=cfg.kv_heads, head_dim=cfg.head_size, qkv_bias=cfg.use_qkv_bias,
+    data = cfg.to_dict()
+    data["mixer"]["qkv_bias"] = cfg.use_qkv_bias
+    if not getattr(cfg.mixer, "qk_norm", False):
+        data["mixer"].pop("qk_norm_scope", None)  # no qk norm: no scope
+    out: dict[str, Any] = {}
+    for key, value in data.items():  # in the order of the fields, parts in their place
+        out.update(_paths(key, value) if key in ("positional", "mixer") else {key: value})
+    out.update(d_ff=cfg.ffn_dim, n_kv_heads=cfg.kv_heads, head_dim=cfg.head_size,
                decoder_start_id=cfg.start_id, final_norm=uses_final_norm(cfg),
                head_activation=_head_activation(cfg),
                encoder_layers=cfg.n_encoder_layers, decoder_layers=cfg.n_decoder_layers,
-               nope_every=cfg.nope_every if cfg.nope_every <= max(cfg.n_encoder_layers, cfg.n_decoder_layers)
-               else 0,  # beyond the last layer: every layer rotates
-               qk_norm_scope=cfg.qk_norm_scope if cfg.qk_norm else "head")  # no qk norm: no scope
+               layer_pattern=Layers.of(cfg))
     out.update(head_settings(cfg))
     out["moe"] = moe_in_the_model(cfg)
     # n_layers: in the resolved encoder/decoder_layers
@@ -42,6 +47,35 @@ def effective(cfg: ModelConfig) -> dict[str, Any]:
     if cfg.arch != "encoder_decoder":
         out.pop("decoder_start_id")
     return out
+
+
+def _paths(path: str, part: Any) -> dict[str, Any]:
+    """A part's data as dotted paths: {"positional": "rope", "positional.base": 1e4, ...}."""
+    if not isinstance(part, Mapping):
+        return {path: part}
+    out = {path: part["name"]}
+    for key, value in part.items():
+        if key != "name":
+            out.update(_paths(f"{path}.{key}", value))
+    return out
+
+
+@dataclass(frozen=True)
+class Layers:
+    """The layer pattern compared by what it makes each layer (local, rotary, MoE), so two spellings of one
+    stack are equal (a cycle tiled to the depth, a pattern beyond the last layer), and shown as written."""
+
+    each: tuple[tuple[bool, bool, bool], ...]
+    written: Any = field(compare=False)
+
+    @classmethod
+    def of(cls, cfg: ModelConfig) -> Layers:
+        depth = max(cfg.n_encoder_layers, cfg.n_decoder_layers)
+        each = tuple((cfg.layer_is_local(i), cfg.layer_rotates(i), cfg.layer_is_moe(i)) for i in range(depth))
+        return cls(each, cfg.layer_pattern.to_data())
+
+    def __repr__(self) -> str:
+        return repr(self.written)
 
 
 @dataclass(frozen=True)
