@@ -1,4 +1,4 @@
-"""`learned` with `pos_skip_pads` (RoBERTa): the table rows read at every position, pads included, equal
+"""`learned` with `skip_pads` (RoBERTa): the table rows read at every position, pads included, equal
 transformers' RobertaEmbeddings.create_position_ids_from_input_ids for a tokenizer's mask (ids != pad_id)."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ PAD, D, MAX_LEN = 1, 4, 20
 
 
 def _model(**overrides):
-    cfg = dict(arch="encoder", vocab_size=10, d_model=D, n_heads=1, n_layers=1, positional="learned",
-               pad_id=PAD, pos_offset=PAD + 1, pos_skip_pads=True, max_seq_len=MAX_LEN)
-    model = zoo.build({**cfg, **overrides})
+    cfg = dict(arch="encoder", vocab_size=10, d_model=D, n_heads=1, n_layers=1, pad_id=PAD,
+               positional={"name": "learned", "offset": PAD + 1, "skip_pads": True}, max_seq_len=MAX_LEN)
+    model = zoo.build(cfg, **overrides)
     with torch.no_grad():  # row i holds i: the embedding returns the row index it read
         table = model.embed.positional.table
         table.weight.copy_(torch.arange(table.num_embeddings, dtype=torch.float)[:, None].expand(-1, D))
@@ -58,12 +58,12 @@ def test_without_a_mask_positions_are_consecutive():
 
 
 def test_default_learned_positions_ignore_the_mask():
-    model = _model(pos_skip_pads=False, pos_offset=0)
+    model = _model(positional={"skip_pads": False, "offset": 0})
     mask = (IDS != PAD).long()
     assert torch.equal(_rows_read(model, IDS, mask), torch.arange(IDS.shape[1]).expand_as(IDS))
 
 
 def test_pad_row_must_exist():
-    with pytest.raises(ValueError, match="pos_skip_pads.*pad_id=30.*21 rows"):
+    with pytest.raises(ValueError, match=r"model.positional.skip_pads=true .*pad_id=30.*21 rows"):
         zoo.build(dict(arch="encoder", vocab_size=40, d_model=D, n_heads=1, n_layers=1, pad_id=30,
-                       pos_offset=1, pos_skip_pads=True, max_seq_len=MAX_LEN))
+                       positional={"name": "learned", "offset": 1, "skip_pads": True}, max_seq_len=MAX_LEN))
