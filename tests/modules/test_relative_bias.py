@@ -27,8 +27,8 @@ def test_bias_matches_t5_attention(causal):
     hf_config = transformers.T5Config(d_model=16, d_kv=4, num_heads=4, relative_attention_num_buckets=8,
                                       relative_attention_max_distance=20, is_decoder=causal)
     theirs = T5Attention(hf_config, has_relative_attention_bias=True)
-    ours = T5RelativeBias(ModelConfig(d_model=16, n_heads=4, positional="t5_relative", rel_buckets=8,
-                                      rel_max_distance=20))
+    ours = T5RelativeBias(ModelConfig(d_model=16, n_heads=4, positional={"name": "t5_relative", "buckets": 8,
+                                                                     "max_distance": 20}))
     torch.nn.init.normal_(ours.relative_bias.weight)
     theirs.relative_attention_bias.weight.data.copy_(ours.relative_bias.weight)
     for q_start, q_len, k_len in [(0, 30, 30), (29, 1, 30), (10, 5, 15)]:  # full, one cached step, a chunk
@@ -46,9 +46,9 @@ def test_encoder_and_decoder_keep_separate_tables():
 
 
 @pytest.mark.parametrize(("key", "value", "message"), [
-    ("rel_buckets", 7, "rel_buckets must be an even integer >= 4"),
-    ("rel_max_distance", 4, "rel_max_distance must be an integer > rel_buckets / 2 = 16"),
+    ("buckets", 7, "model.positional.buckets must be an even integer >= 4"),
+    ("max_distance", 4, "model.positional.max_distance must be an integer > buckets / 2 = 16"),
 ])
 def test_bad_bucket_config(key, value, message):
     with pytest.raises(ValueError, match=message):
-        zoo.build(dict(arch="decoder", d_model=16, n_heads=2, positional="t5_relative", **{key: value}))
+        zoo.build(dict(arch="decoder", d_model=16, n_heads=2, positional={"name": "t5_relative", key: value}))

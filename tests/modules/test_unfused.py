@@ -22,8 +22,8 @@ from zoo.modules.unfused import FusedColumns, fuse_state_dict, is_unfused_key, u
 
 ATTENTION = {
     "mha": (dict(d_model=16, n_heads=4), False),
-    "gqa": (dict(d_model=16, n_heads=4, n_kv_heads=2, qkv_bias=True), False),
-    "cross": (dict(d_model=16, n_heads=4, n_kv_heads=2, qkv_bias=True), True),
+    "gqa": (dict(d_model=16, n_heads=4, n_kv_heads=2, mixer={"qkv_bias": True}), False),
+    "cross": (dict(d_model=16, n_heads=4, n_kv_heads=2, mixer={"qkv_bias": True}), True),
 }
 
 
