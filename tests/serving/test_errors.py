@@ -184,8 +184,9 @@ def test_engine_failure_is_a_500_and_the_server_goes_on(server):
 ])
 def test_an_unsupported_value_is_named_in_json(field, value, message):
     """A client writes JSON: the refusal shows the value and the allowed one as JSON (null, not None)."""
-    from zoo.serving.protocol import APIError, read_request
+    from zoo.serving.completion import Completion
+    from zoo.serving.protocol import APIError
 
     with pytest.raises(APIError) as caught:
-        read_request({**GOOD, field: value}, "completion")
+        Completion().read_request({**GOOD, field: value})
     assert (caught.value.status, caught.value.message) == (400, message)

@@ -1,10 +1,12 @@
 """An OpenAI-compatible HTTP server with continuous batching (apps floor): `python serve.py ckpt=...`.
 
 ``protocol`` reads and checks request bodies into typed records (OpenAI's 4xx error bodies for bad ones),
-``prepare`` makes a body ready (parsed, checked, chat rendered, tokenized) in the processes of ``workers``
-(a time and memory budget each, off the event loop), ``guard`` checks the API key, content type and body size,
-``schema`` describes the bodies in OpenAPI,
-``batch`` keeps the running batch's KV cache as requests join and leave, ``engine`` is the one thread that
-owns the model and steps the batch, ``mailbox`` carries its tokens to the event loop, ``text`` turns them
-into streamed text (stop strings), ``app`` is the FastAPI application (routes, server-sent events), and
-``cli`` is the command line. See docs/serving.md."""
+``endpoint`` is the base of one class per endpoint (``completion``, ``chat``: each its fields, prompt ids,
+default budget and rendering; ``ENDPOINTS`` registers them), ``prepare`` makes a body ready (parsed,
+checked, chat rendered, tokenized) in the processes of ``workers`` (a time and memory budget each, off the
+event loop), ``guard`` checks the API key, content type and body size, ``schema`` describes the bodies in
+OpenAPI, ``batch`` keeps the running batch's KV cache as requests join and leave, ``engine`` is the one
+thread that owns the model and steps the batch (``raw_logprobs`` its log-probabilities, ``logprobs`` their
+formats), ``mailbox`` carries its tokens to the event loop, ``text`` turns them into streamed text (stop
+strings), ``app`` is the FastAPI application (routes, server-sent events), and ``cli`` is the command line.
+See docs/serving.md."""

@@ -1,6 +1,7 @@
-"""The FastAPI application: /v1/models, /v1/completions and /v1/chat/completions in OpenAI's formats, each
-request's choices handed to the engine as sequences and their tokens turned back into text (whole JSON, or
-server-sent events ending with `data: [DONE]` when `stream` is true). Every refusal is an OpenAI error body
+"""The FastAPI application: /v1/models and one route per registered endpoint (zoo.serving.endpoint.ENDPOINTS:
+/v1/completions, /v1/chat/completions) in OpenAI's formats, each request's choices handed to the engine as
+sequences and their tokens turned back into text (whole JSON, or server-sent events ending with
+`data: [DONE]` when `stream` is true). Every refusal is an OpenAI error body
 with a 4xx status (zoo.serving.protocol); a client that goes away cancels its sequences, freeing their rows
 at the next step boundary."""
 
@@ -17,9 +18,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 
+import zoo.serving.chat  # noqa: F401  (registers /v1/chat/completions)
+import zoo.serving.completion  # noqa: F401  (registers /v1/completions)
 from zoo.generation.config import GenerationConfig
 from zoo.generation.logits import Choice
 from zoo.generation.stopping import RowStop
+from zoo.serving.endpoint import ENDPOINTS, Endpoint
 from zoo.serving.engine import QueueFull, Sequence
 from zoo.serving.guard import DEFAULT_MAX_BODY_MB, key_check, read_body
 from zoo.serving.logprobs import TokenLogprob
@@ -74,7 +78,7 @@ def create_app(served: Served, *, api_key: str | None = None,
         check_model(served.limits, model_id)
         return _model_card(served)
 
-    async def complete(request: HTTPRequest, endpoint: str):
+    async def complete(request: HTTPRequest, endpoint: Endpoint):
         raw = await read_body(request, max_body_mb)
         prepared = await served.workers.prepare(raw, endpoint, wait=served.timeout)  # off the event loop
         req, prompts = prepared.request, prepared.prompts
@@ -88,20 +92,22 @@ def create_app(served: Served, *, api_key: str | None = None,
         except QueueFull as e:
             raise APIError(429, f"The server is busy ({e}); retry later.", type="requests",
                            code="rate_limit_exceeded") from None
-        run = Run(served, req, prompts, seqs, queue)
+        run = Run(served, endpoint, req, prompts, seqs, queue)
         if req.stream:
             return StreamingResponse(run.sse(), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
         return JSONResponse(await run.whole(request.is_disconnected))
 
-    @app.post("/v1/completions", openapi_extra=request_body("completion", served.name))
-    async def completions(request: HTTPRequest):
-        return await complete(request, "completion")
+    def answering(endpoint: Endpoint):
+        async def route(request: HTTPRequest):
+            return await complete(request, endpoint)
 
-    @app.post("/v1/chat/completions", openapi_extra=request_body("chat", served.name))
-    async def chat_completions(request: HTTPRequest):
-        return await complete(request, "chat")
+        return route
 
+    for name in ENDPOINTS:
+        endpoint = ENDPOINTS[name]
+        app.post(endpoint.path, name=endpoint.route_name,
+                 openapi_extra=request_body(endpoint, served.name))(answering(endpoint))
     return app
 
 

@@ -9,7 +9,7 @@ Choice: argmax, or temperature / top-p then one multinomial draw from the row's 
 request gives the same tokens whether it runs alone or among others. A row may also carry stop strings
 (zoo.generation.stopping: it leaves at the token that completes one), penalties and a logit bias applied to
 its logits before the pick (zoo.serving.penalties), and a wish for log-probabilities, read from the raw
-logits (zoo.serving.logprobs).
+logits (zoo.serving.raw_logprobs).
 
 A failure that belongs to one row ends that row alone (finish "error", `Sequence.error` says why) and the
 others go on: its penalties, its sampling, its stop-string decode, its delivery, its echo scoring, its
@@ -33,8 +33,9 @@ from zoo.generation.logits import Choice
 from zoo.generation.stopping import RowStop
 from zoo.modules.cache import KVCache
 from zoo.serving.batch import RunningBatch
-from zoo.serving.logprobs import TokenLogprob, pick_logprobs
+from zoo.serving.logprobs import TokenLogprob
 from zoo.serving.penalties import Penalties
+from zoo.serving.raw_logprobs import pick_logprobs
 
 # (new token or None, finish reason or None, its log-probabilities when asked for): called on the engine
 # thread; must not block. A row with `prompt_logprobs` first gets (None, None, [one per prompt token after the

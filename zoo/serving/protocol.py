@@ -1,7 +1,8 @@
-"""Request bodies of /v1/completions and /v1/chat/completions read into one typed record, and the error
-bodies OpenAI's API returns for bad ones: ``{"error": {"message", "type", "param", "code"}}`` with a 4xx
-status. Each accepted field is one row of a table (its type, its range, its default), so a new field is a row,
-not a branch."""
+"""What every endpoint's request shares: the JSON body parsed, its fields checked against the endpoint's table
+and read into one typed record, and the error bodies OpenAI's API returns for bad ones: ``{"error":
+{"message", "type", "param", "code"}}`` with a 4xx status. Each accepted field is one row of a table (its
+type, its range, its default), so a new field is a row, not a branch; each endpoint's own rows and reading
+are its entry's (zoo.serving.endpoint)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from typing import Any
 
 MAX_N = 64  # choices per request (each is one row of the running batch)
 MAX_STOP = 4  # stop sequences per request, as OpenAI allows
-MAX_LOGPROBS = {"completion": 5, "chat": 20}  # OpenAI's bounds on `logprobs` / `top_logprobs`
 BIAS_RANGE = 100  # logit_bias values lie in [-100, 100]
 
 
@@ -87,7 +87,7 @@ def _is_number(v: Any) -> bool:
     return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
 
 
-def _is_ids(v: Any) -> bool:
+def is_ids(v: Any) -> bool:
     return isinstance(v, list) and len(v) > 0 and all(_is_int(i) for i in v)
 
 
@@ -100,8 +100,8 @@ KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "object": (lambda v: isinstance(v, dict), "an object"),
     "stop": (lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(s, str) for s in v)),
              "a string or an array of strings"),
-    "prompt": (lambda v: isinstance(v, str) or _is_ids(v) or (isinstance(v, list) and len(v) > 0 and (
-        all(isinstance(p, str) for p in v) or all(_is_ids(p) for p in v))),
+    "prompt": (lambda v: isinstance(v, str) or is_ids(v) or (isinstance(v, list) and len(v) > 0 and (
+        all(isinstance(p, str) for p in v) or all(is_ids(p) for p in v))),
                "a string, an array of strings, an array of token ids or an array of such arrays"),
     "messages": (lambda v: isinstance(v, list), "an array of messages"),
     "any": (lambda v: True, "anything"),
@@ -122,22 +122,12 @@ COMMON: dict[str, Field] = {
     "frequency_penalty": Field("number", 0, low=-2, high=2),
     "logit_bias": Field("object"),
 }
-ENDPOINT_FIELDS: dict[str, dict[str, Field]] = {
-    "completion": {**COMMON, "prompt": Field("prompt", required=True),
-                   "echo": Field("boolean", False), "best_of": Field("integer", only=(1, None)),
-                   "suffix": Field("string", only=(None,)),
-                   "logprobs": Field("integer", low=0, high=MAX_LOGPROBS["completion"])},
-    "chat": {**COMMON, "messages": Field("messages", required=True), "max_completion_tokens":
-             Field("integer", low=0), "logprobs": Field("boolean", False),
-             "top_logprobs": Field("integer", low=0, high=MAX_LOGPROBS["chat"])},
-}
 
 
 @dataclass
 class Request:
     """A checked request: what to continue (`prompts`: texts or token ids; chat: `messages`) and how."""
 
-    endpoint: str  # "completion" or "chat"
     model: str
     prompts: list[str | list[int]] = field(default_factory=list)
     messages: list[dict[str, Any]] | None = None
@@ -156,9 +146,9 @@ class Request:
     logit_bias: dict[int, float] = field(default_factory=dict)  # token id -> bias (ids checked by the app)
 
 
-def read_request(body: dict[str, Any], endpoint: str) -> Request:
-    """Check every field of `body` against the endpoint's table; the first problem is a 400 naming it."""
-    fields = ENDPOINT_FIELDS[endpoint]
+def read_fields(body: dict[str, Any], fields: dict[str, Field]) -> dict[str, Any]:
+    """Every field of `fields` read from `body` (its default when absent or null), each checked against its
+    row; the first problem is a 400 naming it."""
     for name in body:
         if name not in fields:
             raise APIError(400, f"Unrecognized request argument supplied: {name}", param=name)
@@ -180,7 +170,7 @@ def read_request(body: dict[str, Any], endpoint: str) -> Request:
             raise APIError(400, f"'{name}'={json.dumps(value)} is not supported by this server; leave it out "
                                 f"(or {json.dumps(spec.only[0])}).", param=name, code="unsupported_parameter")
         values[name] = value
-    return _request(endpoint, values)
+    return values
 
 
 def _check_range(name: str, spec: Field, value: Any) -> None:
@@ -197,7 +187,9 @@ def _check_range(name: str, spec: Field, value: Any) -> None:
                        code=f"{kind}_above_max_value")
 
 
-def _request(endpoint: str, v: dict[str, Any]) -> Request:
+def common_request(v: dict[str, Any]) -> Request:
+    """The Request of the checked values of the fields every endpoint shares (COMMON); the endpoint's entry
+    reads its own fields into it."""
     stop = [v["stop"]] if isinstance(v["stop"], str) else list(v["stop"] or [])
     if len(stop) > MAX_STOP or any(s == "" for s in stop):
         raise APIError(400, f"Invalid 'stop': give at most {MAX_STOP} non-empty strings, got {stop!r}.",
@@ -212,27 +204,11 @@ def _request(endpoint: str, v: dict[str, Any]) -> Request:
     if set(options) - {"include_usage"} or not isinstance(options.get("include_usage", False), bool):
         raise APIError(400, f"Invalid 'stream_options': only {{\"include_usage\": true|false}} is supported, "
                             f"got {options!r}.", param="stream_options")
-    request = Request(endpoint, v["model"], max_tokens=v["max_tokens"], temperature=float(v["temperature"]),
-                      top_p=float(v["top_p"]), n=v["n"], seed=v["seed"], stop=stop, stream=v["stream"],
-                      include_usage=options.get("include_usage", False),
-                      presence_penalty=float(v["presence_penalty"]),
-                      frequency_penalty=float(v["frequency_penalty"]),
-                      logit_bias=_logit_bias(v["logit_bias"]))
-    if endpoint == "chat":
-        request.messages = v["messages"]
-        if v["max_completion_tokens"] is not None:
-            request.max_tokens = v["max_completion_tokens"]
-        if v["top_logprobs"] is not None and not v["logprobs"]:
-            raise APIError(400, "Invalid 'top_logprobs': it needs 'logprobs' set to true.",
-                           param="top_logprobs")
-        if v["logprobs"]:
-            request.logprobs = v["top_logprobs"] or 0
-    else:
-        request.logprobs, request.echo = v["logprobs"], v["echo"]
-        prompt = v["prompt"]
-        one = isinstance(prompt, str) or _is_ids(prompt)
-        request.prompts = [prompt] if one else list(prompt)
-    return request
+    return Request(v["model"], max_tokens=v["max_tokens"], temperature=float(v["temperature"]),
+                   top_p=float(v["top_p"]), n=v["n"], seed=v["seed"], stop=stop, stream=v["stream"],
+                   include_usage=options.get("include_usage", False),
+                   presence_penalty=float(v["presence_penalty"]),
+                   frequency_penalty=float(v["frequency_penalty"]), logit_bias=_logit_bias(v["logit_bias"]))
 
 
 def _logit_bias(bias: dict[str, Any] | None) -> dict[int, float]:

@@ -1,6 +1,7 @@
 """One request in flight: its choices' tokens, as the engine delivers them, turned into OpenAI's responses,
-one JSON body or server-sent events: text (stop strings cut, an echoed prompt first), finish reasons,
-log-probabilities in the endpoint's format, usage; and the 408 / 500 of a request that failed."""
+one JSON body or server-sent events: text (stop strings cut, an echoed prompt first), finish reasons, usage,
+and each choice, its log-probabilities and a stream's opening as its endpoint renders them; and the 408 / 500
+of a request that failed."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from zoo.serving.endpoint import Endpoint, LogprobEntry
 from zoo.serving.engine import Sequence
-from zoo.serving.logprobs import TokenLogprob, chat_logprobs, completion_logprobs
+from zoo.serving.logprobs import TokenLogprob
 from zoo.serving.protocol import APIError, Request
 from zoo.serving.served import Served
 from zoo.serving.text import ChoiceText
@@ -24,14 +26,14 @@ log = logging.getLogger(__name__)
 class Run:
     """One request in flight: its choices' texts as tokens arrive, as one JSON body or as SSE chunks."""
 
-    def __init__(self, served: Served, req: Request, prompts: list[list[int]], seqs: list[Sequence],
-                 queue: asyncio.Queue) -> None:
-        self.served, self.req, self.seqs, self.queue = served, req, seqs, queue
+    def __init__(self, served: Served, endpoint: Endpoint, req: Request, prompts: list[list[int]],
+                 seqs: list[Sequence], queue: asyncio.Queue) -> None:
+        self.served, self.endpoint, self.req, self.seqs, self.queue = served, endpoint, req, seqs, queue
         count = len(prompts) * req.n
         decode = served.tokenizer.decode
         self.texts = [ChoiceText(decode, req.stop) for _ in range(count)]
         # (token, its log-probabilities (None: the first prompt token), its character offset), per choice
-        self.logprobs: list[list[tuple[int, TokenLogprob | None, int]]] = [[] for _ in range(count)]
+        self.logprobs: list[list[LogprobEntry]] = [[] for _ in range(count)]
         self.prompts = [prompts[i // req.n] for i in range(count)]
         # echo: each choice's text begins with its prompt (as given, or its ids decoded)
         self.echo = [(req.prompts[i // req.n] if isinstance(req.prompts[i // req.n], str)
@@ -41,9 +43,7 @@ class Run:
         self.tokens = [0] * count
         self.finish: list[str | None] = [None if seqs else "length"] * count
         self.prompt_tokens = sum(len(p) for p in prompts)
-        chat = req.endpoint == "chat"
-        self.id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
-        self.object = "chat.completion" if chat else "text_completion"
+        self.id = f"{endpoint.id_prefix}-{uuid.uuid4().hex}"
         self.created = int(time.time())
 
     async def events(self, poll: Callable[[], Awaitable[bool]] | None = None,
@@ -118,22 +118,13 @@ class Run:
         entries = self.logprobs[index][self.logprobs_sent[index] if chunk else 0:]
         if chunk:
             self.logprobs_sent[index] = len(self.logprobs[index])
-        decode = self.served.tokenizer.decode
-        pairs = [(t, lp) for t, lp, _ in entries]
-        if self.req.endpoint == "completion":
-            return completion_logprobs(pairs, [offset for _, _, offset in entries], decode)
-        return chat_logprobs(pairs, decode)
+        return self.endpoint.logprobs(entries, self.served.tokenizer.decode)
 
     def _choice(self, index: int, text: str, finish: str | None, *, chunk: bool) -> dict[str, Any]:
-        logprobs = self._logprobs(index, chunk=chunk)
-        if self.req.endpoint == "completion":
-            return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish}
-        key, message = ("delta", {"content": text}) if chunk else ("message",
-                                                                   {"role": "assistant", "content": text})
-        return {"index": index, key: message, "logprobs": logprobs, "finish_reason": finish}
+        return self.endpoint.choice(index, text, finish, self._logprobs(index, chunk=chunk), chunk=chunk)
 
     def _envelope(self, choices: list[dict[str, Any]], chunk: bool) -> dict[str, Any]:
-        kind = self.object + (".chunk" if chunk and self.req.endpoint == "chat" else "")
+        kind = self.endpoint.chunk_object if chunk else self.endpoint.object
         return {"id": self.id, "object": kind, "created": self.created, "model": self.served.name,
                 "choices": choices}
 
@@ -145,16 +136,15 @@ class Run:
         return {**self._envelope(choices, False), "usage": self.usage()}
 
     async def sse(self) -> AsyncIterator[str]:
-        """Server-sent events: a role chunk per chat choice, a chunk per piece of text, one with each choice's
-        finish reason, the usage chunk when asked for, then `data: [DONE]`."""
+        """Server-sent events: the endpoint's opening chunk per choice (chat: the role), a chunk per piece of
+        text, one with each choice's finish reason, the usage chunk when asked for, then `data: [DONE]`."""
         def data(body: dict[str, Any]) -> str:
             return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
 
         usage = {"usage": None} if self.req.include_usage else {}
-        if self.req.endpoint == "chat":
-            for i in range(len(self.texts)):
-                first = {"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                         "finish_reason": None}
+        for i in range(len(self.texts)):
+            first = self.endpoint.opening(i)
+            if first is not None:
                 yield data({**self._envelope([first], True), **usage})
         if not self.seqs:  # max_tokens 0, nothing to score: the echoed prompts (if any) are the whole answer
             for i, text in enumerate(self.echo):

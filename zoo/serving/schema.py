@@ -1,12 +1,13 @@
-"""The OpenAPI description of the request bodies, derived from zoo.serving.protocol's field tables (one
-source: a field added there is documented, and fuzzed by tests/serving/test_fuzz.py, with no second list),
+"""The OpenAPI description of the request bodies, derived from each endpoint's field table (one source: a
+field added there is documented, and fuzzed by tests/serving/test_fuzz.py, with no second list),
 and OpenAI's error body that every 4xx carries. Served at /openapi.json."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from zoo.serving.protocol import ENDPOINT_FIELDS, MAX_STOP, Field
+from zoo.serving.endpoint import Endpoint
+from zoo.serving.protocol import MAX_STOP, Field
 from zoo.tokenizers.chat import MESSAGE_ROLES
 
 _IDS = {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1}
@@ -49,10 +50,10 @@ def field_schema(spec: Field, extra: dict[str, Any] | None = None) -> dict[str, 
     return schema if spec.required else {"anyOf": [schema, {"type": "null"}]}
 
 
-def request_body(endpoint: str, model: str) -> dict[str, Any]:
-    """The OpenAPI `requestBody` and error responses of /v1/completions ("completion") or
-    /v1/chat/completions ("chat") of a server serving `model`, for FastAPI's `openapi_extra`."""
-    fields = ENDPOINT_FIELDS[endpoint]
+def request_body(endpoint: Endpoint, model: str) -> dict[str, Any]:
+    """The OpenAPI `requestBody` and error responses of `endpoint`'s route on a server serving `model`, for
+    FastAPI's `openapi_extra`."""
+    fields = endpoint.fields
     properties = {name: field_schema(spec, BOUNDS.get(name, {})) for name, spec in fields.items()}
     properties["model"] = {"enum": [model]}  # the one model served; another name is a 404
     body = {"type": "object", "additionalProperties": False,

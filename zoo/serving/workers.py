@@ -19,7 +19,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from zoo.serving.prepare import Limits, Prepared, prepare
+from zoo.serving.endpoint import Endpoint, Limits
+from zoo.serving.prepare import Prepared, prepare
 from zoo.serving.protocol import APIError
 
 # where `python -m zoo.serving.workers` finds zoo, whatever the server's working directory
@@ -48,18 +49,18 @@ class Workers:
         self._threads = ThreadPoolExecutor(max_workers=processes + 32,
                                            thread_name_prefix="zoo-serving-prepare")
 
-    async def prepare(self, raw: bytes, endpoint: str, wait: float) -> Prepared:
+    async def prepare(self, raw: bytes, endpoint: Endpoint, wait: float) -> Prepared:
         """The request prepared in a worker process, or its APIError."""
         return await asyncio.get_running_loop().run_in_executor(self._threads, self.run, raw, endpoint, wait)
 
-    def run(self, raw: bytes, endpoint: str, wait: float) -> Prepared:
+    def run(self, raw: bytes, endpoint: Endpoint, wait: float) -> Prepared:
         """Blocking form of `prepare`."""
         try:
             worker = self._idle.get(timeout=max(wait, 0.0))
         except queue.Empty:
             raise APIError(429, "The server is busy (every request-preparing process is taken); retry later.",
                            type="requests", code="rate_limit_exceeded") from None
-        param = "messages" if endpoint == "chat" else "prompt"
+        param = endpoint.prompt_param
         try:
             try:
                 worker.send((raw, endpoint))
@@ -128,7 +129,7 @@ class _Worker:
     def __init__(self, proc: subprocess.Popen, jobs: Connection, conn: Connection) -> None:
         self.proc, self.jobs, self.conn = proc, jobs, conn
 
-    def send(self, job: tuple[bytes, str]) -> None:
+    def send(self, job: tuple[bytes, Endpoint]) -> None:
         self.jobs.send(job)
 
     def kill(self) -> None:
