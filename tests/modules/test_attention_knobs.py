@@ -27,19 +27,19 @@ def _hf_attention(kind: str):
 
         hf_cfg = transformers.Qwen3Config(head_dim=8, attention_bias=False, **common)
         attn, rope = m.Qwen3Attention(hf_cfg, layer_idx=0), m.Qwen3RotaryEmbedding(hf_cfg)
-        ours = dict(head_dim=8, qk_norm=True, bias=False)
+        ours = dict(head_dim=8, mixer={"qk_norm": True}, bias=False)
     elif kind == "olmo2":  # q_norm over all 4 * 8 q features, k_norm over 2 * 8
         from transformers.models.olmo2 import modeling_olmo2 as m
 
         hf_cfg = transformers.Olmo2Config(head_dim=8, **common)
         attn, rope = m.Olmo2Attention(hf_cfg, layer_idx=0), m.Olmo2RotaryEmbedding(hf_cfg)
-        ours = dict(head_dim=8, qk_norm=True, qk_norm_scope="all", bias=False)
+        ours = dict(head_dim=8, mixer={"qk_norm": True, "qk_norm_scope": "all"}, bias=False)
     elif kind == "qwen2":  # biases on q, k, v only
         from transformers.models.qwen2 import modeling_qwen2 as m
 
         hf_cfg = transformers.Qwen2Config(**common)
         attn, rope = m.Qwen2Attention(hf_cfg, layer_idx=0), m.Qwen2RotaryEmbedding(hf_cfg)
-        ours = dict(qkv_bias=True, bias=False)
+        ours = dict(mixer={"qkv_bias": True}, bias=False)
     else:  # gemma2: scores * query_pre_attn_scalar^-0.5, then 30 * tanh(scores / 30)
         from transformers.models.gemma2 import modeling_gemma2 as m
 
@@ -47,9 +47,9 @@ def _hf_attention(kind: str):
                                            attention_bias=False, sliding_window=64, **common)
         hf_cfg.layer_types = ["full_attention"]
         attn, rope = m.Gemma2Attention(hf_cfg, layer_idx=0), m.Gemma2RotaryEmbedding(hf_cfg)
-        ours = dict(head_dim=8, bias=False, attn_scale=12**-0.5, attn_softcap=3.0)
-    cfg = ModelConfig(d_model=16, n_heads=4, n_kv_heads=2, positional="rope", norm="rmsnorm", norm_eps=1e-6,
-                      rope_base=hf_cfg.rope_parameters["rope_theta"], **ours)
+        ours = dict(head_dim=8, bias=False, mixer={"scale": 12**-0.5, "softcap": 3.0})
+    cfg = ModelConfig(d_model=16, n_heads=4, n_kv_heads=2, norm="rmsnorm", norm_eps=1e-6,
+                      positional={"name": "rope", "base": hf_cfg.rope_parameters["rope_theta"]}, **ours)
     return attn.eval(), rope, cfg
 
 
@@ -93,7 +93,7 @@ def test_qk_norm_parameters_and_cache():
     import zoo
 
     model = zoo.build(dict(arch="decoder", vocab_size=32, d_model=16, n_heads=4, n_kv_heads=2, head_dim=8,
-                           qk_norm=True, positional="rope", norm="rmsnorm", attn_softcap=5.0,
+                           mixer={"qk_norm": True, "softcap": 5.0}, positional="rope", norm="rmsnorm",
                            final_softcap=4.0))
     attn = model.decoder_stack.layers[0].self_attn
     assert attn.q_norm.weight.shape == (8,) and attn.qkv.weight.shape == (8 * 4 + 2 * 8 * 2, 16)
@@ -113,12 +113,12 @@ def test_final_softcap_is_c_tanh_of_logits():
     torch.testing.assert_close(head(x), 2.5 * torch.tanh((x @ head.proj.weight.T) / 2.5))
 
 
-@pytest.mark.parametrize(("key", "value", "message"), [
-    ("head_dim", 0, "model.head_dim must be a positive integer"),
-    ("attn_softcap", -1.0, "model.attn_softcap must be > 0"),
-    ("attn_scale", 0.0, "model.attn_scale must be > 0"),
-    ("qk_norm", "yes", "model.qk_norm must be true or false"),
+@pytest.mark.parametrize(("keys", "message"), [
+    (dict(head_dim=0), "model.head_dim must be a positive integer"),
+    (dict(mixer={"softcap": -1.0}), "model.mixer.softcap must be > 0"),
+    (dict(mixer={"scale": 0.0}), "model.mixer.scale must be > 0"),
+    (dict(mixer={"qk_norm": "yes"}), "model.mixer.qk_norm must be true or false"),
 ])
-def test_bad_knob_values(key, value, message):
+def test_bad_knob_values(keys, message):
     with pytest.raises(ValueError, match=message):
-        check_config(ModelConfig(**{key: value}))
+        check_config(ModelConfig(**keys))
