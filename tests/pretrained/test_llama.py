@@ -65,8 +65,9 @@ def test_zoo_llama_preset_exports(tmp_path):
         assert (hf(input_ids=ids).logits - model(ids).logits).abs().max() < 1e-4
 
 
-# transformers rope_parameters -> the model.positional.scaling keys they map to. head 8, theta 500: wavelengths
-# 6.3, 30, 140, 664, so llama3 with original 64 keeps one pair (< 16), blends one and divides two (> 64)
+# transformers rope_parameters -> the model.positional.scaling keys they map to. head 8, theta 500:
+# wavelengths 6.3, 30, 140, 664, so llama3 with original 64 keeps one pair (< 16), blends one and divides
+# two (> 64)
 ROPE_SCALINGS = {
     "linear": ({"factor": 4.0}, {"factor": 4.0}),
     "llama3": ({"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,

@@ -27,8 +27,8 @@ def test_llama32_shape_loads_generates_and_exports(tmp_path):
     hf = tiny_llama(**LLAMA32)
     model = zoo.from_pretrained(saved(hf, tmp_path))
     c = model.config
-    assert (c.tie_embeddings, c.rope_scaling) == (True, "llama3")
-    assert {k: getattr(c, k) for k in KEYS} == KEYS
+    assert (c.tie_embeddings, c.positional.scaling.name) == (True, "llama3")
+    assert {k: getattr(c.positional.scaling, k) for k in KEYS} == KEYS
     right_padded_logits_match(hf, model)
     left_padded_logits_match(hf, model)
     sharp = perturbed(tiny_llama(**LLAMA32), scale=0.3)  # larger weights: distinct greedy choices

@@ -33,10 +33,12 @@ def test_sliding_window_logits_match_and_the_band_matters(tmp_path):
     hf = tiny_mistral()
     model = zoo.from_pretrained(saved(hf, tmp_path))
     c = model.config
-    assert (c.sliding_window, c.global_every, c.bias, c.kv_heads, c.rope_base) == (WINDOW, 0, False, 2, 500.0)
+    assert ((c.mixer.sliding_window, c.layer_pattern.to_data(), c.bias, c.kv_heads, c.positional.base)
+            == (WINDOW, [], False, 2, 500.0))
     right_padded_logits_match(hf, model)
     left_padded_logits_match(hf, model)
-    full = zoo.from_pretrained(saved(hf, tmp_path, "hf_copy"), sliding_window=None)  # same weights, no band
+    # same weights, no band
+    full = zoo.from_pretrained(saved(hf, tmp_path, "hf_copy"), mixer={"sliding_window": None})
     ids = torch.randint(3, 99, (1, 12))
     with torch.no_grad():
         assert (full(ids).logits[0, WINDOW:] - model(ids).logits[0, WINDOW:]).abs().max() > 1e-3
@@ -50,14 +52,14 @@ def test_greedy_matches_transformers_generate(tmp_path):
 def test_export_round_trip_and_null_window(tmp_path):
     hf = tiny_mistral(sliding_window=None, tie_word_embeddings=True)
     model = zoo.from_pretrained(saved(hf, tmp_path))
-    assert model.config.sliding_window is None and model.config.tie_embeddings
+    assert model.config.mixer.sliding_window is None and model.config.tie_embeddings
     out = export_round_trips(model, MistralForCausalLM, tmp_path / "export")
     assert json.loads((out / "config.json").read_text())["sliding_window"] is None
 
 
 def test_zoo_model_with_a_window_on_every_layer_exports_as_mistral(tmp_path):
     model = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24,
-                      sliding_window=WINDOW).eval()
+                      mixer={"sliding_window": WINDOW}).eval()
     out = zoo.save_pretrained(model, tmp_path / "fresh")  # llama cannot keep the window: mistral is chosen
     written = json.loads((out / "config.json").read_text())
     assert (written["model_type"], written["sliding_window"]) == ("mistral", WINDOW)
@@ -66,10 +68,11 @@ def test_zoo_model_with_a_window_on_every_layer_exports_as_mistral(tmp_path):
 
 def test_settings_mistral_cannot_express_are_named(tmp_path):
     model = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=2, n_heads=4, d_ff=24,
-                      sliding_window=4, global_every=2, bias=True)
-    with pytest.raises(ValueError, match=r"'mistral': its config.json cannot express model.qkv_bias=True "
-                                         r"\(would load as False\); model.global_every=2 \(would load as "
-                                         r"0\); model.bias=True \(would load as False\)"):
+                      mixer={"sliding_window": 4}, layer_pattern=["local", "global"], bias=True)
+    with pytest.raises(ValueError, match=r"'mistral': its config.json cannot express model.mixer.qkv_bias="
+                                         r"True \(would load as False\); model.layer_pattern=\['local', "
+                                         r"'global'\] \(would load as \[\]\); model.bias=True \(would load "
+                                         r"as False\)"):
         zoo.save_pretrained(model, tmp_path / "x", model_type="mistral")
     hf = {"model_type": "mistral", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4,
           "intermediate_size": 40, "vocab_size": 99, "hidden_act": "relu",
