@@ -138,7 +138,7 @@ def test_first_attn_norm_hand_checked():
     import zoo
 
     cfg = dict(arch="encoder", d_model=2, n_heads=1, n_layers=1, ffn="none", bias=False, positional="none",
-               final_norm=False, attn_scale=1e-9)  # scores ~0: uniform attention, an exact mean
+               final_norm=False, mixer={"scale": 1e-9})  # scores ~0: uniform attention, an exact mean
     x = torch.tensor([[[1.0, 3.0], [5.0, -1.0]]])  # (B=1, T=2, C=2)
     expected = {False: x + torch.tensor([3.0, 1.0]),  # mean of the raw rows
                 True: x + torch.tensor([0.0, 0.0])}  # LayerNorm rows (-1, 1) and (1, -1) average to 0

@@ -1,4 +1,4 @@
-"""Attention sinks (zoo.modules.sinks, `attn_sinks`) against hand-worked numbers, and the SDPA path against
+"""Attention sinks (zoo.modules.sinks, `mixer.sinks`) against hand-worked numbers, and the SDPA path against
 the explicit one (GQA, padding, sliding window, cache); swiglu_clamped (zoo.modules.clamped_glu) against its
 closed form."""
 
@@ -33,7 +33,7 @@ def test_a_sink_takes_its_share_of_the_denominator():
 
 
 def test_a_very_negative_sink_is_plain_attention():
-    cfg = ModelConfig(d_model=16, n_heads=2, attn_sinks=True)
+    cfg = ModelConfig(d_model=16, n_heads=2, mixer={"sinks": True})
     sunk, plain = Attention(cfg), Attention(ModelConfig(d_model=16, n_heads=2))
     plain.load_state_dict({k: v for k, v in sunk.state_dict().items() if k != "sinks"})
     with torch.no_grad():
@@ -48,7 +48,7 @@ def test_a_very_negative_sink_is_plain_attention():
 def test_sdpa_path_equals_the_explicit_path(window, padded):
     """GQA (4 heads, 2 KV heads), left padding, a sliding window, a prefill then one cached step."""
     torch.manual_seed(0)
-    attn = Attention(ModelConfig(d_model=32, n_heads=4, n_kv_heads=2, attn_sinks=True)).eval()
+    attn = Attention(ModelConfig(d_model=32, n_heads=4, n_kv_heads=2, mixer={"sinks": True})).eval()
     with torch.no_grad():
         attn.sinks.normal_()
     x = torch.randn(2, 7, 32)
@@ -97,7 +97,7 @@ def test_feedforward_with_swiglu_clamped_splits_gate_then_value():
 def test_the_sink_gradient_is_the_same_in_both_paths():
     """d loss / d sinks through SDPA's extra feature equals the explicit path's (and is nonzero)."""
     torch.manual_seed(1)
-    attn = Attention(ModelConfig(d_model=16, n_heads=4, n_kv_heads=2, attn_sinks=True))
+    attn = Attention(ModelConfig(d_model=16, n_heads=4, n_kv_heads=2, mixer={"sinks": True}))
     x, probe = torch.randn(2, 6, 16), torch.randn(2, 6, 16)
     mask = build_mask(torch.tensor([[1] * 6, [0, 1, 1, 1, 1, 1]]), causal=True, q_len=6, k_len=6)
     grads = []
