@@ -1,5 +1,5 @@
 """Phi-3 import/export parity against transformers' Phi3ForCausalLM: fused qkv_proj / gate_up_proj, partial
-rotary (partial_rotary_factor -> rope_fraction) and a sliding window (4) shorter than the sequences."""
+rotary (partial_rotary_factor -> positional.fraction) and a sliding window (4) shorter than the sequences."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ def test_fused_partial_rotary_windowed_logits_match(tmp_path):
     hf = tiny_phi3()
     model = zoo.from_pretrained(saved(hf, tmp_path))
     c = model.config
-    assert (c.rope_fraction, c.sliding_window, c.rope_base, c.bias, c.kv_heads) == (0.5, 4, 500.0, False, 2)
+    assert ((c.positional.fraction, c.mixer.sliding_window, c.positional.base, c.bias, c.kv_heads)
+            == (0.5, 4, 500.0, False, 2))
     right_padded_logits_match(hf, model)
     left_padded_logits_match(hf, model)
 
@@ -47,14 +48,14 @@ def test_export_round_trip_full_rotary_no_window(tmp_path):
     hf = tiny_phi3(sliding_window=None, tie_word_embeddings=True,
                    rope_parameters={"rope_type": "default", "rope_theta": 500.0})
     model = zoo.from_pretrained(saved(hf, tmp_path))
-    assert (model.config.rope_fraction, model.config.sliding_window) == (1.0, None)
+    assert (model.config.positional.fraction, model.config.mixer.sliding_window) == (1.0, None)
     right_padded_logits_match(hf, model)
     export_round_trips(model, Phi3ForCausalLM, tmp_path / "export")
 
 
 def test_zoo_model_with_partial_rotary_exports_as_phi3(tmp_path):
     model = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=24,
-                      rope_fraction=0.5).eval()
+                      positional={"fraction": 0.5}).eval()
     out = zoo.save_pretrained(model, tmp_path / "fresh")  # llama rotates every feature: phi3 is chosen
     written = json.loads((out / "config.json").read_text())
     assert written["model_type"] == "phi3" and written["rope_parameters"]["partial_rotary_factor"] == 0.5
@@ -69,6 +70,7 @@ def test_settings_phi3_cannot_express_are_named(tmp_path):
                                          r"\(supported: default, su, yarn, longrope\)"):
         zoo.pretrained.FAMILIES.get("phi3")().config_from_hf(hf)
     scaled = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=1, n_heads=4, d_ff=24,
-                       rope_scaling="linear", rope_factor=2.0)
-    with pytest.raises(ValueError, match=r"'phi3': .*model.rope_scaling='linear' \(would load as 'none'\)"):
+                       positional={"scaling": {"name": "linear", "factor": 2.0}})
+    with pytest.raises(ValueError, match=r"'phi3': .*model.positional.scaling='linear' \(would load as "
+                                         r"'none'\)"):
         zoo.save_pretrained(scaled, tmp_path / "x", model_type="phi3")

@@ -40,8 +40,9 @@ def test_longrope_logits_match_in_both_regimes(tmp_path, original):
     hf = tiny_longrope(original)
     model = zoo.from_pretrained(saved(hf, tmp_path))
     c = model.config
-    assert (c.rope_scaling, c.rope_original_max_len, c.rope_short_factor, c.rope_long_factor,
-            c.max_seq_len) == ("longrope", original, SHORT, LONG, 128)
+    scaling = c.positional.scaling
+    assert (scaling.name, scaling.original_max_len, scaling.short_factor, scaling.long_factor,
+            c.max_seq_len) == ("longrope", original, tuple(SHORT), tuple(LONG), 128)
     right_padded_logits_match(hf, model)
     left_padded_logits_match(hf, model)
 
@@ -71,11 +72,13 @@ def test_a_static_cache_or_speculative_run_across_the_switch_is_refused(tmp_path
     model = zoo.from_pretrained(saved(tiny_longrope(8), tmp_path))
     ids = torch.randint(3, 99, (1, 6))
     with pytest.raises(ValueError, match=r"changes its frequencies once the sequence passes "
-                                         r"model.rope_original_max_len=8 \(prompt 6 \+ max_new_tokens 4"):
+                                         r"model.positional.scaling.original_max_len=8 \(prompt 6 \+ "
+                                         r"max_new_tokens 4"):
         generate(model, ids, max_new_tokens=4, cache_implementation="static")
     assert generate(model, ids, max_new_tokens=2, cache_implementation="static").shape == (1, 8)
-    with pytest.raises(ValueError, match=r"the target's model.rope_scaling='longrope' changes its "
-                                         r"frequencies past model.rope_original_max_len=8 positions"):
+    with pytest.raises(ValueError, match=r"the target's model.positional.scaling=longrope changes its "
+                                         r"frequencies past model.positional.scaling.original_max_len=8 "
+                                         r"positions"):
         generate(model, ids, max_new_tokens=4, assistant_model=model)
 
 
@@ -100,7 +103,8 @@ def test_phi4_mini_config_spelling_loads(tmp_path, rope_type):
                    rope_theta=10000.0, partial_rotary_factor=0.75, original_max_position_embeddings=8)
     (path / "config.json").write_text(json.dumps(written))
     model = zoo.from_pretrained(path)
-    assert (model.config.rope_scaling, model.config.rope_original_max_len) == ("longrope", 8)
+    scaling = model.config.positional.scaling
+    assert (scaling.name, scaling.original_max_len) == ("longrope", 8)
     right_padded_logits_match(hf, model)
 
 
@@ -115,8 +119,9 @@ def test_longrope_settings_zoo_does_not_compute_are_named(tmp_path):
 def test_a_zoo_model_with_longrope_exports_as_phi3(tmp_path):
     """Llama's family has no LongRoPE: export picks phi3, and transformers agrees in the long regime."""
     model = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=24,
-                      rope_scaling="longrope", rope_original_max_len=8, max_seq_len=64,
-                      rope_short_factor=[1.0, 2.0, 3.0, 4.0], rope_long_factor=[2.0, 3.0, 4.0, 5.0]).eval()
+                      max_seq_len=64, positional={"scaling": {
+                          "name": "longrope", "original_max_len": 8, "short_factor": [1.0, 2.0, 3.0, 4.0],
+                          "long_factor": [2.0, 3.0, 4.0, 5.0]}}).eval()
     out = zoo.save_pretrained(model, tmp_path / "fresh")
     assert json.loads((out / "config.json").read_text())["model_type"] == "phi3"
     right_padded_logits_match(Phi3ForCausalLM.from_pretrained(out).eval(), model)  # 12 tokens > 8

@@ -1,6 +1,7 @@
 """Phi-4 and Phi-4-mini are `phi3` checkpoints: the phi3 family loads their shapes (Phi-4: full rotary, base
 250000, untied; Phi-4-mini: rotary on 3/4 of each head, a tied head) with transformers' logits, greedy tokens
-and export; Phi-4-mini's LongRoPE loads (rope_scaling=longrope, tests/pretrained/test_phi3_longrope.py)."""
+and export; Phi-4-mini's LongRoPE loads (positional.scaling=longrope,
+tests/pretrained/test_phi3_longrope.py)."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ def test_phi4_shapes_load_generate_and_export(tmp_path, shape):
     hf = tiny_phi3(**shape)
     model = zoo.from_pretrained(saved(hf, tmp_path))
     c = model.config
-    assert (c.tie_embeddings, c.rope_fraction) == (shape["tie_word_embeddings"],
-                                                  shape["rope_parameters"].get("partial_rotary_factor", 1.0))
+    assert (c.tie_embeddings, c.positional.fraction) == (
+        shape["tie_word_embeddings"], shape["rope_parameters"].get("partial_rotary_factor", 1.0))
     right_padded_logits_match(hf, model)
     left_padded_logits_match(hf, model)
     sharp = tiny_phi3(scale=0.3, **shape)  # larger weights: distinct greedy choices
@@ -49,5 +50,6 @@ def test_phi4_mini_longrope_loads(tmp_path):
     hf = tiny_phi3(**{**MINI, "rope_parameters": long, "max_position_embeddings": 128,
                       "original_max_position_embeddings": 32})
     model = zoo.from_pretrained(saved(hf, tmp_path))
-    assert (model.config.rope_scaling, model.config.rope_original_max_len) == ("longrope", 32)
+    scaling = model.config.positional.scaling
+    assert (scaling.name, scaling.original_max_len) == ("longrope", 32)
     right_padded_logits_match(hf, model)

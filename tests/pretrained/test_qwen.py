@@ -38,7 +38,7 @@ def test_qwen2_qkv_biases_logits_match(tmp_path):
     hf = tiny(Qwen2Config, Qwen2ForCausalLM)
     model = zoo.from_pretrained(saved(hf, tmp_path))
     c = model.config
-    assert (c.qkv_bias, c.bias, c.sliding_window) == (True, False, None)
+    assert (c.mixer.qkv_bias, c.bias, c.mixer.sliding_window) == (True, False, None)
     layer = model.decoder_stack.layers[0]
     assert (layer.self_attn.qkv.bias is not None and layer.self_attn.o.bias is None
             and layer.ffn.up.bias is None)
@@ -72,7 +72,7 @@ def test_qwen2_sliding_window_on_every_layer_maps_exactly(tmp_path):
     hf = tiny(Qwen2Config, Qwen2ForCausalLM, use_sliding_window=True, sliding_window=4, max_window_layers=0)
     assert hf.config.layer_types == ["sliding_attention"] * 2
     model = zoo.from_pretrained(saved(hf, tmp_path))
-    assert (model.config.sliding_window, model.config.global_every) == (4, 0)
+    assert (model.config.mixer.sliding_window, model.config.layer_pattern.to_data()) == (4, [])
     right_padded_logits_match(hf, model)
     out = export_round_trips(model, Qwen2ForCausalLM, tmp_path / "export")
     written = json.loads((out / "config.json").read_text())
@@ -91,7 +91,7 @@ def test_qwen3_qk_norm_and_head_dim_logits_match(tmp_path):
     hf = tiny(Qwen3Config, Qwen3ForCausalLM, head_dim=16)  # 16 != 32 / 4
     model = zoo.from_pretrained(saved(hf, tmp_path))
     c = model.config
-    assert (c.qk_norm, c.head_dim, c.use_qkv_bias, c.bias) == (True, 16, False, False)
+    assert (c.mixer.qk_norm, c.head_dim, c.use_qkv_bias, c.bias) == (True, 16, False, False)
     right_padded_logits_match(hf, model)
     left_padded_logits_match(hf, model)
     export_round_trips(model, Qwen3ForCausalLM, tmp_path / "export")
@@ -99,7 +99,7 @@ def test_qwen3_qk_norm_and_head_dim_logits_match(tmp_path):
 
 def test_zoo_model_with_qk_norm_exports_as_qwen3(tmp_path):
     model = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=24,
-                      qk_norm=True).eval()
+                      mixer={"qk_norm": True}).eval()
     out = zoo.save_pretrained(model, tmp_path / "fresh")  # llama cannot keep qk_norm: qwen3 is chosen
     assert json.loads((out / "config.json").read_text())["model_type"] == "qwen3"
     right_padded_logits_match(Qwen3ForCausalLM.from_pretrained(out).eval(), model)
@@ -113,7 +113,7 @@ def test_settings_qwen_cannot_express_are_named(tmp_path):
     assert zoo.pretrained.FAMILIES.get("qwen3")().config_from_hf(
         {**hf, "attention_bias": False}).head_size == 128
     plain = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=1, n_heads=4, d_ff=24)
-    with pytest.raises(ValueError, match=r"'qwen2': .*model.qkv_bias=False \(would load as True\)"):
+    with pytest.raises(ValueError, match=r"'qwen2': .*model.mixer.qkv_bias=False \(would load as True\)"):
         zoo.save_pretrained(plain, tmp_path / "x", model_type="qwen2")
-    with pytest.raises(ValueError, match=r"'qwen3': .*model.qk_norm=False \(would load as True\)"):
+    with pytest.raises(ValueError, match=r"'qwen3': .*model.mixer.qk_norm=False \(would load as True\)"):
         zoo.save_pretrained(plain, tmp_path / "x", model_type="qwen3")
