@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from zoo.config import ModelConfig
+from zoo.config import ModelConfig, lay_over
 from zoo.models import ZooModel, build_model
 from zoo.pretrained.family import FAMILIES, Family, HFTensors
 from zoo.pretrained.headers import check_folder, check_layers, explained
@@ -67,14 +67,15 @@ class Pretrained:
 
 def read_pretrained(path: str | Path, overrides: Mapping[str, Any] | None = None, *,
                     head_optional: bool = False, hf: HFConfig | None = None) -> Pretrained:
-    """Config and weights of HF folder `path`. `overrides` replace config fields that keep weight shapes;
+    """Config and weights of HF folder `path`. `overrides` replace config fields that keep weight shapes (a
+    part given as a mapping without a name changes only its keys: `mixer={"softcap": None}`, lay_over);
     `head_optional` (init_from): a head whose tensors the file lacks is left out instead of failing; `hf`: its
     config.json as the caller read it (`read_config`), not read again."""
     hf = hf if hf is not None else read_config(path)
     family = _family(hf, path)
     config = family.config_from_hf(hf)
     if overrides:
-        config = ModelConfig.from_dict({**config.to_dict(), **overrides})
+        config = ModelConfig.from_dict(lay_over(config.to_dict(), overrides))
     check_folder(family, config, Path(path))  # sizes against the safetensors headers, before any read
     tensors, file = read_weights(path)
     check_layers(family, config, {k: tuple(t.shape) for k, t in tensors.items()}, file)  # pickles: now
