@@ -34,13 +34,13 @@ def test_band_matches_transformers(q_len, k_len, window, causal):
     assert torch.equal(visible, _reference(q_len, k_len, window, causal))
 
 
-@pytest.mark.parametrize(("global_every", "expected"), [
-    (0, [True] * 6),  # Mistral v0.1: every layer local
-    (2, [True, False] * 3),  # Gemma 2: layer_types alternate sliding / full, starting sliding
-    (3, [True, True, False] * 2),  # "every k-th layer global" (Gemma 3 uses k = 6)
+@pytest.mark.parametrize(("pattern", "expected"), [
+    ([], [True] * 6),  # Mistral v0.1: every layer local
+    (["local", "global"], [True, False] * 3),  # Gemma 2: layer_types alternate sliding / full
+    (["local", "local", "global"], [True, True, False] * 2),  # every k-th layer global (Gemma 3 uses k = 6)
 ])
-def test_layer_pattern(global_every, expected):
-    cfg = ModelConfig(sliding_window=4, global_every=global_every, n_layers=6)
+def test_layer_pattern(pattern, expected):
+    cfg = ModelConfig(mixer={"sliding_window": 4}, layer_pattern=pattern, n_layers=6)
     assert [cfg.layer_is_local(i) for i in range(6)] == expected
     assert not any(ModelConfig(n_layers=6).layer_is_local(i) for i in range(6))  # no window: all global
 
@@ -50,7 +50,7 @@ def test_receptive_field_is_layers_times_window(n_layers, window):
     """Position t sees tokens back to t - n_layers * (window - 1), and none before."""
     torch.manual_seed(0)
     model = zoo.build(dict(arch="decoder", vocab_size=30, d_model=16, n_heads=2, n_layers=n_layers,
-                           positional="rope", sliding_window=window)).eval()
+                           positional="rope", mixer={"sliding_window": window})).eval()
     ids = torch.randint(0, 30, (1, 12))
     reach = n_layers * (window - 1)
     t = 11
@@ -63,12 +63,12 @@ def test_receptive_field_is_layers_times_window(n_layers, window):
         assert not torch.allclose(model(near).logits[0, t], base)
 
 
-@pytest.mark.parametrize("global_every", [0, 2])
+@pytest.mark.parametrize("pattern", [[], ["local", "global"]], ids=["all_local", "alternating"])
 @pytest.mark.parametrize("arch", ["decoder", "encoder_decoder"])
-def test_cache_and_weights_path_agree(arch, global_every):
+def test_cache_and_weights_path_agree(arch, pattern):
     torch.manual_seed(0)
     model = zoo.build(dict(arch=arch, vocab_size=30, d_model=16, n_heads=2, n_layers=2, positional="rope",
-                           sliding_window=3, global_every=global_every)).eval()
+                           mixer={"sliding_window": 3}, layer_pattern=pattern)).eval()
     prompt = torch.randint(3, 30, (2, 6))
     out = [model.generate(prompt, max_new_tokens=8, eos_token_id=[], use_cache=c, return_dict=True)
            for c in (True, False)]
@@ -84,5 +84,5 @@ def test_cache_and_weights_path_agree(arch, global_every):
 
 
 def test_bad_window():
-    with pytest.raises(ValueError, match="model.sliding_window must be a positive integer"):
-        zoo.models.check_config(ModelConfig(sliding_window=0))
+    with pytest.raises(ValueError, match="model.mixer.sliding_window must be a positive integer"):
+        zoo.models.check_config(ModelConfig(mixer={"sliding_window": 0}))
