@@ -3,16 +3,18 @@ pattern, shared experts, and model.moe refused without ffn=moe."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from zoo.config import ModelConfig
 from zoo.models import build_model
-from zoo.modules.moe import MoE, MoESettings
+from zoo.modules.moe import MoE
 
 
-def _cfg(**moe) -> ModelConfig:
+def _cfg(layer_pattern=None, **moe) -> ModelConfig:
     return ModelConfig(d_model=16, n_heads=2, n_layers=4, vocab_size=32, max_seq_len=16, ffn="moe",
-                       moe={"n_experts": 4, "top_k": 2, **moe})
+                       moe={"n_experts": 4, "top_k": 2, **moe}, layer_pattern=layer_pattern)
 
 
 @pytest.mark.parametrize("moe, message", [
@@ -40,15 +42,16 @@ def test_entry_keys_with_their_entry_are_accepted():
 
 
 @pytest.mark.parametrize("pattern, expected", [
-    ({}, [True, True, True, True]),
-    ({"every": 2}, [False, True, False, True]),
-    ({"first_dense": 1}, [False, True, True, True]),
-    ({"every": 2, "first_dense": 2}, [False, False, False, True]),
+    ([], [True, True, True, True]),
+    (["dense", "moe"], [False, True, False, True]),  # Qwen's sparse step 2
+    ({"prefix": ["dense"], "cycle": ["moe"]}, [False, True, True, True]),  # DeepSeek's first dense layers
+    ({"prefix": ["dense", "dense"], "cycle": ["dense", "moe"]}, [False, False, False, True]),
 ])
 def test_layer_pattern(pattern, expected):
-    model = build_model(_cfg(**pattern))
+    cfg = _cfg(layer_pattern=pattern)
+    model = build_model(cfg)
     assert [isinstance(layer.ffn, MoE) for layer in model.decoder_stack.layers] == expected
-    assert [MoESettings(**pattern).layer_is_moe(i) for i in range(4)] == expected
+    assert [cfg.layer_is_moe(i) for i in range(4)] == expected
 
 
 def test_expert_and_shared_widths():
@@ -58,20 +61,23 @@ def test_expert_and_shared_widths():
     assert moe.shared_gate is None and len(moe.experts) == 4
 
 
-@pytest.mark.parametrize("pattern, message", [
-    ({"first_dense": 4}, r"model.moe.first_dense=4 leaves no MoE layer in model.n_layers=4 "),
-    ({"first_dense": 9}, r"model.moe.first_dense=9 leaves no MoE layer in model.n_layers=4 "),
-    ({"every": 5}, r"model.moe.every=5 leaves no MoE layer in model.n_layers=4 "),
-    ({"every": 3, "first_dense": 3}, r"model.moe.first_dense=3 and model.moe.every=3 leave no MoE layer"),
+@pytest.mark.parametrize("pattern", [
+    {"prefix": ["dense"] * 4, "cycle": ["moe"]},
+    {"prefix": ["dense"] * 9, "cycle": ["moe"]},
+    ["dense"] * 4 + ["moe"],
+    {"prefix": ["dense"] * 3, "cycle": ["dense", "dense", "moe"]},
 ])
-def test_a_pattern_without_moe_layer_is_refused(pattern, message):
+def test_a_pattern_without_moe_layer_is_refused(pattern):
     """ffn=moe whose layer pattern makes every layer dense would train a dense model with no note."""
-    with pytest.raises(ValueError, match=message):
-        build_model(_cfg(**pattern))
+    message = (f"model.layer_pattern={pattern} tags every one of the 4 layers dense, so ffn=moe would train "
+               "a dense model; tag some moe, or use model.ffn=mlp.")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build_model(_cfg(layer_pattern=pattern))
 
 
 def test_an_encoder_decoder_with_moe_only_in_its_deeper_stack_is_accepted():
     cfg = ModelConfig(arch="encoder_decoder", d_model=16, n_heads=2, n_layers=2, encoder_layers=4,
-                      vocab_size=32, max_seq_len=16, ffn="moe", moe={"n_experts": 4, "first_dense": 3})
+                      vocab_size=32, max_seq_len=16, ffn="moe", moe={"n_experts": 4},
+                      layer_pattern={"prefix": ["dense"] * 3, "cycle": ["moe"]})
     model = build_model(cfg)
     assert [isinstance(layer.ffn, MoE) for layer in model.encoder_stack.layers] == [False] * 3 + [True]
