@@ -1,6 +1,8 @@
-"""The config vocabulary (docs/design.md, "Config vocabulary"): every ModelConfig key has one declared rule,
-a config is checked in one pass per build, and a key of an entry that is not chosen is reset when it comes
-from a base (preset, mapping, saved config), refused when given explicitly, and refused by the build check."""
+"""The config vocabulary (docs/design.md, "Config vocabulary" and "Config parts"): every ModelConfig key has
+one declared rule (the spine's, an owner entry's, or a part's typed settings), a config is checked in one pass
+per build, and a key of a positional scheme or RoPE scaling that is not chosen cannot arise: choosing another
+name replaces the subtree a base held (preset, mapping, saved config), and the key given under an entry that
+does not read it is refused, naming the entries that read it."""
 
 from __future__ import annotations
 
@@ -16,22 +18,28 @@ import zoo
 import zoo.training.plan as plan
 from zoo.apps import ConfigError
 from zoo.checkpoint import saved_model_config
-from zoo.config import MODEL_OPTIONS, ModelConfig
+from zoo.config import MODEL_OPTIONS, PARTS, ModelConfig
 from zoo.models import vocabulary
 from zoo.modules.positional import POSITIONALS
+from zoo.modules.positional_settings import POSITIONAL, ROPE_SCALING
 from zoo.presets import config_root
 from zoo.training.hydra_configs import register_train_configs
 
 register_train_configs()  # model/_schema, data/auto, callbacks/_declared: what conf/config.yaml composes from
 
 SMALL = dict(vocab_size=40, d_model=16, n_heads=2, n_layers=1, max_seq_len=16)
-# a value other than the default for every key a positional scheme or a RoPE scaling reads
-NOT_DEFAULT = {"rope_base": 5e5, "rope_local_base": 1e4, "rope_layout": "interleaved", "rope_fraction": 0.5,
-               "nope_every": 2, "rope_scaling": "linear", "rope_factor": 2.0, "rope_low_freq_factor": 2.0,
-               "rope_high_freq_factor": 8.0, "rope_original_max_len": 8, "rope_short_factor": [2.0],
-               "rope_long_factor": [3.0], "rope_truncate": False, "pos_offset": 2,
-               "pos_skip_pads": True, "sinusoidal_layout": "half", "rel_buckets": 16, "rel_max_distance": 64}
-SCHEME_GROUPS = ("positional", "rope_scaling")
+# a value other than the default for every key a positional scheme (model.positional) or a RoPE scaling
+# (model.positional.scaling) reads, by entry
+NOT_DEFAULT = {"rope": {"base": 5e5, "local_base": 1e4, "layout": "interleaved", "fraction": 0.5,
+                        "scaling": "linear"},
+               "learned": {"offset": 2, "skip_pads": True}, "sinusoidal": {"layout": "half"},
+               "t5_relative": {"buckets": 16, "max_distance": 64}}
+SCALING_NOT_DEFAULT = {"linear": {"factor": 2.0},
+                       "llama3": {"factor": 2.0, "low_freq_factor": 2.0, "high_freq_factor": 8.0,
+                                  "original_max_len": 8},
+                       "yarn": {"factor": 2.0, "original_max_len": 8, "truncate": False},
+                       "longrope": {"original_max_len": 8, "short_factor": [2.0], "long_factor": [3.0]}}
+PART_FIELDS = {*PARTS, "layer_pattern"}  # typed settings: their keys' rules are their entries' declarations
 
 
 @pytest.fixture
@@ -50,12 +58,17 @@ def passes(monkeypatch):
 
 
 def test_every_key_has_one_declared_rule():
-    """A key's rule is MODEL_OPTIONS' or its entries', never both, and no field is left to its type hint."""
+    """A key's rule is MODEL_OPTIONS', its entries' or its part's, never two, and no field is left to its type
+    hint."""
     owned = vocabulary.vocabulary().owners()
     assert not set(owned) & set(MODEL_OPTIONS.rules)
-    assert set(owned) | set(MODEL_OPTIONS.rules) == {f.name for f in fields(ModelConfig)}
-    scheme_keys = {key for key, (group, _) in owned.items() if group in SCHEME_GROUPS}
-    assert scheme_keys == set(NOT_DEFAULT)  # a new scheme key gets a test value here
+    assert not (set(owned) | set(MODEL_OPTIONS.rules)) & PART_FIELDS
+    assert set(owned) | set(MODEL_OPTIONS.rules) | PART_FIELDS == {f.name for f in fields(ModelConfig)}
+    for table, values in ((POSITIONAL, NOT_DEFAULT), (ROPE_SCALING, SCALING_NOT_DEFAULT)):
+        for name, keys in table.docs().items():  # a new scheme or scaling key gets a test value here
+            assert set(keys) == set(values.get(name, {})), (table.key, name)
+            for key, (_, default) in keys.items():
+                assert values[name][key] != default, (table.key, name, key)
 
 
 def test_zoo_build_checks_once_and_construction_not_at_all(passes):
@@ -69,37 +82,45 @@ def test_zoo_build_checks_once_and_construction_not_at_all(passes):
 
 
 @pytest.mark.parametrize("scheme", POSITIONALS.names())
-def test_a_key_of_another_scheme_is_reset_from_a_base_and_refused_when_given(scheme):
-    read = vocabulary.vocabulary().read_keys({**SMALL, "positional": scheme})
-    for key in sorted(set(NOT_DEFAULT) - read):
-        default = getattr(ModelConfig(), key)
-        built = zoo.build({**SMALL, "positional": scheme, key: NOT_DEFAULT[key]})
-        assert getattr(built.config, key) == default, key
-        with pytest.raises(ValueError, match=rf"^model.{key}=.* is read by model.(positional|rope_scaling)="
-                                             r".*, not by model.(positional|rope_scaling)=.*; drop it"):
-            zoo.build({**SMALL, "positional": scheme}, **{key: NOT_DEFAULT[key]})
-        with pytest.raises(ValueError, match=rf"^model.{key}=.* has no effect with model.\w+="):
-            zoo.models.check_config(ModelConfig(**SMALL, positional=scheme, **{key: NOT_DEFAULT[key]}))
+def test_a_key_of_another_scheme_is_replaced_from_a_base_and_refused_when_given(scheme):
+    read = set(POSITIONAL.docs()[scheme])
+    others = [(owner, key) for owner, keys in NOT_DEFAULT.items() for key in keys if key not in read]
+    assert others  # every scheme misses some other scheme's key
+    for owner, key in others:
+        value = NOT_DEFAULT[owner][key]
+        built = zoo.build({**SMALL, "positional": {"name": owner, key: value}}, positional=scheme)
+        assert built.config.positional == POSITIONAL.defaults(scheme), (owner, key)
+        refused = (rf"^model.positional={scheme} has no key '{key}'. model.positional.{key} is read by "
+                   rf"positional=(\w+\|)*{owner}(\|\w+)*: choose it with model.positional=\w+ ")
+        with pytest.raises(ValueError, match=refused):
+            zoo.build({**SMALL, "positional": scheme}, positional={key: value})
+        with pytest.raises(ValueError, match=refused):
+            zoo.build({**SMALL, "positional": {"name": scheme, key: value}})
+        with pytest.raises(ValueError, match=refused):
+            ModelConfig(**SMALL, positional={"name": scheme, key: value})
 
 
 def test_a_saved_config_with_a_key_of_another_scheme_still_reads():
-    """An old checkpoint's or export's config.json may hold such a key: it loads, reset to its default."""
-    saved = {**ModelConfig(**SMALL).to_dict(), "positional": "learned", "rope_layout": "interleaved",
-             "rope_base": 5e5}
+    """An old checkpoint's or export's config.json (the flat layout) may hold such a key: it loads without
+    it."""
+    spine = {k: v for k, v in ModelConfig(**SMALL).to_dict().items() if k not in PART_FIELDS}
+    saved = {**spine, "positional": "learned", "rope_layout": "interleaved", "rope_base": 5e5}
     cfg = saved_model_config(saved, "config.json: model_config")
-    assert (cfg.rope_layout, cfg.rope_base) == ("half", 10000.0)
+    assert cfg.positional == POSITIONAL.defaults("learned")
     with pytest.raises(ValueError, match=r"not a valid model config: model.dropout must be in"):
         saved_model_config({**saved, "dropout": 2.0}, "config.json: model_config")
 
 
 def test_a_scaling_reads_its_own_keys_only():
-    with pytest.raises(ValueError, match=r"model.rope_low_freq_factor=2.0 is read by "
-                                         r"model.rope_scaling=llama3, not by model.rope_scaling=yarn"):
-        zoo.build({**SMALL, "positional": "rope", "rope_scaling": "yarn", "rope_factor": 2.0,
-                   "rope_original_max_len": 8}, rope_low_freq_factor=2.0)
-    model = zoo.build({**SMALL, "positional": "rope", "rope_scaling": "llama3", "rope_factor": 2.0,
-                       "rope_original_max_len": 8, "rope_low_freq_factor": 2.0})
-    assert model.config.rope_low_freq_factor == 2.0
+    with pytest.raises(ValueError, match=r"model.positional.scaling=yarn has no key 'low_freq_factor'. "
+                                         r"model.positional.scaling.low_freq_factor is read by "
+                                         r"positional.scaling=llama3: choose it"):
+        zoo.build({**SMALL, "positional": {"name": "rope", "scaling": {"name": "yarn", "factor": 2.0,
+                                                                         "original_max_len": 8}}},
+                  positional={"scaling": {"low_freq_factor": 2.0}})
+    model = zoo.build({**SMALL, "positional": {"name": "rope", "scaling": {
+        "name": "llama3", "factor": 2.0, "original_max_len": 8, "low_freq_factor": 2.0}}})
+    assert model.config.positional.scaling.low_freq_factor == 2.0
 
 
 def _resolved(monkeypatch, given: list[str]):
@@ -111,16 +132,20 @@ def _resolved(monkeypatch, given: list[str]):
 
 
 def test_command_line_rule(monkeypatch):
-    """train.py model=llama3_2_1b model.positional=alibi: the preset's RoPE keys are reset; a RoPE key given
-    on the command line under a scheme or scaling that does not read it is an error naming it."""
+    """train.py model=llama3_2_1b model.positional=alibi: the preset's RoPE subtree (base, scaling) is
+    replaced; a rotary-only layer tag under a scheme that does not rotate, and a RoPE scaling key given on the
+    command line under a scaling that does not read it, are errors naming what reads them."""
     cfg = _resolved(monkeypatch, ["model=llama3_2_1b", "model.positional=alibi"])
-    assert (cfg.positional, cfg.rope_base, cfg.rope_scaling) == ("alibi", 10000.0, "none")
+    assert cfg.positional == POSITIONAL.defaults("alibi")
+    cfg = _resolved(monkeypatch, ["model=gpt_nano", "model.layer_pattern=[rope,nope]"])
+    with pytest.raises(ValueError, match=re.escape(
+            "model.layer_pattern=['rope', 'nope'] tags layers 'nope', which needs a rotary scheme "
+            "(model.positional=learned does not rotate)")):
+        zoo.models.check_config(cfg)
     with pytest.raises(ConfigError, match=re.escape(
-            "model.nope_every=2 is read by model.positional=rope, not by model.positional=learned")):
-        _resolved(monkeypatch, ["model=gpt_nano", "model.nope_every=2"])
-    with pytest.raises(ConfigError, match=re.escape(
-            "model.rope_factor=2.0 is read by model.rope_scaling=linear|llama3|yarn") + ", not by"):
-        _resolved(monkeypatch, ["model=gpt_nano", "model.positional=rope", "model.rope_factor=2.0"])
+            "model.positional.scaling=none has no key 'factor'. model.positional.scaling.factor is read by "
+            "positional.scaling=linear|llama3|yarn: choose it")):
+        _resolved(monkeypatch, ["model=llama_small", "+model.positional.scaling.factor=2.0"])
 
 
 def test_moe_keys_are_settled_one_by_one(monkeypatch):
