@@ -24,6 +24,9 @@ _MIXER = {"qkv_bias": "qkv_bias", "qk_norm": "qk_norm", "qk_norm_scope": "qk_nor
           "attn_scale": "scale", "attn_softcap": "softcap", "attn_sinks": "sinks",
           "sliding_window": "sliding_window"}
 _PATTERN = ("global_every", "global_first", "nope_every")
+# keys of model.moe before the layer pattern held which layers are MoE: their new place
+MOVED_MOE = {"every": "model.layer_pattern (e.g. [dense, moe] for every 2nd layer MoE)",
+             "first_dense": "model.layer_pattern (e.g. {prefix: [dense], cycle: [moe]})"}
 
 MOVED: dict[str, str] = {
     **{k: f"model.positional.{v}" for keys in _SCHEME_KEYS.values() for k, v in keys.items()},
@@ -34,8 +37,6 @@ MOVED: dict[str, str] = {
     "global_first": "model.layer_pattern (e.g. [global, local, local] for layers 0, 3, ... global)",
     "nope_every": "model.layer_pattern (e.g. [rope, rope, rope, nope] for every 4th layer without RoPE)",
 }
-MOVED_MOE = {"every": "model.layer_pattern (e.g. [dense, moe] for every 2nd layer MoE)",
-             "first_dense": "model.layer_pattern (e.g. {prefix: [dense], cycle: [moe]})"}
 
 
 def _old_layer(data: Mapping[str, Any], moe: Mapping[str, Any], index: int) -> str:

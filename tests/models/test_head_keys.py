@@ -18,7 +18,8 @@ from zoo.apps import ConfigError
 from zoo.checkpoint import Checkpoint, atomic_torch_save, check_compatible, zoo_section
 from zoo.config import ModelConfig
 from zoo.data import TOKENIZERS
-from zoo.modules.heads import HEADS, foreign_keys, head_owned_keys, settle_head_keys, without_foreign_keys
+from zoo.models.head_keys import foreign_keys, head_owned_keys, settle_head_keys, without_foreign_keys
+from zoo.modules.heads import HEADS
 from zoo.presets import config_root
 from zoo.training.hydra_configs import register_train_configs
 

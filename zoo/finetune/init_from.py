@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from zoo.config import ModelConfig
-from zoo.modules.heads import head_owned_keys
+from zoo.models.head_keys import head_owned_keys
 from zoo.tokenizers import ZooTokenizer
 from zoo.utils import some
 

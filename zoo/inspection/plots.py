@@ -106,7 +106,7 @@ def positional_pattern(cfg: ModelConfig, n_positions: int = 64, module: Position
     """(positions, features) picture of the configured scheme and its feature-axis label, or None when the
     scheme has nothing to draw; `module` is a model's own scheme (a learned table reads its trained
     values)."""
-    scheme = module if module is not None else POSITIONALS.get(cfg.positional)(cfg)
+    scheme = module if module is not None else POSITIONALS.get(cfg.positional.name)(cfg)
     return scheme.pattern(n_positions)
 
 

@@ -10,7 +10,7 @@ import math
 import torch
 from torch import nn
 
-from zoo.modules.positional import POSITIONALS, Positional, PositionTerms, query_key_distance
+from zoo.modules.position_terms import POSITIONALS, Positional, PositionTerms, query_key_distance
 
 
 def relative_buckets(distance: torch.Tensor, *, causal: bool, n_buckets: int,

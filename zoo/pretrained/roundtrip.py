@@ -12,8 +12,8 @@ from typing import Any
 import torch
 
 from zoo.config import ModelConfig
+from zoo.models.head_keys import without_foreign_keys
 from zoo.modules.feedforward import ACTIVATIONS, plain_activation
-from zoo.modules.heads import without_foreign_keys
 from zoo.modules.moe import moe_settings
 from zoo.modules.residual import uses_final_norm
 

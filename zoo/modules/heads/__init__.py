@@ -7,12 +7,8 @@ from zoo.modules.heads.base import (
     HeadOutput,
     OutputHead,
     check_label_range,
-    foreign_keys,
-    head_owned_keys,
     masked_mean_ce,
     register_head,
-    settle_head_keys,
-    without_foreign_keys,
 )
 from zoo.modules.heads.classifier import ClassifierHead, TokenClassifierHead
 from zoo.modules.heads.lm import LMHead, lm_loss
@@ -21,5 +17,5 @@ from zoo.modules.heads.qa import QuestionAnsweringHead
 
 __all__ = ["HEADS", "BareHead", "ClassifierHead", "HeadOutput", "LMHead", "NO_POOLER", "OutputHead",
            "POOLINGS", "PoolingHead", "QuestionAnsweringHead", "TokenClassifierHead", "check_label_range",
-           "foreign_keys", "head_owned_keys", "lm_loss", "masked_mean_ce", "pool_first", "pool_last",
-           "pooler_names", "register_head", "settle_head_keys", "without_foreign_keys"]
+           "lm_loss", "masked_mean_ce", "pool_first", "pool_last",
+           "pooler_names", "register_head"]

@@ -8,7 +8,6 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-from zoo.config import ModelConfig
 from zoo.modules.heads.base import HeadOutput, register_head
 from zoo.modules.heads.pooling import NO_POOLER, POOLING, PoolingHead
 
@@ -22,12 +21,12 @@ class BareHead(PoolingHead):
     options = POOLING
     targets = ()
 
-    def __init__(self, cfg: ModelConfig, tokens: nn.Embedding | None = None, *, causal: bool = False) -> None:
+    def __init__(self, cfg, tokens: nn.Embedding | None = None, *, causal: bool = False) -> None:
         super().__init__()
         self.init_pooler(cfg, causal=causal, default_pooler=NO_POOLER)
 
     @classmethod
-    def check_config(cls, cfg: ModelConfig) -> None:
+    def check_config(cls, cfg) -> None:
         super().check_config(cfg)
         if cfg.head_pool is not None and cfg.head_pooler in (None, NO_POOLER):
             raise ValueError(f"model.head_pool={cfg.head_pool!r} says where the pooler reads, but "

@@ -1,4 +1,5 @@
-"""What every output head answers for, the HEADS registry, and the one rule for the config keys heads own.
+"""What every output head answers for and the HEADS registry (the rule for the config keys heads own is
+zoo.models.head_keys).
 
 A head is an `OutputHead` registered under its `model.head` name. It says which config keys it reads and
 checks them, builds its own tensors (`head.*` in the state dict), turns the stack's last hidden states into
@@ -9,14 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 from torch import nn
 
-from zoo.config import ModelConfig
 from zoo.options import Options
-from zoo.owned_keys import Vocabulary
 from zoo.registry import Registry
 from zoo.utils import IGNORE_INDEX
 
@@ -68,11 +67,11 @@ class OutputHead(nn.Module):
     predicts_tokens: ClassVar[bool] = False  # its logits are a distribution over the vocabulary (head=lm)
 
     @classmethod
-    def check_config(cls, cfg: ModelConfig) -> None:
+    def check_config(cls, cfg) -> None:
         """Raise ValueError naming the key when `cfg` gives this head a value it cannot take."""
 
     @classmethod
-    def label_classes(cls, cfg: ModelConfig) -> int | None:
+    def label_classes(cls, cfg) -> int | None:
         """How many values a target may take (class ids in [0, n)); None: targets are not class ids."""
         return None
 
@@ -82,7 +81,7 @@ class OutputHead(nn.Module):
         return tuple(ids_shape)
 
     @classmethod
-    def check_target_values(cls, cfg: ModelConfig, targets: Mapping[str, torch.Tensor]) -> None:
+    def check_target_values(cls, cfg, targets: Mapping[str, torch.Tensor]) -> None:
         """Every target value allowed (one host sync per target): class ids in range or ignored."""
         classes = cls.label_classes(cfg)
         if classes is None:
@@ -116,37 +115,3 @@ def register_head(name: str):
         return cls
 
     return add
-
-
-# ----------------------------------------------------------------------------- keys owned by heads
-
-_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(ModelConfig)}
-
-
-def head_vocabulary() -> Vocabulary:
-    """The keys each head reads (zoo.models.vocabulary.settle_keys applies the same rule to every owner)."""
-    return Vocabulary({"head": {name: HEADS.get(name).options for name in HEADS}}, _DEFAULTS)
-
-
-def head_owned_keys() -> frozenset[str]:
-    """Every config key some head reads."""
-    return frozenset(head_vocabulary().owners())
-
-
-def foreign_keys(head: str) -> frozenset[str]:
-    """Keys that other heads read and head `head` does not: under `head` they mean nothing."""
-    return head_owned_keys() - frozenset(HEADS.get(head).reads)
-
-
-def settle_head_keys(base: Mapping[str, Any],
-                     explicit: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The head-owned keys alone under the rule of `zoo.owned_keys.Vocabulary.settle`: from `base` a key the
-    chosen head does not read is reset to its default, given in `explicit` it is a ValueError naming it, the
-    head and the heads that read it. Returns (merged, reset)."""
-    return head_vocabulary().settle(base, explicit)
-
-
-def without_foreign_keys(cfg: ModelConfig) -> ModelConfig:
-    """`cfg` with every key its head does not read at its default (a config saved before the rule held)."""
-    merged, _ = settle_head_keys(cfg.to_dict(), {})
-    return ModelConfig.from_dict(merged)

@@ -7,7 +7,6 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-from zoo.config import ModelConfig
 from zoo.modules.heads.base import HeadOutput, OutputHead, masked_mean_ce, register_head
 from zoo.modules.heads.pooling import POOLING, PoolingHead
 from zoo.modules.heads.transform import DENSE, TransformMixin, check_transform
@@ -15,13 +14,13 @@ from zoo.options import COUNT, SWITCH
 from zoo.utils import IGNORE_INDEX
 
 
-def check_num_labels(cfg: ModelConfig) -> None:
+def check_num_labels(cfg) -> None:
     if cfg.num_labels < 1:
         raise ValueError(f"model.head={cfg.head!r} needs model.num_labels >= 1 "
                          f"(the data sets it in training), got {cfg.num_labels}.")
 
 
-def projection_bias(cfg: ModelConfig, default: bool) -> bool:
+def projection_bias(cfg, default: bool) -> bool:
     """model.head_proj_bias, or the head's default when it is null."""
     return default if cfg.head_proj_bias is None else cfg.head_proj_bias
 
@@ -36,7 +35,7 @@ class ClassifierHead(TransformMixin, PoolingHead):
 
     options = POOLING.extended({**DENSE.rules, "num_labels": COUNT, "head_proj_bias": SWITCH})
 
-    def __init__(self, cfg: ModelConfig, tokens: nn.Embedding | None = None, *, causal: bool = False) -> None:
+    def __init__(self, cfg, tokens: nn.Embedding | None = None, *, causal: bool = False) -> None:
         super().__init__()
         self.init_pooler(cfg, causal=causal, default_pooler="none" if causal else "tanh")
         self.init_transform(cfg, cfg.head_dense)
@@ -44,13 +43,13 @@ class ClassifierHead(TransformMixin, PoolingHead):
         self.proj = nn.Linear(cfg.d_model, cfg.num_labels, bias=projection_bias(cfg, default=not causal))
 
     @classmethod
-    def check_config(cls, cfg: ModelConfig) -> None:
+    def check_config(cls, cfg) -> None:
         super().check_config(cfg)
         check_transform(cfg)
         check_num_labels(cfg)
 
     @classmethod
-    def label_classes(cls, cfg: ModelConfig) -> int:
+    def label_classes(cls, cfg) -> int:
         return cfg.num_labels
 
     @classmethod
@@ -81,19 +80,19 @@ class TokenClassifierHead(TransformMixin, OutputHead):
 
     options = DENSE.extended({"num_labels": COUNT, "head_proj_bias": SWITCH})
 
-    def __init__(self, cfg: ModelConfig, tokens: nn.Embedding | None = None, *, causal: bool = False) -> None:
+    def __init__(self, cfg, tokens: nn.Embedding | None = None, *, causal: bool = False) -> None:
         super().__init__()
         self.init_transform(cfg, cfg.head_dense)
         self.drop = nn.Dropout(cfg.dropout)
         self.proj = nn.Linear(cfg.d_model, cfg.num_labels, bias=projection_bias(cfg, default=True))
 
     @classmethod
-    def check_config(cls, cfg: ModelConfig) -> None:
+    def check_config(cls, cfg) -> None:
         check_transform(cfg)
         check_num_labels(cfg)
 
     @classmethod
-    def label_classes(cls, cfg: ModelConfig) -> int:
+    def label_classes(cls, cfg) -> int:
         return cfg.num_labels
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -6,7 +6,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from zoo.config import ModelConfig
 from zoo.modules.heads.base import HeadOutput, OutputHead, masked_mean_ce, register_head
 from zoo.modules.heads.transform import TRANSFORM, TransformMixin, check_transform
 from zoo.options import BOOL, positive_scale
@@ -43,11 +42,11 @@ class LMHead(TransformMixin, OutputHead):
         return logits if self.softcap is None else self.softcap * torch.tanh(logits / self.softcap)
 
     @classmethod
-    def check_config(cls, cfg: ModelConfig) -> None:
+    def check_config(cls, cfg) -> None:
         check_transform(cfg)
 
     @classmethod
-    def label_classes(cls, cfg: ModelConfig) -> int:
+    def label_classes(cls, cfg) -> int:
         """A token label is a vocabulary id."""
         return cfg.vocab_size
 

@@ -9,7 +9,6 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from zoo.config import ModelConfig
 from zoo.modules.feedforward import ACTIVATIONS
 from zoo.modules.heads.base import OutputHead
 from zoo.options import NAME, Options, optional
@@ -76,7 +75,7 @@ class PoolingHead(OutputHead):
     """A head that pools one position and, with a pooler, applies dense + activation to it. Tensors:
     `head.pool.weight`, `head.pool.bias` (only with a pooler)."""
 
-    def init_pooler(self, cfg: ModelConfig, *, causal: bool, default_pooler: str) -> None:
+    def init_pooler(self, cfg, *, causal: bool, default_pooler: str) -> None:
         self.pooling = cfg.head_pool or default_pooling(causal)
         self.pool_fn = POOLINGS.get(self.pooling)
         self.pooler = cfg.head_pooler or default_pooler
@@ -85,7 +84,7 @@ class PoolingHead(OutputHead):
         self.pad_id = cfg.pad_id
 
     @classmethod
-    def check_config(cls, cfg: ModelConfig) -> None:
+    def check_config(cls, cfg) -> None:
         if cfg.head_pool is not None and cfg.head_pool not in POOLINGS:
             raise ValueError("model.head_pool: "
                              + unknown_choice_message("pooling", cfg.head_pool, POOLINGS.names())

@@ -8,7 +8,6 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-from zoo.config import ModelConfig
 from zoo.modules.heads.base import HeadOutput, OutputHead, masked_mean_ce, register_head
 from zoo.modules.heads.classifier import projection_bias
 from zoo.modules.heads.transform import DENSE, TransformMixin, check_transform
@@ -26,13 +25,13 @@ class QuestionAnsweringHead(TransformMixin, OutputHead):
     options = DENSE.extended({"head_proj_bias": SWITCH})
     targets = ("start_positions", "end_positions")
 
-    def __init__(self, cfg: ModelConfig, tokens: nn.Embedding | None = None, *, causal: bool = False) -> None:
+    def __init__(self, cfg, tokens: nn.Embedding | None = None, *, causal: bool = False) -> None:
         super().__init__()
         self.init_transform(cfg, cfg.head_dense)
         self.proj = nn.Linear(cfg.d_model, 2, bias=projection_bias(cfg, default=True))
 
     @classmethod
-    def check_config(cls, cfg: ModelConfig) -> None:
+    def check_config(cls, cfg) -> None:
         check_transform(cfg)
 
     @classmethod
@@ -40,7 +39,7 @@ class QuestionAnsweringHead(TransformMixin, OutputHead):
         return tuple(ids_shape[:1])  # (B,) one token index per sequence
 
     @classmethod
-    def check_target_values(cls, cfg: ModelConfig, targets: Mapping[str, torch.Tensor]) -> None:
+    def check_target_values(cls, cfg, targets: Mapping[str, torch.Tensor]) -> None:
         for name, value in targets.items():
             if bool((value < 0).any()):
                 raise ValueError(f"{name} hold {int(value.min())}; a position is a token index >= 0 "

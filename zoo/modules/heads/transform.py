@@ -10,7 +10,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from zoo.config import ModelConfig
 from zoo.modules.feedforward import ACTIVATIONS, plain_activation
 from zoo.modules.norm import make_norm
 from zoo.options import BOOL, NAME, Options, optional
@@ -20,7 +19,7 @@ TRANSFORM = Options({"head_transform": BOOL, "head_activation": HEAD_ACTIVATION}
 DENSE = Options({"head_dense": BOOL, "head_activation": HEAD_ACTIVATION})  # the classifier heads' keys
 
 
-def check_transform(cfg: ModelConfig) -> None:
+def check_transform(cfg) -> None:
     """The transform's activation is applied alone, so it must be ungated."""
     if cfg.head_activation is not None and ACTIVATIONS.get(cfg.head_activation).gated:
         plain = [n for n in ACTIVATIONS.names() if not ACTIVATIONS.get(n).gated]
@@ -32,7 +31,7 @@ def check_transform(cfg: ModelConfig) -> None:
 class TransformMixin:
     """Gives a head `transform`, `transform_norm` and `activation` when `on` (the head's key) is set."""
 
-    def init_transform(self, cfg: ModelConfig, on: bool) -> None:
+    def init_transform(self, cfg, on: bool) -> None:
         self.transform = None
         if on:
             self.transform = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)

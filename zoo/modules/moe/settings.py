@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from zoo.config_moved import MOVED_MOE
 from zoo.options import Options, Rule, integer, number, optional
 from zoo.owned_keys import Vocabulary
 
@@ -56,8 +55,6 @@ def parse_settings(given: Mapping[str, Any] | None,
     losses as (`model.moe.router=...`, entry) pairs (an unknown name raises naming it), `vocabulary` which
     entry reads which key (`zoo.modules.moe.layer.moe_vocabulary`, from each entry's `reads`)."""
     given = dict(given or {})
-    for key in set(given) & set(MOVED_MOE):
-        raise ValueError(f"model.moe.{key} is now {MOVED_MOE[key]}.")
     OPTIONS.check("model.moe", given)
     settings = MoESettings(**{k: (list(v) if isinstance(v, tuple) else v) for k, v in given.items()})
     if settings.top_k > settings.n_experts:
