@@ -36,7 +36,7 @@ def tiny_seq2seq(positional: str = "sinusoidal", **overrides):
 def reference_next_logits(model, seq: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Next-token logits (B, V) from one plain forward (no cache) over the whole left-padded sequence;
     learned positions see only the last max_seq_len columns (the classic crop)."""
-    if model.config.positional == "learned":
+    if model.config.positional.name == "learned":
         seq, mask = seq[:, -model.config.max_seq_len :], mask[:, -model.config.max_seq_len :]
     return model(seq, attention_mask=mask, position_ids=position_ids(mask)).logits[:, -1].float()
 

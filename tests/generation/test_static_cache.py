@@ -33,7 +33,7 @@ def test_static_step_logits_match_full_forward(positional, kv_heads):
 
 
 def test_static_sliding_window_gqa_matches_dynamic():
-    model = tiny_decoder("rope", n_kv_heads=2, sliding_window=3, max_seq_len=32)
+    model = tiny_decoder("rope", n_kv_heads=2, mixer={"sliding_window": 3}, max_seq_len=32)
     dynamic, static = _both(model, max_new_tokens=12)
     assert torch.equal(static.sequences, dynamic.sequences)
     for a, b in zip(static.logits, dynamic.logits, strict=True):
@@ -69,7 +69,7 @@ def test_compiled_step_matches_eager_cache():
     the whole run, second call included, uses one compiled graph."""
     from torch._dynamo.utils import counters
 
-    model = tiny_decoder("rope", n_kv_heads=2, sliding_window=4, max_seq_len=24)
+    model = tiny_decoder("rope", n_kv_heads=2, mixer={"sliding_window": 4}, max_seq_len=24)
     counters.clear()
     greedy = dict(attention_mask=MASK[1:], eos_token_id=[], max_new_tokens=8)
     assert torch.equal(model.generate(IDS[1:], compile=True, **greedy), model.generate(IDS[1:], **greedy))
@@ -83,7 +83,7 @@ def test_compiled_steps_keep_logits_with_several_graphs_in_the_process():
     """With two models and two batch sizes compiled in one process, torch.compile's guards pick each step's
     graph: every run's per-step logits equal a plain forward over the whole sequence, and its tokens the
     eager dynamic cache's."""
-    models = [tiny_decoder("rope", n_kv_heads=2, sliding_window=4, max_seq_len=24),
+    models = [tiny_decoder("rope", n_kv_heads=2, mixer={"sliding_window": 4}, max_seq_len=24),
               tiny_decoder("learned", n_heads=2, max_seq_len=24)]
     for rows in (IDS[1:], IDS, IDS[1:]):
         mask = MASK[-rows.shape[0]:]
