@@ -24,6 +24,7 @@ from zoo.atomic import atomic_file
 from zoo.config import ModelConfig
 from zoo.config_moved import upgrade_saved
 from zoo.models.vocabulary import check_config, settle_keys, vocabulary
+from zoo.modules.layer_pattern import LayerPattern
 from zoo.outputs import Output, write_failure
 from zoo.tokenizers.texts import tokenizer_differences, tokenizer_texts
 from zoo.utils import some
@@ -340,6 +341,9 @@ def check_compatible(saved_record: CheckpointRecord, config: ModelConfig, task: 
     # (saved_model_config fills them and reads the layout before issue 35)
     saved = saved_model_config(saved_record.model_config, f"{path}: zoo.model_config").to_dict()
     current = config.to_dict()
+    depth = max(config.n_encoder_layers, config.n_decoder_layers)  # the layers a pattern builds, compared
+    saved["layer_pattern"] = LayerPattern.parse(saved["layer_pattern"]).expanded(depth)
+    current["layer_pattern"] = config.layer_pattern.expanded(depth)
     # keys no chosen entry reads mean nothing here (a checkpoint written before they were reset may hold them)
     unread = set(current) - vocabulary().read_keys(current)
     diffs = [

@@ -90,6 +90,11 @@ class LayerPattern:
             return frozenset()
         return parse_layer(self.cycle[(index - len(self.prefix)) % len(self.cycle)], "model.layer_pattern")
 
+    def expanded(self, depth: int) -> list[str]:
+        """One spec per layer of a `depth`-layer stack, tags sorted: two patterns that build the same layers
+        expand alike ({prefix: [dense], cycle: [moe]} and [dense, moe] over 2 layers)."""
+        return ["+".join(sorted(self.tags(i))) for i in range(depth)]
+
     def says(self, index: int, yes: str, no: str, default: bool) -> bool:
         """Whether layer `index` has tag `yes` (or not `no`), else `default`."""
         tags = self.tags(index)
