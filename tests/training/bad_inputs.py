@@ -80,8 +80,9 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("model.arch=decoderr", "model.arch: Unknown arch 'decoderr'. Did you mean 'decoder'?"),
     ("model.positional=ropee", "model.positional: Unknown positional 'ropee'. Did you mean 'rope'?"),
     ("model.dropout=1.5", "model.dropout must be in [0, 1), got 1.5"),
-    ("model=llama3_2_1b model.rope_scaling=longrope",
-     "model.rope_scaling='longrope' needs model.rope_short_factor: one factor per rotated pair, 32 here"),
+    ("model=llama3_2_1b model.positional.scaling=longrope",  # the preset's llama3 keys go with its subtree
+     "model.positional.scaling=longrope needs model.positional.scaling.original_max_len, the context length "
+     "the model was pretrained at"),
     ("data=stdlib_text data.name=stdlib", "Unknown data source 'stdlib'. Did you mean 'stdlib_text'?"),
     ("tokenizer.name=bp", "Unknown tokenizer 'bp'. Did you mean 'bpe'?"),
     ("logger.name=wand", "Unknown logger 'wand'. Did you mean 'wandb'?"),
@@ -124,8 +125,8 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("model=gpt_nano model.positional=t5_relative trainer=fsdp_tp",
      "trainer.strategy=fsdp_tp cannot split model.positional: t5_relative learns a bias table with one "
      "column per head"),
-    ("model=gpt_nano model.qk_norm=true model.qk_norm_scope=all trainer=fsdp_tp",
-     "trainer.strategy=fsdp_tp cannot split model.qk_norm_scope: all normalises over every head"),
+    ("model=gpt_nano model.mixer.qk_norm=true model.mixer.qk_norm_scope=all trainer=fsdp_tp",
+     "trainer.strategy=fsdp_tp cannot split model.mixer.qk_norm_scope: all normalises over every head"),
     ("model=moe_small +model.moe.expert_d_ff=33 trainer=fsdp_tp",
      "trainer.tp_size=2 does not divide model.moe.expert_d_ff=33"),
     ("trainer=fsdp_tp optim.name=muon",
@@ -196,8 +197,16 @@ OVERRIDES = [BadInput(given, message) for given, message in [
      "optim.name=muon trains the weight matrices of the attention and feed-forward layers of the stacks, and "
      "finetune freezes all of them; use optim.name=adamw"),
     ("ckpt_path=last", "ckpt_path=last: no earlier run with checkpoints/last.ckpt"),
-    ("model=moe_small +model.moe.first_dense=4",
-     "model.moe.first_dense=4 leaves no MoE layer in model.n_layers=4"),
+    ("model=moe_small model.layer_pattern={prefix:[dense,dense,dense,dense],cycle:[moe]}",
+     "model.layer_pattern={'prefix': ['dense', 'dense', 'dense', 'dense'], 'cycle': ['moe']} tags every one "
+     "of the 4 layers dense, so ffn=moe would train a dense model"),
+    # a key or layer tag only an entry that is not chosen reads (docs/design.md, "Config parts")
+    ("model=gpt_nano model.layer_pattern=[rope,nope]",
+     "model.layer_pattern=['rope', 'nope'] tags layers 'nope', which needs a rotary scheme "
+     "(model.positional=learned does not rotate)"),
+    ("model=llama_small +model.positional.scaling.factor=2.0",
+     "model.positional.scaling=none has no key 'factor'. model.positional.scaling.factor is read by "
+     "positional.scaling=linear|llama3|yarn: choose it with model.positional.scaling=linear"),
     # task=dpo's settings group (zoo/tasks/dpo.py, dpo_losses.py): checked by the task, refused for others
     ("task=dpo data=preference data.path=pairs.jsonl dpo.beta=0",
      "dpo.beta must be a finite number > 0, got 0"),
@@ -208,12 +217,6 @@ OVERRIDES = [BadInput(given, message) for given, message in [
 
 CHECKED_ELSEWHERE = [
     # a key only an entry that is not chosen reads (docs/design.md, "Config vocabulary")
-    BadInput("model=gpt_nano model.nope_every=2",
-             "model.nope_every=2 is read by model.positional=rope, not by model.positional=learned",
-             "tests/models/test_vocabulary.py::test_command_line_rule"),
-    BadInput("model=gpt_nano model.positional=rope model.rope_factor=2.0",
-             "model.rope_factor=2.0 is read by model.rope_scaling=linear|llama3|yarn",
-             "tests/models/test_vocabulary.py::test_command_line_rule"),
     BadInput("model=bert_small model.head=classifier model.head_bias=true",
              "model.head_bias=True is read by model.head=lm",
              "tests/models/test_head_keys.py::test_command_line_rule"),
