@@ -46,7 +46,7 @@ def test_logits_match_with_right_and_left_padding(tmp_path, parallel):
     hf = tiny_neox(use_parallel_residual=parallel)
     model = zoo.from_pretrained(saved(hf, tmp_path))
     cfg = model.config
-    assert ((cfg.norm_placement, cfg.rope_fraction, cfg.rope_base)
+    assert ((cfg.norm_placement, cfg.positional.fraction, cfg.positional.base)
             == ("parallel" if parallel else "pre", 0.5, 500.0))
     assert not cfg.tie_embeddings and cfg.activation == "gelu"
     right_padded_logits_match(hf, model)
@@ -76,7 +76,7 @@ def test_transformers_4_keys_and_lm_head_name_are_read(tmp_path):
           "intermediate_size": 40, "vocab_size": 99, "rotary_pct": 0.25, "rotary_emb_base": 10000,
           "rope_scaling": None, "use_parallel_residual": True}
     cfg = GPT_NEOX.config_from_hf(hf)
-    assert ((cfg.rope_fraction, cfg.rope_base, cfg.norm_placement, cfg.tie_embeddings)
+    assert ((cfg.positional.fraction, cfg.positional.base, cfg.norm_placement, cfg.tie_embeddings)
             == (0.25, 10000.0, "parallel", False))
     hf_model = tiny_neox()
     model = zoo.from_pretrained(saved(hf_model, tmp_path))

@@ -27,7 +27,8 @@ def test_olmo2_logits_match(tmp_path):
     hf = tiny()
     model = zoo.from_pretrained(saved(hf, tmp_path))
     c = model.config
-    assert (c.norm_placement, c.qk_norm, c.qk_norm_scope, c.bias) == ("post_sublayer", True, "all", False)
+    assert ((c.norm_placement, c.mixer.qk_norm, c.mixer.qk_norm_scope, c.bias)
+            == ("post_sublayer", True, "all", False))
     layer = model.decoder_stack.layers[0]
     assert (layer.self_attn.q_norm.weight.shape, layer.self_attn.k_norm.weight.shape) == ((32,), (16,))
     right_padded_logits_match(hf, model)
@@ -53,15 +54,16 @@ def test_settings_olmo2_cannot_express_are_named(tmp_path):
                                          r"attention_bias=True \(supported: False\), rope_type='longrope'"):
         zoo.pretrained.FAMILIES.get("olmo2")().config_from_hf(hf)
     per_head = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=1, n_heads=4, d_ff=24,
-                         qk_norm=True)
-    with pytest.raises(ValueError, match=r"'olmo2': .*model.qk_norm_scope='head' \(would load as 'all'\); "
+                         mixer={"qk_norm": True})
+    with pytest.raises(ValueError, match=r"'olmo2': .*model.mixer.qk_norm_scope='head' \(would load as "
+                                         r"'all'\); "
                                          r"model.norm_placement='pre' \(would load as 'post_sublayer'\)"):
         zoo.save_pretrained(per_head, tmp_path / "x", model_type="olmo2")
 
 
 def test_qk_norm_scope_without_qk_norm_exports_as_llama(tmp_path):
-    """qk_norm_scope says nothing without qk_norm: the round trip does not count it as lost."""
+    """mixer.qk_norm_scope says nothing without mixer.qk_norm: the round trip does not count it as lost."""
     model = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=1, n_heads=4, d_ff=24,
-                      qk_norm_scope="all")
+                      mixer={"qk_norm_scope": "all"})
     out = zoo.save_pretrained(model, tmp_path / "x")
     assert json.loads((out / "config.json").read_text())["model_type"] == "llama"

@@ -37,7 +37,7 @@ def test_logits_match_with_right_and_left_padding(tmp_path, kw, placement, final
     hf = tiny_opt(**kw)
     model = zoo.from_pretrained(saved(hf, tmp_path))
     cfg = model.config
-    assert ((cfg.norm_placement, cfg.final_norm, cfg.pos_offset, cfg.activation)
+    assert ((cfg.norm_placement, cfg.final_norm, cfg.positional.offset, cfg.activation)
             == (placement, final, 2, "relu"))
     right_padded_logits_match(hf, model)
     left_padded_logits_match(hf, model)  # both given position_ids = cumsum(mask) - 1

@@ -32,11 +32,11 @@ FAMILIES = {  # model_type -> (config class, model class, settings, which layers
 }
 
 
-def tiny(model_type: str, scale: float = 0.05, **kw):
-    config_class, model_class, settings, _ = FAMILIES[model_type]
+def tiny(model_type: str, scale: float = 0.05, layers: list[bool] | None = None, **kw):
+    config_class, model_class, settings, sparse_layers = FAMILIES[model_type]
     hf = perturbed(model_class(config_class(**{**BASE, **settings, **kw})), scale=scale)
     with torch.no_grad():  # routers far from ties: the choice of experts does not hang on rounding
-        for layer, sparse in zip(hf.model.layers, FAMILIES[model_type][3], strict=True):
+        for layer, sparse in zip(hf.model.layers, layers or sparse_layers, strict=True):
             if sparse:
                 layer.mlp.gate.weight.normal_(0, 1.0)
     return hf
@@ -69,8 +69,22 @@ def test_export_round_trip(tmp_path, model_type):
 
 def test_what_qwen2_moe_cannot_say_is_named():
     family = zoo.pretrained.FAMILIES.get("qwen2_moe")()
-    hf = {"model_type": "qwen2_moe", **BASE, "shared_expert_intermediate_size": 20,
-          "mlp_only_layers": [1]}
-    with pytest.raises(ValueError, match=r"mlp_only_layers \(the first k layers\)=False .*shared_expert_"
+    hf = {"model_type": "qwen2_moe", **BASE, "shared_expert_intermediate_size": 20, "decoder_sparse_step": 0}
+    with pytest.raises(ValueError, match=r"decoder_sparse_step \(a positive integer\)=False .*shared_expert_"
                                          r"intermediate_size a multiple of moe_intermediate_size=False"):
         family.config_from_hf(hf)
+
+
+def test_dense_layers_anywhere_load_match_and_export(tmp_path):
+    """mlp_only_layers need not be the first layers (model.layer_pattern holds what each layer is): a dense
+    third layer of four loads with transformers' logits and is written back as mlp_only_layers."""
+    layers = [True, True, False, True]
+    hf = tiny("qwen2_moe", layers=layers, num_hidden_layers=4, mlp_only_layers=[2])
+    model = zoo.from_pretrained(saved(hf, tmp_path))
+    assert [isinstance(layer.ffn, MoE) for layer in model.decoder_stack.layers] == layers
+    assert model.config.layer_pattern.to_data() == ["moe", "moe", "dense"]  # tiled: layer 3 is MoE
+    right_padded_logits_match(hf, model)
+    left_padded_logits_match(hf, model)
+    out = export_round_trips(model, Qwen2MoeForCausalLM, tmp_path / "export")
+    written = json.loads((out / "config.json").read_text())
+    assert (written["mlp_only_layers"], written["decoder_sparse_step"]) == ([2], 1)

@@ -41,7 +41,7 @@ class GPTNeoX(Family):
         Key("eos_id", "eos_token_id", 0, token=True), Key("pad_id", "pad_token_id", "eos_id", token=True),
         Key("bos_id", "bos_token_id", "eos_id", token=True),
     )
-    fixed = {"arch": "decoder", "norm": "layernorm", "positional": "rope", "rope_layout": "half",
+    fixed = {"arch": "decoder", "norm": "layernorm", "positional": "rope", "positional.layout": "half",
              "bias": True}
     # attention_bias=False drops the attention biases but keeps the MLP and LayerNorm ones: no zoo knob
     requires = {"attention_bias": True}

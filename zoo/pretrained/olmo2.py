@@ -1,7 +1,8 @@
 """OLMo 2: Llama's tensors and keys with the norms moved inside the residual branch, on each sub-layer's
 output (`post_attention_layernorm` / `post_feedforward_layernorm` -> zoo `post_norm_self` / `post_norm_ffn`,
 wiring `post_sublayer`; no `input_layernorm`), and an RMSNorm over the whole q and k projections before the
-head split (`qk_norm_scope: all`). `attention_bias` biases q, k, v and o but not the MLP: zoo cannot."""
+head split (model.mixer.qk_norm_scope: all). `attention_bias` biases q, k, v and o but not the MLP: zoo
+cannot."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ class Olmo2(LlamaShaped):
     tensors = {**TENSORS, **within("decoder_stack.layers.{i}.", "layers.{i}.", {
         "post_norm_self.weight": "post_attention_layernorm.weight",
         "post_norm_ffn.weight": "post_feedforward_layernorm.weight"})}
-    fixed = {**DECODER, "norm_placement": "post_sublayer", "qk_norm": True, "qk_norm_scope": "all"}
+    fixed = {**DECODER, "norm_placement": "post_sublayer", "mixer.qk_norm": True,
+             "mixer.qk_norm_scope": "all"}
     defaults = {"rms_norm_eps": 1e-5}
     requires = {"attention_bias": False}

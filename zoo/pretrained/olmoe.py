@@ -1,7 +1,7 @@
 """OLMoE both ways: Llama's pre-norm decoder with OLMo 2's q/k RMSNorm over the whole projections
-(`qk_norm_scope: all`) and a Mixture-of-Experts MLP in every layer: `mlp.gate` routes (softmax, top-k,
-renormalised only with `norm_topk_prob`), experts `mlp.experts.{e}.gate_proj | up_proj | down_proj` of width
-`intermediate_size`. `clip_qkv` and `attention_bias` are reproduced at null / false only;
+(model.mixer.qk_norm_scope: all) and a Mixture-of-Experts MLP in every layer: `mlp.gate` routes (softmax,
+top-k, renormalised only with `norm_topk_prob`), experts `mlp.experts.{e}.gate_proj | up_proj | down_proj` of
+width `intermediate_size`. `clip_qkv` and `attention_bias` are reproduced at null / false only;
 `router_aux_loss_coef` is aux_coef / top_k (docs/moe.md)."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ class Olmoe(LlamaShaped):
     model_type = "olmoe"
     class_prefix = "Olmoe"
     heads = {head: NO_QA[head] for head in ("none", "lm")}  # OlmoeModel, OlmoeForCausalLM only
-    fixed = {**DECODER, "qk_norm": True, "qk_norm_scope": "all", "ffn": "moe"}
+    fixed = {**DECODER, "mixer.qk_norm": True, "mixer.qk_norm_scope": "all", "ffn": "moe"}
     defaults = {"max_position_embeddings": 4096, "rms_norm_eps": 1e-5}
     requires = {"attention_bias": False, "clip_qkv": None}
     tensors = {**TENSORS, **within("decoder_stack.layers.{i}.", "layers.{i}.", EXPERTS)}

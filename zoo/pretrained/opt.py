@@ -46,7 +46,7 @@ class OPT(Family):
         Key("eos_id", "eos_token_id", 2, token=True),
     )
     fixed = {"arch": "decoder", "norm": "layernorm", "norm_eps": 1e-5, "positional": "learned",
-             "pos_offset": 2, "bias": True}  # OPTLearnedPositionalEmbedding reads row position + 2
+             "positional.offset": 2, "bias": True}  # OPTLearnedPositionalEmbedding reads row position + 2
     # enable_bias=False keeps the LayerNorm biases: no zoo knob
     requires = {"enable_bias": True, "layer_norm_elementwise_affine": True}
 

@@ -1,10 +1,11 @@
 """Qwen2-MoE and Qwen3-MoE both ways: Qwen2's / Qwen3's attention and tables, and a Mixture-of-Experts MLP
-where `decoder_sparse_step` and `mlp_only_layers` say (zoo's `every` and `first_dense`: mlp_only_layers must
-be the first k layers). The router is `mlp.gate` (softmax, top-k, renormalised when `norm_topk_prob`: zoo's
-softmax_topk_norm, else softmax_topk), each expert `mlp.experts.{e}.gate_proj | up_proj | down_proj` of width
-`moe_intermediate_size` (the dense layers keep `intermediate_size`). Qwen2-MoE adds one shared expert of width
-`shared_expert_intermediate_size` (zoo: n_shared_experts = that / moe_intermediate_size, which must divide it)
-scaled by sigmoid(`mlp.shared_expert_gate`). `router_aux_loss_coef` is aux_coef / top_k (docs/moe.md)."""
+where `decoder_sparse_step` and `mlp_only_layers` say (zoo's model.layer_pattern: each layer tagged moe or
+dense as transformers builds it, written back as `mlp_only_layers` with a step of 1). The router is `mlp.gate`
+(softmax, top-k, renormalised when `norm_topk_prob`: zoo's softmax_topk_norm, else softmax_topk), each expert
+`mlp.experts.{e}.gate_proj | up_proj | down_proj` of width `moe_intermediate_size` (the dense layers keep
+`intermediate_size`). Qwen2-MoE adds one shared expert of width `shared_expert_intermediate_size` (zoo:
+n_shared_experts = that / moe_intermediate_size, which must divide it) scaled by
+sigmoid(`mlp.shared_expert_gate`). `router_aux_loss_coef` is aux_coef / top_k (docs/moe.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 
 from zoo.config import ModelConfig
 from zoo.modules.moe import moe_settings
-from zoo.pretrained.config_map import Key
+from zoo.pretrained.config_map import Key, pattern_of
 from zoo.pretrained.decoder_heads import LLAMA_HEADS, QA
 from zoo.pretrained.family import Checks
 from zoo.pretrained.llama import DECODER, KEYS, TENSORS, Qwen2, Qwen3
@@ -35,25 +36,28 @@ class QwenExperts:
 
     shared = False
 
-    def moe_from_hf(self, hf: Mapping[str, Any]) -> tuple[dict[str, Any], Checks]:
+    def moe_from_hf(self, hf: Mapping[str, Any], n_layers: int) -> tuple[dict[str, Any], Checks]:
+        """model.moe and model.layer_pattern (dotted paths), and the checks."""
         top_k, width = hf.get("num_experts_per_tok", 8), hf.get("moe_intermediate_size", 768)
-        dense = list(hf.get("mlp_only_layers") or [])
+        dense, step = set(hf.get("mlp_only_layers") or []), hf.get("decoder_sparse_step", 1)
+        stepped = isinstance(step, int) and not isinstance(step, bool) and step >= 1
+        layers = ["moe" if i not in dense and (i + 1) % (step if stepped else 1) == 0 else "dense"
+                  for i in range(n_layers)]
         moe = {"n_experts": hf.get("num_experts", hf.get("num_local_experts", 128)), "top_k": top_k,
                "expert_d_ff": width, "router": ROUTERS[bool(hf.get("norm_topk_prob", False))],
-               "every": hf.get("decoder_sparse_step", 1), "first_dense": len(dense), "balance": "aux",
-               "aux_coef": hf.get("router_aux_loss_coef", 0.001) * top_k}
-        checks: Checks = {"mlp_only_layers (the first k layers)": (dense == list(range(len(dense))), True)}
+               "balance": "aux", "aux_coef": hf.get("router_aux_loss_coef", 0.001) * top_k}
+        checks: Checks = {"decoder_sparse_step (a positive integer)": (stepped, True)}
         if self.shared:
             shared = hf.get("shared_expert_intermediate_size", 0)
             checks["shared_expert_intermediate_size a multiple of moe_intermediate_size"] = (
                 shared % width == 0 if width else False, True)
             moe.update(n_shared_experts=shared // width if width else 0, shared_gate=shared > 0)
-        return moe, checks
+        return {"moe": moe, "layer_pattern": pattern_of(layers, "moe")}, checks
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
         rope, checks = super().more_from_hf(hf, settings)  # the attention family's (Qwen2 / Qwen3)
-        moe, moe_checks = self.moe_from_hf(hf)
-        return {**rope, "moe": moe}, {**checks, **moe_checks}
+        moe, moe_checks = self.moe_from_hf(hf, settings["n_layers"])
+        return {**rope, **moe}, {**checks, **moe_checks}
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
         return {**super().more_to_hf(cfg), **self.moe_to_hf(cfg)}
@@ -62,8 +66,9 @@ class QwenExperts:
         moe = moe_settings(cfg)
         width = moe.expert_d_ff or cfg.ffn_dim
         out = {"num_experts": moe.n_experts, "num_experts_per_tok": moe.top_k, "moe_intermediate_size": width,
-               "norm_topk_prob": moe.router == ROUTERS[True], "decoder_sparse_step": moe.every,
-               "mlp_only_layers": list(range(moe.first_dense)), "output_router_logits": False,
+               "norm_topk_prob": moe.router == ROUTERS[True], "decoder_sparse_step": 1,
+               "mlp_only_layers": [i for i in range(cfg.n_layers) if not cfg.layer_is_moe(i)],
+               "output_router_logits": False,
                "router_aux_loss_coef": moe.aux_coef / moe.top_k if "aux" in moe.balances else 0.0}
         if self.shared:
             out["shared_expert_intermediate_size"] = moe.n_shared_experts * width
@@ -75,7 +80,7 @@ class Qwen2Moe(QwenExperts, Qwen2):
     class_prefix = "Qwen2Moe"
     shared = True
     heads = {**LLAMA_HEADS, "qa": QA}  # Qwen2MoeForQuestionAnswering keeps its base under `model.`
-    keys = (*KEYS, Key("qkv_bias", "qkv_bias", True))
+    keys = (*KEYS, Key("mixer.qkv_bias", "qkv_bias", True))
     fixed = {**DECODER, "ffn": "moe"}
     tensors = {**TENSORS, **within("decoder_stack.layers.{i}.", "layers.{i}.", EXPERTS)}
 
