@@ -14,7 +14,7 @@ from transformers import Gemma2Config, Gemma2ForCausalLM, GemmaConfig, GemmaForC
 import zoo
 from tests.pretrained.decoder_checks import greedy_matches
 from tests.pretrained.helpers import export_round_trip, perturbed, right_padded, saved
-from zoo.config import ModelConfig
+from zoo.config import ModelConfig, lay_over
 from zoo.pretrained import FAMILIES
 from zoo.pretrained.roundtrip import effective
 
@@ -73,8 +73,9 @@ def test_gemma2_logits_match(tmp_path, layer_types):
     hf = tiny_gemma2(layer_types=layer_types)
     model = zoo.from_pretrained(saved(hf, tmp_path))
     c = model.config
-    assert (c.norm_placement, c.attn_softcap, c.final_softcap, c.attn_scale) == ("sandwich", 2.0, 3.0, 0.5)
-    assert (c.sliding_window, c.global_every) == (4, 3 if layer_types else 2)
+    assert (c.norm_placement, c.mixer.softcap, c.final_softcap, c.mixer.scale) == ("sandwich", 2.0, 3.0, 0.5)
+    assert (c.mixer.sliding_window, c.layer_pattern.to_data()) == (
+        4, ["local", "local", "global"] if layer_types else ["local", "global"])
     assert [c.layer_is_local(i) for i in range(3)] == [t == "sliding_attention"
                                                        for t in hf.config.layer_types]
     logits_match(hf, model)
@@ -87,8 +88,12 @@ def test_gemma2_settings_really_act_here(tmp_path):
     ids = torch.randint(3, 99, (2, 12))
     with torch.no_grad():
         logits = zoo.from_pretrained(path)(ids).logits
-        for knob in ("attn_softcap", "final_softcap", "sliding_window", "attn_scale"):
-            assert (zoo.from_pretrained(path, **{knob: None})(ids).logits - logits).abs().max() > 0.1, knob
+        for knob in ({"mixer": {"softcap": None}}, {"final_softcap": None},
+                     {"mixer": {"sliding_window": None}, "layer_pattern": []}, {"mixer": {"scale": None}}):
+            changed = zoo.from_pretrained(path, **knob)
+            assert (changed(ids).logits - logits).abs().max() > 0.1, knob
+    # an override of one mixer key keeps the others (the window here)
+    assert zoo.from_pretrained(path, mixer={"softcap": None}).config.mixer.sliding_window == 4
 
 
 @pytest.mark.parametrize("family", ["gemma", "gemma2"])
@@ -113,9 +118,9 @@ def test_export_round_trip_is_exact_and_loads_in_transformers(tmp_path, family):
 
 def test_gemma2_preset_exports_and_loads_in_transformers(tmp_path):
     model = zoo.build("gemma2_2b", vocab_size=64, d_model=32, n_layers=3, n_heads=4, n_kv_heads=2, head_dim=8,
-                      d_ff=24, sliding_window=3, attn_softcap=2.0, final_softcap=3.0).eval()
+                      d_ff=24, mixer={"sliding_window": 3, "softcap": 2.0}, final_softcap=3.0).eval()
     out = zoo.save_pretrained(model, tmp_path / "fresh")
-    # attn_scale null: head size
+    # mixer.scale null: head size
     assert json.loads((out / "config.json").read_text())["query_pre_attn_scalar"] == 8
     logits_match(Gemma2ForCausalLM.from_pretrained(out).eval(), model, vocab=64)
 
@@ -123,10 +128,10 @@ def test_gemma2_preset_exports_and_loads_in_transformers(tmp_path):
 def test_gemma2_without_local_layers_exports(tmp_path):
     """Every layer global: config.json says so in layer_types (transformers still needs some window)."""
     model = zoo.build("gemma2_2b", vocab_size=64, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=8,
-                      d_ff=24, max_seq_len=32, sliding_window=None, global_every=0).eval()
+                      d_ff=24, max_seq_len=32, mixer={"sliding_window": None}, layer_pattern=[]).eval()
     out = zoo.save_pretrained(model, tmp_path / "global")
     assert json.loads((out / "config.json").read_text())["layer_types"] == ["full_attention"] * 2
-    assert zoo.from_pretrained(out).config.sliding_window is None
+    assert zoo.from_pretrained(out).config.mixer.sliding_window is None
     logits_match(Gemma2ForCausalLM.from_pretrained(out).eval(), model, vocab=64)
 
 
@@ -158,8 +163,6 @@ BASE = {"hidden_size": 32, "num_hidden_layers": 3, "num_attention_heads": 4, "in
     ("gemma2", {"use_bidirectional_attention": True},
      r"use_bidirectional_attention=True \(supported: False\)"),
     ("gemma2", {"hidden_activation": "gelu"}, r"hidden_activation='gelu' \(supported: gelu_pytorch_tanh\)"),
-    ("gemma2", {"layer_types": ["full_attention", "sliding_attention", "sliding_attention"]},
-     r"layer_types global every k-th layer=False"),
     ("gemma2", {"layer_types": ["sliding_attention", "chunked_attention", "full_attention"]},
      r"layer_types in \(sliding_attention, full_attention\)=False"),
     ("gemma2", {"sliding_window": None}, r"sliding_window given for sliding_attention layers=False"),
@@ -170,30 +173,40 @@ def test_settings_zoo_cannot_reproduce_are_named(model_type, settings, message):
         FAMILIES.get(model_type)().config_from_hf({"model_type": model_type, **BASE, **settings})
 
 
-@pytest.mark.parametrize(("settings", "window", "every"), [
-    ({}, 4096, 2),  # transformers' defaults: window 4096, layers 0, 2 local
-    ({"layer_types": ["sliding_attention"] * 3, "sliding_window": 5}, 5, 0),
-    ({"layer_types": ["full_attention"] * 3}, None, 0),
+@pytest.mark.parametrize(("settings", "window", "pattern"), [
+    ({}, 4096, ["local", "global"]),  # transformers' defaults: window 4096, layers 0, 2 local
+    ({"layer_types": ["sliding_attention"] * 3, "sliding_window": 5}, 5, []),
+    ({"layer_types": ["full_attention"] * 3}, None, []),
+    # not every k-th layer global (zoo refused this before model.layer_pattern)
+    ({"layer_types": ["full_attention", "sliding_attention", "sliding_attention"]}, 4096,
+     {"prefix": ["global"], "cycle": ["local"]}),
+    ({"layer_types": ["sliding_attention", "full_attention", "sliding_attention"]}, 4096,
+     ["local", "global"]),
+    ({"layer_types": ["sliding_attention", "full_attention", "full_attention"]}, 4096,
+     {"prefix": ["local"], "cycle": ["global"]}),
 ])
-def test_gemma2_layer_types_map_to_window_and_global_every(settings, window, every):
+def test_gemma2_layer_types_map_to_window_and_layer_pattern(settings, window, pattern):
     cfg = FAMILIES.get("gemma2")().config_from_hf({"model_type": "gemma2", **BASE, **settings})
-    assert (cfg.sliding_window, cfg.global_every) == (window, every)
+    assert (cfg.mixer.sliding_window, cfg.layer_pattern.to_data()) == (window, pattern)
+    types = settings.get("layer_types") or ["sliding_attention", "full_attention", "sliding_attention"]
+    assert [cfg.layer_is_local(i) for i in range(3)] == [t == "sliding_attention" for t in types]
+    assert FAMILIES.get("gemma2")().config_to_hf(cfg)["layer_types"] == types
     # defaults, head 8
-    assert (cfg.attn_softcap, cfg.final_softcap, cfg.attn_scale) == (50.0, 30.0, 256**-0.5)
+    assert (cfg.mixer.softcap, cfg.final_softcap, cfg.mixer.scale) == (50.0, 30.0, 256**-0.5)
 
 
 @pytest.mark.parametrize(("model_type", "overrides", "message"), [
-    ("gemma", {"qk_norm": True}, r"model.qk_norm=True \(would load as False\)"),
+    ("gemma", {"mixer": {"qk_norm": True}}, r"model.mixer.qk_norm=True \(would load as False\)"),
     ("gemma", {"norm_placement": "sandwich"}, r"model.norm_placement='sandwich' \(would load as 'pre'\)"),
-    ("gemma", {"attn_softcap": 5.0}, r"model.attn_softcap=5.0 \(would load as None\)"),
-    ("gemma2", {"rope_scaling": "linear", "rope_factor": 2.0},
-     r"model.rope_scaling='linear' \(would load as 'none'\)"),
+    ("gemma", {"mixer": {"softcap": 5.0}}, r"model.mixer.softcap=5.0 \(would load as None\)"),
+    ("gemma2", {"positional": {"scaling": {"name": "linear", "factor": 2.0}}},
+     r"model.positional.scaling='linear' \(would load as 'none'\)"),
     ("gemma2", {"bias": True}, r"model.bias=True \(would load as False\)"),
 ])
 def test_export_names_what_the_family_cannot_express(tmp_path, model_type, overrides, message):
-    gemma = {"norm_placement": "pre", "attn_softcap": None, "final_softcap": None, "sliding_window": None,
-             "global_every": 0} if model_type == "gemma" else {}
+    gemma = {"norm_placement": "pre", "mixer": {"softcap": None, "sliding_window": None},
+             "final_softcap": None, "layer_pattern": []} if model_type == "gemma" else {}
     model = zoo.build("gemma2_2b", vocab_size=64, d_model=32, n_layers=1, n_heads=4, n_kv_heads=2, head_dim=8,
-                      d_ff=24, **{**gemma, **overrides})
+                      d_ff=24, **lay_over(gemma, overrides))
     with pytest.raises(ValueError, match=rf"cannot be exported as '{model_type}'.*{message}"):
         zoo.save_pretrained(model, tmp_path / "x", model_type=model_type)

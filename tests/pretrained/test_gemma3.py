@@ -41,17 +41,22 @@ def logits_match(hf, model, vocab: int = 99) -> None:
     left_padded_logits_match(hf, model, vocab)
 
 
-@pytest.mark.parametrize("layer_types", [None, [LOCAL, LOCAL, GLOBAL, LOCAL, LOCAL, GLOBAL]],
-                         ids=["five_to_one", "every_third_global"])
-def test_gemma3_logits_match(tmp_path, layer_types):
+@pytest.mark.parametrize(("layer_types", "pattern"), [
+    (None, ["local"] * 5 + ["global"]),
+    ([LOCAL, LOCAL, GLOBAL, LOCAL, LOCAL, GLOBAL], ["local", "local", "global"]),
+    # not every k-th layer global (zoo refused this before model.layer_pattern)
+    ([GLOBAL, LOCAL, LOCAL, LOCAL, LOCAL, LOCAL], {"prefix": ["global"], "cycle": ["local"]}),
+], ids=["five_to_one", "every_third_global", "first_global"])
+def test_gemma3_logits_match(tmp_path, layer_types, pattern):
     hf = tiny_gemma3(layer_types=layer_types)
     model = zoo.from_pretrained(saved(hf, tmp_path))
     c = model.config
-    assert (c.norm, c.norm_placement, c.qk_norm, c.embed_scale, c.attn_scale) == (
+    assert (c.norm, c.norm_placement, c.mixer.qk_norm, c.embed_scale, c.mixer.scale) == (
         "rmsnorm_1p", "sandwich", True, True, 0.5)
-    assert (c.attn_softcap, c.final_softcap, c.sliding_window, c.global_every) == (
-        None, None, 4, 3 if layer_types else 6)
-    assert (c.rope_base, c.rope_local_base, c.rope_scaling, c.rope_factor) == (1e4, 100.0, "linear", 2.0)
+    assert (c.mixer.softcap, c.final_softcap, c.mixer.sliding_window, c.layer_pattern.to_data()) == (
+        None, None, 4, pattern)
+    rope = c.positional
+    assert (rope.base, rope.local_base, rope.scaling.name, rope.scaling.factor) == (1e4, 100.0, "linear", 2.0)
     assert [c.layer_is_local(i) for i in range(6)] == [t == LOCAL for t in hf.config.layer_types]
     logits_match(hf, model)
 
@@ -62,9 +67,9 @@ def test_gemma3_settings_really_act_here(tmp_path):
     ids = torch.randint(3, 99, (2, 12))
     with torch.no_grad():
         logits = zoo.from_pretrained(path)(ids).logits
-        for knob, value in (("rope_local_base", None), ("rope_local_base", 1e4), ("rope_factor", 1.0),
-                            ("attn_scale", None)):
-            changed = zoo.from_pretrained(path, **{knob: value})(ids).logits
+        for knob in ({"positional": {"local_base": None}}, {"positional": {"local_base": 1e4}},
+                     {"positional": {"scaling": {"factor": 1.0}}}, {"mixer": {"scale": None}}):
+            changed = zoo.from_pretrained(path, **knob)(ids).logits
             assert (changed - logits).abs().max() > 0.1, knob
 
 
@@ -86,7 +91,7 @@ def test_export_round_trip_is_exact_and_loads_in_transformers(tmp_path):
 
 def test_gemma3_preset_exports_and_loads_in_transformers(tmp_path):
     model = zoo.build("gemma3_1b", vocab_size=64, d_model=32, n_layers=6, n_heads=4, n_kv_heads=2,
-                      head_dim=8, d_ff=24, sliding_window=3, max_seq_len=64).eval()
+                      head_dim=8, d_ff=24, mixer={"sliding_window": 3}, max_seq_len=64).eval()
     with torch.no_grad():
         for p in model.parameters():  # qk-norm and sandwich gains away from their init
             p.add_(torch.randn_like(p) * 0.1)
@@ -133,7 +138,7 @@ BASE = {"model_type": "gemma3_text", "hidden_size": 32, "num_hidden_layers": 6, 
 
 def test_settings_zoo_cannot_reproduce_are_named_in_one_error():
     settings = {"attention_bias": True, "use_bidirectional_attention": True,
-                "layer_types": [GLOBAL, LOCAL, LOCAL, LOCAL, LOCAL, LOCAL],
+                "layer_types": [GLOBAL, LOCAL, LOCAL, LOCAL, LOCAL, "chunked_attention"],
                 "rope_parameters": {GLOBAL: {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 1e6},
                                     LOCAL: {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4},
                                     "chunked_attention": {"rope_type": "default"}}}
@@ -143,14 +148,14 @@ def test_settings_zoo_cannot_reproduce_are_named_in_one_error():
     assert message.startswith("gemma3_text config.json uses settings zoo does not support: ")
     for named in ("attention_bias=True", "use_bidirectional_attention=True", "rope_type='dynamic'",
                   f"{LOCAL} rope_type='linear' (supported: default)", "rope_parameters per layer type=False",
-                  "layer_types global every k-th layer=False"):
+                  f"layer_types in ({LOCAL}, {GLOBAL})=False"):
         assert named in message, named
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
-    ({"qk_norm": False}, r"model.qk_norm=False \(would load as True\)"),
-    ({"rope_local_base": None, "rope_scaling": "linear", "rope_factor": 2.0},
-     r"model.rope_local_base=None \(would load as 1000000.0\)"),
+    ({"mixer": {"qk_norm": False}}, r"model.mixer.qk_norm=False \(would load as True\)"),
+    ({"positional": {"local_base": None, "scaling": {"name": "linear", "factor": 2.0}}},
+     r"model.positional.local_base=None \(would load as 1000000.0\)"),
     ({"norm_placement": "pre"}, r"model.norm_placement='pre' \(would load as 'sandwich'\)"),
 ])
 def test_export_names_what_gemma3_cannot_express(tmp_path, overrides, message):
@@ -168,7 +173,8 @@ def test_transformers_4_rope_keys_read_as_transformers_5_reads_them():
               "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
     family = FAMILIES.get("gemma3_text")()
     cfg = family.config_from_hf(legacy)
-    rope = (cfg.rope_base, cfg.rope_local_base, cfg.rope_scaling, cfg.rope_factor)
+    rope = (cfg.positional.base, cfg.positional.local_base, cfg.positional.scaling.name,
+            cfg.positional.scaling.factor)
     assert rope == (1e6, 1e4, "linear", 8.0)
     theirs = Gemma3TextConfig(**{k: v for k, v in legacy.items() if k != "model_type"}).rope_parameters
     assert family.config_to_hf(cfg)["rope_parameters"] == theirs

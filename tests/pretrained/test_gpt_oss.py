@@ -46,9 +46,10 @@ def test_logits_match_on_padded_batches(tmp_path):
     hf = tiny_gpt_oss()
     model = zoo.from_pretrained(saved(hf, tmp_path))
     c = model.config
-    assert (c.attn_sinks, c.bias, c.activation, c.sliding_window, c.global_every) == (
-        True, True, "swiglu_clamped", 4, 2)
-    assert (c.rope_scaling, c.rope_factor, c.rope_truncate, c.rope_original_max_len) == (
+    assert (c.mixer.sinks, c.bias, c.activation, c.mixer.sliding_window, c.layer_pattern.to_data()) == (
+        True, True, "swiglu_clamped", 4, ["local", "global"])
+    scaling = c.positional.scaling
+    assert (scaling.name, scaling.factor, scaling.truncate, scaling.original_max_len) == (
         "yarn", 4.0, False, 16)
     assert (c.moe["n_experts"], c.moe["top_k"], c.moe["router"], c.moe["router_bias"]) == (
         4, 2, "topk_softmax", True)
@@ -57,6 +58,19 @@ def test_logits_match_on_padded_batches(tmp_path):
     assert all(isinstance(layer.ffn, MoE) for layer in model.decoder_stack.layers)
     right_padded_logits_match(hf, model)
     left_padded_logits_match(hf, model)
+
+
+def test_layer_types_not_alternating_load_and_match(tmp_path):
+    """Layer 0 full, the rest sliding (zoo refused this before model.layer_pattern): the same layers local,
+    logits equal, and the export writes them back."""
+    types = ["full_attention", "sliding_attention", "sliding_attention"]
+    hf = tiny_gpt_oss(layer_types=types)
+    model = zoo.from_pretrained(saved(hf, tmp_path))
+    assert [model.decoder_stack.local[i] for i in range(3)] == [False, True, True]
+    right_padded_logits_match(hf, model)
+    left_padded_logits_match(hf, model)
+    out = export_round_trips(model, GptOssForCausalLM, tmp_path / "export")
+    assert json.loads((out / "config.json").read_text())["layer_types"] == types
 
 
 def test_greedy_matches_transformers_generate(tmp_path):
@@ -80,7 +94,7 @@ def test_a_zoo_built_model_exports_as_gpt_oss(tmp_path):
     """Fresh zoo weights (sinks and router biases made nonzero), every layer global: transformers agrees."""
     model = zoo.build(dict(
         arch="decoder", vocab_size=99, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=16,
-        activation="swiglu_clamped", norm="rmsnorm", positional="rope", bias=True, attn_sinks=True,
+        activation="swiglu_clamped", norm="rmsnorm", positional="rope", bias=True, mixer={"sinks": True},
         tie_embeddings=False, ffn="moe", max_seq_len=64,
         moe={"n_experts": 4, "top_k": 2, "router": "topk_softmax", "router_bias": True}))
     with torch.no_grad():
@@ -120,7 +134,8 @@ def _hf_config(**kw) -> dict:
     ({"swiglu_limit": 5.0}, r"swiglu_limit=5.0 \(supported: 7.0\)"),
     ({"swiglu_alpha": 1.0}, r"swiglu_alpha=1.0 \(supported: 1.702\)"),
     ({"attention_bias": False}, r"attention_bias=False \(supported: True\)"),
-    ({"layer_types": ["full_attention", "sliding_attention"]}, r"layer_types global every k-th layer"),
+    ({"layer_types": ["full_attention", "chunked_attention"]},
+     r"layer_types in \(sliding_attention, full_attention\)=False"),
 ])
 def test_what_zoo_does_not_reproduce_is_refused(given, named):
     with pytest.raises(ValueError, match=named):
@@ -131,9 +146,11 @@ def test_config_json_without_rope_parameters_reads_gpt_oss_defaults():
     """GptOssConfig's own defaults: YaRN x32 over 4096 positions, base 150000, no truncation; layers alternate
     sliding (0, 2, ...) and full, window 128."""
     cfg = zoo.pretrained.FAMILIES.get("gpt_oss")().config_from_hf(_hf_config())
-    rope = (cfg.rope_scaling, cfg.rope_factor, cfg.rope_original_max_len, cfg.rope_base, cfg.rope_truncate)
+    scaling = cfg.positional.scaling
+    rope = (scaling.name, scaling.factor, scaling.original_max_len, cfg.positional.base, scaling.truncate)
     assert rope == ("yarn", 32.0, 4096, 150000.0, False)
-    assert (cfg.sliding_window, cfg.global_every, cfg.head_size) == (128, 2, 64)
+    assert (cfg.mixer.sliding_window, cfg.layer_pattern.to_data(), cfg.head_size) == (
+        128, ["local", "global"], 64)
 
 
 HUB_20B = {  # openai/gpt-oss-20b's config.json as shipped (transformers 4.x spelling, MXFP4 experts)

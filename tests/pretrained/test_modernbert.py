@@ -61,11 +61,26 @@ def test_mlm_logits_match(tmp_path):
     c = model.config
     assert (c.arch, c.norm_placement, c.first_attn_norm, c.embed_norm, c.bias, c.activation) == (
         "encoder", "pre", False, True, False, "geglu")
-    assert (c.sliding_window, c.global_every, c.global_first, c.rope_base, c.rope_local_base) == (
-        4, 3, True, 1e4, 100.0)
+    rope = c.positional
+    assert (c.mixer.sliding_window, c.layer_pattern.to_data(), rope.base, rope.local_base) == (
+        4, ["global", "local", "local"], 1e4, 100.0)
     assert (c.head, c.head_transform, c.head_bias, c.tie_embeddings) == ("lm", True, True, True)
     assert [c.layer_is_local(i) for i in range(6)] == [t == LOCAL for t in hf.config.layer_types]
     same_outputs(hf, model)
+
+
+def test_layer_types_of_no_period_load_and_match(tmp_path):
+    """Layers 1 and 2 global, the rest local (zoo refused a pattern other than every k-th layer global before
+    model.layer_pattern): the same layers local, outputs equal, and the export writes them back."""
+    types = [LOCAL, GLOBAL, GLOBAL, LOCAL, LOCAL, LOCAL]
+    hf = tiny(layer_types=types)
+    model = zoo.from_pretrained(saved(hf, tmp_path))
+    assert [model.config.layer_is_local(i) for i in range(6)] == [t == LOCAL for t in types]
+    same_outputs(hf, model)
+    out, back = export_round_trip(model, ModernBertForMaskedLM, tmp_path / "export")
+    written = json.loads((out / "config.json").read_text())
+    assert written["layer_types"] == types and "global_attn_every_n_layers" not in written
+    same_outputs(back, model)
 
 
 def test_each_setting_really_acts_here(tmp_path):
@@ -74,10 +89,10 @@ def test_each_setting_really_acts_here(tmp_path):
     path = saved(tiny(), tmp_path)
     ids, mask = right_padded(3, 20, 99, [20, 14, 7])
     logits = outputs(zoo.from_pretrained(path), ids, mask)
-    for knob, value in (("sliding_window", 5), ("sliding_window", 3), ("rope_local_base", None),
-                        ("global_first", False)):
-        changed = outputs(zoo.from_pretrained(path, **{knob: value}), ids, mask)
-        assert (changed - logits).abs().max() > 0.1, (knob, value)
+    for knob in ({"mixer": {"sliding_window": 5}}, {"mixer": {"sliding_window": 3}},
+                 {"positional": {"local_base": None}}, {"layer_pattern": ["local", "local", "global"]}):
+        changed = outputs(zoo.from_pretrained(path, **knob), ids, mask)
+        assert (changed - logits).abs().max() > 0.1, knob
 
 
 def test_bare_model_hidden_states_match(tmp_path):
@@ -95,8 +110,9 @@ def test_other_activations_untied_head_without_bias_and_another_pattern(tmp_path
               decoder_bias=False, global_attn_every_n_layers=2, **biases)
     model = zoo.from_pretrained(saved(hf, tmp_path))
     c = model.config
-    assert (c.activation, c.head_activation, c.tie_embeddings, c.head_bias, c.global_every, c.bias) == (
-        "geglu_tanh", "silu", False, False, 2, True)
+    assert (c.activation, c.head_activation, c.tie_embeddings, c.head_bias, c.bias) == (
+        "geglu_tanh", "silu", False, False, True)
+    assert c.layer_pattern.to_data() == ["global", "local"]
     same_outputs(hf, model)
     export = zoo.save_pretrained(model, tmp_path / "export")
     same_outputs(ModernBertForMaskedLM.from_pretrained(export).eval(), model)
@@ -115,13 +131,14 @@ def test_export_round_trip_is_exact_and_loads_in_transformers(tmp_path, cls):
     same_outputs(hf, model)
 
 
-@pytest.mark.parametrize(("global_first", "n_layers"), [(True, 6), (False, 6), (True, 2)])
-def test_preset_exports_and_loads_in_transformers(tmp_path, global_first, n_layers):
-    """A zoo-built (not imported) model of the base preset's knobs, shrunk and perturbed; with global_first
-    false (layers 2, 5, ... global) transformers 5 still reads it, through layer_types; two layers (global,
-    local) keep global_every 3 (2 would draw them too)."""
+@pytest.mark.parametrize(("pattern", "n_layers"), [(["global", "local", "local"], 6),
+                                                   (["local", "local", "global"], 6),
+                                                   (["global", "local", "local"], 2)])
+def test_preset_exports_and_loads_in_transformers(tmp_path, pattern, n_layers):
+    """A zoo-built (not imported) model of the base preset's knobs, shrunk and perturbed; with layers 2, 5,
+    ... global transformers 5 still reads it, through layer_types; two layers (global, local) too."""
     model = zoo.build("modernbert_base", vocab_size=64, d_model=32, n_layers=n_layers, n_heads=4, d_ff=24,
-                      sliding_window=3, max_seq_len=64, global_first=global_first).eval()
+                      mixer={"sliding_window": 3}, max_seq_len=64, layer_pattern=pattern).eval()
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.1)
@@ -159,7 +176,7 @@ BASE = {"model_type": "modernbert", "hidden_size": 32, "num_hidden_layers": 6, "
 
 def test_settings_zoo_cannot_reproduce_are_named_in_one_error():
     settings = {"mlp_bias": True, "norm_bias": True, "hidden_activation": "relu",
-                "layer_types": [LOCAL, GLOBAL, GLOBAL, LOCAL, LOCAL, LOCAL],
+                "layer_types": [LOCAL, GLOBAL, GLOBAL, LOCAL, LOCAL, "chunked_attention"],
                 "rope_parameters": {GLOBAL: {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4},
                                     LOCAL: {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 1e2}}}
     with pytest.raises(ValueError) as err:
@@ -167,7 +184,7 @@ def test_settings_zoo_cannot_reproduce_are_named_in_one_error():
     message = str(err.value)
     assert message.startswith("modernbert config.json uses settings zoo does not support: ")
     for named in ("hidden_activation='relu'", "mlp_bias == attention_bias=False",
-                  "norm_bias == attention_bias=False", "layer_types global every k-th layer=False",
+                  "norm_bias == attention_bias=False", f"layer_types in ({LOCAL}, {GLOBAL})=False",
                   "rope_type='linear' (supported: default)",
                   f"{LOCAL} rope_type='dynamic' (supported: default)"):
         assert named in message, named
@@ -251,7 +268,8 @@ def test_multiple_choice_is_refused_with_the_reason(tmp_path):
 @pytest.mark.parametrize(("overrides", "message"), [
     ({"first_attn_norm": True}, r"model.first_attn_norm=True \(would load as False\)"),
     ({"norm_placement": "sandwich"}, r"model.norm_placement='sandwich' \(would load as 'pre'\)"),
-    ({"rope_scaling": "linear", "rope_factor": 2.0}, r"model.rope_scaling='linear' \(would load as 'none'\)"),
+    ({"positional": {"scaling": {"name": "linear", "factor": 2.0}}},
+     r"model.positional.scaling='linear' \(would load as 'none'\)"),
     ({"norm": "rmsnorm"}, r"model.norm='rmsnorm' \(would load as 'layernorm'\)"),
 ])
 def test_export_names_what_modernbert_cannot_express(tmp_path, overrides, message):
@@ -347,7 +365,7 @@ def test_preset_classifiers_are_modernberts_and_export(tmp_path, head, pool, cls
     exports and transformers' class gives its outputs."""
     labelled = head != "qa"
     model = zoo.build("modernbert_base", vocab_size=99, d_model=32, n_layers=3, n_heads=4, d_ff=24,
-                      sliding_window=3, max_seq_len=64, head=head, num_labels=3 if labelled else 0,
+                      mixer={"sliding_window": 3}, max_seq_len=64, head=head, num_labels=3 if labelled else 0,
                       **({"head_pool": pool} if pool else {})).eval()
     assert (model.config.head_dense, model.head.transform is not None) == (True, True)
     with torch.no_grad():

@@ -4,20 +4,20 @@ tied head, no biases, plain RoPE. Gemma 2 adds sandwich norms (a second norm on 
 `post_attention_layernorm` / `post_feedforward_layernorm` -> zoo `post_norm_self` / `post_norm_ffn`, and
 `pre_feedforward_layernorm` -> `norm_ffn`), tanh soft caps on the attention scores and the logits, a score
 scale of query_pre_attn_scalar ** -0.5, and a sliding window on the layers `layer_types` marks (every other
-one, starting with layer 0, by default). Gemma 3 (text, `gemma3_text`) is Gemma 2 without the soft caps, with
-qk-norm (each head's q and k, the same (1 + w) RMSNorm), five local layers to one global by default, and RoPE
-per layer type: the global layers' `rope_theta` (1e6) and scaling, the local ones' plain
-`rope_local_base_freq` (1e4, zoo's `rope_local_base`)."""
+one, starting with layer 0, by default; zoo's `model.layer_pattern`, any pattern). Gemma 3 (text,
+`gemma3_text`) is Gemma 2 without the soft caps, with qk-norm (each head's q and k, the same (1 + w) RMSNorm),
+five local layers to one global by default, and RoPE per layer type: the global layers' `rope_theta` (1e6) and
+scaling, the local ones' plain `rope_local_base_freq` (1e4, zoo's `model.positional.local_base`)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from zoo.config import ModelConfig
-from zoo.pretrained.config_map import PLAIN_ROPE, ROPE_TYPES, Key, Rope
+from zoo.pretrained.config_map import PLAIN_ROPE, ROPE_TYPES, Key, Rope, pattern_of
 from zoo.pretrained.decoder_heads import LLAMA_HEADS, NO_QA
 from zoo.pretrained.family import Checks
 from zoo.pretrained.llama import DECODER, KEYS, TENSORS, LlamaShaped
@@ -51,19 +51,29 @@ class Gemma(LlamaShaped):
         return {**more, "head_dim": hf.get("head_dim", 256)}, checks  # kept as given, even when the default
 
 
-def local_layers(n_layers: int, global_every: int, global_first: bool = False) -> list[bool]:
-    """Which layers zoo's `global_every` (and `global_first`) make local (asked of
-    ModelConfig.layer_is_local)."""
-    cfg = ModelConfig(sliding_window=1, global_every=global_every, global_first=global_first)
-    return [cfg.layer_is_local(i) for i in range(n_layers)]
+def every_kth_global(n_layers: int, k: int) -> list[str]:
+    """transformers' default `layer_types` of Gemma 2 and 3 (and gpt-oss): layers k-1, 2k-1, ... global."""
+    return [LOCAL if (i + 1) % k else GLOBAL for i in range(n_layers)]
 
 
-def global_every_for(local: list[bool], global_first: bool = False) -> int | None:
-    """zoo's `global_every` giving this local/global pattern (Gemma 2's alternation first), or None."""
-    for every in (2, 0, *range(1, len(local) + 1)):
-        if local_layers(len(local), every, global_first) == local:
-            return every
-    return None
+def read_layer_types(types: Sequence[str], n_layers: int, window: int | None
+                     ) -> tuple[dict[str, Any], Checks]:
+    """config.json's `layer_types` (and the window of its sliding layers) -> model.mixer.sliding_window and
+    model.layer_pattern (local/global per layer, as dotted paths; empty when every layer is of one kind), and
+    the checks."""
+    local = [t == LOCAL for t in types]
+    checks = {f"layer_types in ({LOCAL}, {GLOBAL})": (set(types) <= {LOCAL, GLOBAL}, True),
+              "len(layer_types) == num_hidden_layers": (len(types) == n_layers, True),
+              "sliding_window given for sliding_attention layers": (window is not None or not any(local),
+                                                                    True)}
+    pattern = pattern_of(["local" if is_local else "global" for is_local in local], "local") if any(local) \
+        else []
+    return {"mixer.sliding_window": window if any(local) else None, "layer_pattern": pattern}, checks
+
+
+def layer_types(cfg: ModelConfig) -> list[str]:
+    """config.json's `layer_types`: each layer's kind, as `cfg` says it."""
+    return [LOCAL if cfg.layer_is_local(i) else GLOBAL for i in range(cfg.n_layers)]
 
 
 class Gemma2(Gemma):
@@ -81,41 +91,33 @@ class Gemma2(Gemma):
     softcaps = {"attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0}  # config.json defaults
 
     def global_every(self, hf: Mapping[str, Any]) -> int:
-        """The pattern of local and global layers when config.json has no `layer_types`."""
+        """Every how many layers one is global when config.json has no `layer_types`."""
         return 2
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
         more, checks = super().more_from_hf(hf, settings)
-        n, d, window = settings["n_layers"], settings["d_model"], hf.get("sliding_window", 4096)
-        default_types = [LOCAL if local else GLOBAL for local in local_layers(n, self.global_every(hf))]
-        types = hf.get("layer_types") or default_types
-        local = [t == LOCAL for t in types]
-        every = global_every_for(local)
-        checks.update({
-            f"layer_types in ({LOCAL}, {GLOBAL})": (set(types) <= {LOCAL, GLOBAL}, True),
-            "len(layer_types) == num_hidden_layers": (len(types) == n, True),
-            "layer_types global every k-th layer": (every is not None, True),
-            "sliding_window given for sliding_attention layers": (window is not None or not any(local), True),
-            "hidden_size a multiple of num_attention_heads": (d % settings["n_heads"] == 0, True),
-        })
+        n, d = settings["n_layers"], settings["d_model"]
+        types = hf.get("layer_types") or every_kth_global(n, self.global_every(hf))
+        window, window_checks = read_layer_types(types, n, hf.get("sliding_window", 4096))
+        checks.update({**window_checks,
+                       "hidden_size a multiple of num_attention_heads": (d % settings["n_heads"] == 0, True)})
         scalar = hf.get("query_pre_attn_scalar", 256)
         caps = [hf.get(key, default) for key, default in self.softcaps.items()]
-        return {**more, "attn_scale": None if scalar == more["head_dim"] else float(scalar) ** -0.5,
-                "attn_softcap": None if caps[0] is None else float(caps[0]),
-                "final_softcap": None if caps[1] is None else float(caps[1]),
-                "sliding_window": window if any(local) else None,
-                "global_every": every if any(local) else 0}, checks
+        return {**more, "mixer.scale": None if scalar == more["head_dim"] else float(scalar) ** -0.5,
+                "mixer.softcap": None if caps[0] is None else float(caps[0]),
+                "final_softcap": None if caps[1] is None else float(caps[1]), **window}, checks
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
-        scalar: float = cfg.head_size if cfg.attn_scale is None else cfg.attn_scale**-2
+        mixer = cfg.mixer
+        scalar: float = cfg.head_size if mixer.scale is None else mixer.scale**-2
         if math.isclose(scalar, round(scalar), rel_tol=1e-12):
             scalar = round(scalar)
         return {
             **super().more_to_hf(cfg), "hidden_act": "gelu_pytorch_tanh", "query_pre_attn_scalar": scalar,
-            "attn_logit_softcapping": cfg.attn_softcap, "final_logit_softcapping": cfg.final_softcap,
+            "attn_logit_softcapping": mixer.softcap, "final_logit_softcapping": cfg.final_softcap,
             # a model without local layers still needs a window: transformers builds the sliding mask anyway
-            "sliding_window": cfg.max_seq_len if cfg.sliding_window is None else cfg.sliding_window,
-            "layer_types": [LOCAL if cfg.layer_is_local(i) else GLOBAL for i in range(cfg.n_layers)],
+            "sliding_window": cfg.max_seq_len if mixer.sliding_window is None else mixer.sliding_window,
+            "layer_types": layer_types(cfg),
         }
 
 
@@ -139,10 +141,11 @@ class LayerTypeRope:
                                                     "rope_parameters": params.get(LOCAL)})
         checks.update({f"{LOCAL} {k}": v for k, v in local_checks.items()})
         checks["rope_parameters per layer type"] = (set(params) <= {LOCAL, GLOBAL}, True)
-        return {**out, "rope_local_base": local["rope_base"]}, checks
+        return {**out, "positional.local_base": local["positional.base"]}, checks
 
     def to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
-        local = cfg.rope_base if cfg.rope_local_base is None else cfg.rope_local_base
+        rope = cfg.positional
+        local = rope.base if rope.local_base is None else rope.local_base
         return {"rope_parameters": {GLOBAL: self.full.to_hf(cfg)["rope_parameters"],
                                     LOCAL: {"rope_type": "default", "rope_theta": local}}}
 
@@ -152,7 +155,7 @@ class Gemma3(Gemma2):
     class_prefix = "Gemma3"
     heads = {head: LLAMA_HEADS[head] for head in ("lm", "none", "classifier")}
     defaults = {**Gemma.defaults, "max_position_embeddings": 131072}
-    fixed = {**Gemma2.fixed, "qk_norm": True}
+    fixed = {**Gemma2.fixed, "mixer.qk_norm": True}
     softcaps = {"attn_logit_softcapping": None, "final_logit_softcapping": None}
     rope = LayerTypeRope()
 
@@ -166,6 +169,7 @@ class Gemma3(Gemma2):
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
         more, checks = super().more_from_hf(hf, settings)
-        same = more["rope_local_base"] == more["rope_base"] and more["rope_scaling"] == "none"
-        return {**more, "rope_local_base": None if same or not more["sliding_window"]
-                else more["rope_local_base"]}, checks
+        local_base = more["positional.local_base"]
+        same = local_base == more["positional.base"] and more["positional.scaling.name"] == "none"
+        return {**more, "positional.local_base": None if same or not more["mixer.sliding_window"]
+                else local_base}, checks

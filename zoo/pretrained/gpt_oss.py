@@ -1,7 +1,7 @@
 """gpt-oss (OpenAI's open-weight MoE decoders) both ways: Llama's pre-norm RMSNorm decoder with
-- biases on q, k, v and o, and a learned sink logit per head (`self_attn.sinks`; zoo's `attn_sinks`);
+- biases on q, k, v and o, and a learned sink logit per head (`self_attn.sinks`; zoo's `model.mixer.sinks`);
 - sliding-window layers where `layer_types` says (by default every other one, starting with layer 0: zoo's
-  `global_every: 2`), `sliding_window` 128;
+  `model.layer_pattern: [local, global]`), `sliding_window` 128;
 - YaRN RoPE (rotate-half) as its config says: factor 32 over 4096 positions, base 150000, `truncate: false`;
 - a Mixture-of-Experts MLP in every layer: `mlp.router` a biased linear map (top-k logits, softmax over them:
   zoo's `topk_softmax` with `router_bias`), experts with biases whose activation is the clamped SwiGLU
@@ -25,7 +25,7 @@ from zoo.modules.moe import moe_settings
 from zoo.pretrained.config_map import Key
 from zoo.pretrained.decoder_heads import NO_QA
 from zoo.pretrained.family import Checks
-from zoo.pretrained.gemma import GLOBAL, LOCAL, global_every_for, local_layers
+from zoo.pretrained.gemma import every_kth_global, layer_types, read_layer_types
 from zoo.pretrained.llama import DECODER, KEYS, TENSORS, LlamaShaped
 from zoo.pretrained.mxfp4 import BLOCK, unpack
 from zoo.pretrained.tensor_map import HFTensors, stored_name, within
@@ -47,7 +47,7 @@ class GptOss(LlamaShaped):
     keys = tuple(ACTIVATION if k.zoo == "activation" else k for k in KEYS)
     defaults = {"head_dim": 64, "max_position_embeddings": 131072, "rms_norm_eps": 1e-5,
                 "bos_token_id": None}  # GptOssConfig's (its eos and pad are none too; zoo keeps Llama's 2, 0)
-    fixed = {**DECODER, "bias": True, "attn_sinks": True, "ffn": "moe"}
+    fixed = {**DECODER, "bias": True, "mixer.sinks": True, "ffn": "moe"}
     requires = {"attention_bias": True, "swiglu_alpha": 1.702, "swiglu_limit": 7.0}
     tensors = {**TENSORS, **within("decoder_stack.layers.{i}.", "layers.{i}.", ATTENTION_AND_ROUTER)}
 
@@ -55,36 +55,31 @@ class GptOss(LlamaShaped):
         given = hf.get("rope_parameters") or hf.get("rope_scaling")
         rope, checks = super().more_from_hf({"rope_theta": 150000.0, **hf, "rope_parameters": given or ROPE},
                                             settings)
-        n, window = settings["n_layers"], hf.get("sliding_window", 128)
-        types = hf.get("layer_types") or [LOCAL if local else GLOBAL for local in local_layers(n, 2)]
-        local = [t == LOCAL for t in types]
-        every = global_every_for(local)
+        n = settings["n_layers"]
+        types = hf.get("layer_types") or every_kth_global(n, 2)
+        window, window_checks = read_layer_types(types, n, hf.get("sliding_window", 128))
         quant = hf.get("quantization_config") or {}
         quantized = quant.get("quant_method") if isinstance(quant, Mapping) else None
         checks.update({
             "quantization_config is a mapping": (isinstance(quant, Mapping), True),
             "quantization_config.quant_method": (quantized, (None, "mxfp4")),  # mxfp4: dequantized on load
-            f"layer_types in ({LOCAL}, {GLOBAL})": (set(types) <= {LOCAL, GLOBAL}, True),
-            "len(layer_types) == num_hidden_layers": (len(types) == n, True),
-            "layer_types global every k-th layer": (every is not None, True),
-            "sliding_window given for sliding_attention layers": (window is not None or not any(local), True),
+            **window_checks,
         })
         top_k = hf.get("num_experts_per_tok", 4)
         moe = {"n_experts": hf.get("num_local_experts", 128), "top_k": top_k, "router": "topk_softmax",
                "router_bias": True, "balance": "aux",
                "aux_coef": hf.get("router_aux_loss_coef", 0.001) * top_k}
-        return {**rope, "moe": moe, "sliding_window": window if any(local) else None,
-                "global_every": every if any(local) else 0}, checks
+        return {**rope, "moe": moe, **window}, checks
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
-        moe = moe_settings(cfg)
+        moe, window = moe_settings(cfg), cfg.mixer.sliding_window
         return {**super().more_to_hf(cfg), "num_local_experts": moe.n_experts,
                 "num_experts_per_tok": moe.top_k,
                 "router_aux_loss_coef": moe.aux_coef / moe.top_k if "aux" in moe.balances else 0.0,
                 "output_router_logits": False,
                 # without local layers transformers still builds a sliding mask: it needs a window
-                "sliding_window": cfg.max_seq_len if cfg.sliding_window is None else cfg.sliding_window,
-                "layer_types": [LOCAL if cfg.layer_is_local(i) else GLOBAL for i in range(cfg.n_layers)]}
+                "sliding_window": cfg.max_seq_len if window is None else window,
+                "layer_types": layer_types(cfg)}
 
     # ----- the fused experts -----
     def read_first(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:

@@ -1,10 +1,11 @@
 """ModernBERT (Warner et al., 2024): a pre-norm encoder with RoPE, a GeGLU MLP and no biases (its LayerNorms
 have none either: zoo's `bias`), a final norm, and no norm before layer 0's attention, where the embedding
 LayerNorm does that job (`first_attn_norm: false`). Layers 0, k, 2k, ... attend globally and the rest within
-a window: `layer_types` (4.x: `global_attn_every_n_layers`, 3) -> zoo `global_every` with `global_first`;
-HF's `local_attention` (128) is the whole window, a query seeing keys at |i - j| <= local_attention // 2,
-which is zoo's bidirectional `sliding_window`. Each kind has its RoPE base: the global layers' (160000) is
-`rope_base`, the local ones' (10000) `rope_local_base`; both unscaled. The masked-LM head is dense (bias:
+a window: `layer_types` (4.x: `global_attn_every_n_layers`, 3) -> zoo's `model.layer_pattern` (`[global,
+local, local]`); HF's `local_attention` (128) is the whole window, a query seeing keys at |i - j| <=
+local_attention // 2, which is zoo's bidirectional `model.mixer.sliding_window`. Each kind has its RoPE base:
+the global layers' (160000) is `model.positional.base`, the local ones' (10000) `model.positional.local_base`;
+both unscaled. The masked-LM head is dense (bias:
 `classifier_bias`), `classifier_activation`, LayerNorm, then the decoder tied to the token table, whose own
 bias (`decoder_bias`) is zoo's `head_bias`. The sequence-classification, token-classification and QA classes
 run that same dense + activation + LayerNorm (`head`) before their `classifier`: zoo's `head_dense`, on the
@@ -26,7 +27,7 @@ from zoo.modules.heads import HEADS
 from zoo.pretrained.bert import MaskedLMLayout
 from zoo.pretrained.config_map import PLAIN, PLAIN_ROPE, Key, Rope
 from zoo.pretrained.family import Checks, Family
-from zoo.pretrained.gemma import GLOBAL, LOCAL, LayerTypeRope, global_every_for, local_layers
+from zoo.pretrained.gemma import GLOBAL, LOCAL, LayerTypeRope, layer_types, read_layer_types
 from zoo.pretrained.heads import HeadLayout, num_labels
 from zoo.pretrained.llama import GATED
 from zoo.pretrained.tensor_map import HFTensors, load, save, stored_name, within
@@ -115,7 +116,7 @@ class ModernBert(Family):
         Key("eos_id", "eos_token_id", 2, token=True),
     )
     fixed = {"arch": "encoder", "norm": "layernorm", "norm_placement": "pre", "embed_norm": True,
-             "first_attn_norm": False, "positional": "rope", "rope_layout": "half"}
+             "first_attn_norm": False, "positional": "rope", "positional.layout": "half"}
     rope = LayerTypeRope(Rope(PLAIN_ROPE, base="global_rope_theta"),
                          Rope(PLAIN_ROPE, base="local_rope_theta"), full_default=160000.0,
                          sliding_default=10000.0)
@@ -137,37 +138,28 @@ class ModernBert(Family):
             checks["num_labels == 2 (start, end)"] = (num_labels(hf) == 2, True)
         n, every_n = settings["n_layers"], hf.get("global_attn_every_n_layers", 3)
         types = hf.get("layer_types") or [LOCAL if i % every_n else GLOBAL for i in range(n)]
-        local = [t == LOCAL for t in types]
-        if local == local_layers(n, every_n, global_first=True):  # as written (a short stack has several)
-            first, every = True, every_n
-        else:
-            first = global_every_for(local, global_first=True) is not None
-            every = global_every_for(local, global_first=first)
-        windowed = any(local)
+        window, window_checks = read_layer_types(types, n, hf.get("local_attention", 128) // 2)
         checks.update({f"{key} == attention_bias": (hf.get(key, False) == settings["bias"], True)
                        for key in SAME_BIAS})
         checks.update({
-            f"layer_types in ({LOCAL}, {GLOBAL})": (set(types) <= {LOCAL, GLOBAL}, True),
-            "len(layer_types) == num_hidden_layers": (len(types) == n, True),
-            "layer_types global every k-th layer": (every is not None, True),
+            **window_checks,
             "hidden_size a multiple of num_attention_heads": (settings["d_model"] % settings["n_heads"] == 0,
                                                               True),
         })
-        same_base = rope["rope_local_base"] == rope["rope_base"]
-        return {**rope, "rope_local_base": None if same_base or not windowed else rope["rope_local_base"],
-                "sliding_window": hf.get("local_attention", 128) // 2 if windowed else None,
-                "global_every": (every or 0) if windowed else 0,
-                "global_first": windowed and bool(every) and first}, checks
+        same_base = rope["positional.local_base"] == rope["positional.base"]
+        windowed = window["mixer.sliding_window"] is not None
+        return {**rope, "positional.local_base": None if same_base or not windowed
+                else rope["positional.local_base"], **window}, checks
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
-        window, local = cfg.sliding_window, [cfg.layer_is_local(i) for i in range(cfg.n_layers)]
+        window, types = cfg.mixer.sliding_window, layer_types(cfg)
         head_activation = cfg.head_activation or plain_activation_name(cfg.activation)
         rope = self.rope.to_hf(cfg)["rope_parameters"]
         # transformers 4.x reads only global_attn_every_n_layers (global layers 0, k, 2k, ...) and the thetas
-        every = 1 if not any(local) else cfg.global_every if cfg.global_first and cfg.global_every else None
+        every = next((k for k in range(1, len(types) + 1)
+                      if types == [LOCAL if i % k else GLOBAL for i in range(len(types))]), None)
         return {"rope_parameters": rope, "global_rope_theta": rope[GLOBAL]["rope_theta"],
-                "local_rope_theta": rope[LOCAL]["rope_theta"],
-                "layer_types": [LOCAL if is_local else GLOBAL for is_local in local],
+                "local_rope_theta": rope[LOCAL]["rope_theta"], "layer_types": types,
                 "local_attention": 128 if window is None else 2 * window,
                 **({} if every is None else {"global_attn_every_n_layers": every}),
                 **{key: cfg.bias for key in SAME_BIAS}, "mlp_dropout": cfg.dropout,
