@@ -15,7 +15,6 @@ from pathlib import Path
 from textwrap import dedent
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "zoo"
 
 CORE, IO, DATA, TASKS, APPS = range(5)
 FLOOR_NAMES = ("core", "io", "data", "tasks", "apps")

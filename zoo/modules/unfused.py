@@ -19,7 +19,7 @@ from torch import nn
 
 # fused Linear name -> its parts, in row order (the layout `fuse_state_dict` writes back)
 FUSED_PARTS: dict[str, tuple[str, ...]] = {"qkv": ("q", "k", "v"), "kv": ("k", "v"), "up": ("gate", "value")}
-# a part's tensor: `<fused>.<part>.<param>`; LoRA adapters (zoo.finetune.lora) keep lora_A / lora_B beside
+# a part's tensor: `<fused>.<part>.<param>`; LoRA adapters (zoo.modules.lora) keep lora_A / lora_B beside
 _FUSED = "|".join(FUSED_PARTS)
 _UNFUSED_KEY = re.compile(rf"^(?P<fused>(?:.*\.)?(?:{_FUSED}))\.(?P<part>\w+)"
                           r"(?:\.(?P<param>weight|bias|lora_A|lora_B))?$")

@@ -1,4 +1,4 @@
-"""Tensor-parallel styles for LoRA adapters (zoo.finetune.lora.LoRALinear) under trainer=fsdp_tp.
+"""Tensor-parallel styles for LoRA adapters (zoo.modules.lora.LoRALinear) under trainer=fsdp_tp.
 
 torch's ColwiseParallel would shard every parameter of a Linear on dim 0 (lora_A on its rank dim) and
 RowwiseParallel only its weight and bias (lora_A, lora_B left as plain tensors, which DTensor inputs cannot
