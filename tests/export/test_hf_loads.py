@@ -6,7 +6,8 @@ a model with qkv_bias left at its default wrote `"qkv_bias": null`, which transf
 The walk: per family a tiny base config (a tiny transformers config of the family read by zoo), then one
 option changed at a time: every value of each config key the family's table maps (its choices, or
 true / false / null for a switch), each head the family has, each RoPE scaling and each MoE router and
-switch. An option zoo itself does not build is not a model, so not an export (counted, never all of them)."""
+switch and MoE layer pattern. An option zoo itself does not build is not a model, so not an export (counted,
+never all of them)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import zoo
 from tests.pretrained.helpers import perturbed, right_padded
 from tests.pretrained.shipped import FAMILIES as SHIPPED
 from zoo.config import ModelConfig
+from zoo.modules.layer_pattern import LayerPattern
 from zoo.modules.moe import ROUTERS
 from zoo.pretrained.api import family_for
 
@@ -41,12 +43,16 @@ TINY = {family: (config_class, tiny) for family, (config_class, tiny, _) in SHIP
                                                           original_max_position_embeddings=16))),
 }
 # the keys a RoPE scaling reads, at tiny values (longrope's factors: one per rotated pair, set per config)
-SCALINGS = {"none": {}, "linear": dict(rope_factor=2.0),
-            "llama3": dict(rope_factor=2.0, rope_original_max_len=16),
-            "yarn": dict(rope_factor=2.0, rope_original_max_len=16),
-            "longrope": dict(rope_original_max_len=16)}
+SCALINGS = {"none": {}, "linear": dict(factor=2.0),
+            "llama3": dict(factor=2.0, original_max_len=16),
+            "yarn": dict(factor=2.0, original_max_len=16),
+            "longrope": dict(original_max_len=16)}
 MOE_OPTIONS = {"router": list(ROUTERS), "router_bias": [True, False], "shared_gate": [True, False],
-               "n_shared_experts": [0, 1], "every": [1, 2], "first_dense": [0, 1]}
+               "n_shared_experts": [0, 1]}
+# which layers are MoE: every one, every 2nd (old moe.every=2), all but the first (old moe.first_dense=1); the
+# FFN tags only, laid over the base's other tags (gpt-oss keeps its local / global layers)
+MOE_PATTERNS = [[], ["dense", "moe"], {"prefix": ["dense"], "cycle": ["moe"]}]
+FFN_TAGS = {"dense", "moe"}
 
 
 @cache
@@ -57,9 +63,15 @@ def base(family: str) -> ModelConfig:
     return family_for(family).config_from_hf(hf)
 
 
-def _switch(field: dataclasses.Field) -> list[Any] | None:
-    """A bool field's values (null too where the field may be null); None for other fields."""
-    hint = typing.get_type_hints(ModelConfig)[field.name]
+def _hint(cfg: ModelConfig, key: str) -> Any:
+    """The type of config key `key`: a ModelConfig field, or `part.key` of the part's settings."""
+    owner, _, name = key.rpartition(".")
+    hints = typing.get_type_hints(type(getattr(cfg, owner)) if owner else ModelConfig)
+    return hints.get(name)
+
+
+def _switch(hint: Any) -> list[Any] | None:
+    """A bool key's values (null too where the key may be null); None for other keys."""
     args = set(typing.get_args(hint)) or {hint}
     return [True, False, *([None] if type(None) in args else [])] if bool in args else None
 
@@ -67,19 +79,20 @@ def _switch(field: dataclasses.Field) -> list[Any] | None:
 def options(family: str) -> list[tuple[str, Any]]:
     """(key, value) options of `family`: its table's keys, heads, RoPE scalings and MoE keys, one at a
     time."""
-    fam, cfg, fields = family_for(family), base(family), {f.name: f for f in dataclasses.fields(ModelConfig)}
+    fam, cfg = family_for(family), base(family)
     out: list[tuple[str, Any]] = []
     for key in fam.keys:
         if key.choices is not None:
             out += [(key.zoo, v) for v in dict.fromkeys(key.choices.values()) if v is not None]
-        elif key.zoo in fields and (values := _switch(fields[key.zoo])):
+        elif values := _switch(_hint(cfg, key.zoo)):
             out += [(key.zoo, v) for v in values]
     out += [("head", head) for head in fam.heads]
-    if cfg.positional == "rope":
-        out += [("rope_scaling", name) for name in SCALINGS]
+    if cfg.positional.name == "rope":
+        out += [("positional.scaling", name) for name in SCALINGS]
     if cfg.ffn == "moe":
         out += [(f"moe.{k}", v) for k, values in MOE_OPTIONS.items() for v in values]
-    return list(dict.fromkeys(out))
+        out += [("layer_pattern", pattern) for pattern in MOE_PATTERNS]
+    return list({repr(option): option for option in out}.values())  # a pattern is a list: not hashable
 
 
 CASES = [(family, key, value) for family in sorted(TINY) for key, value in options(family)]
@@ -91,11 +104,18 @@ def _changed(cfg: ModelConfig, key: str, value: Any) -> ModelConfig:
     extra: dict[str, Any] = {}
     if key == "head":
         extra = dict(num_labels=3 if value in ("classifier", "token_classifier") else 0)
-    if key == "rope_scaling":
-        extra = dict(SCALINGS[value])
-        if value == "longrope":
-            pairs = int(cfg.head_size * cfg.rope_fraction) // 2
-            extra.update(rope_short_factor=[1.0] * pairs, rope_long_factor=[2.0] * pairs)
+    if key == "positional.scaling":
+        value = {"name": value, **SCALINGS[value]}
+        if value["name"] == "longrope":
+            pairs = int(cfg.head_size * cfg.positional.fraction) // 2
+            value.update(short_factor=[1.0] * pairs, long_factor=[2.0] * pairs)
+    if key == "layer_pattern":
+        ffn = LayerPattern.parse(value)
+        value = LayerPattern.from_layers(["+".join(sorted(cfg.layer_pattern.tags(i) - FFN_TAGS | ffn.tags(i)))
+                                          for i in range(cfg.n_layers)])
+    if "." in key:  # a key of a part: the part's settings with it changed (parsed and checked again)
+        part, name = key.split(".", 1)
+        return dataclasses.replace(cfg, **{part: {**getattr(cfg, part).to_data(), name: value}}, **extra)
     return dataclasses.replace(cfg, **{key: value, **extra})
 
 
@@ -174,8 +194,8 @@ def _id(case) -> str:
 # the reported routers and qkv_bias' null, Qwen2-MoE's QA class (base under model.), BART's untied head
 # (wrote no embed_tokens), one refusal
 FAST_CASES = [("qwen2_moe", "moe.router", "softmax_topk"), ("qwen3_moe", "moe.router", "softmax_topk_norm"),
-              ("qwen2_moe", "qkv_bias", None), ("qwen2_moe", "head", "qa"), ("bart", "tie_embeddings", False),
-              ("roberta", "activation", "relu")]
+              ("qwen2_moe", "mixer.qkv_bias", None), ("qwen2_moe", "head", "qa"),
+              ("bart", "tie_embeddings", False), ("roberta", "activation", "relu")]
 
 
 @pytest.mark.parametrize("case", FAST_CASES, ids=_id)
@@ -192,7 +212,7 @@ def test_every_family_x_option_loads_or_is_refused_by_name(tmp_path):
 
 def test_qwen2_moe_writes_qkv_bias_as_a_bool():
     """The reported case: a Qwen2-MoE export of a model whose qkv_bias is left at its default (the bias)."""
-    cfg = _changed(base("qwen2_moe"), "qkv_bias", None)
+    cfg = _changed(base("qwen2_moe"), "mixer.qkv_bias", None)
     written = zoo.pretrained.api.hf_config(family_for("qwen2_moe"), cfg)
     assert written["qkv_bias"] is cfg.use_qkv_bias
 
