@@ -146,7 +146,8 @@ def test_every_part_is_collected_for_an_encoder_decoder():
 
 def test_sliding_window_and_alibi_masks_are_the_closed_forms():
     """Window 2: query i sees keys i-1, i; ALiBi folds -slope_h * (i - j) into the mask (head 0 kept)."""
-    model = tiny("decoder", n_layers=2, sliding_window=2, global_every=2, positional="alibi")
+    model = tiny("decoder", n_layers=2, mixer={"sliding_window": 2}, layer_pattern=["local", "global"],
+                 positional="alibi")
     data = explorer_data(model, [5, 6, 7, 8], tokens=list("abcd"), vocab_label=str, max_new_tokens=1)
     masks = {m["name"]: unpack(m["values"]) for m in data["masks"]}
     i, j = np.indices((4, 4))
@@ -356,7 +357,8 @@ def test_inspect_model_rejects_bad_html_keys_before_building(override, message, 
 
 def test_moe_layers_show_each_tokens_experts_per_stream():
     model = tiny("encoder_decoder", encoder_layers=2, decoder_layers=1, ffn="moe",
-                 moe={"n_experts": 4, "top_k": 2, "every": 2})  # MoE: encoder layer 1, no decoder layer
+                 moe={"n_experts": 4, "top_k": 2},
+                 layer_pattern=["dense", "moe"])  # MoE: encoder layer 1, no decoder layer
     src, dec = [5, 6, 7, 8, 9], [model.config.start_id, 10, 11]
     data = explorer_data(model, src, tokens=list("abcde"), vocab_label=str, decoder_ids=dec, num_beams=2,
                          max_new_tokens=2)

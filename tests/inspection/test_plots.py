@@ -85,7 +85,7 @@ def test_learned_pattern_reads_the_models_trained_table():
 
 
 def test_sinusoidal_pattern_is_the_paper_formula():
-    cfg = config("gpt", positional="sinusoidal", sinusoidal_layout="interleaved")
+    cfg = config("gpt", positional={"name": "sinusoidal", "layout": "interleaved"})
     pe, _ = plots.positional_pattern(cfg, 20)
     d = cfg.d_model
     for pos, i in [(0, 0), (3, 1), (7, 5), (19, 15)]:

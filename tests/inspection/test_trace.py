@@ -36,7 +36,7 @@ def _expected_shapes(cfg, stream: str) -> dict[str, tuple]:
         "input_ids": (B, t), "token_embedding": (B, t, C), "positional": (B, t, C),
         "token_type_embedding": (B, t, C),
         "embed_norm_in": (B, t, C), "embed_norm": (B, t, C), "embedding": (B, t, C), "stack_input": (B, t, C),
-        "mask": (1, H if cfg.positional == "alibi" else 1, t, t),  # ALiBi's bias is folded into the mask
+        "mask": (1, H if cfg.positional.name == "alibi" else 1, t, t),  # ALiBi's bias is folded into the mask
         "rotation_cos": (B, 1, t, D // 2), "rotation_sin": (B, 1, t, D // 2),
         "position_bias": (1, H, t, t), "block_input": (B, t, C),
         "q": (B, H, t, D), "k": (B, KV, t, D), "v": (B, KV, t, D), "scores": (B, H, t, t),
@@ -86,9 +86,9 @@ def test_every_traced_shape_matches_the_config(name):
             assert len(tr.select(stage, stream=stream)) == 1, (stream, stage)  # shared table hooked once
     if cfg.arch == "encoder_decoder":
         assert [r.layer for r in tr.select("cross_weights")] == list(range(cfg.n_decoder_layers))
-    assert tr.select("positional") or cfg.positional not in ("learned", "sinusoidal")
-    assert bool(tr.select("rotation_cos")) == (cfg.positional == "rope")
-    assert bool(tr.select("position_bias")) == (cfg.positional == "alibi")
+    assert tr.select("positional") or cfg.positional.name not in ("learned", "sinusoidal")
+    assert bool(tr.select("rotation_cos")) == (cfg.positional.name == "rope")
+    assert bool(tr.select("position_bias")) == (cfg.positional.name == "alibi")
     assert tr.records[-1].name == "loss" and torch.equal(tr.records[-1].tensor, tr.output.loss)
     json.dumps(tr.to_rows())  # plain data
 
