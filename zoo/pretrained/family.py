@@ -7,12 +7,13 @@ express through the round trip (roundtrip.py), not through per-family lists."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 
-from zoo.config import ModelConfig, nest_paths
+from zoo.config import PARTS, ModelConfig, nest_paths
 from zoo.modules.heads import NO_POOLER
 from zoo.pretrained.config_map import Key, read, require, write
 from zoo.pretrained.families import FAMILIES
@@ -56,8 +57,18 @@ class Family:
 
     def config_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
         """config.json content for `cfg` (what it cannot express, the round trip names)."""
+        cfg = self.own_parts(cfg)
         return {"model_type": self.model_type, **self.head_to_hf(cfg), **self.requires,
                 **write(self.keys, cfg), **self.more_to_hf(cfg)}
+
+    def own_parts(self, cfg: ModelConfig) -> ModelConfig:
+        """`cfg` with a part of another entry than the family's (`positional: t5_relative` for a rotary
+        family) replaced by the family's entry at its defaults, so the tables find the keys they write; the
+        round trip then names the part as lost."""
+        fixed = nest_paths(self.fixed)
+        own = {key: table.parse(fixed[key]) for key, table in PARTS.items() if key in fixed}
+        changes = {key: part for key, part in own.items() if part.name != getattr(cfg, key).name}
+        return dataclasses.replace(cfg, **changes) if changes else cfg
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
         """ModelConfig keys the key table cannot read (from config.json `hf` and the keys read so far), and
