@@ -35,12 +35,12 @@ def test_sinusoidal_checkpoint_loads_its_stored_table(tmp_path):
     then reads the stored (here perturbed) table, and so does zoo."""
     fresh = DistilBertForMaskedLM(DistilBertConfig(**TINY, sinusoidal_pos_embds=True))
     table = fresh.distilbert.embeddings.position_embeddings.weight
-    cfg = zoo.config.ModelConfig(d_model=32, n_heads=4, positional="sinusoidal",
-                                 sinusoidal_layout="interleaved")
+    cfg = zoo.config.ModelConfig(d_model=32, n_heads=4,
+                                 positional={"name": "sinusoidal", "layout": "interleaved"})
     assert torch.allclose(table, Sinusoidal(cfg).pattern(40)[0], atol=1e-6)
     hf = perturbed(fresh)
     model = zoo.from_pretrained(saved(hf, tmp_path))
-    assert model.config.positional == "learned"
+    assert model.config.positional.name == "learned"
     _assert_same_logits(hf, model, *right_padded(2, 10, 99, [10, 6]))
 
 

@@ -41,7 +41,9 @@ def test_mlm_logits_match_on_every_position_right_and_left_padded(tmp_path):
     hf = perturbed(RobertaForMaskedLM(RobertaConfig(**TINY)))
     model = zoo.from_pretrained(saved(hf, tmp_path))
     c = model.config
-    assert (c.pos_offset, c.pos_skip_pads, c.max_seq_len, c.norm_eps) == (PAD + 1, True, 40 - PAD - 1, 1e-5)
+    positions = c.positional
+    assert (positions.name, positions.offset, positions.skip_pads) == ("learned", PAD + 1, True)
+    assert (c.max_seq_len, c.norm_eps) == (40 - PAD - 1, 1e-5)
     ids, mask = _batch([12, 8, 5])
     # Pads read row pad_id and real tokens count from pad_id + 1 in both, so every position (pads too) agrees.
     _assert_same_logits(hf, model, ids, mask, token_type_ids=torch.randint(0, 2, ids.shape))
@@ -103,6 +105,6 @@ def test_unsupported_settings_are_named(tmp_path, change, named):
 
 def test_export_refuses_positions_roberta_cannot_express():
     model = zoo.build("roberta_base", d_model=32, n_layers=1, n_heads=4, d_ff=48, vocab_size=99,
-                      max_seq_len=16, pos_skip_pads=False)
-    with pytest.raises(ValueError, match="pos_skip_pads=False"):
+                      max_seq_len=16, positional={"skip_pads": False})
+    with pytest.raises(ValueError, match=r"model.positional.skip_pads=False \(would load as True\)"):
         zoo.save_pretrained(model, "unused", model_type="roberta")

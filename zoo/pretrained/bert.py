@@ -2,11 +2,11 @@
 folder's class says: the bare model (BERT's and RoBERTa's with a pooler), masked LM (dense, activation,
 LayerNorm, tied decoder with bias), sequence / token classification, question answering (each family's
 `heads`). BERT: token types, eps 1e-12. RoBERTa and XLM-RoBERTa: positions that count only real tokens,
-starting at row pad_id + 1 (`pos_offset`, `pos_skip_pads`); the masked-LM head always uses GELU; the
-classifier is a tanh dense on <s> then `out_proj`. DistilBERT: no token types, no pooler, every LayerNorm at
-eps 1e-12, the classifier a ReLU `pre_classifier` then `classifier`; `sinusoidal_pos_embds` only initialises
-the stored position table, which transformers then reads like any learned one, so such checkpoints load as
-`learned` with that table."""
+starting at row pad_id + 1 (`model.positional: {name: learned, offset: pad_id + 1, skip_pads: true}`); the
+masked-LM head always uses GELU; the classifier is a tanh dense on <s> then `out_proj`. DistilBERT: no token
+types, no pooler, every LayerNorm at eps 1e-12, the classifier a ReLU `pre_classifier` then `classifier`;
+`sinusoidal_pos_embds` only initialises the stored position table, which transformers then reads like any
+learned one, so such checkpoints load as `learned` with that table."""
 
 from __future__ import annotations
 
@@ -154,11 +154,11 @@ class Roberta(Bert):
         pad = pad if ok else 0
         checks = {"pad_token_id is a token id": (ok, True),
                   "max_position_embeddings > pad_token_id + 1": (positions > pad + 1, True)}
-        return {"pad_id": pad, "pos_offset": pad + 1, "pos_skip_pads": True,
+        return {"pad_id": pad, "positional.offset": pad + 1, "positional.skip_pads": True,
                 "max_seq_len": positions - pad - 1}, checks
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
-        return {**super().more_to_hf(cfg), "max_position_embeddings": cfg.max_seq_len + cfg.pos_offset,
+        return {**super().more_to_hf(cfg), "max_position_embeddings": cfg.max_seq_len + cfg.positional.offset,
                 "pad_token_id": cfg.pad_id}
 
 
