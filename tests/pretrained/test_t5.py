@@ -59,8 +59,8 @@ def pair(request, tmp_path_factory):
 def test_logits_match_with_padding(pair):
     variant, hf, model = pair
     c = model.config
-    assert (c.positional, c.attn_scale, c.norm, c.bias) == ("t5_relative", 1.0, "rmsnorm", False)
-    assert (c.head_dim, c.rel_buckets, c.rel_max_distance, c.norm_eps) == (16, 8, 20, 1e-6)
+    assert (c.positional.name, c.mixer.scale, c.norm, c.bias) == ("t5_relative", 1.0, "rmsnorm", False)
+    assert (c.head_dim, c.positional.buckets, c.positional.max_distance, c.norm_eps) == (16, 8, 20, 1e-6)
     assert c.activation == ("relu" if variant == "v1.0" else "geglu_tanh")
     assert (c.tie_embeddings, c.head_scale) == ((True, 32**-0.5) if variant == "v1.0" else (False, None))
     assert (c.pad_id, c.eos_id, c.start_id) == (0, 1, 0)
@@ -181,3 +181,17 @@ def test_untied_head_with_scale_does_not_export(tmp_path):
                       decoder_layers=1, tie_embeddings=False)
     with pytest.raises(ValueError, match=r"'t5': .*model.head_scale=0.044\d+ \(would load as None\)"):
         zoo.save_pretrained(model, tmp_path / "x")
+
+
+def test_another_positional_scheme_is_named_on_export(tmp_path):
+    """A family writes its own scheme's keys; a model with another scheme (relative bias as Llama, RoPE as
+    T5) is refused naming model.positional, not an AttributeError from the table of the other scheme."""
+    t5 = zoo.build("t5_small", vocab_size=64, d_model=32, n_heads=4, d_ff=48, encoder_layers=1,
+                   decoder_layers=1, head_scale=32**-0.5)
+    with pytest.raises(ValueError,
+                       match=r"'llama': .*model.positional='t5_relative' \(would load as 'rope'\)"):
+        zoo.save_pretrained(t5, tmp_path / "x", model_type="llama")
+    rotary = zoo.build("t5_small", vocab_size=64, d_model=32, n_heads=4, d_ff=48, encoder_layers=1,
+                       decoder_layers=1, head_scale=32**-0.5, positional="rope")
+    with pytest.raises(ValueError, match=r"'t5': .*model.positional='rope' \(would load as 't5_relative'\)"):
+        zoo.save_pretrained(rotary, tmp_path / "y", model_type="t5")

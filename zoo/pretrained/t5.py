@@ -1,6 +1,6 @@
 """T5 (v1.0 and v1.1): encoder-decoder, RMSNorm pre-norm without biases, bucketed relative position bias (one
-table per stack, stored in HF on the first layer's self-attention), unscaled dot products (attn_scale 1), a
-ReLU or gated-GELU feed-forward, one shared token table.
+table per stack, stored in HF on the first layer's self-attention; `model.positional: t5_relative`), unscaled
+dot products (`model.mixer.scale` 1), a ReLU or gated-GELU feed-forward, one shared token table.
 
 The LM head: T5 v1.0 ties it to the token table and multiplies the decoder output by d_model ** -0.5 first;
 v1.1 has its own head and no such scale. transformers 4 tells them apart by `tie_word_embeddings`;
@@ -129,15 +129,16 @@ class T5(Family):
     keys = (
         Key("vocab_size", "vocab_size"), Key("d_model", "d_model"), Key("n_heads", "num_heads"),
         Key("n_layers", "num_layers"), Key("head_dim", "d_kv", 64), Key("d_ff", "d_ff"),
-        Key("norm_eps", "layer_norm_epsilon", 1e-6), Key("rel_buckets", "relative_attention_num_buckets", 32),
-        Key("rel_max_distance", "relative_attention_max_distance", 128),
+        Key("norm_eps", "layer_norm_epsilon", 1e-6),
+        Key("positional.buckets", "relative_attention_num_buckets", 32),
+        Key("positional.max_distance", "relative_attention_max_distance", 128),
         Key("max_seq_len", "n_positions", 512),
         Key("dropout", "dropout_rate", 0.1), Key("pad_id", "pad_token_id", 0, token=True),
         Key("eos_id", "eos_token_id", 1, token=True),  # T5 starts every target with the pad id:
         Key("decoder_start_id", "decoder_start_token_id", "pad_id", token=True),
         Key("bos_id", "bos_token_id", "decoder_start_id", token=True),
     )
-    fixed = {"attn_scale": 1.0, "norm": "rmsnorm", "norm_placement": "pre", "positional": "t5_relative",
+    fixed = {"mixer.scale": 1.0, "norm": "rmsnorm", "norm_placement": "pre", "positional": "t5_relative",
              "bias": False, "share_embeddings": True}
 
     def classes(self) -> dict[str, str]:
