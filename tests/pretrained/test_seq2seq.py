@@ -43,14 +43,16 @@ def compare(hf, model, seed=0):
 def test_bart_logits_match_with_padding(tmp_path, scale):
     hf = tiny_bart(scale_embedding=scale)
     model = zoo.from_pretrained(saved(hf, tmp_path))
-    assert model.config.pos_offset == 2 and model.config.embed_norm and model.config.embed_scale == scale
+    assert model.config.positional.to_data() == {"name": "learned", "offset": 2, "skip_pads": False}
+    assert model.config.embed_norm and model.config.embed_scale == scale
     assert compare(hf, model) < 1e-4
 
 
 def test_marian_logits_match_with_padding(tmp_path):
     hf = tiny_marian()
     model = zoo.from_pretrained(saved(hf, tmp_path))
-    assert model.config.activation == "silu" and model.config.sinusoidal_layout == "half"
+    assert model.config.activation == "silu"
+    assert model.config.positional.to_data() == {"name": "sinusoidal", "layout": "half"}
     assert model.config.start_id == 98 and model.config.eos_id == 0
     assert compare(hf, model, seed=4) < 1e-4
 
@@ -64,10 +66,11 @@ def test_marian_unshared_embeddings(tmp_path):
 
 
 def test_half_sinusoid_equals_marian_table():
-    """zoo's `sinusoidal_layout: half` against the table transformers builds (float64 numpy, cast)."""
+    """zoo's `positional: {name: sinusoidal, layout: half}` against the table transformers builds (float64
+    numpy, cast)."""
     table = MarianSinusoidalPositionalEmbedding(512, 64)
     table.weight.data = table.create_weight()
-    cfg = zoo.ModelConfig(d_model=64, positional="sinusoidal", sinusoidal_layout="half")
+    cfg = zoo.ModelConfig(d_model=64, positional={"name": "sinusoidal", "layout": "half"})
     ours = Sinusoidal(cfg).encoding(torch.arange(512)[None])[0]
     assert (ours - table.weight).abs().max() < 1e-4  # fp32 angle rounding at position ~500
 
@@ -82,7 +85,8 @@ def test_export_round_trip_is_exact_and_loads_in_transformers(tmp_path, make, cl
 
 def test_transformer_base_preset_exports_as_marian_when_half_sinusoid(tmp_path):
     model = zoo.build("transformer_base", vocab_size=64, d_model=32, encoder_layers=1, decoder_layers=1,
-                      n_heads=4, d_ff=48, sinusoidal_layout="half", activation="relu", dropout=0.0).eval()
+                      n_heads=4, d_ff=48, positional={"layout": "half"}, activation="relu",
+                      dropout=0.0).eval()
     out = zoo.save_pretrained(model, tmp_path / "fresh")  # no family named: found by the knobs
     hf = MarianMTModel.from_pretrained(out).eval()
     src, tgt = torch.randint(3, 64, (2, 7)), torch.randint(3, 64, (2, 5))

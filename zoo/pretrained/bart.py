@@ -85,8 +85,8 @@ class Bart(Family):
         Key("decoder_start_id", "decoder_start_token_id", None, token=True),
     )
     fixed = {"arch": "encoder_decoder", "norm": "layernorm", "norm_eps": 1e-5, "norm_placement": "post",
-             "final_norm": False, "bias": True, "head_bias": True, "positional": "learned", "pos_offset": 2,
-             "embed_norm": True, "share_embeddings": True}
+             "final_norm": False, "bias": True, "head_bias": True, "positional": "learned",
+             "positional.offset": 2, "embed_norm": True, "share_embeddings": True}
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
         return {}, {f"decoder_{k}": (hf.get(f"decoder_{k}"), hf.get(f"encoder_{k}"))
@@ -133,8 +133,8 @@ class Marian(Bart):
     lm_suffixes = ("MTModel",)
     not_loaded = {"MarianForCausalLM": NOT_LOADED["ForCausalLM"]}
     keys = (*Bart.keys, Key("share_embeddings", "share_encoder_decoder_embeddings", True))
-    fixed = {**Bart.fixed, "positional": "sinusoidal", "sinusoidal_layout": "half", "pos_offset": 0,
-             "embed_norm": False}
+    fixed = {**{k: v for k, v in Bart.fixed.items() if not k.startswith("positional")},
+             "positional": "sinusoidal", "positional.layout": "half", "embed_norm": False}
 
     def tensor_map(self, cfg: ModelConfig) -> Rows:
         tokens = SHARED if cfg.share_embeddings else {
