@@ -88,3 +88,18 @@ def test_dense_layers_anywhere_load_match_and_export(tmp_path):
     out = export_round_trips(model, Qwen2MoeForCausalLM, tmp_path / "export")
     written = json.loads((out / "config.json").read_text())
     assert (written["mlp_only_layers"], written["decoder_sparse_step"]) == ([2], 1)
+
+
+def test_windows_and_dense_layers_share_one_layer_pattern():
+    """A window from layer 1 on and a dense layer 0: both per-layer lists in one model.layer_pattern, each
+    layer as transformers builds it, and written back as both lists."""
+    family = zoo.pretrained.FAMILIES.get("qwen2_moe")()
+    hf = {"model_type": "qwen2_moe", **BASE, "shared_expert_intermediate_size": 24,
+          "use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1, "mlp_only_layers": [0]}
+    cfg = family.config_from_hf(hf)
+    assert cfg.layer_pattern.to_data() == {"prefix": ["global+dense"], "cycle": ["local+moe"]}
+    assert [(cfg.layer_is_local(i), cfg.layer_is_moe(i)) for i in range(3)] == [(False, False), (True, True),
+                                                                                (True, True)]
+    written = family.config_to_hf(cfg)
+    assert (written["layer_types"], written["mlp_only_layers"]) == (
+        ["full_attention", "sliding_attention", "sliding_attention"], [0])

@@ -113,6 +113,15 @@ def pattern_of(layers: Sequence[str], default: str) -> list[str] | dict[str, lis
     return best.to_data()
 
 
+def with_tags(pattern: Any, tags: Sequence[str], default: str) -> list[str] | dict[str, list[str]]:
+    """Layer pattern data `pattern` with one more dimension's tag per layer ("moe", "dense", ...), left out
+    when every layer has `default` (Qwen MoE: the windows' pattern, then which layers are MoE)."""
+    if all(tag == default for tag in tags):
+        return LayerPattern.parse(pattern).to_data()
+    held = LayerPattern.parse(pattern)
+    return pattern_of(["+".join([*sorted(held.tags(i)), tag]) for i, tag in enumerate(tags)], "")
+
+
 # ----- RoPE: transformers 5's `rope_parameters`, 4.x's `rope_theta` / `rope_scaling` -----
 ROPE_TYPES = {"default": "none", "linear": "linear", "llama3": "llama3", "yarn": "yarn"}  # HF -> zoo
 PLAIN_ROPE = {"default": "none"}
