@@ -12,7 +12,7 @@ from typing import Any
 
 from zoo.config import ModelConfig, value_at
 from zoo.modules.layer_pattern import LayerPattern
-from zoo.modules.positional_settings import ROPE_SCALING, RopeSettings
+from zoo.modules.positional_settings import ROPE_SCALING
 
 REQUIRED = object()  # a Key without a default: config.json must hold it (io.HFConfig names the file and key)
 # ModelConfig keys written as their resolved value (d_ff=None is written as the d_ff it builds)
@@ -173,10 +173,8 @@ class Rope:
 
     def to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
         """`rope_parameters` (and 4.x's keys) for zoo's RoPE keys; a scaling the family lacks is written as
-        none (the round trip names it), another positional scheme as RoPE's defaults (the round trip names
-        the scheme)."""
-        rope = rope_of(cfg)
-        scaling = rope.scaling
+        none (the round trip names it)."""
+        rope, scaling = cfg.positional, cfg.positional.scaling
         rope_type = {v: k for k, v in self.types.items()}.get(scaling.name, "default")
         written = self.types.get(rope_type, "none")
         reads = ROPE_SCALING.docs()[written] if written == scaling.name else {}
@@ -188,12 +186,6 @@ class Rope:
         if self.original and "original_max_len" in reads:
             legacy[self.original[0]] = scaling.original_max_len
         return {"rope_parameters": params, **legacy}
-
-
-def rope_of(cfg: ModelConfig) -> RopeSettings:
-    """`cfg`'s RoPE settings, or RoPE's defaults under another scheme: what a rotary family writes for a model
-    it cannot express (the round trip names model.positional)."""
-    return cfg.positional if isinstance(cfg.positional, RopeSettings) else RopeSettings()
 
 
 def _rope_value(key: str, value: Any) -> Any:
