@@ -5,11 +5,12 @@ attention; `model.embed_tokens`, `model.layers.{i}.*`, `model.norm`, then the he
 Mistral: no biases, every layer attending within `sliding_window` (model.mixer.sliding_window; null: full
 attention; transformers ignores a Mistral config's `layer_types`, and so does zoo). Qwen2 (and 2.5): biases on
 q, k and v only (model.mixer.qkv_bias); its sliding window on the layers `layer_types` names (else from
-`max_window_layers` on) as model.layer_pattern's local layers. Qwen3: Qwen2 with an RMSNorm on each
-head's q and k (model.mixer.qk_norm), head_dim 128 when omitted, no q/k/v bias. Phi-3: Mistral's with q/k/v
-fused in `qkv_proj`, gate/up in `gate_up_proj`, a partial rotary (model.positional.fraction), plain RoPE or
-LongRoPE (Phi-3 128k, Phi-3.5, Phi-4-mini: model.positional.scaling=longrope, its original length the
-top-level `original_max_position_embeddings`, as transformers reads it)."""
+`max_window_layers` on) as model.layer_pattern's local layers (Qwen MoE: qwen_moe.py). Qwen3: Qwen2 with an
+RMSNorm on each head's q and k (model.mixer.qk_norm), head_dim 128 when omitted, no q/k/v bias. Phi-3:
+Mistral's with q/k/v fused in `qkv_proj`, gate/up in `gate_up_proj`, a partial rotary
+(model.positional.fraction), plain RoPE or LongRoPE (Phi-3 128k, Phi-3.5, Phi-4-mini:
+model.positional.scaling=longrope, its original length the top-level `original_max_position_embeddings`, as
+transformers reads it)."""
 
 from __future__ import annotations
 
@@ -105,13 +106,19 @@ class Qwen2(LlamaShaped):
     fixed = {**DECODER, "mixer.qkv_bias": True}
     defaults = {"max_position_embeddings": 32768}
     KINDS = ("full_attention", "sliding_attention")
+    reads_layer_types = True  # False: the model slides on every layer whatever `layer_types` says
+
+    def layer_kinds(self, hf: Mapping[str, Any], n_layers: int) -> list[str]:
+        """Each layer's kind where config.json lists none (Qwen2Config: sliding from max_window_layers on)."""
+        return [self.KINDS[i >= hf.get("max_window_layers", 28)] for i in range(n_layers)]
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
-        """The window on the layers `layer_types` says (else from `max_window_layers` on, as Qwen2Config)."""
+        """The window on the layers `layer_types` says (else on those `layer_kinds` gives)."""
         rope, checks = super().more_from_hf(hf, settings)
         window = hf.get("sliding_window", 4096) if hf.get("use_sliding_window", False) else None  # as Qwen2
-        n_layers, first = settings["n_layers"], hf.get("max_window_layers", 28)
-        kinds = list(hf.get("layer_types") or [self.KINDS[i >= first] for i in range(n_layers)])
+        n_layers = settings["n_layers"]
+        given = hf.get("layer_types") if self.reads_layer_types else None
+        kinds = list(given or self.layer_kinds(hf, n_layers))
         if window is not None:
             known = len(kinds) == n_layers and set(kinds) <= set(self.KINDS)
             checks["layer_types (full_attention or sliding_attention, one per layer)"] = (known, True)

@@ -77,6 +77,8 @@ class QwenExperts:
 
 
 class Qwen2Moe(QwenExperts, Qwen2):
+    """Without `layer_types`, Qwen2MoeConfig slides on the even layers below `max_window_layers`."""
+
     model_type = "qwen2_moe"
     class_prefix = "Qwen2Moe"
     shared = True
@@ -85,12 +87,21 @@ class Qwen2Moe(QwenExperts, Qwen2):
     fixed = {**DECODER, "ffn": "moe"}
     tensors = {**TENSORS, **within("decoder_stack.layers.{i}.", "layers.{i}.", EXPERTS)}
 
+    def layer_kinds(self, hf: Mapping[str, Any], n_layers: int) -> list[str]:
+        first = hf.get("max_window_layers", 28)
+        return [self.KINDS[i % 2 == 0 and i < first] for i in range(n_layers)]
+
 
 class Qwen3Moe(QwenExperts, Qwen3):
-    """Qwen3's attention (q/k RMSNorm per head); head_dim defaults to hidden_size / heads, as its config."""
+    """Qwen3's attention (q/k RMSNorm per head); head_dim defaults to hidden_size / heads, as its config. Its
+    window is on every layer or none (transformers' Qwen3MoE reads no `layer_types`)."""
 
     model_type = "qwen3_moe"
     class_prefix = "Qwen3Moe"
     fixed = {**Qwen3.fixed, "ffn": "moe"}
     defaults = Qwen2.defaults
     tensors = Qwen2Moe.tensors
+    reads_layer_types = False
+
+    def layer_kinds(self, hf: Mapping[str, Any], n_layers: int) -> list[str]:
+        return [self.KINDS[1]] * n_layers
