@@ -21,14 +21,15 @@ MOE = ["model.ffn=moe", "model.n_layers=2"]
 @pytest.mark.e2e  # 20 steps, ~7 s
 def test_moe_lm_trains_logs_its_routing_and_exports(make_cfg, tmp_path):
     cfg = make_cfg([*TINY_LM, *MOE, "trainer.max_steps=20", "eval_every=10",
-                    "+model.moe={n_experts: 4, top_k: 2, balance: [aux, z], capacity_factor: 1.0, every: 2}"])
+                    "+model.moe={n_experts: 4, top_k: 2, balance: [aux, z], capacity_factor: 1.0}",
+                    "model.layer_pattern=[dense,moe]"])
     result = train(cfg)
     assert result.metrics["val/loss"] < math.log(300) - 0.5  # it learns (a uniform guess: log 300)
     rows = read_csv_metrics(result.output_dir)
     columns = set().union(*(r.keys() for r in rows))
     assert {"train/moe/aux", "train/moe/z", "train/moe/decoder.1/load_0", "train/moe/decoder.1/max_over_mean",
             "train/moe/decoder.1/dropped"} <= columns
-    assert "train/moe/decoder.0/load_0" not in columns  # every: 2 -> layer 0 is dense
+    assert "train/moe/decoder.0/load_0" not in columns  # [dense, moe] -> layer 0 is dense
     shares = [float(r[f"train/moe/decoder.1/load_{i}"]) for r in rows[-1:] for i in range(4)
               if r.get("train/moe/decoder.1/load_0")]
     assert not shares or abs(sum(shares) - 1) < 1e-5
