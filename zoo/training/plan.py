@@ -6,7 +6,6 @@ is read once and kept in the plan."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -180,7 +179,7 @@ def prepare(cfg: DictConfig) -> Plan:
         check_fits(model)  # before the meta build below, which no memory bounds
         # the data sets a classifier's num_labels; 1 stands in for it while the finetune names are checked
         meta = check_finetune_cfg(resolved.get("finetune") or {"name": "full"},
-                                  dataclasses.replace(model, num_labels=model.num_labels or 1), init)
+                                  model.with_head(num_labels=model.head.num_labels or 1), init)
         check_optimizer_model(meta, resolved["optim"])  # muon needs hidden matrices that train
         task.check_label_smoothing(resolved["label_smoothing"])
         check_task_settings(resolved, task)  # dpo.*: checked by task=dpo, refused for other tasks
