@@ -49,10 +49,10 @@ def cli() -> None:
     """The script: ckpt_path= and init_from= as the shell gave them (`ckpt_path=.../epoch=1-step=9.ckpt`),
     then Hydra; what it quotes stays quoted in the summary's resume line (quoting again changes nothing)."""
     from zoo.apps import literal_overrides
-
     from zoo.config_moved import moved_override
+    from zoo.hydra_schema import part_overrides
 
-    sys.argv[1:] = literal_overrides(sys.argv[1:], ("ckpt_path", "init_from"))
+    sys.argv[1:] = part_overrides(literal_overrides(sys.argv[1:], ("ckpt_path", "init_from")))
     moved = moved_override(sys.argv[1:])
     if moved is not None:
         print(f"error: {moved}", file=sys.stderr)

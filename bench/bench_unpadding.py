@@ -63,7 +63,7 @@ def run(quick: bool = False) -> Section:
     warmup, repeats = (1, 2) if quick else (1, 7)
     overrides = dict(n_layers=size["n_layers"], max_seq_len=size["seq"], head="none")
     if quick:
-        overrides.update(d_model=64, n_heads=4, d_ff=96, vocab_size=128, sliding_window=8)
+        overrides.update(d_model=64, n_heads=4, d_ff=96, vocab_size=128, mixer={"sliding_window": 8})
     model = zoo.build("modernbert_base", **overrides).eval()
     rows = []
     for regime, shortest in REGIMES.items():
@@ -87,7 +87,7 @@ def run(quick: bool = False) -> Section:
     headers = ["batch", "pads", "padded ms", "packed ms (speed-up)", "unpadded linears ms (speed-up)"]
     notes = [
         f"`modernbert_base` with {c.n_layers} layers (global, local, local; d_model {c.d_model}, "
-        f"{c.n_heads} heads, GeGLU {c.d_ff}, window {c.sliding_window} on either side), B={size['batch']}, "
+        f"{c.n_heads} heads, GeGLU {c.d_ff}, window {c.mixer.sliding_window} on either side), B={size['batch']}, "
         f"T={size['seq']}, head none, fp32, forward under inference_mode; speed-up = padded / side (> 1: "
         "the side is faster).",
         "Every side's hidden states equal the padded forward's at the real tokens (checked before timing).",

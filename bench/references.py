@@ -35,7 +35,7 @@ def gpt2_like(cfg: ModelConfig) -> torch.nn.Module:
     """A GPT2LMHeadModel of the zoo decoder's shape (SDPA attention)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    if (cfg.norm_placement != "pre" or cfg.positional != "learned"
+    if (cfg.norm_placement != "pre" or cfg.positional.name != "learned"
             or cfg.n_kv_heads not in (None, cfg.n_heads)):
         raise ValueError("gpt2_like needs a pre-LN, learned-position, "
                          "multi-head zoo decoder (GPT-2's layout).")
@@ -55,7 +55,7 @@ def marian_like(cfg: ModelConfig) -> torch.nn.Module:
     """A MarianMTModel of the zoo encoder-decoder's shape (SDPA attention)."""
     from transformers import MarianConfig, MarianMTModel
 
-    if cfg.norm_placement != "post" or cfg.positional != "sinusoidal":
+    if cfg.norm_placement != "post" or cfg.positional.name != "sinusoidal":
         raise ValueError("marian_like needs a post-LN, sinusoidal-position "
                          "zoo encoder_decoder (Marian's layout).")
     hf = MarianConfig(

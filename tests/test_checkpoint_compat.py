@@ -1,5 +1,6 @@
-"""Checkpoints written before a knob existed still load and resume: a model_config without the keys added
-since (head_activation, rel_buckets, rel_max_distance) means those knobs' defaults."""
+"""Checkpoints written before a knob existed still load and resume: a model_config of the flat layout (before
+each part owned its keys, issue 35) without the keys added since (head_activation, rel_buckets,
+rel_max_distance) means those knobs' defaults."""
 
 from __future__ import annotations
 
@@ -10,6 +11,15 @@ from zoo.checkpoint import Checkpoint, atomic_torch_save, check_compatible, zoo_
 from zoo.data import TOKENIZERS
 
 ADDED_SINCE = ("head_activation", "rel_buckets", "rel_max_distance")
+# the flat keys a decoder with learned positions saved before issue 35 (tests/fixtures/b777160/lm's config),
+# defaults throughout; each part's keys now live under model.positional / model.mixer / model.layer_pattern
+OLD_FLAT = {"qkv_bias": None, "qk_norm": False, "attn_scale": None, "attn_softcap": None,
+            "sliding_window": None, "global_every": 0, "positional": "learned", "pos_offset": 0,
+            "pos_skip_pads": False, "sinusoidal_layout": "interleaved", "rope_base": 10000.0,
+            "rope_layout": "half", "rope_fraction": 1.0, "rope_scaling": "none", "rope_factor": 1.0,
+            "rope_low_freq_factor": 1.0, "rope_high_freq_factor": 4.0, "rope_original_max_len": None,
+            "rel_buckets": 32, "rel_max_distance": 128}
+PARTS = ("positional", "mixer", "layer_pattern")
 
 
 def test_checkpoint_without_newer_keys_loads_and_resumes(tmp_path):
@@ -17,8 +27,8 @@ def test_checkpoint_without_newer_keys_loads_and_resumes(tmp_path):
     model = zoo.build(dict(arch="decoder", vocab_size=tok.vocab_size, d_model=16, n_layers=1, n_heads=2,
                            max_seq_len=16))
     section = zoo_section(model.config, "lm", tok)
-    for key in ADDED_SINCE:
-        del section["model_config"][key]
+    spine = {k: v for k, v in section["model_config"].items() if k not in PARTS}
+    section["model_config"] = {k: v for k, v in {**spine, **OLD_FLAT}.items() if k not in ADDED_SINCE}
     path = tmp_path / "old.ckpt"
     atomic_torch_save({"state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
                        "zoo": section}, path)

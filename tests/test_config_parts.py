@@ -190,3 +190,27 @@ def test_the_docs_table_is_rendered_from_the_declarations() -> None:
 
 if __name__ == "__main__":
     rewrite(DOC, START, END, render)
+
+
+@pytest.mark.parametrize(("overrides", "part", "want"), [
+    (["model=gpt_nano", "model.positional=rope", "model.positional.base=5"], "positional",
+     RopeSettings(base=5)),
+    (["model=gpt_nano", "model.positional={name:rope,fraction:0.5}", "model.positional.base=5"], "positional",
+     RopeSettings(base=5, fraction=0.5)),
+    (["model=llama3_2_1b", "model.positional.scaling=linear", "model.positional.scaling.factor=2"],
+     "positional", RopeSettings(base=500000.0, scaling=ROPE_SCALING.parse({"name": "linear", "factor": 2}))),
+    (["model=gpt_nano", "model.mixer.qk_norm=true"], "mixer", MIXER.parse({"qk_norm": True})),
+])
+def test_the_command_line_names_an_entry_then_sets_its_keys(overrides, part, want) -> None:
+    """Hydra alone merges a named mapping into the preset's (and refuses the new entry's keys); the command
+    line train.py reads replaces the part, so every key of the new entry can be set after it."""
+    from hydra import compose, initialize_config_dir
+
+    from zoo.hydra_schema import part_overrides
+    from zoo.presets import config_root
+    from zoo.training.hydra_configs import register_train_configs
+
+    register_train_configs()
+    with initialize_config_dir(config_dir=str(config_root()), version_base="1.3"):
+        model = compose("config", overrides=part_overrides(overrides)).model
+    assert getattr(ModelConfig.from_dict(model), part) == want

@@ -15,11 +15,12 @@ def compose_as_train(overrides: list[str]):
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
+    from zoo.hydra_schema import part_overrides
     from zoo.training.hydra_configs import register_train_configs
 
     register_train_configs()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose("config", overrides=overrides, return_hydra_config=True)
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):  # as train.py's command line reads
+        cfg = compose("config", overrides=part_overrides(overrides), return_hydra_config=True)
     HydraConfig.instance().set_config(cfg)
     with open_dict(cfg):
         del cfg["hydra"]

@@ -26,6 +26,57 @@ def model_schema() -> type:
     return dataclasses.make_dataclass("ModelConfig", parts + spine)
 
 
+def part_overrides(overrides: list[str]) -> list[str]:
+    """The command line with each `model.<part>=<name>` and `model.<part>={name: ..., ...}` written as the
+    whole mapping of that entry (its keys at their defaults, the given ones over them), after a
+    `model.<part>=null`: naming an entry replaces the part, and its every key can then be set
+    (`model.positional=rope model.positional.base=1e6`). Hydra alone would merge a mapping into the preset's,
+    keeping the keys of the entry it had and refusing the new entry's. An override zoo cannot read is left
+    for Hydra and the config check to name."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser, out = OverridesParser.create(), []
+    for item in overrides:
+        key = item.split("=", 1)[0]
+        table = _table(key)
+        if table is not None and "=" in item:
+            try:
+                value = parser.parse_override(item).value()
+                named = isinstance(value, str) or isinstance(value, dict) and "name" in value
+                whole = table.parse(value).to_data() if named else None
+            except Exception:  # noqa: BLE001 - any unreadable value: Hydra or the config check names it
+                whole = None
+            if whole is not None:
+                out += [f"{key}=null", f"{key}={_literal(whole)}"]
+                continue
+        out.append(item)
+    return out
+
+
+def _table(key: str) -> Any:
+    """The settings table a `model.<part>[.<nested part>]` key is parsed by, or None."""
+    from zoo.config import PARTS
+
+    first, *rest = key.removeprefix("model.").split(".") if key.startswith("model.") else ("",)
+    table = PARTS.get(first)
+    for name in rest:
+        table = table.inner(name) if table is not None else None
+    return table
+
+
+def _literal(value: Any) -> str:
+    """`value` in Hydra's override grammar."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{_literal(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_literal(v) for v in value) + "]"
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return repr(value)
+
+
 def register_schemas() -> None:
     ConfigStore.instance().store(group="model", name="_schema", node=model_schema())
     ConfigStore.instance().store(group="data", name="auto", node={"name": "auto"})

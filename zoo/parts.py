@@ -65,6 +65,11 @@ class Parts:
     def names(self) -> list[str]:
         return sorted(self._classes)
 
+    def inner(self, key: str) -> Parts | None:
+        """The table of the nested part `key` of some entry (`scaling` of rope), or None."""
+        tables = (t for cls in self._classes.values() for k, t in _parts_of(cls).items() if k == key)
+        return next(tables, None)
+
     def keys(self, name: str) -> list[str]:
         """The keys entry `name` reads (beside `name`)."""
         return [f.name for f in dataclasses.fields(self._classes[name])]

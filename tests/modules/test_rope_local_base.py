@@ -62,9 +62,10 @@ def test_layers_rotate_at_the_base_their_kind_has():
      r"positional=rope"),
     (dict(positional={"local_base": 10.0}),
      r"model.positional.local_base=10.0 is the base of the sliding-window layers, but no layer is local "
-     r"\(model.mixer.sliding_window is null\)"),
+     r"\(model.mixer.sliding_window is null, or model.layer_pattern tags every layer global\)"),
     (dict(positional={"local_base": 10.0}, mixer={"sliding_window": 4}, layer_pattern=["global"]),
-     r"model.positional.local_base=10.0 is the base of the sliding-window layers, but no layer is local"),
+     r"model.positional.local_base=10.0 is the base of the sliding-window layers, but no layer is local "
+     r"\(.*model.layer_pattern tags every layer global\); give local layers or drop it"),
     (dict(positional={"local_base": 0.0}, mixer={"sliding_window": 4}),
      r"model.positional.local_base must be .*> 0"),
 ])

@@ -5,8 +5,10 @@ beside Qwen2's for contrast."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+import torch
 from transformers import (
     LlamaConfig,
     LlamaForCausalLM,
@@ -80,10 +82,32 @@ def test_qwen2_sliding_window_on_every_layer_maps_exactly(tmp_path):
             == (True, 4, 0))
 
 
-def test_qwen2_window_on_some_layers_is_refused(tmp_path):
-    hf = tiny(Qwen2Config, Qwen2ForCausalLM, use_sliding_window=True, sliding_window=4, max_window_layers=1)
-    with pytest.raises(ValueError, match=r"qwen2 config.json .*layer_types all full_attention or all "
-                                         r"sliding_attention=False \(supported: True\)"):
+def test_qwen2_window_on_some_layers_maps_exactly(tmp_path):
+    """max_window_layers=1: layer 0 attends fully, layers 1 and 2 within the window (model.layer_pattern
+    {prefix: [global], cycle: [local]}); transformers' logits, and written back as layer_types."""
+    kinds = ["full_attention", "sliding_attention", "sliding_attention"]
+    hf = tiny(Qwen2Config, Qwen2ForCausalLM, use_sliding_window=True, sliding_window=4, max_window_layers=1,
+              num_hidden_layers=3)
+    assert hf.config.layer_types == kinds
+    model = zoo.from_pretrained(saved(hf, tmp_path))
+    assert (model.config.mixer.sliding_window, model.config.layer_pattern.to_data()) == (
+        4, {"prefix": ["global"], "cycle": ["local"]})
+    right_padded_logits_match(hf, model)
+    left_padded_logits_match(hf, model)
+    out = export_round_trips(model, Qwen2ForCausalLM, tmp_path / "export")
+    written = json.loads((out / "config.json").read_text())
+    assert (written["layer_types"], written["sliding_window"]) == (kinds, 4)
+    ids = torch.randint(3, 99, (1, 12))
+    with torch.no_grad():  # the window acts: without it layers 1 and 2 read every key
+        full = zoo.from_pretrained(out, mixer={"sliding_window": None}, layer_pattern=[])
+        assert (full(ids).logits - model(ids).logits).abs().max() > 1e-3
+
+
+def test_qwen2_layer_kinds_zoo_cannot_reproduce_are_named(tmp_path):
+    hf = tiny(Qwen2Config, Qwen2ForCausalLM, use_sliding_window=True, sliding_window=4,
+              layer_types=["full_attention", "chunked_attention"])
+    with pytest.raises(ValueError, match=re.escape(
+            "layer_types (full_attention or sliding_attention, one per layer)=False (supported: True)")):
         zoo.from_pretrained(saved(hf, tmp_path))
 
 

@@ -5,6 +5,7 @@ on right- and left-padded batches, greedy tokens equal, export read back by tran
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -70,8 +71,8 @@ def test_export_round_trip(tmp_path, model_type):
 def test_what_qwen2_moe_cannot_say_is_named():
     family = zoo.pretrained.FAMILIES.get("qwen2_moe")()
     hf = {"model_type": "qwen2_moe", **BASE, "shared_expert_intermediate_size": 20, "decoder_sparse_step": 0}
-    with pytest.raises(ValueError, match=r"decoder_sparse_step \(a positive integer\)=False .*shared_expert_"
-                                         r"intermediate_size a multiple of moe_intermediate_size=False"):
+    with pytest.raises(ValueError, match=re.escape("decoder_sparse_step (a positive integer)=False") +
+                       r" .*shared_expert_intermediate_size a multiple of moe_intermediate_size=False"):
         family.config_from_hf(hf)
 
 
@@ -88,3 +89,43 @@ def test_dense_layers_anywhere_load_match_and_export(tmp_path):
     out = export_round_trips(model, Qwen2MoeForCausalLM, tmp_path / "export")
     written = json.loads((out / "config.json").read_text())
     assert (written["mlp_only_layers"], written["decoder_sparse_step"]) == ([2], 1)
+
+
+def test_windows_and_dense_layers_share_one_layer_pattern():
+    """A window from layer 1 on and a dense layer 0: both per-layer lists in one model.layer_pattern, each
+    layer as transformers builds it, and written back as both lists."""
+    family = zoo.pretrained.FAMILIES.get("qwen2_moe")()
+    kinds = ["full_attention", "sliding_attention", "sliding_attention"]
+    hf = {"model_type": "qwen2_moe", **BASE, "shared_expert_intermediate_size": 24,
+          "use_sliding_window": True, "sliding_window": 4, "layer_types": kinds, "mlp_only_layers": [0]}
+    cfg = family.config_from_hf(hf)
+    assert cfg.layer_pattern.to_data() == {"prefix": ["global+dense"], "cycle": ["local+moe"]}
+    assert [(cfg.layer_is_local(i), cfg.layer_is_moe(i)) for i in range(3)] == [(False, False), (True, True),
+                                                                                (True, True)]
+    written = family.config_to_hf(cfg)
+    assert (written["layer_types"], written["mlp_only_layers"]) == (kinds, [0])
+
+
+def test_qwen3_moe_window_is_on_every_layer(tmp_path):
+    """transformers' Qwen3-MoE slides on every layer once use_sliding_window is set (it has no layer_types
+    and no max_window_layers): zoo reads the window onto every layer, with its logits."""
+    hf = tiny("qwen3_moe", use_sliding_window=True, sliding_window=4)
+    model = zoo.from_pretrained(saved(hf, tmp_path))
+    cfg = model.config
+    assert cfg.mixer.sliding_window == 4 and all(map(cfg.layer_is_local, range(3)))
+    right_padded_logits_match(hf, model)
+    left_padded_logits_match(hf, model)
+
+
+def test_qwen2_moe_without_layer_types_slides_on_its_even_layers(tmp_path):
+    """A config.json without layer_types: Qwen2MoeConfig slides on the even layers below max_window_layers
+    (not Qwen2's layers from max_window_layers on); zoo reads the same layers, with transformers' logits."""
+    hf = tiny("qwen2_moe", use_sliding_window=True, sliding_window=4, max_window_layers=3)
+    assert hf.config.layer_types == ["sliding_attention", "full_attention", "sliding_attention"]
+    path = saved(hf, tmp_path)
+    written = json.loads((path / "config.json").read_text())
+    del written["layer_types"]
+    (path / "config.json").write_text(json.dumps(written))
+    model = zoo.from_pretrained(path)
+    assert [model.config.layer_is_local(i) for i in range(3)] == [True, False, True]
+    right_padded_logits_match(hf, model)

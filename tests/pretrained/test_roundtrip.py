@@ -45,5 +45,8 @@ def test_layer_patterns_are_compared_by_what_each_layer_is():
 
     check_roundtrip(cfg(["rope", "rope", "rope", "nope"]), cfg([]), "llama")  # layer 3 is beyond the stack
     check_roundtrip(cfg(["rope"]), cfg([]), "llama")
+    windowless = zoo.build("llama_small", **{**TINY, "n_layers": 2}, mixer={"sliding_window": 4},
+                           layer_pattern=["global"]).config
+    check_roundtrip(windowless, cfg([]), "llama")  # a window no layer uses is no window
     with pytest.raises(ValueError, match=r"model.layer_pattern=\['rope', 'nope'\] \(would load as \[\]\)"):
         check_roundtrip(cfg(["rope", "nope"]), cfg([]), "llama")

@@ -97,11 +97,13 @@ def test_only_language_models_are_served():
 
 
 def test_longrope_models_are_served_up_to_their_original_length():
-    """Past rope_original_max_len LongRoPE switches factors and cached keys go stale; the engine does not
-    re-prefill there, so the served context stops at that length (a longer request gets OpenAI's 400)."""
+    """Past positional.scaling.original_max_len LongRoPE switches factors and cached keys go stale; the engine
+    does not re-prefill there, so the served context stops at that length (a longer request gets OpenAI's
+    400)."""
+    longrope = {"name": "longrope", "original_max_len": 8, "short_factor": [1.0, 2.0, 3.0, 4.0],
+                "long_factor": [2.0, 3.0, 4.0, 5.0]}
     model = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=24,
-                      rope_scaling="longrope", rope_original_max_len=8, max_seq_len=64,
-                      rope_short_factor=[1.0, 2.0, 3.0, 4.0], rope_long_factor=[2.0, 3.0, 4.0, 5.0])
+                      positional={"scaling": longrope}, max_seq_len=64)
     plain = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=24,
                       max_seq_len=64)
     served = [served_model(m, None, "x") for m in (model, plain)]

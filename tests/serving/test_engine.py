@@ -48,7 +48,8 @@ def run_engine(model, max_batch: int = 8) -> list[list[int]]:
 
 
 @pytest.mark.parametrize(("positional", "overrides"), [
-    ("rope", {}), ("learned", {}), ("alibi", {}), ("sinusoidal", {}), ("rope", {"sliding_window": 4}),
+    ("rope", {}), ("learned", {}), ("alibi", {}), ("sinusoidal", {}),
+    ("rope", {"mixer": {"sliding_window": 4}}),
     ("rope", {"n_kv_heads": 2}),
 ])
 def test_joining_and_leaving_rows_get_their_alone_tokens(positional, overrides):

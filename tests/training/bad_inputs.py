@@ -279,6 +279,13 @@ CHECKED_ELSEWHERE = [
     BadInput("zoo.from_pretrained: config.json hidden_size / intermediate_size / vocab_size other than its "
              "weights'", "config.json hidden_size=320 (model.d_model)",
              "tests/pretrained/test_header_sizes.py::test_a_width_is_named_by_its_key_before_the_model_is_built"),
+    BadInput("zoo.from_pretrained: a qwen2 config.json whose layer_types names another kind than "
+             "full_attention / sliding_attention",
+             "layer_types (full_attention or sliding_attention, one per layer)=False (supported: True)",
+             "tests/pretrained/test_qwen.py::test_qwen2_layer_kinds_zoo_cannot_reproduce_are_named"),
+    BadInput("zoo.from_pretrained: a qwen2_moe / qwen3_moe config.json with decoder_sparse_step 0",
+             "decoder_sparse_step (a positive integer)=False",
+             "tests/pretrained/test_qwen_moe.py::test_what_qwen2_moe_cannot_say_is_named"),
     BadInput("zoo.save_pretrained / export.py format=hf model_type=roberta of a model whose head activation "
              "RoBERTa cannot write", "model.head_activation='relu'",
              "tests/export/test_hf_loads.py::test_a_refused_activation_is_named_not_shown_as_a_function"),

@@ -54,8 +54,8 @@ class MLPLanguageModel(ZooModel):
         if cfg.context_size < 1:
             raise ValueError(f"model.context_size={cfg.context_size}: arch 'mlp_lm' needs the number of "
                              "previous tokens it reads, an integer >= 1.")
-        if cfg.positional != "none":
-            raise ValueError(f"model.positional={cfg.positional!r}: arch 'mlp_lm' has no positions "
+        if cfg.positional.name != "none":
+            raise ValueError(f"model.positional={cfg.positional.name}: arch 'mlp_lm' has no positions "
                              "(each slot of its window is its own weights); set model.positional=none.")
         if ACTIVATIONS.get(cfg.activation).gated:
             plain = ", ".join(n for n in ACTIVATIONS.names() if not ACTIVATIONS.get(n).gated)

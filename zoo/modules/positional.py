@@ -139,8 +139,8 @@ class Rotary(Positional):
                 f"even and >= 2 (head size: model.head_dim or d_model // n_heads).")
         if rope.local_base is not None and not any(map(cfg.layer_is_local, range(cfg.n_layers))):
             raise ValueError(f"model.positional.local_base={rope.local_base!r} is the base of the sliding-"
-                             "window layers, but no layer is local (model.mixer.sliding_window is null); set "
-                             "both or neither.")
+                             "window layers, but no layer is local (model.mixer.sliding_window is null, or "
+                             "model.layer_pattern tags every layer global); give local layers or drop it.")
         ROPE_SCALINGS.get(rope.scaling.name).check_config(cfg)
 
     def inv_freq(self, device=None, base: float | None = None,

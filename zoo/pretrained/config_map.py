@@ -12,7 +12,7 @@ from typing import Any
 
 from zoo.config import ModelConfig, value_at
 from zoo.modules.layer_pattern import LayerPattern
-from zoo.modules.positional_settings import ROPE_SCALING, RopeSettings
+from zoo.modules.positional_settings import ROPE_SCALING
 
 REQUIRED = object()  # a Key without a default: config.json must hold it (io.HFConfig names the file and key)
 # ModelConfig keys written as their resolved value (d_ff=None is written as the d_ff it builds)
@@ -113,6 +113,15 @@ def pattern_of(layers: Sequence[str], default: str) -> list[str] | dict[str, lis
     return best.to_data()
 
 
+def with_tags(pattern: Any, tags: Sequence[str], default: str) -> list[str] | dict[str, list[str]]:
+    """Layer pattern data `pattern` with one more dimension's tag per layer ("moe", "dense", ...), left out
+    when every layer has `default` (Qwen MoE: the windows' pattern, then which layers are MoE)."""
+    if all(tag == default for tag in tags):
+        return LayerPattern.parse(pattern).to_data()
+    held = LayerPattern.parse(pattern)
+    return pattern_of(["+".join([*sorted(held.tags(i)), tag]) for i, tag in enumerate(tags)], "")
+
+
 # ----- RoPE: transformers 5's `rope_parameters`, 4.x's `rope_theta` / `rope_scaling` -----
 ROPE_TYPES = {"default": "none", "linear": "linear", "llama3": "llama3", "yarn": "yarn"}  # HF -> zoo
 PLAIN_ROPE = {"default": "none"}
@@ -164,10 +173,8 @@ class Rope:
 
     def to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
         """`rope_parameters` (and 4.x's keys) for zoo's RoPE keys; a scaling the family lacks is written as
-        none (the round trip names it), another positional scheme as RoPE's defaults (the round trip names
-        the scheme)."""
-        rope = rope_of(cfg)
-        scaling = rope.scaling
+        none (the round trip names it)."""
+        rope, scaling = cfg.positional, cfg.positional.scaling
         rope_type = {v: k for k, v in self.types.items()}.get(scaling.name, "default")
         written = self.types.get(rope_type, "none")
         reads = ROPE_SCALING.docs()[written] if written == scaling.name else {}
@@ -179,12 +186,6 @@ class Rope:
         if self.original and "original_max_len" in reads:
             legacy[self.original[0]] = scaling.original_max_len
         return {"rope_parameters": params, **legacy}
-
-
-def rope_of(cfg: ModelConfig) -> RopeSettings:
-    """`cfg`'s RoPE settings, or RoPE's defaults under another scheme: what a rotary family writes for a model
-    it cannot express (the round trip names model.positional)."""
-    return cfg.positional if isinstance(cfg.positional, RopeSettings) else RopeSettings()
 
 
 def _rope_value(key: str, value: Any) -> Any:

@@ -31,9 +31,11 @@ class Family:
     model_type: str = ""
     prefixes: tuple[str, ...] = ()  # base-model prefix of the task model (absent in bare-model checkpoints)
     same_model: frozenset[str] = frozenset()  # config keys written in an equivalent form (see roundtrip.py)
-    keys: tuple[Key, ...] = ()  # config.json key <-> ModelConfig key
+    keys: tuple[Key, ...] = ()  # config.json key <-> ModelConfig key (a dotted path: "mixer.qkv_bias")
     defaults: Mapping[str, Any] = {}  # config.json defaults of this family where they differ from the keys'
-    fixed: Mapping[str, Any] = {}  # ModelConfig keys every checkpoint of the family has
+    # ModelConfig keys every checkpoint of the family has, as dotted paths (zoo.config.nest_paths nests them):
+    # {"positional": "rope", "positional.layout": "half"}
+    fixed: Mapping[str, Any] = {}
     requires: Mapping[str, Any] = {}  # config.json keys zoo reproduces at one value (null, absent: that one)
     tensors: Rows = {}  # the base model's tensor map (heads: zoo.pretrained.heads)
     class_prefix: str = ""  # "Bert": BertModel, BertForMaskedLM, ...

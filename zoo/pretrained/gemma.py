@@ -90,14 +90,14 @@ class Gemma2(Gemma):
 
     softcaps = {"attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0}  # config.json defaults
 
-    def global_every(self, hf: Mapping[str, Any]) -> int:
+    def global_period(self, hf: Mapping[str, Any]) -> int:
         """Every how many layers one is global when config.json has no `layer_types`."""
         return 2
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
         more, checks = super().more_from_hf(hf, settings)
         n, d = settings["n_layers"], settings["d_model"]
-        types = hf.get("layer_types") or every_kth_global(n, self.global_every(hf))
+        types = hf.get("layer_types") or every_kth_global(n, self.global_period(hf))
         window, window_checks = read_layer_types(types, n, hf.get("sliding_window", 4096))
         checks.update({**window_checks,
                        "hidden_size a multiple of num_attention_heads": (d % settings["n_heads"] == 0, True)})
@@ -164,7 +164,7 @@ class Gemma3(Gemma2):
         return {"Gemma3ForCausalLM": "lm", "Gemma3TextModel": "none",
                 "Gemma3TextForSequenceClassification": "classifier"}
 
-    def global_every(self, hf: Mapping[str, Any]) -> int:
+    def global_period(self, hf: Mapping[str, Any]) -> int:
         return hf.get("sliding_window_pattern", 6)  # a 4.x key; transformers 5 writes layer_types
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:

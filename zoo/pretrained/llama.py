@@ -4,12 +4,13 @@ attention; `model.embed_tokens`, `model.layers.{i}.*`, `model.norm`, then the he
 [gate | value]. Each family below is Llama's tables with what differs:
 Mistral: no biases, every layer attending within `sliding_window` (model.mixer.sliding_window; null: full
 attention; transformers ignores a Mistral config's `layer_types`, and so does zoo). Qwen2 (and 2.5): biases on
-q, k and v only (model.mixer.qkv_bias); its sliding window (`use_sliding_window` from `max_window_layers` on,
-or `layer_types`) only where zoo's reproduces it: every layer or none. Qwen3: Qwen2 with an RMSNorm on each
-head's q and k (model.mixer.qk_norm), head_dim 128 when omitted, no q/k/v bias. Phi-3: Mistral's with q/k/v
-fused in `qkv_proj`, gate/up in `gate_up_proj`, a partial rotary (model.positional.fraction), plain RoPE or
-LongRoPE (Phi-3 128k, Phi-3.5, Phi-4-mini: model.positional.scaling=longrope, its original length the
-top-level `original_max_position_embeddings`, as transformers reads it)."""
+q, k and v only (model.mixer.qkv_bias); its sliding window on the layers `layer_types` names (else from
+`max_window_layers` on) as model.layer_pattern's local layers (Qwen MoE: qwen_moe.py). Qwen3: Qwen2 with an
+RMSNorm on each head's q and k (model.mixer.qk_norm), head_dim 128 when omitted, no q/k/v bias. Phi-3:
+Mistral's with q/k/v fused in `qkv_proj`, gate/up in `gate_up_proj`, a partial rotary
+(model.positional.fraction), plain RoPE or LongRoPE (Phi-3 128k, Phi-3.5, Phi-4-mini:
+model.positional.scaling=longrope, its original length the top-level `original_max_position_embeddings`, as
+transformers reads it)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from typing import Any
 import torch
 
 from zoo.config import ModelConfig
-from zoo.pretrained.config_map import PLAIN_ROPE, ROPE_TYPES, Key, Rope
+from zoo.pretrained.config_map import PLAIN_ROPE, ROPE_TYPES, Key, Rope, pattern_of
 from zoo.pretrained.decoder_heads import LLAMA_HEADS, NO_QA, QA
 from zoo.pretrained.family import Checks, Family
 from zoo.pretrained.tensor_map import HFTensors, within
@@ -105,24 +106,33 @@ class Qwen2(LlamaShaped):
     fixed = {**DECODER, "mixer.qkv_bias": True}
     defaults = {"max_position_embeddings": 32768}
     KINDS = ("full_attention", "sliding_attention")
+    reads_layer_types = True  # False: the model slides on every layer whatever `layer_types` says
+
+    def layer_kinds(self, hf: Mapping[str, Any], n_layers: int) -> list[str]:
+        """Each layer's kind where config.json lists none (Qwen2Config: sliding from max_window_layers on)."""
+        return [self.KINDS[i >= hf.get("max_window_layers", 28)] for i in range(n_layers)]
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
+        """The window on the layers `layer_types` says (else on those `layer_kinds` gives)."""
         rope, checks = super().more_from_hf(hf, settings)
         window = hf.get("sliding_window", 4096) if hf.get("use_sliding_window", False) else None  # as Qwen2
-        first = hf.get("max_window_layers", 28) if window is not None else settings["n_layers"]
-        kinds = set(hf.get("layer_types") or [self.KINDS[i >= first] for i in range(settings["n_layers"])])
+        n_layers = settings["n_layers"]
+        given = hf.get("layer_types") if self.reads_layer_types else None
+        kinds = list(given or self.layer_kinds(hf, n_layers))
         if window is not None:
-            uniform = len(kinds) == 1 and kinds <= set(self.KINDS)
-            checks["layer_types all full_attention or all sliding_attention"] = (uniform, True)
-        local = window is not None and kinds == {"sliding_attention"}
-        return {**rope, "mixer.sliding_window": window if local else None}, checks
+            known = len(kinds) == n_layers and set(kinds) <= set(self.KINDS)
+            checks["layer_types (full_attention or sliding_attention, one per layer)"] = (known, True)
+        local = [window is not None and kind == self.KINDS[1] for kind in kinds]
+        pattern = pattern_of(["local" if is_local else "global" for is_local in local], "local")
+        return {**rope, "mixer.sliding_window": window if any(local) else None,
+                "layer_pattern": pattern if any(local) else []}, checks
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
-        window = cfg.mixer.sliding_window
+        local = [cfg.layer_is_local(i) for i in range(cfg.n_layers)]
+        window = cfg.mixer.sliding_window if any(local) else None
         return {**super().more_to_hf(cfg), "use_sliding_window": window is not None, "sliding_window": window,
-                "max_window_layers": 0 if window is not None else cfg.n_layers,
-                # a layer pattern with global layers: the round trip names it
-                "layer_types": [self.KINDS[window is not None]] * cfg.n_layers}
+                "max_window_layers": local.index(True) if window is not None else cfg.n_layers,
+                "layer_types": [self.KINDS[is_local] for is_local in local]}
 
 
 class Qwen3(Qwen2):

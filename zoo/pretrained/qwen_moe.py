@@ -14,7 +14,7 @@ from typing import Any
 
 from zoo.config import ModelConfig
 from zoo.modules.moe import moe_settings
-from zoo.pretrained.config_map import Key, pattern_of
+from zoo.pretrained.config_map import Key, with_tags
 from zoo.pretrained.decoder_heads import LLAMA_HEADS, QA
 from zoo.pretrained.family import Checks
 from zoo.pretrained.llama import DECODER, KEYS, TENSORS, Qwen2, Qwen3
@@ -36,8 +36,8 @@ class QwenExperts:
 
     shared = False
 
-    def moe_from_hf(self, hf: Mapping[str, Any], n_layers: int) -> tuple[dict[str, Any], Checks]:
-        """model.moe and model.layer_pattern (dotted paths), and the checks."""
+    def moe_from_hf(self, hf: Mapping[str, Any], n_layers: int) -> tuple[dict[str, Any], list[str], Checks]:
+        """model.moe, which layers are MoE ("moe" or "dense" per layer), and the checks."""
         top_k, width = hf.get("num_experts_per_tok", 8), hf.get("moe_intermediate_size", 768)
         dense, step = set(hf.get("mlp_only_layers") or []), hf.get("decoder_sparse_step", 1)
         stepped = isinstance(step, int) and not isinstance(step, bool) and step >= 1
@@ -52,12 +52,13 @@ class QwenExperts:
             checks["shared_expert_intermediate_size a multiple of moe_intermediate_size"] = (
                 shared % width == 0 if width else False, True)
             moe.update(n_shared_experts=shared // width if width else 0, shared_gate=shared > 0)
-        return {"moe": moe, "layer_pattern": pattern_of(layers, "moe")}, checks
+        return moe, layers, checks
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
-        rope, checks = super().more_from_hf(hf, settings)  # the attention family's (Qwen2 / Qwen3)
-        moe, moe_checks = self.moe_from_hf(hf, settings["n_layers"])
-        return {**rope, **moe}, {**checks, **moe_checks}
+        more, checks = super().more_from_hf(hf, settings)  # the attention family's (Qwen2 / Qwen3)
+        moe, layers, moe_checks = self.moe_from_hf(hf, settings["n_layers"])
+        return ({**more, "moe": moe, "layer_pattern": with_tags(more["layer_pattern"], layers, "moe")},
+                {**checks, **moe_checks})
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
         return {**super().more_to_hf(cfg), **self.moe_to_hf(cfg)}
@@ -76,6 +77,8 @@ class QwenExperts:
 
 
 class Qwen2Moe(QwenExperts, Qwen2):
+    """Without `layer_types`, Qwen2MoeConfig slides on the even layers below `max_window_layers`."""
+
     model_type = "qwen2_moe"
     class_prefix = "Qwen2Moe"
     shared = True
@@ -84,12 +87,21 @@ class Qwen2Moe(QwenExperts, Qwen2):
     fixed = {**DECODER, "ffn": "moe"}
     tensors = {**TENSORS, **within("decoder_stack.layers.{i}.", "layers.{i}.", EXPERTS)}
 
+    def layer_kinds(self, hf: Mapping[str, Any], n_layers: int) -> list[str]:
+        first = hf.get("max_window_layers", 28)
+        return [self.KINDS[i % 2 == 0 and i < first] for i in range(n_layers)]
+
 
 class Qwen3Moe(QwenExperts, Qwen3):
-    """Qwen3's attention (q/k RMSNorm per head); head_dim defaults to hidden_size / heads, as its config."""
+    """Qwen3's attention (q/k RMSNorm per head); head_dim defaults to hidden_size / heads, as its config. Its
+    window is on every layer or none (transformers' Qwen3MoE reads no `layer_types`)."""
 
     model_type = "qwen3_moe"
     class_prefix = "Qwen3Moe"
     fixed = {**Qwen3.fixed, "ffn": "moe"}
     defaults = Qwen2.defaults
     tensors = Qwen2Moe.tensors
+    reads_layer_types = False
+
+    def layer_kinds(self, hf: Mapping[str, Any], n_layers: int) -> list[str]:
+        return [self.KINDS[1]] * n_layers

@@ -28,6 +28,8 @@ def effective(cfg: ModelConfig) -> dict[str, Any]:
     cfg = without_foreign_keys(cfg)
     data = cfg.to_dict()
     data["mixer"]["qkv_bias"] = cfg.use_qkv_bias
+    if "sliding_window" in data["mixer"] and not any(map(cfg.layer_is_local, range(_depth(cfg)))):
+        data["mixer"]["sliding_window"] = None  # a window no layer uses
     if not getattr(cfg.mixer, "qk_norm", False):
         data["mixer"].pop("qk_norm_scope", None)  # no qk norm: no scope
     out: dict[str, Any] = {}
@@ -47,6 +49,10 @@ def effective(cfg: ModelConfig) -> dict[str, Any]:
     if cfg.arch != "encoder_decoder":
         out.pop("decoder_start_id")
     return out
+
+
+def _depth(cfg: ModelConfig) -> int:
+    return max(cfg.n_encoder_layers, cfg.n_decoder_layers)
 
 
 def _paths(path: str, part: Any) -> dict[str, Any]:
@@ -70,8 +76,8 @@ class Layers:
 
     @classmethod
     def of(cls, cfg: ModelConfig) -> Layers:
-        depth = max(cfg.n_encoder_layers, cfg.n_decoder_layers)
-        each = tuple((cfg.layer_is_local(i), cfg.layer_rotates(i), cfg.layer_is_moe(i)) for i in range(depth))
+        each = tuple((cfg.layer_is_local(i), cfg.layer_rotates(i), cfg.layer_is_moe(i))
+                     for i in range(_depth(cfg)))
         return cls(each, cfg.layer_pattern.to_data())
 
     def __repr__(self) -> str:

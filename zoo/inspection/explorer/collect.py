@@ -67,7 +67,7 @@ def _masks(tr) -> list[WholePart]:
 
 
 def _positional(model, n_positions: int) -> WholePart:
-    scheme = model.config.positional
+    scheme = model.config.positional.name
     drawn = positional_pattern(model.config, n_positions, model.positions)
     if drawn is None:
         note = {"scheme": scheme,
