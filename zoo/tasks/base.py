@@ -228,6 +228,12 @@ class StreamTask(Task):
         return {split: entry.arrays[f"{split}.tokens"].ids for split in ("train", "val")}
 
 
+def labels_to_come(cfg: ModelConfig) -> ModelConfig:
+    """`cfg` with 1 standing in for a num_labels the data has yet to set (0), on a head that reads it; other
+    heads (lm, qa, ...) have no num_labels and are returned as they are."""
+    return cfg.with_head(num_labels=1) if getattr(cfg.head, "num_labels", None) == 0 else cfg
+
+
 class LabelledTask(Task):
     """A task whose data names its labels (classification's classes, token classification's tags: the
     tokenizer's `label_names`) and so sets model.head.num_labels."""
@@ -236,7 +242,7 @@ class LabelledTask(Task):
 
     def check_model(self, cfg: ModelConfig) -> None:
         """model.head.num_labels may still be 0: the data gives it (model_config); the rest is checked now."""
-        super().check_model(cfg.with_head(num_labels=cfg.head.num_labels or 1))
+        super().check_model(labels_to_come(cfg))
 
     def model_config(self, cfg: ModelConfig, tokenizer) -> ModelConfig:
         """num_labels from the data's label names; a num_labels the user set must match them."""
