@@ -16,6 +16,7 @@ from zoo.checkpoint import Checkpoint, atomic_torch_save, check_compatible, zoo_
 from zoo.config import ModelConfig
 from zoo.config_moved import upgrade_saved
 from zoo.data import TOKENIZERS
+from zoo.hydra_schema import part_overrides
 from zoo.modules.head_settings import HEAD, ClassifierSettings, LMHeadSettings
 from zoo.modules.heads import HEADS
 from zoo.presets import config_root
@@ -34,7 +35,8 @@ def test_choosing_another_head_leaves_the_presets_head_keys_behind():
     model = zoo.build("bert_small", head={"name": "classifier", "num_labels": 2}, **SMALL)
     assert model.config.head == ClassifierSettings(num_labels=2)
     assert zoo.build("bert_small", **SMALL).config.head == LMHeadSettings(transform=True, bias=True)
-    gemma = zoo.build("gemma2_2b", head="classifier", **SMALL, n_kv_heads=1, head_dim=None).config.head
+    gemma = zoo.build("gemma2_2b", head={"name": "classifier", "num_labels": 2}, **SMALL, n_kv_heads=1,
+                      head_dim=None).config.head
     assert not hasattr(gemma, "softcap")
 
 
@@ -50,8 +52,10 @@ def test_a_key_of_another_head_is_refused_naming_its_readers():
 
 
 def _composed_model(overrides: list[str]) -> dict:
+    """conf/config.yaml's model as train.py composes it (a part's name or mapping replaces that part)."""
     with initialize_config_dir(config_dir=str(config_root()), version_base="1.3"):
-        return OmegaConf.to_container(compose("config", overrides=overrides).model, resolve=True)
+        return OmegaConf.to_container(compose("config", overrides=part_overrides(overrides)).model,
+                                      resolve=True)
 
 
 def test_command_line_rule(monkeypatch):
