@@ -203,7 +203,7 @@ def default_task(cfg: ModelConfig) -> Task:
     if found:  # a registry mistake, not a user's
         raise ValueError(f"tasks {[t.name for t in found]} all claim model.arch={cfg.arch} with "
                          f"model.head={cfg.head.name} for task=auto; set auto = False on all but one")
-    check_config(cfg)  # an unknown arch or a head the arch cannot carry says so itself
+    check_config(labels_to_come(cfg))  # an unknown arch or a head the arch cannot carry says so itself
     raise ValueError(f"task=auto: no task trains model.arch={cfg.arch} with model.head={cfg.head.name} "
                      f"by default; name one: task={'|'.join(TASKS.names())}")
 
