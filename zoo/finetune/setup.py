@@ -141,7 +141,7 @@ def align_labels(init: InitPlan | None, tokenizer, datamodule) -> None:
     data = getattr(datamodule, "label_names", None)
     if init is None or init.labels is None or data is None:
         return
-    order = order_labels(init.labels, data, f"init_from={init.value}", init.model.head)
+    order = order_labels(init.labels, data, f"init_from={init.value}", init.model.head.name)
     if order.note:
         init.notes.append(order.note)
     reindex(datamodule, tokenizer, order)
