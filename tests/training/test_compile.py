@@ -63,10 +63,10 @@ KNOBS = {  # representative configs: the three architectures, every positional s
     "decoder alibi sliding window": dict(arch="decoder", n_layers=2, positional="alibi",
                                          mixer=dict(sliding_window=4), layer_pattern=["local", "global"]),
     "decoder sinusoidal softcaps sandwich": dict(arch="decoder", n_layers=1, positional="sinusoidal",
-                                                 mixer=dict(softcap=50.0), final_softcap=30.0,
+                                                 mixer=dict(softcap=50.0), head=dict(softcap=30.0),
                                                  norm_placement="sandwich"),
     "encoder none": dict(arch="encoder", n_layers=1, positional="none"),
-    "encoder classifier": dict(arch="encoder", n_layers=1, head="classifier", num_labels=3),
+    "encoder classifier": dict(arch="encoder", n_layers=1, head=dict(name="classifier", num_labels=3)),
     "encoder_decoder t5_relative": dict(arch="encoder_decoder", n_layers=1, positional="t5_relative",
                                         head_dim=8),
 }
