@@ -79,7 +79,8 @@ def test_training_forward_is_one_graph(knobs):
     model = zoo.build({**TINY, **knobs}).train()
     model.inputs_checked_on_host = True
     ids = torch.randint(3, VOCAB, (2, T), generator=torch.Generator().manual_seed(0))
-    inputs = {"input_ids": ids, "labels": torch.tensor([0, 2]) if knobs.get("head") == "classifier" else ids}
+    classifier = model.config.head.name == "classifier"
+    inputs = {"input_ids": ids, "labels": torch.tensor([0, 2]) if classifier else ids}
     if knobs["arch"] != "decoder":  # padded tasks (mlm, seq2seq, classification) pass a padding mask
         inputs["attention_mask"] = torch.tensor([[1] * T, [1] * (T - 3) + [0] * 3])
     if knobs["arch"] == "encoder_decoder":
