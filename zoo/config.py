@@ -235,7 +235,7 @@ MODEL_OPTIONS = Options({
     **{key: COUNT for key in ("n_layers", "type_vocab_size", "context_size")},
     **{key: optional(COUNT) for key in ("encoder_layers", "decoder_layers")},
     **{key: BOOL for key in ("first_attn_norm", "embed_norm", "embed_scale", "residual", "bias",
-                             "share_embeddings")},
+                             "share_embeddings", "tie_embeddings")},
     "final_norm": SWITCH,
     **{key: optional(integer()) for key in ("pad_id", "bos_id", "eos_id", "decoder_start_id")},
     "n_kv_heads": optional(POSITIVE),
