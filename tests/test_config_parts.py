@@ -214,3 +214,25 @@ def test_the_command_line_names_an_entry_then_sets_its_keys(overrides, part, wan
     with initialize_config_dir(config_dir=str(config_root()), version_base="1.3"):
         model = compose("config", overrides=part_overrides(overrides)).model
     assert getattr(ModelConfig.from_dict(model), part) == want
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["model=bert_small", "model.head={name:classifier,num_labels:2,bias:true}"],
+     r"model.head=classifier has no key 'bias'"),
+    (["model=gpt_nano", "model.positional={name:rope,offset:2}"], r"model.positional=rope has no key 'offset'"),
+    (["model=gpt_nano", "model.head=classifer"], r"Unknown head 'classifer'"),
+])
+def test_a_named_entry_with_a_bad_key_is_refused_naming_that_key(overrides, message) -> None:
+    """The entry's own key is named, not a key of the preset's entry the bad mapping was merged into (was:
+    model.head={name:classifier,bias:true} on bert_small said classifier has no key 'transform')."""
+    from hydra import compose, initialize_config_dir
+
+    from zoo.hydra_schema import part_overrides
+    from zoo.presets import config_root
+    from zoo.training.hydra_configs import register_train_configs
+
+    register_train_configs()
+    with initialize_config_dir(config_dir=str(config_root()), version_base="1.3"):
+        model = compose("config", overrides=part_overrides(overrides)).model
+    with pytest.raises(ValueError, match=message):
+        ModelConfig.from_dict(model)

@@ -72,7 +72,9 @@ NEW_LAYOUT = {
                 "model.layer_pattern=[local,global]"],
     "moe_sparse": ["model.mixer={name:attention,qk_norm:true}", "model.positional=rope",
                    "model.layer_pattern={prefix:[dense],cycle:[moe]}"],
-    "classifier_mean": ["model.mixer.sliding_window=4", "model.layer_pattern=[global,local]"],
+    "classifier_mean": ["model.mixer.sliding_window=4", "model.layer_pattern=[global,local]",
+                        # the old preset's head_dense / head_pooler, read once the head was a classifier
+                        "model.head={name:classifier,pool:mean,dense:true,pooler:none}"],
 }
 
 
@@ -92,7 +94,9 @@ def old_overrides(kind: Path, folder: Path) -> list[str]:
     if kind.name not in NEW_LAYOUT:
         assert not any(map(_flat_model_key, old)), f"{kind.name}: translate its flat model keys in NEW_LAYOUT"
         return old
-    return [o for o in old if not _flat_model_key(o)] + NEW_LAYOUT[kind.name]
+    new = NEW_LAYOUT[kind.name]
+    given = {o.split("=", 1)[0] for o in new}  # the new layout writes these whole (model.head={name: ...})
+    return [o for o in old if not _flat_model_key(o) and o.split("=", 1)[0] not in given] + new
 
 
 @pytest.mark.parametrize("kind", ARTEFACTS)

@@ -1,7 +1,8 @@
 """ModelConfig: the one plain-data description of a model. The spine (arch, sizes, norm, residual wiring,
 embeddings, dropout, ids) is flat; each part that has keys of its own holds them as typed settings beside
 the code that reads them: `positional` (zoo.modules.positional_settings), `mixer`
-(zoo.modules.mixer_settings), `layer_pattern` (zoo.modules.layer_pattern), `moe`
+(zoo.modules.mixer_settings), `layer_pattern` (zoo.modules.layer_pattern), `head`
+(zoo.modules.head_settings), `moe`
 (zoo.modules.moe.settings). A name alone chooses a part with its defaults; another name replaces the
 subtree. Derived sizes are properties.
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from zoo.config_moved import MOVED, MOVED_MOE
+from zoo.modules.head_settings import HEAD, LMHeadSettings
 from zoo.modules.layer_pattern import LayerPattern
 from zoo.modules.mixer_settings import MIXER, AttentionSettings
 from zoo.modules.positional_settings import POSITIONAL, LearnedSettings
@@ -54,8 +56,6 @@ class ModelConfig:
     #   (zoo.modules.mixer_settings: `{name: attention, qk_norm: true, sliding_window: 512, ...}`)
     layer_pattern: LayerPattern = field(default_factory=LayerPattern)  # what each layer is (local or
     #   global, rotary or not, dense or MoE): zoo.modules.layer_pattern
-    final_softcap: float | None = None  # logits -> c * tanh(logits / c) (Gemma 2)
-    head_scale: float | None = None  # LM head input multiplier (T5 with a tied head: d_model ** -0.5)
     ffn: str = "mlp"  # mlp | moe | none (zoo.modules.feedforward.FFNS)
     moe: dict[str, Any] = field(default_factory=dict)  # ffn=moe: its keys (n_experts, top_k,
     #   router, balance, ...), declared and checked by zoo.modules.moe.settings.MoESettings; empty otherwise
@@ -64,8 +64,6 @@ class ModelConfig:
     ffn_ratio: float = 4.0  # d_ff = ffn_ratio * d_model unless d_ff is given
     d_ff: int | None = None
     activation: str = "gelu"  # relu | gelu | gelu_tanh | silu | swiglu | geglu
-    head_activation: str | None = None  # head transform (head_transform / head_dense); default: the ungated
-    #                                     form of `activation`
     norm: str = "layernorm"  # layernorm | rmsnorm | none
     norm_eps: float = 1e-5
     norm_placement: str = "pre"  # residual wiring: pre | post | sandwich | parallel
@@ -81,23 +79,11 @@ class ModelConfig:
     dropout: float = 0.0
     attn_dropout: float | None = None  # default: dropout
     bias: bool = True  # biases in linear layers and LayerNorm
-    head_bias: bool = False  # bias on the vocabulary projection (BERT, BART's final_logits_bias)
-    head_transform: bool = False  # dense + activation + norm before the vocabulary projection (BERT MLM)
     tie_embeddings: bool = True  # output projection shares the (decoder) token embedding
     share_embeddings: bool = True  # encoder_decoder: one token table for source and target
     type_vocab_size: int = 0  # token-type (segment) embeddings, BERT; 0 = none
-    head: str = "lm"  # output head (zoo.modules.heads.HEADS): lm | none | classifier | token_classifier | qa
-    num_labels: int = 0  # classifier / token_classifier: label count (the data sets it in training)
-    head_pool: str | None = None  # classifier, none's pooler: first | last | mean;
-                                  # null: first (encoder), last (decoder)
-    head_pooler: str | None = None  # dense + activation on the pooled position: tanh | relu | ... | none;
-    #                                 null: classifier tanh on an encoder (BERT), none on a decoder; none:
-    #                                 none
-    head_dense: bool = False  # classifier / token_classifier / qa: dense + activation + norm before the
-    #                           projection (ModernBERT's)
-    head_proj_bias: bool | None = None  # classifier / token_classifier / qa
-                                        # projection bias; null: true, except
-    #                                     a decoder's classifier (transformers' `score` has none)
+    head: Part = field(default_factory=LMHeadSettings)  # the output head and its keys
+    #   (zoo.modules.head_settings: `{name: classifier, num_labels: 3, pool: mean}`)
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
@@ -114,6 +100,11 @@ class ModelConfig:
         self.positional = POSITIONAL.parse(self.positional)
         self.mixer = MIXER.parse(self.mixer)
         self.layer_pattern = LayerPattern.parse(self.layer_pattern)
+        self.head = HEAD.parse(self.head)
+
+    def with_head(self, **keys: Any) -> ModelConfig:
+        """This config with some keys of its head changed (`with_head(num_labels=3)`: the data's labels)."""
+        return dataclasses.replace(self, head=HEAD.merge(self.head, keys))
 
     def layer_is_local(self, index: int) -> bool:
         """Whether layer `index` (0-based, within its stack) uses the sliding window: every layer when the
@@ -186,7 +177,7 @@ class ModelConfig:
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
 
 
-PARTS = {"positional": POSITIONAL, "mixer": MIXER}  # config key -> the settings table it is parsed by
+PARTS = {"positional": POSITIONAL, "mixer": MIXER, "head": HEAD}  # config key -> its settings table
 
 
 def lay_over(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -239,12 +230,12 @@ FRACTION = within(number(), lambda v: 0 <= v < 1, "in [0, 1)")
 # scheme's, a RoPE scaling's, a head's) are declared by that entry (its `options`) and checked with these by
 # zoo.models.vocabulary.check_config, once per config: config is data and imports no module it configures.
 MODEL_OPTIONS = Options({
-    **{key: NAME for key in ("arch", "ffn", "activation", "norm", "norm_placement", "head")},
+    **{key: NAME for key in ("arch", "ffn", "activation", "norm", "norm_placement")},
     **{key: POSITIVE for key in ("vocab_size", "d_model", "n_heads", "max_seq_len")},
     **{key: COUNT for key in ("n_layers", "type_vocab_size", "context_size")},
     **{key: optional(COUNT) for key in ("encoder_layers", "decoder_layers")},
     **{key: BOOL for key in ("first_attn_norm", "embed_norm", "embed_scale", "residual", "bias",
-                             "share_embeddings")},
+                             "share_embeddings", "tie_embeddings")},
     "final_norm": SWITCH,
     **{key: optional(integer()) for key in ("pad_id", "bos_id", "eos_id", "decoder_start_id")},
     "n_kv_heads": optional(POSITIVE),

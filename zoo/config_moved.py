@@ -9,6 +9,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from zoo.modules.head_settings import HEAD
 from zoo.modules.positional_settings import ROPE_SCALING
 
 _ROPE = {"rope_base": "base", "rope_local_base": "local_base", "rope_layout": "layout",
@@ -24,6 +25,9 @@ _MIXER = {"qkv_bias": "qkv_bias", "qk_norm": "qk_norm", "qk_norm_scope": "qk_nor
           "attn_scale": "scale", "attn_softcap": "softcap", "attn_sinks": "sinks",
           "sliding_window": "sliding_window"}
 _PATTERN = ("global_every", "global_first", "nope_every")
+_HEAD = {"num_labels": "num_labels", "head_pool": "pool", "head_pooler": "pooler", "head_dense": "dense",
+         "head_proj_bias": "proj_bias", "head_activation": "activation", "head_bias": "bias",
+         "head_transform": "transform", "head_scale": "scale", "final_softcap": "softcap"}
 # keys of model.moe before the layer pattern held which layers are MoE: their new place
 MOVED_MOE = {"every": "model.layer_pattern (e.g. [dense, moe] for every 2nd layer MoE)",
              "first_dense": "model.layer_pattern (e.g. {prefix: [dense], cycle: [moe]})"}
@@ -33,6 +37,7 @@ MOVED: dict[str, str] = {
     "rope_scaling": "model.positional.scaling (a name, or {name: ..., factor: ...})",
     **{k: f"model.positional.scaling.{v}" for k, v in _SCALING.items()},
     **{k: f"model.mixer.{v}" for k, v in _MIXER.items()},
+    **{k: f"model.head.{v}" for k, v in _HEAD.items()},
     "global_every": "model.layer_pattern (e.g. [local, global] for every 2nd layer global)",
     "global_first": "model.layer_pattern (e.g. [global, local, local] for layers 0, 3, ... global)",
     "nope_every": "model.layer_pattern (e.g. [rope, rope, rope, nope] for every 4th layer without RoPE)",
@@ -69,6 +74,12 @@ def _pattern(data: Mapping[str, Any], moe: Mapping[str, Any]) -> Any:
     return {"prefix": prefix, "cycle": cycle} if prefix else cycle
 
 
+def _head(name: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The head part of a flat config: the keys the chosen head reads (the old code ignored the others)."""
+    reads = HEAD.keys(name) if name in HEAD else []
+    return {"name": name, **{new: data[old] for old, new in _HEAD.items() if old in data and new in reads}}
+
+
 def upgrade_saved(data: Mapping[str, Any]) -> dict[str, Any]:
     """A saved model config in either layout -> the current one. Old flat keys the chosen scheme did not read
     are dropped (the old code ignored them too)."""
@@ -91,6 +102,8 @@ def upgrade_saved(data: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(data.get("mixer"), Mapping):
         data["mixer"] = {"name": "attention",
                          **{new: data[old] for old, new in _MIXER.items() if old in data}}
+    if isinstance(data.get("head", "lm"), str):
+        data["head"] = _head(data.get("head", "lm"), data)
     if "layer_pattern" not in data:
         data["layer_pattern"] = _pattern(data, moe)
     for key in MOVED_MOE:

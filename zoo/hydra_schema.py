@@ -13,7 +13,7 @@ from hydra.core.config_store import ConfigStore
 
 from zoo.config import ModelConfig
 
-PART_FIELDS = ("positional", "mixer", "layer_pattern")  # typed settings: plain data (a name or a mapping)
+PART_FIELDS = ("positional", "mixer", "layer_pattern", "head")  # typed settings: plain data (a name or a mapping)
 
 
 def model_schema() -> type:
@@ -42,12 +42,14 @@ def part_overrides(overrides: list[str]) -> list[str]:
         if table is not None and "=" in item:
             try:
                 value = parser.parse_override(item).value()
-                named = isinstance(value, str) or isinstance(value, dict) and "name" in value
-                whole = table.parse(value).to_data() if named else None
-            except Exception:  # noqa: BLE001 - any unreadable value: Hydra or the config check names it
-                whole = None
-            if whole is not None:
-                out += [f"{key}=null", f"{key}={_literal(whole)}"]
+            except Exception:  # noqa: BLE001 - an unreadable value: Hydra names it
+                value = None
+            if isinstance(value, str) or isinstance(value, dict) and "name" in value:
+                try:
+                    whole = _literal(table.parse(value).to_data())
+                except Exception:  # noqa: BLE001 - an unknown name or key: the config check names it, in
+                    whole = item.split("=", 1)[1]  # the value as given (not merged into the preset's entry)
+                out += [f"{key}=null", f"{key}={whole}"]
                 continue
         out.append(item)
     return out

@@ -198,8 +198,7 @@ def test_model_overrides(cache_dir, tmp_path):
         "pad_id": 0,
         "bos_id": 1,
         "eos_id": 2,
-        "num_labels": 2,
-    }
+    }  # the labels are the task's to set (model.head.num_labels)
     tok.save(tmp_path / "run" / "tokenizer")
     assert load_tokenizer(tmp_path / "run" / "tokenizer").label_names == ["neg", "pos"] == dm.label_names
 

@@ -26,8 +26,8 @@ def test_a_checkpoint_in_its_own_label_order_is_scored_by_name(tmp_path, make_ev
     tok, dm = build_data({"name": "classification", "path": str(path)}, {"name": "char"},
                          task="classification", max_seq_len=24, batch_size=4, cache_dir=tmp_path / "c")
     data_names, trained = list(tok.label_names), ["pos", "neg", "mix"]  # sorted: mix, neg, pos
-    model = zoo.build("bert_small", head="classifier", num_labels=3, n_layers=1, vocab_size=tok.vocab_size,
-                      **TINY, pad_id=tok.pad_id).eval()
+    model = zoo.build("bert_small", head={"name": "classifier", "num_labels": 3}, n_layers=1,
+                      vocab_size=tok.vocab_size, **TINY, pad_id=tok.pad_id).eval()
     torch.manual_seed(0)
     val = dm.datasets["val"]
     with torch.no_grad():  # several labels predicted

@@ -60,8 +60,8 @@ def test_classification_accuracy_and_macro_f1_by_hand(tmp_path, make_eval_cfg):
                             for i in range(60) for y in ("pos", "neg", "mix")))
     data_cfg = {"name": "classification", "path": str(path)}
     tok, dm = _data(tmp_path, data_cfg, "classification")
-    model = zoo.build("bert_small", head="classifier", num_labels=3, n_layers=1, vocab_size=tok.vocab_size,
-                      **TINY, pad_id=tok.pad_id).eval()
+    model = zoo.build("bert_small", head={"name": "classifier", "num_labels": 3}, n_layers=1,
+                      vocab_size=tok.vocab_size, **TINY, pad_id=tok.pad_id).eval()
     torch.manual_seed(0)
     dm.setup("fit")
     val = dm.datasets["val"]

@@ -99,8 +99,8 @@ def _checkpoint(tmp_path: Path, task_name: str, data_cfg: dict) -> tuple[Path, o
     tok, _ = build_data(data_cfg, {"name": "char"}, task=task, max_seq_len=64, batch_size=4,
                         cache_dir=tmp_path / "c", whole=True)
     preset, extra = PRESETS[task_name]
-    labels = {"num_labels": len(tok.label_names)} if tok.label_names else {}
-    base = zoo.build(preset, d_model=32, n_heads=2, d_ff=64, max_seq_len=64, **extra, **labels).config
+    labels = {"head": {"name": extra["head"], "num_labels": len(tok.label_names)}} if tok.label_names else {}
+    base = zoo.build(preset, d_model=32, n_heads=2, d_ff=64, max_seq_len=64, **{**extra, **labels}).config
     model = zoo.build(task.model_config(base, tok))
     return write_checkpoint(tmp_path / f"{task_name}.ckpt", model, task_name, tok), tok
 

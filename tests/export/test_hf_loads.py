@@ -23,7 +23,7 @@ import transformers
 import zoo
 from tests.pretrained.helpers import perturbed, right_padded
 from tests.pretrained.shipped import FAMILIES as SHIPPED
-from zoo.config import ModelConfig
+from zoo.config import ModelConfig, nest_paths
 from zoo.modules.layer_pattern import LayerPattern
 from zoo.modules.moe import ROUTERS
 from zoo.pretrained.api import family_for
@@ -98,12 +98,19 @@ def options(family: str) -> list[tuple[str, Any]]:
 CASES = [(family, key, value) for family in sorted(TINY) for key, value in options(family)]
 
 
+def with_family_head(family: str, head: str) -> ModelConfig:
+    """The tiny base of `family` with its `head` as the family builds it (a class of that head with 3 labels
+    loads with these head keys; a head named alone would take the head's defaults)."""
+    fam = family_for(family)
+    keys = fam.heads[head].config({"num_labels": 3}, fam)
+    part = nest_paths({k: v for k, v in keys.items() if k == "head" or k.startswith("head.")})["head"]
+    return dataclasses.replace(base(family), head=part)
+
+
 def _changed(cfg: ModelConfig, key: str, value: Any) -> ModelConfig:
     if key.startswith("moe."):
         return dataclasses.replace(cfg, moe={**cfg.moe, key[4:]: value})
     extra: dict[str, Any] = {}
-    if key == "head":
-        extra = dict(num_labels=3 if value in ("classifier", "token_classifier") else 0)
     if key == "positional.scaling":
         value = {"name": value, **SCALINGS[value]}
         if value["name"] == "longrope":
@@ -157,7 +164,7 @@ def assert_same_outputs(model, hf, cfg: ModelConfig) -> None:
                         else {}))
     per_token = cfg.arch != "encoder_decoder"
     real = batch["attention_mask"].bool()  # pads' outputs are a convention (not compared)
-    for name in OUTPUTS.get(cfg.head, ("logits",)):
+    for name in OUTPUTS.get(cfg.head.name, ("logits",)):
         a, b = getattr(mine, name), getattr(theirs, name)
         if per_token and a.dim() >= 2 and a.shape[:2] == real.shape:
             a, b = a[real], b[real]
@@ -167,7 +174,7 @@ def assert_same_outputs(model, hf, cfg: ModelConfig) -> None:
 def check(family: str, key: str, value: Any, tmp_path) -> bool:
     """Export the option to `family`: refused naming it with nothing written, or loaded with equal outputs.
     False when zoo does not build the option."""
-    cfg = _changed(base(family), key, value)
+    cfg = with_family_head(family, value) if key == "head" else _changed(base(family), key, value)
     model = model_for(cfg)
     if model is None:
         return False
@@ -219,5 +226,5 @@ def test_qwen2_moe_writes_qkv_bias_as_a_bool():
 
 def test_a_refused_activation_is_named_not_shown_as_a_function():
     model = model_for(_changed(base("roberta"), "activation", "relu"))
-    with pytest.raises(ValueError, match=r"model.head_activation='relu' \(would load as 'gelu'\)"):
+    with pytest.raises(ValueError, match=r"model.head.activation='relu' \(would load as 'gelu'\)"):
         zoo.pretrained.api.hf_config(family_for("roberta"), model.config)

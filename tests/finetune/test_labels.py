@@ -100,7 +100,7 @@ def test_reordered_labels_take_the_folders_order(make_run_cfg, folders, tmp_path
     train = datamodule.datasets["train"]  # rebuilt from the relabelled examples: what the batches hold
     held = np.bincount([int(train[i]["labels"]) for i in range(len(train))], minlength=2)
     assert held[1] > held[0] and held.sum() == len(datamodule.examples["train"][1])
-    assert model.config.num_labels == 2
+    assert model.config.head.num_labels == 2
     same_logits(model, folder)
 
 
@@ -120,7 +120,7 @@ def test_model_head_given_trains_a_fresh_head_from_the_data(make_run_cfg, folder
     data = labelled(tmp_path / "data", {"negative": 10, "positive": 10, "neutral": 10})
     plan, tokenizer, _, model = up_to_model(run_cfg(make_run_cfg, folder, data, "model.head=classifier"))
     assert plan.init.fresh_head and plan.init.labels is None
-    assert tokenizer.label_names == ["negative", "neutral", "positive"] and model.config.num_labels == 3
+    assert tokenizer.label_names == ["negative", "neutral", "positive"] and model.config.head.num_labels == 3
     from safetensors.torch import load_file
 
     old = load_file(folder / "model.safetensors")
@@ -162,7 +162,7 @@ def test_a_subset_of_the_folders_labels_is_indexed_in_its_order(make_run_cfg, fo
     folder = head_folder(tmp_path / "clf", folders["bert"], ["positive", "neutral", "negative"])
     data = labelled(tmp_path / "data", {"negative": 30, "positive": 10})
     _, tokenizer, datamodule, model = up_to_model(run_cfg(make_run_cfg, folder, data))
-    assert tokenizer.label_names == ["positive", "neutral", "negative"] and model.config.num_labels == 3
+    assert tokenizer.label_names == ["positive", "neutral", "negative"] and model.config.head.num_labels == 3
     assert np.bincount(all_labels(datamodule), minlength=3).tolist() == [10, 0, 30]
     same_logits(model, folder)
 

@@ -85,7 +85,7 @@ def test_bert_classification_gets_a_fresh_head(make_run_cfg, folders, tmp_path, 
     out = zoo.export(result.last_checkpoint, tmp_path / "hf", format="hf")
     hf_model = transformers.AutoModelForSequenceClassification.from_pretrained(out).eval()
     model, tok = zoo.load(result.last_checkpoint)
-    assert hf_model.config.num_labels == model.config.num_labels == 2
+    assert hf_model.config.num_labels == model.config.head.num_labels == 2
     batch = torch.tensor([transformers.AutoTokenizer.from_pretrained(out)("def f(x):").input_ids])
     with torch.no_grad():
         torch.testing.assert_close(model(batch).logits, hf_model(batch).logits, atol=1e-4, rtol=0)

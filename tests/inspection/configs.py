@@ -10,7 +10,7 @@ CONFIGS: dict[str, dict] = {
                       activation="swiglu", norm="rmsnorm", bias=False, d_ff=40, tie_embeddings=False),
     "mqa_alibi": dict(arch="decoder", d_model=24, n_layers=1, n_heads=3, n_kv_heads=1, positional="alibi"),
     "bert": dict(arch="encoder", d_model=32, n_layers=2, n_heads=2, norm_placement="post", embed_norm=True,
-                 type_vocab_size=2, head_transform=True, head_bias=True),
+                 type_vocab_size=2, head={"transform": True, "bias": True}),
     "transformer": dict(arch="encoder_decoder", d_model=32, encoder_layers=2, decoder_layers=1, n_heads=4,
                         positional="sinusoidal", norm_placement="post", embed_scale=True, d_ff=48),
     "minimal": dict(arch="decoder", d_model=16, n_layers=1, n_heads=1, ffn="none", norm="none",

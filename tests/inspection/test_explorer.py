@@ -161,7 +161,7 @@ def test_encoder_has_no_beam_tree_and_says_why():
     data = explorer_data(tiny("encoder", positional="learned"), [5, 6, 7], tokens=["x", "y", "z"],
                          vocab_label=str)
     assert "does not generate" in data["beams"]["note"] and set(data["attention"]) == {"encoder"}
-    classifier = tiny("encoder", positional="learned", head="classifier", num_labels=3)
+    classifier = tiny("encoder", positional="learned", head={"name": "classifier", "num_labels": 3})
     logits = explorer_data(classifier, [5, 6, 7], tokens=["x", "y", "z"], vocab_label=str)["logits"]
     assert logits["positions"] == [0] and logits["vocab_size"] == 3 and logits["labels"]["2"] == "label 2"
 

@@ -107,7 +107,7 @@ def test_loss_semantics_match_cross_entropy_definitions():
 
 
 def test_classifier_head():
-    model = tiny("bert_small", head="classifier", num_labels=3, dropout=0.0).eval()
+    model = tiny("bert_small", head=dict(name="classifier", num_labels=3), dropout=0.0).eval()
     ids = torch.randint(5, 97, (4, 7))
     labels = torch.tensor([0, 2, 1, 1])
     out = model(ids, labels=labels)

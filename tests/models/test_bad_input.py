@@ -25,28 +25,35 @@ import zoo
          r"rope.*= 3 features per head; that must be even"),
         ("gpt_nano", {"dropout": 1.5}, r"model.dropout must be in \[0, 1\)"),
         ("gpt_nano", {"pad_id": 9999}, r"model.pad_id=9999 is outside the vocabulary"),
-        ("transformer_tiny", {"head": "classifier", "num_labels": 2},
+        ("transformer_tiny", {"head": {"name": "classifier", "num_labels": 2}},
          r"model.head='classifier' is not available on arch "
          r"'encoder_decoder', which carries model.head=lm \| none"),
         ("gpt_nano", {"head": "classifer"},
          r"model.head: Unknown head 'classifer'. Did you mean 'classifier'\?"),
         ("bert_small", {"head": "token_classifier"},
-         r"model.head='token_classifier' needs model.num_labels >= 1"),
-        ("bert_small", {"head": "classifier", "num_labels": 2, "head_pool": "max"},
-         r"model.head_pool: Unknown pooling 'max'.*Allowed: first, last, mean"),
-        ("bert_small", {"head": "classifier", "num_labels": 2, "head_dense": True,
-                        "head_activation": "geglu"},
-         r"model.head_activation='geglu' is gated; the head transform takes an ungated one"),
-        ("gpt_nano", {"head": "classifier", "num_labels": 2, "head_pooler": "swiglu"},
-         r"model.head_pooler: Unknown pooler 'swiglu'.*Allowed: .*none.*tanh"),
-        ("gpt_nano", {"head": "none", "head_pool": "first"},
-         r"model.head=none has no pooler; set model.head_pooler"),
-        # a key only another head reads, given explicitly (from a preset it is reset: test_heads_keys.py)
-        ("gpt_nano", {"num_labels": 2},
-         r"model.num_labels=2 is read by model.head=classifier\|token_classifier, not "
-                         r"by model.head=lm"),
-        ("bert_small", {"head": "classifier", "num_labels": 2, "head_bias": True},
-         r"model.head_bias=True is read by model.head=lm, not by model.head=classifier"),
+         r"model.head=token_classifier needs model.head.num_labels >= 1"),
+        ("bert_small", {"head": {"name": "classifier", "num_labels": 2, "pool": "max"}},
+         r"model.head.pool: Unknown pooling 'max'.*Allowed: first, last, mean"),
+        ("bert_small", {"head": {"name": "classifier", "num_labels": 2, "dense": True,
+                                 "activation": "geglu"}},
+         r"model.head.activation='geglu' is gated; the head transform takes an ungated one"),
+        ("gpt_nano", {"head": {"name": "classifier", "num_labels": 2, "pooler": "swiglu"}},
+         r"model.head.pooler: Unknown pooler 'swiglu'.*Allowed: .*none.*tanh"),
+        ("gpt_nano", {"head": {"name": "none", "pool": "first"}},
+         r"model.head=none has no pooler; set model.head.pooler"),
+        ("bert_small", {"head": {"name": "classifier", "num_labels": -1}},
+         r"model.head.num_labels must be an integer >= 0, got -1"),
+        ("bert_small", {"head": 3},
+         r"model.head must be a name \(classifier, lm, none, qa, token_classifier\) or a mapping"),
+        # a key only another head reads (choosing another head replaces the keys: test_head_keys.py)
+        ("gpt_nano", {"head": {"num_labels": 2}},
+         r"model.head=lm has no key 'num_labels'. model.head.num_labels is read by "
+         r"head=classifier\|token_classifier: choose it with model.head=classifier"),
+        ("bert_small", {"head": {"name": "classifier", "num_labels": 2, "bias": True}},
+         r"model.head=classifier has no key 'bias'. model.head.bias is read by head=lm"),
+        # the flat keys of before issue 35 name their new place
+        ("gpt_nano", {"num_labels": 2}, r"model.num_labels is now model.head.num_labels"),
+        ("gpt_nano", {"final_softcap": 2.0}, r"model.final_softcap is now model.head.softcap"),
         ("gpt_nano", {"encoder_layers": 3}, r"model.encoder_layers=3 applies to arch 'encoder_decoder' only"),
         ("gpt_nano", {"positional": {"name": "rope", "base": 0}},
          r"model.positional.base must be a finite number > 0, got 0"),  # was NaN gradients
@@ -120,7 +127,7 @@ def test_token_types_and_labels_outside_their_range():
     with pytest.raises(ValueError,
                        match=r"labels hold values in \[3, 500\]; allowed are \[0, 500\) and -100"):
         bert(ids, labels=torch.tensor([[-100, 3, 500]]))
-    classifier = zoo.build("bert_small", head="classifier", num_labels=2, vocab_size=500)
+    classifier = zoo.build("bert_small", head={"name": "classifier", "num_labels": 2}, vocab_size=500)
     with pytest.raises(ValueError, match=r"labels hold values in \[2, 2\]; allowed are \[0, 2\)"):
         classifier(ids, labels=torch.tensor([2]))
     with pytest.raises(ValueError, match=r"labels must be an integer tensor of shape \(1,\)"):

@@ -53,12 +53,12 @@ ATTENTION_KNOBS = {  # issue 12's attention knobs, alone and together
     "qkv_bias": dict(mixer=dict(qkv_bias=True), bias=False),
     "qk_norm": dict(mixer=dict(qk_norm=True), norm="rmsnorm"),
     "attn_scale": dict(mixer=dict(scale=1.0)),
-    "softcaps": dict(mixer=dict(softcap=2.0), final_softcap=3.0),
+    "softcaps": dict(mixer=dict(softcap=2.0), head=dict(softcap=3.0)),
     "sliding_window": dict(mixer=dict(sliding_window=3), layer_pattern=["local", "global"]),
     "sinks": dict(mixer=dict(sinks=True, sliding_window=3), activation="swiglu_clamped",  # gpt-oss
                   layer_pattern=["local", "global"]),
     "all": dict(head_dim=12, mixer=dict(qkv_bias=True, qk_norm=True, scale=0.5, softcap=2.0), bias=False,
-                final_softcap=3.0, n_kv_heads=1),
+                head=dict(softcap=3.0), n_kv_heads=1),
 }
 
 
@@ -109,7 +109,7 @@ def test_partial_scaled_rope_trains_and_decodes(scaling, wiring, arch):
 def test_activation_and_norm_combination_trains(activation, norm, arch):
     torch.manual_seed(0)
     _train_step(zoo.build(dict(arch=arch, vocab_size=V, d_model=16, n_heads=2, n_layers=1,
-                               activation=activation, norm=norm, head_transform=arch == "encoder",
+                               activation=activation, norm=norm, head=dict(transform=arch == "encoder"),
                                max_seq_len=24)))
 
 
@@ -123,7 +123,7 @@ def test_encoder_mlm_head_takes_any_ffn_activation(activation):
 
 
 def test_head_activation_is_its_own_knob():
-    model = tiny("bert_small", activation="swiglu", head_activation="relu", vocab_size=V)
+    model = tiny("bert_small", activation="swiglu", head=dict(activation="relu"), vocab_size=V)
     assert model.head.activation is ACTIVATIONS.get("relu")
-    with pytest.raises(ValueError, match="model.head_activation='geglu' is gated"):
-        tiny("bert_small", head_activation="geglu", vocab_size=V)
+    with pytest.raises(ValueError, match="model.head.activation='geglu' is gated"):
+        tiny("bert_small", head=dict(activation="geglu"), vocab_size=V)

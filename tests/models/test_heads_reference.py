@@ -90,7 +90,7 @@ def batch():
 def test_bare_encoder_matches_bert_model(batch):
     ids, mask = batch
     hf = perturbed(BertModel(BertConfig(**BERT), add_pooling_layer=True))
-    model = zoo_with({**ZOO_BERT, "head": "none", "head_pooler": "tanh"},
+    model = zoo_with({**ZOO_BERT, "head": {"name": "none", "pooler": "tanh"}},
                      {**bert_body(hf), **linear("head.pool", hf.pooler.dense)})
     types = torch.randint(0, 2, ids.shape, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
@@ -108,7 +108,7 @@ def test_sequence_classifier_default_is_bert_for_sequence_classification(batch):
     """An encoder's classifier by default: first token, tanh pooler, dropout, projection with bias."""
     ids, mask = batch
     hf = perturbed(BertForSequenceClassification(BertConfig(**BERT, num_labels=3)))
-    model = zoo_with({**ZOO_BERT, "head": "classifier", "num_labels": 3},
+    model = zoo_with({**ZOO_BERT, "head": {"name": "classifier", "num_labels": 3}},
                      {**bert_body(hf.bert), **linear("head.pool", hf.bert.pooler.dense),
                       **linear("head.proj", hf.classifier)})
     labels = torch.tensor([2, 0, 1])
@@ -122,7 +122,7 @@ def test_sequence_classifier_default_is_bert_for_sequence_classification(batch):
 def test_token_classifier_matches_bert_for_token_classification(batch):
     ids, mask = batch
     hf = perturbed(BertForTokenClassification(BertConfig(**BERT, num_labels=5)))
-    model = zoo_with({**ZOO_BERT, "head": "token_classifier", "num_labels": 5},
+    model = zoo_with({**ZOO_BERT, "head": {"name": "token_classifier", "num_labels": 5}},
                      {**bert_body(hf.bert), **linear("head.proj", hf.classifier)})
     labels = torch.randint(0, 5, ids.shape, generator=torch.Generator().manual_seed(2)).masked_fill(mask == 0,
                                                                                                     -100)
@@ -154,7 +154,7 @@ def test_qa_matches_bert_for_question_answering(batch):
 def llama_classifier():
     hf = perturbed(LlamaForSequenceClassification(LlamaConfig(**LLAMA, num_labels=3)))
     assert hf.score.bias is None  # decoders' score has no bias: zoo's default on a decoder is the same
-    model = zoo_with({**ZOO_LLAMA, "head": "classifier", "num_labels": 3},
+    model = zoo_with({**ZOO_LLAMA, "head": {"name": "classifier", "num_labels": 3}},
                      {**llama_body(hf.model), "head.proj.weight": hf.score.weight})
     return hf, model
 

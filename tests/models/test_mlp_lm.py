@@ -10,7 +10,7 @@ import torch.nn.functional as F
 import zoo
 
 CFG = dict(arch="mlp_lm", vocab_size=37, d_model=6, n_heads=1, context_size=3, d_ff=11, activation="tanh",
-           positional="none", norm="none", max_seq_len=16, tie_embeddings=False, head_bias=True)
+           positional="none", norm="none", max_seq_len=16, tie_embeddings=False, head=dict(bias=True))
 
 
 def reference_logits(model, ids: torch.Tensor) -> torch.Tensor:

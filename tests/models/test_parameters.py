@@ -21,15 +21,17 @@ GATED = ("swiglu", "geglu", "geglu_tanh", "swiglu_clamped")  # up projection hol
 
 def _task_head(c: ModelConfig) -> int:
     """A head other than lm, as transformers builds it: a pooler dense (BERT's, on an encoder's classifier by
-    default; on head=none only when asked), then a projection to num_labels (2 for qa), with a bias except on
-    a decoder's classifier (`score`)."""
-    decoder = c.arch != "encoder"
-    default_pooler = "tanh" if c.head == "classifier" and not decoder else "none"
-    pool = _linear(c.d_model, c.d_model, True) if (c.head_pooler or default_pooler) != "none" else 0
-    if c.head == "none":
+    default; on head=none only when asked), ModernBERT's dense + norm when model.head.dense, then a projection
+    to num_labels (2 for qa), with a bias except on a decoder's classifier (`score`)."""
+    h, decoder = c.head, c.arch != "encoder"
+    default_pooler = "tanh" if h.name == "classifier" and not decoder else "none"
+    pooler = getattr(h, "pooler", None) or default_pooler  # qa and token_classifier have none
+    pool = _linear(c.d_model, c.d_model, True) if pooler != "none" else 0
+    if h.name == "none":
         return pool
-    bias = c.head_proj_bias if c.head_proj_bias is not None else not (decoder and c.head == "classifier")
-    return pool + _linear(c.d_model, 2 if c.head == "qa" else c.num_labels, bias)
+    dense = _linear(c.d_model, c.d_model, c.bias) + _norm(c) if h.dense else 0
+    bias = h.proj_bias if h.proj_bias is not None else not (decoder and h.name == "classifier")
+    return pool + dense + _linear(c.d_model, 2 if h.name == "qa" else h.num_labels, bias)
 
 
 def _layer_tags(c: ModelConfig, index: int) -> list[str]:
@@ -82,13 +84,14 @@ def closed_form(c: ModelConfig) -> int:
     tokens = v * d
     # first_attn_norm=false: one norm fewer per stack, layer 0's before its self-attention (ModernBERT)
     self_attn_0 = self_attn - (0 if c.first_attn_norm else _norm(c))
-    out = (0 if c.tie_embeddings else v * d) + (v if c.head_bias else 0)
+    lm_head = c.head if c.head.name == "lm" else None  # its keys: transform, bias (tied or not)
+    out = (0 if c.tie_embeddings else v * d) + (v if lm_head and lm_head.bias else 0)
     if c.arch == "mlp_lm":  # Bengio et al.: window of context_size embeddings -> hidden -> back to d_model
         hidden = c.d_ff or round(c.ffn_ratio * d)
         return tokens + _linear(c.context_size * d, hidden, b) + _linear(hidden, d, b) + out
-    if c.head_transform:
+    if lm_head and lm_head.transform:
         out += _linear(d, d, b) + _norm(c)
-    if c.head != "lm":
+    if lm_head is None:
         out = _task_head(c)
     if c.arch == "encoder_decoder":
         enc, dec = c.encoder_layers or c.n_layers, c.decoder_layers or c.n_layers
@@ -132,12 +135,14 @@ def test_new_knobs_match_closed_form(arch, knobs):
     assert model.num_parameters() == closed_form(model.config)
 
 
-@pytest.mark.parametrize("knobs", [dict(head="none"), dict(head="none", head_pooler="tanh"),
-                                   dict(head="classifier", num_labels=3),
-                                   dict(head="classifier", num_labels=3, head_pooler="relu",
-                                        head_proj_bias=False),
-                                   dict(head="token_classifier", num_labels=5), dict(head="qa"),
-                                   dict(head="qa", head_proj_bias=False)])
+@pytest.mark.parametrize("knobs", [dict(head="none"), dict(head=dict(name="none", pooler="tanh")),
+                                   dict(head=dict(name="classifier", num_labels=3)),
+                                   dict(head=dict(name="classifier", num_labels=3, pooler="relu",
+                                                  proj_bias=False)),
+                                   dict(head=dict(name="classifier", num_labels=3, pooler="none",
+                                                  dense=True, pool="mean")),
+                                   dict(head=dict(name="token_classifier", num_labels=5, dense=True)),
+                                   dict(head="qa"), dict(head=dict(name="qa", proj_bias=False))])
 @pytest.mark.parametrize("arch", ["decoder", "encoder"])
 def test_heads_match_closed_form(arch, knobs):
     model = zoo.build(dict(arch=arch, d_model=32, n_heads=4, n_layers=2, vocab_size=50, **knobs))

@@ -21,7 +21,7 @@ def test_gemma2_2b_preset_matches_transformers_count():
     c = ours.config
     assert (c.d_model, c.n_layers, c.n_heads, c.kv_heads, c.head_size, c.ffn_dim, c.vocab_size) == (
         2304, 26, 8, 4, 256, 9216, 256000)
-    assert (c.mixer.softcap, c.final_softcap, c.mixer.sliding_window, c.max_seq_len) == (50.0, 30.0, 4096,
+    assert (c.mixer.softcap, c.head.softcap, c.mixer.sliding_window, c.max_seq_len) == (50.0, 30.0, 4096,
                                                                                          8192)
     assert c.mixer.scale is None and c.head_size**-0.5 == GEMMA2_2B["query_pre_attn_scalar"] ** -0.5
     assert [c.layer_is_local(i) for i in range(26)] == [t == "sliding_attention"

@@ -20,7 +20,7 @@ def _step(model):
     mask[1, 9:] = 0
     if c.arch == "encoder_decoder":
         out = model(ids, attention_mask=mask, labels=torch.randint(5, c.vocab_size, (2, 7)))
-    elif c.head == "classifier":
+    elif c.head.name == "classifier":
         out = model(ids, attention_mask=mask, labels=torch.tensor([0, 1]))
     else:
         out = model(ids, attention_mask=mask, labels=ids.masked_fill(mask == 0, -100))

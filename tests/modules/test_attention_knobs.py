@@ -94,7 +94,7 @@ def test_qk_norm_parameters_and_cache():
 
     model = zoo.build(dict(arch="decoder", vocab_size=32, d_model=16, n_heads=4, n_kv_heads=2, head_dim=8,
                            mixer={"qk_norm": True, "softcap": 5.0}, positional="rope", norm="rmsnorm",
-                           final_softcap=4.0))
+                           head={"softcap": 4.0}))
     attn = model.decoder_stack.layers[0].self_attn
     assert attn.q_norm.weight.shape == (8,) and attn.qkv.weight.shape == (8 * 4 + 2 * 8 * 2, 16)
     ids = torch.randint(0, 32, (2, 9))
@@ -106,8 +106,8 @@ def test_qk_norm_parameters_and_cache():
     assert full.abs().max() < 4.0  # the final soft cap bounds every logit
 
 
-def test_final_softcap_is_c_tanh_of_logits():
-    cfg = ModelConfig(d_model=8, n_heads=2, vocab_size=11, final_softcap=2.5)
+def test_head_softcap_is_c_tanh_of_logits():
+    cfg = ModelConfig(d_model=8, n_heads=2, vocab_size=11, head={"softcap": 2.5})
     head = LMHead(cfg, torch.nn.Embedding(11, 8))
     x = torch.randn(3, 4, 8) * 10
     torch.testing.assert_close(head(x), 2.5 * torch.tanh((x @ head.proj.weight.T) / 2.5))

@@ -61,7 +61,7 @@ def test_activation_checkpointing_leaves_inference_alone():
 
 
 def _head_setup(vocab=301, softcap=None):
-    model = tiny("gpt_nano", vocab_size=vocab, final_softcap=softcap).train()
+    model = tiny("gpt_nano", vocab_size=vocab, head={"softcap": softcap}).train()
     gen = torch.Generator().manual_seed(1)
     ids = torch.randint(5, vocab, (3, 20), generator=gen)
     targets = torch.randint(5, vocab, (3, 20), generator=gen)

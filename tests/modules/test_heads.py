@@ -11,14 +11,14 @@ import torch
 import torch.nn.functional as F
 
 import zoo
+from zoo.modules.head_settings import HEAD
 from zoo.modules.heads import HEADS, POOLINGS, pool_first, pool_last
 
 TINY = dict(vocab_size=40, d_model=16, n_heads=2, n_layers=2, max_seq_len=16, dropout=0.0)
-LABELLED = {"classifier", "token_classifier"}  # heads that read num_labels
-
-
-def tiny(arch: str, head: str, **knobs):
-    return zoo.build(dict(TINY, arch=arch, head=head, num_labels=3 if head in LABELLED else 0, **knobs))
+def tiny(arch: str, head: str, keys: dict | None = None, **knobs):
+    """A tiny model with `model.head={name: head, **keys}` (3 labels on a head that reads num_labels)."""
+    labels = {"num_labels": 3} if "num_labels" in HEAD.keys(head) else {}
+    return zoo.build(dict(TINY, arch=arch, head={"name": head, **labels, **(keys or {})}, **knobs))
 
 
 def random_targets(model, ids: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -29,9 +29,9 @@ def random_targets(model, ids: torch.Tensor) -> dict[str, torch.Tensor]:
             for name in head.targets}
 
 
-# every head, and each head that reads head_pooler once more with a pooler
+# every head, and each head that reads model.head.pooler once more with a pooler
 HEAD_VARIANTS = [(h, None) for h in HEADS.names()] + [(h, "relu") for h in HEADS.names()
-                                                      if "head_pooler" in HEADS.get(h).reads]
+                                                      if "pooler" in HEAD.keys(h)]
 
 
 @pytest.mark.parametrize("arch", ["encoder", "decoder"])
@@ -39,7 +39,7 @@ HEAD_VARIANTS = [(h, None) for h in HEADS.names()] + [(h, "relu") for h in HEADS
 def test_every_head_trains_a_step(arch, head, pooler):
     """Forward, loss (or a sum of the hidden states for head=none), backward: finite, every parameter gets
     a gradient."""
-    model = tiny(arch, head, **({"head_pooler": pooler} if pooler else {})).train()
+    model = tiny(arch, head, {"pooler": pooler} if pooler else {}).train()
     ids = torch.randint(3, 40, (2, 9), generator=torch.Generator().manual_seed(1))
     mask = torch.ones_like(ids)
     mask[1, 6:] = 0
@@ -118,11 +118,11 @@ def dense_head(x: torch.Tensor, head) -> torch.Tensor:
 
 @pytest.mark.parametrize("head", ["classifier", "token_classifier", "qa"])
 def test_head_dense_is_dense_activation_norm_before_the_projection(head):
-    """model.head_dense: ModernBERT's dense + activation + LayerNorm, on the mean-pooled vector (classifier,
-    head_pool=mean, no pooler) or at every position (token_classifier, qa)."""
-    pooled = {"head_pool": "mean", "head_pooler": "none"} if head == "classifier" else {}
-    model = tiny("encoder", head, head_dense=True, bias=False, activation="geglu", norm_eps=1e-5,
-                 **pooled).eval()
+    """model.head.dense: ModernBERT's dense + activation + LayerNorm, on the mean-pooled vector (classifier,
+    pool=mean, no pooler) or at every position (token_classifier, qa)."""
+    pooled = {"pool": "mean", "pooler": "none"} if head == "classifier" else {}
+    model = tiny("encoder", head, {"dense": True, **pooled}, bias=False, activation="geglu",
+                 norm_eps=1e-5).eval()
     ids, mask = torch.randint(3, 40, (2, 5)), torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
     out = model(ids, attention_mask=mask)
     h, c = out.hidden_states, model.head.proj
@@ -152,13 +152,13 @@ def test_decoder_classifier_projects_the_last_real_token_without_bias():
 
 def test_relu_pooler_and_projection_bias_knobs():
     """DistilBERT's classifier: relu pooler; a decoder classifier may ask for a bias."""
-    model = tiny("encoder", "classifier", head_pooler="relu").eval()
+    model = tiny("encoder", "classifier", {"pooler": "relu"}).eval()
     out = model(torch.randint(3, 40, (2, 5)))
     h, p, c = out.hidden_states, model.head.pool, model.head.proj
     torch.testing.assert_close(out.logits,
                                F.linear(F.relu(F.linear(h[:, 0], p.weight, p.bias)), c.weight, c.bias))
-    assert tiny("decoder", "classifier", head_proj_bias=True).head.proj.bias is not None
-    assert tiny("encoder", "qa", head_proj_bias=False).head.proj.bias is None
+    assert tiny("decoder", "classifier", {"proj_bias": True}).head.proj.bias is not None
+    assert tiny("encoder", "qa", {"proj_bias": False}).head.proj.bias is None
 
 
 def test_qa_loss_by_hand():
@@ -222,30 +222,30 @@ def test_decoding_needs_the_vocabulary_head(head):
 
 # ------------------------------------------------------------------------- names and defaults (a contract)
 
-@pytest.mark.parametrize(("arch", "head", "knobs", "names"), [
+@pytest.mark.parametrize(("arch", "head", "keys", "names"), [
     ("encoder", "none", {}, set()),
     ("decoder", "none", {}, set()),
-    ("encoder", "none", {"head_pooler": "tanh"}, {"head.pool.weight", "head.pool.bias"}),
+    ("encoder", "none", {"pooler": "tanh"}, {"head.pool.weight", "head.pool.bias"}),
     ("encoder", "classifier", {},
      {"head.pool.weight", "head.pool.bias", "head.proj.weight", "head.proj.bias"}),
-    ("encoder", "classifier", {"head_pooler": "none"}, {"head.proj.weight", "head.proj.bias"}),
+    ("encoder", "classifier", {"pooler": "none"}, {"head.proj.weight", "head.proj.bias"}),
     ("decoder", "classifier", {}, {"head.proj.weight"}),
-    ("decoder", "classifier", {"head_pooler": "tanh", "head_proj_bias": True},
+    ("decoder", "classifier", {"pooler": "tanh", "proj_bias": True},
      {"head.pool.weight", "head.pool.bias", "head.proj.weight", "head.proj.bias"}),
     ("encoder", "token_classifier", {}, {"head.proj.weight", "head.proj.bias"}),
-    ("decoder", "token_classifier", {"head_proj_bias": False}, {"head.proj.weight"}),
+    ("decoder", "token_classifier", {"proj_bias": False}, {"head.proj.weight"}),
     ("encoder", "qa", {}, {"head.proj.weight", "head.proj.bias"}),
-    *((("encoder", h, {"head_dense": True, "bias": False, **pool},
+    *((("encoder", h, {"dense": True, **pool},
         {"head.transform.weight", "head.transform_norm.weight", "head.proj.weight", "head.proj.bias"}))
-      for h, pool in (("classifier", {"head_pooler": "none"}), ("token_classifier", {}), ("qa", {}))),
+      for h, pool in (("classifier", {"pooler": "none"}), ("token_classifier", {}), ("qa", {}))),
     ("decoder", "qa", {}, {"head.proj.weight", "head.proj.bias"}),
 ])
-def test_head_tensor_names(arch, head, knobs, names):
-    model = tiny(arch, head, **knobs)
+def test_head_tensor_names(arch, head, keys, names):
+    model = tiny(arch, head, keys, **({"bias": False} if keys.get("dense") else {}))
     assert {k for k in model.state_dict() if k.startswith("head.")} == names
 
 
 @pytest.mark.parametrize(("arch", "pooling"), [("encoder", "first"), ("decoder", "last")])
 def test_pooling_defaults_follow_the_stack(arch, pooling):
     assert tiny(arch, "classifier").head.pooling == pooling
-    assert tiny(arch, "classifier", head_pool="first").head.pooling == "first"
+    assert tiny(arch, "classifier", {"pool": "first"}).head.pooling == "first"

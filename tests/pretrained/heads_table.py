@@ -134,7 +134,7 @@ ENCODER_CASES = [
     Case("bert", "ForPreTraining", "lm", exports="ForMaskedLM", outputs=(("logits", "prediction_logits"),),
          why="the next-sentence head is not kept", warns="the next-sentence head is not used"),
 ]
-# ModernBERT: every head (its classifiers run dense + activation + LayerNorm first: model.head_dense);
+# ModernBERT: every head (its classifiers run dense + activation + LayerNorm first: model.head.dense);
 # ModernBertForMultipleChoice is refused (tests/pretrained/test_modernbert.py checks the reason)
 ENCODER_CASES += [Case(family, CLASSES[head], head, outputs=HIDDEN if head == "none" else ())
                   for family in ROPE_ENCODERS for head in CLASSES]

@@ -46,7 +46,7 @@ def test_untied_mlm_head_uses_the_decoder_weight_and_bias(tmp_path):
 def test_classifier_logits_match(tmp_path):
     hf = perturbed(BertForSequenceClassification(BertConfig(**TINY, num_labels=3)))
     model = zoo.from_pretrained(saved(hf, tmp_path))
-    assert model.config.head == "classifier" and model.config.num_labels == 3
+    assert model.config.head.name == "classifier" and model.config.head.num_labels == 3
     ids, mask = right_padded(2, 9, 99, [9, 4], seed=2)
     with torch.no_grad():
         ref = hf(input_ids=ids, attention_mask=mask).logits

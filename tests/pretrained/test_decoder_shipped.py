@@ -17,7 +17,6 @@ from safetensors.torch import load_file
 import zoo
 from tests.pretrained.helpers import right_padded
 from tests.pretrained.shipped import hf_model
-from zoo.config import ModelConfig
 from zoo.finetune.setup import build_model, plan_init, read_init
 from zoo.tasks import TASKS
 
@@ -61,7 +60,7 @@ def test_a_reward_model_scores_the_last_real_token_as_transformers(tmp_path):
                   label2id={"LABEL_0": 0})
     hf.save_pretrained(tmp_path / "rm")
     model = zoo.from_pretrained(tmp_path / "rm")
-    assert model.config.num_labels == 1
+    assert model.config.head.num_labels == 1
     ids, mask = right_padded(3, 10, 99, [10, 7, 3], seed=7)
     ids = ids.masked_fill(mask == 0, hf.config.pad_token_id)
     with torch.no_grad():
@@ -85,7 +84,7 @@ def folder_with_tokenizer(shipped, tmp_path, family: str, suffix: str):
 def init_from(folder, task: str, num_labels: int, tmp_path):
     """The model train.py builds for `task` from `folder`, and the log line naming what is new."""
     plan = plan_init({"init_from": str(folder), "model": {}}, TASKS.get(task).head)
-    config = ModelConfig.from_dict({**plan.model.to_dict(), "num_labels": num_labels})  # what the data gives
+    config = plan.model.with_head(num_labels=num_labels)  # what the data gives
     model, applied = build_model(plan, read_init(plan, tmp_path).state, config, {"name": "full"})
     return model.eval(), applied.description
 
@@ -96,7 +95,7 @@ def test_causal_lm_folder_with_task_classification_gets_a_fresh_score_and_export
     transformers gives the same logits on a right-padded batch."""
     folder = folder_with_tokenizer(shipped, tmp_path, "llama", "ForCausalLM")
     model, log = init_from(folder, "classification", 2, tmp_path)
-    assert ((model.config.head, model.config.head_pooler, model.config.head_proj_bias)
+    assert ((model.config.head.name, model.config.head.pooler, model.config.head.proj_bias)
             == ("classifier", "none", False))
     assert log.endswith("new (trained from scratch): head.proj.weight")
     out = zoo.save_pretrained(model, tmp_path / "export", label_names=["no", "yes"])
@@ -118,7 +117,7 @@ def test_a_sequence_classifier_folder_for_token_classification_reuses_only_the_s
         shipped, tmp_path, family, reused, fresh):
     folder = folder_with_tokenizer(shipped, tmp_path, family, "ForSequenceClassification")
     model, log = init_from(folder, "token_classification", 3, tmp_path)
-    assert (model.config.head, model.config.head_proj_bias) == ("token_classifier", True)
+    assert (model.config.head.name, model.config.head.proj_bias) == ("token_classifier", True)
     assert log.endswith(f"new (trained from scratch): {fresh}")
     if reused is not None:
         assert torch.equal(model.head.proj.weight, load_file(folder / "model.safetensors")[reused])
@@ -134,7 +133,7 @@ def test_a_zoo_built_decoder_head_exports_as_the_family_class(tmp_path, preset, 
     knobs, the class by its head, and transformers gives the same outputs."""
     small = dict(vocab_size=99, d_model=32, n_layers=1, n_heads=4, max_seq_len=32)
     labels = {"num_labels": 3} if head != "qa" else {}
-    model = zoo.build(preset, **small, head=head, **labels).eval()
+    model = zoo.build(preset, **small, head={"name": head, **labels}).eval()
     out = zoo.save_pretrained(model, tmp_path / "export")
     hf = getattr(transformers, hf_class).from_pretrained(out).eval()
     ids, mask = right_padded(3, 10, 99, [10, 6, 2], seed=6)
@@ -150,6 +149,6 @@ def test_a_decoder_head_its_class_cannot_express_is_refused_naming_the_key(tmp_p
     """transformers' decoder `score` has no bias: a zoo decoder classifier with one is no
     LlamaForSequenceClassification."""
     model = zoo.build("llama_small", vocab_size=99, d_model=32, n_layers=1, n_heads=4, max_seq_len=32,
-                      head="classifier", num_labels=2, head_proj_bias=True)
-    with pytest.raises(ValueError, match=r"'llama'.*model.head_proj_bias=True \(would load as False\)"):
+                      head={"name": "classifier", "num_labels": 2, "proj_bias": True})
+    with pytest.raises(ValueError, match=r"'llama'.*model.head.proj_bias=True \(would load as False\)"):
         zoo.save_pretrained(model, tmp_path / "export", model_type="llama")

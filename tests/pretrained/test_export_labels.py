@@ -29,7 +29,8 @@ def checkpoint(path, model, tokenizer, task: str):
 def classifier_ckpt(tmp_path):
     tokenizer = train_char(["def f(x): return x", "class A: pass"])
     tokenizer.label_names = ["def", "other"]
-    model = zoo.build("bert_small", **SMALL, vocab_size=tokenizer.vocab_size, head="classifier", num_labels=2)
+    model = zoo.build("bert_small", **SMALL, vocab_size=tokenizer.vocab_size,
+                      head={"name": "classifier", "num_labels": 2})
     return checkpoint(tmp_path / "cls.ckpt", model.eval(), tokenizer, "classification")
 
 
@@ -51,5 +52,5 @@ def test_loaded_label_names_are_written_back_and_can_be_given(shipped, tmp_path)
     given = zoo.save_pretrained(model, tmp_path / "given", label_names=["bad", "meh", "good"])
     assert (json.loads((given / "config.json").read_text())["id2label"]
             == {"0": "bad", "1": "meh", "2": "good"})
-    with pytest.raises(ValueError, match=r"2 label names \['a', 'b'\] for a head of model.num_labels=3"):
+    with pytest.raises(ValueError, match=r"2 label names \['a', 'b'\] for a head of model.head.num_labels=3"):
         zoo.save_pretrained(model, tmp_path / "short", label_names=["a", "b"])

@@ -73,7 +73,7 @@ def test_gemma2_logits_match(tmp_path, layer_types):
     hf = tiny_gemma2(layer_types=layer_types)
     model = zoo.from_pretrained(saved(hf, tmp_path))
     c = model.config
-    assert (c.norm_placement, c.mixer.softcap, c.final_softcap, c.mixer.scale) == ("sandwich", 2.0, 3.0, 0.5)
+    assert (c.norm_placement, c.mixer.softcap, c.head.softcap, c.mixer.scale) == ("sandwich", 2.0, 3.0, 0.5)
     assert (c.mixer.sliding_window, c.layer_pattern.to_data()) == (
         4, ["local", "local", "global"] if layer_types else ["local", "global"])
     assert [c.layer_is_local(i) for i in range(3)] == [t == "sliding_attention"
@@ -88,7 +88,7 @@ def test_gemma2_settings_really_act_here(tmp_path):
     ids = torch.randint(3, 99, (2, 12))
     with torch.no_grad():
         logits = zoo.from_pretrained(path)(ids).logits
-        for knob in ({"mixer": {"softcap": None}}, {"final_softcap": None},
+        for knob in ({"mixer": {"softcap": None}}, {"head": {"softcap": None}},
                      {"mixer": {"sliding_window": None}, "layer_pattern": []}, {"mixer": {"scale": None}}):
             changed = zoo.from_pretrained(path, **knob)
             assert (changed(ids).logits - logits).abs().max() > 0.1, knob
@@ -118,7 +118,7 @@ def test_export_round_trip_is_exact_and_loads_in_transformers(tmp_path, family):
 
 def test_gemma2_preset_exports_and_loads_in_transformers(tmp_path):
     model = zoo.build("gemma2_2b", vocab_size=64, d_model=32, n_layers=3, n_heads=4, n_kv_heads=2, head_dim=8,
-                      d_ff=24, mixer={"sliding_window": 3, "softcap": 2.0}, final_softcap=3.0).eval()
+                      d_ff=24, mixer={"sliding_window": 3, "softcap": 2.0}, head={"softcap": 3.0}).eval()
     out = zoo.save_pretrained(model, tmp_path / "fresh")
     # mixer.scale null: head size
     assert json.loads((out / "config.json").read_text())["query_pre_attn_scalar"] == 8
@@ -192,7 +192,7 @@ def test_gemma2_layer_types_map_to_window_and_layer_pattern(settings, window, pa
     assert [cfg.layer_is_local(i) for i in range(3)] == [t == "sliding_attention" for t in types]
     assert FAMILIES.get("gemma2")().config_to_hf(cfg)["layer_types"] == types
     # defaults, head 8
-    assert (cfg.mixer.softcap, cfg.final_softcap, cfg.mixer.scale) == (50.0, 30.0, 256**-0.5)
+    assert (cfg.mixer.softcap, cfg.head.softcap, cfg.mixer.scale) == (50.0, 30.0, 256**-0.5)
 
 
 @pytest.mark.parametrize(("model_type", "overrides", "message"), [
@@ -205,7 +205,7 @@ def test_gemma2_layer_types_map_to_window_and_layer_pattern(settings, window, pa
 ])
 def test_export_names_what_the_family_cannot_express(tmp_path, model_type, overrides, message):
     gemma = {"norm_placement": "pre", "mixer": {"softcap": None, "sliding_window": None},
-             "final_softcap": None, "layer_pattern": []} if model_type == "gemma" else {}
+             "head": {"softcap": None}, "layer_pattern": []} if model_type == "gemma" else {}
     model = zoo.build("gemma2_2b", vocab_size=64, d_model=32, n_layers=1, n_heads=4, n_kv_heads=2, head_dim=8,
                       d_ff=24, **lay_over(gemma, overrides))
     with pytest.raises(ValueError, match=rf"cannot be exported as '{model_type}'.*{message}"):

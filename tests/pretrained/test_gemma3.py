@@ -53,7 +53,7 @@ def test_gemma3_logits_match(tmp_path, layer_types, pattern):
     c = model.config
     assert (c.norm, c.norm_placement, c.mixer.qk_norm, c.embed_scale, c.mixer.scale) == (
         "rmsnorm_1p", "sandwich", True, True, 0.5)
-    assert (c.mixer.softcap, c.final_softcap, c.mixer.sliding_window, c.layer_pattern.to_data()) == (
+    assert (c.mixer.softcap, c.head.softcap, c.mixer.sliding_window, c.layer_pattern.to_data()) == (
         None, None, 4, pattern)
     rope = c.positional
     assert (rope.base, rope.local_base, rope.scaling.name, rope.scaling.factor) == (1e4, 100.0, "linear", 2.0)

@@ -25,8 +25,8 @@ def fresh_head(folder, head: str, num_labels: int) -> tuple[torch.nn.Module, lis
     """The folder's weights in a model of `head` (build_initialised, as build_model calls it)."""
     source = HuggingFaceFolder(folder)
     state = source.state()
-    config = ModelConfig.from_dict({**source.config().to_dict(), "head": head, "num_labels": num_labels,
-                                    "head_pooler": None})
+    head_part = {"name": head, "num_labels": num_labels}  # the head's defaults (pooler: the head's own)
+    config = ModelConfig.from_dict({**source.config().to_dict(), "head": head_part})
     return build_initialised(config, state, str(folder), source.model_type)
 
 
@@ -35,9 +35,10 @@ def test_bare_bert_folder_with_task_classification_gets_a_fresh_projection(shipp
     task=classification failed with 'missing 5 tensor(s) ... cls.predictions...'."""
     folder = shipped.sentence_transformers()
     plan = plan_init({"init_from": str(folder), "model": {}}, TASKS.get("classification").head)
-    assert plan.model.head == "classifier" and plan.model.head_pooler == "tanh"  # BERT's classifier pools so
+    # BERT's classifier pools so
+    assert (plan.model.head.name, plan.model.head.pooler) == ("classifier", "tanh")
     init = read_init(plan, tmp_path)
-    config = ModelConfig.from_dict({**plan.model.to_dict(), "num_labels": 2})  # what the data gives
+    config = plan.model.with_head(num_labels=2)  # what the data gives
     model, applied = build_model(plan, init.state, config, {"name": "full"})
     assert applied.description.endswith("; new (trained from scratch): head.proj.bias, head.proj.weight")
     bare = zoo.from_pretrained(folder)
@@ -58,9 +59,9 @@ def test_a_new_head_is_built_as_the_family_builds_it_and_exports(shipped, tmp_pa
         for name in ("tokenizer.json", "tokenizer_config.json"):  # a tokenizer that fits its 99 rows
             shutil.copy(shipped.sentence_transformers() / name, folder / name)
         plan = plan_init({"init_from": str(folder), "model": {}}, TASKS.get("classification").head)
-        assert ((plan.model.head, plan.model.head_pooler, plan.model.head_proj_bias)
+        assert ((plan.model.head.name, plan.model.head.pooler, plan.model.head.proj_bias)
                 == ("classifier", "relu", True))
-        config = ModelConfig.from_dict({**plan.model.to_dict(), "num_labels": 2})
+        config = plan.model.with_head(num_labels=2)
         model, applied = build_model(plan, read_init(plan, tmp_path).state, config, {"name": "full"})
         assert applied.description.endswith("new (trained from scratch): head.pool.bias, head.pool.weight, "
                                             "head.proj.bias, head.proj.weight")

@@ -64,7 +64,7 @@ def test_mlm_logits_match(tmp_path):
     rope = c.positional
     assert (c.mixer.sliding_window, c.layer_pattern.to_data(), rope.base, rope.local_base) == (
         4, ["global", "local", "local"], 1e4, 100.0)
-    assert (c.head, c.head_transform, c.head_bias, c.tie_embeddings) == ("lm", True, True, True)
+    assert (c.head.name, c.head.transform, c.head.bias, c.tie_embeddings) == ("lm", True, True, True)
     assert [c.layer_is_local(i) for i in range(6)] == [t == LOCAL for t in hf.config.layer_types]
     same_outputs(hf, model)
 
@@ -98,7 +98,7 @@ def test_each_setting_really_acts_here(tmp_path):
 def test_bare_model_hidden_states_match(tmp_path):
     hf = tiny(ModernBertModel)
     model = zoo.from_pretrained(saved(hf, tmp_path))
-    assert model.config.head == "none"
+    assert model.config.head.name == "none"
     same_outputs(hf, model)
 
 
@@ -110,7 +110,7 @@ def test_other_activations_untied_head_without_bias_and_another_pattern(tmp_path
               decoder_bias=False, global_attn_every_n_layers=2, **biases)
     model = zoo.from_pretrained(saved(hf, tmp_path))
     c = model.config
-    assert (c.activation, c.head_activation, c.tie_embeddings, c.head_bias, c.bias) == (
+    assert (c.activation, c.head.activation, c.tie_embeddings, c.head.bias, c.bias) == (
         "geglu_tanh", "silu", False, False, True)
     assert c.layer_pattern.to_data() == ["global", "local"]
     same_outputs(hf, model)
@@ -191,7 +191,7 @@ def test_settings_zoo_cannot_reproduce_are_named_in_one_error():
 
 
 LABELS = {"0": "neg", "1": "mid", "2": "pos"}
-HEADED = {  # transformers class, its config, the zoo head and head_pool, the outputs compared
+HEADED = {  # transformers class, its config, the zoo head and model.head.pool, the outputs compared
     "seq-cls": (ModernBertForSequenceClassification, {"classifier_pooling": "cls", "id2label": LABELS},
                 "classifier", None, ("logits",)),
     "seq-mean": (ModernBertForSequenceClassification,
@@ -222,14 +222,14 @@ def same_head_outputs(hf, model, fields) -> None:
 @pytest.mark.parametrize("case", list(HEADED))
 def test_classifier_classes_load_and_export_with_equal_outputs(tmp_path, case):
     """Sequence (cls and mean pooling, a SiLU head), token classification and QA: the dense + activation +
-    LayerNorm before the classifier is zoo's head_dense; outputs within 1e-4 on right-padded rows, then the
-    zoo export loads in transformers with the same outputs and the same label names."""
+    LayerNorm before the classifier is zoo's model.head.dense; outputs within 1e-4 on right-padded rows, then
+    the zoo export loads in transformers with the same outputs and the same label names."""
     cls, kw, head, pool, fields = HEADED[case]
     hf = tiny(cls, **kw).eval()
     model = zoo.from_pretrained(saved(hf, tmp_path))
     c = model.config
-    assert (c.head, c.head_dense, c.head_pool) == (head, True, pool)
-    assert c.head_activation == ("silu" if case == "seq-mean" else "gelu")
+    assert (c.head.name, c.head.dense, getattr(c.head, "pool", None)) == (head, True, pool)
+    assert c.head.activation == ("silu" if case == "seq-mean" else "gelu")
     same_head_outputs(hf, model, fields)
     out = zoo.save_pretrained(model, tmp_path / "export")
     written = json.loads((out / "config.json").read_text())
@@ -248,14 +248,14 @@ def test_pooling_and_the_dense_head_really_act_here(tmp_path):
     path = saved(tiny(ModernBertForSequenceClassification, classifier_pooling="mean", num_labels=3), tmp_path)
     ids, mask = right_padded(3, 20, 99, [20, 14, 7])
     logits = outputs(zoo.from_pretrained(path), ids, mask)
-    first = outputs(zoo.from_pretrained(path, head_pool="first"), ids, mask)
+    first = outputs(zoo.from_pretrained(path, head={"pool": "first"}), ids, mask)
     assert (first - logits).abs().max() > 0.1
 
 
 def test_last_token_pooling_cannot_be_exported(tmp_path):
     model = zoo.build("modernbert_base", vocab_size=64, d_model=32, n_layers=3, n_heads=4, d_ff=24,
-                      head="classifier", num_labels=2, head_dense=True, head_pool="last")
-    with pytest.raises(ValueError, match=r"model.head_pool='last' \(would load as 'first'\)"):
+                      head={"name": "classifier", "num_labels": 2, "dense": True, "pool": "last"})
+    with pytest.raises(ValueError, match=r"model.head.pool='last' \(would load as 'first'\)"):
         zoo.save_pretrained(model, tmp_path / "x", model_type="modernbert")
 
 
@@ -312,16 +312,16 @@ def modernbert_folder(shipped, tmp_path, **kw):
 
 
 def test_init_from_a_masked_lm_folder_builds_the_classifier_as_modernbert_does(shipped, tmp_path):
-    """task=classification from a ModernBertForMaskedLM folder: head_dense with the folder's pooling and
+    """task=classification from a ModernBertForMaskedLM folder: model.head.dense with the folder's pooling and
     activation; its `head.dense` / `head.norm` are reused (transformers' classifier class reads the same
     tensors), only the projection is new; the model exports as ModernBertForSequenceClassification with
     equal logits."""
     folder = modernbert_folder(shipped, tmp_path)
     plan = plan_init({"init_from": str(folder), "model": {}}, TASKS.get("classification").head)
     c = plan.model
-    assert (c.head, c.head_dense, c.head_pool, c.head_activation, c.head_transform) == (
-        "classifier", True, "mean", "gelu", False)
-    config = ModelConfig.from_dict({**c.to_dict(), "num_labels": 2})
+    assert (c.head.name, c.head.dense, c.head.pool, c.head.activation) == ("classifier", True, "mean", "gelu")
+    assert not hasattr(c.head, "transform")  # the masked-LM head's key went with it
+    config = c.with_head(num_labels=2)
     model, applied = build_model(plan, read_init(plan, tmp_path).state, config, {"name": "full"})
     assert applied.description.endswith("new (trained from scratch): head.proj.bias, head.proj.weight")
     mlm = ModernBertForMaskedLM.from_pretrained(folder)
@@ -360,14 +360,15 @@ def test_train_classification_from_a_modernbert_folder_and_export_it(shipped, tm
     ("token_classifier", None, ModernBertForTokenClassification),
     ("qa", None, ModernBertForQuestionAnswering)])
 def test_preset_classifiers_are_modernberts_and_export(tmp_path, head, pool, cls):
-    """model=modernbert_base with a classifier head (train.py task=classification) builds ModernBERT's: the
-    dense head (head_dense, no pooler, from the preset), pooling first or mean; zoo-built and perturbed, it
-    exports and transformers' class gives its outputs."""
+    """model=modernbert_base with ModernBERT's classifier head (model.head={name: classifier, dense: true,
+    pooler: none}; a head named alone takes its defaults since issue 35): the dense head, pooling first or
+    mean; zoo-built and perturbed, it exports and transformers' class gives its outputs."""
     labelled = head != "qa"
+    part = {"name": head, "dense": True, **({"num_labels": 3} if labelled else {}),
+            **({"pooler": "none"} if head == "classifier" else {}), **({"pool": pool} if pool else {})}
     model = zoo.build("modernbert_base", vocab_size=99, d_model=32, n_layers=3, n_heads=4, d_ff=24,
-                      mixer={"sliding_window": 3}, max_seq_len=64, head=head, num_labels=3 if labelled else 0,
-                      **({"head_pool": pool} if pool else {})).eval()
-    assert (model.config.head_dense, model.head.transform is not None) == (True, True)
+                      mixer={"sliding_window": 3}, max_seq_len=64, head=part).eval()
+    assert (model.config.head.dense, model.head.transform is not None) == (True, True)
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.1)

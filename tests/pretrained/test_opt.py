@@ -85,7 +85,7 @@ def test_original_opt_files_without_the_model_prefix_load_as_the_causal_lm(tmp_p
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "architectures": ["OPTForCausalLM"]}))
     model = zoo.from_pretrained(folder)
-    assert model.config.head == "lm"
+    assert model.config.head.name == "lm"
     right_padded_logits_match(hf, model)
 
 

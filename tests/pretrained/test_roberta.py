@@ -54,7 +54,7 @@ def test_mlm_logits_match_on_every_position_right_and_left_padded(tmp_path):
 def test_classifier_logits_match_and_export_loads_in_transformers(tmp_path):
     hf = perturbed(RobertaForSequenceClassification(RobertaConfig(**TINY, num_labels=3)))
     model = zoo.from_pretrained(saved(hf, tmp_path))
-    assert model.config.head == "classifier" and model.config.num_labels == 3
+    assert model.config.head.name == "classifier" and model.config.head.num_labels == 3
     ids, mask = _batch([9, 4], length=9, seed=2)
     _assert_same_logits(hf, model, ids, mask)
     hf2 = RobertaForSequenceClassification.from_pretrained(
@@ -71,10 +71,10 @@ def test_export_round_trip_is_exact_and_loads_in_transformers(tmp_path, tied):
 
 
 def test_xlm_roberta_with_another_activation_keeps_the_gelu_head(tmp_path):
-    """RobertaLMHead applies gelu whatever hidden_act is; zoo sets head_activation for it."""
+    """RobertaLMHead applies gelu whatever hidden_act is; zoo sets model.head.activation for it."""
     hf = perturbed(XLMRobertaForMaskedLM(XLMRobertaConfig(**TINY, hidden_act="gelu_new")))
     model = zoo.from_pretrained(saved(hf, tmp_path))
-    assert (model.config.activation, model.config.head_activation) == ("gelu_tanh", "gelu")
+    assert (model.config.activation, model.config.head.activation) == ("gelu_tanh", "gelu")
     ids, mask = _batch([12, 7])
     _assert_same_logits(hf, model, ids, mask)
     out = zoo.save_pretrained(model, tmp_path / "export")

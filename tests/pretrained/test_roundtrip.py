@@ -17,7 +17,7 @@ FAMILY = {"llama_small": "llama", "gpt2": "gpt2", "bert_small": "bert"}  # the f
     ("llama_small", "mixer.sinks", True),
     ("llama_small", "activation", "swiglu_clamped"),
     ("llama_small", "mixer.sliding_window", 4),
-    ("gpt2", "final_softcap", 3.0),
+    ("gpt2", "head.softcap", 3.0),
     ("gpt2", "mixer.scale", 1.0),
     ("gpt2", "head_dim", 4),
     ("bert_small", "mixer.qkv_bias", False),

@@ -93,11 +93,11 @@ def test_bare_model_names_have_no_prefix_and_a_pooler_is_kept_only_when_stored(s
     folder = shipped.folder("bert", "Model")
     names = file_names(folder)
     assert "pooler.dense.weight" in names and not any(n.startswith("bert.") for n in names)
-    assert zoo.from_pretrained(folder).config.head_pooler == "tanh"
+    assert zoo.from_pretrained(folder).config.head.pooler == "tanh"
     transformers.BertModel.from_pretrained(folder,
                                            add_pooling_layer=False).save_pretrained(tmp_path / "no-pooler")
     bare = zoo.from_pretrained(tmp_path / "no-pooler")
-    assert bare.config.head_pooler == "none" and not any(k.startswith("head.") for k in bare.state_dict())
+    assert bare.config.head.pooler == "none" and not any(k.startswith("head.") for k in bare.state_dict())
     with torch.no_grad():
         out = bare(IDS, attention_mask=MASK)
         ref = shipped.model("bert", "Model")(input_ids=IDS, attention_mask=MASK).last_hidden_state
@@ -191,7 +191,7 @@ def test_sentence_transformers_folder_loads_as_a_bare_model_with_its_pooler(ship
     assert "pooler.dense.weight" in names and not any(n.startswith(("bert.", "cls.")) for n in names)
 
     model = zoo.from_pretrained(folder)
-    assert model.config.head == "none" and model.config.head_pooler == "tanh"
+    assert model.config.head.name == "none" and model.config.head.pooler == "tanh"
     st = SentenceTransformer(str(folder), device="cpu")
     texts = ["the cat sat on the mat",
              "a big red dog ran very quickly under the small blue house and not slowly"]

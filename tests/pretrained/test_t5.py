@@ -62,7 +62,7 @@ def test_logits_match_with_padding(pair):
     assert (c.positional.name, c.mixer.scale, c.norm, c.bias) == ("t5_relative", 1.0, "rmsnorm", False)
     assert (c.head_dim, c.positional.buckets, c.positional.max_distance, c.norm_eps) == (16, 8, 20, 1e-6)
     assert c.activation == ("relu" if variant == "v1.0" else "geglu_tanh")
-    assert (c.tie_embeddings, c.head_scale) == ((True, 32**-0.5) if variant == "v1.0" else (False, None))
+    assert (c.tie_embeddings, c.head.scale) == ((True, 32**-0.5) if variant == "v1.0" else (False, None))
     assert (c.pad_id, c.eos_id, c.start_id) == (0, 1, 0)
     assert compare(hf, model) < 1e-4
     # relative positions: left-padded sources agree too
@@ -74,13 +74,13 @@ def test_logits_match_with_padding(pair):
 
 
 def test_head_scale_is_what_v1_0_needs():
-    """LMHead multiplies its input by head_scale; without it the tied v1.0 logits are d_model ** 0.5 times
-    off."""
-    cfg = zoo.ModelConfig(d_model=16, n_heads=2, vocab_size=11, head_scale=0.25)
+    """LMHead multiplies its input by model.head.scale; without it the tied v1.0 logits are d_model ** 0.5
+    times off."""
+    cfg = zoo.ModelConfig(d_model=16, n_heads=2, vocab_size=11, head={"scale": 0.25})
     head, x = LMHead(cfg, torch.nn.Embedding(11, 16)), torch.randn(2, 3, 16)
     assert torch.allclose(head(x), x @ head.proj.weight.T * 0.25)
-    with pytest.raises(ValueError, match=r"model.head_scale must be > 0"):
-        zoo.models.check_config(zoo.ModelConfig(head_scale=0.0))
+    with pytest.raises(ValueError, match=r"model.head.scale must be > 0"):
+        zoo.models.check_config(zoo.ModelConfig(head={"scale": 0.0}))
 
 
 def test_rmsnorm_equals_t5_layer_norm_in_fp32_and_bf16():
@@ -142,7 +142,7 @@ def test_other_activations_both_ways(tmp_path, config, activation):
 
 def test_t5_small_preset_exports(tmp_path):
     model = zoo.build("t5_small", vocab_size=64, d_model=32, n_heads=4, head_dim=8, d_ff=48, encoder_layers=2,
-                      decoder_layers=1, head_scale=32**-0.5, dropout=0.0).eval()
+                      decoder_layers=1, head={"scale": 32**-0.5}, dropout=0.0).eval()
     out = zoo.save_pretrained(model, tmp_path / "fresh")  # no family named: found by the knobs
     hf = T5ForConditionalGeneration.from_pretrained(out).eval()
     src, tgt = torch.randint(3, 64, (2, 7)), torch.randint(3, 64, (2, 5))
@@ -179,7 +179,7 @@ def test_checkpoint_tensors_that_do_not_fit_the_config(tmp_path):
 def test_untied_head_with_scale_does_not_export(tmp_path):
     model = zoo.build("t5_small", vocab_size=64, d_model=32, n_heads=4, d_ff=48, encoder_layers=1,
                       decoder_layers=1, tie_embeddings=False)
-    with pytest.raises(ValueError, match=r"'t5': .*model.head_scale=0.044\d+ \(would load as None\)"):
+    with pytest.raises(ValueError, match=r"'t5': .*model.head.scale=0.044\d+ \(would load as None\)"):
         zoo.save_pretrained(model, tmp_path / "x")
 
 
@@ -187,11 +187,11 @@ def test_another_positional_scheme_is_named_on_export(tmp_path):
     """A family writes its own scheme's keys; a model with another scheme (relative bias as Llama, RoPE as
     T5) is refused naming model.positional, not an AttributeError from the table of the other scheme."""
     t5 = zoo.build("t5_small", vocab_size=64, d_model=32, n_heads=4, d_ff=48, encoder_layers=1,
-                   decoder_layers=1, head_scale=32**-0.5)
+                   decoder_layers=1, head={"scale": 32**-0.5})
     with pytest.raises(ValueError,
                        match=r"'llama': .*model.positional='t5_relative' \(would load as 'rope'\)"):
         zoo.save_pretrained(t5, tmp_path / "x", model_type="llama")
     rotary = zoo.build("t5_small", vocab_size=64, d_model=32, n_heads=4, d_ff=48, encoder_layers=1,
-                       decoder_layers=1, head_scale=32**-0.5, positional="rope")
+                       decoder_layers=1, head={"scale": 32**-0.5}, positional="rope")
     with pytest.raises(ValueError, match=r"'t5': .*model.positional='rope' \(would load as 't5_relative'\)"):
         zoo.save_pretrained(rotary, tmp_path / "y", model_type="t5")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
+from zoo.hydra_schema import part_overrides
 from zoo.training.hydra_configs import register_train_configs
 
 register_train_configs()  # model/_schema, data/auto, callbacks/_declared: what conf/config.yaml composes from
@@ -110,8 +111,9 @@ def cache_dir(tmp_path_factory) -> Path:
 def compose_cfg(overrides: list[str], root: Path, cache_dir: Path):
     """The config train.py would compose, its run folders under `root`."""
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose("config", overrides=[
-            *overrides, f"paths.output_dir={root / 'runs' / 'run'}", f"paths.runs_dir={root / 'runs'}",
+        return compose("config", overrides=[  # model.<part>=... as train.py reads it
+            *part_overrides(overrides), f"paths.output_dir={root / 'runs' / 'run'}",
+            f"paths.runs_dir={root / 'runs'}",
             f"paths.cache_dir={cache_dir}",
         ])
 

@@ -58,7 +58,7 @@ def test_token_classification_trains_and_evaluates(make_cfg, tmp_path, cache_dir
                                    cache_dir))
 
     model, tok = zoo.load(result.last_checkpoint)
-    assert tok.label_names == ["B-LOC", "B-PER", "I-LOC", "I-PER", "O"] and model.config.num_labels == 5
+    assert tok.label_names == ["B-LOC", "B-PER", "I-LOC", "I-PER", "O"] and model.config.head.num_labels == 5
     reference = AutoTokenizer.from_pretrained(bert)
     gold, predicted = [], []
     with torch.no_grad():

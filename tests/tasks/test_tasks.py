@@ -52,7 +52,25 @@ def with_task(cfg: DictConfig, name: str) -> DictConfig:
     ("encoder_decoder", "lm", "seq2seq"),
 ])
 def test_auto_follows_the_documented_rules(arch, head, expected):
-    assert default_task(ModelConfig(arch=arch, head=head, num_labels=2)).name == expected
+    assert default_task(ModelConfig(arch=arch, head=head)).name == expected
+
+
+@pytest.mark.parametrize(("task", "head"), [("classification", "lm"), ("token_classification", "qa"),
+                                            ("classification", "none")])
+def test_a_labelled_task_on_a_head_without_labels_names_the_head_it_needs(task, head):
+    """The head's num_labels stands in only where the head reads it (was: AttributeError on lm's settings)."""
+    needed = TASKS.get(task).head
+    with pytest.raises(ValueError, match=rf"task={task} needs model.head={needed}, but model.head={head}"):
+        TASKS.get(task).check_model(ModelConfig(arch="encoder", head=head))
+
+
+@pytest.mark.parametrize("overrides", [["model=gpt_nano"], ["model=bert_small", "model.head=qa"]])
+def test_a_plan_of_a_head_without_labels_checks_its_finetune_names(overrides, tmp_path):
+    """prepare() checks finetune names on the model as built; a head without num_labels is taken as it is
+    (was: AttributeError: 'LMHeadSettings' object has no attribute 'num_labels')."""
+    with pytest.raises(ConfigError, match=r"finetune.modules.*nothing_named_so"):
+        prepare(compose_cfg([*overrides, "finetune=freeze", "finetune.modules=[nothing_named_so]"],
+                            tmp_path, tmp_path / "cache"))
 
 
 @pytest.mark.parametrize("arch", ARCHS.names())

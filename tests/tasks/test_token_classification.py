@@ -264,7 +264,7 @@ def test_a_step_and_an_evaluation_on_each_architecture(tmp_path, arch):
     cfg = ModelConfig(arch=arch, head="token_classifier", d_model=32, n_heads=2, n_layers=1, d_ff=64,
                       max_seq_len=48)
     model = build(task.model_config(cfg, tok))
-    assert model.config.num_labels == len(tok.label_names) == 5
+    assert model.config.head.num_labels == len(tok.label_names) == 5
     batch = next(iter(dm.train_dataloader()))
     loss = task.loss(model(**task.model_inputs(batch)), batch)
     loss.backward()

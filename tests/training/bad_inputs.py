@@ -173,12 +173,15 @@ OVERRIDES = [BadInput(given, message) for given, message in [
      "task=question_answering has no built-in data; name one, e.g. data=squad data.path=..."),
     ("data=squad data.path=x.jsonl data.doc_stride=-1",
      "data.doc_stride must be null or an integer >= 0, got -1"),
-    ("task=mlm model=bert_small model.head=classifier model.num_labels=2", "task=mlm needs model.head=lm"),
+    ("task=mlm model=bert_small model.head={name:classifier,num_labels:2}", "task=mlm needs model.head=lm"),
     ("model=transformer_tiny model.head=classifier",
      "model.head='classifier' is not available on arch 'encoder_decoder', "
      "which carries model.head=lm | none"),
-    ("model=bert_small model.head=classifier model.num_labels=2 model.head_pool=max",
-     "model.head_pool: Unknown pooling 'max'. Allowed: first, last, mean"),
+    ("model=bert_small model.head={name:classifier,num_labels:2,pool:max}",
+     "model.head.pool: Unknown pooling 'max'. Allowed: first, last, mean"),
+    ("model=bert_small model.head={name:classifier,num_labels:2,bias:true}",
+     "model.head=classifier has no key 'bias'. model.head.bias is read by head=lm: choose it with "
+     "model.head=lm (a new name replaces the whole model.head)"),
     ("model=bert_small model.first_attn_norm=false",
      "model.first_attn_norm=false drops layer 0's attention input norm, but model.norm_placement='post' has "
      "no input norm of the attention alone; it applies to norm_placement parallel | pre | sandwich"),
@@ -217,9 +220,6 @@ OVERRIDES = [BadInput(given, message) for given, message in [
 
 CHECKED_ELSEWHERE = [
     # a key only an entry that is not chosen reads (docs/design.md, "Config vocabulary")
-    BadInput("model=bert_small model.head=classifier model.head_bias=true",
-             "model.head_bias=True is read by model.head=lm",
-             "tests/models/test_head_keys.py::test_command_line_rule"),
     BadInput("ckpt_path=<a gpt_nano run's last.ckpt> model.n_heads=4",
              "model.n_heads: checkpoint 2, this run 4",
              "tests/training/test_run.py::test_resume_from_other_architecture_is_refused_before_training"),
@@ -287,7 +287,7 @@ CHECKED_ELSEWHERE = [
              "decoder_sparse_step (a positive integer)=False",
              "tests/pretrained/test_qwen_moe.py::test_what_qwen2_moe_cannot_say_is_named"),
     BadInput("zoo.save_pretrained / export.py format=hf model_type=roberta of a model whose head activation "
-             "RoBERTa cannot write", "model.head_activation='relu'",
+             "RoBERTa cannot write", "model.head.activation='relu'",
              "tests/export/test_hf_loads.py::test_a_refused_activation_is_named_not_shown_as_a_function"),
     # exports
     BadInput("zoo.export into a folder holding the user's files", "holds files zoo did not write",
@@ -367,9 +367,9 @@ CHECKED_ELSEWHERE = [
     BadInput("zoo.from_pretrained / init_from=<a BART or T5 folder of *ForSequenceClassification / "
              "*ForQuestionAnswering>", "zoo's encoder_decoder carries model.head=lm | none",
              "tests/pretrained/test_heads.py::test_a_class_transformers_has_and_zoo_does_not_load_is_named_with_why"),
-    BadInput("init_from=<a BertModel folder> task=token_classification model.head_pooler=relu",
-             "model.head_pooler='relu' is read by model.head=classifier|none, not by "
-             "model.head=token_classifier",
+    BadInput("init_from=<a BertModel folder> task=token_classification model.head.pooler=relu",
+             "model.head=token_classifier has no key 'pooler'. model.head.pooler is read by "
+             "head=classifier|none",
              "tests/pretrained/test_init_from_head_keys.py::test_an_override_of_a_key_the_head_does_not_read_is_refused"),
     BadInput("init_from=<a *ForSequenceClassification / *ForTokenClassification folder> with data labels its "
              "id2label lacks", "that the folder's head does not",

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
+from zoo.hydra_schema import part_overrides
 from zoo.training.hydra_configs import register_train_configs
 
 register_train_configs()  # model/_schema, data/auto, callbacks/_declared: what conf/config.yaml composes from
@@ -40,8 +41,8 @@ def make_cfg(tmp_path, cache_dir):
 
     def make(overrides: list[str], run: str = "run"):
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            return compose("config", overrides=[
-                *overrides, f"paths.output_dir={tmp_path / 'runs' / run}",
+            return compose("config", overrides=[  # model.<part>=... as train.py reads it
+                *part_overrides(overrides), f"paths.output_dir={tmp_path / 'runs' / run}",
                 f"paths.runs_dir={tmp_path / 'runs'}", f"paths.cache_dir={cache_dir}",
             ])
 

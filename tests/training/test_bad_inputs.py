@@ -10,6 +10,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from zoo.apps import ConfigError
+from zoo.hydra_schema import part_overrides
 from zoo.training.plan import prepare
 
 from .bad_inputs import CHECKED_ELSEWHERE, DOC, OVERRIDES, PREPARE_TEST, ROOT, render
@@ -19,7 +20,8 @@ from .conftest import CONF
 def compose_into(tmp_path, overrides: list[str]):
     """The config train.py would compose, with its run folder, runs dir and cache under tmp_path."""
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose("config", overrides=[*overrides, f"paths.output_dir={tmp_path / 'run'}",
+        return compose("config", overrides=[*part_overrides(overrides),  # model.<part>=... as train.py
+                                            f"paths.output_dir={tmp_path / 'run'}",
                                             f"paths.runs_dir={tmp_path / 'runs'}",
                                             f"paths.cache_dir={tmp_path / 'cache'}"])
 

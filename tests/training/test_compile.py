@@ -63,10 +63,10 @@ KNOBS = {  # representative configs: the three architectures, every positional s
     "decoder alibi sliding window": dict(arch="decoder", n_layers=2, positional="alibi",
                                          mixer=dict(sliding_window=4), layer_pattern=["local", "global"]),
     "decoder sinusoidal softcaps sandwich": dict(arch="decoder", n_layers=1, positional="sinusoidal",
-                                                 mixer=dict(softcap=50.0), final_softcap=30.0,
+                                                 mixer=dict(softcap=50.0), head=dict(softcap=30.0),
                                                  norm_placement="sandwich"),
     "encoder none": dict(arch="encoder", n_layers=1, positional="none"),
-    "encoder classifier": dict(arch="encoder", n_layers=1, head="classifier", num_labels=3),
+    "encoder classifier": dict(arch="encoder", n_layers=1, head=dict(name="classifier", num_labels=3)),
     "encoder_decoder t5_relative": dict(arch="encoder_decoder", n_layers=1, positional="t5_relative",
                                         head_dim=8),
 }
@@ -79,7 +79,8 @@ def test_training_forward_is_one_graph(knobs):
     model = zoo.build({**TINY, **knobs}).train()
     model.inputs_checked_on_host = True
     ids = torch.randint(3, VOCAB, (2, T), generator=torch.Generator().manual_seed(0))
-    inputs = {"input_ids": ids, "labels": torch.tensor([0, 2]) if knobs.get("head") == "classifier" else ids}
+    classifier = model.config.head.name == "classifier"
+    inputs = {"input_ids": ids, "labels": torch.tensor([0, 2]) if classifier else ids}
     if knobs["arch"] != "decoder":  # padded tasks (mlm, seq2seq, classification) pass a padding mask
         inputs["attention_mask"] = torch.tensor([[1] * T, [1] * (T - 3) + [0] * 3])
     if knobs["arch"] == "encoder_decoder":

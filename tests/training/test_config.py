@@ -40,7 +40,7 @@ def test_auto_data_takes_extra_keys(make_cfg):
 
 
 def test_classifier_head_trains_classification(make_cfg):
-    plan = prepare(make_cfg(["model=bert_small", "model.head=classifier", "model.num_labels=2",
+    plan = prepare(make_cfg(["model=bert_small", "model.head={name:classifier,num_labels:2}",
                              "data=classification", "data.path=x.jsonl"]))
     assert plan.task.name == "classification"
 
@@ -48,7 +48,7 @@ def test_classifier_head_trains_classification(make_cfg):
 def test_classifier_num_labels_may_come_from_the_data(make_cfg):
     plan = prepare(make_cfg(["model=bert_small", "model.head=classifier", "data=classification",
                              "data.path=x.jsonl"]))
-    assert plan.task.name == "classification" and plan.model.num_labels == 0  # filled in from the data
+    assert plan.task.name == "classification" and plan.model.head.num_labels == 0  # filled in from the data
 
 
 def test_unknown_group_option_and_misspelled_key_fail_at_composition(make_cfg):

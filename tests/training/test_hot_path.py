@@ -105,8 +105,9 @@ def test_targets_labels_and_documents_are_checked_on_the_host():
     with pytest.raises(ValueError,
                        match=rf"targets hold values in \[\d+, {VOCAB + 3}\]; allowed are \[0, {VOCAB}\)"):
         _fit(batches, steps=3, log_every=1)
-    classifier = zoo.build({"arch": "encoder", "head": "classifier", "num_labels": 3, "vocab_size": VOCAB,
-                            "d_model": 16, "n_layers": 1, "n_heads": 2, "max_seq_len": T})
+    classifier = zoo.build({"arch": "encoder", "head": {"name": "classifier", "num_labels": 3},
+                            "vocab_size": VOCAB, "d_model": 16, "n_layers": 1, "n_heads": 2,
+                            "max_seq_len": T})
     ids = torch.ones(2, T, dtype=torch.long)
     with pytest.raises(ValueError, match=r"labels hold values in \[0, 3\]; allowed are \[0, 3\)"):
         classifier.check_values({"input_ids": ids, "labels": torch.tensor([0, 3])})

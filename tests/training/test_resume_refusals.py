@@ -9,6 +9,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from zoo.apps import ConfigError
+from zoo.hydra_schema import part_overrides
 from zoo.training.run import train
 
 from .conftest import CONF, TINY_LM, train_losses
@@ -29,7 +30,8 @@ def runs(tmp_path_factory, cache_dir):
     def make(overrides: list[str], run: str):
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
             return compose("config", overrides=[
-                *overrides, f"paths.output_dir={root / 'runs' / run}", f"paths.runs_dir={root / 'runs'}",
+                *part_overrides(overrides), f"paths.output_dir={root / 'runs' / run}",
+                f"paths.runs_dir={root / 'runs'}",
                 f"paths.cache_dir={cache_dir}"])
 
     lm = train(make([*TINY_LM, "trainer.max_steps=2", "eval_every=2"], "lm"))

@@ -178,7 +178,7 @@ def test_classification_takes_num_labels_from_the_data(make_cfg, tmp_path):
               "eval_every=2"]
     result = train(make_cfg(common))
     model, tok = zoo.load(result.last_checkpoint)
-    assert model.config.num_labels == 3 and sorted(tok.label_names) == ["mix", "neg", "pos"]
+    assert model.config.head.num_labels == 3 and sorted(tok.label_names) == ["mix", "neg", "pos"]
     _, dm = build_data(prepare(make_cfg(common)).data_cfg, {"name": "bpe", "vocab_size": 300},
                        task="classification", max_seq_len=32, batch_size=16,
                        cache_dir=make_cfg(common).paths.cache_dir, seed=0)
@@ -189,8 +189,8 @@ def test_classification_takes_num_labels_from_the_data(make_cfg, tmp_path):
                                    attention_mask=batch["attention_mask"]).logits.argmax(-1)
             right, total = right + int((guesses == batch["labels"]).sum()), total + len(batch["labels"])
     assert result.metrics["val/accuracy"] == pytest.approx(right / total)
-    with pytest.raises(ConfigError, match="model.num_labels=2 but the data has 3 labels"):
-        train(make_cfg([*common, "model.num_labels=2"], run="mismatch"))
+    with pytest.raises(ConfigError, match="model.head.num_labels=2 but the data has 3 labels"):
+        train(make_cfg([*common, "model.head.num_labels=2"], run="mismatch"))
 
 
 def test_bf16_mixed_on_cpu_and_compile_switch_match_fp32(make_cfg):

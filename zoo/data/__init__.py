@@ -7,7 +7,7 @@ builds its datamodule); below it, ``zoo.data.build.open_data`` takes those as pl
     from zoo.tasks import build_data
     tok, dm = build_data({"name": "stdlib_text", "max_bytes": 2_000_000}, {"name": "bpe", "vocab_size": 4096},
                          task="lm", max_seq_len=256, batch_size=32, cache_dir="cache", seed=0)
-    model_cfg.update(model_overrides(tok))   # vocab_size, pad/bos/eos ids (+ num_labels)
+    model_cfg.update(model_overrides(tok))   # vocab_size, pad/bos/eos ids
     trainer.fit(model, datamodule=dm); tok.save(run_dir / "tokenizer")
 """
 

@@ -14,7 +14,6 @@ from typing import Any
 import torch
 
 from zoo.config import ModelConfig
-from zoo.models.head_keys import head_owned_keys
 from zoo.tokenizers import ZooTokenizer
 from zoo.utils import some
 
@@ -130,16 +129,18 @@ class HuggingFaceFolder(Source):
     def head_keys(self, head: str) -> dict[str, Any]:
         layout = self.family.heads.get(head)  # zoo.pretrained.heads.HeadLayout
         keys = layout.config(self.hf, self.family) if layout is not None else {}
-        return {k: v for k, v in keys.items() if k not in ("head", "num_labels")}  # the data gives num_labels
+        # the head's own keys (dotted, as the family tables write them); the data gives num_labels
+        return {k.removeprefix("head."): v for k, v in keys.items()
+                if k.startswith("head.") and k != "head.num_labels"}
 
     def label_names(self) -> list[str] | None:
         """config.json's id2label, for a labelled head (*ForSequenceClassification, *ForTokenClassification);
         transformers' generic LABEL_i when it names none (transformers 5 leaves a default id2label out)."""
         cfg = self.config()
-        layout = self.family.heads.get(cfg.head)
+        layout = self.family.heads.get(cfg.head.name)
         if layout is None or not layout.labelled:
             return None
-        return self.family.label_names(self.hf, cfg) or [f"LABEL_{i}" for i in range(cfg.num_labels)]
+        return self.family.label_names(self.hf, cfg) or [f"LABEL_{i}" for i in range(cfg.head.num_labels)]
 
     def tokenizer_cfg(self, workdir: Path) -> dict[str, Any]:
         return {"name": "hf", "path": str(self.path)}
@@ -273,7 +274,7 @@ def meta_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
 
 def shape_changes(base: ModelConfig, key: str, value: Any) -> list[str]:
     """The tensors whose shape (or presence) setting `key=value` on `base` changes; [] when none does."""
-    if key == "head" or key in head_owned_keys():  # a key of the head only: a new head is made fresh
+    if key == "head":  # the head's keys only: a new head is made fresh
         return []
     before, after = meta_shapes(base), meta_shapes(ModelConfig.from_dict({**base.to_dict(), key: value}))
     return [f"{k} {before.get(k)} -> {after.get(k)}" for k in sorted(before.keys() | after.keys())
@@ -339,7 +340,9 @@ def fit_to_tokenizer(pretrained: ModelConfig, completed: ModelConfig, tokenizer,
         raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model of "
                          f"init_from={source} has {pretrained.vocab_size} embedding rows; use the model's "
                          "own tokenizer (leave tokenizer= unset) or one of at most that size")
-    return ModelConfig.from_dict({**pretrained.to_dict(), "num_labels": completed.num_labels})
+    if not hasattr(pretrained.head, "num_labels"):
+        return pretrained
+    return pretrained.with_head(num_labels=completed.head.num_labels)
 
 
 def reusable_head(state: Mapping[str, torch.Tensor], cfg: ModelConfig, model_type: str | None
@@ -352,7 +355,7 @@ def reusable_head(state: Mapping[str, torch.Tensor], cfg: ModelConfig, model_typ
         return state
     from zoo.pretrained.api import family_for
 
-    wanted = family_for(model_type).head_origins(cfg.head)
+    wanted = family_for(model_type).head_origins(cfg.head.name)
     return {k: v for k, v in state.items() if k not in origins or wanted.get(k) == origins[k]}
 
 

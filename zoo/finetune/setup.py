@@ -24,7 +24,7 @@ from zoo.finetune.init_from import (
 from zoo.finetune.labels import order_labels, reindex
 from zoo.finetune.methods import Applied, apply_finetune, check_finetune, trainable_line
 from zoo.models.vocabulary import settle_keys
-from zoo.modules.heads import HEADS
+from zoo.modules.head_settings import HEAD
 from zoo.tokenizers import ZooTokenizer
 
 
@@ -64,23 +64,33 @@ def plan_init(resolved: Mapping[str, Any], task_head: str | None) -> InitPlan | 
     pretrained = source.config()
     changes = given_in_group("model", overrides, dict(resolved["model"]))
     folder_labels = source.label_names()
+    head_changes = {k.removeprefix("head."): v for k, v in changes.items() if k.startswith("head.")}
+    given = changes.get("head")
+    if isinstance(given, Mapping):  # model.head={name: ..., key: ...}
+        head_changes = {**{k: v for k, v in given.items() if k != "name"}, **head_changes}
+        given = given.get("name")
+    old = pretrained.head.name
     # model.head=<the folder's own labelled head> given: a fresh one of that kind, its labels from the data
-    fresh_head = folder_labels is not None and changes.get("head") == pretrained.head
+    fresh_head = folder_labels is not None and given == old
     if fresh_head:
-        changes = {"num_labels": 0, **changes}
-        notes.append(f"model.head={pretrained.head} given: a fresh {pretrained.head} head replaces the "
-                     "pretrained one (its labels from the data)")
-    if task_head is not None and task_head != pretrained.head and "head" not in changes:
-        changes = {**changes, "head": task_head, "num_labels": 0}  # the data gives num_labels
-    new_head = changes.get("head", pretrained.head) != pretrained.head
-    base = saved = pretrained.to_dict()
-    if new_head:  # the old head's own knobs go with it; the new one is built as the source's family builds it
-        defaults = ModelConfig()
-        old = {k: getattr(defaults, k) for k in HEADS.get(pretrained.head).reads}
-        base = {**base, **old, **source.head_keys(changes["head"])}
-        notes.append(f"a new {changes['head']} head replaces the pretrained {pretrained.head} head")
-    merged, _ = settle_keys(base, changes)  # a key no chosen entry reads: ValueError naming it
-    changed = {k: v for k, v in merged.items() if k not in saved or v != getattr(pretrained, k)}
+        notes.append(f"model.head={old} given: a fresh {old} head replaces the pretrained one (its labels "
+                     "from the data)")
+    if task_head is not None and task_head != old and given is None:
+        given = task_head
+    new_head = given is not None and given != old
+    if new_head or fresh_head:  # built as the source's family builds it, the user's keys over it
+        head = HEAD.merge(HEAD.parse({"name": given, **source.head_keys(given)}), head_changes)
+        if hasattr(head, "num_labels"):
+            head = head.replaced(num_labels=head_changes.get("num_labels", 0))  # 0: the data gives it
+        if new_head:
+            notes.append(f"a new {given} head replaces the pretrained {old} head")
+    else:
+        head = HEAD.merge(pretrained.head, head_changes)
+    saved = pretrained.to_dict()
+    rest = {k: v for k, v in changes.items() if k != "head" and not k.startswith("head.")}
+    merged, _ = settle_keys(saved, rest)  # a key no chosen entry reads: ValueError naming it
+    merged["head"] = head.to_data()
+    changed = {k: v for k, v in merged.items() if k not in saved or v != saved[k]}
     model = with_overrides(pretrained, changed, value)
     own = not group_given("tokenizer", overrides)
     if own and not source.has_tokenizer():
@@ -131,7 +141,7 @@ def align_labels(init: InitPlan | None, tokenizer, datamodule) -> None:
     data = getattr(datamodule, "label_names", None)
     if init is None or init.labels is None or data is None:
         return
-    order = order_labels(init.labels, data, f"init_from={init.value}", init.model.head)
+    order = order_labels(init.labels, data, f"init_from={init.value}", init.model.head.name)
     if order.note:
         init.notes.append(order.note)
     reindex(datamodule, tokenizer, order)

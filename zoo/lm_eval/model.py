@@ -82,7 +82,7 @@ class ZooLM(TemplateLM):
         config = model.config
         if not getattr(model, "causal_lm", False):
             raise ValueError(f"lm-eval scores causal language models; this model is arch={config.arch} with "
-                             f"head={config.head} (a decoder with head=lm is needed)")
+                             f"head={config.head.name} (a decoder with head=lm is needed)")
         self.batch_size = _positive(batch_size, "batch_size")
         self.max_length = _positive(max_length or config.max_seq_len, "max_length")
         self.max_gen_toks = _positive(max_gen_toks, "max_gen_toks")

@@ -108,9 +108,9 @@ class ZooModel(nn.Module):
     @classmethod
     def check_head(cls, cfg: ModelConfig) -> None:
         """The head is one this architecture carries (the head checks its own keys, through HEADS)."""
-        if cls.heads is not None and cfg.head in HEADS and cfg.head not in cls.heads:
+        if cls.heads is not None and cfg.head.name not in cls.heads:
             every = [n for n in ARCHS if ARCHS.get(n).heads is None]
-            raise ValueError(f"model.head={cfg.head!r} is not available on arch {cfg.arch!r}, which carries "
+            raise ValueError(f"model.head={cfg.head.name!r} is not available on arch {cfg.arch!r}, which carries "
                              f"model.head={' | '.join(cls.heads)}; every head ({', '.join(HEADS)}) needs "
                              f"model.arch={' | '.join(every)}.")
 
@@ -175,7 +175,7 @@ class ZooModel(nn.Module):
     def build_head(self, tokens: nn.Embedding, *, causal: bool) -> OutputHead:
         """The head model.head names, over a `causal` stack or not (which sets the pooling heads'
         defaults)."""
-        return HEADS.get(self.config.head)(self.config, tokens, causal=causal)
+        return HEADS.get(self.config.head.name)(self.config, tokens, causal=causal)
 
     def apply_head(
         self, x: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
@@ -190,9 +190,9 @@ class ZooModel(nn.Module):
             if name not in takes:
                 wanted = ", ".join(takes) if takes else "no targets (a bare model gives hidden states)"
                 raise ValueError(f"{name} is not a target of "
-                                 f"model.head={self.config.head}; it takes {wanted}.")
+                                 f"model.head={self.config.head.name}; it takes {wanted}.")
         if given and len(given) != len(takes):
-            raise ValueError(f"model.head={self.config.head} needs {' and '.join(takes)} together; got "
+            raise ValueError(f"model.head={self.config.head.name} needs {' and '.join(takes)} together; got "
                              f"{', '.join(given)} only.")
         out = self.head.outputs(x, input_ids, attention_mask, logits_to_keep)
         if not given:

@@ -29,30 +29,26 @@ from zoo.registry import Registry, unknown_choice_message
 
 ARCHS: Registry = Registry("arch")  # the builders register themselves (zoo.models.decoder, ...)
 NO_OPTIONS = Options({})
-# groups whose keys a built config may still hold unread: a pretrained config carries every head key its
-# family reads (tie_embeddings=false under head=none); they are settled where configs are assembled
-LENIENT = ("head",)
 
 
 def named_choices() -> dict[str, Registry]:
     """Config key -> the registry its name is resolved in."""
-    return {"arch": ARCHS, "ffn": FFNS, "activation": ACTIVATIONS, "head_activation": ACTIVATIONS,
-            "norm": NORMS, "norm_placement": WIRINGS, "head": HEADS}
+    return {"arch": ARCHS, "ffn": FFNS, "activation": ACTIVATIONS, "norm": NORMS, "norm_placement": WIRINGS}
 
 
 def parts() -> dict[str, Registry]:
     """Config key holding typed settings -> the registry of the modules its names build (each module class
     checks what its settings say with the rest of the config: `check_config`)."""
-    return {"positional": POSITIONALS, "mixer": MIXERS}
+    return {"positional": POSITIONALS, "mixer": MIXERS, "head": HEADS}
 
 
 def owners() -> dict[str, Registry]:
-    """The registries whose entries own flat config keys (ffn=moe reads model.moe, a head its keys). The
-    positional scheme and the token mixer hold theirs as typed settings instead (`parts`)."""
-    return {"ffn": FFNS, "head": HEADS}
+    """The registries whose entries own flat config keys (ffn=moe reads model.moe). The positional scheme,
+    the token mixer and the head hold theirs as typed settings instead (`parts`)."""
+    return {"ffn": FFNS}
 
 
-_PART_FIELDS = ("positional", "mixer", "layer_pattern")  # typed settings, checked when parsed
+_PART_FIELDS = ("positional", "mixer", "layer_pattern", "head")  # typed settings, checked when parsed
 
 
 @functools.cache
@@ -98,7 +94,7 @@ def validate(cfg: ModelConfig) -> None:
         check = getattr(registry.get(getattr(cfg, key).name), "check_config", None)
         if check is not None:
             check(cfg)
-    vocab.check_read(values, ignored=LENIENT)
+    vocab.check_read(values)
     read = vocab.read_keys(values)
     for key, registry in choices.items():
         if values[key] is not None and (key in read or key not in owned):

@@ -30,6 +30,9 @@ class BiasedLMLayout(CausalLMLayout):
     bias: str = "~final_logits_bias"
     tokens: str = "tgt_embed.tokens.weight"
 
+    def config(self, hf: Mapping[str, Any], family: Any) -> dict[str, Any]:
+        return self.head_keys({"bias": True})
+
     def origins(self) -> dict[str, str]:
         return {**super().origins(), "head.proj.bias": self.bias}
 
@@ -67,7 +70,7 @@ class Bart(Family):
     prefixes = ("model.",)
     heads = {"none": BARE, "lm": BiasedLMLayout("lm", proj="~lm_head")}
     not_loaded = {f"Bart{suffix}": why for suffix, why in NOT_LOADED.items()}
-    same_model = frozenset({"head_bias"})  # no head bias is written as a zero final_logits_bias
+    same_model = frozenset({"head.bias"})  # no head bias is written as a zero final_logits_bias
     tensors = {**SHARED, "src_embed.positional.table.weight": "encoder.embed_positions.weight",
                "tgt_embed.positional.table.weight": "decoder.embed_positions.weight",
                "src_embed.norm.{p}": "encoder.layernorm_embedding.{p}",
@@ -85,7 +88,7 @@ class Bart(Family):
         Key("decoder_start_id", "decoder_start_token_id", None, token=True),
     )
     fixed = {"arch": "encoder_decoder", "norm": "layernorm", "norm_eps": 1e-5, "norm_placement": "post",
-             "final_norm": False, "bias": True, "head_bias": True, "positional": "learned",
+             "final_norm": False, "bias": True, "positional": "learned",
              "positional.offset": 2, "embed_norm": True, "share_embeddings": True}
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:

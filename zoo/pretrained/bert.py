@@ -121,7 +121,7 @@ class Bert(Family):
     requires = {"position_embedding_type": "absolute", "is_decoder": False, "add_cross_attention": False}
 
     def lm_config(self, hf: Mapping[str, Any]) -> dict[str, Any]:
-        return {"head_transform": True, "head_bias": True,
+        return {"head.transform": True, "head.bias": True,
                 "tie_embeddings": hf.get("tie_word_embeddings", True)}
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:  # transformers always adds type 0's embedding
@@ -146,7 +146,7 @@ class Roberta(Bert):
 
     def lm_config(self, hf: Mapping[str, Any]) -> dict[str, Any]:
         gelu = PLAIN.get(hf.get("hidden_act", "gelu")) == "gelu"  # RobertaLMHead's gelu, whatever hidden_act
-        return {**super().lm_config(hf), "head_activation": None if gelu else "gelu"}
+        return {**super().lm_config(hf), "head.activation": None if gelu else "gelu"}
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
         pad, positions = hf.get("pad_token_id"), hf["max_position_embeddings"]

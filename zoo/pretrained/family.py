@@ -89,7 +89,8 @@ class Family:
         except ValueError as err:
             raise ValueError(f"This zoo model cannot be exported as {self.model_type!r}: the config.json it "
                              f"would write does not load: {err}") from None
-        return self.heads[back.head].fitted(back, has_pooler=cfg.head_pooler not in (None, NO_POOLER))
+        has_pooler = getattr(cfg.head, "pooler", None) not in (None, NO_POOLER)
+        return self.heads[back.head.name].fitted(back, has_pooler=has_pooler)
 
     # ----- heads: one HeadLayout per zoo head, the class named by `architectures` -----
     def classes(self) -> dict[str, str]:
@@ -121,23 +122,28 @@ class Family:
         """The head's model config keys read from config.json."""
         return self.layout(hf).config(hf, self)
 
+    def lm_keys(self, hf: Mapping[str, Any], keys: Mapping[str, Any]) -> dict[str, Any]:
+        """`keys` ("head.softcap", ...) when config.json's class is the LM, else {}: only the LM head reads
+        them (a bare model or a classifier of the family has no such key)."""
+        return dict(keys) if self.layout(hf).head == "lm" else {}
+
     def head_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
         """config.json keys that say the head: `architectures`, and a classifier's label maps (LABEL_i here;
         save_pretrained writes the real names)."""
-        return {"architectures": [self.class_for(cfg.head)], **self.label_config(cfg, None)}
+        return {"architectures": [self.class_for(cfg.head.name)], **self.label_config(cfg, None)}
 
     def label_names(self, hf: dict[str, Any], cfg: ModelConfig) -> list[str] | None:
         """The class names of a classifier head from config.json (None: no named classes)."""
-        names = label_names(hf) if self.heads[cfg.head].labelled else None
-        return names if names is not None and len(names) == cfg.num_labels else None
+        names = label_names(hf) if self.heads[cfg.head.name].labelled else None
+        return names if names is not None and len(names) == cfg.head.num_labels else None
 
     def label_config(self, cfg: ModelConfig, names: Sequence[str] | None) -> dict[str, Any]:
         """config.json keys naming a classifier's classes ({} for heads without named classes)."""
-        layout = self.heads.get(cfg.head)
+        layout = self.heads.get(cfg.head.name)
         if layout is None or not layout.labelled:
             return {}
-        where = f"export of model.head={cfg.head} as {self.class_for(cfg.head)}"
-        return label_maps(names, cfg.num_labels, where)
+        where = f"export of model.head={cfg.head.name} as {self.class_for(cfg.head.name)}"
+        return label_maps(names, cfg.head.num_labels, where)
 
     def head_origins(self, head: str) -> dict[str, str]:
         """zoo head tensor -> the checkpoint tensor of this family's `head` class it is read from ({}:
@@ -155,13 +161,13 @@ class Family:
 
     def fitted(self, cfg: ModelConfig, src: HFTensors) -> ModelConfig:
         """`cfg` for the tensors in `src` (a bare model keeps a pooler only where its file has one)."""
-        layout = self.heads[cfg.head]
+        layout = self.heads[cfg.head.name]
         return layout.fitted(cfg, layout.has_pooler(src))
 
     def state_from_hf(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
         """Base model, then the head. With `src.head_optional` (init_from), head tensors the file lacks are
         left out (they are made fresh) instead of failing."""
-        layout, shapes = self.heads[cfg.head], zoo_shapes(cfg)
+        layout, shapes = self.heads[cfg.head.name], zoo_shapes(cfg)
         out = self.read_first(src, cfg)
         out.update(load(self.tensor_map(cfg), src, {k: s for k, s in shapes.items() if k not in out}, cfg))
         before = len(src.missing)
@@ -177,10 +183,10 @@ class Family:
 
     def state_to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
         """The class's names: a bare model (head none) stores its base without the prefix, as transformers."""
-        prefix, layout = self.base_prefix(cfg), self.heads[cfg.head]
+        prefix, layout = self.base_prefix(cfg), self.heads[cfg.head.name]
         return {**save(self.tensor_map(cfg), state, cfg, prefix), **layout.to_hf(state, cfg, prefix)}
 
     def base_prefix(self, cfg: ModelConfig) -> str:
         """What the base model's tensor names start with in the class `cfg.head` exports ("" when bare)."""
-        layout = self.heads[cfg.head]
+        layout = self.heads[cfg.head.name]
         return "" if layout.bare else self.prefixes[0] if layout.prefix is None else layout.prefix

@@ -105,7 +105,8 @@ class Gemma2(Gemma):
         caps = [hf.get(key, default) for key, default in self.softcaps.items()]
         return {**more, "mixer.scale": None if scalar == more["head_dim"] else float(scalar) ** -0.5,
                 "mixer.softcap": None if caps[0] is None else float(caps[0]),
-                "final_softcap": None if caps[1] is None else float(caps[1]), **window}, checks
+                **self.lm_keys(hf, {"head.softcap": None if caps[1] is None else float(caps[1])}),
+                **window}, checks
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
         mixer = cfg.mixer
@@ -114,7 +115,8 @@ class Gemma2(Gemma):
             scalar = round(scalar)
         return {
             **super().more_to_hf(cfg), "hidden_act": "gelu_pytorch_tanh", "query_pre_attn_scalar": scalar,
-            "attn_logit_softcapping": mixer.softcap, "final_logit_softcapping": cfg.final_softcap,
+            "attn_logit_softcapping": mixer.softcap,
+            "final_logit_softcapping": getattr(cfg.head, "softcap", None),  # the LM's; another head has none
             # a model without local layers still needs a window: transformers builds the sliding mask anyway
             "sliding_window": cfg.max_seq_len if mixer.sliding_window is None else mixer.sliding_window,
             "layer_types": layer_types(cfg),

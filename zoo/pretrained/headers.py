@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from zoo.config import ModelConfig
+from zoo.config import ModelConfig, value_at
 from zoo.pretrained.io import INDEX_FILES, WEIGHT_FILES, shard_names
 from zoo.pretrained.tensor_map import Op, ShapeMismatch
 
@@ -76,7 +76,7 @@ def _config_key(family, keys: Iterable[str], cfg: ModelConfig) -> tuple[str, str
     """(zoo key, how config.json spells it) for the first of `keys` the family reads: `num_hidden_layers=2
     (model.n_layers)`; a key config.json does not hold is named as zoo's."""
     table = {k.zoo: k.hf for k in family.keys}
-    key = next((k for k in keys if k in table and getattr(cfg, k) is not None), next(iter(keys)))
+    key = next((k for k in keys if k in table and value_at(cfg, k) is not None), next(iter(keys)))
     hf = table.get(key)
     return key, f"config.json {hf}" if hf else f"model.{key}"
 
@@ -116,7 +116,8 @@ def size_keys(cfg: ModelConfig) -> list[tuple[tuple[str, ...], int]]:
     return [(("d_model",), cfg.d_model), (("vocab_size",), cfg.vocab_size), (("d_ff",), cfg.ffn_dim),
             *(own_heads if cfg.head_dim is not None else []),
             (("n_kv_heads", "n_heads"), cfg.kv_heads * cfg.head_size), (("max_seq_len",), cfg.max_seq_len),
-            (("type_vocab_size",), cfg.type_vocab_size), (("num_labels",), cfg.num_labels),
+            (("type_vocab_size",), cfg.type_vocab_size),
+            *([(("head.num_labels",), cfg.head.num_labels)] if hasattr(cfg.head, "num_labels") else []),
             (("moe.expert_d_ff", "d_ff"), moe.get("expert_d_ff") or cfg.ffn_dim),
             (("moe.n_experts",), moe.get("n_experts") or -1)]
 
@@ -128,7 +129,7 @@ def _named(family, keys: tuple[str, ...], cfg: ModelConfig) -> str:
         return f"model.{keys[0]}={cfg.moe[keys[0][4:]]}"
     keys = tuple(k for k in keys if not k.startswith("moe."))
     key, spelled = _config_key(family, keys, cfg)
-    return f"{spelled}={getattr(cfg, key)} (model.{key})"
+    return f"{spelled}={value_at(cfg, key)} (model.{key})"
 
 
 def explained(err: ShapeMismatch, family, cfg: ModelConfig) -> ValueError:

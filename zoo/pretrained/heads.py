@@ -12,7 +12,8 @@ from typing import Any
 import torch
 
 from zoo.config import ModelConfig
-from zoo.modules.heads import HEADS, NO_POOLER
+from zoo.modules.head_settings import HEAD
+from zoo.modules.heads import NO_POOLER
 from zoo.pretrained.tensor_map import HFTensors, load, save
 
 # transformers class-name suffix -> zoo model.head (a family's class is its `class_prefix` + a suffix)
@@ -39,7 +40,7 @@ class HeadLayout:
     proj: str | None = None  # Linear -> head.proj (classifier / token_classifier / qa)
     proj_bias: bool = True  # whether the projection has a bias (a decoder's `score` has none)
     pooler: str | None = None  # dense before the projection (or a bare model's pooler) -> head.pool
-    activation: str | None = None  # the pooler's activation -> model.head_pooler
+    activation: str | None = None  # the pooler's activation -> model.head.pooler
     pooler_optional: bool = False  # a bare model keeps the pooler only when its file has one
     bare: bool = False  # the class is the base model itself: its tensors are stored without the prefix
     prefix: str | None = None  # the class's base-model prefix when not the
@@ -48,11 +49,15 @@ class HeadLayout:
     unused: Mapping[str, str] = field(default_factory=dict)  # tensors the class has and zoo does not use
 
     def config(self, hf: Mapping[str, Any], family: Any) -> dict[str, Any]:
-        """The model config keys of this head read from config.json `hf`."""
-        keys: dict[str, Any] = {"head": self.head, "num_labels": num_labels(hf),
-                                "head_proj_bias": self.proj_bias,
-                                "head_pooler": self.activation if self.pooler else NO_POOLER}
-        return {k: v for k, v in keys.items() if k == "head" or k in HEADS.get(self.head).reads}
+        """The model config keys of this head read from config.json `hf`, as dotted paths ("head.pooler")."""
+        return self.head_keys({"num_labels": num_labels(hf), "proj_bias": self.proj_bias,
+                               "pooler": self.activation if self.pooler else NO_POOLER})
+
+    def head_keys(self, keys: Mapping[str, Any]) -> dict[str, Any]:
+        """{"head": name, "head.<key>": value} for the keys of `keys` this head reads (a bare model has no
+        num_labels, an LM no pooler)."""
+        reads = HEAD.keys(self.head)
+        return {"head": self.head, **{f"head.{k}": v for k, v in keys.items() if k in reads}}
 
     def origins(self) -> dict[str, str]:
         """zoo tensor -> the tensor of the transformers class it is (layout names)."""
@@ -62,8 +67,8 @@ class HeadLayout:
 
     def fitted(self, cfg: ModelConfig, has_pooler: bool) -> ModelConfig:
         """`cfg` for weights with or without a pooler: a bare model whose file has none gets none."""
-        if self.pooler_optional and not has_pooler and cfg.head_pooler != NO_POOLER:
-            return ModelConfig.from_dict({**cfg.to_dict(), "head_pooler": NO_POOLER})
+        if self.pooler_optional and not has_pooler and cfg.head.pooler != NO_POOLER:
+            return cfg.with_head(pooler=NO_POOLER)
         return cfg
 
     def has_pooler(self, src: HFTensors) -> bool:
@@ -103,8 +108,8 @@ def label_maps(names: Sequence[str] | None, n: int, where: str) -> dict[str, Any
     """config.json's id2label / label2id for `n` classes named `names` (transformers' LABEL_i when None)."""
     names = list(names) if names is not None else [f"LABEL_{i}" for i in range(n)]
     if len(names) != n:
-        raise ValueError(f"{where}: {len(names)} label names {names[:6]} for a head of model.num_labels={n}; "
-                         f"give one name per class.")
+        raise ValueError(f"{where}: {len(names)} label names {names[:6]} for a head of "
+                         f"model.head.num_labels={n}; give one name per class.")
     if len(set(names)) != n:
         raise ValueError(f"{where}: label names {names} repeat a name; label2id needs each name once.")
     return {"id2label": {str(i): name for i, name in enumerate(names)},

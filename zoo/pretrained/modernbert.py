@@ -7,11 +7,11 @@ local_attention // 2, which is zoo's bidirectional `model.mixer.sliding_window`.
 the global layers' (160000) is `model.positional.base`, the local ones' (10000) `model.positional.local_base`;
 both unscaled. The masked-LM head is dense (bias:
 `classifier_bias`), `classifier_activation`, LayerNorm, then the decoder tied to the token table, whose own
-bias (`decoder_bias`) is zoo's `head_bias`. The sequence-classification, token-classification and QA classes
-run that same dense + activation + LayerNorm (`head`) before their `classifier`: zoo's `head_dense`, on the
-vector pooled by `classifier_pooling` (cls: the first position, mean: the mean of the real tokens; zoo's
-`head_pool` first | mean) or at every position. The multiple-choice class is refused (zoo has no such
-head)."""
+bias (`decoder_bias`) is zoo's `model.head.bias`. The sequence-classification, token-classification and QA
+classes run that same dense + activation + LayerNorm (`head`) before their `classifier`: zoo's
+`model.head.dense`, on the vector pooled by `classifier_pooling` (cls: the first position, mean: the mean of
+the real tokens; zoo's `model.head.pool` first | mean) or at every position. The multiple-choice class is
+refused (zoo has no such head)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ import torch
 
 from zoo.config import ModelConfig
 from zoo.modules.feedforward import ACTIVATIONS
-from zoo.modules.heads import HEADS
 from zoo.pretrained.bert import MaskedLMLayout
 from zoo.pretrained.config_map import PLAIN, PLAIN_ROPE, Key, Rope
 from zoo.pretrained.family import Checks, Family
@@ -64,8 +63,8 @@ LAYER = {"norm_self.{p}": "attn_norm.{p}", "self_attn.qkv.{p}": "attn.Wqkv.{p}",
          "ffn.down.{p}": "mlp.Wo.{p}"}
 SAME_BIAS = ("mlp_bias", "norm_bias", "classifier_bias")  # zoo's one `bias` is attention_bias too
 SPELLED = {zoo: hf for hf, zoo in reversed(list(PLAIN.items()))}  # zoo activation -> its first HF name
-POOLING = {"cls": None, "mean": "mean"}  # classifier_pooling -> model.head_pool (None: an encoder's first)
-POOLED_AS = {None: "cls", "first": "cls", "mean": "mean"}  # model.head_pool -> classifier_pooling
+POOLING = {"cls": None, "mean": "mean"}  # classifier_pooling -> model.head.pool (None: an encoder's first)
+POOLED_AS = {None: "cls", "first": "cls", "mean": "mean"}  # model.head.pool -> classifier_pooling
 
 
 @dataclass(frozen=True)
@@ -74,10 +73,9 @@ class DenseHeadLayout(HeadLayout):
     `head.norm`, dropout, then `classifier`; the sequence classifier first pools by classifier_pooling."""
 
     def config(self, hf: Mapping[str, Any], family: Any) -> dict[str, Any]:
-        keys = {**super().config(hf, family), "head_dense": True,
-                "head_activation": PLAIN.get(hf.get("classifier_activation", "gelu")),
-                "head_pool": POOLING.get(hf.get("classifier_pooling", "cls"))}
-        return {k: v for k, v in keys.items() if k == "head" or k in HEADS.get(self.head).reads}
+        return {**super().config(hf, family), **self.head_keys({
+            "dense": True, "activation": PLAIN.get(hf.get("classifier_activation", "gelu")),
+            "pool": POOLING.get(hf.get("classifier_pooling", "cls"))})}
 
     def origins(self) -> dict[str, str]:
         parts = (("transform", "dense"), ("transform_norm", "norm"))
@@ -123,8 +121,8 @@ class ModernBert(Family):
 
     def lm_config(self, hf: Mapping[str, Any]) -> dict[str, Any]:
         """The masked-LM head's keys (a bare model has none of them)."""
-        return {"head_transform": True, "head_bias": hf.get("decoder_bias", True),
-                "head_activation": PLAIN.get(hf.get("classifier_activation", "gelu")),
+        return {"head.transform": True, "head.bias": hf.get("decoder_bias", True),
+                "head.activation": PLAIN.get(hf.get("classifier_activation", "gelu")),
                 "tie_embeddings": hf.get("tie_word_embeddings", True)}
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
@@ -153,7 +151,7 @@ class ModernBert(Family):
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
         window, types = cfg.mixer.sliding_window, layer_types(cfg)
-        head_activation = cfg.head_activation or plain_activation_name(cfg.activation)
+        head_activation = getattr(cfg.head, "activation", None) or plain_activation_name(cfg.activation)
         rope = self.rope.to_hf(cfg)["rope_parameters"]
         # transformers 4.x reads only global_attn_every_n_layers (global layers 0, k, 2k, ...) and the thetas
         every = next((k for k in range(1, len(types) + 1)
@@ -163,6 +161,7 @@ class ModernBert(Family):
                 "local_attention": 128 if window is None else 2 * window,
                 **({} if every is None else {"global_attn_every_n_layers": every}),
                 **{key: cfg.bias for key in SAME_BIAS}, "mlp_dropout": cfg.dropout,
-                "decoder_bias": cfg.head_bias, "tie_word_embeddings": cfg.tie_embeddings,
+                "decoder_bias": getattr(cfg.head, "bias", False), "tie_word_embeddings": cfg.tie_embeddings,
                 "classifier_activation": SPELLED.get(head_activation, "gelu"),
-                "classifier_pooling": POOLED_AS.get(cfg.head_pool, "cls"), "classifier_dropout": cfg.dropout}
+                "classifier_pooling": POOLED_AS.get(getattr(cfg.head, "pool", None), "cls"),
+                "classifier_dropout": cfg.dropout}

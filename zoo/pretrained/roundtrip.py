@@ -12,8 +12,8 @@ from typing import Any
 import torch
 
 from zoo.config import ModelConfig
-from zoo.models.head_keys import without_foreign_keys
 from zoo.modules.feedforward import ACTIVATIONS, plain_activation
+from zoo.modules.head_settings import HEAD
 from zoo.modules.moe import moe_settings
 from zoo.modules.residual import uses_final_norm
 
@@ -22,10 +22,9 @@ NOT_IN_THE_MODEL = frozenset({"init_std", "dropout", "attn_dropout"})
 
 
 def effective(cfg: ModelConfig) -> dict[str, Any]:
-    """The config with every default resolved (d_ff=None and d_ff=ffn_ratio*d_model build the same model) and
-    the keys its head does not read left out; parts as dotted paths ("positional.scaling.factor"), the layer
-    pattern as what each layer is."""
-    cfg = without_foreign_keys(cfg)
+    """The config with every default resolved (d_ff=None and d_ff=ffn_ratio*d_model build the same model);
+    parts as dotted paths ("positional.scaling.factor", "head.pool"), the layer pattern as what each layer
+    is."""
     data = cfg.to_dict()
     data["mixer"]["qkv_bias"] = cfg.use_qkv_bias
     if "sliding_window" in data["mixer"] and not any(map(cfg.layer_is_local, range(_depth(cfg)))):
@@ -34,10 +33,9 @@ def effective(cfg: ModelConfig) -> dict[str, Any]:
         data["mixer"].pop("qk_norm_scope", None)  # no qk norm: no scope
     out: dict[str, Any] = {}
     for key, value in data.items():  # in the order of the fields, parts in their place
-        out.update(_paths(key, value) if key in ("positional", "mixer") else {key: value})
+        out.update(_paths(key, value) if key in ("positional", "mixer", "head") else {key: value})
     out.update(d_ff=cfg.ffn_dim, n_kv_heads=cfg.kv_heads, head_dim=cfg.head_size,
                decoder_start_id=cfg.start_id, final_norm=uses_final_norm(cfg),
-               head_activation=_head_activation(cfg),
                encoder_layers=cfg.n_encoder_layers, decoder_layers=cfg.n_decoder_layers,
                layer_pattern=Layers.of(cfg))
     out.update(head_settings(cfg))
@@ -98,9 +96,9 @@ class Computed:
 
 def _head_activation(cfg: ModelConfig) -> Computed | None:
     """The head transform's activation (None without a transform)."""
-    if not (cfg.head_transform or cfg.head_dense):
+    if not (getattr(cfg.head, "transform", False) or getattr(cfg.head, "dense", False)):
         return None
-    name = cfg.head_activation or cfg.activation
+    name = cfg.head.activation or cfg.activation
     act = ACTIVATIONS.get(name)
     return Computed(plain_activation(name).fn, act.plain if act.gated else name)
 
@@ -119,16 +117,18 @@ MOE_TRAINING_ONLY = frozenset({"balance", "aux_coef", "z_coef", "capacity_factor
 
 
 def head_settings(cfg: ModelConfig) -> dict[str, Any]:
-    """The head's pooling, pooler and projection bias as its module resolves them (null means a default that
-    depends on the head and the stack), for the keys the head reads."""
+    """The head's pooling, pooler, projection bias and transform activation as its module resolves them (null
+    means a default that depends on the head and the stack), as dotted paths, for the keys the head reads."""
     from zoo.models import build_model
 
     with torch.device("meta"):
         head = build_model(cfg).head
     proj = getattr(head, "proj", None)
-    resolved = {"head_pool": getattr(head, "pooling", None), "head_pooler": getattr(head, "pooler", None),
-                "head_proj_bias": None if proj is None else proj.bias is not None}
-    return {k: v for k, v in resolved.items() if k in type(head).reads}
+    resolved = {"pool": getattr(head, "pooling", None), "pooler": getattr(head, "pooler", None),
+                "proj_bias": None if proj is None else proj.bias is not None,
+                "activation": _head_activation(cfg)}
+    reads = HEAD.keys(cfg.head.name)
+    return {f"head.{k}": v for k, v in resolved.items() if k in reads}
 
 
 def check_roundtrip(cfg: ModelConfig, read_back: ModelConfig, model_type: str,

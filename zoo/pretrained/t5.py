@@ -6,7 +6,7 @@ The LM head: T5 v1.0 ties it to the token table and multiplies the decoder outpu
 v1.1 has its own head and no such scale. transformers 4 tells them apart by `tie_word_embeddings`;
 transformers 5 always writes `tie_word_embeddings: true`, keeps the scale in `scale_decoder_outputs` and
 leaves the head untied when the checkpoint holds a different `lm_head.weight`. zoo reads both as tied and
-scaled (`head_scale`), or untied and unscaled.
+scaled (`model.head.scale`), or untied and unscaled.
 
 Classes (`ARCH_CLASSES`): T5ForConditionalGeneration (the LM), T5Model (bare: the decoder's hidden states and
 the encoder's), and the encoder alone as a zoo encoder with T5's relative bias: T5EncoderModel (bare) and
@@ -145,7 +145,8 @@ class T5(Family):
         return {name: head for (_, head), name in ARCH_CLASSES.items()}
 
     def head_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
-        named = ARCH_CLASSES.get((cfg.arch, cfg.head)) or self.class_for(cfg.head)  # else: the round trip
+        # a pair zoo's classes do not hold: the head's class, and the round trip names the rest
+        named = ARCH_CLASSES.get((cfg.arch, cfg.head.name)) or self.class_for(cfg.head.name)
         return {**super().head_to_hf(cfg), "architectures": [named]}
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
@@ -164,7 +165,7 @@ class T5(Family):
         checks = {"num_layers >= 1": (layers >= 1, True),
                   "num_decoder_layers >= 1": (decoder_layers >= 1, True)}
         return {"arch": arch, **depth, "activation": _activation(hf), "tie_embeddings": tied,
-                "head_scale": settings["d_model"] ** -0.5 if tied else None}, checks
+                **self.lm_keys(hf, {"head.scale": settings["d_model"] ** -0.5 if tied else None})}, checks
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
         proj, act, gated = _TO_HF.get(cfg.activation, _TO_HF["relu"])  # another one: the round trip names it

@@ -118,7 +118,7 @@ def served_model(model, tokenizer, name: str, *, max_batch: int = 64, max_queue:
     config = model.config
     if not getattr(model, "causal_lm", False):
         raise ValueError(f"serve.py serves decoder language models (arch=decoder, head=lm); this model is "
-                         f"arch={config.arch!r}, head={config.head!r}.")
+                         f"arch={config.arch!r}, head={config.head.name!r}.")
     # a positional scheme whose cached keys go stale past a length (LongRoPE switches to its long factors)
     # would need the running batch re-prefilled there; the server does not, so it serves up to that length
     stale = model.positions.stale_after

@@ -59,7 +59,7 @@ class Task:
     # ------------------------------------------------------------------------------- config
     def is_default_for(self, cfg: ModelConfig) -> bool:
         """Whether task=auto trains this task for `cfg`."""
-        return self.auto and cfg.arch in self.archs and cfg.head == self.head
+        return self.auto and cfg.arch in self.archs and cfg.head.name == self.head
 
     def check_model(self, cfg: ModelConfig) -> None:
         """Raise ValueError unless this task trains `cfg`'s architecture and head, then check the model as
@@ -67,11 +67,11 @@ class Task:
         if cfg.arch not in self.archs:
             raise ValueError(f"task={self.name} needs model.arch in {list(self.archs)}, "
                              f"but model.arch={cfg.arch}")
-        if cfg.head != self.head:
+        if cfg.head.name != self.head:
             other = [t.name for t in all_tasks() if t.is_default_for(cfg)]
             hint = f" (that trains task={other[0]})" if other else ""
             raise ValueError(f"task={self.name} needs model.head={self.head}, "
-                             f"but model.head={cfg.head}{hint}")
+                             f"but model.head={cfg.head.name}{hint}")
         check_config(cfg)
 
     def check_label_smoothing(self, value: float) -> None:
@@ -202,9 +202,9 @@ def default_task(cfg: ModelConfig) -> Task:
         return found[0]
     if found:  # a registry mistake, not a user's
         raise ValueError(f"tasks {[t.name for t in found]} all claim model.arch={cfg.arch} with "
-                         f"model.head={cfg.head} for task=auto; set auto = False on all but one")
-    check_config(cfg)  # an unknown arch or a head the arch cannot carry says so itself
-    raise ValueError(f"task=auto: no task trains model.arch={cfg.arch} with model.head={cfg.head} "
+                         f"model.head={cfg.head.name} for task=auto; set auto = False on all but one")
+    check_config(labels_to_come(cfg))  # an unknown arch or a head the arch cannot carry says so itself
+    raise ValueError(f"task=auto: no task trains model.arch={cfg.arch} with model.head={cfg.head.name} "
                      f"by default; name one: task={'|'.join(TASKS.names())}")
 
 
@@ -228,20 +228,27 @@ class StreamTask(Task):
         return {split: entry.arrays[f"{split}.tokens"].ids for split in ("train", "val")}
 
 
+def labels_to_come(cfg: ModelConfig) -> ModelConfig:
+    """`cfg` with 1 standing in for a num_labels the data has yet to set (0), on a head that reads it; other
+    heads (lm, qa, ...) have no num_labels and are returned as they are."""
+    return cfg.with_head(num_labels=1) if getattr(cfg.head, "num_labels", None) == 0 else cfg
+
+
 class LabelledTask(Task):
     """A task whose data names its labels (classification's classes, token classification's tags: the
-    tokenizer's `label_names`) and so sets model.num_labels."""
+    tokenizer's `label_names`) and so sets model.head.num_labels."""
 
     label_kind = "labels"  # what the data's labels are called in errors
 
     def check_model(self, cfg: ModelConfig) -> None:
-        """model.num_labels may still be 0: the data gives it (model_config); the rest is checked now."""
-        super().check_model(dataclasses.replace(cfg, num_labels=cfg.num_labels or 1))
+        """model.head.num_labels may still be 0: the data gives it (model_config); the rest is checked now."""
+        super().check_model(labels_to_come(cfg))
 
     def model_config(self, cfg: ModelConfig, tokenizer) -> ModelConfig:
         """num_labels from the data's label names; a num_labels the user set must match them."""
         found = len(tokenizer.label_names)
-        if cfg.num_labels and cfg.num_labels != found:
-            raise ValueError(f"model.num_labels={cfg.num_labels} but the data has {found} {self.label_kind} "
-                             f"{tokenizer.label_names}; leave model.num_labels unset (the data sets it)")
-        return super().model_config(cfg, tokenizer)
+        if cfg.head.num_labels and cfg.head.num_labels != found:
+            raise ValueError(f"model.head.num_labels={cfg.head.num_labels} but the data has {found} "
+                             f"{self.label_kind} {tokenizer.label_names}; leave model.head.num_labels unset "
+                             "(the data sets it)")
+        return super().model_config(cfg.with_head(num_labels=found), tokenizer)

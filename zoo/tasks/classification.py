@@ -52,7 +52,8 @@ class Classification(LabelledTask):
             predicted += out.logits.argmax(-1).tolist()  # logits (B, num_labels)
             labels += batch["labels"].tolist()
         return {"loss": nll.loss, "accuracy": accuracy(predicted, labels),
-                "macro_f1": macro_f1(predicted, labels, model.config.num_labels), "examples": len(labels)}
+                "macro_f1": macro_f1(predicted, labels, model.config.head.num_labels),
+                "examples": len(labels)}
 
     def samples(self, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:
         """Predicted and true label of the first validation examples."""

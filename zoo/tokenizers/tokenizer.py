@@ -272,9 +272,6 @@ def read_json(path: Path, what: str = "metadata") -> Any:
 
 
 def model_overrides(tokenizer: ZooTokenizer) -> dict[str, int]:
-    """Model-config fields that come from the tokenizer (``num_labels`` for classification data)."""
-    # pad/bos/eos (+ decoder start)
-    out = {"vocab_size": tokenizer.vocab_size, **tokenizer.specials.model_ids()}
-    if tokenizer.label_names is not None:
-        out["num_labels"] = len(tokenizer.label_names)
-    return out
+    """Model-config fields that come from the tokenizer: the vocabulary size and special ids (a labelled
+    task sets its head's num_labels from `label_names` itself)."""
+    return {"vocab_size": tokenizer.vocab_size, **tokenizer.specials.model_ids()}  # pad/bos/eos (+ start)

@@ -6,7 +6,6 @@ is read once and kept in the plan."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from zoo.models.vocabulary import settle_keys
 from zoo.options import ANY, BOOL, Options, Rule, any_of, integer, list_of, one_of
 from zoo.registry import unknown_choice_message
 from zoo.tasks import TASKS, Task, check_task_settings, default_task
+from zoo.tasks.base import labels_to_come
 from zoo.training.distributed import check_parts
 from zoo.training.monitor import check_monitor
 from zoo.training.optim import check_optim_with_trainer, check_optimizer_model, lr_multiplier
@@ -180,7 +180,7 @@ def prepare(cfg: DictConfig) -> Plan:
         check_fits(model)  # before the meta build below, which no memory bounds
         # the data sets a classifier's num_labels; 1 stands in for it while the finetune names are checked
         meta = check_finetune_cfg(resolved.get("finetune") or {"name": "full"},
-                                  dataclasses.replace(model, num_labels=model.num_labels or 1), init)
+                                  labels_to_come(model), init)
         check_optimizer_model(meta, resolved["optim"])  # muon needs hidden matrices that train
         task.check_label_smoothing(resolved["label_smoothing"])
         check_task_settings(resolved, task)  # dpo.*: checked by task=dpo, refused for other tasks

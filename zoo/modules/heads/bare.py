@@ -1,5 +1,5 @@
 """head=none: a bare base model (transformers' BertModel, GPT2Model, LlamaModel): no output projection; the
-model gives its last hidden states, and with a pooler (model.head_pooler) BertModel's `pooler_output`."""
+model gives its last hidden states, and with a pooler (model.head.pooler) BertModel's `pooler_output`."""
 
 from __future__ import annotations
 
@@ -9,16 +9,15 @@ import torch
 from torch import nn
 
 from zoo.modules.heads.base import HeadOutput, register_head
-from zoo.modules.heads.pooling import NO_POOLER, POOLING, PoolingHead
+from zoo.modules.heads.pooling import NO_POOLER, PoolingHead
 
 
 @register_head("none")
 class BareHead(PoolingHead):
-    """No tensors unless model.head_pooler names an activation: then `pool` (dense) + activation on the
-    pooled position (model.head_pool: an encoder's first, a decoder's last real token) is `pooler_output`
+    """No tensors unless model.head.pooler names an activation: then `pool` (dense) + activation on the
+    pooled position (model.head.pool: an encoder's first, a decoder's last real token) is `pooler_output`
     (BertModel: tanh(dense(x[:, 0])))."""
 
-    options = POOLING
     targets = ()
 
     def __init__(self, cfg, tokens: nn.Embedding | None = None, *, causal: bool = False) -> None:
@@ -28,10 +27,11 @@ class BareHead(PoolingHead):
     @classmethod
     def check_config(cls, cfg) -> None:
         super().check_config(cfg)
-        if cfg.head_pool is not None and cfg.head_pooler in (None, NO_POOLER):
-            raise ValueError(f"model.head_pool={cfg.head_pool!r} says where the pooler reads, but "
-                             "model.head=none has no pooler; set model.head_pooler "
-                             "(e.g. tanh, as BertModel) or drop head_pool.")
+        head = cfg.head
+        if head.pool is not None and head.pooler in (None, NO_POOLER):
+            raise ValueError(f"model.head.pool={head.pool!r} says where the pooler reads, but "
+                             "model.head=none has no pooler; set model.head.pooler "
+                             "(e.g. tanh, as BertModel) or drop head.pool.")
 
     def forward(self, x: torch.Tensor, input_ids: torch.Tensor,
                 attention_mask: torch.Tensor | None) -> torch.Tensor | None:

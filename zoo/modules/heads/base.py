@@ -15,7 +15,6 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from zoo.options import Options
 from zoo.registry import Registry
 from zoo.utils import IGNORE_INDEX
 
@@ -55,14 +54,13 @@ def masked_mean_ce(logits: torch.Tensor, targets: torch.Tensor, ignore_index: in
 
 
 class OutputHead(nn.Module):
-    """Base of every head. Subclasses set `options` (and `targets` when they are not `labels`) and implement
+    """Base of every head; its keys are its settings class under `model.head` (zoo.modules.head_settings).
+    Subclasses set `targets` when they are not `labels` and implement
     `outputs` and `loss`; `__init__(cfg, *, tokens, causal)` gets the token table (a tied LM head shares it)
     and whether the stack below is causal: a decoder's summary of a sequence is its last token, an encoder's
     its first, and the defaults of the heads that pool follow transformers' decoders and encoders."""
 
     name: ClassVar[str] = ""
-    options: ClassVar[Options] = Options({})  # the model config keys this head reads, with their rules
-    reads: ClassVar[tuple[str, ...]] = ()  # their names (set by register_head)
     targets: ClassVar[tuple[str, ...]] = ("labels",)  # forward keyword arguments holding its training targets
     predicts_tokens: ClassVar[bool] = False  # its logits are a distribution over the vocabulary (head=lm)
 
@@ -110,7 +108,7 @@ def register_head(name: str):
     """Class decorator: register an OutputHead subclass in HEADS under `name` (its `model.head` value)."""
 
     def add(cls: type[OutputHead]) -> type[OutputHead]:
-        cls.name, cls.reads = name, tuple(cls.options.rules)
+        cls.name = name
         HEADS.register(name, cls)
         return cls
 

@@ -8,39 +8,36 @@ import torch
 from torch import nn
 
 from zoo.modules.heads.base import HeadOutput, OutputHead, masked_mean_ce, register_head
-from zoo.modules.heads.pooling import POOLING, PoolingHead
-from zoo.modules.heads.transform import DENSE, TransformMixin, check_transform
-from zoo.options import COUNT, SWITCH
+from zoo.modules.heads.pooling import PoolingHead
+from zoo.modules.heads.transform import TransformMixin, check_transform
 from zoo.utils import IGNORE_INDEX
 
 
 def check_num_labels(cfg) -> None:
-    if cfg.num_labels < 1:
-        raise ValueError(f"model.head={cfg.head!r} needs model.num_labels >= 1 "
-                         f"(the data sets it in training), got {cfg.num_labels}.")
+    if cfg.head.num_labels < 1:
+        raise ValueError(f"model.head={cfg.head.name} needs model.head.num_labels >= 1 "
+                         f"(the data sets it in training), got {cfg.head.num_labels}.")
 
 
 def projection_bias(cfg, default: bool) -> bool:
-    """model.head_proj_bias, or the head's default when it is null."""
-    return default if cfg.head_proj_bias is None else cfg.head_proj_bias
+    """model.head.proj_bias, or the head's default when it is null."""
+    return default if cfg.head.proj_bias is None else cfg.head.proj_bias
 
 
 @register_head("classifier")
 class ClassifierHead(TransformMixin, PoolingHead):
     """Sequence classification, as transformers' *ForSequenceClassification: pool (an encoder its first
-    position, a decoder its last real token, or the mean of the real tokens; model.head_pool), the pooler
+    position, a decoder its last real token, or the mean of the real tokens; model.head.pool), the pooler
     dense + activation (encoders' default tanh as BERT/RoBERTa, relu is DistilBERT's; decoders' default
-    none), the transform if model.head_dense (dense + activation + norm: ModernBERT's), dropout, then
-    `proj` to num_labels (with a bias on an encoder; a decoder's `score` has none; model.head_proj_bias)."""
-
-    options = POOLING.extended({**DENSE.rules, "num_labels": COUNT, "head_proj_bias": SWITCH})
+    none), the transform if model.head.dense (dense + activation + norm: ModernBERT's), dropout, then
+    `proj` to num_labels (with a bias on an encoder; a decoder's `score` has none; model.head.proj_bias)."""
 
     def __init__(self, cfg, tokens: nn.Embedding | None = None, *, causal: bool = False) -> None:
         super().__init__()
         self.init_pooler(cfg, causal=causal, default_pooler="none" if causal else "tanh")
-        self.init_transform(cfg, cfg.head_dense)
+        self.init_transform(cfg, cfg.head.dense)
         self.drop = nn.Dropout(cfg.dropout)
-        self.proj = nn.Linear(cfg.d_model, cfg.num_labels, bias=projection_bias(cfg, default=not causal))
+        self.proj = nn.Linear(cfg.d_model, cfg.head.num_labels, bias=projection_bias(cfg, default=not causal))
 
     @classmethod
     def check_config(cls, cfg) -> None:
@@ -50,7 +47,7 @@ class ClassifierHead(TransformMixin, PoolingHead):
 
     @classmethod
     def label_classes(cls, cfg) -> int:
-        return cfg.num_labels
+        return cfg.head.num_labels
 
     @classmethod
     def target_shape(cls, ids_shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -74,17 +71,15 @@ class ClassifierHead(TransformMixin, PoolingHead):
 @register_head("token_classifier")
 class TokenClassifierHead(TransformMixin, OutputHead):
     """Per-token classification (NER), as transformers' *ForTokenClassification: the transform if
-    model.head_transform (ModernBERT's dense + activation + norm), dropout, then `proj` to num_labels at every
-    position (with a bias unless model.head_proj_bias=false). Labels (B, T), -100 not counted (sub-tokens
+    model.head.dense (ModernBERT's dense + activation + norm), dropout, then `proj` to num_labels at every
+    position (with a bias unless model.head.proj_bias=false). Labels (B, T), -100 not counted (sub-tokens
     after a word's first, padding); no shift."""
-
-    options = DENSE.extended({"num_labels": COUNT, "head_proj_bias": SWITCH})
 
     def __init__(self, cfg, tokens: nn.Embedding | None = None, *, causal: bool = False) -> None:
         super().__init__()
-        self.init_transform(cfg, cfg.head_dense)
+        self.init_transform(cfg, cfg.head.dense)
         self.drop = nn.Dropout(cfg.dropout)
-        self.proj = nn.Linear(cfg.d_model, cfg.num_labels, bias=projection_bias(cfg, default=True))
+        self.proj = nn.Linear(cfg.d_model, cfg.head.num_labels, bias=projection_bias(cfg, default=True))
 
     @classmethod
     def check_config(cls, cfg) -> None:
@@ -93,7 +88,7 @@ class TokenClassifierHead(TransformMixin, OutputHead):
 
     @classmethod
     def label_classes(cls, cfg) -> int:
-        return cfg.num_labels
+        return cfg.head.num_labels
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.proj(self.drop(self.transformed(x)))  # (B, T, C) -> (B, T, num_labels)

@@ -7,32 +7,28 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo.modules.heads.base import HeadOutput, OutputHead, masked_mean_ce, register_head
-from zoo.modules.heads.transform import TRANSFORM, TransformMixin, check_transform
-from zoo.options import BOOL, positive_scale
+from zoo.modules.heads.transform import TransformMixin, check_transform
 from zoo.utils import IGNORE_INDEX
 
 
 @register_head("lm")
 class LMHead(TransformMixin, OutputHead):
     """(B, T, C) -> logits (B, T, V); softmax of these is the next-token (or masked-token) distribution.
-    Optional BERT-style transform (dense, activation, norm) first; its activation is model.head_activation, by
+    Optional BERT-style transform (dense, activation, norm) first; its activation is model.head.activation, by
     default the plain form of the FFN's (a SwiGLU FFN gives a SiLU transform); weight tied to the token table
-    if asked; `model.head_scale` multiplies the projection's input (T5's tied head: d_model ** -0.5);
-    `model.final_softcap` squashes the logits into (-c, c) with c * tanh(logits / c) (Gemma 2)."""
+    if asked; `model.head.scale` multiplies the projection's input (T5's tied head: d_model ** -0.5);
+    `model.head.softcap` squashes the logits into (-c, c) with c * tanh(logits / c) (Gemma 2)."""
 
     predicts_tokens = True
 
-    options = TRANSFORM.extended({"head_bias": BOOL, "head_scale": positive_scale(),
-                                  "final_softcap": positive_scale(), "tie_embeddings": BOOL})
-
     def __init__(self, cfg, tokens: nn.Embedding, *, causal: bool = True) -> None:
         super().__init__()
-        self.init_transform(cfg, cfg.head_transform)
-        self.proj = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.head_bias)
+        self.init_transform(cfg, cfg.head.transform)
+        self.proj = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.head.bias)
         if cfg.tie_embeddings:
             self.proj.weight = tokens.weight
-        self.scale = cfg.head_scale
-        self.softcap = cfg.final_softcap
+        self.scale = cfg.head.scale
+        self.softcap = cfg.head.softcap
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.transformed(x)

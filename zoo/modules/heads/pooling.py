@@ -1,5 +1,5 @@
-"""How a head sums a sequence up in one vector: the position it pools, or the mean (model.head_pool), and the
-optional dense + activation on it (model.head_pooler): BERT's pooler, RoBERTa's and DistilBERT's classifier
+"""How a head sums a sequence up in one vector: the position it pools, or the mean (model.head.pool), and the
+optional dense + activation on it (model.head.pooler): BERT's pooler, RoBERTa's and DistilBERT's classifier
 dense."""
 
 from __future__ import annotations
@@ -11,12 +11,11 @@ from torch import nn
 
 from zoo.modules.feedforward import ACTIVATIONS
 from zoo.modules.heads.base import OutputHead
-from zoo.options import NAME, Options, optional
 from zoo.registry import Registry, unknown_choice_message
 
 Pooling = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None", "int | None"], torch.Tensor]
-POOLINGS: Registry[Pooling] = Registry("pooling", key="model.head_pool")
-NO_POOLER = "none"  # model.head_pooler value: no dense before the projection
+POOLINGS: Registry[Pooling] = Registry("pooling", key="model.head.pool")
+NO_POOLER = "none"  # model.head.pooler value: no dense before the projection
 
 
 @POOLINGS.register("first")
@@ -64,11 +63,10 @@ def default_pooling(causal: bool) -> str:
 
 
 def pooler_names() -> list[str]:
-    """Values model.head_pooler takes: none, or an ungated activation."""
+    """Values model.head.pooler takes: none, or an ungated activation."""
     return [NO_POOLER, *(n for n in ACTIVATIONS.names() if not ACTIVATIONS.get(n).gated)]
 
 
-POOLING = Options({"head_pool": optional(NAME), "head_pooler": optional(NAME)})  # the pooling heads' keys
 
 
 class PoolingHead(OutputHead):
@@ -76,22 +74,23 @@ class PoolingHead(OutputHead):
     `head.pool.weight`, `head.pool.bias` (only with a pooler)."""
 
     def init_pooler(self, cfg, *, causal: bool, default_pooler: str) -> None:
-        self.pooling = cfg.head_pool or default_pooling(causal)
+        self.pooling = cfg.head.pool or default_pooling(causal)
         self.pool_fn = POOLINGS.get(self.pooling)
-        self.pooler = cfg.head_pooler or default_pooler
+        self.pooler = cfg.head.pooler or default_pooler
         self.pool = None if self.pooler == NO_POOLER else nn.Linear(cfg.d_model, cfg.d_model)
         self.pool_activation = None if self.pool is None else ACTIVATIONS.get(self.pooler).fn
         self.pad_id = cfg.pad_id
 
     @classmethod
     def check_config(cls, cfg) -> None:
-        if cfg.head_pool is not None and cfg.head_pool not in POOLINGS:
-            raise ValueError("model.head_pool: "
-                             + unknown_choice_message("pooling", cfg.head_pool, POOLINGS.names())
+        head = cfg.head
+        if head.pool is not None and head.pool not in POOLINGS:
+            raise ValueError("model.head.pool: "
+                             + unknown_choice_message("pooling", head.pool, POOLINGS.names())
                              + " (null: first on an encoder, last on a decoder)")
-        if cfg.head_pooler is not None and cfg.head_pooler not in pooler_names():
-            raise ValueError("model.head_pooler: "
-                             + unknown_choice_message("pooler", cfg.head_pooler, pooler_names())
+        if head.pooler is not None and head.pooler not in pooler_names():
+            raise ValueError("model.head.pooler: "
+                             + unknown_choice_message("pooler", head.pooler, pooler_names())
                              + " (null: the head's default)")
 
     def pooled(self, x: torch.Tensor, input_ids: torch.Tensor,

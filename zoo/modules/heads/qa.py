@@ -10,24 +10,22 @@ from torch import nn
 
 from zoo.modules.heads.base import HeadOutput, OutputHead, masked_mean_ce, register_head
 from zoo.modules.heads.classifier import projection_bias
-from zoo.modules.heads.transform import DENSE, TransformMixin, check_transform
-from zoo.options import SWITCH
+from zoo.modules.heads.transform import TransformMixin, check_transform
 
 
 @register_head("qa")
 class QuestionAnsweringHead(TransformMixin, OutputHead):
-    """The transform if model.head_dense (ModernBERT's dense + activation + norm), then `proj`
+    """The transform if model.head.dense (ModernBERT's dense + activation + norm), then `proj`
     (B, T, C) -> (B, T, 2): logits[..., 0] are the start logits, logits[..., 1] the end logits
-    (bias unless model.head_proj_bias=false). Targets: start_positions, end_positions (B,), token indices;
+    (bias unless model.head.proj_bias=false). Targets: start_positions, end_positions (B,), token indices;
     the loss is the mean of the two cross-entropies, a position >= T not counted (transformers clamps to T and
     ignores T: an answer cut off by truncation); a negative position is refused."""
 
-    options = DENSE.extended({"head_proj_bias": SWITCH})
     targets = ("start_positions", "end_positions")
 
     def __init__(self, cfg, tokens: nn.Embedding | None = None, *, causal: bool = False) -> None:
         super().__init__()
-        self.init_transform(cfg, cfg.head_dense)
+        self.init_transform(cfg, cfg.head.dense)
         self.proj = nn.Linear(cfg.d_model, 2, bias=projection_bias(cfg, default=True))
 
     @classmethod

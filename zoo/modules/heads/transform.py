@@ -1,8 +1,7 @@
-"""The optional transform before a head's projection: dense, activation (model.head_activation, by default the
-ungated form of the FFN's), then the configured norm. The LM head runs it when model.head_transform (BERT's
-masked-LM head); the classifier, token_classifier and qa heads when model.head_dense (ModernBERT runs it
-before every classifier: on the pooled vector, or at every position). Two keys, not one, so that a preset's
-masked-LM transform is not carried into a classifier built from it. Tensors `head.transform.*`,
+"""The optional transform before a head's projection: dense, activation (model.head.activation, by default
+the ungated form of the FFN's), then the configured norm. The LM head runs it when model.head.transform
+(BERT's masked-LM head); the classifier, token_classifier and qa heads when model.head.dense (ModernBERT runs
+it before every classifier: on the pooled vector, or at every position). Tensors `head.transform.*`,
 `head.transform_norm.*`."""
 
 from __future__ import annotations
@@ -12,18 +11,20 @@ from torch import nn
 
 from zoo.modules.feedforward import ACTIVATIONS, plain_activation
 from zoo.modules.norm import make_norm
-from zoo.options import BOOL, NAME, Options, optional
-
-HEAD_ACTIVATION = optional(NAME)  # one rule for every head that reads model.head_activation
-TRANSFORM = Options({"head_transform": BOOL, "head_activation": HEAD_ACTIVATION})  # the LM head's keys
-DENSE = Options({"head_dense": BOOL, "head_activation": HEAD_ACTIVATION})  # the classifier heads' keys
+from zoo.registry import unknown_choice_message
 
 
 def check_transform(cfg) -> None:
     """The transform's activation is applied alone, so it must be ungated."""
-    if cfg.head_activation is not None and ACTIVATIONS.get(cfg.head_activation).gated:
+    activation = cfg.head.activation
+    if activation is None:
+        return
+    if activation not in ACTIVATIONS:
+        raise ValueError("model.head.activation: "
+                         + unknown_choice_message("activation", activation, ACTIVATIONS.names()))
+    if ACTIVATIONS.get(activation).gated:
         plain = [n for n in ACTIVATIONS.names() if not ACTIVATIONS.get(n).gated]
-        raise ValueError(f"model.head_activation={cfg.head_activation!r} is gated; the head transform "
+        raise ValueError(f"model.head.activation={activation!r} is gated; the head transform "
                          f"takes an ungated one: {', '.join(plain)} "
                          "(default: the ungated form of model.activation).")
 
@@ -36,7 +37,7 @@ class TransformMixin:
         if on:
             self.transform = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
             self.transform_norm = make_norm(cfg)
-            self.activation = plain_activation(cfg.head_activation or cfg.activation)
+            self.activation = plain_activation(cfg.head.activation or cfg.activation)
 
     def transformed(self, x: torch.Tensor) -> torch.Tensor:
         """(..., C) -> (..., C): norm(activation(dense(x))), or x without a transform."""
