@@ -17,6 +17,7 @@ import zoo
 from tests.doc_tables import cell, replace_between, rewrite
 from zoo.config import ModelConfig, lay_over, nest_paths
 from zoo.config_moved import MOVED, moved_override, upgrade_saved
+from zoo.modules.head_settings import HEAD
 from zoo.modules.layer_pattern import LayerPattern
 from zoo.modules.mixer_settings import MIXER
 from zoo.modules.positional_settings import POSITIONAL, ROPE_SCALING, Llama3ScalingSettings, RopeSettings
@@ -172,7 +173,7 @@ def test_upgrade_leaves_the_new_layout_alone() -> None:
 def render() -> str:
     """Each part's entries and keys, from the settings classes (the declarations are the source)."""
     rows = ["| part | entry | key | allowed | default |", "|---|---|---|---|---|"]
-    for table in (MIXER, POSITIONAL, ROPE_SCALING):
+    for table in (MIXER, POSITIONAL, ROPE_SCALING, HEAD):
         for entry, keys in table.docs().items():
             if not keys:
                 rows.append(f"| `model.{table.key}` | `{entry}` | (none) | | |")
