@@ -87,7 +87,8 @@ def run(quick: bool = False) -> Section:
     headers = ["batch", "pads", "padded ms", "packed ms (speed-up)", "unpadded linears ms (speed-up)"]
     notes = [
         f"`modernbert_base` with {c.n_layers} layers (global, local, local; d_model {c.d_model}, "
-        f"{c.n_heads} heads, GeGLU {c.d_ff}, window {c.mixer.sliding_window} on either side), B={size['batch']}, "
+        f"{c.n_heads} heads, GeGLU {c.d_ff}, window {c.mixer.sliding_window} on either side), "
+        f"B={size['batch']}, "
         f"T={size['seq']}, head none, fp32, forward under inference_mode; speed-up = padded / side (> 1: "
         "the side is faster).",
         "Every side's hidden states equal the padded forward's at the real tokens (checked before timing).",

@@ -220,7 +220,8 @@ def test_the_command_line_names_an_entry_then_sets_its_keys(overrides, part, wan
 @pytest.mark.parametrize(("overrides", "message"), [
     (["model=bert_small", "model.head={name:classifier,num_labels:2,bias:true}"],
      r"model.head=classifier has no key 'bias'"),
-    (["model=gpt_nano", "model.positional={name:rope,offset:2}"], r"model.positional=rope has no key 'offset'"),
+    (["model=gpt_nano", "model.positional={name:rope,offset:2}"],
+     r"model.positional=rope has no key 'offset'"),
     (["model=gpt_nano", "model.head=classifer"], r"Unknown head 'classifer'"),
 ])
 def test_a_named_entry_with_a_bad_key_is_refused_naming_that_key(overrides, message) -> None:

@@ -226,8 +226,7 @@ MODEL_SPEC = "a preset name, mapping or ModelConfig"  # what `model` may be, in 
 
 FRACTION = within(number(), lambda v: 0 <= v < 1, "in [0, 1)")
 
-# The keys no registry entry owns, and their rules. The keys a named choice's entry reads (a positional
-# scheme's, a RoPE scaling's, a head's) are declared by that entry (its `options`) and checked with these by
+# The spine keys and their rules (a part's keys are its settings class's fields), checked by
 # zoo.models.vocabulary.check_config, once per config: config is data and imports no module it configures.
 MODEL_OPTIONS = Options({
     **{key: NAME for key in ("arch", "ffn", "activation", "norm", "norm_placement")},

@@ -13,7 +13,7 @@ from hydra.core.config_store import ConfigStore
 
 from zoo.config import ModelConfig
 
-PART_FIELDS = ("positional", "mixer", "layer_pattern", "head")  # typed settings: plain data (a name or a mapping)
+PART_FIELDS = ("positional", "mixer", "layer_pattern", "head")  # typed settings: a name or a mapping
 
 
 def model_schema() -> type:

@@ -2,12 +2,11 @@
 
 An `Options` is a mapping key -> `Rule`. Registry entries whose options are keyword parameters (data
 sources, tokenizers, schedules, loggers) declare them by their signature: `Options.of(fn)` reads the names,
-type hints and defaults, so the key list lives in one place, the code that consumes it. Model registry entries
-(a positional scheme, a RoPE scaling, a head) declare the `ModelConfig` keys they read as a class attribute
-`options`; `zoo.models.vocabulary` checks them (docs/design.md, "Config vocabulary"). A key whose value is a
-mapping of its own keys takes `nested(options)`. Errors are ValueError and name the key, the value and what
-is allowed; an unknown key suggests the closest known one. Which entry reads which key, and what happens to a
-key no chosen entry reads, is zoo.owned_keys.Vocabulary's job.
+type hints and defaults, so the key list lives in one place, the code that consumes it; so do the typed
+settings of the model's parts (`Options.of(settings class)`, zoo.parts; docs/design.md, "Config parts"). A key
+whose value is a mapping of its own keys takes `nested(options)`. Errors are ValueError and name the key, the
+value and what is allowed; an unknown key suggests the closest known one. Which entry reads which flat key,
+and what happens to a key no chosen entry reads, is zoo.owned_keys.Vocabulary's job.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Config keys owned by registry entries (`rope_factor` belongs to the RoPE scalings that read it,
-`model.moe.aux_coef` to balance=aux): which keys the chosen entries read, and the one rule for a key none of
-them reads: reset when it came with a preset or a saved config, refused naming its readers when the user gave
-it (`Vocabulary.settle`; docs/design.md, "Config vocabulary"). The rules for single values are
-zoo.options'."""
+"""Flat config keys owned by registry entries (`model.moe` belongs to ffn=moe, `model.moe.aux_coef` to
+balance=aux): which keys the chosen entries read, and the one rule for a key none of them reads: reset when it
+came with a preset or a saved config, refused naming its readers when the user gave it (`Vocabulary.settle`;
+docs/design.md, "Config parts"). The parts with typed settings (zoo.parts) need none of this; what is left
+here goes once the FFN is a part too. The rules for single values are zoo.options'."""
 
 from __future__ import annotations
 

@@ -97,8 +97,8 @@ def test_freeze_embeddings_and_first_layer():
 def test_lora_checkpoint_loads_merged(tmp_path):
     """zoo.load rebuilds the adapters a checkpoint records, loads them and merges (export has no adapters)."""
     from zoo.checkpoint import zoo_section
-    from zoo.modules.lora import lora_record
     from zoo.loader import load
+    from zoo.modules.lora import lora_record
     from zoo.tokenizers.trained import train_char
 
     model = tiny()

@@ -60,7 +60,8 @@ def test_inspect_model_draws_the_new_schemes(tmp_path):
     import inspect_model
 
     overrides = ["model=gpt_nano", "text=a b c d e f g h", "model.mixer.sliding_window=3",
-                 "model.layer_pattern=[local,global]", "model.positional=t5_relative", "model.mixer.softcap=2.0"]
+                 "model.layer_pattern=[local,global]", "model.positional=t5_relative",
+                 "model.mixer.softcap=2.0"]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("inspect_model", overrides=overrides)
     files = inspect_model.inspect(cfg, tmp_path, Console(width=140, file=open(tmp_path / "out.txt", "w")))

@@ -41,8 +41,8 @@ def test_choosing_another_head_leaves_the_presets_head_keys_behind():
 
 
 def test_a_key_of_another_head_is_refused_naming_its_readers():
-    with pytest.raises(ValueError, match=r"model.head=classifier has no key 'transform'. model.head.transform "
-                                         r"is read by head=lm"):
+    with pytest.raises(ValueError, match=r"model.head=classifier has no key 'transform'. "
+                                         r"model.head.transform is read by head=lm"):
         zoo.build("bert_small", head={"name": "classifier", "num_labels": 2, "transform": True}, **SMALL)
     with pytest.raises(ValueError, match=r"model.head=lm has no key 'num_labels'.*head=classifier\|"
                                          r"token_classifier"):

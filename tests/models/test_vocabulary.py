@@ -1,4 +1,4 @@
-"""The config vocabulary (docs/design.md, "Config vocabulary" and "Config parts"): every ModelConfig key has
+"""The config vocabulary (docs/design.md, "Config parts"): every ModelConfig key has
 one declared rule (the spine's, an owner entry's, or a part's typed settings), a config is checked in one pass
 per build, and a key of a positional scheme or RoPE scaling that is not chosen cannot arise: choosing another
 name replaces the subtree a base held (preset, mapping, saved config), and the key given under an entry that

@@ -219,7 +219,7 @@ OVERRIDES = [BadInput(given, message) for given, message in [
 ]]
 
 CHECKED_ELSEWHERE = [
-    # a key only an entry that is not chosen reads (docs/design.md, "Config vocabulary")
+    # a key only an entry that is not chosen reads (docs/design.md, "Config parts")
     BadInput("ckpt_path=<a gpt_nano run's last.ckpt> model.n_heads=4",
              "model.n_heads: checkpoint 2, this run 4",
              "tests/training/test_run.py::test_resume_from_other_architecture_is_refused_before_training"),
@@ -417,8 +417,9 @@ CHECKED_ELSEWHERE = [
              "tests/generation/test_cli_text.py::test_typed_values_read_as_hydra_reads_them"),
     BadInput("serve.py =x (an argument without a key)", "Arguments are key=value, got '=x'",
              "tests/test_cli_args.py::test_an_argument_without_a_key_is_named"),
-    BadInput("generate.py / serve.py / python -m zoo.embedding / export.py / python -m zoo.training.consolidate "
-             "ckpt= (a path key given empty: ckpt, dir, out, hf, folder, input, output, *_file)",
+    BadInput("generate.py / serve.py / python -m zoo.embedding / export.py / python -m "
+             "zoo.training.consolidate ckpt= (a path key given empty: ckpt, dir, out, hf, folder, input, "
+             "output, *_file)",
              "='' is not a non-empty path.",
              "tests/test_cli_args.py::test_the_five_command_lines_word_an_unknown_key_and_a_bad_value_alike"),
     BadInput("python export.py ... modeltype=gpt2 (a key export.py does not have)",

@@ -62,8 +62,9 @@ def check_assistant(target, draft, batch: int, prompt_len: int, max_new_tokens: 
             raise ValueError(
                 f"speculative decoding keeps both caches for the whole run, but the {who}'s "
                 f"model.positional.scaling={model.config.positional.scaling.name} changes its frequencies "
-                f"past model.positional.scaling.original_max_len={stale} positions (prompt {prompt_len} + max_new_tokens "
-                f"{max_new_tokens}); decode without assistant_model (it re-runs the sequence once there).")
+                f"past model.positional.scaling.original_max_len={stale} positions (prompt {prompt_len} + "
+                f"max_new_tokens {max_new_tokens}); decode without assistant_model (it re-runs the sequence "
+                "once there).")
 
 
 def _logits(model, ids: torch.Tensor, cache: KVCache, keep: int) -> torch.Tensor:

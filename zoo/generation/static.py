@@ -45,7 +45,8 @@ def decode_step(model, ids: torch.Tensor, pos: torch.Tensor, index: torch.Tensor
     embed = model.decoder_embed
     x = embed(ids, pos)  # (B, 1, C)
     terms = embed.positional.terms(pos, index, cache.max_len, causal=True)
-    mask = step_mask(key_mask, index, getattr(model.config.mixer, "sliding_window", None), terms.bias if terms is not None else None)
+    window = getattr(model.config.mixer, "sliding_window", None)
+    mask = step_mask(key_mask, index, window, terms.bias if terms is not None else None)
     x, _, _ = model.decoder_stack(x, mask, terms, memory=memory, memory_mask=memory_mask, cache=cache)
     return model.head(x)[:, -1].float()
 
@@ -89,17 +90,17 @@ def check_static(model, prompt_len: int, max_new_tokens: int, *, use_cache: bool
         raise ValueError(
             f"{what} keeps one static cache for the whole run, but prompt ({prompt_len}) + max_new_tokens "
             f"({max_new_tokens}) = {total} positions exceed what "
-            f"model.positional={model.config.positional.name} covers ({reach}, model.max_seq_len); shorten the "
-            f"run or use the default dynamic cache (it re-runs a sliding window)."
+            f"model.positional={model.config.positional.name} covers ({reach}, model.max_seq_len); shorten "
+            f"the run or use the default dynamic cache (it re-runs a sliding window)."
         )
     stale = model.positions.stale_after
     if stale is not None and prompt_len <= stale < total:
         raise ValueError(
             f"{what} keeps one static cache for the whole run, but model.positional.scaling="
             f"{model.config.positional.scaling.name} changes its frequencies once the sequence passes "
-            f"model.positional.scaling.original_max_len={stale} (prompt {prompt_len} + max_new_tokens {max_new_tokens} = "
-            f"{total}), which needs the keys recomputed; use the default dynamic cache (it re-runs the "
-            f"sequence once there)."
+            f"model.positional.scaling.original_max_len={stale} (prompt {prompt_len} + max_new_tokens "
+            f"{max_new_tokens} = {total}), which needs the keys recomputed; use the default dynamic cache "
+            f"(it re-runs the sequence once there)."
         )
     return -(-total // BUFFER_ROUND) * BUFFER_ROUND
 

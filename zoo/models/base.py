@@ -110,7 +110,8 @@ class ZooModel(nn.Module):
         """The head is one this architecture carries (the head checks its own keys, through HEADS)."""
         if cls.heads is not None and cfg.head.name not in cls.heads:
             every = [n for n in ARCHS if ARCHS.get(n).heads is None]
-            raise ValueError(f"model.head={cfg.head.name!r} is not available on arch {cfg.arch!r}, which carries "
+            raise ValueError(f"model.head={cfg.head.name!r} is not available on arch {cfg.arch!r}, which "
+                             "carries "
                              f"model.head={' | '.join(cls.heads)}; every head ({', '.join(HEADS)}) needs "
                              f"model.arch={' | '.join(every)}.")
 

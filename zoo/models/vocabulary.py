@@ -1,12 +1,12 @@
 """The model config vocabulary: every ModelConfig key, who reads it, and the one check of a config.
 
-Keys no registry entry owns have their rules in `zoo.config.MODEL_OPTIONS`. A registry entry that reads keys
-of its own declares them beside its code as `options` (a `zoo.options.Options`): a positional scheme its
-base / layout / fraction keys, a RoPE scaling its factors, a head its keys. `check_config` checks a config in
-one pass (`validate`) and remembers it, so a config built several times (planned on the meta device, then for
-real) is checked once. Where a config is assembled from a base and overrides (presets, the command line,
-init_from, saved configs), `settle_keys` resets the keys no chosen entry reads and refuses explicit ones.
-docs/design.md, "Config vocabulary"."""
+The spine keys have their rules in `zoo.config.MODEL_OPTIONS`; the parts (positional, mixer, head, layer
+pattern) are typed settings checked when parsed, and each chosen module's `check_config` checks what they say
+with the rest of the config. `check_config` checks a config in one pass (`validate`) and remembers it, so a
+config built several times (planned on the meta device, then for real) is checked once. The one flat key an
+entry still owns is `model.moe` (ffn=moe): where a config is assembled from a base and overrides,
+`settle_keys` resets it when the FFN is not moe and refuses it given explicitly. docs/design.md, "Config
+parts"."""
 
 from __future__ import annotations
 

@@ -151,8 +151,8 @@ def check_tensor_parallel(model_cfg, tp_size: int, world: int) -> None:
                              f"{key.removeprefix('model.')} / tp_size of them; choose a tp_size dividing it")
     refusals = {
         "model.positional": (model_cfg.positional.name in LEARNED_HEAD_BIAS_POSITIONALS,
-                             f"{model_cfg.positional.name} learns a bias table with one column per head, whose "
-                             "gradient each rank would only partly compute"),
+                             f"{model_cfg.positional.name} learns a bias table with one column per head, "
+                             "whose gradient each rank would only partly compute"),
         "model.mixer.qk_norm_scope": (model_cfg.mixer.qk_norm and model_cfg.mixer.qk_norm_scope == "all",
                                       "all normalises over every head, which needs a cross-rank reduction; "
                                       "qk_norm_scope=head works"),
