@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.modules.head_settings import HEAD
-from zoo.modules.positional_settings import ROPE_SCALING
+from zoo.modules.positional_settings import POSITIONAL, ROPE_SCALING
 
 _ROPE = {"rope_base": "base", "rope_local_base": "local_base", "rope_layout": "layout",
          "rope_fraction": "fraction"}
@@ -93,7 +93,7 @@ def upgrade_saved(data: Mapping[str, Any]) -> dict[str, Any]:
         for old, new in _SCHEME_KEYS.get(scheme, {}).items():
             if old in data:
                 part[new] = data[old]
-        if scheme == "rope":
+        if scheme in POSITIONAL and "scaling" in POSITIONAL.keys(scheme):  # rope: its scaling
             scaling = {"name": data.get("rope_scaling", "none")}
             reads = ROPE_SCALING.docs()[scaling["name"]] if scaling["name"] in ROPE_SCALING else {}
             scaling.update({new: data[old] for old, new in _SCALING.items() if old in data and new in reads})

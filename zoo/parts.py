@@ -10,6 +10,7 @@ Pure data (no torch): the config parses with it, the modules read the typed fiel
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
@@ -127,7 +128,7 @@ class Parts:
         """entry -> key -> (allowed values in words, default): the source of the docs' key tables."""
         out = {}
         for name, cls in sorted(self._classes.items()):
-            options = Options.of(cls)
+            options = _options(cls)
             out[name] = {f.name: (options.rules[f.name].allowed, _default(f))
                          for f in dataclasses.fields(cls)}
         return out
@@ -138,6 +139,13 @@ def _default(f: dataclasses.Field) -> Any:
     return _data(value)
 
 
+@functools.cache
+def _options(cls: type[Part]) -> Options:
+    """The rules of `cls`'s fields, from their type hints (read once per class)."""
+    return Options.of(cls)
+
+
+@functools.cache
 def _parts_of(cls: type[Part]) -> dict[str, Parts]:
     """Fields of `cls` that hold a nested part (`Annotated[Part, SCALINGS]`) -> the table it is parsed by."""
     hints = typing.get_type_hints(cls, include_extras=True)
@@ -162,5 +170,5 @@ def _build(cls: type[P], data: dict[str, Any], path: str, table: Parts) -> P:
             data[key] = inner.parse(data[key], f"{path}.{key}")
     plain = {k: v for k, v in data.items() if k not in nested}
     flat_keys = [f.name for f in dataclasses.fields(cls) if f.name not in nested]
-    Options.of(cls).only(*flat_keys).check(path, plain)
+    _options(cls).only(*flat_keys).check(path, plain)
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
