@@ -1,0 +1,116 @@
+"""GGUF both ways (zoo/pretrained/gguf_file.py, gguf_arch.py; zoo/tokenizers/gguf_vocab.py): for each family
+GGUF export supports, transformers' own GGUF reader (`from_pretrained(folder, gguf_file=...)`) loads zoo's
+file as a model with zoo's logits, zoo reads the file back, and transformers' tokenizer from the file gives
+the ids of the tokenizer zoo wrote, on multilingual text. Models are tiny transformers configs of the family,
+every weight perturbed; tokenizers are trained here; nothing is downloaded.
+
+Tolerances against the float32 zoo model: f32 1e-4 (the same numbers; only summation order differs). f16
+keeps an 11-bit significand, so each weight moves by at most 2^-11 of itself: max |logit error| measured
+~6e-4 on these models, bound 3e-3. q8_0 stores each block of 32 weights as int8 times the block's
+max / 127, so a weight moves by up to 0.4% of its block's largest: measured ~2.5e-2, bound 0.1. q4_0 (16
+levels per block) is not compared with float32; for every dtype, transformers' logits equal those of zoo's
+own read-back of the same file within 1e-4, which pins the layout (names, q/k permutation, block order)."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+import torch
+from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer as HFTokenizer
+
+import zoo
+from tests.pretrained.helpers import perturbed
+from tests.pretrained.shipped import DECODERS
+from zoo.pretrained.gguf_file import GGUF_FILE, plan_gguf, without_idle_window, write_gguf
+from zoo.tokenizers.gguf_vocab import LLAMA3_SPLIT, QWEN2_SPLIT
+from zoo.tokenizers.tokenizer import SPECIAL_TOKENS, ZooTokenizer
+from zoo.tokenizers.trained import train_bpe
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("gguf")
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog. It's 2024; we've seen 1234567 foxes!\n\n",
+    "Der schnelle braune Fuchs springt über den faulen Hund. Größe, Äpfel, Öl.",
+    "Быстрая коричневая лиса прыгает через ленивую собаку.",
+    "素早い茶色の狐が怠惰な犬を飛び越える。東京は大きい。",
+    "快速的棕色狐狸跳过了懒狗。", "السريع البني الثعلب يقفز فوق الكلب الكسول",
+    "तेज़ भूरी लोमड़ी आलसी कुत्ते के ऊपर कूदती है।", "Emoji 🎉🦊 and   spaces\t tabs\r\n ok",
+]
+SAMPLES = ["Hello wörld! It's 12345 foxes  \n\n  ok", "Лиса и собака: 日本語のテキスト, 中文。",
+           "कुत्ते 🎉 السلام  trailing   ", "'ll 've 're  CAPS lower MiXeD 3.14159"]
+TOLERANCE = {"f32": 1e-4, "f16": 3e-3, "q8_0": 0.1}  # vs the float32 zoo model (see the docstring)
+FAMILY_TOKENIZER = {"llama": "llama-bpe", "mistral": "gpt-2", "qwen2": "qwen2", "qwen3": "qwen2"}
+# transformers' GGUF reader leaves Qwen3's head_dim at its default (128): the tiny Qwen3 uses that
+SHAPES = {"qwen3": dict(num_attention_heads=2, num_key_value_heads=1, head_dim=128)}
+
+
+def split_bpe(regex: str, ignore_merges: bool) -> ZooTokenizer:
+    """A BPE tokenizer.json shaped as Llama 3's / Qwen2's: a Split on `regex`, then ByteLevel bytes."""
+    hf = HFTokenizer(models.BPE(ignore_merges=ignore_merges))
+    hf.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(regex), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    hf.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, min_frequency=1, special_tokens=list(SPECIAL_TOKENS),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    hf.train_from_iterator(TEXTS, trainer=trainer)
+    return ZooTokenizer(hf, kind="bpe")
+
+
+@cache
+def tokenizer(pre: str) -> ZooTokenizer:
+    """A tokenizer whose split is llama.cpp's pre-tokenizer `pre`: zoo's own BPE is GPT-2's."""
+    if pre == "gpt-2":
+        return train_bpe(TEXTS, vocab_size=400, min_frequency=1)
+    return split_bpe(LLAMA3_SPLIT, True) if pre == "llama-bpe" else split_bpe(QWEN2_SPLIT, False)
+
+
+@cache
+def zoo_model(family: str, vocab_size: int, tmp) -> torch.nn.Module:
+    """zoo's read of a tiny perturbed transformers model of `family` (so it remembers its family)."""
+    config_class, tiny, _ = DECODERS[family]
+    config = getattr(transformers, config_class)(**{**tiny, "vocab_size": vocab_size, "intermediate_size": 64,
+                                                   **SHAPES.get(family, {})})
+    hf = perturbed(getattr(transformers, config_class.replace("Config", "ForCausalLM"))(config))
+    hf.save_pretrained(tmp / family)
+    return zoo.from_pretrained(tmp / family)
+
+
+@pytest.fixture(scope="module")
+def models_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("hf")
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "q8_0", "q4_0"])
+@pytest.mark.parametrize("family", list(FAMILY_TOKENIZER))
+def test_transformers_reads_zoo_gguf_with_zoo_logits(family, dtype, models_dir, tmp_path):
+    tok = tokenizer(FAMILY_TOKENIZER[family])
+    model = zoo_model(family, tok.vocab_size, models_dir)
+    write_gguf(plan_gguf(model, tok, dtype), tmp_path / GGUF_FILE)
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, gguf_file=GGUF_FILE).eval()
+    again = zoo.from_pretrained(tmp_path / GGUF_FILE)
+    ids = torch.randint(5, tok.vocab_size, (2, 12), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        mine, back, hf = model(ids).logits, again(ids).logits, theirs(ids).logits
+    assert (hf - back).abs().max() < 1e-4  # the same file, read by both: same layout
+    if dtype in TOLERANCE:
+        assert (hf - mine).abs().max() <= TOLERANCE[dtype]
+    if dtype == "f32":  # zoo reads back the model it wrote, bit for bit
+        assert again.config == without_idle_window(model.config)
+        for name, tensor in model.state_dict().items():
+            assert torch.equal(tensor, again.state_dict()[name]), name
+
+
+@pytest.mark.parametrize("pre", ["gpt-2", "llama-bpe", "qwen2"])
+def test_transformers_tokenizer_from_gguf_gives_zoo_ids(pre, models_dir, tmp_path):
+    tok = tokenizer(pre)
+    write_gguf(plan_gguf(zoo_model("llama", tok.vocab_size, models_dir), tok, "f32"), tmp_path / GGUF_FILE)
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path, gguf_file=GGUF_FILE)
+    for text in SAMPLES + TEXTS:
+        assert theirs(text, add_special_tokens=False)["input_ids"] == tok.encode(text), text
+        assert theirs.decode(tok.encode(text)) == text
+    assert (theirs.bos_token, theirs.eos_token, theirs.pad_token) == ("<bos>", "<eos>", "<pad>")
+    assert theirs.chat_template == tok.chat_template

@@ -1,0 +1,116 @@
+"""The llama.cpp architectures zoo writes and reads as GGUF, one table each: which Hugging Face family it is,
+its metadata keys as config.json keys, the config.json values it always means, and whether q/k rows are
+permuted (llama.cpp's `llama` rotates interleaved pairs, Hugging Face's Llama rotates halves). Tensor names
+are the `gguf` package's own map (`gguf.get_tensor_name_map`), applied to the family's Hugging Face names, so
+both directions come from one place; the export and the reader are zoo/pretrained/gguf_file.py."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+# GGUF metadata key (without the "<arch>." prefix) -> config.json key; each holds an integer or a float
+COMMON_KEYS: dict[str, str] = {
+    "context_length": "max_position_embeddings",
+    "embedding_length": "hidden_size",
+    "block_count": "num_hidden_layers",
+    "feed_forward_length": "intermediate_size",
+    "attention.head_count": "num_attention_heads",
+    "attention.head_count_kv": "num_key_value_heads",
+    "attention.key_length": "head_dim",
+    "attention.value_length": "head_dim",
+    "attention.layer_norm_rms_epsilon": "rms_norm_eps",
+    "rope.freq_base": "rope_theta",
+    "vocab_size": "vocab_size",
+}
+FLOAT_KEYS = frozenset({"attention.layer_norm_rms_epsilon", "rope.freq_base"})
+# what every one of these architectures computes, whatever the file says: a gated SiLU MLP, plain RoPE
+PLAIN_DECODER = {"hidden_act": "silu", "attention_dropout": 0.0}
+
+
+@dataclass(frozen=True)
+class GGUFArch:
+    """One llama.cpp architecture as zoo writes it: `family` is the Hugging Face model_type whose tables
+    convert the weights; `fixed` are config.json values a file of this architecture always loads as (a model
+    whose config.json differs there is refused by the export's round trip, naming the key)."""
+
+    name: str  # general.architecture
+    family: str  # the Hugging Face model_type it reads back as
+    keys: Mapping[str, str] = field(default_factory=lambda: COMMON_KEYS)
+    fixed: Mapping[str, Any] = field(default_factory=lambda: PLAIN_DECODER)
+    permute_qk: bool = False  # llama.cpp's LLAMA rope type: interleaved pairs, so q/k rows are permuted
+
+    def metadata(self, hf: Mapping[str, Any]) -> dict[str, Any]:
+        """`<arch>.<key>` -> value for the keys config.json `hf` holds (unset head_dim: d_model / n_heads)."""
+        hf = {**hf, "rope_theta": rope_theta(hf),
+              "head_dim": hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"]}
+        out = {f"{self.name}.{key}": (float32 if key in FLOAT_KEYS else int)(hf[name])
+               for key, name in self.keys.items() if hf.get(name) is not None}
+        if self.permute_qk:  # llama.cpp's llama reads the rotated width here (transformers: head_dim)
+            out[f"{self.name}.rope.dimension_count"] = out[f"{self.name}.attention.key_length"]
+        return out
+
+    def config(self, metadata: Mapping[str, Any], tied: bool) -> dict[str, Any]:
+        """The config.json of a file with `metadata` (`tied`: it stores no output matrix)."""
+        hf = {name: metadata[f"{self.name}.{key}"] for key, name in self.keys.items()
+              if f"{self.name}.{key}" in metadata}
+        theta = hf.pop("rope_theta", 10000.0)
+        return {"model_type": self.family, **self.fixed, **hf, "tie_word_embeddings": tied,
+                "rope_parameters": {"rope_type": "default", "rope_theta": theta}, "rope_theta": theta}
+
+
+def float32(value: float) -> float:
+    """`value` as GGUF stores it (a float32), in its shortest decimal form: 1e-6 stays 1e-6, while a value
+    float32 cannot hold moves (and the export's round trip names it)."""
+    return float(str(np.float32(value)))
+
+
+def rope_theta(hf: Mapping[str, Any]) -> float | None:
+    """The RoPE base of config.json `hf` (transformers 5 keeps it in rope_parameters)."""
+    params = hf.get("rope_parameters") or {}
+    return params.get("rope_theta", hf.get("rope_theta"))
+
+
+ARCHS: dict[str, GGUFArch] = {  # Hugging Face model_type -> how it is written
+    "llama": GGUFArch("llama", "llama", fixed={**PLAIN_DECODER, "attention_bias": False, "mlp_bias": False},
+                      permute_qk=True),
+    # llama.cpp writes Mistral as `llama` (no sliding window: a window no shorter than the context is none)
+    "mistral": GGUFArch("llama", "llama", fixed={**PLAIN_DECODER, "attention_bias": False, "mlp_bias": False},
+                        permute_qk=True),
+    "qwen2": GGUFArch("qwen2", "qwen2", fixed={**PLAIN_DECODER, "use_sliding_window": False}),
+    "qwen3": GGUFArch("qwen3", "qwen3", fixed={**PLAIN_DECODER, "use_sliding_window": False,
+                                               "attention_bias": False}),
+}
+READS = {arch.name: arch for arch in ARCHS.values()}  # general.architecture -> the table it is read with
+
+
+def arch_for(model_type: str) -> GGUFArch:
+    """The table `model_type` is written with; ValueError naming the families GGUF export supports."""
+    if model_type not in ARCHS:
+        raise ValueError(f"GGUF export does not support the {model_type!r} family; supported: "
+                         f"{', '.join(ARCHS)} (export as format=hf, or pick one with model_type=).")
+    return ARCHS[model_type]
+
+
+def arch_named(name: str, file: str) -> GGUFArch:
+    """The table a file of general.architecture `name` is read with; ValueError naming the file."""
+    if name not in READS:
+        raise ValueError(f"{file}: zoo reads GGUF architectures {', '.join(READS)}, not {name!r}.")
+    return READS[name]
+
+
+def rotary_pairs(rows: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """q or k rows of each head from rotate-half order (x0..x(d/2-1), then their partners) to llama.cpp's
+    interleaved pairs (x0, its partner, x1, ...)."""
+    head = rows.shape[0] // n_heads
+    return rows.reshape(n_heads, 2, head // 2, *rows.shape[1:]).transpose(1, 2).reshape(rows.shape)
+
+
+def rotary_halves(rows: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """`rotary_pairs` undone: interleaved pairs back to rotate-half order."""
+    head = rows.shape[0] // n_heads
+    return rows.reshape(n_heads, head // 2, 2, *rows.shape[1:]).transpose(1, 2).reshape(rows.shape)
