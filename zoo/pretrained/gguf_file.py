@@ -20,6 +20,7 @@ from zoo.models import ZooModel, build_model
 from zoo.pretrained.family import FAMILIES, Family, HFTensors
 from zoo.pretrained.gguf_arch import (
     ARCHS,
+    READS,
     GGUFArch,
     arch_for,
     arch_named,
@@ -96,8 +97,8 @@ def _family(model: ZooModel, cfg: ModelConfig, vocab: GGUFVocab,
     if chosen is not None:
         return FAMILIES.get(arch_for(chosen).family)(), arch_for(chosen)
     reasons = []
-    for name, arch in ARCHS.items():
-        family = FAMILIES.get(name)()
+    for name, arch in READS.items():  # one try per llama.cpp architecture
+        family = FAMILIES.get(arch.family)()
         try:
             _check_roundtrip(family, arch, cfg, family.config_to_hf(cfg), vocab)
             return family, arch
@@ -110,7 +111,8 @@ def _check_roundtrip(family: Family, arch: GGUFArch, cfg: ModelConfig, hf: dict,
     """The GGUF metadata of `cfg` must read back as `cfg` (zoo's export round trip, roundtrip.py): a knob
     llama.cpp has no key for is named instead of silently dropped."""
     back = _config_json(arch, arch.metadata(hf), vocab.special_ids, tied=cfg.tie_embeddings)
-    check_roundtrip(cfg, family.read_back(back, cfg), f"{arch.name} GGUF", family.same_model,
+    reader = FAMILIES.get(arch.family)()  # the family the file reads back as (Mistral: llama)
+    check_roundtrip(cfg, reader.read_back(back, cfg), f"{arch.name} GGUF", family.same_model,
                     holder=f"llama.cpp's {arch.name} metadata")
 
 
