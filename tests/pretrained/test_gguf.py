@@ -114,3 +114,18 @@ def test_transformers_tokenizer_from_gguf_gives_zoo_ids(pre, models_dir, tmp_pat
         assert theirs.decode(tok.encode(text)) == text
     assert (theirs.bos_token, theirs.eos_token, theirs.pad_token) == ("<bos>", "<eos>", "<pad>")
     assert theirs.chat_template == tok.chat_template
+
+
+def test_a_gguf_of_an_architecture_zoo_does_not_read_is_named(tmp_path):
+    import gguf
+
+    writer = gguf.GGUFWriter(str(tmp_path / "other.gguf"), "gpt2")
+    writer.add_block_count(1)
+    writer.add_tensor("token_embd.weight", torch.zeros(4, 8).numpy())
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    with pytest.raises(ValueError, match=r"other.gguf: zoo reads GGUF architectures llama, qwen2, qwen3, "
+                                         r"not 'gpt2'"):
+        zoo.from_pretrained(tmp_path / "other.gguf")
