@@ -129,6 +129,26 @@ OVERRIDES = [BadInput(given, message) for given, message in [
      "trainer.strategy=fsdp_tp cannot split model.mixer.qk_norm_scope: all normalises over every head"),
     ("model=moe_small +model.moe.expert_d_ff=33 trainer=fsdp_tp",
      "trainer.tp_size=2 does not divide model.moe.expert_d_ff=33"),
+    ("model=mla_small trainer=fsdp_tp",
+     "trainer.strategy=fsdp_tp cannot split model.mixer: mla: its latent and rope key (kv_a, one norm over "
+     "the whole latent) serve every head"),
+    # multi-head latent attention (model.mixer=mla): sizes that do not compress, schemes it cannot carry
+    ("model=mla_small model.n_kv_heads=2",
+     "model.n_kv_heads=2 is attention's; model.mixer=mla has one latent for all heads"),
+    ("model=mla_small model.head_dim=32", "model.head_dim=32 is attention's; model.mixer=mla"),
+    ("model=mla_small model.mixer.kv_lora_rank=512",
+     "model.mixer.kv_lora_rank=512 must be smaller than the keys and values it compresses: model.n_heads x "
+     "(qk_nope_head_dim + v_head_dim) = 8 x (32 + 32) = 512"),
+    ("model=mla_small model.mixer.q_lora_rank=256",
+     "model.mixer.q_lora_rank=256 must be smaller than what it compresses: model.d_model=256"),
+    ("model=mla_small model.mixer.qk_rope_head_dim=15",
+     "model.mixer.qk_rope_head_dim must be an even integer >= 2 (RoPE rotates pairs), got 15"),
+    ("model=mla_small model.positional=alibi",
+     "model.mixer=mla carries position by rotating its model.mixer.qk_rope_head_dim features, which "
+     "model.positional=alibi does not do; choose model.positional=rope"),
+    ("model=mla_small model.positional.fraction=0.5",
+     "model.positional.fraction=0.5: model.mixer=mla rotates all of its model.mixer.qk_rope_head_dim "
+     "features"),
     ("trainer=fsdp_tp optim.name=muon",
      "optim.name=muon orthogonalises whole matrices and trainer.strategy=fsdp_tp splits them"),
     ("trainer=fsdp +trainer.tp_size=2",
