@@ -23,7 +23,13 @@ from tokenizers import Tokenizer as HFTokenizer
 import zoo
 from tests.pretrained.helpers import perturbed
 from tests.pretrained.shipped import DECODERS
-from zoo.pretrained.gguf_file import GGUF_FILE, plan_gguf, without_idle_window, write_gguf
+from zoo.pretrained.gguf_file import (
+    GGUF_FILE,
+    plan_gguf,
+    read_gguf_tokenizer,
+    without_idle_window,
+    write_gguf,
+)
 from zoo.tokenizers.gguf_vocab import LLAMA3_SPLIT, QWEN2_SPLIT
 from zoo.tokenizers.tokenizer import SPECIAL_TOKENS, ZooTokenizer
 from zoo.tokenizers.trained import train_bpe
@@ -114,6 +120,10 @@ def test_transformers_tokenizer_from_gguf_gives_zoo_ids(pre, models_dir, tmp_pat
         assert theirs.decode(tok.encode(text)) == text
     assert (theirs.bos_token, theirs.eos_token, theirs.pad_token) == ("<bos>", "<eos>", "<pad>")
     assert theirs.chat_template == tok.chat_template
+    back = read_gguf_tokenizer(tmp_path / GGUF_FILE)  # zoo reads its own file's tokenizer back
+    assert [back.encode(t) for t in SAMPLES + TEXTS] == [tok.encode(t) for t in SAMPLES + TEXTS]
+    assert (back.specials, back.chat_template, back.vocab_size) == (tok.specials, tok.chat_template,
+                                                                    tok.vocab_size)
 
 
 def test_a_gguf_of_an_architecture_zoo_does_not_read_is_named(tmp_path):

@@ -30,7 +30,7 @@ from zoo.pretrained.gguf_arch import (
 )
 from zoo.pretrained.roundtrip import check_roundtrip
 from zoo.quantization import float_state_dict
-from zoo.tokenizers.gguf_vocab import GGUFVocab, gguf_vocab
+from zoo.tokenizers.gguf_vocab import GGUF_ROLES, GGUFVocab, gguf_vocab, tokenizer_from_gguf
 
 GGUF_FILE = "model.gguf"
 MARK = "zoo.export"  # a custom key (llama.cpp ignores keys it does not know): which zoo export wrote the file
@@ -39,7 +39,7 @@ QUANT_BLOCK = 32  # q8_0 and q4_0 quantise rows in blocks of 32 values
 DTYPES = {"f32": ("F32", "ALL_F32"), "f16": ("F16", "MOSTLY_F16"), "q8_0": ("Q8_0", "MOSTLY_Q8_0"),
           "q4_0": ("Q4_0", "MOSTLY_Q4_0")}
 SPECIAL_KEYS = {"bos": "bos_token_id", "eos": "eos_token_id", "pad": "pad_token_id"}  # role -> config.json
-GGUF_ROLES = {"bos": "bos", "eos": "eos", "unknown": "unk", "padding": "pad"}  # tokenizer.ggml.<x>_token_id
+
 
 
 def check_dtype(dtype: str) -> str:
@@ -222,7 +222,7 @@ def read_gguf(path: str | Path) -> tuple[Family, ModelConfig, dict[str, torch.Te
             if not key.startswith("tokenizer.ggml.") or key.endswith("_token_id")}  # not the vocabulary
     arch = arch_named(meta.get("general.architecture"), file)
     names = [t.name for t in reader.tensors]
-    specials = {role: meta[f"tokenizer.ggml.{key}_token_id"] for key, role in GGUF_ROLES.items()
+    specials = {role: meta[f"tokenizer.ggml.{key}_token_id"] for role, key in GGUF_ROLES.items()
                 if f"tokenizer.ggml.{key}_token_id" in meta}
     hf = _config_json(arch, meta, specials, tied="output.weight" not in names)
     family = FAMILIES.get(arch.family)()
@@ -246,6 +246,15 @@ def read_gguf(path: str | Path) -> tuple[Family, ModelConfig, dict[str, torch.Te
     with torch.no_grad():
         state = family.state_from_hf(src, config)
     return family, config, state
+
+
+def read_gguf_tokenizer(path: str | Path):
+    """The ZooTokenizer a GGUF file carries (zoo.tokenizers.gguf_vocab.tokenizer_from_gguf)."""
+    import gguf
+
+    reader = gguf.GGUFReader(str(path))
+    meta = {key: _value(field) for key, field in reader.fields.items() if key.startswith("tokenizer.")}
+    return tokenizer_from_gguf(meta, str(path))
 
 
 def _value(field) -> Any:

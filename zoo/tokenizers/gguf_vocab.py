@@ -11,10 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from zoo.tokenizers.chat import DEFAULT_CHAT_TEMPLATE as DEFAULT
 from zoo.tokenizers.tokenizer import ZooTokenizer
 
 # llama.cpp's token types (gguf.TokenType)
 NORMAL, CONTROL, USER_DEFINED, UNUSED = 1, 3, 4, 5
+GGUF_ROLES = {"bos": "bos", "eos": "eos", "unk": "unknown", "pad": "padding"}  # tokenizer.ggml.<x>_token_id
 _CONTRACTIONS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)"
 LLAMA3_SPLIT = (_CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
                 r"|\s+(?!\S)|\s+")
@@ -129,3 +131,46 @@ def _split_of(pre: Mapping[str, Any]) -> str | None | bool:
         if split.get("type") == "Split" and split.get("behavior") == "Isolated" and not split.get("invert"):
             return regex if regex is not None else False
     return False
+
+
+def tokenizer_from_gguf(meta: Mapping[str, Any], source: str) -> ZooTokenizer:
+    """The tokenizer a GGUF's `tokenizer.*` metadata describes, rebuilt as a tokenizer.json: the BPE with its
+    merges, CONTROL / USER_DEFINED tokens as added tokens, the named pre-tokenizer's split, ByteLevel bytes;
+    unused `[PAD<i>]` rows past the vocabulary are left out. ValueError naming `source` for a tokenizer model
+    or pre-tokenizer this module does not write."""
+    from tokenizers import Tokenizer as HFTokenizer
+
+    from zoo.tokenizers.specials import specials_from_roles
+    from zoo.tokenizers.tokenizer import SPECIAL_TOKENS
+
+    model, pre_name = meta.get("tokenizer.ggml.model"), meta.get("tokenizer.ggml.pre")
+    pre = next((p for p in PRE_TOKENIZERS if p.name == pre_name), None)
+    if model != "gpt2" or pre is None:
+        raise ValueError(f"{source}: zoo reads byte-level BPE GGUF tokenizers (tokenizer.ggml.model gpt2) "
+                         f"with pre-tokenizer {', '.join(p.name for p in PRE_TOKENIZERS)}; this one is "
+                         f"{model!r} / {pre_name!r}.")
+    tokens, types = list(meta["tokenizer.ggml.tokens"]), list(meta["tokenizer.ggml.token_type"])
+    while tokens and types[-1] == UNUSED:  # rows the model has past its tokenizer
+        tokens.pop(), types.pop()
+    added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": False, "special": kind == CONTROL}
+             for i, (t, kind) in enumerate(zip(tokens, types, strict=True))
+             if kind in (CONTROL, USER_DEFINED)]
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                  "use_regex": pre.split is None}
+    regex = {"type": "Split", "pattern": {"Regex": pre.split}, "behavior": "Isolated", "invert": False}
+    split = byte_level if pre.split is None else {"type": "Sequence", "pretokenizers": [regex, byte_level]}
+    data = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": None,
+            "pre_tokenizer": split, "post_processor": None, "decoder": dict(byte_level),
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                      "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                      "ignore_merges": pre.ignore_merges, "vocab": {t: i for i, t in enumerate(tokens)},
+                      "merges": [m.split(" ") for m in meta.get("tokenizer.ggml.merges", [])]}}
+    hf = HFTokenizer.from_str(json.dumps(data))
+    template = meta.get("tokenizer.chat_template")
+    if tuple(tokens[:len(SPECIAL_TOKENS)]) == SPECIAL_TOKENS and template in (None, DEFAULT):
+        return ZooTokenizer(hf, kind="bpe")  # zoo's own: its specials at 0-4 and the default template
+    roles = {role: tokens[meta[f"tokenizer.ggml.{key}_token_id"]] for role, key in GGUF_ROLES.items()
+             if f"tokenizer.ggml.{key}_token_id" in meta}
+    return ZooTokenizer(hf, kind="hf", specials=specials_from_roles(hf, roles, [], source),
+                        chat_template=template)
