@@ -137,11 +137,14 @@ def read_preference_jsonl(path: str | Path) -> list[PreferenceRow]:
 
 @dataclass(frozen=True)
 class EncodedPair:
-    """Token ids of one pair: the prompt, and each completion (with its eos) that follows it."""
+    """Token ids of one pair: the prompt, and each completion (with its eos) that follows it; with
+    dpo.reference=precomputed, the reference's summed log-probs of each completion."""
 
     prompt: list[int]
     chosen: list[int]
     rejected: list[int]
+    ref_chosen: float | None = None
+    ref_rejected: float | None = None
 
 
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
@@ -196,7 +199,8 @@ def _split_at_prompt(prompt: list[int], chosen: list[int], rejected: list[int]) 
 
 def collate_pairs(pairs: Sequence[EncodedPair], pad_id: int) -> dict[str, torch.Tensor]:
     """input_ids, attention_mask, completion_mask (2B, T): the B prompt+chosen rows, then the B
-    prompt+rejected rows, right-padded to the longest."""
+    prompt+rejected rows, right-padded to the longest; ref_chosen_logps, ref_rejected_logps (B,) when the
+    pairs carry precomputed reference log-probs."""
     rows = [p.prompt + p.chosen for p in pairs] + [p.prompt + p.rejected for p in pairs]
     marks = [[0] * len(p.prompt) + [1] * len(p.chosen) for p in pairs] + \
         [[0] * len(p.prompt) + [1] * len(p.rejected) for p in pairs]
@@ -208,4 +212,7 @@ def collate_pairs(pairs: Sequence[EncodedPair], pad_id: int) -> dict[str, torch.
         out["input_ids"][i, :len(ids)] = torch.tensor(ids)
         out["attention_mask"][i, :len(ids)] = 1
         out["completion_mask"][i, :len(ids)] = torch.tensor(mark)
+    if pairs and all(p.ref_chosen is not None for p in pairs):
+        out["ref_chosen_logps"] = torch.tensor([p.ref_chosen for p in pairs], dtype=torch.float32)
+        out["ref_rejected_logps"] = torch.tensor([p.ref_rejected for p in pairs], dtype=torch.float32)
     return out
