@@ -12,8 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from zoo.modules.attention import MIXERS
-from zoo.modules.block import Block, Stack
+from zoo.modules.block import MIXERS, Block, Stack  # every mixer registered
 from zoo.modules.embedding import Embeddings
 from zoo.modules.feedforward import FeedForward
 from zoo.modules.heads import OutputHead

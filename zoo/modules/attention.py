@@ -17,7 +17,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import zoo.modules.mla  # noqa: F401  (registers mixer=mla)
 from zoo.modules.cache import LayerCache
 from zoo.modules.mask import AttentionMask
 from zoo.modules.mixers import MIXERS  # re-exported: the registry's long-standing home

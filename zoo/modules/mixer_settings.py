@@ -65,6 +65,8 @@ class LatentAttentionSettings(Part):
     scale: Annotated[float | None, positive_scale()] = None  # score multiplier; null: 1/sqrt(nope + rope),
     #                                                          times YaRN's mscale_all_dim factor squared
     sliding_window: Annotated[int | None, _WINDOW] = None  # as attention's: the window of the local layers
+    cache: Literal["latent", "materialised"] = "latent"  # what decoding keeps per token and layer: the latent
+    #   and the rope key (kv_b folded into query and output), or each head's keys and values (transformers)
 
     def qkv_bias_or(self, bias: bool) -> bool:
         return bias if self.bias is None else self.bias

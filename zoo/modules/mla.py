@@ -6,7 +6,13 @@ and value (V). The query is full rank (`q`) or goes through its own normed laten
 `model.mixer.q_lora_rank`); each head's query is N no-rope features and R that RoPE rotates. Scores are
 q.k over N + R features, scaled by 1/sqrt(N + R) (times YaRN's `mscale_all_dim` factor squared). Keys are
 zoo.modules.mixer_settings.LatentAttentionSettings. Cross-attention (encoder-decoder) is plain attention
-over the encoder output: its K/V are computed once per source, so a latent would save nothing."""
+over the encoder output: its K/V are computed once per source, so a latent would save nothing.
+
+Decoding with a cache (`model.mixer.cache`): `materialised` keeps each head's keys and values, H (N + R + V)
+values per token and layer, as transformers does; `latent` keeps only [latent | rope key], L + R, and attends
+with kv_b folded in ("weight absorption"): q_nope W_uk^h . latent = q_nope . k_nope^h, so scores are
+[q_nope W_uk^h | q_rope] . [latent | k_rope], the softmax-weighted latent goes through W_uv^h to each head's
+value. The same numbers, computed in another order."""
 
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo.modules.cache import LayerCache
+from zoo.modules.lora import applied_weight
 from zoo.modules.mask import AttentionMask
 from zoo.modules.mixer_settings import AttentionSettings
 from zoo.modules.mixers import MIXERS
@@ -58,6 +65,7 @@ class LatentAttention(nn.Module):
         if s.scale is None and scaling is not None:
             self.scale *= scaling.all_dims_factor
         self.dropout = cfg.attention_dropout
+        self.latent_cache = s.cache == "latent"
 
     @classmethod
     def cross_attention(cls, cfg) -> nn.Module:
@@ -134,18 +142,33 @@ class LatentAttention(nn.Module):
             q_nope, q_rope = q.split([self.nope_dim, self.rope_dim], dim=-1)
             q = torch.cat([q_nope, positions.rotate(q_rope)], dim=-1)
             k_rope = positions.rotate(k_rope)
-        k, v = self._expand(latent, k_rope)
-        if cache is not None:
-            k, v = cache.append(k, v)  # (B, H, past + T, N + R), (B, H, past + T, V)
-        out, weights = self._attend(q, k, v, mask, need_weights)  # (B, H, T, V)
+        if cache is not None and self.latent_cache:  # the cache's key slot holds [latent | k_rope]
+            joint, _ = cache.append(torch.cat([latent, k_rope], dim=-1), latent[..., :0])  # value slot: empty
+            out, weights = self._absorbed(q, joint, mask, need_weights)  # (B, H, T, V)
+        else:
+            k, v = self._expand(latent, k_rope)
+            if cache is not None:
+                k, v = cache.append(k, v)  # (B, H, past + T, N + R), (B, H, past + T, V)
+            out, weights = self._attend(q, k, v, mask, need_weights)  # (B, H, T, V)
         out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.v_dim)  # concat heads: (B, T, H * V)
         if self.tap is not None:
             self.tap("heads_concat", out)
         return self.o(out), weights
 
+    def _absorbed(self, q: torch.Tensor, joint: torch.Tensor, mask: AttentionMask, need_weights: bool):
+        """q (B, H, T, N + R) over cached [latent | k_rope] (B, 1, S, L + R) with kv_b folded in: the query's
+        no-rope part through each head's W_uk (N x L), the weighted latent through its W_uv (L x V)."""
+        w = applied_weight(self.kv_b).view(self.n_heads, self.nope_dim + self.v_dim, self.latent_dim)
+        w_uk, w_uv = w.split([self.nope_dim, self.v_dim], dim=1)  # (H, N, L), (H, V, L)
+        q_nope, q_rope = q.split([self.nope_dim, self.rope_dim], dim=-1)
+        q_joint = torch.cat([q_nope @ w_uk, q_rope], dim=-1)  # (B, H, T, L + R)
+        out, weights = self._attend(q_joint, joint, joint[..., : self.latent_dim], mask, need_weights)
+        return out @ w_uv.transpose(1, 2), weights  # (B, H, T, L) @ (H, L, V) -> (B, H, T, V)
+
     def _attend(self, q, k, v, mask: AttentionMask, need_weights: bool):
         """softmax(q k^T * scale + mask) v with dropout; the explicit path (need_weights, tracing) keeps the
-        weights, else scaled_dot_product_attention. A query with no visible key outputs zeros."""
+        weights, else scaled_dot_product_attention. k, v have H heads or one (the latent) that all share. A
+        query with no visible key outputs zeros."""
         dropout = self.dropout if self.training else 0.0
         weights = None
         if need_weights or self.tap is not None:
@@ -166,7 +189,8 @@ class LatentAttention(nn.Module):
                 self.tap("heads", out)
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.mask, dropout_p=dropout,
-                                                 is_causal=mask.is_causal, scale=self.scale)
+                                                 is_causal=mask.is_causal, scale=self.scale,
+                                                 enable_gqa=k.shape[1] != q.shape[1])
         if mask.valid_rows is not None:
             out = out.masked_fill(~mask.valid_rows, 0.0)
         return out, weights

@@ -149,7 +149,7 @@ def check_tensor_parallel(model_cfg, tp_size: int, world: int) -> None:
             raise ValueError(f"trainer.tp_size={tp_size} does not divide {key}={value}{notes.get(key, '')}: "
                              "each rank keeps "
                              f"{key.removeprefix('model.')} / tp_size of them; choose a tp_size dividing it")
-    from zoo.modules.attention import MIXERS
+    from zoo.modules.block import MIXERS  # every mixer registered
 
     mixer_refusal = getattr(MIXERS.get(model_cfg.mixer.name), "tensor_parallel_refusal", None)
     refusals = {
