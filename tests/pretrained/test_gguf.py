@@ -48,7 +48,8 @@ TEXTS = [
 SAMPLES = ["Hello wörld! It's 12345 foxes  \n\n  ok", "Лиса и собака: 日本語のテキスト, 中文。",
            "कुत्ते 🎉 السلام  trailing   ", "'ll 've 're  CAPS lower MiXeD 3.14159"]
 TOLERANCE = {"f32": 1e-4, "f16": 3e-3, "q8_0": 0.1}  # vs the float32 zoo model (see the docstring)
-FAMILY_TOKENIZER = {"llama": "llama-bpe", "mistral": "gpt-2", "qwen2": "qwen2", "qwen3": "qwen2"}
+FAMILY_TOKENIZER = {"llama": "llama-bpe", "mistral": "gpt-2", "qwen2": "qwen2", "qwen3": "qwen2",
+                    "phi3": "gpt-2"}
 # transformers' GGUF reader leaves Qwen3's head_dim at its default (128): the tiny Qwen3 uses that
 SHAPES = {"qwen3": dict(num_attention_heads=2, num_key_value_heads=1, head_dim=128)}
 
@@ -137,5 +138,5 @@ def test_a_gguf_of_an_architecture_zoo_does_not_read_is_named(tmp_path):
     writer.write_tensors_to_file()
     writer.close()
     with pytest.raises(ValueError, match=r"other.gguf: zoo reads GGUF architectures llama, qwen2, qwen3, "
-                                         r"not 'gpt2'"):
+                                         r"phi3, not 'gpt2'"):
         zoo.from_pretrained(tmp_path / "other.gguf")

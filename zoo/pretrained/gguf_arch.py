@@ -50,8 +50,8 @@ class GGUFArch:
               "head_dim": hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"]}
         out = {f"{self.name}.{key}": (float32 if key in FLOAT_KEYS else int)(hf[name])
                for key, name in self.keys.items() if hf.get(name) is not None}
-        if self.permute_qk:  # llama.cpp's llama reads the rotated width here (transformers: head_dim)
-            out[f"{self.name}.rope.dimension_count"] = out[f"{self.name}.attention.key_length"]
+        # the rotated width: the whole head (a partial rotary is refused by the export's round trip)
+        out[f"{self.name}.rope.dimension_count"] = out[f"{self.name}.attention.key_length"]
         return out
 
     def config(self, metadata: Mapping[str, Any], tied: bool) -> dict[str, Any]:
@@ -84,6 +84,8 @@ ARCHS: dict[str, GGUFArch] = {  # Hugging Face model_type -> how it is written
     "qwen2": GGUFArch("qwen2", "qwen2", fixed={**PLAIN_DECODER, "use_sliding_window": False}),
     "qwen3": GGUFArch("qwen3", "qwen3", fixed={**PLAIN_DECODER, "use_sliding_window": False,
                                                "attention_bias": False}),
+    # Phi-3: q/k/v fused in attn_qkv, gate and up in ffn_up (as its Hugging Face tensors); full rotary only
+    "phi3": GGUFArch("phi3", "phi3", fixed={**PLAIN_DECODER, "sliding_window": None}),
 }
 READS = {arch.name: arch for arch in ARCHS.values()}  # general.architecture -> the table it is read with
 
