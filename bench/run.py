@@ -155,6 +155,12 @@ def _decode_large(quick: bool) -> Section:
     return run(quick)
 
 
+def _mla(quick: bool) -> Section:
+    from bench.bench_mla import run
+
+    return run(quick)
+
+
 def _gpu(quick: bool) -> Section:
     from bench.gpu import run
 
@@ -168,7 +174,7 @@ SECTIONS: dict[str, Callable[[bool], Section]] = {
     "pretokenize": _pretokenize, "memory": _memory, "batching": _batching, "compile": _compile,
     "optim": _optim, "init_from": _init_from, "serving": _serving, "stopping": _stopping, "moe": _moe,
     "unpadding": _unpadding, "loop": _loop, "loop_causes": _loop_causes, "decode_large": _decode_large,
-    "gpu": _gpu,
+    "mla": _mla, "gpu": _gpu,
 }
 GPU_ONLY = ("gpu",)  # left out of a full run on a machine without CUDA (run them by name on a GPU)
 
