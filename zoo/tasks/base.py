@@ -90,8 +90,15 @@ class Task:
         its own in a run, dpo's reference model) a copy bound to the model."""
         return self
 
-    def check_evaluable(self) -> None:
-        """Raise ValueError when evaluate.py cannot score a checkpoint of this task (before data is read)."""
+    def for_evaluation(self, model, state: Mapping[str, Any] | None, reference=None) -> Task:
+        """The task as evaluate.py scores `model` with, from the checkpoint's `state` (`run_state()` as
+        saved) and a `reference` model (evaluate.py's reference=, task=dpo only); ValueError when they do
+        not fit."""
+        if reference is not None:
+            raise ValueError(f"reference= applies to task=dpo checkpoints (the model a preference run "
+                             f"started from); this checkpoint holds a model for task={self.name}: drop "
+                             "reference=")
+        return self
 
     # ------------------------------------------------------------- a bound task's state in a run
     def before_fit(self, datamodule, resuming: bool) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -27,10 +28,11 @@ from zoo.tasks.preference import adapters_off, completion_logps, reference_logps
 from zoo.tasks.samples import Sample, SampleReport
 from zoo.utils import eval_mode
 
-NOT_EVALUABLE = ("evaluate.py cannot score task=dpo yet: the reference model (the weights training started "
-                 "from) is not in the checkpoint; train.py logs val/loss and val/rewards/* on the validation "
-                 "pairs")
+NEEDS_REFERENCE = ("evaluate.py scores task=dpo pairs against the reference model, which the checkpoint does "
+                   "not hold: give reference=<the model the DPO run started from: its init_from folder or "
+                   "checkpoint>")
 CACHED = "reference_logps"  # task_state key: split -> (N, 2) reference log-probs (chosen, rejected)
+SETTINGS = "dpo"  # task_state key: the run's dpo.* settings (what evaluate.py scores with)
 REWARD_METRICS = ("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins",
                   "logps/chosen", "logps/rejected")
 
@@ -143,11 +145,19 @@ class DirectPreference(Task):
                                 tokenizer.decode(pair.chosen)))
         return SampleReport(shown, {})
 
-    def check_evaluable(self) -> None:
-        raise ValueError(NOT_EVALUABLE)
+    def for_evaluation(self, model: nn.Module, state: Mapping[str, Any] | None, reference=None) -> DPORun:
+        """The run's dpo.* settings (kept in the checkpoint) with `reference` scored live."""
+        if reference is None:
+            raise ValueError(NEEDS_REFERENCE)
+        if not (state or {}).get(SETTINGS):
+            raise ValueError("this task=dpo checkpoint does not record its dpo.* settings (saved before "
+                             "zoo kept them), so its loss and rewards cannot be scored as trained; train it "
+                             "again, or resume it for a step with this zoo")
+        settings = dataclasses.replace(self.settings(state[SETTINGS]), reference="live")
+        return DPORun(model, reference.eval().requires_grad_(False), settings)
 
     def evaluate(self, model, tokenizer, datamodule, split: str, options) -> dict[str, float]:
-        raise ValueError(NOT_EVALUABLE)
+        raise ValueError(NEEDS_REFERENCE)
 
 
 class DPORun(DirectPreference):
@@ -158,14 +168,14 @@ class DPORun(DirectPreference):
         self.model, self.reference, self.dpo = model, reference, settings
         self._last: tuple[Any, PairLogps] | None = None  # (weakref to a model output, its pairs)
         self.cached: dict[str, torch.Tensor] | None = None  # dpo.reference=precomputed: split -> (N, 2)
-        self.datamodule = None
+        self._data = None  # the data module the cached values go to (before_fit)
 
     def before_fit(self, datamodule, resuming: bool) -> None:
         """dpo.reference=precomputed: score every pair of each split with the model as it starts (unless the
         resumed checkpoint brings the values) and hand them to the splits' pairs."""
         if self.dpo.reference != "precomputed":
             return
-        self.datamodule = datamodule
+        self._data = datamodule
         if not resuming:
             self.cached = {split: reference_logps(self.model, pairs.pairs, datamodule.collate,
                                                   datamodule.batch_size)
@@ -173,7 +183,8 @@ class DPORun(DirectPreference):
         self._hand_over()
 
     def run_state(self) -> dict[str, Any] | None:
-        return {CACHED: self.cached} if self.cached is not None else None
+        """The dpo.* settings (evaluate.py scores with them) and the precomputed log-probs, if any."""
+        return {SETTINGS: dataclasses.asdict(self.dpo), **({CACHED: self.cached} if self.cached else {})}
 
     def load_run_state(self, state: Mapping[str, Any] | None) -> None:
         if self.dpo.reference == "precomputed":
@@ -186,9 +197,9 @@ class DPORun(DirectPreference):
     def _hand_over(self) -> None:
         """The cached log-probs to the data module's splits, once both are known (a checkpoint may be loaded
         before or after the fit starts, by strategy)."""
-        if self.cached is None or self.datamodule is None:
+        if self.cached is None or self._data is None:
             return
-        for split, pairs in self.datamodule.datasets.items():
+        for split, pairs in self._data.datasets.items():
             if split not in self.cached:
                 raise ValueError(f"dpo.reference=precomputed: no reference log-probs for the {split} pairs")
             pairs.with_reference(self.cached[split])
