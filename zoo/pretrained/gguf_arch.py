@@ -27,7 +27,12 @@ COMMON_KEYS: dict[str, str] = {
     "rope.freq_base": "rope_theta",
     "vocab_size": "vocab_size",
 }
-FLOAT_KEYS = frozenset({"attention.layer_norm_rms_epsilon", "rope.freq_base"})
+GPT2_KEYS: dict[str, str] = {
+    "context_length": "n_positions", "embedding_length": "n_embd", "block_count": "n_layer",
+    "feed_forward_length": "n_inner", "attention.head_count": "n_head",
+    "attention.layer_norm_epsilon": "layer_norm_epsilon", "vocab_size": "vocab_size",
+}
+FLOAT_KEYS = frozenset({"attention.layer_norm_rms_epsilon", "attention.layer_norm_epsilon", "rope.freq_base"})
 # what every one of these architectures computes, whatever the file says: a gated SiLU MLP, plain RoPE
 PLAIN_DECODER = {"hidden_act": "silu", "attention_dropout": 0.0}
 
@@ -43,24 +48,37 @@ class GGUFArch:
     keys: Mapping[str, str] = field(default_factory=lambda: COMMON_KEYS)
     fixed: Mapping[str, Any] = field(default_factory=lambda: PLAIN_DECODER)
     permute_qk: bool = False  # llama.cpp's LLAMA rope type: interleaved pairs, so q/k rows are permuted
+    rotary: bool = True  # RoPE (GPT-2: learned positions, no rope keys)
+    # Hugging Face tensors stored as (in, out) (GPT-2's Conv1D): llama.cpp keeps every matrix as (out, in)
+    transposed: tuple[str, ...] = ()
 
     def metadata(self, hf: Mapping[str, Any]) -> dict[str, Any]:
-        """`<arch>.<key>` -> value for the keys config.json `hf` holds (unset head_dim: d_model / n_heads)."""
-        hf = {**hf, "rope_theta": rope_theta(hf),
-              "head_dim": hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"]}
+        """`<arch>.<key>` -> value for the keys config.json `hf` holds (unset head_dim: d_model / n_heads;
+        GPT-2's unset n_inner: 4 d_model)."""
+        if self.rotary:
+            hf = {**hf, "rope_theta": rope_theta(hf),
+                  "head_dim": hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"]}
+        else:
+            hf = {**hf, "n_inner": hf.get("n_inner") or 4 * hf["n_embd"]}
         out = {f"{self.name}.{key}": (float32 if key in FLOAT_KEYS else int)(hf[name])
                for key, name in self.keys.items() if hf.get(name) is not None}
-        # the rotated width: the whole head (a partial rotary is refused by the export's round trip)
-        out[f"{self.name}.rope.dimension_count"] = out[f"{self.name}.attention.key_length"]
+        if self.rotary:  # the rotated width: the whole head (a partial rotary is refused by the round trip)
+            out[f"{self.name}.rope.dimension_count"] = out[f"{self.name}.attention.key_length"]
         return out
 
     def config(self, metadata: Mapping[str, Any], tied: bool) -> dict[str, Any]:
         """The config.json of a file with `metadata` (`tied`: it stores no output matrix)."""
         hf = {name: metadata[f"{self.name}.{key}"] for key, name in self.keys.items()
               if f"{self.name}.{key}" in metadata}
-        theta = hf.pop("rope_theta", 10000.0)
-        return {"model_type": self.family, **self.fixed, **hf, "tie_word_embeddings": tied,
-                "rope_parameters": {"rope_type": "default", "rope_theta": theta}, "rope_theta": theta}
+        out = {"model_type": self.family, **self.fixed, **hf, "tie_word_embeddings": tied}
+        if self.rotary:
+            theta = out.pop("rope_theta", 10000.0)
+            out.update(rope_parameters={"rope_type": "default", "rope_theta": theta}, rope_theta=theta)
+        return out
+
+    def stored(self, name: str, t: torch.Tensor) -> torch.Tensor:
+        """Hugging Face tensor `name` in llama.cpp's (out, in) layout (its own inverse: a transpose)."""
+        return t.T if any(name.endswith(end) for end in self.transposed) else t
 
 
 def float32(value: float) -> float:
@@ -86,6 +104,11 @@ ARCHS: dict[str, GGUFArch] = {  # Hugging Face model_type -> how it is written
                                                "attention_bias": False}),
     # Phi-3: q/k/v fused in attn_qkv, gate and up in ffn_up (as its Hugging Face tensors); full rotary only
     "phi3": GGUFArch("phi3", "phi3", fixed={**PLAIN_DECODER, "sliding_window": None}),
+    # GPT-2: learned positions, LayerNorm with biases, gelu_new; its Conv1D matrices transposed
+    "gpt2": GGUFArch("gpt2", "gpt2", GPT2_KEYS, {"activation_function": "gelu_new", "resid_pdrop": 0.0,
+                                                 "attn_pdrop": 0.0, "embd_pdrop": 0.0}, rotary=False,
+                     transposed=(".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight",
+                                 ".mlp.c_proj.weight")),
 }
 READS = {arch.name: arch for arch in ARCHS.values()}  # general.architecture -> the table it is read with
 

@@ -148,7 +148,7 @@ def _model_arch(name: str):
 def _to_gguf_layout(arch: GGUFArch, hf: Mapping[str, Any], name: str, t: torch.Tensor) -> torch.Tensor:
     """llama.cpp's llama rotates interleaved pairs: q and k rows (weights, biases) are reordered per head."""
     heads = _rotated_heads(arch, hf, name)
-    return rotary_pairs(t, heads) if heads else t
+    return arch.stored(name, rotary_pairs(t, heads) if heads else t)
 
 
 def _rotated_heads(arch: GGUFArch, hf: Mapping[str, Any], name: str) -> int | None:
@@ -239,8 +239,9 @@ def read_gguf(path: str | Path) -> tuple[Family, ModelConfig, dict[str, torch.Te
     for tensor in reader.tensors:
         data = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
         t = torch.from_numpy(np.array(data, dtype=np.float32))  # a writable copy
-        heads = _rotated_heads(arch, hf, by_gguf[tensor.name])
-        tensors[by_gguf[tensor.name]] = rotary_halves(t, heads) if heads else t
+        name = by_gguf[tensor.name]
+        heads, t = _rotated_heads(arch, hf, name), arch.stored(name, t)
+        tensors[name] = rotary_halves(t, heads) if heads else t
     src = HFTensors(tensors, file, family.prefixes)
     config = family.fitted(config, src)
     with torch.no_grad():
