@@ -323,8 +323,9 @@ CHECKED_ELSEWHERE = [
     BadInput("python export.py ckpt=... dir=out format=gguf dtype=q5_k",
              "GGUF export dtype='q5_k' is not supported; allowed: f32, f16, q8_0, q4_0.",
              "tests/export/test_cli.py::test_bad_input_is_one_error_line"),
-    BadInput("python export.py ckpt=... dir=out format=gguf model_type=gpt2",
-             "GGUF export does not support the 'gpt2' family; supported: llama, mistral, qwen2, qwen3",
+    BadInput("python export.py ckpt=... dir=out format=gguf model_type=gemma2",
+             "GGUF export does not support the 'gemma2' family; supported: llama, mistral, qwen2, qwen3, phi3, "
+             "gpt2",
              "tests/export/test_cli.py::test_bad_input_is_one_error_line"),
     BadInput("python export.py ckpt=<a tokenizer=char run> dir=out format=gguf",
              "the char tokenizer is a WordLevel model; GGUF export carries byte-level BPE tokenizers only",
