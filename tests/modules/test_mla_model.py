@@ -115,6 +115,15 @@ def test_tensor_parallel_is_refused_naming_the_mixer():
         check_tensor_parallel(_model().config, 2, 2)
 
 
+def test_export_to_a_transformers_family_is_refused_naming_the_mixer(tmp_path):
+    """No family zoo converts carries mla yet: one ValueError naming model.mixer (was an AttributeError from
+    the first family whose tables read an attention key)."""
+    with pytest.raises(ValueError, match=r"No Hugging Face family can represent this zoo model(.|\n)*"
+                                         r"cannot express model.mixer='mla' \(would load as 'attention'\)"):
+        zoo.save_pretrained(_model(), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(("keys", "message"), [
     ({"n_kv_heads": 2}, "model.n_kv_heads=2 is attention's; model.mixer=mla"),
     ({"head_dim": 8}, "model.head_dim=8 is attention's"),
