@@ -13,6 +13,7 @@ own read-back of the same file within 1e-4, which pins the layout (names, q/k pe
 
 from __future__ import annotations
 
+import json
 from functools import cache
 
 import pytest
@@ -32,7 +33,7 @@ from zoo.pretrained.gguf_file import (
 )
 from zoo.pretrained.roundtrip import effective
 from zoo.tokenizers.gguf_vocab import LLAMA3_SPLIT, QWEN2_SPLIT
-from zoo.tokenizers.tokenizer import SPECIAL_TOKENS, ZooTokenizer
+from zoo.tokenizers.tokenizer import SPECIAL_TOKENS, ZooTokenizer, model_overrides
 from zoo.tokenizers.trained import train_bpe
 
 transformers = pytest.importorskip("transformers")
@@ -143,3 +144,40 @@ def test_a_gguf_of_an_architecture_zoo_does_not_read_is_named(tmp_path):
     with pytest.raises(ValueError, match=r"other.gguf: zoo reads GGUF architectures llama, qwen2, qwen3, "
                                          r"phi3, gpt2, not 'gemma2'"):
         zoo.from_pretrained(tmp_path / "other.gguf")
+
+
+def llama3_folder(folder):
+    """A Hugging Face tokenizer folder shaped as Llama 3's: its own specials after the vocabulary, BOS added
+    by the post-processor, a non-special added token, a chat template."""
+    from tokenizers import processors
+
+    hf = split_bpe(LLAMA3_SPLIT, True).hf
+    hf.add_special_tokens(["<|begin_of_text|>", "<|eot_id|>"])
+    hf.add_tokens(["<think>"])
+    bos = hf.token_to_id("<|begin_of_text|>")
+    hf.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A",
+                                                      special_tokens=[("<|begin_of_text|>", bos)])
+    folder.mkdir()
+    hf.save(str(folder / "tokenizer.json"))
+    template = ("{{ bos_token }}{% for m in messages %}<|start|>{{ m['role'] }}\n{{ m['content'] }}<|eot_id|>"
+                "{% endfor %}")
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>", "chat_template": template}))
+    return folder
+
+
+def test_a_hugging_face_tokenizer_keeps_its_own_specials_bos_and_template(tmp_path):
+    from zoo.tokenizers.hf import load_hf_tokenizer
+
+    tok = load_hf_tokenizer(llama3_folder(tmp_path / "tok"))
+    model = zoo.build("llama_small", d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=32, max_seq_len=16,
+                      **model_overrides(tok))  # its ids the tokenizer's, as train.py sets them
+    write_gguf(plan_gguf(model, tok, "f32"), tmp_path / GGUF_FILE)
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path, gguf_file=GGUF_FILE)
+    back = read_gguf_tokenizer(tmp_path / GGUF_FILE)
+    for text in [*SAMPLES, "a <think> b"]:
+        assert theirs(text, add_special_tokens=False)["input_ids"] == tok.encode(text) == back.encode(text)
+        assert theirs(text)["input_ids"] == [tok.bos_id, *tok.encode(text)]  # BOS added, as the folder does
+    assert (theirs.bos_token, theirs.eos_token) == ("<|begin_of_text|>", "<|eot_id|>")
+    assert theirs.chat_template == tok.chat_template == back.chat_template
+    assert (back.bos_id, back.eos_id, back.pad_id) == (tok.bos_id, tok.eos_id, tok.pad_id)

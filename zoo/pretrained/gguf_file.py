@@ -121,6 +121,8 @@ def _config_json(arch: GGUFArch, metadata: Mapping[str, Any], special_ids: Mappi
     """The config.json a GGUF of `arch` with `metadata` and these special ids reads as."""
     family = FAMILIES.get(arch.family)()
     ids = {SPECIAL_KEYS[role]: i for role, i in special_ids.items() if role in SPECIAL_KEYS}
+    if "pad" not in special_ids and "eos" in special_ids:  # zoo pads with EOS where a tokenizer has no pad
+        ids["pad_token_id"] = special_ids["eos"]
     return {**arch.config(metadata, tied), **ids, "architectures": [family.class_for("lm")]}
 
 
