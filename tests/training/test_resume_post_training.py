@@ -93,3 +93,24 @@ def test_dpo_precomputed_reference_trains_as_the_live_one(make_cfg, tmp_path):
                                           r"holds no precomputed reference log-probs"):
         train(make_cfg([*common, "trainer.max_steps=8", "dpo.reference=precomputed", "ckpt_path=last"],
                        run="refused"))
+
+
+@pytest.mark.parametrize("case", ["sft", "dpo-live", "dpo-precomputed"])
+def test_two_ddp_processes_match_one(tmp_path, run_cli, make_cfg, cache_dir, case):
+    """Two CPU processes (trainer=ddp_cpu, gloo) of 2 rows each log the losses of one process of 4: sft's
+    mean over the global batch's trained tokens, dpo's over its pairs (each process scores its own pairs
+    against its own reference: a frozen copy, or every pair precomputed). No dropout: each process draws its
+    own masks."""
+    task, _, reference = case.partition("-")
+    data = (["task=sft", "data=chat", f"data.path={write_chats(tmp_path / 'chats.jsonl')}"] if task == "sft"
+            else ["task=dpo", "data=preference", f"data.path={write_pairs(tmp_path / 'pairs.jsonl')}",
+                  f"dpo.reference={reference}"])
+    base = [*RUN, *data, "trainer.max_steps=3", "eval_every=3", "model.dropout=0.0"]
+    single = train_losses(train(make_cfg([*base, "batch_size=4", "trainer=cpu"], run="one")).output_dir)
+    two = run_cli([*base, "batch_size=2", "trainer=ddp_cpu", f"hydra.run.dir={tmp_path / 'two'}",
+                   f"paths.cache_dir={cache_dir}"])
+    assert two.returncode == 0, two.stderr[-3000:]
+    ddp = train_losses(tmp_path / "two")
+    assert sorted(single) == sorted(ddp) == [0, 1, 2]
+    for step in single:
+        assert ddp[step] == pytest.approx(single[step], abs=1e-5), step
