@@ -19,6 +19,7 @@ from tests.tokenizers.test_chat import write_folder
 from zoo.data.preference import PreferenceRow, encode_preference, read_preference_jsonl
 from zoo.data.sources.preference import load_preference
 from zoo.tokenizers import load_hf_tokenizer
+from zoo.tokenizers.chat import ChatTemplateError
 
 transformers = pytest.importorskip("transformers")
 datasets = pytest.importorskip("datasets")
@@ -35,7 +36,7 @@ ROWS = {
               "chosen": [{"role": "assistant", "content": "It is 22 C."}],
               "rejected": [{"role": "assistant", "content": "No idea."}], "tools": TOOLS},
 }
-# the templates that refuse a case themselves (Gemma's alternation rule), in trl as in zoo
+# the templates that refuse a tool turn themselves (roles must alternate), in trl as in zoo
 TEMPLATE_REFUSES = {("gemma", "tools"), ("gemma3", "tools"), ("mistral", "tools")}
 
 
@@ -65,11 +66,15 @@ def write(tmp_path: Path, rows: list) -> Path:
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
 def test_conversational_pairs_encode_as_trl_prepares_them(family: Family, case: str, base_tokenizer: str,
                                                          tmp_path: Path) -> None:
-    if (family.name, case) in TEMPLATE_REFUSES:
-        pytest.skip("the template itself refuses a tool turn (roles must alternate)")
     folder = write_folder(base_tokenizer, family, tmp_path / "tok")
     [row] = read_preference_jsonl(write(tmp_path, [ROWS[case]]))
     assert row.conversational
+    if (family.name, case) in TEMPLATE_REFUSES:  # the template's own raise_exception, in trl as in zoo
+        with pytest.raises(ChatTemplateError, match="roles must alternate"):
+            encode_preference(row, load_hf_tokenizer(folder))
+        with pytest.raises(Exception, match="roles must alternate"):
+            trl_prepared(folder, ROWS[case])
+        return
     pair = encode_preference(row, load_hf_tokenizer(folder))
     theirs = trl_prepared(folder, ROWS[case])
     assert (pair.prompt, pair.chosen, pair.rejected) == (theirs["prompt_ids"], theirs["chosen_ids"],
