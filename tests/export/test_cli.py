@@ -51,8 +51,9 @@ def test_hf_format_takes_the_family_as_an_option(tmp_path, ckpt):
      "dir={tmp}/model.ckpt/out cannot be written: {tmp}/model.ckpt is a file, not a folder; choose a new"),
     (["ckpt={ckpt}", "dir={out}", "format=gguf", "dtype=q5_k"],
      "GGUF export dtype='q5_k' is not supported; allowed: f32, f16, q8_0, q4_0."),
-    (["ckpt={ckpt}", "dir={out}", "format=gguf", "model_type=gemma2"],
-     "GGUF export does not support the 'gemma2' family; supported: llama, mistral, qwen2, qwen3, phi3, gpt2"),
+    (["ckpt={ckpt}", "dir={out}", "format=gguf", "model_type=olmo2"],
+     "GGUF export does not support the 'olmo2' family; supported: llama, mistral, qwen2, qwen3, phi3, gpt2, "
+     "gemma2, gemma3_text"),
     (["ckpt={ckpt}", "dir={out}", "format=gguf"],
      "the char tokenizer is a WordLevel model; GGUF export carries byte-level BPE tokenizers only"),
 ], ids=["no-ckpt", "no-dir", "bare", "missing-ckpt", "unknown-format", "option-of-another-format",

@@ -32,9 +32,15 @@ GPT2_KEYS: dict[str, str] = {
     "feed_forward_length": "n_inner", "attention.head_count": "n_head",
     "attention.layer_norm_epsilon": "layer_norm_epsilon", "vocab_size": "vocab_size",
 }
-FLOAT_KEYS = frozenset({"attention.layer_norm_rms_epsilon", "attention.layer_norm_epsilon", "rope.freq_base"})
+GEMMA_KEYS = {**COMMON_KEYS, "attention.sliding_window": "sliding_window"}
+GEMMA2_KEYS = {**GEMMA_KEYS, "attn_logit_softcapping": "attn_logit_softcapping",
+               "final_logit_softcapping": "final_logit_softcapping"}
+FLOAT_KEYS = frozenset({"attention.layer_norm_rms_epsilon", "attention.layer_norm_epsilon", "rope.freq_base",
+                        "attn_logit_softcapping", "final_logit_softcapping"})
 # what every one of these architectures computes, whatever the file says: a gated SiLU MLP, plain RoPE
 PLAIN_DECODER = {"hidden_act": "silu", "attention_dropout": 0.0}
+GEMMA = {"hidden_activation": "gelu_pytorch_tanh", "attention_dropout": 0.0, "attention_bias": False,
+         "use_bidirectional_attention": False}
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,11 @@ class GGUFArch:
     rotary: bool = True  # RoPE (GPT-2: learned positions, no rope keys)
     # Hugging Face tensors stored as (in, out) (GPT-2's Conv1D): llama.cpp keeps every matrix as (out, in)
     transposed: tuple[str, ...] = ()
+    norm_offset: bool = False  # Gemma: RMSNorm gains stored as 1 + w (Hugging Face keeps w)
+    # llama.cpp's fixed sliding-window pattern (Gemma 2: 2, Gemma 3: 6): layer i slides when i % n < n - 1; it
+    # scales scores by 1/sqrt(head_dim) (query_pre_attn_scalar = head_dim)
+    swa_period: int = 0
+    local_base: float | None = None  # the RoPE base of sliding layers llama.cpp fixes (Gemma 3: 10000)
 
     def metadata(self, hf: Mapping[str, Any]) -> dict[str, Any]:
         """`<arch>.<key>` -> value for the keys config.json `hf` holds (unset head_dim: d_model / n_heads;
@@ -74,10 +85,22 @@ class GGUFArch:
         if self.rotary:
             theta = out.pop("rope_theta", 10000.0)
             out.update(rope_parameters={"rope_type": "default", "rope_theta": theta}, rope_theta=theta)
+        if self.swa_period:
+            n = self.swa_period
+            out["layer_types"] = ["sliding_attention" if i % n < n - 1 else "full_attention"
+                                  for i in range(out.get("num_hidden_layers", 0))]
+            out["query_pre_attn_scalar"] = out.get("head_dim")
+        if self.local_base is not None:
+            out["rope_parameters"] = {"full_attention": out["rope_parameters"], "sliding_attention": {
+                "rope_type": "default", "rope_theta": self.local_base}}
+            del out["rope_theta"]
         return out
 
-    def stored(self, name: str, t: torch.Tensor) -> torch.Tensor:
-        """Hugging Face tensor `name` in llama.cpp's (out, in) layout (its own inverse: a transpose)."""
+    def stored(self, name: str, t: torch.Tensor, reading: bool = False) -> torch.Tensor:
+        """Hugging Face tensor `name` in llama.cpp's layout: matrices (out, in), Gemma's gains 1 + w
+        (`reading`: the other way)."""
+        if self.norm_offset and name.endswith("norm.weight"):
+            return t - 1 if reading else t + 1
         return t.T if any(name.endswith(end) for end in self.transposed) else t
 
 
@@ -90,6 +113,7 @@ def float32(value: float) -> float:
 def rope_theta(hf: Mapping[str, Any]) -> float | None:
     """The RoPE base of config.json `hf` (transformers 5 keeps it in rope_parameters)."""
     params = hf.get("rope_parameters") or {}
+    params = params.get("full_attention", params)  # Gemma 3: per layer kind; GGUF's base is the global one
     return params.get("rope_theta", hf.get("rope_theta"))
 
 
@@ -109,6 +133,12 @@ ARCHS: dict[str, GGUFArch] = {  # Hugging Face model_type -> how it is written
                                                  "attn_pdrop": 0.0, "embd_pdrop": 0.0}, rotary=False,
                      transposed=(".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight",
                                  ".mlp.c_proj.weight")),
+    # Gemma 2 / 3: gains stored 1 + w, GELU-tanh gates, llama.cpp's fixed local / global layer pattern
+    "gemma2": GGUFArch("gemma2", "gemma2", GEMMA2_KEYS, {**GEMMA, "hidden_act": "gelu_pytorch_tanh"},
+                       norm_offset=True, swa_period=2),
+    "gemma3_text": GGUFArch("gemma3", "gemma3_text", GEMMA_KEYS, {
+        **GEMMA, "attn_logit_softcapping": None, "final_logit_softcapping": None}, norm_offset=True,
+        swa_period=6, local_base=10000.0),
 }
 READS = {arch.name: arch for arch in ARCHS.values()}  # general.architecture -> the table it is read with
 

@@ -63,7 +63,7 @@ class GGUFPlan:
 def plan_gguf(model: ZooModel, tokenizer, dtype: str, model_type: str | None = None) -> GGUFPlan:
     """The GGUF of `model` and `tokenizer` in `dtype`; ValueError naming the first thing GGUF cannot carry."""
     check_dtype(dtype)
-    cfg = without_idle_window(model.config)
+    cfg = model.config
     if cfg.head.name != "lm":
         raise ValueError(f"GGUF export writes causal language models; this model has model.head="
                          f"{cfg.head.name!r} (allowed: lm).")
@@ -80,10 +80,11 @@ def plan_gguf(model: ZooModel, tokenizer, dtype: str, model_type: str | None = N
     return GGUFPlan(arch, metadata, vocab, out, dtype)
 
 
-def without_idle_window(cfg: ModelConfig) -> ModelConfig:
-    """`cfg` without a sliding window no shorter than the context (it masks nothing: the same model)."""
+def without_idle_window(cfg: ModelConfig, arch: GGUFArch) -> ModelConfig:
+    """`cfg` without a sliding window no shorter than the context (it masks nothing: the same model) where
+    `arch` has no key for a window (Mistral's, written as llama.cpp's llama)."""
     window = getattr(cfg.mixer, "sliding_window", None)
-    if window is None or window < cfg.max_seq_len:
+    if window is None or window < cfg.max_seq_len or "sliding_window" in arch.keys.values():
         return cfg
     return dataclasses.replace(cfg, mixer=dataclasses.replace(cfg.mixer, sliding_window=None))
 
@@ -110,6 +111,7 @@ def _family(model: ZooModel, cfg: ModelConfig, vocab: GGUFVocab,
 def _check_roundtrip(family: Family, arch: GGUFArch, cfg: ModelConfig, hf: dict, vocab: GGUFVocab) -> None:
     """The GGUF metadata of `cfg` must read back as `cfg` (zoo's export round trip, roundtrip.py): a knob
     llama.cpp has no key for is named instead of silently dropped."""
+    cfg = without_idle_window(cfg, arch)
     back = _config_json(arch, arch.metadata(hf), vocab.special_ids, tied=cfg.tie_embeddings)
     reader = FAMILIES.get(arch.family)()  # the family the file reads back as (Mistral: llama)
     check_roundtrip(cfg, reader.read_back(back, cfg), f"{arch.name} GGUF", family.same_model,
@@ -228,7 +230,14 @@ def read_gguf(path: str | Path) -> tuple[Family, ModelConfig, dict[str, torch.Te
                 if f"tokenizer.ggml.{key}_token_id" in meta}
     hf = _config_json(arch, meta, specials, tied="output.weight" not in names)
     family = FAMILIES.get(arch.family)()
-    config = family.config_from_hf(hf)
+    try:
+        config = family.config_from_hf(hf)
+    except (KeyError, ValueError) as err:  # a key missing or a value zoo cannot build
+        missing = err.args[0] if isinstance(err, KeyError) and not isinstance(err, ValueError) else None
+        keys = [f"{arch.name}.{k}" for k, name in arch.keys.items() if name == missing]
+        why = f"it has no {' / '.join(keys) or repr(missing)}" if missing is not None else str(err)
+        raise ValueError(f"{file}: its {arch.name} metadata does not describe a model zoo builds: "
+                         f"{why}.") from None
     with torch.device("meta"):
         shapes = build_model(config).state_dict()
     hf_names = _names(arch, config.n_layers, family.state_to_hf(shapes, config))
@@ -242,7 +251,7 @@ def read_gguf(path: str | Path) -> tuple[Family, ModelConfig, dict[str, torch.Te
         data = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
         t = torch.from_numpy(np.array(data, dtype=np.float32))  # a writable copy
         name = by_gguf[tensor.name]
-        heads, t = _rotated_heads(arch, hf, name), arch.stored(name, t)
+        heads, t = _rotated_heads(arch, hf, name), arch.stored(name, t, reading=True)
         tensors[name] = rotary_halves(t, heads) if heads else t
     src = HFTensors(tensors, file, family.prefixes)
     config = family.fitted(config, src)
