@@ -325,9 +325,9 @@ CHECKED_ELSEWHERE = [
     BadInput("python export.py ckpt=... dir=out format=gguf dtype=q5_k",
              "GGUF export dtype='q5_k' is not supported; allowed: f32, f16, q8_0, q4_0.",
              "tests/export/test_cli.py::test_bad_input_is_one_error_line"),
-    BadInput("python export.py ckpt=... dir=out format=gguf model_type=gemma2",
-             "GGUF export does not support the 'gemma2' family; supported: llama, mistral, qwen2, qwen3, phi3, "
-             "gpt2",
+    BadInput("python export.py ckpt=... dir=out format=gguf model_type=olmo2",
+             "GGUF export does not support the 'olmo2' family; supported: llama, mistral, qwen2, qwen3, phi3, "
+             "gpt2, gemma2, gemma3_text",
              "tests/export/test_cli.py::test_bad_input_is_one_error_line"),
     BadInput("python export.py ckpt=<a tokenizer=char run> dir=out format=gguf",
              "the char tokenizer is a WordLevel model; GGUF export carries byte-level BPE tokenizers only",
@@ -347,6 +347,9 @@ CHECKED_ELSEWHERE = [
     BadInput("zoo.from_pretrained(<a .gguf of an architecture zoo does not read>)",
              "zoo reads GGUF architectures llama, qwen2, qwen3, ",
              "tests/pretrained/test_gguf.py::test_a_gguf_of_an_architecture_zoo_does_not_read_is_named"),
+    BadInput("zoo.from_pretrained(<a .gguf missing a key of its architecture>)",
+             "its llama metadata does not describe a model zoo ",
+             "tests/pretrained/test_gguf.py::test_a_gguf_without_the_keys_of_its_architecture_is_named"),
     BadInput("python export.py ckpt=... dir=out model_type=gpt2 (an option of format=hf only)",
              "export format 'zoo' has no option 'model_type'",
              "tests/export/test_cli.py::test_bad_input_is_one_error_line"),
