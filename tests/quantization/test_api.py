@@ -116,6 +116,8 @@ def test_quantize_bad_input():
         zoo.quantize(nn.Sequential(nn.Linear(64, 40)), "int4", group_size=32)
     with pytest.raises(ValueError, match=r"in_features 24 is not a multiple of 16"):
         zoo.quantize(nn.Sequential(nn.Linear(24, 16)), "int8")
+    with pytest.raises(ValueError, match="its layers run on torch's CPU kernel only; the model is on meta"):
+        zoo.quantize(nn.Sequential(nn.Linear(64, 16, device="meta")), "int4", group_size=32)
 
 
 @pytest.mark.parametrize("method,options", [("int8", {}), ("int4", {"group_size": 32})], ids=["int8", "int4"])

@@ -42,6 +42,11 @@ def plan(model: nn.Module, method: QuantizationMethod, settings: Any, *, head: b
                 walk(child, f"{name}.", under_head)
 
     walk(model, "", isinstance(model, OutputHead))
+    devices = {p.device.type for r in found for p in r.layer.parameters()}
+    if method.cpu_only and devices - {"cpu"}:
+        elsewhere = ", ".join(sorted(devices - {"cpu"}))
+        raise ValueError(f"quantize(model, {method.name!r}): its layers run on torch's CPU kernel only; the "
+                         f"model is on {elsewhere}. Quantise it on the CPU and decode there.")
     for r in found:
         linear = type(r.layer) is nn.Linear
         why = method.refusal(r.layer, settings) if linear else method.embedding_refusal(r.layer, settings)

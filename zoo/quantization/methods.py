@@ -22,10 +22,12 @@ from zoo.registry import Registry
 
 
 class QuantizationMethod:
-    """One entry of QUANTIZERS. `Settings` is the dataclass of the options it reads (all defaulted)."""
+    """One entry of QUANTIZERS. `Settings` is the dataclass of the options it reads (all defaulted);
+    `cpu_only`: its layers run on a CPU kernel only."""
 
     name: str
     Settings: type
+    cpu_only = False
 
     def settings(self, options: dict[str, Any]) -> Any:
         """`options` (keyword arguments of zoo.quantize, `quantize_*` keys of the apps) -> Settings; a key the
@@ -97,7 +99,7 @@ class Int4Settings:
 
 
 class Int4Method(QuantizationMethod):
-    name, Settings = "int4", Int4Settings
+    name, Settings, cpu_only = "int4", Int4Settings, True
 
     def check(self, settings: Int4Settings) -> None:
         if settings.group_size not in INT4_GROUP_SIZES:

@@ -12,7 +12,6 @@ from torch import nn
 from zoo.quantization.api import check_quantize, quantize
 
 OPTION_KEYS = {"quantize_group_size": "group_size", "quantize_symmetric": "symmetric"}  # key -> option
-CPU_ONLY = ("int4",)  # methods whose layers only run on torch's CPU kernel
 
 
 @dataclass
@@ -55,7 +54,7 @@ class QuantizeOptions:
             check_quantize(self.quantize, self.quantize_options())
         except ValueError as e:
             raise ValueError(f"quantize={self.quantize}: {e}") from None
-        if self.quantize in CPU_ONLY and device != "cpu":
+        if entry.cpu_only and device != "cpu":
             raise ValueError(f"quantize={self.quantize} runs on torch's CPU kernel only; device={device} "
                              "cannot run it (use device=cpu, or quantize=int8).")
 
