@@ -6,8 +6,9 @@ every weight perturbed; tokenizers are trained here; nothing is downloaded.
 
 Tolerances against the float32 zoo model: f32 1e-4 (the same numbers; only summation order differs). f16
 keeps an 11-bit significand, so each weight moves by at most 2^-11 of itself: max |logit error| measured
-~6e-4 on these models, bound 3e-3. q8_0 stores each block of 32 weights as int8 times the block's
-max / 127, so a weight moves by up to 0.4% of its block's largest: measured ~2.5e-2, bound 0.1. q4_0 (16
+4e-4 to 1.8e-3 on these models (logits up to ~1.3; Gemma 3 the largest), bound 5e-3. q8_0 stores each
+block of 32 weights as int8 times the block's max / 127, so a weight moves by up to 0.4% of its block's
+largest: measured 1.5e-2 to 3.4e-2, bound 0.1. q4_0 (16
 levels per block) is not compared with float32; for every dtype, transformers' logits equal those of zoo's
 own read-back of the same file within 1e-4, which pins the layout (names, q/k permutation, block order)."""
 
@@ -50,7 +51,7 @@ TEXTS = [
 ]
 SAMPLES = ["Hello wörld! It's 12345 foxes  \n\n  ok", "Лиса и собака: 日本語のテキスト, 中文。",
            "कुत्ते 🎉 السلام  trailing   ", "'ll 've 're  CAPS lower MiXeD 3.14159"]
-TOLERANCE = {"f32": 1e-4, "f16": 3e-3, "q8_0": 0.1}  # vs the float32 zoo model (see the docstring)
+TOLERANCE = {"f32": 1e-4, "f16": 5e-3, "q8_0": 0.1}  # vs the float32 zoo model (see the docstring)
 FAMILY_TOKENIZER = {"llama": "llama-bpe", "mistral": "gpt-2", "qwen2": "qwen2", "qwen3": "qwen2",
                     "phi3": "gpt-2", "gpt2": "gpt-2", "gemma2": "gpt-2", "gemma3_text": "gpt-2"}
 # transformers' GGUF reader leaves Qwen3's head_dim and GPT-2's n_positions at their defaults (128, 1024;
