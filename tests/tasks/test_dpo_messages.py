@@ -70,8 +70,8 @@ def test_conversational_pairs_encode_as_trl_prepares_them(family: Family, case: 
     [row] = read_preference_jsonl(write(tmp_path, [ROWS[case]]))
     assert row.conversational
     if (family.name, case) in TEMPLATE_REFUSES:  # the template's own raise_exception, in trl as in zoo
-        with pytest.raises(ChatTemplateError, match="roles must alternate"):
-            encode_preference(row, load_hf_tokenizer(folder))
+        with pytest.raises(ChatTemplateError, match=f"^{tmp_path / 'pairs.jsonl'}:1: .*roles must alternate"):
+            encode_preference(row, load_hf_tokenizer(folder))  # named by its line
         with pytest.raises(Exception, match="roles must alternate"):
             trl_prepared(folder, ROWS[case])
         return

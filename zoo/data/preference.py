@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from zoo.data.chat_rows import check_turns
 from zoo.data.readers import jsonl_values
-from zoo.tokenizers.chat import render_chat
+from zoo.tokenizers.chat import ChatTemplateError, render_chat
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -35,6 +35,7 @@ class PreferenceRow:
     chosen: str | Turns
     rejected: str | Turns
     tools: Turns | None = None
+    where: str = field(default="", compare=False)  # file:line, for errors found when it is encoded
 
     @property
     def conversational(self) -> bool:
@@ -92,7 +93,7 @@ def _conversational(row: dict, where: str) -> PreferenceRow:
     if tools is not None and not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
         raise ValueError(f"{where}: field 'tools' must be a list of tool schemas (objects)")
     return PreferenceRow(checked[0][:n], checked[0][n:], checked[1][n:],
-                         tuple(tools) if tools is not None else None)
+                         tuple(tools) if tools is not None else None, where)
 
 
 def parse_row(row: object, where: str) -> PreferenceRow:
@@ -124,7 +125,7 @@ def parse_row(row: object, where: str) -> PreferenceRow:
         if not text:
             raise ValueError(f"{where}: the {name} completion is empty"
                              + ("" if "prompt" in row else " once the common prefix (the prompt) is cut"))
-    return PreferenceRow(prompt, chosen, rejected)
+    return PreferenceRow(prompt, chosen, rejected, where=where)
 
 
 def read_preference_jsonl(path: str | Path) -> list[PreferenceRow]:
@@ -165,19 +166,23 @@ def encode_pair(row: PreferenceRow, encode: Callable[[str], list[int]], eos_id: 
     return _split_at_prompt(prompt, chosen, rejected)
 
 
-def encode_chat_pair(row: PreferenceRow, tokenizer: ZooTokenizer, where: str = "a conversational pair"
-                     ) -> EncodedPair:
+def encode_chat_pair(row: PreferenceRow, tokenizer: ZooTokenizer) -> EncodedPair:
     """Ids of a conversational `row` as trl's DPOTrainer makes them: the prompt rendered with the generation
     prompt, prompt+completion rendered without (the template writes each turn's end, so no eos is added),
-    and the completion starting where they leave the rendered prompt."""
+    and the completion starting where they leave the rendered prompt. A template that refuses the row (its
+    raise_exception) is one error naming the row's file:line."""
+    where = row.where or "a conversational pair"
     if tokenizer.chat_template is None:
         raise ValueError(f"{where}: a conversational pair needs a chat template; this {tokenizer.kind} "
                          "tokenizer has none (give init_from / tokenizer a Hugging Face folder with one)")
     tools = list(row.tools) if row.tools is not None else None
 
     def ids(turns: Turns, prompt: bool) -> list[int]:
-        text = render_chat(tokenizer.chat_template, list(turns), tokenizer.specials.tokens,
-                           add_generation_prompt=prompt, tools=tools)
+        try:
+            text = render_chat(tokenizer.chat_template, list(turns), tokenizer.specials.tokens,
+                               add_generation_prompt=prompt, tools=tools)
+        except ChatTemplateError as e:
+            raise ChatTemplateError(f"{where}: {e}") from None
         return tokenizer.encode_chat(text)
 
     return _split_at_prompt(ids(row.prompt, True), ids(row.prompt + row.chosen, False),
