@@ -9,7 +9,7 @@ import torch
 
 import zoo
 from zoo.finetune.init_from import GGUFFile, open_source
-from zoo.pretrained.gguf_file import GGUF_FILE, plan_gguf, write_gguf
+from zoo.pretrained.gguf_file import plan_gguf, write_gguf
 from zoo.pretrained.roundtrip import effective
 from zoo.tokenizers.trained import train_bpe
 from zoo.training.run import train
@@ -27,7 +27,7 @@ def gguf_file(tmp_path_factory):
     tokenizer = train_bpe(CORPUS, vocab_size=300, min_frequency=1)
     model = zoo.build("llama_small", vocab_size=tokenizer.vocab_size, d_model=32, n_layers=1, n_heads=2,
                       n_kv_heads=1, d_ff=64, max_seq_len=64).eval()
-    path = tmp_path_factory.mktemp("gguf") / GGUF_FILE
+    path = tmp_path_factory.mktemp("gguf") / "model.q"  # known by its magic bytes, not its name
     write_gguf(plan_gguf(model, tokenizer, "f32"), path)
     return path, model, tokenizer
 

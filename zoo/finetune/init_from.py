@@ -237,7 +237,9 @@ class GGUFFile(Source):
 
     @staticmethod
     def recognises(path: Path, meta: Any) -> bool:
-        return path.is_file() and path.suffix == ".gguf"
+        from zoo.pretrained.api import is_gguf
+
+        return is_gguf(path)
 
     @functools.cached_property
     def read(self):

@@ -94,8 +94,13 @@ def read_pretrained(path: str | Path, overrides: Mapping[str, Any] | None = None
 
 
 def is_gguf(path: str | Path) -> bool:
-    """Whether `path` is a GGUF file (llama.cpp's format; read by zoo.pretrained.gguf_file)."""
-    return Path(path).is_file() and Path(path).suffix == ".gguf"
+    """Whether `path` is a GGUF file (llama.cpp's format, known by its magic bytes whatever its name; read by
+    zoo.pretrained.gguf_file)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"GGUF"
+    except OSError:  # a folder, or nothing there
+        return False
 
 
 def _read_gguf(path: str | Path, overrides: Mapping[str, Any] | None) -> Pretrained:
