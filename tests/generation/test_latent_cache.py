@@ -13,6 +13,7 @@ TINY = {"vocab_size": 40, "d_model": 32, "n_layers": 2, "n_heads": 4, "d_ff": 48
         "n_kv_heads": None, "positional": {"name": "rope", "layout": "interleaved"}}
 IDS = torch.tensor([[0, 0, 5, 6, 7, 8], [9, 10, 11, 12, 13, 14]])
 MASK = (IDS != 0).long()  # the first prompt left-padded
+WINDOWED = {"mixer": {"q_lora_rank": 10, "sliding_window": 3}, "layer_pattern": ["local", "global"]}
 
 
 def pair(preset: str = "llama_small", **overrides) -> tuple[torch.nn.Module, torch.nn.Module]:
@@ -48,12 +49,22 @@ def test_the_cache_holds_the_latent_and_rope_key_only():
     {"cache_implementation": "static"},
     {"cache_implementation": "static", "do_sample": True, "seed": 5},
 ], ids=["greedy", "sample", "static_greedy", "static_sample"])
-@pytest.mark.parametrize("overrides", [{}, {"mixer": {"q_lora_rank": 10, "sliding_window": 3},
-                                            "layer_pattern": ["local", "global"]}], ids=["plain", "q_lora_window"])
+@pytest.mark.parametrize("overrides", [{}, WINDOWED], ids=["plain", "q_lora_window"])
 def test_decoding_equals_the_materialised_cache(options, overrides):
     latent, materialised = pair(**overrides)
     kw = dict(attention_mask=MASK, max_new_tokens=10, eos_token_id=[], return_dict=True, **options)
     assert_same_run(latent.generate(IDS, **kw), materialised.generate(IDS, **kw))
+
+
+def test_a_long_prompt_is_decompressed_and_the_decoding_folded():
+    """Past L (N + V) / (2L - N - V) = 12 x 14 / 10 queries the prompt attends with the latent decompressed
+    (fewer multiply-adds), one token at a time folded; both give the materialised cache's run."""
+    latent, materialised = pair()
+    attention = latent.decoder_stack.layers[0].self_attn
+    assert attention._absorbs(16) and not attention._absorbs(17)
+    prompt = torch.randint(3, 40, (2, 24), generator=torch.Generator().manual_seed(2))
+    kw = dict(max_new_tokens=10, eos_token_id=[], return_dict=True)
+    assert_same_run(latent.generate(prompt, **kw), materialised.generate(prompt, **kw))
 
 
 def test_beam_search_equals_the_materialised_cache():

@@ -144,7 +144,11 @@ class LatentAttention(nn.Module):
             k_rope = positions.rotate(k_rope)
         if cache is not None and self.latent_cache:  # the cache's key slot holds [latent | k_rope]
             joint, _ = cache.append(torch.cat([latent, k_rope], dim=-1), latent[..., :0])  # value slot: empty
-            out, weights = self._absorbed(q, joint, mask, need_weights)  # (B, H, T, V)
+            if self._absorbs(t):
+                out, weights = self._absorbed(q, joint, mask, need_weights)  # (B, H, T, V)
+            else:  # a long chunk (the prompt): decompress the cached latent, as without a cache
+                k, v = self._expand(*joint.split([self.latent_dim, self.rope_dim], dim=-1))
+                out, weights = self._attend(q, k, v, mask, need_weights)
         else:
             k, v = self._expand(latent, k_rope)
             if cache is not None:
@@ -155,42 +159,62 @@ class LatentAttention(nn.Module):
             self.tap("heads_concat", out)
         return self.o(out), weights
 
+    def _absorbs(self, t: int) -> bool:
+        """Whether T new queries over S cached positions cost fewer multiply-adds folded (per head and query:
+        S (2L + R)) than with the latent decompressed (S L (N + V) per position, then S (N + R + V) per head
+        and query): T (2L - N - V) < L (N + V). Decoding (T = 1, a few draft tokens) folds; a prompt does
+        not."""
+        return t * (2 * self.latent_dim - self.nope_dim - self.v_dim) < self.latent_dim * (self.nope_dim
+                                                                                         + self.v_dim)
+
     def _absorbed(self, q: torch.Tensor, joint: torch.Tensor, mask: AttentionMask, need_weights: bool):
         """q (B, H, T, N + R) over cached [latent | k_rope] (B, 1, S, L + R) with kv_b folded in: the query's
-        no-rope part through each head's W_uk (N x L), the weighted latent through its W_uv (L x V)."""
-        w = applied_weight(self.kv_b).view(self.n_heads, self.nope_dim + self.v_dim, self.latent_dim)
+        no-rope part through each head's W_uk (N x L), the weighted latent through its W_uv (L x V). The
+        heads share the one latent, so they are folded into the query rows: one (H T, S) product, no copy of
+        the cache per head."""
+        b, h, t, _ = q.shape
+        w = applied_weight(self.kv_b).view(h, self.nope_dim + self.v_dim, self.latent_dim)
         w_uk, w_uv = w.split([self.nope_dim, self.v_dim], dim=1)  # (H, N, L), (H, V, L)
         q_nope, q_rope = q.split([self.nope_dim, self.rope_dim], dim=-1)
         q_joint = torch.cat([q_nope @ w_uk, q_rope], dim=-1)  # (B, H, T, L + R)
-        out, weights = self._attend(q_joint, joint, joint[..., : self.latent_dim], mask, need_weights)
-        return out @ w_uv.transpose(1, 2), weights  # (B, H, T, L) @ (H, L, V) -> (B, H, T, V)
+        scores = q_joint.reshape(b, 1, h * t, -1) @ joint.transpose(-2, -1)  # (B, 1, H T, S)
+        weights = self._softmax(scores.view(b, h, t, -1) * self.scale, mask)  # (B, H, T, S)
+        dropout = self.dropout if self.training else 0.0
+        dropped = F.dropout(weights, dropout, training=dropout > 0).reshape(b, 1, h * t, -1)
+        out = (dropped @ joint[..., : self.latent_dim]).view(b, h, t, self.latent_dim)  # (B, H, T, L)
+        if mask.valid_rows is not None:
+            out = out.masked_fill(~mask.valid_rows, 0.0)
+        return out @ w_uv.transpose(1, 2), weights if need_weights else None  # (B, H, T, V)
+
+    def _softmax(self, scores: torch.Tensor, mask: AttentionMask) -> torch.Tensor:
+        """Masked softmax of scores (B, H, T, S) in float32, rows without a visible key all zero."""
+        scores = mask.apply(scores)
+        safe = scores if mask.valid_rows is None else scores.masked_fill(~mask.valid_rows, 0.0)
+        weights = safe.float().softmax(dim=-1)
+        if mask.valid_rows is not None:
+            weights = weights.masked_fill(~mask.valid_rows, 0.0)
+        weights = weights.to(scores.dtype)
+        if self.tap is not None:
+            self.tap("scores", scores)
+            self.tap("weights", weights)
+        return weights
 
     def _attend(self, q, k, v, mask: AttentionMask, need_weights: bool):
         """softmax(q k^T * scale + mask) v with dropout; the explicit path (need_weights, tracing) keeps the
-        weights, else scaled_dot_product_attention. k, v have H heads or one (the latent) that all share. A
-        query with no visible key outputs zeros."""
+        weights, else scaled_dot_product_attention. A query with no visible key outputs zeros."""
         dropout = self.dropout if self.training else 0.0
         weights = None
         if need_weights or self.tap is not None:
             if self.tap is not None:
                 for name, value in (("q", q), ("k", k), ("v", v)):
                     self.tap(name, value)
-            scores = mask.apply((q @ k.transpose(-2, -1)) * self.scale)  # (B, H, T, S)
-            safe = scores if mask.valid_rows is None else scores.masked_fill(~mask.valid_rows, 0.0)
-            weights = safe.float().softmax(dim=-1)
-            if mask.valid_rows is not None:
-                weights = weights.masked_fill(~mask.valid_rows, 0.0)
-            weights = weights.to(q.dtype)
-            if self.tap is not None:
-                self.tap("scores", scores)
-                self.tap("weights", weights)
+            weights = self._softmax((q @ k.transpose(-2, -1)) * self.scale, mask)  # (B, H, T, S)
             out = F.dropout(weights, dropout, training=dropout > 0) @ v
             if self.tap is not None:
                 self.tap("heads", out)
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.mask, dropout_p=dropout,
-                                                 is_causal=mask.is_causal, scale=self.scale,
-                                                 enable_gqa=k.shape[1] != q.shape[1])
+                                                 is_causal=mask.is_causal, scale=self.scale)
         if mask.valid_rows is not None:
             out = out.masked_fill(~mask.valid_rows, 0.0)
         return out, weights
