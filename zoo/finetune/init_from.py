@@ -284,7 +284,7 @@ def open_source(value: str) -> Source:
     if found is None:
         present = ", ".join(sorted(p.name for p in path.iterdir())[:8]) if path.is_dir() else ""
         raise InitError(f"init_from={value}: not a model: expected a Hugging Face folder (config.json with a "
-                        f"model_type, weights), a zoo checkpoint (.ckpt) or a zoo export folder"
+                        f"model_type, weights), a zoo checkpoint (.ckpt), a zoo export folder or a GGUF file"
                         + (f" (found: {present or 'nothing'})" if path.is_dir() else ""))
     source = found(path, meta)
     try:
