@@ -9,7 +9,7 @@ import torch
 
 import zoo
 from zoo.finetune.init_from import GGUFFile, open_source
-from zoo.pretrained.gguf_file import plan_gguf, write_gguf
+from zoo.pretrained.gguf_file import GGUF_FILE, plan_gguf, write_gguf
 from zoo.pretrained.roundtrip import effective
 from zoo.tokenizers.trained import train_bpe
 from zoo.training.run import train
@@ -46,10 +46,21 @@ def test_a_gguf_file_is_a_source_with_the_model_weights_and_tokenizer_it_holds(g
 
 
 @pytest.mark.e2e
-def test_training_starts_from_a_gguf_file(make_run_cfg, gguf_file, folders):
+def test_training_starts_from_a_gguf_file_and_exports_one_transformers_reads(make_run_cfg, gguf_file, folders,
+                                                                             tmp_path):
+    """GGUF -> train.py init_from -> export.py format=gguf -> transformers: the trained model's logits and
+    its tokenizer's ids."""
+    transformers = pytest.importorskip("transformers")
     path, model, tokenizer = gguf_file
     result = train(make_run_cfg([f"init_from={path}", "data=text", f"data.files={folders['corpus']}", *FAST,
                                  "trainer.max_steps=3", "eval_every=3"]))
     trained, tok = zoo.load(result.last_checkpoint)
     assert tok.encode(TEXT) == tokenizer.encode(TEXT)
     assert trained.config.vocab_size == model.config.vocab_size and trained.pretrained_family == "llama"
+    out = zoo.export(result.last_checkpoint, tmp_path / "gguf", format="gguf", dtype="f32")
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(out, gguf_file=GGUF_FILE).eval()
+    ids = torch.tensor([tok.encode(TEXT)])
+    with torch.no_grad():
+        torch.testing.assert_close(theirs(ids).logits, trained.eval()(ids).logits, atol=1e-4, rtol=0)
+    their_tok = transformers.AutoTokenizer.from_pretrained(out, gguf_file=GGUF_FILE)
+    assert their_tok(TEXT, add_special_tokens=False)["input_ids"] == tok.encode(TEXT)
