@@ -105,6 +105,15 @@ def _attention_parameters(model) -> int:
 
 
 def run(quick: bool = False) -> Section:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # see the note: on this shared machine one thread is the steady measurement
+    try:
+        return _run(quick)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(quick: bool) -> Section:
     size = SIZES[quick]
     rows, notes, data = [], [], {}
     for shape in size["shapes"]:
@@ -126,9 +135,11 @@ def run(quick: bool = False) -> Section:
                  f"parameters, mla_small's {mla_attention:,} (not equal: the val-loss comparison at equal "
                  "parameters the issue asks for is not measured here).")
     notes.append(f"Decode: batch 1, {size['new']} greedy tokens after a prefilled prompt of the context's "
-                 "length, one forward per token through zoo's dynamic KV cache (eager, fp32, CPU); tokens/s "
-                 f"is the median of {size['repeats']} interleaved repeats. 'same tokens' and 'max logit "
-                 "diff' compare the two caches' runs.")
+                 "length, one forward per token through zoo's dynamic KV cache (eager, fp32, CPU, one "
+                 "thread: with two, on this 2-core machine shared with other engineers' tests, each small op "
+                 "waited on the other thread, ~40 ms a token instead of ~1.3 ms for the quick size); "
+                 f"tokens/s is the median of {size['repeats']} interleaved repeats. 'same tokens' and 'max "
+                 "logit diff' compare the two caches' runs.")
     notes.append("Bytes are read off the filled caches (every layer's stored tensors / positions): latent = "
                  "layers x (kv_lora_rank + qk_rope_head_dim) x 4 bytes, materialised = layers x n_heads x "
                  "(qk_nope + qk_rope + v_head_dim) x 4 bytes.")
