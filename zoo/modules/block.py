@@ -31,7 +31,7 @@ class Block(nn.Module):
         self.wiring, self.residual = WIRINGS.get(cfg.norm_placement)(), cfg.residual
         self.self_attn = MIXERS.get(cfg.mixer.name)(cfg)
         self.cross_attn = Attention(cfg, cross=True) if cross else None
-        self.ffn = FFNS.get(cfg.ffn).build(cfg, index)
+        self.ffn = FFNS.get(cfg.ffn.name).build(cfg, index)
         for name in self.sublayer_names():
             self.wiring.add_norms(self, name, cfg)
         self.drop = nn.Dropout(cfg.dropout)
