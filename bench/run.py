@@ -149,6 +149,18 @@ def _loop_causes(quick: bool) -> Section:
     return run(quick)
 
 
+def _decode_large(quick: bool) -> Section:
+    from bench.bench_decode_large import run
+
+    return run(quick)
+
+
+def _mla(quick: bool) -> Section:
+    from bench.bench_mla import run
+
+    return run(quick)
+
+
 def _gpu(quick: bool) -> Section:
     from bench.gpu import run
 
@@ -161,8 +173,8 @@ SECTIONS: dict[str, Callable[[bool], Section]] = {
     "attention": _attention, "tokenizer": _tokenizer, "scaling": _scaling, "parity": _parity,
     "pretokenize": _pretokenize, "memory": _memory, "batching": _batching, "compile": _compile,
     "optim": _optim, "init_from": _init_from, "serving": _serving, "stopping": _stopping, "moe": _moe,
-    "unpadding": _unpadding, "loop": _loop, "loop_causes": _loop_causes,
-    "gpu": _gpu,
+    "unpadding": _unpadding, "loop": _loop, "loop_causes": _loop_causes, "decode_large": _decode_large,
+    "mla": _mla, "gpu": _gpu,
 }
 GPU_ONLY = ("gpu",)  # left out of a full run on a machine without CUDA (run them by name on a GPU)
 

@@ -238,10 +238,16 @@ def open_model(path: str | Path) -> tuple[Any, Any, str | None]:
     """(model, tokenizer, task) of a training checkpoint, read once (the task it was trained on), or of an
     export folder (task None: the model's default applies); CheckpointError naming the file for anything else
     and for a checkpoint saved without its tokenizer. The model is in eval mode on CPU."""
+    return open_trained(path)[:3]
+
+
+def open_trained(path: str | Path) -> tuple[Any, Any, str | None, dict[str, Any] | None]:
+    """`open_model`'s three and the task's state the checkpoint keeps (`task_state`: task=dpo's settings),
+    from the same one read; None for an export folder or a checkpoint without one."""
     from zoo.checkpoint import Checkpoint
     from zoo.loader import from_checkpoint, load
 
     if not Path(path).is_file():
-        return (*load(path), None)
+        return (*load(path), None, None)
     ckpt = Checkpoint.read(path)
-    return (*from_checkpoint(ckpt), ckpt.record.task)
+    return (*from_checkpoint(ckpt), ckpt.record.task, ckpt.data.get("task_state"))

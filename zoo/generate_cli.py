@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from zoo.apps import PATH, check_device, cli_key, parse_key_values
 from zoo.generation.config import GenerationConfig
+from zoo.quantization.options import QuantizeOptions
 from zoo.tokenizers.chat import read_messages
 
 # GenerationConfig options the command line does not expose: EOS / pad come from the tokenizer, and the
@@ -24,12 +25,13 @@ DECODING_KEYS = [f.name for f in dataclasses.fields(GenerationConfig) if f.name 
 # The one decoding default the script changes: a reader at the terminal wants more than the library's 20
 CLI_DEFAULTS = {"max_new_tokens": 64}
 INPUTS = ("prompt", "prompts_file", "src", "src_file", "messages_file")  # one of them, or stdin
-NULLABLE = ("cache_implementation",)  # the text keys that are names, where `null` means None (the default)
+NULLABLE = ("cache_implementation", "quantize")  # text keys that are names, where `null` means None (default)
 
 
 @dataclass
-class _ScriptOptions:
-    """The keys only `generate.py` has: what to load, what to read, where to run, what to print."""
+class _ScriptOptions(QuantizeOptions):
+    """The keys only `generate.py` has: what to load, what to read, where to run, what to print (and the
+    `quantize*` keys it shares with serve.py)."""
 
     ckpt: str | None = cli_key(rule=PATH)  # a training checkpoint (.ckpt) or an export folder
     prompt: str | None = None  # decoder: text to continue
@@ -89,6 +91,7 @@ def parse_overrides(argv: Sequence[str]) -> GenerateCLIConfig:
     if cfg.batch_size < 1:
         raise ValueError(f"batch_size must be an integer >= 1, got {cfg.batch_size!r}.")
     check_device(cfg.device)
+    cfg.check_quantize(cfg.device)
     cfg.decoding().validate(vocab_size=sys.maxsize)  # option errors before the checkpoint is opened
     return cfg
 
@@ -183,7 +186,7 @@ def main(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.st
 
     cfg = parse_overrides(argv)
     model, tokenizer, _ = open_model(cfg.ckpt)  # a training checkpoint (read once) or an export folder
-    model = model.to(cfg.device)
+    model = cfg.apply_quantize(model.to(cfg.device))  # a shape the kernel cannot take: refused here
     assistant = None
     if cfg.assistant_ckpt is not None:  # its fit (architecture, vocabulary) is checked by generate
         assistant = open_model(cfg.assistant_ckpt)[0].to(cfg.device)

@@ -17,10 +17,11 @@ register_train_configs()  # model/_schema, data/auto, callbacks/_declared: what 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 
 
-def write_checkpoint(path: Path, model: torch.nn.Module, task: str, tokenizer) -> Path:
-    """A training-format checkpoint of `model` (what ZooLightningModule.on_save_checkpoint adds)."""
+def write_checkpoint(path: Path, model: torch.nn.Module, task: str, tokenizer, **extra) -> Path:
+    """A training-format checkpoint of `model` (what ZooLightningModule.on_save_checkpoint adds; `extra`:
+    more top-level entries, as task_state)."""
     state = {f"model.{k}": v for k, v in model.state_dict().items()}
-    atomic_torch_save({"state_dict": state, "zoo": zoo_section(model.config, task, tokenizer)}, path)
+    atomic_torch_save({"state_dict": state, "zoo": zoo_section(model.config, task, tokenizer), **extra}, path)
     return path
 
 

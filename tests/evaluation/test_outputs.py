@@ -96,7 +96,7 @@ def test_output_onto_a_users_file_is_refused_before_the_checkpoint_is_read(lm_ch
     def opened(*args, **kwargs):
         raise AssertionError("the checkpoint was opened before output= was checked")
 
-    monkeypatch.setattr("zoo.evaluation.run.open_model", opened)
+    monkeypatch.setattr("zoo.evaluation.run.open_trained", opened)
     with pytest.raises(ConfigError) as err:
         evaluate(make_eval_cfg([f"ckpt={ckpt}", "data=text", f"data.files={corpus}", f"output={notes}"]))
     assert str(err.value) == (f"output={notes} exists and is not an evaluate.py report; zoo replaces only "

@@ -6,6 +6,7 @@ splits are refused by name."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,7 @@ def _write(source: str, folder: Path) -> tuple[str, dict]:
     if source == "chat":  # rows of one shape: every assistant turn trains the same number of tokens
         rows = [HF_ROWS["chat"][1](i) for i in range(ROWS)]
         return "sft", {"name": source, "path": str(_jsonl(folder / "test.jsonl", rows))}
-    if source == "preference":  # read whole, but evaluate.py refuses task=dpo (no reference in a checkpoint)
+    if source == "preference":  # scored against reference=<the checkpoint itself>: margins 0, loss ln 2
         rows = [{"prompt": f"Where is {PEOPLE[i % 3]}? ", "chosen": PLACES[i % 2],
                  "rejected": PLACES[1 - i % 2]} for i in range(ROWS)]
         return "dpo", {"name": source, "path": str(_jsonl(folder / "test.jsonl", rows))}
@@ -102,7 +103,8 @@ def _checkpoint(tmp_path: Path, task_name: str, data_cfg: dict) -> tuple[Path, o
     labels = {"head": {"name": extra["head"], "num_labels": len(tok.label_names)}} if tok.label_names else {}
     base = zoo.build(preset, d_model=32, n_heads=2, d_ff=64, max_seq_len=64, **{**extra, **labels}).config
     model = zoo.build(task.model_config(base, tok))
-    return write_checkpoint(tmp_path / f"{task_name}.ckpt", model, task_name, tok), tok
+    state = {"task_state": task.for_model(model, {}).run_state()} if task_name == "dpo" else {}
+    return write_checkpoint(tmp_path / f"{task_name}.ckpt", model, task_name, tok, **state), tok
 
 
 CASES = [pytest.param(source, _write, id=source) for source in sorted(set(whole_sources()) - {"hf"})] + [
@@ -122,9 +124,9 @@ def test_split_all_scores_every_row_of_the_file(tmp_path, make_eval_cfg, name, w
     data = [f"data={data_cfg['name']}", *(f"data.{k}={v}" for k, v in data_cfg.items() if k != "name")]
     run = [f"ckpt={ckpt}", *data, "output=null", "generation.max_new_tokens=2", "batch_size=4"]
     if task == "dpo":
-        with pytest.raises(ConfigError, match="evaluate.py cannot score task=dpo yet"):
+        with pytest.raises(ConfigError, match="give reference=<the model the DPO run started from"):
             evaluate(make_eval_cfg([*run, "split=all"]))
-        return
+        run.append(f"reference={ckpt}")
     whole = evaluate(make_eval_cfg([*run, "split=all"]))
     assert whole.split == "all"
     if writer is _hf:  # data=hf holds out rows by a hash: 10% of 6 rows is none
@@ -141,6 +143,10 @@ def test_split_all_scores_every_row_of_the_file(tmp_path, make_eval_cfg, name, w
     elif task == "sft":  # trained (assistant) tokens: 6 rows of one shape against the 1 held out
         per_row = held_out.metrics["tokens"] if held_out else whole.metrics["tokens"] // ROWS
         assert whole.metrics["tokens"] == ROWS * per_row and per_row >= len(tok.encode("Ann is in Oslo."))
+    elif task == "dpo":  # every pair, scored against itself: the closed forms
+        assert whole.metrics["pairs"] == ROWS and held_out.metrics["pairs"] == 1
+        assert whole.metrics["loss"] == pytest.approx(math.log(2), abs=1e-6)
+        assert whole.metrics["rewards/margins"] == pytest.approx(0.0, abs=1e-6)
     else:
         assert whole.metrics["examples"] == ROWS
         assert held_out is None or held_out.metrics["examples"] == 1

@@ -37,19 +37,28 @@ def test_hf_format_takes_the_family_as_an_option(tmp_path, ckpt):
 @pytest.mark.parametrize(("args", "message"), [
     (["dir={out}"], "ckpt is required; usage: python export.py ckpt="),
     (["ckpt={ckpt}"], "dir is required"),
-    (["ckpt", "dir={out}"], "Arguments are key=value, got 'ckpt'. Known keys: ckpt, dir, format, model_type"),
+    (["ckpt", "dir={out}"],
+     "Arguments are key=value, got 'ckpt'. Known keys: ckpt, dir, format, dtype, model_type"),
     (["ckpt={tmp}/missing.ckpt", "dir={out}"], "checkpoint not found: {tmp}/missing.ckpt"),
-    (["ckpt={ckpt}", "dir={out}", "format=onnx"], "Unknown export format 'onnx'. Allowed: hf, zoo."),
+    (["ckpt={ckpt}", "dir={out}", "format=onnx"], "Unknown export format 'onnx'. Allowed: gguf, hf, zoo."),
     (["ckpt={ckpt}", "dir={out}", "model_type=gpt2"], "export format 'zoo' has no option 'model_type'"),
     (["ckpt={ckpt}", "dir={out}", "format=hf", "model_type=gtp2"], "Unknown Hugging Face model_type 'gtp2'"),
     (["ckpt={ckpt}", "dir={out}", "format=hf", "modeltype=gpt2"],
-     "Unknown key 'modeltype'. Did you mean 'model_type'? Known keys: ckpt, dir, format, model_type."),
+     "Unknown key 'modeltype'. Did you mean 'model_type'? Known keys: ckpt, dir, format, dtype, model_type."),
     (["ckpt={ckpt}", "dir={tmp}/model.ckpt"],
      "dir={tmp}/model.ckpt is a file, not a folder (a zoo export is a folder); choose a new path"),
     (["ckpt={ckpt}", "dir={tmp}/model.ckpt/out"],
      "dir={tmp}/model.ckpt/out cannot be written: {tmp}/model.ckpt is a file, not a folder; choose a new"),
+    (["ckpt={ckpt}", "dir={out}", "format=gguf", "dtype=q5_k"],
+     "GGUF export dtype='q5_k' is not supported; allowed: f32, f16, q8_0, q4_0."),
+    (["ckpt={ckpt}", "dir={out}", "format=gguf", "model_type=olmo2"],
+     "GGUF export does not support the 'olmo2' family; supported: llama, mistral, qwen2, qwen3, phi3, gpt2, "
+     "gemma2, gemma3_text"),
+    (["ckpt={ckpt}", "dir={out}", "format=gguf"],
+     "the char tokenizer is a WordLevel model; GGUF export carries byte-level BPE tokenizers only"),
 ], ids=["no-ckpt", "no-dir", "bare", "missing-ckpt", "unknown-format", "option-of-another-format",
-        "unknown-family", "unknown-key", "dir-is-a-file", "dir-under-a-file"])
+        "unknown-family", "unknown-key", "dir-is-a-file", "dir-under-a-file", "gguf-dtype", "gguf-family",
+        "gguf-char-tokenizer"])
 def test_bad_input_is_one_error_line(tmp_path, ckpt, capsys, args, message):
     out = tmp_path / "out"
     argv = [a.format(ckpt=ckpt, out=out, tmp=tmp_path) for a in args]
@@ -106,6 +115,6 @@ def test_export_py_exits_1_with_one_error_line(tmp_path, ckpt):
 
     proc = run("format=onnx")
     assert proc.returncode == 1
-    assert proc.stderr.splitlines() == ["error: Unknown export format 'onnx'. Allowed: hf, zoo."]
+    assert proc.stderr.splitlines() == ["error: Unknown export format 'onnx'. Allowed: gguf, hf, zoo."]
     proc = run()
     assert proc.returncode == 0 and zoo.load(tmp_path / "out")[0] is not None, proc.stderr

@@ -1,19 +1,28 @@
 """Every registered export format (zoo.export.FORMATS): exports a checkpoint, re-exports over its own
-earlier export, and refuses a folder it did not write (another format's export, a user's files) untouched."""
+earlier export, and refuses a folder it did not write (another format's export, a user's files) untouched.
+The checkpoint is one every format can write: a Llama-shaped model with a byte-level BPE (gguf carries no
+character tokenizer)."""
 
 from __future__ import annotations
 
 import pytest
 
 import zoo
-from tests.test_checkpoint_export import checkpoint, files
-from zoo.checkpoint import CheckpointError
+from tests.test_checkpoint_export import files
+from zoo.checkpoint import CheckpointError, atomic_torch_save, zoo_section
 from zoo.export.registry import FORMATS
+from zoo.tokenizers.trained import train_bpe
 
 
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
-    return checkpoint(tmp_path_factory.mktemp("ckpt") / "model.ckpt", 0)
+    tokenizer = train_bpe(["hello export, every format"], vocab_size=270, min_frequency=1)
+    model = zoo.build("llama_small", vocab_size=tokenizer.vocab_size, d_model=16, n_layers=1, n_heads=2,
+                      n_kv_heads=1, d_ff=32, max_seq_len=16)
+    path = tmp_path_factory.mktemp("ckpt") / "model.ckpt"
+    state = {f"model.{k}": v for k, v in model.state_dict().items()}
+    atomic_torch_save({"state_dict": state, "zoo": zoo_section(model.config, "lm", tokenizer)}, path)
+    return path
 
 
 @pytest.mark.parametrize("name", list(FORMATS))

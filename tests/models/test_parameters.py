@@ -1,5 +1,7 @@
 """Parameter counts against a closed form written out here, independently of the modules."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -42,17 +44,36 @@ def _layer_tags(c: ModelConfig, index: int) -> list[str]:
     return cycle[(index - len(prefix)) % len(cycle)].split("+") if cycle else []
 
 
+def _latent_attention(c: ModelConfig, m) -> int:
+    """mixer=mla: the query (full rank, or down, norm, up), kv_a to latent + rope key, its norm, kv_b to each
+    head's no-rope key and value, o; biases (model.mixer.bias, else model.bias) on the down projections
+    and o."""
+    d, bias = c.d_model, c.bias if m.bias is None else m.bias
+    q_out = c.n_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+    low = m.q_lora_rank
+    query = _linear(d, q_out, False) if low is None else (
+        _linear(d, low, bias) + _norm(c, low) + _linear(low, q_out, False))
+    return (query + _linear(d, m.kv_lora_rank + m.qk_rope_head_dim, bias) + _norm(c, m.kv_lora_rank)
+            + _linear(m.kv_lora_rank, c.n_heads * (m.qk_nope_head_dim + m.v_head_dim), False)
+            + _linear(c.n_heads * m.v_head_dim, d, bias))
+
+
 def closed_form(c: ModelConfig) -> int:
     d, v, b = c.d_model, c.vocab_size, c.bias
     head = c.head_dim or d // c.n_heads
     q, kv = c.n_heads * head, (c.n_kv_heads or c.n_heads) * head
     wrap = _norm(c) * (2 if c.norm_placement == "sandwich" else 1)  # the norms around one sub-layer
     shared = c.norm_placement == "parallel_shared"  # one norm per block, counted with self-attention
+    latent = c.mixer if c.mixer.name == "mla" else None
+    if latent is not None:  # cross-attention is attention with its defaults
+        c = dataclasses.replace(c, mixer="attention")
     per_head = c.mixer.qk_norm_scope == "head"  # one norm per head's features, or over the whole q / k
     qk = (2 * _norm(c, head) if per_head else _norm(c, q) + _norm(c, kv)) if c.mixer.qk_norm else 0
     # Qwen2: q/k/v bias only
     sinks = c.n_heads if c.mixer.sinks else 0  # one learned logit per head (gpt-oss), self-attention only
     self_attn = _linear(d, q + 2 * kv, c.use_qkv_bias) + _linear(q, d, b) + qk + sinks + wrap
+    if latent is not None:
+        self_attn = _latent_attention(c, latent) + wrap
     wrap = 0 if shared else wrap
     cross_attn = (_linear(d, q, c.use_qkv_bias) + _linear(d, 2 * kv, c.use_qkv_bias) + _linear(q, d, b) + qk
                   + wrap)

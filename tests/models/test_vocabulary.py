@@ -38,7 +38,8 @@ NOT_DEFAULT = {"rope": {"base": 5e5, "local_base": 1e4, "layout": "interleaved",
 SCALING_NOT_DEFAULT = {"linear": {"factor": 2.0},
                        "llama3": {"factor": 2.0, "low_freq_factor": 2.0, "high_freq_factor": 8.0,
                                   "original_max_len": 8},
-                       "yarn": {"factor": 2.0, "original_max_len": 8, "truncate": False},
+                       "yarn": {"factor": 2.0, "original_max_len": 8, "truncate": False, "mscale": 1.0,
+                                "mscale_all_dim": 1.0},
                        "longrope": {"original_max_len": 8, "short_factor": [2.0], "long_factor": [3.0]}}
 PART_FIELDS = {*PARTS, "layer_pattern"}  # typed settings: their keys' rules are their entries' declarations
 

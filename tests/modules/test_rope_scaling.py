@@ -147,7 +147,7 @@ def test_registry_lists_every_entry_with_its_keys():
     assert ROPE_SCALINGS.names() == ROPE_SCALING.names() == ["linear", "llama3", "longrope", "none", "yarn"]
     keys = ROPE_SCALING.docs()
     assert all(set(keys[n]) <= {"factor", "low_freq_factor", "high_freq_factor", "original_max_len",
-                                "short_factor", "long_factor", "truncate"}
+                                "short_factor", "long_factor", "truncate", "mscale", "mscale_all_dim"}
                for n in ROPE_SCALINGS.names())
 
 

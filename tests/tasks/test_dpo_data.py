@@ -45,9 +45,10 @@ def test_implicit_prompt_is_trls(chosen, rejected):
     ({"text": "hello"}, r"needs the fields prompt/chosen/rejected or chosen/rejected \(implicit prompt\); "
                         r"got \['text'\]"),
     ({"prompt": "p", "chosen": "a", "rejected": "b", "score": 1}, r"unknown field\(s\) \['score'\]"),
-    ({"prompt": "p", "chosen": 3, "rejected": "b"}, "field 'chosen' must be text, got int"),
+    ({"prompt": "p", "chosen": 3, "rejected": "b"},
+     "field 'chosen' must be text or a list of messages, got int"),
     ({"chosen": [{"role": "assistant", "content": "a"}], "rejected": [{"role": "assistant", "content": "b"}]},
-     "conversational rows"),
+     "a conversational pair needs a prompt"),  # the messages read: tests/tasks/test_dpo_messages.py
     ("{not json", "not JSON"),
     ("[1, 2]", "got list"),
 ])

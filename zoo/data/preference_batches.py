@@ -1,14 +1,17 @@
 """Preference pairs as batches (task=dpo): one example per pair, a batch the B prompt+chosen rows then the B
 prompt+rejected rows (zoo.data.preference.collate_pairs). A pair whose prompt + completion is longer than
 ``max_seq_len`` is cut at the end (``data.truncate=true``, counted and logged, as trl's keep_start) or refused
-naming its row; a prompt that leaves no room for a completion token is always refused."""
+naming its row; a prompt that leaves no room for a completion token is always refused. With
+dpo.reference=precomputed each split's pairs carry the reference's log-probs (``with_reference``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from typing import Any
 
+import torch
 from torch.utils.data import DataLoader, Dataset
 
 from zoo.data.cache import RaggedIds
@@ -41,6 +44,7 @@ class PreferencePairs(Dataset):
     def __init__(self, parts: tuple[RaggedIds, RaggedIds, RaggedIds], max_seq_len: int, *, truncate: bool,
                  origin: str, split: str) -> None:
         self.pairs, self.cut = [], 0
+        self.reference: torch.Tensor | None = None  # (N, 2) reference log-probs (chosen, rejected)
         for i in range(len(parts[0])):
             pair = EncodedPair(*(part[i].tolist() for part in parts))
             longest = len(pair.prompt) + max(len(pair.chosen), len(pair.rejected))
@@ -61,7 +65,18 @@ class PreferencePairs(Dataset):
         return len(self.pairs)
 
     def __getitem__(self, key: int) -> EncodedPair:
-        return self.pairs[key]
+        if self.reference is None:
+            return self.pairs[key]
+        chosen, rejected = self.reference[key].tolist()
+        return dataclasses.replace(self.pairs[key], ref_chosen=chosen, ref_rejected=rejected)
+
+    def with_reference(self, logps: torch.Tensor) -> None:
+        """Carry `logps` (N, 2: each pair's chosen and rejected summed reference log-probs) in every item."""
+        if tuple(logps.shape) != (len(self.pairs), 2):
+            raise ValueError(f"reference log-probs of shape {tuple(logps.shape)} for {len(self.pairs)} "
+                             "pairs: they were computed on other data (resume with the data the run started "
+                             "with)")
+        self.reference = logps.detach().float().cpu()
 
 
 class PreferenceDataModule(ZooDataModule):

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from zoo.apps import ConfigError, bad_input, open_model, plain, resolve_data
+from zoo.apps import ConfigError, bad_input, open_trained, plain, resolve_data
 from zoo.atomic import atomic_file
 from zoo.generation.config import GENERATION_OPTIONS as DECODING
 from zoo.options import ANY, MAPPING, TEXT, Options, integer, one_of, optional
@@ -30,7 +30,7 @@ EVALUATE_OPTIONS = Options({
     "ckpt": TEXT, "split": one_of("auto", "val", "test", WHOLE), "batch_size": integer(1),
     "max_examples": optional(integer(1)), "device": one_of("auto", "cpu", "cuda"), "seed": integer(0),
     "output": optional(TEXT), "name": TEXT, "data": MAPPING, "paths": MAPPING, "generation": MAPPING,
-    "hydra": ANY,
+    "reference": optional(TEXT), "hydra": ANY,
 }, required=frozenset({"ckpt", "data"}))
 
 
@@ -64,15 +64,33 @@ REPORT_OUTPUT = Output("output", "an evaluate.py report", folder=False, ours=Eva
 
 
 def open_checkpoint(path: str):
-    """(model, tokenizer, task) of a training checkpoint (the task it was trained on; the file read once) or
-    an export folder (the model's default task); anything else is a ConfigError naming the file."""
+    """(model, tokenizer, task, task state) of a training checkpoint (the task it was trained on; the file
+    read once) or an export folder (the model's default task, no state); anything else is a ConfigError
+    naming the file."""
     from zoo.tasks import default_task, get_task
 
     try:
-        model, tokenizer, task = open_model(path)
-        return model, tokenizer, get_task(task) if task else default_task(model.config)
+        model, tokenizer, task, state = open_trained(path)
+        return model, tokenizer, get_task(task) if task else default_task(model.config), state
     except (ValueError, KeyError) as e:  # CheckpointError is a ValueError
         raise ConfigError(f"ckpt={path}: {e}") from None
+
+
+def open_reference(value: str, model: torch.nn.Module) -> torch.nn.Module:
+    """`reference=value` (a Hugging Face folder, a zoo checkpoint or export: what init_from reads) built as
+    the checkpoint's model, in eval mode; ConfigError naming the key when it is no model or does not fit."""
+    from zoo.finetune.init_from import build_initialised, load_state, open_source
+
+    try:
+        source = open_source(value)
+        reference, fresh = build_initialised(model.config, load_state(source, value), value,
+                                             source.model_type)
+    except (ValueError, OSError) as e:  # InitError is a ValueError
+        raise ConfigError(f"reference={value}: {e}") from None
+    if fresh:
+        raise ConfigError(f"reference={value}: it lacks the checkpoint's {', '.join(fresh)}; give the model "
+                          "the run started from (its init_from)")
+    return reference.eval()
 
 
 def evaluate(cfg: DictConfig | Mapping[str, Any]) -> EvalReport:
@@ -86,8 +104,9 @@ def evaluate(cfg: DictConfig | Mapping[str, Any]) -> EvalReport:
         gen = dict(resolved.get("generation") or {})
         GENERATION_OPTIONS.check("generation", {k: v for k, v in gen.items() if v is not None})
         output = REPORT_OUTPUT.check(resolved["output"]) if resolved.get("output") else None
-        model, tokenizer, task = open_checkpoint(resolved["ckpt"])
-        task.check_evaluable()  # task=dpo: no reference model in the checkpoint
+        model, tokenizer, task, state = open_checkpoint(resolved["ckpt"])
+        reference = open_reference(resolved["reference"], model) if resolved.get("reference") else None
+        task = task.for_evaluation(model, state, reference)  # task=dpo: its settings, the reference
         data_cfg = resolve_data(resolved["data"], task)
         check_data_cfg(data_cfg)
     whole = resolved["split"] == WHOLE  # every example of the user's file, in the data module's val split

@@ -12,7 +12,8 @@ from zoo.apps import PATH, cli_key, parse_key_values
 from zoo.export import export
 from zoo.export.registry import FORMATS
 
-USAGE = "python export.py ckpt=<checkpoint or export> dir=<folder> [format=zoo|hf] [model_type=<family>]"
+USAGE = ("python export.py ckpt=<checkpoint or export> dir=<folder> [format=zoo|hf|gguf] "
+         "[model_type=<family>] [dtype=f32|f16|q8_0|q4_0 (gguf)]")
 # every registered format's keyword options (text); export() refuses one the chosen format does not take
 FORMAT_OPTIONS = sorted({option for name in FORMATS.names() for option in FORMATS.get(name).options})
 

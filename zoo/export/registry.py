@@ -23,6 +23,7 @@ class ExportFormat:
     marks: tuple[str, ...]  # keys its config.json holds (how an earlier export of this format is known)
     write: Callable[..., None]  # (empty folder, model, tokenizer, **options): writes the export there
     options: tuple[str, ...] = ()  # the keyword options `write` takes
+    check: Callable[..., None] | None = None  # (**options): refuses bad option values before any read
 
     def wrote(self, folder: Path) -> bool:
         """Whether an earlier export of this format wrote `folder` (its config.json holds the marks)."""

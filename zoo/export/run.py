@@ -26,6 +26,8 @@ def export(
     if unknown:
         raise ValueError(f"export format {format!r} has no option {unknown[0]!r} "
                          f"(its options: {', '.join(kind.options) or 'none'}).")
+    if kind.check is not None:
+        kind.check(**options)
     target = Path(out_dir).resolve()  # swap the real folder, never a link to it
     sweep(target.parent, re.escape(target.name), shared=False, contents=kind.files)  # a killed export's rest
     check_target(target, Path(ckpt_path), kind)

@@ -1,5 +1,6 @@
 """`init_from=PATH`: start training from pretrained weights. PATH is a Hugging Face folder (config.json with
-a `model_type`, weights, usually tokenizer files), a zoo training checkpoint (`.ckpt`) or a zoo export folder.
+a `model_type`, weights, usually tokenizer files), a zoo training checkpoint (`.ckpt`), a zoo export folder or
+a llama.cpp `.gguf` file.
 Each kind is a `Source` registered in SOURCES that recognises its paths and gives the model config, the
 weights (as a zoo state dict) and the tokenizer config of that path."""
 
@@ -228,7 +229,48 @@ class ZooExport(ZooSaved):
         return from_export(self.path, self.meta)  # config.json parsed once, by open_source
 
 
-SOURCES: tuple[type[Source], ...] = (ZooCheckpoint, ZooExport, HuggingFaceFolder)
+class GGUFFile(Source):
+    """A llama.cpp GGUF file (zoo.pretrained.gguf_file): weights dequantised to float32, its tokenizer rebuilt
+    from the file's metadata."""
+
+    kind = "GGUF file"
+
+    @staticmethod
+    def recognises(path: Path, meta: Any) -> bool:
+        from zoo.pretrained.api import is_gguf
+
+        return is_gguf(path)
+
+    @functools.cached_property
+    def read(self):
+        """(family, config, state) of the file, read once."""
+        from zoo.pretrained.gguf_file import read_gguf
+
+        return read_gguf(self.path)
+
+    def config(self) -> ModelConfig:
+        return self.read[1]
+
+    def state(self) -> dict[str, torch.Tensor]:
+        self.model_type = self.read[0].model_type
+        return self.read[2]
+
+    def has_tokenizer(self) -> bool:
+        return True  # a GGUF carries its tokenizer (GGUF export refuses one it cannot write)
+
+    @functools.cached_property
+    def shipped_tokenizer(self) -> ZooTokenizer:
+        from zoo.pretrained.gguf_file import read_gguf_tokenizer
+
+        return read_gguf_tokenizer(self.path)
+
+    def tokenizer_cfg(self, workdir: Path) -> dict[str, Any]:
+        folder = workdir / "init_tokenizer"
+        self.shipped_tokenizer.save(folder)  # the file holds its tokenizer as metadata
+        return {"name": "file", "path": str(folder)}
+
+
+SOURCES: tuple[type[Source], ...] = (GGUFFile, ZooCheckpoint, ZooExport, HuggingFaceFolder)
 
 
 def open_source(value: str) -> Source:
@@ -242,7 +284,7 @@ def open_source(value: str) -> Source:
     if found is None:
         present = ", ".join(sorted(p.name for p in path.iterdir())[:8]) if path.is_dir() else ""
         raise InitError(f"init_from={value}: not a model: expected a Hugging Face folder (config.json with a "
-                        f"model_type, weights), a zoo checkpoint (.ckpt) or a zoo export folder"
+                        f"model_type, weights), a zoo checkpoint (.ckpt), a zoo export folder or a GGUF file"
                         + (f" (found: {present or 'nothing'})" if path.is_dir() else ""))
     source = found(path, meta)
     try:

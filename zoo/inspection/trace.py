@@ -12,8 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from zoo.modules.attention import Attention
-from zoo.modules.block import Block, Stack
+from zoo.modules.block import MIXERS, Block, Stack  # every mixer registered
 from zoo.modules.embedding import Embeddings
 from zoo.modules.feedforward import FeedForward
 from zoo.modules.heads import OutputHead
@@ -200,7 +199,7 @@ class Tracer:
         self._on(mod, pre=lambda _m, args, _k: self._add("block_input", args[0], path, "pre"),
                  post=lambda _m, _a, _k, out: self._add("block_output", out[0], path, "hook"))
 
-    def _probe_attention(self, path: str, mod: Attention) -> None:
+    def _probe_attention(self, path: str, mod: nn.Module) -> None:
         prefix = "cross_" if mod.cross else ""
         mod.tap = lambda name, t: self._add(prefix + name, t, path, "tap")
         self._tapped.append(mod)
@@ -226,7 +225,7 @@ class Tracer:
             ((Embeddings,), self._probe_embeddings),
             ((Stack,), self._probe_stack),
             ((Block,), self._probe_block),
-            ((Attention,), self._probe_attention),
+            (tuple(MIXERS.get(n) for n in MIXERS.names()), self._probe_attention),  # every mixer
             ((FeedForward,), self._probe_ffn),
             (norm_module_types(), self._probe_norm),
             ((OutputHead,), self._probe_head),

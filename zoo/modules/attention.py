@@ -19,12 +19,12 @@ from torch import nn
 
 from zoo.modules.cache import LayerCache
 from zoo.modules.mask import AttentionMask
+from zoo.modules.mixers import MIXERS  # re-exported: the registry's long-standing home
 from zoo.modules.norm import make_norm
 from zoo.modules.positional import PositionTerms
 from zoo.modules.sinks import sdpa_with_sinks, softmax_with_sinks
-from zoo.registry import Registry
 
-MIXERS: Registry = Registry("token mixer", key="model.mixer")  # name -> module class (cfg, *, cross)
+__all__ = ["MIXERS", "Attention"]
 
 
 @MIXERS.register("attention")
@@ -56,6 +56,11 @@ class Attention(nn.Module):
         self.dropout = cfg.attention_dropout
         # gpt-oss: a learned logit per head in each softmax's denominator (zoo.modules.sinks)
         self.sinks = nn.Parameter(torch.zeros(self.n_heads)) if settings.sinks and not cross else None
+
+    @classmethod
+    def cross_attention(cls, cfg) -> Attention:
+        """The decoder's attention over the encoder output: this class, projecting k/v from the memory."""
+        return cls(cfg, cross=True)
 
     def _heads(self, t: torch.Tensor, n: int) -> torch.Tensor:
         b, s, _ = t.shape

@@ -12,7 +12,8 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from zoo.modules.attention import MIXERS, Attention
+from zoo.modules import mla as _mla  # noqa: F401  (registers mixer=mla)
+from zoo.modules.attention import MIXERS
 from zoo.modules.cache import KVCache
 from zoo.modules.feedforward import FFNS
 from zoo.modules.mask import AttentionMask
@@ -29,8 +30,9 @@ class Block(nn.Module):
         """`index`: the layer's place in its stack (the FFN kind may differ by layer: MoE every k-th)."""
         super().__init__()
         self.wiring, self.residual = WIRINGS.get(cfg.norm_placement)(), cfg.residual
-        self.self_attn = MIXERS.get(cfg.mixer.name)(cfg)
-        self.cross_attn = Attention(cfg, cross=True) if cross else None
+        mixer = MIXERS.get(cfg.mixer.name)
+        self.self_attn = mixer(cfg)
+        self.cross_attn = mixer.cross_attention(cfg) if cross else None
         self.ffn = FFNS.get(cfg.ffn.name).build(cfg, index)
         for name in self.sublayer_names():
             self.wiring.add_norms(self, name, cfg)

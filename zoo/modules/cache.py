@@ -74,10 +74,9 @@ class StaticLayerCache(LayerCache):
         self.owner = owner
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.k is None:
-            b, h, _, d = k.shape
-            self.k = k.new_zeros(b, h, self.owner.max_len, d)  # zeros: masked slots must stay finite
-            self.v = v.new_zeros(b, h, self.owner.max_len, d)
+        if self.k is None:  # zeros: masked slots must stay finite; k and v may differ in width (mla)
+            self.k = k.new_zeros(*k.shape[:2], self.owner.max_len, k.shape[3])
+            self.v = v.new_zeros(*v.shape[:2], self.owner.max_len, v.shape[3])
         index = self.owner.step_index
         if index is not None:  # compiled step: one token at a tensor position, the full buffer attended
             self.k.index_copy_(2, index, k)

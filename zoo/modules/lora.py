@@ -67,6 +67,14 @@ class LoRALinear(nn.Linear):
         return f"{super().extra_repr()}, rank={self.lora_A.shape[0]}, scaling={self.scaling:g}"
 
 
+def applied_weight(layer: nn.Linear) -> torch.Tensor:
+    """The (out, in) matrix `layer` applies: W, or for a LoRA layer W + (alpha / r) B A (what a caller that
+    folds the matrix into others, as latent attention's cache, must use)."""
+    if isinstance(layer, LoRALinear):
+        return layer.weight + layer.scaling * (layer.lora_B @ layer.lora_A)
+    return layer.weight
+
+
 def adapt(model: nn.Module, paths: Sequence[str], *, rank: int, alpha: float, dropout: float) -> None:
     """Put a LoRALinear at each module path (an nn.Linear)."""
     for path in paths:

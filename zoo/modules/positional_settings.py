@@ -81,6 +81,10 @@ class YarnScalingSettings(Part):
     factor: Annotated[float, _FACTOR] = 1.0
     original_max_len: Annotated[int | None, _ORIGINAL] = None
     truncate: bool = True  # the ramp's ends rounded out to whole pairs (gpt-oss: false)
+    mscale: Annotated[float | None, optional(number(0))] = None  # DeepSeek: with mscale_all_dim, cos and
+    #                                                  sin get mscale(factor, this) / mscale(factor, all_dim)
+    mscale_all_dim: Annotated[float | None, optional(number(0))] = None  # DeepSeek: latent attention's
+    #                                                  softmax scale times mscale(factor, this)^2
 
 
 @ROPE_SCALING.register("longrope")

@@ -18,14 +18,21 @@ from zoo.registry import Registry
 ROPE_SCALINGS: Registry = Registry("rope scaling", key="model.positional.scaling")
 
 def rotary_dims(cfg) -> int:
-    """R, the features of each head that rotate: int(head size * fraction), as transformers counts."""
-    return int(cfg.head_size * cfg.positional.fraction)
+    """R, the features of each head that rotate: int(head size * fraction), as transformers counts; the head
+    size is the part of each head the mixer lets rotate (mla: qk_rope_head_dim)."""
+    return int(cfg.mixer.rotary_head_size(cfg.head_size) * cfg.positional.fraction)
+
+
+def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
+    """YaRN's attention temperature 0.1 mscale ln(factor) + 1 (1 when the context is not stretched)."""
+    return 0.1 * mscale * math.log(factor) + 1.0 if factor > 1 else 1.0
 
 
 class RopeScaling:
     """No scaling: the frequencies the model was trained with."""
 
     attention_factor: float = 1.0  # multiplies cos and sin (so q.k by its square)
+    all_dims_factor: float = 1.0  # multiplies latent attention's (mla) softmax scale, rotated or not
     stale_after: int | None = None  # keys rotated for a sequence this long or shorter are stale beyond it
 
     def __init__(self, cfg) -> None:
@@ -96,14 +103,21 @@ class YarnScaling(RopeScaling):
     """YaRN (Peng et al. 2023): pairs turning fewer than beta_slow = 1 times over the original context are
     interpolated (divided by `factor`), more than beta_fast = 32 times kept, a linear ramp between
     (its ends rounded out to whole pairs unless `truncate` is false, as gpt-oss); cos and sin are
-    multiplied by 0.1 ln(factor) + 1."""
+    multiplied by 0.1 ln(factor) + 1. DeepSeek's variant (`mscale`, `mscale_all_dim` both set) multiplies
+    them by mscale(factor, mscale) / mscale(factor, mscale_all_dim) and latent attention's softmax scale by
+    mscale(factor, mscale_all_dim)^2 (`all_dims_factor`), as transformers' yarn_apply_mscale."""
     beta_fast, beta_slow = 32.0, 1.0  # transformers' defaults; not config keys
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
         self.original, self.base = self.settings.original_max_len, cfg.positional.base
         self.truncate = self.settings.truncate
-        self.attention_factor = 0.1 * math.log(self.factor) + 1.0 if self.factor > 1 else 1.0
+        mscale, all_dims = self.settings.mscale, self.settings.mscale_all_dim
+        self.attention_factor = yarn_mscale(self.factor)
+        if mscale and all_dims:
+            self.attention_factor = yarn_mscale(self.factor, mscale) / yarn_mscale(self.factor, all_dims)
+        if all_dims:
+            self.all_dims_factor = yarn_mscale(self.factor, all_dims) ** 2
 
     def _pair_index(self, rotations: float, dim: int) -> float:
         """The (fractional) feature index whose pair turns `rotations` times over the original context."""

@@ -71,6 +71,8 @@ def read_pretrained(path: str | Path, overrides: Mapping[str, Any] | None = None
     part given as a mapping without a name changes only its keys: `mixer={"softcap": None}`, lay_over);
     `head_optional` (init_from): a head whose tensors the file lacks is left out instead of failing; `hf`: its
     config.json as the caller read it (`read_config`), not read again."""
+    if is_gguf(path):
+        return _read_gguf(path, overrides)
     hf = hf if hf is not None else read_config(path)
     family = _family(hf, path)
     config = family.config_from_hf(hf)
@@ -89,6 +91,26 @@ def read_pretrained(path: str | Path, overrides: Mapping[str, Any] | None = None
         raise explained(err, family, config) from None
     return Pretrained(family, config, state, family.label_names(hf, config), _file_dtype(tensors),
                       src.new_head)
+
+
+def is_gguf(path: str | Path) -> bool:
+    """Whether `path` is a GGUF file (llama.cpp's format, known by its magic bytes whatever its name; read by
+    zoo.pretrained.gguf_file)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"GGUF"
+    except OSError:  # a folder, or nothing there
+        return False
+
+
+def _read_gguf(path: str | Path, overrides: Mapping[str, Any] | None) -> Pretrained:
+    """A GGUF file read as a Pretrained: its weights dequantised to float32 (the file's dtype)."""
+    from zoo.pretrained.gguf_file import read_gguf
+
+    family, config, state = read_gguf(path)
+    if overrides:
+        config = ModelConfig.from_dict(lay_over(config.to_dict(), overrides))
+    return Pretrained(family, config, state, None, torch.float32)
 
 
 def _file_dtype(tensors: Mapping[str, torch.Tensor]) -> torch.dtype | None:
@@ -114,7 +136,8 @@ def resolve_dtype(dtype: str | torch.dtype | None, file_dtype: torch.dtype | Non
 
 
 def from_pretrained(path: str | Path, *, dtype: str | torch.dtype | None = None, **overrides) -> ZooModel:
-    """A zoo model (eval mode) with the weights of HF checkpoint directory `path`, its head the one
+    """A zoo model (eval mode) with the weights of HF checkpoint directory `path` (or of a `.gguf` file,
+    dequantised: zoo.pretrained.gguf_file), its head the one
     config.json's `architectures` names (BertModel: none, *ForMaskedLM: lm, *ForSequenceClassification:
     classifier, ...). `dtype`: None keeps fp32 whatever the file holds; "auto" the file's dtype (as
     transformers 5); or float32 / float16 / bfloat16. `overrides` replace config fields that do not change

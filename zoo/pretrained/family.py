@@ -15,6 +15,7 @@ import torch
 
 from zoo.config import PARTS, ModelConfig, nest_paths
 from zoo.modules.heads import NO_POOLER
+from zoo.modules.mixer_settings import MIXER
 from zoo.pretrained.config_map import Key, read, require, write
 from zoo.pretrained.families import FAMILIES
 from zoo.pretrained.heads import CLASS_HEADS, HeadLayout, PretrainedState, label_maps, label_names
@@ -65,9 +66,9 @@ class Family:
 
     def own_parts(self, cfg: ModelConfig) -> ModelConfig:
         """`cfg` with a part of another entry than the family's (`positional: t5_relative` for a rotary
-        family) replaced by the family's entry at its defaults, so the tables find the keys they write; the
-        round trip then names the part as lost."""
-        fixed = nest_paths(self.fixed)
+        family, `mixer: mla` for one that fixes no mixer) replaced by the family's entry at its defaults, so
+        the tables find the keys they write; the round trip then names the part as lost."""
+        fixed = {"mixer": MIXER.default, **nest_paths(self.fixed)}  # no mixer fixed: attention
         own = {key: table.parse(fixed[key]) for key, table in PARTS.items() if key in fixed}
         changes = {key: part for key, part in own.items() if part.name != getattr(cfg, key).name}
         return dataclasses.replace(cfg, **changes) if changes else cfg

@@ -131,13 +131,14 @@ def head_settings(cfg: ModelConfig) -> dict[str, Any]:
 
 
 def check_roundtrip(cfg: ModelConfig, read_back: ModelConfig, model_type: str,
-                    same_model: frozenset[str] = frozenset()) -> None:
+                    same_model: frozenset[str] = frozenset(), holder: str = "its config.json") -> None:
     """Raise ValueError naming every key whose value the `model_type` config.json would not keep; `same_model`
-    are keys the family writes in an equivalent form (e.g. no head bias saved as a zero bias)."""
+    are keys the family writes in an equivalent form (e.g. no head bias saved as a zero bias); `holder`: what
+    carries the config (a GGUF: llama.cpp's metadata)."""
     mine, theirs = effective(cfg), effective(read_back)
     lost = [f"model.{k}={mine[k]!r} (would load as {theirs[k]!r})" for k in mine
             if k in theirs and mine[k] != theirs[k] and k not in same_model]  # absent: another arch's key
     if lost:
         raise ValueError("This zoo model cannot be exported as "
-                         f"{model_type!r}: its config.json cannot express "
+                         f"{model_type!r}: {holder} cannot express "
                          + "; ".join(lost) + ".")

@@ -13,14 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zoo.apps import PATH, check_device, cli_key, parse_key_values
+from zoo.quantization.options import QuantizeOptions
 from zoo.serving.app import Served, create_app
 from zoo.serving.engine import Engine
 from zoo.serving.guard import DEFAULT_MAX_BODY_MB
 
 
 @dataclass
-class ServeConfig:
-    """Everything `python serve.py key=value ...` accepts."""
+class ServeConfig(QuantizeOptions):
+    """Everything `python serve.py key=value ...` accepts (the `quantize*` keys shared with generate.py)."""
 
     ckpt: str | None = cli_key(rule=PATH)  # a training checkpoint (.ckpt) or a zoo export folder
     hf: str | None = cli_key(rule=PATH)  # a Hugging Face model folder (config.json, weights, tokenizer.json)
@@ -43,7 +44,8 @@ class ServeConfig:
 def parse_overrides(argv: Sequence[str]) -> ServeConfig:
     """`key=value` strings -> a checked ServeConfig: text keys (paths, the model name) as typed, whatever they
     hold; the others read as Hydra reads a value (zoo.apps.parse_key_values)."""
-    cfg = parse_key_values(argv, ServeConfig, nullable=("api_key", "model_name"))  # null: unset, the default
+    # null: unset, the default
+    cfg = parse_key_values(argv, ServeConfig, nullable=("api_key", "model_name", "quantize"))
     if (cfg.ckpt is None) == (cfg.hf is None):
         raise ValueError("Give one of ckpt=PATH (a training checkpoint or a zoo export folder) or "
                          "hf=FOLDER (a Hugging Face model folder).")
@@ -59,6 +61,7 @@ def parse_overrides(argv: Sequence[str]) -> ServeConfig:
             raise ValueError(f"{name} must be a finite number, got {getattr(cfg, name)!r}.")
     _check_access(cfg)
     check_device(cfg.device)
+    cfg.check_quantize(cfg.device)
     return cfg
 
 
@@ -79,7 +82,8 @@ def open_served(cfg: ServeConfig) -> Served:
             raise ValueError(f"hf={cfg.hf}: {e}") from None
         model = from_pretrained(cfg.hf)
         name = cfg.model_name or Path(cfg.hf).resolve().name
-    return served_model(model.to(cfg.device), tokenizer, name, max_batch=cfg.max_batch,
+    model = cfg.apply_quantize(model.to(cfg.device))  # a shape the kernel cannot take: refused here
+    return served_model(model, tokenizer, name, max_batch=cfg.max_batch,
                         max_queue=cfg.max_queue, timeout=cfg.timeout, prepare_workers=cfg.prepare_workers,
                         prepare_timeout=cfg.prepare_timeout, prepare_memory_mb=cfg.prepare_memory_mb)
 

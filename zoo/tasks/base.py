@@ -90,8 +90,32 @@ class Task:
         its own in a run, dpo's reference model) a copy bound to the model."""
         return self
 
-    def check_evaluable(self) -> None:
-        """Raise ValueError when evaluate.py cannot score a checkpoint of this task (before data is read)."""
+    def for_evaluation(self, model, state: Mapping[str, Any] | None, reference=None) -> Task:
+        """The task as evaluate.py scores `model` with, from the checkpoint's `state` (`run_state()` as
+        saved) and a `reference` model (evaluate.py's reference=, task=dpo only); ValueError when they do
+        not fit."""
+        if reference is not None:
+            raise ValueError(f"reference= applies to task=dpo checkpoints (the model a preference run "
+                             f"started from); this checkpoint holds a model for task={self.name}: drop "
+                             "reference=")
+        return self
+
+    # ------------------------------------------------------------- a bound task's state in a run
+    def before_fit(self, datamodule, resuming: bool) -> None:
+        """Work of the task bound to a model once before its first step, on the device and in the run's
+        precision (dpo.reference=precomputed: the reference log-probs); `resuming`: the state comes from the
+        checkpoint instead (`load_run_state`)."""
+
+    def run_state(self) -> dict[str, Any] | None:
+        """What a checkpoint keeps of the bound task (under `task_state`) for a resume; None: nothing."""
+        return None
+
+    def load_run_state(self, state: Mapping[str, Any] | None) -> None:
+        """Take back a resumed checkpoint's `run_state()` (None when it holds none)."""
+
+    def check_resumed(self, checkpoint: Mapping[str, Any], given: Mapping[str, Any]) -> None:
+        """Raise ValueError, before any data is read, when a checkpoint cannot be resumed with this task's
+        settings `given` (dpo.reference=precomputed from a checkpoint that holds no reference log-probs)."""
 
     def with_epoch(self, data_cfg: dict[str, Any], examples_per_eval: int) -> dict[str, Any]:
         """`data_cfg` with the epoch length the data module needs; a finite data set's epoch is one pass."""

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import torch
 import torch.nn.functional as F
 
-from zoo.options import NAME, Options, number
+from zoo.options import NAME, Options, number, one_of
 from zoo.registry import Registry
 
 
@@ -50,6 +50,9 @@ class DPOSettings:
     beta: Annotated[float, number(0, low_open=True)] = 0.1  # strength of the pull toward the reference
     label_smoothing: Annotated[float, number(0, 0.5, high_open=True)] = 0.0  # robust: share of flipped labels
     sft_weight: Annotated[float, number(0)] = 0.0  # RPO: weight of the chosen completions' per-token NLL
+    # live: a frozen copy (finetune=lora: the adapters off) scores each batch; precomputed: every pair scored
+    # once before training, kept in the checkpoint, no reference model in memory
+    reference: Annotated[str, one_of("live", "precomputed")] = "live"
 
 
 class DPOLoss:

@@ -7,7 +7,7 @@ same model with its LoRA adapters switched off: no second copy in memory)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -68,3 +68,22 @@ def pair_logps(model: nn.Module, reference: nn.Module | None, batch: dict[str, t
             ref, _ = policy_logps(reference, batch)
     n = logps.shape[0] // 2
     return PairLogps(logps[:n], logps[n:], ref[:n], ref[n:], tokens[:n].to(logps), tokens[n:].to(logps))
+
+
+def reference_logps(model: nn.Module, pairs: Sequence[EncodedPair], collate: Callable[[list], dict],
+                    batch_size: int) -> torch.Tensor:
+    """(N, 2) summed log-probs of each pair's chosen and rejected completion under `model` with its LoRA
+    adapters off, in eval mode without gradients: the reference as training starts, computed once
+    (dpo.reference=precomputed). The model's train/eval mode is restored."""
+    device, training, out = next(model.parameters()).device, model.training, []
+    try:
+        with torch.no_grad(), adapters_off(model):
+            model.eval()
+            for start in range(0, len(pairs), batch_size):
+                batch = collate([pairs[i] for i in range(start, min(start + batch_size, len(pairs)))])
+                logps, _ = policy_logps(model, {k: v.to(device) for k, v in batch.items()})
+                n = logps.shape[0] // 2
+                out.append(torch.stack([logps[:n], logps[n:]], dim=1))
+    finally:
+        model.train(training)
+    return torch.cat(out) if out else torch.zeros(0, 2)

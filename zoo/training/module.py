@@ -130,6 +130,12 @@ class ZooLightningModule(L.LightningModule):
         if parallelize is not None and not hasattr(self.model, "reshard"):  # sharded models have reshard()
             parallelize(self.model)
 
+    def on_fit_start(self) -> None:
+        """The task's work before the first step (dpo.reference=precomputed), in the run's precision; a
+        resumed run takes it from its checkpoint (on_load_checkpoint)."""
+        with self.trainer.precision_plugin.forward_context():
+            self.task.before_fit(self.trainer.datamodule, resuming=self.trainer.ckpt_path is not None)
+
     # ------------------------------------------------------------------------------------ steps
     def on_train_epoch_start(self) -> None:
         """Re-key torch's RNG (dropout) from (seed, epoch): a run resumed from an epoch-end checkpoint
@@ -250,8 +256,12 @@ class ZooLightningModule(L.LightningModule):
                                         wandb_run_id=wandb_run, hf_model_type=self.model.pretrained_family,
                                         layout=tensor_layout(self.model),  # unfused: tensor parallel
                                         **training_record(self.model))  # what trains (LoRA rebuilt on load)
+        task_state = self.task.run_state()  # dpo.reference=precomputed: the reference log-probs
+        if task_state is not None:
+            checkpoint["task_state"] = task_state
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.task.load_run_state(checkpoint.get("task_state"))
         rng = CheckpointRecord.from_dict(checkpoint.get("zoo") or {}).rng
         if rng is not None:  # the generators as they were when it was saved
             set_rng_states(rng)

@@ -102,6 +102,7 @@ def _open(plan: Plan) -> Opened:
                                              lambda path: read_resumed(path, given))
             check_resumable(resumed, given, plan)
             check_unfinished(resumed, plan.trainer_kwargs["max_steps"])
+            plan.task.check_resumed(resumed.data, resolved.get(plan.task.settings_group or "", {}))
     init = read_init(plan.init, plan.output_dir) if plan.init is not None else None
     try:
         tokenizer, datamodule = build_data(

@@ -147,11 +147,16 @@ def check_tensor_parallel(model_cfg, tp_size: int, world: int) -> None:
             raise ValueError(f"trainer.tp_size={tp_size} does not divide {key}={value}{notes.get(key, '')}: "
                              "each rank keeps "
                              f"{key.removeprefix('model.')} / tp_size of them; choose a tp_size dividing it")
+    from zoo.modules.block import MIXERS  # every mixer registered
+
+    mixer_refusal = getattr(MIXERS.get(model_cfg.mixer.name), "tensor_parallel_refusal", None)
     refusals = {
+        "model.mixer": (mixer_refusal is not None, f"{model_cfg.mixer.name}: {mixer_refusal}"),
         "model.positional": (model_cfg.positional.name in LEARNED_HEAD_BIAS_POSITIONALS,
                              f"{model_cfg.positional.name} learns a bias table with one column per head, "
                              "whose gradient each rank would only partly compute"),
-        "model.mixer.qk_norm_scope": (model_cfg.mixer.qk_norm and model_cfg.mixer.qk_norm_scope == "all",
+        "model.mixer.qk_norm_scope": (getattr(model_cfg.mixer, "qk_norm", False)
+                                      and model_cfg.mixer.qk_norm_scope == "all",
                                       "all normalises over every head, which needs a cross-rank reduction; "
                                       "qk_norm_scope=head works"),
         "model.mixer.sinks": (bool(getattr(model_cfg.mixer, "sinks", False)),
