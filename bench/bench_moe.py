@@ -18,7 +18,7 @@ import zoo
 from bench.common import Section, markdown_table
 from zoo.config import ModelConfig
 from zoo.modules.feedforward import FeedForward
-from zoo.modules.moe import MoE, auxiliary_loss, moe_layers, moe_settings
+from zoo.modules.moe import MoE, auxiliary_loss, moe_layers
 from zoo.tasks import build_data
 
 
@@ -37,9 +37,9 @@ LAYER = {False: LayerShape(tokens=4096, d_model=256, d_ff=512, n_experts=8, top_
 
 
 def _zoo_layer(s: LayerShape, **moe) -> MoE:
-    cfg = ModelConfig(d_model=s.d_model, n_heads=2, d_ff=s.d_ff, activation="swiglu", bias=False, ffn="moe",
-                      moe={"n_experts": s.n_experts, "top_k": s.top_k, "balance": "none", **moe})
-    return MoE(cfg, moe_settings(cfg))
+    cfg = ModelConfig(d_model=s.d_model, n_heads=2, d_ff=s.d_ff, activation="swiglu", bias=False,
+                      ffn={"name": "moe", "n_experts": s.n_experts, "top_k": s.top_k, "balance": {}, **moe})
+    return MoE(cfg, cfg.ffn)
 
 
 def _pairs(s: LayerShape) -> dict[str, tuple[torch.nn.Module, torch.nn.Module]]:
@@ -90,9 +90,9 @@ def _gpt_oss_pair(s: LayerShape) -> tuple[torch.nn.Module, torch.nn.Module]:
     hf = GptOssMLP(GptOssConfig(hidden_size=s.d_model, intermediate_size=s.d_ff,
                                 num_local_experts=s.n_experts, num_experts_per_tok=s.top_k))
     cfg = ModelConfig(d_model=s.d_model, n_heads=2, d_ff=s.d_ff, activation="swiglu_clamped", bias=True,
-                      ffn="moe", moe={"n_experts": s.n_experts, "top_k": s.top_k, "router_bias": True,
-                                      "balance": "none"})
-    ours = MoE(cfg, moe_settings(cfg))
+                      ffn={"name": "moe", "n_experts": s.n_experts, "top_k": s.top_k, "router_bias": True,
+                           "balance": {}})
+    ours = MoE(cfg, cfg.ffn)
     with torch.no_grad():
         for p in hf.parameters():
             p.normal_(0, 0.05)
@@ -160,9 +160,9 @@ TRAIN = {False: Train(max_bytes=1_000_000, vocab=512, seq_len=64, batch=16, step
          True: Train(max_bytes=200_000, vocab=300, seq_len=32, batch=4, steps=10, val_batches=2, seeds=(0,))}
 VARIANTS = {
     "dense FFN": {"ffn": "mlp"},
-    "MoE 8x top-2, aux loss 0.01": {"ffn": "moe", "moe": {"n_experts": 8, "top_k": 2, "balance": "aux",
-                                                        "aux_coef": 0.01}},
-    "MoE 8x top-2, no balancing loss": {"ffn": "moe", "moe": {"n_experts": 8, "top_k": 2, "balance": "none"}},
+    "MoE 8x top-2, aux loss 0.01": {"ffn": {"name": "moe", "n_experts": 8, "top_k": 2,
+                                            "balance": {"aux": 0.01}}},
+    "MoE 8x top-2, no balancing loss": {"ffn": {"name": "moe", "n_experts": 8, "top_k": 2, "balance": {}}},
 }
 
 

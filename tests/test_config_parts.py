@@ -17,6 +17,7 @@ import zoo
 from tests.doc_tables import cell, replace_between, rewrite
 from zoo.config import ModelConfig, lay_over, nest_paths
 from zoo.config_moved import MOVED, moved_override, upgrade_saved
+from zoo.modules.ffn_settings import FFN, ROUTER
 from zoo.modules.head_settings import HEAD
 from zoo.modules.layer_pattern import LayerPattern
 from zoo.modules.mixer_settings import MIXER
@@ -117,8 +118,13 @@ def test_a_tag_the_config_cannot_honour_is_refused(layers, message) -> None:
 def test_old_flat_keys_are_refused_naming_the_new_place() -> None:
     with pytest.raises(ValueError, match=r"model.rope_base is now model.positional.base"):
         ModelConfig.from_dict({"positional": "rope", "rope_base": 1e6})
-    with pytest.raises(ValueError, match=r"model.moe.every is now model.layer_pattern"):
+    with pytest.raises(ValueError, match=r"model.moe is now model.ffn: \{name: moe"):
         zoo.build("moe_small", moe={"every": 2})
+    assert moved_override(["model.moe.every=2"]).startswith("model.moe.every is now model.layer_pattern")
+    assert moved_override(["+model.moe.aux_coef=0.1"]).startswith(
+        "model.moe.aux_coef is now model.ffn.balance.aux")
+    assert moved_override(["model.moe.router=sigmoid_bias"]).startswith(
+        "model.moe.router is now model.ffn.router")
     assert moved_override(["model=gemma3_1b", "model.global_every=6"]).startswith(
         "model.global_every is now model.layer_pattern")
     assert moved_override(["model.d_model=8", "model.positional.base=3"]) is None
@@ -173,12 +179,12 @@ def test_upgrade_leaves_the_new_layout_alone() -> None:
 def render() -> str:
     """Each part's entries and keys, from the settings classes (the declarations are the source)."""
     rows = ["| part | entry | key | allowed | default |", "|---|---|---|---|---|"]
-    for table in (MIXER, POSITIONAL, ROPE_SCALING, HEAD):
+    for table in (MIXER, POSITIONAL, ROPE_SCALING, FFN, ROUTER, HEAD):
         for entry, keys in table.docs().items():
             if not keys:
                 rows.append(f"| `model.{table.key}` | `{entry}` | (none) | | |")
             for key, (allowed, default) in keys.items():
-                if isinstance(default, dict):
+                if isinstance(default, dict) and "name" in default:
                     allowed, default = "a name or a mapping (the row below)", default.get("name")
                 rows.append(f"| `model.{table.key}` | `{entry}` | `{key}` | {cell(allowed)} | `{default}` |")
     return f"{START}\n" + "\n".join(rows) + f"\n{END}"

@@ -21,7 +21,7 @@ FLOOR_NAMES = ("core", "io", "data", "tasks", "apps")
 
 # A module's floor is that of the longest prefix listed here; every module of zoo must be covered.
 FLOORS: dict[str, int] = {
-    "zoo.utils": CORE, "zoo.registry": CORE, "zoo.config": CORE, "zoo.options": CORE, "zoo.owned_keys": CORE,
+    "zoo.utils": CORE, "zoo.registry": CORE, "zoo.config": CORE, "zoo.options": CORE,
     "zoo.atomic": CORE, "zoo.outputs": CORE, "zoo.parts": CORE, "zoo.config_moved": CORE,
     "zoo.presets": CORE, "zoo.quantization": CORE, "zoo.modules": CORE, "zoo.models": CORE,
     "zoo.generation": CORE,  # decoding is model.generate; its command line is zoo.generate_cli (apps)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from dataclasses import MISSING, fields
 
 import pytest
 import torch
@@ -16,14 +17,14 @@ from hypothesis import strategies as st
 import zoo
 from tests.generation.test_cli_text import HOSTILE
 from zoo.apps import hydra_value, literal_overrides, parse_key_values
-from zoo.config import MODEL_OPTIONS
+from zoo.config import MODEL_OPTIONS, PARTS, ModelConfig, _plain
 from zoo.embedding.cli import EmbedArgs, parse_args
 from zoo.export.cli import ExportArgs
 from zoo.export.cli import parse as export_options
 from zoo.generate_cli import GenerateCLIConfig
 from zoo.generate_cli import parse_overrides as generate_options
 from zoo.generation.config import GENERATION_OPTIONS
-from zoo.models.vocabulary import _defaults, named_choices, vocabulary
+from zoo.models.vocabulary import named_choices
 from zoo.options import Options
 from zoo.serving.cli import ServeConfig
 from zoo.serving.cli import parse_overrides as serve_options
@@ -109,9 +110,9 @@ PY_VALUES = st.one_of(
 
 
 def _every_rule() -> Options:
-    """Every declared key's rule: the model's (unowned and entry-owned) and the decoding options."""
-    owned = {key: rule for key, (_, rule) in vocabulary().owners().items()}
-    return Options({**MODEL_OPTIONS.rules, **owned, **GENERATION_OPTIONS.rules})
+    """Every declared key's rule: the model's spine and the decoding options (the parts' keys are their
+    settings classes', fuzzed through zoo.build below)."""
+    return Options({**MODEL_OPTIONS.rules, **GENERATION_OPTIONS.rules})
 
 
 RULES = _every_rule()
@@ -128,8 +129,11 @@ def test_every_rule_accepts_or_raises_one_value_error_naming_its_key(key, value)
 
 # A tiny config every key is laid over, built on the meta device (no memory, any size)
 TINY = dict(arch="decoder", d_model=16, n_heads=2, n_layers=1, vocab_size=32, max_seq_len=16)
-FIELDS = sorted(_defaults())
-CHOICES = {key: registry.names() for key, registry in named_choices().items()}
+DEFAULTS = {f.name: _plain(f.default_factory() if f.default is MISSING else f.default)
+            for f in fields(ModelConfig)}
+FIELDS = sorted(DEFAULTS)
+CHOICES = {**{key: registry.names() for key, registry in named_choices().items()},
+           **{key: table.names() for key, table in PARTS.items()}}
 
 
 def _model_value(key: str) -> st.SearchStrategy[object]:
@@ -137,19 +141,19 @@ def _model_value(key: str) -> st.SearchStrategy[object]:
         [float("nan"), float("inf"), 10**400, "", "rope", "none", "true"]), st.sampled_from(HOSTILE),
         st.lists(st.integers(0, 4), max_size=2), st.dictionaries(st.sampled_from(["top_k", "x"]),
                                                                  st.integers(0, 3), max_size=2))
-    usual = st.sampled_from([_defaults().get(key), *CHOICES.get(key, [])])  # the key's own vocabulary
+    usual = st.sampled_from([DEFAULTS.get(key), *CHOICES.get(key, [])])  # the key's own vocabulary
     return st.one_of(usual, small)
 
 
 @fuzz(200)
 @given(data=st.data())
 def test_build_with_any_one_key_builds_or_one_value_error_naming_it(data):
-    key = data.draw(st.one_of(st.sampled_from(FIELDS), st.sampled_from(["d_modle", "", "moe.top_k"])))
+    key = data.draw(st.one_of(st.sampled_from(FIELDS), st.sampled_from(["d_modle", "", "ffn.top_k"])))
     value = data.draw(_model_value(key))
     try:
         with torch.device("meta"):
             zoo.build(dict(TINY), **{key: value})
-    except ValueError as e:  # an inner key (moe.top_k) may be named with its mapping (model.moe={...})
+    except ValueError as e:  # an inner key (ffn.top_k) may be named with its part (model.ffn=...)
         assert key.split(".")[0] in str(e), (key, value, str(e))
 
 

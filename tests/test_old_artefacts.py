@@ -69,19 +69,21 @@ NEW_LAYOUT = {
               "model.positional={name:rope,base:500000.0}"],
     "gpt_oss": ["model.mixer={name:attention,sinks:true,sliding_window:4}",
                 "model.positional={name:rope,scaling:{name:yarn,factor:4.0,original_max_len:4,truncate:false}}",
-                "model.layer_pattern=[local,global]"],
+                "model.layer_pattern=[local,global]",
+                "model.ffn={name:moe,n_experts:4,top_k:2,router_bias:true,balance:{aux:0.004}}"],
     "moe_sparse": ["model.mixer={name:attention,qk_norm:true}", "model.positional=rope",
-                   "model.layer_pattern={prefix:[dense],cycle:[moe]}"],
+                   "model.layer_pattern={prefix:[dense],cycle:[moe]}",
+                   "model.ffn={name:moe,n_experts:4,top_k:2,router:softmax_topk_norm}"],
     "classifier_mean": ["model.mixer.sliding_window=4", "model.layer_pattern=[global,local]",
                         # the old preset's head_dense / head_pooler, read once the head was a classifier
-                        "model.head={name:classifier,pool:mean,dense:true,pooler:none}"],
+                        "model.head={name:classifier,pool:mean,dense:true,pooler:none,activation:gelu}"],
 }
 
 
 def _flat_model_key(override: str) -> bool:
     """A `model.<key>=` of the flat layout (or the scheme's name: the new layout writes it with its keys)."""
     key = override.lstrip("+").split("=", 1)[0].removeprefix("model.")
-    return key in MOVED or key == "positional" or key in ("moe.every", "moe.first_dense")
+    return key in MOVED or key in ("positional", "ffn") or key.startswith("moe.")
 
 
 def old_overrides(kind: Path, folder: Path) -> list[str]:

@@ -11,9 +11,7 @@ from zoo.options import (
     check_entry,
     hint_rule,
     integer,
-    nested,
     number,
-    optional,
     unknown_key_message,
     within,
 )
@@ -78,20 +76,16 @@ def test_a_key_of_another_entry_says_to_switch_with_the_group():
 
 
 def _experts(*, n_experts: Annotated[int, integer(1)] = 8, top_k: int = 2) -> None:
-    """An entry whose keys live under one mapping-valued key (as model.moe)."""
+    """An entry whose keys are its keyword parameters."""
 
 
-def test_a_nested_mapping_is_checked_key_by_key_and_filled_with_defaults():
+def test_options_of_a_signature_check_key_by_key_and_fill_the_defaults():
     inner = Options.of(_experts)
-    outer = Options({"moe": optional(nested(inner))})
-    outer.check("model", {"moe": {"top_k": 1}})
-    outer.check("model", {"moe": None})
-    with pytest.raises(ValueError, match=r"^Unknown key 'model.moe.topk'. Did you mean 'model.moe.top_k'\?"):
-        outer.check("model", {"moe": {"topk": 1}})
-    with pytest.raises(ValueError, match=r"^model.moe.n_experts must be an integer >= 1, got 0$"):
-        outer.check("model", {"moe": {"n_experts": 0}})
-    with pytest.raises(ValueError, match=r"^model.moe must be null or a mapping, got 3$"):
-        outer.check("model", {"moe": 3})
+    inner.check("g", {"top_k": 1})
+    with pytest.raises(ValueError, match=r"^Unknown key 'g.topk'. Did you mean 'g.top_k'\?"):
+        inner.check("g", {"topk": 1})
+    with pytest.raises(ValueError, match=r"^g.n_experts must be an integer >= 1, got 0$"):
+        inner.check("g", {"n_experts": 0})
     assert inner.filled({"top_k": 1}) == {"n_experts": 8, "top_k": 1}
 
 

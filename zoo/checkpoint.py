@@ -23,7 +23,7 @@ import torch
 from zoo.atomic import atomic_file
 from zoo.config import ModelConfig
 from zoo.config_moved import upgrade_saved
-from zoo.models.vocabulary import check_config, settle_keys, vocabulary
+from zoo.models.vocabulary import check_config
 from zoo.modules.layer_pattern import LayerPattern
 from zoo.outputs import Output, write_failure
 from zoo.tokenizers.texts import tokenizer_differences, tokenizer_texts
@@ -283,8 +283,7 @@ def saved_model_config(saved: Any, where: str) -> ModelConfig:
         raise CheckpointError(f"{where} is missing or not a mapping (got {type(saved).__name__}); it should "
                               "hold the model config")
     try:
-        # the layout before issue 35 upgraded; keys no chosen entry reads: reset
-        config = ModelConfig.from_dict(settle_keys(upgrade_saved(saved), {})[0])
+        config = ModelConfig.from_dict(upgrade_saved(saved))  # the layout before issue 35 upgraded
         check_config(config)
         return config
     except (ValueError, TypeError) as e:
@@ -344,12 +343,10 @@ def check_compatible(saved_record: CheckpointRecord, config: ModelConfig, task: 
     depth = max(config.n_encoder_layers, config.n_decoder_layers)  # the layers a pattern builds, compared
     saved["layer_pattern"] = LayerPattern.parse(saved["layer_pattern"]).expanded(depth)
     current["layer_pattern"] = config.layer_pattern.expanded(depth)
-    # keys no chosen entry reads mean nothing here (a checkpoint written before they were reset may hold them)
-    unread = set(current) - vocabulary().read_keys(current)
     diffs = [
         f"model.{key}: checkpoint {saved.get(key)!r}, this run {value!r}"
         for key, value in current.items()
-        if key not in RESUMABLE_KEYS and key not in unread and saved.get(key) != value
+        if key not in RESUMABLE_KEYS and saved.get(key) != value
     ]
     if saved_record.task != task:
         diffs.append(f"task: checkpoint {saved_record.task!r}, this run {task!r}")

@@ -1,10 +1,9 @@
 """ModelConfig: the one plain-data description of a model. The spine (arch, sizes, norm, residual wiring,
 embeddings, dropout, ids) is flat; each part that has keys of its own holds them as typed settings beside
 the code that reads them: `positional` (zoo.modules.positional_settings), `mixer`
-(zoo.modules.mixer_settings), `layer_pattern` (zoo.modules.layer_pattern), `head`
-(zoo.modules.head_settings), `moe`
-(zoo.modules.moe.settings). A name alone chooses a part with its defaults; another name replaces the
-subtree. Derived sizes are properties.
+(zoo.modules.mixer_settings), `ffn` (zoo.modules.ffn_settings, MoE's keys inside it), `layer_pattern`
+(zoo.modules.layer_pattern), `head` (zoo.modules.head_settings). A name alone chooses a part with its
+defaults; another name replaces the subtree. Derived sizes are properties.
 
 Config is data: it imports no module it configures. MODEL_OPTIONS holds the rules of the spine keys; what the
 keys say together is checked in one pass when the model is built (`zoo.models.check_config`, docs/design.md
@@ -18,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from zoo.config_moved import MOVED, MOVED_MOE
+from zoo.config_moved import MOVED
+from zoo.modules.ffn_settings import FFN, MLPSettings
 from zoo.modules.head_settings import HEAD, LMHeadSettings
 from zoo.modules.layer_pattern import LayerPattern
 from zoo.modules.mixer_settings import MIXER, AttentionSettings
@@ -56,9 +56,8 @@ class ModelConfig:
     #   (zoo.modules.mixer_settings: `{name: attention, qk_norm: true, sliding_window: 512, ...}`)
     layer_pattern: LayerPattern = field(default_factory=LayerPattern)  # what each layer is (local or
     #   global, rotary or not, dense or MoE): zoo.modules.layer_pattern
-    ffn: str = "mlp"  # mlp | moe | none (zoo.modules.feedforward.FFNS)
-    moe: dict[str, Any] = field(default_factory=dict)  # ffn=moe: its keys (n_experts, top_k,
-    #   router, balance, ...), declared and checked by zoo.modules.moe.settings.MoESettings; empty otherwise
+    ffn: Part = field(default_factory=MLPSettings)  # the FFN sub-layer and its keys
+    #   (zoo.modules.ffn_settings: mlp | none | `{name: moe, n_experts: 8, top_k: 2, router: ...}`)
     context_size: int = 0  # arch mlp_lm: tokens its MLP reads (the
                            # current one and k-1 before); others: unused
     ffn_ratio: float = 4.0  # d_ff = ffn_ratio * d_model unless d_ff is given
@@ -101,6 +100,7 @@ class ModelConfig:
         self.mixer = MIXER.parse(self.mixer)
         self.layer_pattern = LayerPattern.parse(self.layer_pattern)
         self.head = HEAD.parse(self.head)
+        self.ffn = FFN.parse(self.ffn)
 
     def with_head(self, **keys: Any) -> ModelConfig:
         """This config with some keys of its head changed (`with_head(num_labels=3)`: the data's labels)."""
@@ -119,7 +119,7 @@ class ModelConfig:
 
     def layer_is_moe(self, index: int) -> bool:
         """Whether layer `index`'s FFN is a Mixture of Experts (ffn=moe: all but the layers tagged dense)."""
-        return self.ffn == "moe" and self.layer_pattern.says(index, "moe", "dense", True)
+        return self.ffn.name == "moe" and self.layer_pattern.says(index, "moe", "dense", True)
 
     @property
     def use_qkv_bias(self) -> bool:
@@ -163,9 +163,6 @@ class ModelConfig:
             if key in MOVED:
                 raise ValueError(f"model.{key} is now {MOVED[key]} (each part owns its keys since issue 35; "
                                  "docs/design.md, \"Config parts\").")
-            if key == "moe" and isinstance(data[key], Mapping) and set(data[key]) & set(MOVED_MOE):
-                inner = sorted(set(data[key]) & set(MOVED_MOE))[0]
-                raise ValueError(f"model.moe.{inner} is now {MOVED_MOE[inner]}.")
             if key not in known:
                 hint = did_you_mean(key, known)
                 raise ValueError(f"Unknown model config key {key!r}.{hint} Known keys: {', '.join(known)}.")
@@ -177,7 +174,7 @@ class ModelConfig:
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
 
 
-PARTS = {"positional": POSITIONAL, "mixer": MIXER, "head": HEAD}  # config key -> its settings table
+PARTS = {"positional": POSITIONAL, "mixer": MIXER, "ffn": FFN, "head": HEAD}  # config key -> its table
 
 
 def lay_over(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -229,7 +226,7 @@ FRACTION = within(number(), lambda v: 0 <= v < 1, "in [0, 1)")
 # The spine keys and their rules (a part's keys are its settings class's fields), checked by
 # zoo.models.vocabulary.check_config, once per config: config is data and imports no module it configures.
 MODEL_OPTIONS = Options({
-    **{key: NAME for key in ("arch", "ffn", "activation", "norm", "norm_placement")},
+    **{key: NAME for key in ("arch", "activation", "norm", "norm_placement")},
     **{key: POSITIVE for key in ("vocab_size", "d_model", "n_heads", "max_seq_len")},
     **{key: COUNT for key in ("n_layers", "type_vocab_size", "context_size")},
     **{key: optional(COUNT) for key in ("encoder_layers", "decoder_layers")},
@@ -255,7 +252,7 @@ def check_sizes(cfg: ModelConfig) -> None:
         raise ValueError(f"model.n_heads={cfg.n_heads} is not divisible by "
                          f"model.n_kv_heads={cfg.n_kv_heads}; n_kv_heads must divide n_heads (n_heads = MHA, "
                          "1 = MQA).")
-    if cfg.ffn_dim < 1 and cfg.ffn != "none":
+    if cfg.ffn_dim < 1 and cfg.ffn.name != "none":
         raise ValueError(f"model.d_ff/ffn_ratio give a hidden size of {cfg.ffn_dim}; it must be >= 1.")
     for key in ("pad_id", "bos_id", "eos_id", "decoder_start_id"):
         value = getattr(cfg, key)

@@ -28,9 +28,18 @@ _PATTERN = ("global_every", "global_first", "nope_every")
 _HEAD = {"num_labels": "num_labels", "head_pool": "pool", "head_pooler": "pooler", "head_dense": "dense",
          "head_proj_bias": "proj_bias", "head_activation": "activation", "head_bias": "bias",
          "head_transform": "transform", "head_scale": "scale", "final_softcap": "softcap"}
-# keys of model.moe before the layer pattern held which layers are MoE: their new place
+# keys of model.moe (before the FFN was a part): their new place
 MOVED_MOE = {"every": "model.layer_pattern (e.g. [dense, moe] for every 2nd layer MoE)",
-             "first_dense": "model.layer_pattern (e.g. {prefix: [dense], cycle: [moe]})"}
+             "first_dense": "model.layer_pattern (e.g. {prefix: [dense], cycle: [moe]})",
+             "router": "model.ffn.router (a name, or {name: sigmoid_bias, bias_rate: ...})",
+             "bias_rate": "model.ffn.router.bias_rate (with model.ffn.router=sigmoid_bias)",
+             "balance": "model.ffn.balance (a mapping of loss name to coefficient: {aux: 0.01, z: 0.001})",
+             "aux_coef": "model.ffn.balance.aux", "z_coef": "model.ffn.balance.z",
+             **{k: f"model.ffn.{k}" for k in ("n_experts", "top_k", "n_shared_experts", "shared_gate",
+                                               "expert_d_ff", "router_bias", "route_scale",
+                                               "capacity_factor")}}
+_MOE_OLD_DEFAULTS = {"router": "topk_softmax", "balance": "aux", "aux_coef": 0.01, "z_coef": 0.001,
+                     "bias_rate": 0.001}
 
 MOVED: dict[str, str] = {
     **{k: f"model.positional.{v}" for keys in _SCHEME_KEYS.values() for k, v in keys.items()},
@@ -41,6 +50,8 @@ MOVED: dict[str, str] = {
     "global_every": "model.layer_pattern (e.g. [local, global] for every 2nd layer global)",
     "global_first": "model.layer_pattern (e.g. [global, local, local] for layers 0, 3, ... global)",
     "nope_every": "model.layer_pattern (e.g. [rope, rope, rope, nope] for every 4th layer without RoPE)",
+    "moe": "model.ffn: {name: moe, n_experts: ..., top_k: ..., router: ..., balance: {aux: 0.01}} (the MoE "
+           "keys moved into the FFN part)",
 }
 
 
@@ -80,6 +91,22 @@ def _head(name: str, data: Mapping[str, Any]) -> dict[str, Any]:
     return {"name": name, **{new: data[old] for old, new in _HEAD.items() if old in data and new in reads}}
 
 
+def _ffn(data: Mapping[str, Any], moe: Mapping[str, Any]) -> Any:
+    """The FFN part of a config saved with `ffn: <name>` and MoE's keys under `moe`."""
+    name = data.get("ffn", "mlp")
+    if name != "moe":
+        return name
+    old = {**_MOE_OLD_DEFAULTS, **moe}
+    router: dict[str, Any] = {"name": old["router"]}
+    if old["router"] == "sigmoid_bias":
+        router["bias_rate"] = old["bias_rate"]
+    balances = [old["balance"]] if isinstance(old["balance"], str) else list(old["balance"])
+    coefs = {"aux": old["aux_coef"], "z": old["z_coef"]}
+    kept = {k: v for k, v in moe.items() if k not in _MOE_OLD_DEFAULTS and k not in ("every", "first_dense")}
+    return {"name": "moe", **kept, "router": router,
+            "balance": {b: coefs[b] for b in balances if b != "none"}}
+
+
 def upgrade_saved(data: Mapping[str, Any]) -> dict[str, Any]:
     """A saved model config in either layout -> the current one. Old flat keys the chosen scheme did not read
     are dropped (the old code ignored them too)."""
@@ -106,10 +133,8 @@ def upgrade_saved(data: Mapping[str, Any]) -> dict[str, Any]:
         data["head"] = _head(data.get("head", "lm"), data)
     if "layer_pattern" not in data:
         data["layer_pattern"] = _pattern(data, moe)
-    for key in MOVED_MOE:
-        moe.pop(key, None)
-    if "moe" in data:
-        data["moe"] = moe
+    if not isinstance(data.get("ffn", "mlp"), Mapping):
+        data["ffn"] = _ffn(data, moe)
     return {k: v for k, v in data.items() if k not in MOVED}
 
 

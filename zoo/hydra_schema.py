@@ -13,7 +13,7 @@ from hydra.core.config_store import ConfigStore
 
 from zoo.config import ModelConfig
 
-PART_FIELDS = ("positional", "mixer", "layer_pattern", "head")  # typed settings: a name or a mapping
+PART_FIELDS = ("positional", "mixer", "ffn", "layer_pattern", "head")  # typed settings: a name or a mapping
 
 
 def model_schema() -> type:
@@ -31,8 +31,9 @@ def part_overrides(overrides: list[str]) -> list[str]:
     whole mapping of that entry (its keys at their defaults, the given ones over them), after a
     `model.<part>=null`: naming an entry replaces the part, and its every key can then be set
     (`model.positional=rope model.positional.base=1e6`). Hydra alone would merge a mapping into the preset's,
-    keeping the keys of the entry it had and refusing the new entry's. An override zoo cannot read is left
-    for Hydra and the config check to name."""
+    keeping the keys of the entry it had and refusing the new entry's. A key holding a mapping given whole
+    (`model.ffn.balance={z: 0.001}`) is replaced the same way, not merged. An override zoo cannot read is
+    left for Hydra and the config check to name."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parser, out = OverridesParser.create(), []
@@ -51,6 +52,9 @@ def part_overrides(overrides: list[str]) -> list[str]:
                     whole = item.split("=", 1)[1]  # the value as given (not merged into the preset's entry)
                 out += [f"{key}=null", f"{key}={whole}"]
                 continue
+        if "=" in item and not item.startswith(("+", "~")) and _holds_mapping(key):
+            out += [f"{key}=null", item]
+            continue
         out.append(item)
     return out
 
@@ -64,6 +68,13 @@ def _table(key: str) -> Any:
     for name in rest:
         table = table.inner(name) if table is not None else None
     return table
+
+
+def _holds_mapping(key: str) -> bool:
+    """Whether `model.<part>.<key>` is a key some entry holds a whole mapping in (MoE's balance)."""
+    parent, _, leaf = key.rpartition(".")
+    table = _table(parent)
+    return table is not None and leaf in table.mapping_keys()
 
 
 def _literal(value: Any) -> str:

@@ -3,10 +3,9 @@
 An `Options` is a mapping key -> `Rule`. Registry entries whose options are keyword parameters (data
 sources, tokenizers, schedules, loggers) declare them by their signature: `Options.of(fn)` reads the names,
 type hints and defaults, so the key list lives in one place, the code that consumes it; so do the typed
-settings of the model's parts (`Options.of(settings class)`, zoo.parts; docs/design.md, "Config parts"). A key
-whose value is a mapping of its own keys takes `nested(options)`. Errors are ValueError and name the key, the
-value and what is allowed; an unknown key suggests the closest known one. Which entry reads which flat key,
-and what happens to a key no chosen entry reads, is zoo.owned_keys.Vocabulary's job.
+settings of the model's parts (`Options.of(settings class)`, zoo.parts; docs/design.md, "Config parts").
+Errors are ValueError and name the key, the value and what is allowed; an unknown key suggests the closest
+known one.
 """
 
 from __future__ import annotations
@@ -31,15 +30,11 @@ class Rule:
     test: Callable[[Any], bool]
     allowed: str
     explain: Callable[[str, Any], str | None] | None = None
-    inner: Options | None = None  # a mapping value's own keys (`nested`), checked as `key.inner_key`
-    vocabulary: Callable[[], Any] | None = None  # a zoo.owned_keys.Vocabulary of the inner keys (`nested`)
 
     def check(self, key: str, value: Any) -> None:
         if not self.test(value):
             explained = self.explain(key, value) if self.explain else None
             raise ValueError(explained or f"{key} must be {self.allowed}, got {value!r}")
-        if self.inner is not None and value is not None:
-            self.inner.check(key, value)
 
 
 def _is_int(value: Any) -> bool:
@@ -83,8 +78,7 @@ def one_of(*choices: Any) -> Rule:
 
 def optional(rule: Rule, allowed: str | None = None) -> Rule:
     """`rule` or null; `allowed` words it (default 'null or ...')."""
-    return Rule(lambda v: v is None or rule.test(v), allowed or f"null or {rule.allowed}", rule.explain,
-                rule.inner, rule.vocabulary)
+    return Rule(lambda v: v is None or rule.test(v), allowed or f"null or {rule.allowed}", rule.explain)
 
 
 def within(base: Rule, test: Callable[[Any], bool], bound: str | Callable[[str, Any], str]) -> Rule:
@@ -103,15 +97,6 @@ def within(base: Rule, test: Callable[[Any], bool], bound: str | Callable[[str, 
 def positive_scale() -> Rule:
     """A multiplier > 0, or null for the component's default (attn_scale, final_softcap, ...)."""
     return optional(within(number(), lambda v: v > 0, "> 0 (or null for the default)"))
-
-
-def nested(options: Options, allowed: str = "a mapping",
-           vocabulary: Callable[[], Any] | None = None) -> Rule:
-    """A key whose value is a mapping checked against `options` (`model.moe: {n_experts: 8}` gives errors
-    naming model.moe.n_experts); fill its defaults with `options.filled(value)`. `vocabulary()`, when given,
-    says which inner keys only some entries read (model.moe.aux_coef: balance=aux): `Vocabulary.settle`
-    applies its rule to them one by one."""
-    return Rule(lambda v: isinstance(v, Mapping), allowed, inner=options, vocabulary=vocabulary)
 
 
 def list_of(rule: Rule, length: int | None = None) -> Rule:

@@ -39,6 +39,8 @@ class Part:
 def _data(value: Any) -> Any:
     if isinstance(value, Part):
         return value.to_data()
+    if isinstance(value, Mapping):
+        return dict(value)
     return list(value) if isinstance(value, tuple) else value
 
 
@@ -70,6 +72,11 @@ class Parts:
         """The table of the nested part `key` of some entry (`scaling` of rope), or None."""
         tables = (t for cls in self._classes.values() for k, t in _parts_of(cls).items() if k == key)
         return next(tables, None)
+
+    def mapping_keys(self) -> set[str]:
+        """Keys some entry holds a plain mapping in (MoE's `balance`: loss -> coefficient), given whole."""
+        return {f.name for cls in self._classes.values() for f in dataclasses.fields(cls)
+                if isinstance(_default(f), dict)}
 
     def keys(self, name: str) -> list[str]:
         """The keys entry `name` reads (beside `name`)."""
@@ -171,4 +178,5 @@ def _build(cls: type[P], data: dict[str, Any], path: str, table: Parts) -> P:
     plain = {k: v for k, v in data.items() if k not in nested}
     flat_keys = [f.name for f in dataclasses.fields(cls) if f.name not in nested]
     _options(cls).only(*flat_keys).check(path, plain)
-    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+    return cls(**{k: tuple(v) if isinstance(v, list) else dict(v) if isinstance(v, Mapping) else v
+                  for k, v in data.items()})

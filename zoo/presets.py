@@ -10,8 +10,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from zoo.config import MODEL_SPEC, PARTS, ModelConfig, lay_over
-from zoo.models.vocabulary import settle_keys
+from zoo.config import MODEL_SPEC, ModelConfig, lay_over
 from zoo.registry import Registry, unknown_choice_message
 from zoo.utils import plain_dict
 
@@ -65,21 +64,18 @@ def preset_dict(name: str) -> dict[str, Any]:
 
 
 def resolve_config(spec: str | Mapping[str, Any] | ModelConfig, **overrides: Any) -> ModelConfig:
-    """Preset name, mapping, OmegaConf node or ModelConfig, with keyword overrides laid on top. Keys that only
-    an entry not chosen reads (another head, another positional scheme) are reset to their defaults when they
-    come from `spec` and refused when they are overrides (`zoo.models.vocabulary.settle_keys`); a part
-    (positional, mixer) given as a mapping without a name changes only its keys (`zoo.config.lay_over`):
-    `build("bert_small", head="classifier", num_labels=2)` drops the preset's masked-LM head knobs,
-    `build("gpt2", num_labels=2)` is an error."""
+    """Preset name, mapping, OmegaConf node or ModelConfig, with keyword overrides laid on top. A part
+    (positional, mixer, ffn, head) given as a name or a mapping naming another entry replaces the preset's;
+    a mapping without a name changes only its keys (`zoo.config.lay_over`): `build("bert_small",
+    head={"name": "classifier", "num_labels": 2})` drops the preset's masked-LM head knobs,
+    `build("gpt2", positional={"base": 1e6})` is an error naming the entry that reads `base`."""
     if isinstance(spec, str):
         base: Any = preset_dict(spec)
     elif isinstance(spec, ModelConfig):
         base = spec.to_dict()
     else:
         base = plain_dict(spec, "model", expected=MODEL_SPEC)
-    parts = {k: v for k, v in overrides.items() if k in PARTS}
-    merged, _ = settle_keys(base, {k: v for k, v in overrides.items() if k not in PARTS})
-    return ModelConfig.from_dict(lay_over(merged, parts))
+    return ModelConfig.from_dict(lay_over(base, overrides))
 
 
 def build(spec: str | Mapping[str, Any] | ModelConfig, **overrides: Any):

@@ -89,8 +89,8 @@ def options(family: str) -> list[tuple[str, Any]]:
     out += [("head", head) for head in fam.heads]
     if cfg.positional.name == "rope":
         out += [("positional.scaling", name) for name in SCALINGS]
-    if cfg.ffn == "moe":
-        out += [(f"moe.{k}", v) for k, values in MOE_OPTIONS.items() for v in values]
+    if cfg.ffn.name == "moe":
+        out += [(f"ffn.{k}", v) for k, values in MOE_OPTIONS.items() for v in values]
         out += [("layer_pattern", pattern) for pattern in MOE_PATTERNS]
     return list({repr(option): option for option in out}.values())  # a pattern is a list: not hashable
 
@@ -108,8 +108,6 @@ def with_family_head(family: str, head: str) -> ModelConfig:
 
 
 def _changed(cfg: ModelConfig, key: str, value: Any) -> ModelConfig:
-    if key.startswith("moe."):
-        return dataclasses.replace(cfg, moe={**cfg.moe, key[4:]: value})
     extra: dict[str, Any] = {}
     if key == "positional.scaling":
         value = {"name": value, **SCALINGS[value]}
@@ -200,7 +198,7 @@ def _id(case) -> str:
 
 # the reported routers and qkv_bias' null, Qwen2-MoE's QA class (base under model.), BART's untied head
 # (wrote no embed_tokens), one refusal
-FAST_CASES = [("qwen2_moe", "moe.router", "softmax_topk"), ("qwen3_moe", "moe.router", "softmax_topk_norm"),
+FAST_CASES = [("qwen2_moe", "ffn.router", "softmax_topk"), ("qwen3_moe", "ffn.router", "softmax_topk_norm"),
               ("qwen2_moe", "mixer.qkv_bias", None), ("qwen2_moe", "head", "qa"),
               ("bart", "tie_embeddings", False), ("roberta", "activation", "relu")]
 

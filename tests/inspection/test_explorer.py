@@ -356,8 +356,8 @@ def test_inspect_model_rejects_bad_html_keys_before_building(override, message, 
 
 
 def test_moe_layers_show_each_tokens_experts_per_stream():
-    model = tiny("encoder_decoder", encoder_layers=2, decoder_layers=1, ffn="moe",
-                 moe={"n_experts": 4, "top_k": 2},
+    model = tiny("encoder_decoder", encoder_layers=2, decoder_layers=1,
+                 ffn={"name": "moe", "n_experts": 4, "top_k": 2},
                  layer_pattern=["dense", "moe"])  # MoE: encoder layer 1, no decoder layer
     src, dec = [5, 6, 7, 8, 9], [model.config.start_id, 10, 11]
     data = explorer_data(model, src, tokens=list("abcde"), vocab_label=str, decoder_ids=dec, num_beams=2,

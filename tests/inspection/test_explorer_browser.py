@@ -316,7 +316,7 @@ def test_moe_experts_table_shows_each_tokens_experts(browser, tmp_path):
 
     torch.manual_seed(0)
     model = zoo.build(dict(vocab_size=40, d_model=16, n_layers=2, n_heads=2, max_seq_len=32, dropout=0.0,
-                           ffn="moe", moe={"n_experts": 4, "top_k": 2})).eval()
+                           ffn={"name": "moe", "n_experts": 4, "top_k": 2})).eval()
     data = explorer_data(model, [5, 6, 7], tokens=["a", "b", "c"], vocab_label=str, num_beams=2,
                          max_new_tokens=2)
     path = tmp_path / "moe.html"

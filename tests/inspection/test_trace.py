@@ -75,7 +75,7 @@ def test_every_traced_shape_matches_the_config(name):
     layers = {"encoder": cfg.n_encoder_layers if cfg.arch == "encoder_decoder" else cfg.n_layers,
               "decoder": cfg.n_decoder_layers if cfg.arch == "encoder_decoder" else cfg.n_layers}
     per_layer = ["block_input", "q", "k", "v", "scores", "weights", "heads", "heads_concat", "attn_output",
-                 "block_output"] + (["ffn_hidden", "ffn_output"] if cfg.ffn == "mlp" else [])
+                 "block_output"] + (["ffn_hidden", "ffn_output"] if cfg.ffn.name == "mlp" else [])
     streams = ["encoder", "decoder"] if cfg.arch == "encoder_decoder" else [
         "encoder" if cfg.arch == "encoder" else "decoder"]
     for stream in streams:

@@ -58,11 +58,10 @@ def _composed_model(overrides: list[str]) -> dict:
                                       resolve=True)
 
 
-def test_command_line_rule(monkeypatch):
+def test_command_line_rule():
     """train.py model=bert_small model.head={name:classifier,num_labels:2}: the preset's MLM knobs are gone;
     one of them given with the classifier is an error naming it."""
     given = ["model=bert_small", "model.head={name:classifier,num_labels:2}"]
-    monkeypatch.setattr(plan, "command_line", lambda: given)
     cfg = plan.resolve_model(_composed_model(given))
     assert cfg.head == ClassifierSettings(num_labels=2)
     given = ["model=bert_small", "model.head={name:classifier,bias:true}"]

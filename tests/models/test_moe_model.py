@@ -15,12 +15,12 @@ from zoo.models import build_model
 from zoo.modules.checkpointing import set_activation_checkpointing
 from zoo.modules.moe import MoE, auxiliary_loss, moe_layers
 
-MOE = {"n_experts": 4, "top_k": 2, "balance": ["aux", "z"]}
+MOE = {"name": "moe", "n_experts": 4, "top_k": 2, "balance": {"aux": 0.01, "z": 0.001}}
 
 
 def _cfg(arch: str = "decoder", **keys) -> ModelConfig:
     base = dict(arch=arch, d_model=16, n_heads=2, n_layers=2, vocab_size=40, max_seq_len=24, d_ff=24,
-                activation="swiglu", ffn="moe", moe=MOE, positional="rope")
+                activation="swiglu", ffn=MOE, positional="rope")
     return ModelConfig(**{**base, **keys})
 
 
@@ -52,7 +52,7 @@ def test_every_arch_trains_with_moe(arch):
 
 
 def test_cached_decoding_and_beam_search_equal_the_uncached_ones():
-    model = build_model(_cfg(moe={**MOE, "capacity_factor": 0.5})).eval()  # capacity: training only
+    model = build_model(_cfg(ffn={**MOE, "capacity_factor": 0.5})).eval()  # capacity: training only
     ids = torch.randint(3, 40, (2, 5))
     for beams in (1, 2):
         cached = model.generate(ids, max_new_tokens=6, num_beams=beams, use_cache=True)
@@ -67,7 +67,7 @@ def test_cached_decoding_and_beam_search_equal_the_uncached_ones():
 
 def test_speculative_decoding_with_moe_target_and_draft_equals_greedy():
     model = build_model(_cfg(n_layers=2)).eval()
-    draft = build_model(_cfg(n_layers=1, moe={**MOE, "top_k": 1})).eval()
+    draft = build_model(_cfg(n_layers=1, ffn={**MOE, "top_k": 1})).eval()
     ids = torch.randint(3, 40, (1, 5))
     plain = model.generate(ids, max_new_tokens=8)
     assert torch.equal(model.generate(ids, max_new_tokens=8, assistant_model=draft), plain)
@@ -98,7 +98,7 @@ def test_activation_checkpointing_gives_the_same_loss_and_gradients():
     grads = []
     for enabled in (False, True):
         torch.manual_seed(0)
-        model = build_model(_cfg(moe={**MOE, "capacity_factor": 1.0})).train()
+        model = build_model(_cfg(ffn={**MOE, "capacity_factor": 1.0})).train()
         set_activation_checkpointing(model, enabled)
         loss = _loss(model, ids)
         loss.backward()
@@ -110,13 +110,14 @@ def test_activation_checkpointing_gives_the_same_loss_and_gradients():
 
 def test_total_and_active_parameter_counts():
     d, f, e, k, layers = 16, 24, 4, 2, 2
-    model = build_model(_cfg(bias=False, moe={"n_experts": e, "top_k": k, "n_shared_experts": 1}))
+    model = build_model(_cfg(bias=False, ffn={"name": "moe", "n_experts": e, "top_k": k,
+                                              "n_shared_experts": 1}))
     expert = d * 2 * f + f * d  # swiglu: up (2f, d) + down (d, f)
     per_layer_moe = d * e + e * expert + expert  # router + experts + one shared expert
     counts = parameter_counts(model)
     assert counts["ffn"] == layers * per_layer_moe
     assert counts["total"] - counts["active"] == layers * (e - k) * expert
-    dense = build_model(_cfg(bias=False, ffn="mlp", moe={}))
+    dense = build_model(_cfg(bias=False, ffn="mlp"))
     matmul_dense_ffn = layers * expert
     active_ffn_matmul = layers * (d * e + (k + 1) * expert)
     assert (flops_per_token(model).n_matmul - flops_per_token(dense).n_matmul

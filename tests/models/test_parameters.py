@@ -84,10 +84,10 @@ def closed_form(c: ModelConfig) -> int:
         return _linear(d, width * (2 if gated else 1), b) + _linear(width, d, b)
 
     def ffn_of(layers: int) -> int:  # a stack's FFNs: MoE layers (ffn=moe, by its pattern) or dense ones
-        if c.ffn == "none":
+        if c.ffn.name == "none":
             return 0
-        moe = c.moe or {}
-        n_moe = sum(1 for i in range(layers) if c.ffn == "moe" and "dense" not in _layer_tags(c, i))
+        moe = c.ffn.to_data()
+        n_moe = sum(1 for i in range(layers) if c.ffn.name == "moe" and "dense" not in _layer_tags(c, i))
         width, shared = moe.get("expert_d_ff") or hidden, moe.get("n_shared_experts", 0)
         experts = moe.get("n_experts", 8)
         router = _linear(d, experts, moe.get("router_bias", False))
@@ -146,9 +146,10 @@ def test_every_preset_matches_closed_form(name):
                                n_kv_heads=1),
                           dict(first_attn_norm=False),
                           dict(norm_placement="sandwich", first_attn_norm=False),
-                          dict(ffn="moe", activation="swiglu", layer_pattern=["dense", "moe"],
-                               moe=dict(n_experts=3, expert_d_ff=16, n_shared_experts=2, shared_gate=True)),
-                          dict(ffn="moe", norm_placement="sandwich", moe=dict(n_experts=2, top_k=1),
+                          dict(activation="swiglu", layer_pattern=["dense", "moe"],
+                               ffn=dict(name="moe", n_experts=3, expert_d_ff=16, n_shared_experts=2,
+                                        shared_gate=True)),
+                          dict(norm_placement="sandwich", ffn=dict(name="moe", n_experts=2, top_k=1),
                                layer_pattern={"prefix": ["dense"], "cycle": ["moe"]})])
 @pytest.mark.parametrize("arch", ["decoder", "encoder", "encoder_decoder"])
 def test_new_knobs_match_closed_form(arch, knobs):

@@ -19,6 +19,7 @@ import zoo.training.plan as plan
 from zoo.apps import ConfigError
 from zoo.checkpoint import saved_model_config
 from zoo.config import MODEL_OPTIONS, PARTS, ModelConfig
+from zoo.hydra_schema import part_overrides
 from zoo.models import vocabulary
 from zoo.modules.positional import POSITIONALS
 from zoo.modules.positional_settings import POSITIONAL, ROPE_SCALING
@@ -59,12 +60,9 @@ def passes(monkeypatch):
 
 
 def test_every_key_has_one_declared_rule():
-    """A key's rule is MODEL_OPTIONS', its entries' or its part's, never two, and no field is left to its type
-    hint."""
-    owned = vocabulary.vocabulary().owners()
-    assert not set(owned) & set(MODEL_OPTIONS.rules)
-    assert not (set(owned) | set(MODEL_OPTIONS.rules)) & PART_FIELDS
-    assert set(owned) | set(MODEL_OPTIONS.rules) | PART_FIELDS == {f.name for f in fields(ModelConfig)}
+    """A key's rule is MODEL_OPTIONS' or its part's, never two, and no field is left to its type hint."""
+    assert not set(MODEL_OPTIONS.rules) & PART_FIELDS
+    assert set(MODEL_OPTIONS.rules) | PART_FIELDS == {f.name for f in fields(ModelConfig)}
     for table, values in ((POSITIONAL, NOT_DEFAULT), (ROPE_SCALING, SCALING_NOT_DEFAULT)):
         for name, keys in table.docs().items():  # a new scheme or scaling key gets a test value here
             assert set(keys) == set(values.get(name, {})), (table.key, name)
@@ -124,21 +122,20 @@ def test_a_scaling_reads_its_own_keys_only():
     assert model.config.positional.scaling.low_freq_factor == 2.0
 
 
-def _resolved(monkeypatch, given: list[str]):
+def _resolved(given: list[str]):
     """The ModelConfig train.py resolves from these command-line overrides."""
-    monkeypatch.setattr(plan, "command_line", lambda: given)
     with initialize_config_dir(config_dir=str(config_root()), version_base="1.3"):
-        composed = compose("config", overrides=given).model
+        composed = compose("config", overrides=part_overrides(given)).model
     return plan.resolve_model(OmegaConf.to_container(composed, resolve=True))
 
 
-def test_command_line_rule(monkeypatch):
+def test_command_line_rule():
     """train.py model=llama3_2_1b model.positional=alibi: the preset's RoPE subtree (base, scaling) is
     replaced; a rotary-only layer tag under a scheme that does not rotate, and a RoPE scaling key given on the
     command line under a scaling that does not read it, are errors naming what reads them."""
-    cfg = _resolved(monkeypatch, ["model=llama3_2_1b", "model.positional=alibi"])
+    cfg = _resolved(["model=llama3_2_1b", "model.positional=alibi"])
     assert cfg.positional == POSITIONAL.defaults("alibi")
-    cfg = _resolved(monkeypatch, ["model=gpt_nano", "model.layer_pattern=[rope,nope]"])
+    cfg = _resolved(["model=gpt_nano", "model.layer_pattern=[rope,nope]"])
     with pytest.raises(ValueError, match=re.escape(
             "model.layer_pattern=['rope', 'nope'] tags layers 'nope', which needs a rotary scheme "
             "(model.positional=learned does not rotate)")):
@@ -146,36 +143,46 @@ def test_command_line_rule(monkeypatch):
     with pytest.raises(ConfigError, match=re.escape(
             "model.positional.scaling=none has no key 'factor'. model.positional.scaling.factor is read by "
             "positional.scaling=linear|llama3|yarn: choose it")):
-        _resolved(monkeypatch, ["model=llama_small", "+model.positional.scaling.factor=2.0"])
+        _resolved(["model=llama_small", "+model.positional.scaling.factor=2.0"])
 
 
-def test_moe_keys_are_settled_one_by_one(monkeypatch):
-    """Issue 25's rough edge: a preset's model.moe.aux_coef is reset when balance=none is chosen over it (the
-    mapping is settled key by key, not as one key), and an aux_coef given with balance=none is an error
-    naming it; through zoo.build and through train.py's command line."""
+def test_moe_keys_belong_to_the_ffn_part():
+    """Issue 25's rough edge, gone with the FFN part: the balancing losses are one mapping (loss ->
+    coefficient), so choosing none (`{}`) drops the preset's aux coefficient with it, and a router's key is
+    read only under that router; through zoo.build and through train.py's command line."""
     preset = zoo.presets.preset_dict("mixtral_8x7b")
-    assert preset["moe"]["aux_coef"] == 0.04
+    assert preset["ffn"]["balance"] == {"aux": 0.04}
     small = {**SMALL, "d_ff": 8, "n_kv_heads": 2}
-    no_loss = zoo.build({**preset, **small, "moe": {**preset["moe"], "balance": "none"}})
-    assert no_loss.config.moe == {"n_experts": 8, "top_k": 2, "router": "topk_softmax", "balance": "none"}
-    assert zoo.presets.resolve_config("mixtral_8x7b", **{"moe.balance": "none"}).moe == no_loss.config.moe
-    refused = re.escape("model.moe.aux_coef=0.01 is read by model.moe.balance=aux, not by "
-                        "model.moe.balance=none; drop it")
-    with pytest.raises(ValueError, match=refused):
-        zoo.build("mixtral_8x7b", moe={"balance": "none", "aux_coef": 0.01})
-    with pytest.raises(ValueError, match=r"model.moe.bias_rate=0.1 is read by model.moe.router=sigmoid_bias"):
-        zoo.build({**small, "ffn": "moe"}, moe={"bias_rate": 0.1})
-    cfg = _resolved(monkeypatch, ["model=mixtral_8x7b", "model.moe.balance=none"])
-    assert cfg.moe == no_loss.config.moe
-    cfg = _resolved(monkeypatch, ["model=mixtral_8x7b", "model.moe.balance=[z]", "+model.moe.z_coef=0.5"])
-    assert (cfg.moe["balance"], cfg.moe["z_coef"], "aux_coef" in cfg.moe) == (["z"], 0.5, False)
-    with pytest.raises(ConfigError, match=refused):
-        _resolved(monkeypatch, ["model=mixtral_8x7b", "model.moe.balance=none", "model.moe.aux_coef=0.01"])
-    with pytest.raises(ConfigError, match=r"model.moe=.* is read by model.ffn=moe, not by model.ffn=mlp"):
-        _resolved(monkeypatch, ["model=gpt_nano", "+model.moe.top_k=1"])
+    no_loss = zoo.build({**preset, **small}, ffn={"balance": {}})
+    assert (no_loss.config.ffn.balance, no_loss.config.ffn.n_experts) == ({}, 8)
+    with pytest.raises(ValueError, match=re.escape("model.ffn.router=topk_softmax has no key 'bias_rate'. "
+                                                   "model.ffn.router.bias_rate is read by "
+                                                   "ffn.router=sigmoid_bias")):
+        zoo.build({**small, "ffn": "moe"}, ffn={"router": {"bias_rate": 0.1}})
+    cfg = _resolved(["model=mixtral_8x7b", "model.ffn.balance={}"])
+    assert cfg.ffn == zoo.presets.resolve_config("mixtral_8x7b", ffn={"balance": {}}).ffn
+    cfg = _resolved(["model=mixtral_8x7b", "model.ffn.balance={z:0.5}"])
+    assert cfg.ffn.balance == {"z": 0.5}  # given whole: replaces the preset's, not merged into it
+    cfg = _resolved(["model=mixtral_8x7b", "+model.ffn.balance.z=0.5"])
+    assert cfg.ffn.balance == {"aux": 0.04, "z": 0.5}  # one loss added
+    cfg = _resolved(["model=mixtral_8x7b", "model.ffn.router=sigmoid_bias",
+                                  "model.ffn.router.bias_rate=0.1"])
+    assert (cfg.ffn.router.name, cfg.ffn.router.bias_rate, cfg.ffn.n_experts) == ("sigmoid_bias", 0.1, 8)
+    with pytest.raises(ConfigError, match=re.escape("model.ffn=mlp has no key 'top_k'. model.ffn.top_k is "
+                                                    "read by ffn=moe")):
+        _resolved(["model=gpt_nano", "+model.ffn.top_k=1"])
 
 
-def test_a_saved_moe_config_with_a_key_of_another_balance_still_reads():
-    saved = {**ModelConfig(**SMALL, d_ff=8, ffn="moe").to_dict(), "moe": {"n_experts": 4, "balance": "z",
-                                                                        "aux_coef": 0.3, "bias_rate": 0.1}}
-    assert saved_model_config(saved, "config.json: model_config").moe == {"n_experts": 4, "balance": "z"}
+def test_a_saved_moe_config_of_the_flat_layout_reads_as_the_ffn_part():
+    """Before the FFN was a part: `ffn: moe` and `moe: {...}` with per-loss coefficients; a key of a loss or
+    router not chosen was ignored then and is dropped now."""
+    saved = {**ModelConfig(**SMALL, d_ff=8).to_dict(), "ffn": "moe",
+             "moe": {"n_experts": 4, "balance": "z", "aux_coef": 0.3, "bias_rate": 0.1}}
+    ffn = saved_model_config(saved, "config.json: model_config").ffn
+    assert ffn.to_data() == {**zoo.modules.ffn_settings.FFN.parse("moe").to_data(), "n_experts": 4,
+                             "balance": {"z": 0.001}}
+    both = {**saved, "moe": {"router": "sigmoid_bias", "bias_rate": 0.1, "balance": ["aux", "z"],
+                             "z_coef": 0.5}}
+    ffn = saved_model_config(both, "config.json: model_config").ffn
+    assert (ffn.router.to_data(), ffn.balance) == ({"name": "sigmoid_bias", "bias_rate": 0.1},
+                                                    {"aux": 0.01, "z": 0.5})

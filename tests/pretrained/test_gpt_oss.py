@@ -23,7 +23,7 @@ from tests.pretrained.decoder_checks import (
 )
 from tests.pretrained.helpers import perturbed, right_padded, saved
 from zoo.config import ModelConfig
-from zoo.modules.moe import MoE, moe_settings
+from zoo.modules.moe import MoE
 
 SMALL = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
              intermediate_size=24, vocab_size=99, num_local_experts=4, num_experts_per_tok=2,
@@ -51,9 +51,9 @@ def test_logits_match_on_padded_batches(tmp_path):
     scaling = c.positional.scaling
     assert (scaling.name, scaling.factor, scaling.truncate, scaling.original_max_len) == (
         "yarn", 4.0, False, 16)
-    assert (c.moe["n_experts"], c.moe["top_k"], c.moe["router"], c.moe["router_bias"]) == (
+    assert (c.ffn.n_experts, c.ffn.top_k, c.ffn.router.name, c.ffn.router_bias) == (
         4, 2, "topk_softmax", True)
-    assert c.moe["aux_coef"] == pytest.approx(0.04)  # transformers' coefficient times top_k (docs/moe.md)
+    assert c.ffn.balance == {"aux": pytest.approx(0.04)}  # transformers' coefficient x top_k (docs/moe.md)
     assert [model.decoder_stack.local[i] for i in range(3)] == [True, False, True]
     assert all(isinstance(layer.ffn, MoE) for layer in model.decoder_stack.layers)
     right_padded_logits_match(hf, model)
@@ -95,8 +95,8 @@ def test_a_zoo_built_model_exports_as_gpt_oss(tmp_path):
     model = zoo.build(dict(
         arch="decoder", vocab_size=99, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=16,
         activation="swiglu_clamped", norm="rmsnorm", positional="rope", bias=True, mixer={"sinks": True},
-        tie_embeddings=False, ffn="moe", max_seq_len=64,
-        moe={"n_experts": 4, "top_k": 2, "router": "topk_softmax", "router_bias": True}))
+        tie_embeddings=False, max_seq_len=64,
+        ffn={"name": "moe", "n_experts": 4, "top_k": 2, "router": "topk_softmax", "router_bias": True}))
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.1)
@@ -193,9 +193,10 @@ def test_moe_layer_equals_transformers_gpt_oss_mlp_with_gradients():
     with torch.no_grad():
         for p in ref.parameters():
             p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
-    cfg = ModelConfig(d_model=16, d_ff=12, activation="swiglu_clamped", bias=True, ffn="moe",
-                      moe={"n_experts": 4, "top_k": 2, "router": "topk_softmax", "router_bias": True})
-    ours = MoE(cfg, moe_settings(cfg))
+    cfg = ModelConfig(d_model=16, d_ff=12, activation="swiglu_clamped", bias=True,
+                      ffn={"name": "moe", "n_experts": 4, "top_k": 2, "router": "topk_softmax",
+                           "router_bias": True})
+    ours = MoE(cfg, cfg.ffn)
     with torch.no_grad():
         ours.router.proj.weight.copy_(ref.router.weight)
         ours.router.proj.bias.copy_(ref.router.bias)

@@ -38,8 +38,8 @@ def test_logits_match_on_padded_batches(tmp_path):
     hf = tiny_mixtral()
     model = zoo.from_pretrained(saved(hf, tmp_path))
     c = model.config
-    assert (c.ffn, c.moe["n_experts"], c.moe["top_k"], c.moe["router"]) == ("moe", 4, 2, "topk_softmax")
-    assert c.moe["aux_coef"] == pytest.approx(0.04)  # transformers' coefficient times top_k (docs/moe.md)
+    assert (c.ffn.name, c.ffn.n_experts, c.ffn.top_k, c.ffn.router.name) == ("moe", 4, 2, "topk_softmax")
+    assert c.ffn.balance == {"aux": pytest.approx(0.04)}  # transformers' coefficient x top_k (docs/moe.md)
     assert len(moe_layers(model)) == 2
     assert all(isinstance(layer.ffn, MoE) for layer in model.decoder_stack.layers)
     right_padded_logits_match(hf, model)
@@ -63,13 +63,13 @@ def test_export_round_trip(tmp_path):
 
 def test_a_zoo_moe_model_exports_as_mixtral_and_what_mixtral_cannot_say_is_named(tmp_path):
     model = zoo.build("moe_small", vocab_size=99, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=16,
-                      moe={"n_experts": 4, "top_k": 2}).eval()
+                      ffn={"n_experts": 4, "top_k": 2}).eval()
     out = zoo.save_pretrained(model, tmp_path / "fresh", model_type="mixtral")
     right_padded_logits_match(MixtralForCausalLM.from_pretrained(out).eval(), model)
     shared = zoo.build("moe_small", vocab_size=99, d_model=32, n_layers=2, n_heads=4, d_ff=16,
-                       moe={"n_experts": 4, "top_k": 2, "n_shared_experts": 1, "router": "softmax_topk"})
-    with pytest.raises(ValueError, match=r"'mixtral': its config.json cannot express model.moe=.*"
-                                         r"'n_shared_experts': 1"):
+                       ffn={"n_experts": 4, "top_k": 2, "n_shared_experts": 1, "router": "softmax_topk"})
+    with pytest.raises(ValueError, match=r"'mixtral': its config.json cannot express "
+                                         r"model.ffn.n_shared_experts=1 .*model.ffn.router='softmax_topk'"):
         zoo.save_pretrained(shared, tmp_path / "x", model_type="mixtral")
     with pytest.raises(ValueError, match=r"router_jitter_noise=0.1 \(supported: 0.0\)"):
         zoo.pretrained.FAMILIES.get("mixtral")().config_from_hf(

@@ -35,7 +35,7 @@ def test_logits_match_on_padded_batches(tmp_path, norm_topk_prob):
     hf = tiny_olmoe(norm_topk_prob=norm_topk_prob)
     model = zoo.from_pretrained(saved(hf, tmp_path))
     c = model.config
-    assert (c.mixer.qk_norm, c.mixer.qk_norm_scope, c.moe["router"]) == (
+    assert (c.mixer.qk_norm, c.mixer.qk_norm_scope, c.ffn.router.name) == (
         True, "all", "softmax_topk_norm" if norm_topk_prob else "softmax_topk")
     right_padded_logits_match(hf, model)
     left_padded_logits_match(hf, model)

@@ -62,7 +62,7 @@ def test_greedy_matches_transformers_generate(tmp_path, model_type):
 def test_export_round_trip(tmp_path, model_type):
     hf = tiny(model_type, norm_topk_prob=False)
     model = zoo.from_pretrained(saved(hf, tmp_path))
-    assert model.config.moe["router"] == "softmax_topk"
+    assert model.config.ffn.router.name == "softmax_topk"
     out = export_round_trips(model, FAMILIES[model_type][1], tmp_path / "export")
     written = json.loads((out / "config.json").read_text())
     assert written["router_aux_loss_coef"] == pytest.approx(0.01)

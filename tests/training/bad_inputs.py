@@ -127,8 +127,8 @@ OVERRIDES = [BadInput(given, message) for given, message in [
      "column per head"),
     ("model=gpt_nano model.mixer.qk_norm=true model.mixer.qk_norm_scope=all trainer=fsdp_tp",
      "trainer.strategy=fsdp_tp cannot split model.mixer.qk_norm_scope: all normalises over every head"),
-    ("model=moe_small +model.moe.expert_d_ff=33 trainer=fsdp_tp",
-     "trainer.tp_size=2 does not divide model.moe.expert_d_ff=33"),
+    ("model=moe_small model.ffn.expert_d_ff=33 trainer=fsdp_tp",
+     "trainer.tp_size=2 does not divide model.ffn.expert_d_ff=33"),
     ("model=mla_small trainer=fsdp_tp",
      "trainer.strategy=fsdp_tp cannot split model.mixer: mla: its latent and rope key (kv_a, one norm over "
      "the whole latent) serve every head"),

@@ -15,13 +15,14 @@ from zoo.training.run import train
 
 from .conftest import TINY_LM, read_csv_metrics, train_losses
 
-MOE = ["model.ffn=moe", "model.n_layers=2"]
+MOE = ["model.n_layers=2"]
 
 
 @pytest.mark.e2e  # 20 steps, ~7 s
 def test_moe_lm_trains_logs_its_routing_and_exports(make_cfg, tmp_path):
     cfg = make_cfg([*TINY_LM, *MOE, "trainer.max_steps=20", "eval_every=10",
-                    "+model.moe={n_experts: 4, top_k: 2, balance: [aux, z], capacity_factor: 1.0}",
+                    "model.ffn={name: moe, n_experts: 4, top_k: 2, balance: {aux: 0.01, z: 0.001}, "
+                    "capacity_factor: 1.0}",
                     "model.layer_pattern=[dense,moe]"])
     result = train(cfg)
     assert result.metrics["val/loss"] < math.log(300) - 0.5  # it learns (a uniform guess: log 300)
@@ -44,8 +45,8 @@ def test_moe_lm_trains_logs_its_routing_and_exports(make_cfg, tmp_path):
 
 def test_sigmoid_bias_router_bias_moves_during_training(make_cfg):
     cfg = make_cfg([*TINY_LM, *MOE, "trainer.max_steps=4", "eval_every=4",
-                    "+model.moe={n_experts: 4, top_k: 1, router: sigmoid_bias, bias_rate: 0.01, "
-                    "balance: none}"])
+                    "model.ffn={name: moe, n_experts: 4, top_k: 1, "
+                    "router: {name: sigmoid_bias, bias_rate: 0.01}, balance: {}}"])
     result = train(cfg)
     model, _ = zoo.load(result.last_checkpoint)
     biases = [layer.router.bias for _, layer in moe_layers(model)]
@@ -61,7 +62,8 @@ def test_moe_ddp_two_cpu_processes_match_one_process(tmp_path, run_cli, make_cfg
     transformers do, so it differs from the whole batch's)."""
     common = ["experiment=smoke", "data.max_bytes=120000", "tokenizer.vocab_size=300", "model.max_seq_len=32",
               "trainer.log_every_n_steps=1", "trainer.num_sanity_val_steps=0", *MOE,
-              "+model.moe={n_experts: 4, top_k: 2, balance: none}", "trainer.max_steps=3", "eval_every=3",
+              "model.ffn={name: moe, n_experts: 4, top_k: 2, balance: {}}", "trainer.max_steps=3",
+              "eval_every=3",
               "callbacks.samples=null"]
     train(make_cfg([*common, "trainer=cpu", "batch_size=8"], run="one"))
     two = run_cli([*common, "trainer=ddp_cpu", "batch_size=4", f"hydra.run.dir={tmp_path / 'two'}",

@@ -44,7 +44,7 @@ pytestmark = pytest.mark.e2e  # spawns processes: outside the inner loop
 GQA_LORA = [*LM, "model.n_heads=4", "model.n_kv_heads=2", "model.activation=swiglu", "model.positional=rope",
             "finetune=lora", "finetune.targets=[self_attn.qkv,self_attn.o,ffn.up]"]
 MOE = ["model=moe_small", "model.d_model=32", "model.n_heads=4", "model.n_kv_heads=2", "model.d_ff=32",
-       "model.moe.n_experts=4", *LM[1:]]  # every expert split as a dense FFN is, the router whole
+       "model.ffn.n_experts=4", *LM[1:]]  # every expert split as a dense FFN is, the router whole
 REFERENCES = {"decoder": CASES["decoder"][0] + CASES["decoder"][2],
               "encoder": CASES["encoder"][0] + CASES["encoder"][2],
               "encoder_decoder": CASES["encoder_decoder"][0] + CASES["encoder_decoder"][2],

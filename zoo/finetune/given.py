@@ -19,7 +19,7 @@ def command_line() -> list[str] | None:
 
 def _keys(overrides: list[str]) -> list[str]:
     """The keys the overrides set (`model.dropout` of `+model.dropout=0.1`), as Hydra's own parser reads
-    them; a deletion (`~model.moe.aux_coef`) sets nothing."""
+    them; a deletion (`~model.ffn.capacity_factor`) sets nothing."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parsed = OverridesParser.create().parse_overrides([item.strip() for item in overrides])
@@ -28,8 +28,8 @@ def _keys(overrides: list[str]) -> list[str]:
 
 def given_in_group(group: str, overrides: list[str], resolved: dict[str, Any]) -> dict[str, Any]:
     """{key: value in the composed config} of every `group.key=...` override; a key inside a mapping
-    (`model.moe.router=...`) is given as `moe.router`, so only that inner key counts as the user's
-    (zoo.owned_keys.Vocabulary.settle), and a deleted one (`~model.moe.aux_coef`) not at all."""
+    (`model.ffn.router=...`) is given as `ffn.router`, so only that inner key is laid over the pretrained
+    model's part (zoo.config.lay_over), and a deleted one (`~model.ffn.capacity_factor`) not at all."""
     given: dict[str, Any] = {}
     for path in _keys(overrides):
         if path.startswith(group + "."):

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from zoo.config import ModelConfig
+from zoo.config import ModelConfig, lay_over, nest_paths
 from zoo.finetune.given import command_line, given_in_group, group_given
 from zoo.finetune.init_from import (
     Source,
@@ -23,7 +23,6 @@ from zoo.finetune.init_from import (
 )
 from zoo.finetune.labels import order_labels, reindex
 from zoo.finetune.methods import Applied, apply_finetune, check_finetune, trainable_line
-from zoo.models.vocabulary import settle_keys
 from zoo.modules.head_settings import HEAD
 from zoo.tokenizers import ZooTokenizer
 
@@ -88,7 +87,7 @@ def plan_init(resolved: Mapping[str, Any], task_head: str | None) -> InitPlan | 
         head = HEAD.merge(pretrained.head, head_changes)
     saved = pretrained.to_dict()
     rest = {k: v for k, v in changes.items() if k != "head" and not k.startswith("head.")}
-    merged, _ = settle_keys(saved, rest)  # a key no chosen entry reads: ValueError naming it
+    merged = lay_over(saved, nest_paths(rest))  # a key the chosen entry does not read: ValueError naming it
     merged["head"] = head.to_data()
     changed = {k: v for k, v in merged.items() if k not in saved or v != saved[k]}
     model = with_overrides(pretrained, changed, value)

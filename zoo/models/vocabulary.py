@@ -1,19 +1,15 @@
 """The model config vocabulary: every ModelConfig key, who reads it, and the one check of a config.
 
-The spine keys have their rules in `zoo.config.MODEL_OPTIONS`; the parts (positional, mixer, head, layer
-pattern) are typed settings checked when parsed, and each chosen module's `check_config` checks what they say
-with the rest of the config. `check_config` checks a config in one pass (`validate`) and remembers it, so a
-config built several times (planned on the meta device, then for real) is checked once. The one flat key an
-entry still owns is `model.moe` (ffn=moe): where a config is assembled from a base and overrides,
-`settle_keys` resets it when the FFN is not moe and refuses it given explicitly. docs/design.md, "Config
-parts"."""
+The spine keys have their rules in `zoo.config.MODEL_OPTIONS`; the parts (positional, mixer, ffn, head,
+layer pattern) are typed settings checked when parsed, and each chosen module's `check_config` checks what
+they say with the rest of the config. `check_config` checks a config in one pass (`validate`) and remembers
+it, so a config built several times (planned on the meta device, then for real) is checked once.
+docs/design.md, "Config parts"."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
-from dataclasses import MISSING, fields
-from typing import Any
+from dataclasses import fields
 
 from zoo.config import MODEL_OPTIONS, ModelConfig, check_sizes
 from zoo.modules.attention import MIXERS
@@ -24,7 +20,6 @@ from zoo.modules.norm import NORMS
 from zoo.modules.positional import POSITIONALS
 from zoo.modules.residual import WIRINGS
 from zoo.options import Options
-from zoo.owned_keys import Vocabulary
 from zoo.registry import Registry, unknown_choice_message
 
 ARCHS: Registry = Registry("arch")  # the builders register themselves (zoo.models.decoder, ...)
@@ -33,40 +28,16 @@ NO_OPTIONS = Options({})
 
 def named_choices() -> dict[str, Registry]:
     """Config key -> the registry its name is resolved in."""
-    return {"arch": ARCHS, "ffn": FFNS, "activation": ACTIVATIONS, "norm": NORMS, "norm_placement": WIRINGS}
+    return {"arch": ARCHS, "activation": ACTIVATIONS, "norm": NORMS, "norm_placement": WIRINGS}
 
 
 def parts() -> dict[str, Registry]:
     """Config key holding typed settings -> the registry of the modules its names build (each module class
     checks what its settings say with the rest of the config: `check_config`)."""
-    return {"positional": POSITIONALS, "mixer": MIXERS, "head": HEADS}
+    return {"positional": POSITIONALS, "mixer": MIXERS, "ffn": FFNS, "head": HEADS}
 
 
-def owners() -> dict[str, Registry]:
-    """The registries whose entries own flat config keys (ffn=moe reads model.moe). The positional scheme,
-    the token mixer and the head hold theirs as typed settings instead (`parts`)."""
-    return {"ffn": FFNS}
-
-
-_PART_FIELDS = ("positional", "mixer", "layer_pattern", "head")  # typed settings, checked when parsed
-
-
-@functools.cache
-def _defaults() -> dict[str, Any]:
-    return {f.name: f.default_factory() if f.default is MISSING else f.default  # moe: {}
-            for f in fields(ModelConfig) if f.name not in _PART_FIELDS}
-
-
-def vocabulary() -> Vocabulary:
-    """The entry-owned keys of every owner registry as registered now (entries can be added at run time)."""
-    return Vocabulary({group: {name: getattr(registry.get(name), "options", NO_OPTIONS) for name in registry}
-                       for group, registry in owners().items()}, _defaults())
-
-
-def settle_keys(base: Mapping[str, Any], explicit: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """`base` with `explicit` laid over it; a key no chosen entry reads is reset when it comes from `base` and
-    a ValueError naming it and its readers when given explicitly (`zoo.owned_keys.Vocabulary.settle`)."""
-    return vocabulary().settle(base, explicit)
+_PART_FIELDS = ("positional", "mixer", "ffn", "layer_pattern", "head")  # typed settings, checked when parsed
 
 
 @functools.cache
@@ -76,28 +47,23 @@ def _hint_options() -> Options:
 
 
 def validate(cfg: ModelConfig) -> None:
-    """The one validation pass: names resolve, every value its rule allows, the sizes agree, no key of an
-    entry that is not chosen is set, and each chosen entry's needs hold (`check_config` classmethods).
+    """The one validation pass: names resolve, every value its rule allows, the sizes agree, and each chosen
+    entry's needs hold (`check_config` classmethods).
     ValueError naming the key, the value and what is allowed."""
     values = {f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name not in _PART_FIELDS}
     choices = named_choices()
     for key, registry in choices.items():  # a misspelled name first: 'ropee' -> did you mean 'rope'?
         if isinstance(values[key], str) and values[key] not in registry:
             raise ValueError(f"model.{key}: " + unknown_choice_message(key, values[key], registry.names()))
-    vocab = vocabulary()
-    owned = vocab.owners()
-    Options({**_hint_options().rules, **MODEL_OPTIONS.rules, **{k: r for k, (_, r) in owned.items()}}).check(
-        "model", values)
+    Options({**_hint_options().rules, **MODEL_OPTIONS.rules}).check("model", values)
     check_sizes(cfg)
     check_layers(cfg, POSITIONALS.get(cfg.positional.name).rotates)
     for key, registry in parts().items():
         check = getattr(registry.get(getattr(cfg, key).name), "check_config", None)
         if check is not None:
             check(cfg)
-    vocab.check_read(values)
-    read = vocab.read_keys(values)
     for key, registry in choices.items():
-        if values[key] is not None and (key in read or key not in owned):
+        if values[key] is not None:
             check = getattr(registry.get(values[key]), "check_config", None)
             if check is not None:
                 check(cfg)

@@ -33,7 +33,7 @@ class Block(nn.Module):
         mixer = MIXERS.get(cfg.mixer.name)
         self.self_attn = mixer(cfg)
         self.cross_attn = mixer.cross_attention(cfg) if cross else None
-        self.ffn = FFNS.get(cfg.ffn).build(cfg, index)
+        self.ffn = FFNS.get(cfg.ffn.name).build(cfg, index)
         for name in self.sublayer_names():
             self.wiring.add_norms(self, name, cfg)
         self.drop = nn.Dropout(cfg.dropout)

@@ -78,16 +78,14 @@ class FeedForward(nn.Module):
 
 
 class FFNKind:
-    """One `model.ffn` value: builds layer `index`'s FFN sub-layer (None: the layer has none). The config
-    keys a kind reads are its `options` (ffn=moe: `model.moe`), checked by zoo.models.vocabulary."""
+    """One `model.ffn` entry: builds layer `index`'s FFN sub-layer (None: the layer has none). Its keys are
+    its settings class in zoo.modules.ffn_settings; `check_config` checks what they say with the rest."""
 
     def build(self, cfg, index: int) -> nn.Module | None:
         raise NotImplementedError
 
     def check_config(self, cfg) -> None:
-        if getattr(cfg, "moe", None):
-            raise ValueError(f"model.moe={cfg.moe!r} has no effect with model.ffn={cfg.ffn!r}: only "
-                             "model.ffn=moe reads it; remove it or choose that.")
+        """Nothing to check beyond the spine's sizes (a kind with keys of its own overrides this)."""
 
 
 class _Dense(FFNKind):
@@ -100,6 +98,6 @@ class _NoFFN(FFNKind):
         return None
 
 
-FFNS: Registry = Registry("ffn")
+FFNS: Registry = Registry("ffn", key="model.ffn")  # names: zoo.modules.ffn_settings.FFN
 FFNS.register("mlp", _Dense())
 FFNS.register("none", _NoFFN())

@@ -114,7 +114,7 @@ def check_layers(cfg, rotates: bool) -> None:
                         "model.mixer.sliding_window (without one every layer is global)"),
              "nope": (rotates, f"a rotary scheme ({scheme})"),
              "rope": (rotates, f"a rotary scheme ({scheme})"),
-             "moe": (cfg.ffn == "moe", "model.ffn=moe"), "dense": (cfg.ffn == "moe", "model.ffn=moe")}
+             **{tag: (cfg.ffn.name == "moe", "model.ffn=moe") for tag in ("moe", "dense")}}
     for tag, (held, what) in needs.items():
         if pattern.uses(tag) and not held:
             raise ValueError(f"model.layer_pattern={pattern.to_data()} tags layers {tag!r}, which needs "

@@ -129,6 +129,11 @@ _ROPE_KEYS = {"factor": "factor", "low_freq_factor": "low_freq_factor",  # HF ro
               "high_freq_factor": "high_freq_factor",                     # model.positional.scaling keys
               "original_max_position_embeddings": "original_max_len",
               "short_factor": "short_factor", "long_factor": "long_factor", "truncate": "truncate"}
+def moe_paths(keys: Mapping[str, Any]) -> dict[str, Any]:
+    """A MoE family's FFN keys as dotted paths beside its fixed `ffn: moe`: {"ffn.n_experts": 8, ...}."""
+    return {f"ffn.{key}": value for key, value in keys.items()}
+
+
 SCALING = "positional.scaling"  # where the family tables (dotted paths, zoo.config.nest_paths) put them
 _ROPE_OPTIONAL = {"truncate": True}  # rope_parameters keys a scaling reads that may be absent: their default
 _ROPE_DEFAULTS = {"beta_fast": 32, "beta_slow": 1, "truncate": True, "mscale": None, "mscale_all_dim": None,

@@ -21,8 +21,7 @@ from typing import Any
 import torch
 
 from zoo.config import ModelConfig
-from zoo.modules.moe import moe_settings
-from zoo.pretrained.config_map import Key
+from zoo.pretrained.config_map import Key, moe_paths
 from zoo.pretrained.decoder_heads import NO_QA
 from zoo.pretrained.family import Checks
 from zoo.pretrained.gemma import every_kth_global, layer_types, read_layer_types
@@ -67,15 +66,14 @@ class GptOss(LlamaShaped):
         })
         top_k = hf.get("num_experts_per_tok", 4)
         moe = {"n_experts": hf.get("num_local_experts", 128), "top_k": top_k, "router": "topk_softmax",
-               "router_bias": True, "balance": "aux",
-               "aux_coef": hf.get("router_aux_loss_coef", 0.001) * top_k}
-        return {**rope, "moe": moe, **window}, checks
+               "router_bias": True, "balance": {"aux": hf.get("router_aux_loss_coef", 0.001) * top_k}}
+        return {**rope, **moe_paths(moe), **window}, checks
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
-        moe, window = moe_settings(cfg), cfg.mixer.sliding_window
+        moe, window = cfg.ffn, cfg.mixer.sliding_window
         return {**super().more_to_hf(cfg), "num_local_experts": moe.n_experts,
                 "num_experts_per_tok": moe.top_k,
-                "router_aux_loss_coef": moe.aux_coef / moe.top_k if "aux" in moe.balances else 0.0,
+                "router_aux_loss_coef": moe.balance.get("aux", 0.0) / moe.top_k,
                 "output_router_logits": False,
                 # without local layers transformers still builds a sliding mask: it needs a window
                 "sliding_window": cfg.max_seq_len if window is None else window,
@@ -84,7 +82,7 @@ class GptOss(LlamaShaped):
     # ----- the fused experts -----
     def read_first(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
         out = super().read_first(src, cfg)
-        moe = moe_settings(cfg)
+        moe = cfg.ffn
         e, c, f = moe.n_experts, cfg.d_model, moe.expert_d_ff or cfg.ffn_dim
         for i in range(cfg.n_layers):
             hf, zoo = EXPERTS.format(i=i), f"decoder_stack.layers.{i}.ffn.experts."
@@ -102,7 +100,7 @@ class GptOss(LlamaShaped):
     def state_to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
         out = super().state_to_hf(state, cfg)
         prefix = self.base_prefix(cfg)
-        n_experts = moe_settings(cfg).n_experts
+        n_experts = cfg.ffn.n_experts
         for i in range(cfg.n_layers):
             zoo = f"decoder_stack.layers.{i}.ffn.experts."
             up = torch.stack([state[f"{zoo}{x}.up.weight"].t() for x in range(n_experts)])  # (E, C, 2F)

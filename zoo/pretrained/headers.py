@@ -111,23 +111,23 @@ def check_folder(family, cfg: ModelConfig, folder: Path) -> None:
 def size_keys(cfg: ModelConfig) -> list[tuple[tuple[str, ...], int]]:
     """(ModelConfig keys that say a size, most specific first; the size) for the sizes a tensor's shape holds
     (the heads' widths only where head_dim sets them apart from d_model)."""
-    moe = cfg.moe or {}
+    moe = cfg.ffn
     own_heads = [(("n_heads",), cfg.n_heads * cfg.head_size), (("head_dim",), cfg.head_size)]
     return [(("d_model",), cfg.d_model), (("vocab_size",), cfg.vocab_size), (("d_ff",), cfg.ffn_dim),
             *(own_heads if cfg.head_dim is not None else []),
             (("n_kv_heads", "n_heads"), cfg.kv_heads * cfg.head_size), (("max_seq_len",), cfg.max_seq_len),
             (("type_vocab_size",), cfg.type_vocab_size),
             *([(("head.num_labels",), cfg.head.num_labels)] if hasattr(cfg.head, "num_labels") else []),
-            (("moe.expert_d_ff", "d_ff"), moe.get("expert_d_ff") or cfg.ffn_dim),
-            (("moe.n_experts",), moe.get("n_experts") or -1)]
+            (("ffn.expert_d_ff", "d_ff"), getattr(moe, "expert_d_ff", None) or cfg.ffn_dim),
+            (("ffn.n_experts",), getattr(moe, "n_experts", -1))]
 
 
 def _named(family, keys: tuple[str, ...], cfg: ModelConfig) -> str:
-    """`config.json hidden_size=320 (model.d_model)` for the first of `keys` set (a model.moe key as
+    """`config.json hidden_size=320 (model.d_model)` for the first of `keys` set (a model.ffn key as
     itself)."""
-    if keys[0].startswith("moe.") and keys[0][4:] in (cfg.moe or {}):
-        return f"model.{keys[0]}={cfg.moe[keys[0][4:]]}"
-    keys = tuple(k for k in keys if not k.startswith("moe."))
+    if keys[0].startswith("ffn.") and getattr(cfg.ffn, keys[0][4:], None) is not None:
+        return f"model.{keys[0]}={value_at(cfg, keys[0])}"
+    keys = tuple(k for k in keys if not k.startswith("ffn."))
     key, spelled = _config_key(family, keys, cfg)
     return f"{spelled}={value_at(cfg, key)} (model.{key})"
 

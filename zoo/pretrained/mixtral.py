@@ -2,7 +2,7 @@
 tables, `block_sparse_moe.gate` as the router (top-k logits, softmax over them: zoo's `topk_softmax`) and
 `block_sparse_moe.experts.{e}.w1 / w3 / w2` (gate / up / down) as each expert's `[gate | value]` up and down
 projections, the layout the checkpoints on the Hub and transformers' save_pretrained use. transformers'
-`router_aux_loss_coef` weighs a loss `num_experts_per_tok` times zoo's `aux` (docs/moe.md), so zoo's aux_coef
+`router_aux_loss_coef` weighs a loss `num_experts_per_tok` times zoo's `aux` (docs/moe.md), so balance.aux
 is it times top_k. `router_jitter_noise` (training-only noise) is reproduced at 0 only."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.config import ModelConfig
-from zoo.modules.moe import moe_settings
+from zoo.pretrained.config_map import moe_paths
 from zoo.pretrained.decoder_heads import LLAMA_HEADS, QA
 from zoo.pretrained.family import Checks
 from zoo.pretrained.llama import DECODER, KEYS, TENSORS, WINDOW, LlamaShaped
@@ -39,11 +39,11 @@ class Mixtral(LlamaShaped):
         rope, checks = super().more_from_hf(hf, settings)
         top_k = hf.get("num_experts_per_tok", 2)
         moe = {"n_experts": hf.get("num_local_experts", 8), "top_k": top_k, "router": "topk_softmax",
-               "balance": "aux", "aux_coef": hf.get("router_aux_loss_coef", 0.001) * top_k}
-        return {**rope, "moe": moe}, checks
+               "balance": {"aux": hf.get("router_aux_loss_coef", 0.001) * top_k}}
+        return {**rope, **moe_paths(moe)}, checks
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
-        moe = moe_settings(cfg)
-        coef = moe.aux_coef / moe.top_k if "aux" in moe.balances else 0.0
+        moe = cfg.ffn
+        coef = moe.balance.get("aux", 0.0) / moe.top_k
         return {**super().more_to_hf(cfg), "num_local_experts": moe.n_experts,
                 "num_experts_per_tok": moe.top_k, "router_aux_loss_coef": coef, "output_router_logits": False}

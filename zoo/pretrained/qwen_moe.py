@@ -5,7 +5,7 @@ dense as transformers builds it, written back as `mlp_only_layers` with a step o
 `mlp.experts.{e}.gate_proj | up_proj | down_proj` of width `moe_intermediate_size` (the dense layers keep
 `intermediate_size`). Qwen2-MoE adds one shared expert of width `shared_expert_intermediate_size` (zoo:
 n_shared_experts = that / moe_intermediate_size, which must divide it) scaled by
-sigmoid(`mlp.shared_expert_gate`). `router_aux_loss_coef` is aux_coef / top_k (docs/moe.md)."""
+sigmoid(`mlp.shared_expert_gate`). `router_aux_loss_coef` is balance.aux / top_k (docs/moe.md)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.config import ModelConfig
-from zoo.modules.moe import moe_settings
-from zoo.pretrained.config_map import Key, with_tags
+from zoo.pretrained.config_map import Key, moe_paths, with_tags
 from zoo.pretrained.decoder_heads import LLAMA_HEADS, QA
 from zoo.pretrained.family import Checks
 from zoo.pretrained.llama import DECODER, KEYS, TENSORS, Qwen2, Qwen3
@@ -37,7 +36,7 @@ class QwenExperts:
     shared = False
 
     def moe_from_hf(self, hf: Mapping[str, Any], n_layers: int) -> tuple[dict[str, Any], list[str], Checks]:
-        """model.moe, which layers are MoE ("moe" or "dense" per layer), and the checks."""
+        """model.ffn's MoE keys, which layers are MoE ("moe" or "dense" per layer), and the checks."""
         top_k, width = hf.get("num_experts_per_tok", 8), hf.get("moe_intermediate_size", 768)
         dense, step = set(hf.get("mlp_only_layers") or []), hf.get("decoder_sparse_step", 1)
         stepped = isinstance(step, int) and not isinstance(step, bool) and step >= 1
@@ -45,7 +44,7 @@ class QwenExperts:
                   for i in range(n_layers)]
         moe = {"n_experts": hf.get("num_experts", hf.get("num_local_experts", 128)), "top_k": top_k,
                "expert_d_ff": width, "router": ROUTERS[bool(hf.get("norm_topk_prob", False))],
-               "balance": "aux", "aux_coef": hf.get("router_aux_loss_coef", 0.001) * top_k}
+               "balance": {"aux": hf.get("router_aux_loss_coef", 0.001) * top_k}}
         checks: Checks = {"decoder_sparse_step (a positive integer)": (stepped, True)}
         if self.shared:
             shared = hf.get("shared_expert_intermediate_size", 0)
@@ -57,20 +56,20 @@ class QwenExperts:
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
         more, checks = super().more_from_hf(hf, settings)  # the attention family's (Qwen2 / Qwen3)
         moe, layers, moe_checks = self.moe_from_hf(hf, settings["n_layers"])
-        return ({**more, "moe": moe, "layer_pattern": with_tags(more["layer_pattern"], layers, "moe")},
+        return ({**more, **moe_paths(moe), "layer_pattern": with_tags(more["layer_pattern"], layers, "moe")},
                 {**checks, **moe_checks})
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
         return {**super().more_to_hf(cfg), **self.moe_to_hf(cfg)}
 
     def moe_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
-        moe = moe_settings(cfg)
+        moe = cfg.ffn
         width = moe.expert_d_ff or cfg.ffn_dim
         out = {"num_experts": moe.n_experts, "num_experts_per_tok": moe.top_k, "moe_intermediate_size": width,
-               "norm_topk_prob": moe.router == ROUTERS[True], "decoder_sparse_step": 1,
+               "norm_topk_prob": moe.router.name == ROUTERS[True], "decoder_sparse_step": 1,
                "mlp_only_layers": [i for i in range(cfg.n_layers) if not cfg.layer_is_moe(i)],
                "output_router_logits": False,
-               "router_aux_loss_coef": moe.aux_coef / moe.top_k if "aux" in moe.balances else 0.0}
+               "router_aux_loss_coef": moe.balance.get("aux", 0.0) / moe.top_k}
         if self.shared:
             out["shared_expert_intermediate_size"] = moe.n_shared_experts * width
         return out

@@ -4,7 +4,6 @@ instead of a folder that `transformers` and zoo load as a different model."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +13,6 @@ import torch
 from zoo.config import ModelConfig
 from zoo.modules.feedforward import ACTIVATIONS, plain_activation
 from zoo.modules.head_settings import HEAD
-from zoo.modules.moe import moe_settings
 from zoo.modules.residual import uses_final_norm
 
 # Keys that do not change what the saved weights compute (training-only settings).
@@ -31,15 +29,15 @@ def effective(cfg: ModelConfig) -> dict[str, Any]:
         data["mixer"]["sliding_window"] = None  # a window no layer uses
     if not getattr(cfg.mixer, "qk_norm", False):
         data["mixer"].pop("qk_norm_scope", None)  # no qk norm: no scope
+    data["ffn"] = ffn_in_the_model(cfg)
     out: dict[str, Any] = {}
     for key, value in data.items():  # in the order of the fields, parts in their place
-        out.update(_paths(key, value) if key in ("positional", "mixer", "head") else {key: value})
+        out.update(_paths(key, value) if key in ("positional", "mixer", "ffn", "head") else {key: value})
     out.update(d_ff=cfg.ffn_dim, n_kv_heads=cfg.kv_heads, head_dim=cfg.head_size,
                decoder_start_id=cfg.start_id, final_norm=uses_final_norm(cfg),
                encoder_layers=cfg.n_encoder_layers, decoder_layers=cfg.n_decoder_layers,
                layer_pattern=Layers.of(cfg))
     out.update(head_settings(cfg))
-    out["moe"] = moe_in_the_model(cfg)
     # n_layers: in the resolved encoder/decoder_layers
     for key in ("ffn_ratio", "n_layers", *NOT_IN_THE_MODEL):
         out.pop(key)
@@ -103,17 +101,18 @@ def _head_activation(cfg: ModelConfig) -> Computed | None:
     return Computed(plain_activation(name).fn, act.plain if act.gated else name)
 
 
-def moe_in_the_model(cfg: ModelConfig) -> dict[str, Any]:
-    """ffn=moe: the MoE keys that change what the weights compute, defaults resolved (the balancing losses,
-    their coefficients, the capacity and the bias step act in training only); {} for a dense model."""
-    if cfg.ffn != "moe":
-        return {}
-    settings = dataclasses.asdict(moe_settings(cfg))
+def ffn_in_the_model(cfg: ModelConfig) -> dict[str, Any]:
+    """The FFN's keys that change what the weights compute, defaults resolved (MoE's balancing losses, its
+    capacity and the router's bias step act in training only)."""
+    settings = cfg.ffn.to_data()
+    if cfg.ffn.name != "moe":
+        return settings
     settings["expert_d_ff"] = settings["expert_d_ff"] or cfg.ffn_dim
+    settings["router"] = {"name": settings["router"]["name"]}
     return {k: v for k, v in settings.items() if k not in MOE_TRAINING_ONLY}
 
 
-MOE_TRAINING_ONLY = frozenset({"balance", "aux_coef", "z_coef", "capacity_factor", "bias_rate"})
+MOE_TRAINING_ONLY = frozenset({"balance", "capacity_factor"})
 
 
 def head_settings(cfg: ModelConfig) -> dict[str, Any]:

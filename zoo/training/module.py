@@ -166,8 +166,9 @@ class ZooLightningModule(L.LightningModule):
         return trained
 
     def _with_balancing_losses(self, loss: torch.Tensor) -> torch.Tensor:
-        """The trained loss: the task's plus the MoE layers' balancing losses of this forward (model.moe
-        balance); their load is counted for the routers that follow it (updated once per optimizer step)."""
+        """The trained loss: the task's plus the MoE layers' balancing losses of this forward
+        (model.ffn.balance); their load is counted for the routers that follow it (updated once per
+        optimizer step)."""
         if not self.has_moe:
             return loss
         aux = auxiliary_loss(self.model)

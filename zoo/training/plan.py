@@ -19,10 +19,8 @@ from zoo.checkpoint import checkpoint_file
 from zoo.config import ModelConfig
 from zoo.data.datamodules import DEFAULT_SHARDS
 from zoo.data.sources.base import check_data_cfg
-from zoo.finetune.given import command_line, given_in_group
 from zoo.finetune.setup import InitPlan, check_finetune_cfg, plan_init
 from zoo.models.size import check_fits
-from zoo.models.vocabulary import settle_keys
 from zoo.options import ANY, BOOL, Options, Rule, any_of, integer, list_of, one_of
 from zoo.registry import unknown_choice_message
 from zoo.tasks import TASKS, Task, check_task_settings, default_task
@@ -60,12 +58,10 @@ class Plan:
 
 
 def resolve_model(model: dict[str, Any]) -> ModelConfig:
-    """The model group as a ModelConfig (checked with the task, `zoo.models.check_config`). A key only an
-    entry not chosen reads (another head, another positional scheme) is reset to its default when the preset
-    set it, and refused when the command line did (`zoo.models.vocabulary.settle_keys`; composed outside a
-    run, every key is the preset's)."""
+    """The model group as a ModelConfig (checked with the task, `zoo.models.check_config`). Each part came
+    whole from the preset or the command line (zoo.hydra_schema.part_overrides), so a key of an entry not
+    chosen is refused by the part's parse, naming the entry that reads it."""
     try:
-        model, _ = settle_keys(model, given_in_group("model", command_line() or [], model))
         return ModelConfig.from_dict(model)
     except (ValueError, TypeError) as e:
         raise ConfigError(str(e)) from None

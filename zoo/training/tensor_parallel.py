@@ -138,12 +138,10 @@ def check_tensor_parallel(model_cfg, tp_size: int, world: int) -> None:
     sizes = {"model.n_heads": model_cfg.n_heads, "model.n_kv_heads": model_cfg.kv_heads}
     notes = {"model.d_ff": "" if model_cfg.d_ff is not None else  # derived: name what the user set
              f" (model.ffn_ratio={model_cfg.ffn_ratio} x model.d_model={model_cfg.d_model})"}
-    if model_cfg.ffn != "none":
+    if model_cfg.ffn.name != "none":
         sizes["model.d_ff"] = model_cfg.ffn_dim
-    if model_cfg.ffn == "moe":  # each expert is split as a dense FFN is (the router stays whole)
-        from zoo.modules.moe.layer import moe_settings
-
-        sizes["model.moe.expert_d_ff"] = moe_settings(model_cfg).expert_d_ff or model_cfg.ffn_dim
+    if model_cfg.ffn.name == "moe":  # each expert is split as a dense FFN is (the router stays whole)
+        sizes["model.ffn.expert_d_ff"] = model_cfg.ffn.expert_d_ff or model_cfg.ffn_dim
     for key, value in sizes.items():
         if value % tp_size:
             raise ValueError(f"trainer.tp_size={tp_size} does not divide {key}={value}{notes.get(key, '')}: "

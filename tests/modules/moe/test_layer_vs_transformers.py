@@ -10,7 +10,7 @@ from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
 from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeSparseMoeBlock
 
 from zoo.config import ModelConfig
-from zoo.modules.moe import MoE, moe_settings
+from zoo.modules.moe import MoE
 
 D, F, E = 16, 24, 4
 
@@ -28,9 +28,9 @@ def _perturb(module: torch.nn.Module) -> None:
 
 
 def _zoo(**moe) -> MoE:
-    cfg = ModelConfig(d_model=D, n_heads=2, d_ff=F, activation="swiglu", bias=False, ffn="moe",
-                      moe={"n_experts": E, **moe})
-    return MoE(cfg, moe_settings(cfg))
+    cfg = ModelConfig(d_model=D, n_heads=2, d_ff=F, activation="swiglu", bias=False,
+                      ffn={"name": "moe", "n_experts": E, **moe})
+    return MoE(cfg, cfg.ffn)
 
 
 @pytest.mark.parametrize("router", ["topk_softmax", "softmax_topk_norm"])
@@ -69,7 +69,7 @@ def test_gradients_equal_mixtral_block():
     hf = MixtralSparseMoeBlock(MixtralConfig(hidden_size=D, intermediate_size=F, num_local_experts=E,
                                              num_experts_per_tok=2))
     _perturb(hf)
-    ours = _zoo(top_k=2, balance="none")
+    ours = _zoo(top_k=2, balance={})
     with torch.no_grad():
         ours.router.proj.weight.copy_(hf.gate.weight)
         _copy_experts(ours, hf.experts.gate_up_proj, hf.experts.down_proj)

@@ -10,13 +10,14 @@ import torch
 import zoo
 from zoo.modules.moe import moe_layers, record_load, update_routers
 
-MOE = {"n_experts": 4, "top_k": 2, "router": "sigmoid_bias", "bias_rate": 0.01, "balance": "none"}
+MOE = {"name": "moe", "n_experts": 4, "top_k": 2, "router": {"name": "sigmoid_bias", "bias_rate": 0.01},
+       "balance": {}}
 
 
 def _model():
     torch.manual_seed(0)
     return zoo.build(dict(arch="decoder", vocab_size=40, d_model=16, n_heads=2, n_layers=2, max_seq_len=16,
-                          d_ff=24, ffn="moe", moe=MOE, positional="rope", dropout=0.0))
+                          d_ff=24, ffn=MOE, positional="rope", dropout=0.0))
 
 
 def test_the_load_count_is_a_long_buffer_from_construction_and_stays_out_of_checkpoints():

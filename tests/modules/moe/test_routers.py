@@ -8,7 +8,8 @@ import math
 import pytest
 import torch
 
-from zoo.modules.moe import ROUTERS, MoESettings
+from zoo.modules.ffn_settings import FFN
+from zoo.modules.moe import ROUTERS
 
 # three tokens, four experts: logits written out so that the choices can be read off by eye
 LOGITS = torch.tensor([[2.0, 0.0, 1.0, -1.0],
@@ -16,8 +17,9 @@ LOGITS = torch.tensor([[2.0, 0.0, 1.0, -1.0],
                        [-1.0, -2.0, 0.5, 0.4]])
 
 
-def _router(name: str, **keys) -> torch.nn.Module:
-    settings = MoESettings(n_experts=4, top_k=2, router=name, **keys)
+def _router(name: str, route_scale: float = 1.0, **keys) -> torch.nn.Module:
+    settings = FFN.parse({"name": "moe", "n_experts": 4, "top_k": 2, "router": {"name": name, **keys},
+                          "route_scale": route_scale})
     router = ROUTERS.get(name)(4, settings)
     with torch.no_grad():
         router.proj.weight.copy_(torch.eye(4))  # x = the logits themselves

@@ -1,5 +1,6 @@
-"""model.moe: one clear error per bad key or value, entry-only keys accepted only with their entry, the layer
-pattern, shared experts, and model.moe refused without ffn=moe."""
+"""model.ffn=moe: one clear error per bad key or value, a router's key accepted only with that router, the
+balancing losses as name -> coefficient, the layer pattern, shared experts; the MoE keys belong to the FFN
+part, so choosing another FFN drops them."""
 
 from __future__ import annotations
 
@@ -7,38 +8,58 @@ import re
 
 import pytest
 
+from zoo import build
 from zoo.config import ModelConfig
 from zoo.models import build_model
 from zoo.modules.moe import MoE
 
 
 def _cfg(layer_pattern=None, **moe) -> ModelConfig:
-    return ModelConfig(d_model=16, n_heads=2, n_layers=4, vocab_size=32, max_seq_len=16, ffn="moe",
-                       moe={"n_experts": 4, "top_k": 2, **moe}, layer_pattern=layer_pattern)
+    return ModelConfig(d_model=16, n_heads=2, n_layers=4, vocab_size=32, max_seq_len=16,
+                       ffn={"name": "moe", "n_experts": 4, "top_k": 2, **moe}, layer_pattern=layer_pattern)
 
 
 @pytest.mark.parametrize("moe, message", [
-    ({"n_expert": 4}, "Did you mean 'model.moe.n_experts'"),
-    ({"top_k": 0}, "model.moe.top_k must be an integer >= 1"),
-    ({"top_k": 5}, "model.moe.top_k=5 exceeds model.moe.n_experts=4"),
-    ({"router": "softmax"}, "model.moe.router: Unknown router 'softmax'"),
-    ({"balance": ["aux", "zz"]}, "model.moe.balance: Unknown balancing loss 'zz'"),
-    ({"capacity_factor": 0}, "model.moe.capacity_factor must be null or a finite number > 0"),
-    ({"bias_rate": 0.01}, "model.moe.bias_rate is not read by the chosen model.moe.router=topk_softmax"),
-    ({"z_coef": 0.01}, "it applies to model.moe.balance=z"),
+    ({"n_expert": 4}, "model.ffn=moe has no key 'n_expert'. Did you mean 'n_experts'?"),
+    ({"top_k": 0}, "model.ffn.top_k must be an integer >= 1"),
+    ({"top_k": 5}, "model.ffn.top_k=5 exceeds model.ffn.n_experts=4"),
+    ({"router": "softmax"}, "model.ffn.router: Unknown ffn.router 'softmax'. Did you mean 'topk_softmax'?"),
+    ({"balance": {"aux": 0.01, "zz": 0.1}}, "model.ffn.balance.zz: Unknown balancing loss 'zz'"),
+    ({"balance": ["aux"]}, "model.ffn.balance must be a mapping of balancing loss names (aux, z) to "
+                           "coefficients >= 0 ({} for none)"),
+    ({"balance": {"aux": -1}}, "model.ffn.balance must be a mapping"),
+    ({"capacity_factor": 0}, "model.ffn.capacity_factor must be null or a finite number > 0"),
+    ({"router": {"name": "topk_softmax", "bias_rate": 0.01}},
+     "model.ffn.router=topk_softmax has no key 'bias_rate'. model.ffn.router.bias_rate is read by "
+     "ffn.router=sigmoid_bias"),
 ])
 def test_bad_moe_keys_get_one_clear_error(moe, message):
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+    with pytest.raises(ValueError, match=re.escape(message)):
         build_model(_cfg(**moe))
 
 
-def test_moe_keys_without_ffn_moe_are_refused():
-    with pytest.raises(ValueError, match="model.moe=.* has no effect with model.ffn='mlp'.*model.ffn=moe"):
-        build_model(ModelConfig(d_model=16, n_heads=2, moe={"n_experts": 4}))
+def test_moe_keys_belong_to_the_moe_entry():
+    """A MoE key under another FFN names the entry that reads it; choosing another FFN drops the keys."""
+    with pytest.raises(ValueError, match=re.escape("model.ffn=mlp has no key 'n_experts'. "
+                                                   "model.ffn.n_experts is read by ffn=moe: choose it with "
+                                                   "model.ffn=moe")):
+        ModelConfig(d_model=16, n_heads=2, ffn={"name": "mlp", "n_experts": 4})
+    assert build("moe_small", ffn="mlp").config.ffn.to_data() == {"name": "mlp"}
+    kept = build("moe_small", ffn={"top_k": 1}, n_layers=1, d_model=32).config.ffn
+    assert (kept.name, kept.n_experts, kept.top_k) == ("moe", 8, 1)  # no name: the preset's entry, one key
+
+
+def test_the_old_flat_moe_key_names_its_new_place():
+    with pytest.raises(ValueError, match=re.escape("model.moe is now model.ffn: {name: moe, n_experts")):
+        ModelConfig.from_dict({"ffn": "moe", "moe": {"n_experts": 4}})
 
 
 def test_entry_keys_with_their_entry_are_accepted():
-    build_model(_cfg(router="sigmoid_bias", bias_rate=0.01, balance=["aux", "z"], aux_coef=0.1, z_coef=0.1))
+    model = build_model(_cfg(router={"name": "sigmoid_bias", "bias_rate": 0.01},
+                             balance={"aux": 0.1, "z": 0.1}))
+    layer = model.decoder_stack.layers[0].ffn
+    assert layer.router.rate == 0.01
+    assert {k: c for k, (_, c) in layer.balances.items()} == {"aux": 0.1, "z": 0.1}
 
 
 @pytest.mark.parametrize("pattern, expected", [
@@ -77,7 +98,18 @@ def test_a_pattern_without_moe_layer_is_refused(pattern):
 
 def test_an_encoder_decoder_with_moe_only_in_its_deeper_stack_is_accepted():
     cfg = ModelConfig(arch="encoder_decoder", d_model=16, n_heads=2, n_layers=2, encoder_layers=4,
-                      vocab_size=32, max_seq_len=16, ffn="moe", moe={"n_experts": 4},
+                      vocab_size=32, max_seq_len=16, ffn={"name": "moe", "n_experts": 4},
                       layer_pattern={"prefix": ["dense"] * 3, "cycle": ["moe"]})
     model = build_model(cfg)
     assert [isinstance(layer.ffn, MoE) for layer in model.encoder_stack.layers] == [False] * 3 + [True]
+
+
+def test_the_settings_tables_and_the_module_registries_name_the_same_entries():
+    """The torch-free settings (zoo.modules.ffn_settings) and the modules that read them agree on the names;
+    the balance rule's wording lists the registered losses."""
+    from zoo.modules.feedforward import FFNS
+    from zoo.modules.ffn_settings import _BALANCE, FFN, ROUTER
+    from zoo.modules.moe import BALANCES, ROUTERS
+
+    assert FFN.names() == FFNS.names() and ROUTER.names() == ROUTERS.names()
+    assert f"({', '.join(BALANCES.names())})" in _BALANCE.allowed

@@ -1,7 +1,8 @@
-"""The Mixture-of-Experts FFN sub-layer (`model.ffn: moe`): a router, n_experts gated or plain FFNs of width
-expert_d_ff, optional always-on shared experts, balancing losses. Each forward leaves its statistics in
-`layer.last` (load per expert, losses, dropped assignments) for the training loop (zoo.modules.moe.steps),
-which adds the load to `pending_load` (a buffer outside checkpoints) until the router's next update."""
+"""The Mixture-of-Experts FFN sub-layer (`model.ffn: {name: moe, ...}`, zoo.modules.ffn_settings): a
+router, n_experts gated or plain FFNs of width expert_d_ff, optional always-on shared experts, balancing
+losses. Each forward leaves its statistics in `layer.last` (load per expert, losses, dropped assignments) for
+the training loop (zoo.modules.moe.steps), which adds the load to `pending_load` (a buffer outside
+checkpoints) until the router's next update."""
 
 from __future__ import annotations
 
@@ -11,12 +12,11 @@ import torch
 from torch import nn
 
 from zoo.modules.feedforward import FFNS, FeedForward, FFNKind
+from zoo.modules.ffn_settings import MoESettings
 from zoo.modules.moe.balance import BALANCES
 from zoo.modules.moe.dispatch import dispatch
 from zoo.modules.moe.routers import ROUTERS
-from zoo.modules.moe.settings import OPTIONS, MoESettings, parse_settings
-from zoo.options import Options, nested
-from zoo.owned_keys import Vocabulary
+from zoo.registry import unknown_choice_message
 
 
 @dataclass
@@ -41,13 +41,13 @@ class MoE(nn.Module):
         super().__init__()
         self.settings = settings
         d_ff = settings.expert_d_ff or cfg.ffn_dim
-        self.router = ROUTERS.get(settings.router)(cfg.d_model, settings)
+        self.router = ROUTERS.get(settings.router.name)(cfg.d_model, settings)
         self.experts = nn.ModuleList(FeedForward(cfg, d_ff=d_ff) for _ in range(settings.n_experts))
         n_shared = settings.n_shared_experts
         self.shared = FeedForward(cfg, d_ff=n_shared * d_ff) if n_shared else None
         gated = n_shared and settings.shared_gate
         self.shared_gate = nn.Linear(cfg.d_model, 1, bias=False) if gated else None
-        self.balances = {name: BALANCES.get(name) for name in settings.balances}
+        self.balances = {name: (BALANCES.get(name), coef) for name, coef in settings.balance.items()}
         self.last: MoEStats | None = None
         # (E,) assignments per expert counted since the router's last update; step state, not a weight
         self.register_buffer("pending_load", torch.zeros(settings.n_experts, dtype=torch.long),
@@ -65,8 +65,7 @@ class MoE(nn.Module):
             if self.shared_gate is not None:
                 shared = torch.sigmoid(self.shared_gate(flat)) * shared
             out = out + shared
-        losses = {name: loss for name, b in self.balances.items()
-                  if (loss := b.loss(routing, done.load, self.settings)) is not None}
+        losses = {name: coef * loss(routing, done.load) for name, (loss, coef) in self.balances.items()}
         self.last = MoEStats(done.load, losses, done.dropped, flat.shape[0], routing.experts.detach(),
                              routing.weights.detach())
         return out.view_as(x)
@@ -95,38 +94,21 @@ class MoE(nn.Module):
         return (self.settings.n_experts - self.settings.top_k) * per_expert
 
 
-def _chosen(settings: MoESettings):
-    yield f"model.moe.router={settings.router}", ROUTERS.get(settings.router)
-    for name in settings.balances:
-        yield f"model.moe.balance={name}", BALANCES.get(name)
-
-
-def moe_vocabulary() -> Vocabulary:
-    """Which `model.moe` keys only some routers or balancing losses read (each entry's `reads`), so that
-    settling a config resets or refuses them one by one (`zoo.owned_keys.Vocabulary.settle`) and a built
-    config names the entry that reads one (`parse_settings`)."""
-    return Vocabulary({"router": {n: OPTIONS.only(*ROUTERS.get(n).reads) for n in ROUTERS},
-                       "balance": {n: OPTIONS.only(*BALANCES.get(n).reads) for n in BALANCES}},
-                      OPTIONS.defaults, sparse=True)
-
-
-def moe_settings(cfg) -> MoESettings:
-    """`cfg.moe` checked (keys, values, the entries that read them) and read."""
-    return parse_settings(cfg.moe, _chosen, moe_vocabulary())
-
-
 class _MoEKind(FFNKind):
-    """ffn=moe: MoE layers where model.layer_pattern says (all when it tags none), dense FFNs elsewhere. It
-    reads `model.moe`, a mapping of MoESettings' keys; `check_config` checks what one key says of another."""
-
-    options = Options({"moe": nested(OPTIONS, "a mapping of MoESettings keys (n_experts, top_k, ...)",
-                                     moe_vocabulary)})
+    """ffn=moe: MoE layers where model.layer_pattern says (all when it tags none), dense FFNs elsewhere."""
 
     def build(self, cfg, index: int) -> nn.Module | None:
-        return MoE(cfg, moe_settings(cfg)) if cfg.layer_is_moe(index) else FeedForward(cfg)
+        return MoE(cfg, cfg.ffn) if cfg.layer_is_moe(index) else FeedForward(cfg)
 
-    def check_config(self, cfg) -> None:  # what one model.moe key says of another, of the entries and depth
-        moe_settings(cfg)
+    def check_config(self, cfg) -> None:  # what the MoE keys say of each other, of the losses and of depth
+        settings: MoESettings = cfg.ffn
+        if settings.top_k > settings.n_experts:
+            raise ValueError(f"model.ffn.top_k={settings.top_k} exceeds model.ffn.n_experts="
+                             f"{settings.n_experts}; each token goes to top_k of the n_experts experts.")
+        for name in settings.balance:
+            if name not in BALANCES:
+                raise ValueError(f"model.ffn.balance.{name}: "
+                                 + unknown_choice_message("balancing loss", name, BALANCES.names()))
         depth = max(cfg.n_encoder_layers, cfg.n_decoder_layers)  # the deeper stack (each counts from 0)
         if not any(map(cfg.layer_is_moe, range(depth))):
             raise ValueError(f"model.layer_pattern={cfg.layer_pattern.to_data()} tags every one of the "

@@ -1,4 +1,5 @@
-"""Routers (`model.moe.router`): which top_k experts each token goes to and with which weights.
+"""Routers (`model.ffn.router`, settings in zoo.modules.ffn_settings): which top_k experts each token goes
+to and with which weights.
 
 - `softmax_topk`: p = softmax(logits), keep the top_k p as they are (Qwen's norm_topk_prob=false, OLMoE);
 - `softmax_topk_norm`: the same, the kept p renormalised to sum to 1 (Qwen's norm_topk_prob=true);
@@ -6,7 +7,7 @@
   arithmetic);
 - `sigmoid_bias`: s = sigmoid(logits); experts chosen by s + b, weighted by s renormalised over the chosen;
   the per-expert bias b follows the load outside the gradient (DeepSeek-V3's auxiliary-loss-free balancing:
-  after each step b_i += bias_rate * sign(mean load - load_i)).
+  after each step b_i += bias_rate * sign(mean load - load_i), `model.ffn.router.bias_rate`).
 Each router also gives the probabilities the balancing loss averages (P_i) and its raw logits (z-loss)."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from zoo.modules.moe.settings import MoESettings
+from zoo.modules.ffn_settings import MoESettings
 from zoo.registry import Registry
 
 
@@ -31,14 +32,12 @@ class Routing:
     logits: torch.Tensor
 
 
-ROUTERS: Registry = Registry("router", key="model.moe.router")
+ROUTERS: Registry = Registry("router", key="model.ffn.router")  # names: zoo.modules.ffn_settings.ROUTER
 
 
 class Router(nn.Module):
     """A linear map to one logit per expert (biased with `router_bias`, gpt-oss), and the choice rule a
     subclass says in `route`."""
-
-    reads: tuple[str, ...] = ()  # model.moe keys only this router reads
 
     def __init__(self, d_model: int, settings: MoESettings) -> None:
         super().__init__()
@@ -90,11 +89,9 @@ class SigmoidBias(Router):
     """DeepSeek-V3: the bias steers which experts are chosen, never the weights, and is no parameter: it moves
     by `bias_rate` against each expert's load (Wang et al. 2024, "Auxiliary-Loss-Free Load Balancing")."""
 
-    reads = ("bias_rate",)
-
     def __init__(self, d_model: int, settings: MoESettings) -> None:
         super().__init__(d_model, settings)
-        self.rate = settings.bias_rate
+        self.rate = settings.router.bias_rate
         self.register_buffer("bias", torch.zeros(settings.n_experts))  # saved with the model, no gradient
 
     def route(self, logits: torch.Tensor) -> Routing:
