@@ -52,3 +52,27 @@ def test_record_reads_an_old_section_and_writes_back_what_it_read():
     full = {**old, "rng": {"torch": torch.zeros(1)}, "frozen": ["embed"], "lora": {"rank": 2},
             "hf_model_type": "gpt2", "wandb_run_id": "abc"}
     assert list(CheckpointRecord.from_dict(full).to_dict()) == list(full)  # same keys, same order
+
+
+def test_a_part_that_differs_from_the_checkpoints_is_named(tmp_path):
+    """A resume compares the parts too (the flat layout's 'unread' filter had let every part through): a
+    RoPE base, an attention window, a MoE router or a head's pooling that differ from the checkpoint's are
+    named, each by its key."""
+    import pytest
+
+    from zoo.checkpoint import CheckpointError
+
+    tok = TOKENIZERS["char"](["the cat sat", "a dog ran"])
+    base = dict(arch="decoder", vocab_size=tok.vocab_size, d_model=16, n_layers=2, n_heads=2, max_seq_len=16,
+                positional="rope", ffn={"name": "moe", "n_experts": 2, "top_k": 1})
+    model = zoo.build(base)
+    path = tmp_path / "run.ckpt"
+    atomic_torch_save({"state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
+                       "zoo": zoo_section(model.config, "lm", tok)}, path)
+    record = Checkpoint.read(path).record
+    for change, key in ((dict(positional={"name": "rope", "base": 500.0}), "model.positional"),
+                        (dict(mixer={"sliding_window": 4}), "model.mixer"),
+                        (dict(ffn={**base["ffn"], "router": "softmax_topk"}), "model.ffn")):
+        other = zoo.presets.resolve_config({**base, **change})
+        with pytest.raises(CheckpointError, match=f"{key}: checkpoint"):
+            check_compatible(record, other, "lm", path, tok)
