@@ -84,3 +84,14 @@ def test_a_tokenizer_llama_cpp_cannot_express_is_refused_by_name(tokenizer, name
         plan_gguf(model, tok, "f32")
     assert named in str(err.value)
     assert not (tmp_path / GGUF_FILE).exists()
+
+
+def test_a_tokenizer_and_model_that_do_not_belong_together_are_refused(tmp_path):
+    tok = train_bpe(TEXT, vocab_size=270, min_frequency=1)
+    small = zoo.build("llama_small", vocab_size=tok.vocab_size - 1, **TINY)
+    with pytest.raises(ValueError, match=r"the bpe tokenizer has \d+ tokens but the model only \d+ embedding "
+                                         r"rows; GGUF needs a token for every row"):
+        plan_gguf(small, tok, "f32")
+    other_ids = zoo.build("llama_small", vocab_size=tok.vocab_size, bos_id=7, **TINY)  # the file's BOS: 1
+    with pytest.raises(ValueError, match=r"model.bos_id=7 \(would load as 1\)"):
+        plan_gguf(other_ids, tok, "f32")
