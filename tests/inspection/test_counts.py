@@ -61,7 +61,7 @@ def test_bert_and_encoder_decoder_counts_closed_form():
     assert counts["norms"] == (2 * 2 + 3 * 1) * 2 * C  # post-LN: no final norm
 
 
-@pytest.mark.parametrize("name", ["gpt", "llama_gqa", "mqa_alibi", "bert", "transformer", "minimal"])
+@pytest.mark.parametrize("name", ["gpt", "llama_gqa", "mqa_alibi", "bert", "transformer", "minimal", "mla"])
 def test_counts_cover_every_unique_parameter(name):
     model = zoo.build(config(name))
     counts = parameter_counts(model)
@@ -82,7 +82,7 @@ def test_flops_closed_form_for_gpt():
     assert f.training == 6 * n_matmul + 12 * L * T * C
 
 
-@pytest.mark.parametrize("name", ["gpt", "llama_gqa", "transformer"])
+@pytest.mark.parametrize("name", ["gpt", "llama_gqa", "transformer", "mla"])
 def test_flops_match_torch_flop_counter(name):
     """FlopCounterMode counts the matmuls of a real forward (explicit attention) and backward."""
     cfg = config(name)

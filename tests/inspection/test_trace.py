@@ -52,6 +52,14 @@ def _expected_shapes(cfg, stream: str) -> dict[str, tuple]:
     }
     for norm in ("norm_self", "norm_cross", "norm_ffn", "final_norm"):
         shapes[norm] = shapes[f"{norm}_in"] = (B, t, C)
+    if cfg.mixer.name == "mla":  # per-head q/k of N + R features (the rope part rotated), values of V
+        m = cfg.mixer
+        qk, v, rope = m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim, m.qk_rope_head_dim
+        shapes.update({"q": (B, H, t, qk), "k": (B, H, t, qk), "v": (B, H, t, v), "heads": (B, H, t, v),
+                       "heads_concat": (B, t, H * v), "rotation_cos": (B, 1, t, rope // 2),
+                       "rotation_sin": (B, 1, t, rope // 2)})
+        for norm, width in (("q_norm", m.q_lora_rank), ("kv_norm", m.kv_lora_rank)):  # the latents' norms
+            shapes[norm] = shapes[f"{norm}_in"] = (B, t, width)
     return shapes
 
 

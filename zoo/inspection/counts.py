@@ -7,9 +7,10 @@ N_matmul is the weight count of every Linear a token passes through (the tied ou
 it is a real matmul; embedding and position lookups do not). The attention term is q.k^T (2*T*d_attn) and
 weights.v (2*T*d_attn) per token per attention sub-layer over a context of T keys (full T x T, as the
 kernels compute it), with d_attn = n_heads * head_dim and n_attn = self-attention layers + cross-attention
-layers. This is Kaplan et al.'s 2N + 2 n_layer n_ctx d_attn with both products counted, i.e. PaLM's
-6N + 12 L H Q T for training. For an encoder-decoder, "per token" means per (source, target) token pair
-with both sequences of length T."""
+layers (latent attention, mla: its q.k and v widths per sub-layer, H (N + R) and H V, averaged into d_attn;
+counted as it trains, with the latent decompressed). This is Kaplan et al.'s 2N + 2 n_layer n_ctx d_attn
+with both products counted, i.e. PaLM's 6N + 12 L H Q T for training. For an encoder-decoder, "per token"
+means per (source, target) token pair with both sequences of length T."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from zoo.modules.attention import Attention
+from zoo.modules.block import MIXERS  # every mixer registered
 from zoo.modules.embedding import Embeddings
 from zoo.modules.feedforward import FeedForward
 from zoo.modules.heads import OutputHead
@@ -28,11 +29,16 @@ from zoo.modules.norm import norm_module_types
 COMPONENTS = ("embeddings", "attention", "ffn", "norms", "head")
 
 
+def _mixer_types() -> tuple[type, ...]:
+    """The token-mixer module classes (attention, mla, ...): what counts as an attention sub-layer."""
+    return tuple(MIXERS.get(name) for name in MIXERS.names())
+
+
 def _component_rules() -> list[tuple[tuple[type, ...], str]]:
     """Module type -> component; the innermost match wins (a norm inside the head counts as a norm)."""
     return [
         (norm_module_types(), "norms"),
-        ((Attention,), "attention"),
+        (_mixer_types(), "attention"),
         ((FeedForward, MoE), "ffn"),
         ((nn.Embedding, Embeddings), "embeddings"),
         ((OutputHead,), "head"),
@@ -91,12 +97,13 @@ class FlopCount:
     seq_len: int
     n_matmul: int  # weights of every Linear a token passes through
     n_attn: int  # attention sub-layers (self + cross)
-    d_attn: int  # n_heads * head_dim
+    d_attn: int | float  # n_heads * head_dim; a mixer whose values differ in width from its q.k (mla): the
+    #                      mean over the sub-layers of (q.k width + v width) / 2
     formula: str = "forward = 2*N_matmul + 4*n_attn*T*d_attn; training = 3*forward"
 
     @property
     def attention(self) -> int:
-        return 4 * self.n_attn * self.seq_len * self.d_attn
+        return round(4 * self.n_attn * self.seq_len * self.d_attn)
 
     @property
     def forward(self) -> int:
@@ -120,8 +127,10 @@ def flops_per_token(model: nn.Module, seq_len: int | None = None) -> FlopCount:
     t = cfg.max_seq_len if seq_len is None else seq_len
     if t < 1:
         raise ValueError(f"flops_per_token: seq_len must be >= 1, got {t}.")
-    n_attn = sum(1 for m in model.modules() if isinstance(m, Attention))
-    return FlopCount(t, matmul_parameters(model), n_attn, cfg.n_heads * cfg.head_size)
+    widths = [sum(m.attention_widths()) for m in model.modules() if isinstance(m, _mixer_types())]
+    d_attn = sum(widths) / (2 * len(widths)) if widths else cfg.n_heads * cfg.head_size
+    d_attn = int(d_attn) if d_attn == int(d_attn) else d_attn
+    return FlopCount(t, matmul_parameters(model), len(widths), d_attn)
 
 
 def flops_table(model: nn.Module, seq_len: int | None = None):

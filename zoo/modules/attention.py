@@ -57,6 +57,10 @@ class Attention(nn.Module):
         # gpt-oss: a learned logit per head in each softmax's denominator (zoo.modules.sinks)
         self.sinks = nn.Parameter(torch.zeros(self.n_heads)) if settings.sinks and not cross else None
 
+    def attention_widths(self) -> tuple[int, int]:
+        """(q.k, weights.v) features summed over the heads: what one query's two products cost per key."""
+        return self.n_heads * self.head_dim, self.n_heads * self.head_dim
+
     @classmethod
     def cross_attention(cls, cfg) -> Attention:
         """The decoder's attention over the encoder output: this class, projecting k/v from the memory."""

@@ -67,6 +67,10 @@ class LatentAttention(nn.Module):
         self.dropout = cfg.attention_dropout
         self.latent_cache = s.cache == "latent"
 
+    def attention_widths(self) -> tuple[int, int]:
+        """(q.k, weights.v) features summed over the heads, as it trains (the latent decompressed)."""
+        return self.n_heads * (self.nope_dim + self.rope_dim), self.n_heads * self.v_dim
+
     @classmethod
     def cross_attention(cls, cfg) -> nn.Module:
         """The decoder's attention over the encoder output: attention with its defaults (n_heads of
