@@ -42,6 +42,8 @@ SIZES = {  # quick: checks the pipeline in a minute, measures nothing
 }
 MODEL = ["model=gpt_nano", "model.n_heads=4", "model.max_seq_len=64", "model.dropout=0.0",
          "tokenizer.vocab_size=300"]
+# the preference stage's variants: DPO, and RPO (DPO + the chosen replies' NLL, dpo.sft_weight)
+VARIANTS = {"dpo": [], "rpo": ["dpo.sft_weight=1.0"]}
 COMMON = ["logger=csv", "trainer.accelerator=cpu", "trainer.num_sanity_val_steps=0",
           "trainer.enable_progress_bar=false", "callbacks.samples=null", "callbacks.progress_bar=null"]
 
@@ -153,29 +155,30 @@ def one_seed(seed: int, size: dict, work: Path) -> dict[str, float]:
     train_pairs = pairs_from_samples(sft_model, tok, train_combos, size["samples"], seed)
     held_pairs = pairs_from_samples(sft_model, tok, held, size["samples"], seed + 1)
     pair_file = write_jsonl(work / "pairs.jsonl", train_pairs)
-    dpo = run([*COMMON, f"seed={seed}", "task=dpo", f"init_from={sft.last_checkpoint}", "data=preference",
-               f"data.path={pair_file}", "dpo.beta=0.1", "dpo.loss_type=sigmoid", "batch_size=8",
-               f"trainer.max_steps={size['dpo_steps']}", f"eval_every={size['dpo_steps']}", "optim.lr=1e-4",
-               "scheduler.warmup_steps=5"], work, "dpo")
-    dpo_model, _ = zoo.load(dpo.last_checkpoint)
     base_model, base_tok = zoo.load(base.last_checkpoint)
     held_file = write_jsonl(work / "held.jsonl", held_pairs)
-    report = evaluate({"ckpt": str(dpo.last_checkpoint), "reference": str(sft.last_checkpoint),
-                       "data": {"name": "preference", "path": str(held_file), "val_fraction": 0.1,
-                                "num_workers": 0, "truncate": True},
-                       "split": "all", "batch_size": 16, "max_examples": None, "device": "cpu", "seed": 0,
-                       "output": None, "name": "evaluate", "paths": {"cache_dir": str(work / "cache")},
-                       "generation": {}})
-    return {
-        "held_out": len(held), "train_pairs": len(train_pairs), "held_pairs": len(held_pairs),
-        "base_chat": accuracy(base_model, base_tok, held), "base_text": accuracy(base_model, base_tok, held,
-                                                                                 chat=False),
-        "sft": accuracy(sft_model, tok, held), "dpo": accuracy(dpo_model, tok, held),
-        "pref_sft": preference_accuracy(sft_model, tok, held_pairs),
-        "pref_dpo": preference_accuracy(dpo_model, tok, held_pairs),
-        "dpo_reward_accuracy": report.metrics["rewards/accuracies"],
-        "seconds": time.perf_counter() - started,
-    }
+    out = {"held_out": len(held), "train_pairs": len(train_pairs), "held_pairs": len(held_pairs),
+           "base_chat": accuracy(base_model, base_tok, held),
+           "base_text": accuracy(base_model, base_tok, held, chat=False),
+           "sft": accuracy(sft_model, tok, held), "pref_sft": preference_accuracy(sft_model, tok, held_pairs)}
+    for name, extra in VARIANTS.items():
+        tuned = run([*COMMON, f"seed={seed}", "task=dpo", f"init_from={sft.last_checkpoint}",
+                     "data=preference", f"data.path={pair_file}", "dpo.beta=0.1", "dpo.loss_type=sigmoid",
+                     *extra, "batch_size=8", f"trainer.max_steps={size['dpo_steps']}",
+                     f"eval_every={size['dpo_steps']}", "optim.lr=1e-4", "scheduler.warmup_steps=5"],
+                    work, name)
+        tuned_model, _ = zoo.load(tuned.last_checkpoint)
+        report = evaluate({"ckpt": str(tuned.last_checkpoint), "reference": str(sft.last_checkpoint),
+                           "data": {"name": "preference", "path": str(held_file), "val_fraction": 0.1,
+                                    "num_workers": 0, "truncate": True},
+                           "split": "all", "batch_size": 16, "max_examples": None, "device": "cpu", "seed": 0,
+                           "output": None, "name": "evaluate", "paths": {"cache_dir": str(work / "cache")},
+                           "generation": {}})
+        out |= {name: accuracy(tuned_model, tok, held),
+                f"pref_{name}": preference_accuracy(tuned_model, tok, held_pairs),
+                f"{name}_reward_accuracy": report.metrics["rewards/accuracies"],
+                f"{name}_val_reward_accuracy": tuned.metrics["val/rewards/accuracies"]}  # training prompts
+    return {**out, "seconds": time.perf_counter() - started}
 
 
 def measure(seeds: list[int], quick: bool = False) -> dict[int, dict[str, float]]:
@@ -190,20 +193,26 @@ def measure(seeds: list[int], quick: bool = False) -> dict[int, dict[str, float]
 
 def section(results: dict[int, dict[str, float]], quick: bool) -> Section:
     size = SIZES[quick]
-    cols = ("base_chat", "base_text", "sft", "dpo", "pref_sft", "pref_dpo", "dpo_reward_accuracy")
+    cols = ("base_chat", "base_text", "sft", *VARIANTS, "pref_sft", *(f"pref_{v}" for v in VARIANTS),
+            *(f"{v}_reward_accuracy" for v in VARIANTS), *(f"{v}_val_reward_accuracy" for v in VARIANTS))
     rows = [[seed, *(f"{r[c]:.2f}" for c in cols), r["train_pairs"], r["held_pairs"]]
             for seed, r in results.items()]
     means = [statistics.mean(r[c] for r in results.values()) for c in cols]
     rows.append(["mean", *(f"{m:.2f}" for m in means), "", ""])
-    table = markdown_table(["seed", "base (chat)", "base (text)", "SFT", "DPO", "pref. acc. SFT",
-                            "pref. acc. DPO", "DPO reward acc.", "train pairs", "held-out pairs"], rows)
+    heads = ["base (chat)", "base (text)", "SFT", *(v.upper() for v in VARIANTS), "pref. SFT",
+             *(f"pref. {v.upper()}" for v in VARIANTS), *(f"reward acc. {v.upper()}" for v in VARIANTS),
+             *(f"train-prompt reward acc. {v.upper()}" for v in VARIANTS)]
+    table = markdown_table(["seed", *heads, "train pairs", "held-out pairs"], rows)
     notes = [f"a+b= for a, b < {size['n']}: {size['n'] ** 2} combinations, a seeded fifth held out of every "
              f"stage; gpt_nano-shaped decoder (d {size['d_model']}, {size['layers']} layers), base "
-             f"{size['base_steps']} LM steps, SFT {size['sft_steps']}, DPO {size['dpo_steps']} "
-             f"(beta 0.1, sigmoid, lr 1e-4), {size['samples']} samples per prompt for the pairs",
-             "answer columns: held-out greedy answer accuracy; pref. acc.: share of held-out pairs where "
-             "the model's log-prob of the chosen reply beats the rejected one's; DPO reward acc.: "
-             "evaluate.py's rewards/accuracies of the DPO checkpoint against the SFT one on those pairs"]
+             f"{size['base_steps']} LM steps, SFT {size['sft_steps']}, DPO / RPO {size['dpo_steps']} steps "
+             f"of 8 pairs (beta 0.1, sigmoid, lr 1e-4; RPO adds dpo.sft_weight=1), {size['samples']} samples "
+             "per prompt for the pairs",
+             "base / SFT / DPO / RPO: held-out greedy answer accuracy (base asked in the chat template, and "
+             "in its own text form); pref.: share of held-out pairs where the model's log-prob of the chosen "
+             "reply beats the rejected one's; reward acc.: evaluate.py's rewards/accuracies against the SFT "
+             "checkpoint on the held-out pairs; train-prompt reward acc.: the same in training's validation "
+             "(pairs of training prompts held out by data=preference)"]
     return Section("Base -> SFT -> DPO (issue 38)", table, notes, {"results": results, "size": size})
 
 

@@ -18,7 +18,8 @@ def test_held_out_combinations_are_a_seeded_fifth_apart_from_training():
 @pytest.mark.e2e  # three train.py runs, sampling and evaluate.py at the smallest size: ~30 s
 def test_quick_pipeline_runs_and_reports_shares():
     results = measure([0], quick=True)
-    shares = ("base_chat", "base_text", "sft", "dpo", "pref_sft", "pref_dpo", "dpo_reward_accuracy")
+    shares = ("base_chat", "base_text", "sft", "dpo", "rpo", "pref_sft", "pref_dpo", "pref_rpo",
+              "dpo_reward_accuracy", "rpo_val_reward_accuracy")
     assert all(0.0 <= results[0][k] <= 1.0 for k in shares)
     assert results[0]["held_out"] == 7 and results[0]["train_pairs"] > 0
     assert "Base -> SFT -> DPO" in section(results, quick=True).markdown()
