@@ -127,7 +127,9 @@ def flops_per_token(model: nn.Module, seq_len: int | None = None) -> FlopCount:
     t = cfg.max_seq_len if seq_len is None else seq_len
     if t < 1:
         raise ValueError(f"flops_per_token: seq_len must be >= 1, got {t}.")
-    widths = [sum(m.attention_widths()) for m in model.modules() if isinstance(m, _mixer_types())]
+    # a mixer without attention_widths attends to no T keys (a recurrence): no term that grows with T
+    widths = [sum(m.attention_widths()) for m in model.modules()
+              if isinstance(m, _mixer_types()) and hasattr(m, "attention_widths")]
     d_attn = sum(widths) / (2 * len(widths)) if widths else cfg.n_heads * cfg.head_size
     d_attn = int(d_attn) if d_attn == int(d_attn) else d_attn
     return FlopCount(t, matmul_parameters(model), len(widths), d_attn)
