@@ -32,6 +32,22 @@ def _cfg(layer_pattern=None, **moe) -> ModelConfig:
     ({"router": {"name": "topk_softmax", "bias_rate": 0.01}},
      "model.ffn.router=topk_softmax has no key 'bias_rate'. model.ffn.router.bias_rate is read by "
      "ffn.router=sigmoid_bias"),
+    ({"router": {"name": "sigmoid_bias", "n_group": 3}},
+     "model.ffn.router.n_group=3 does not divide model.ffn.n_experts=4; the experts are split into n_group "
+     "equal groups."),
+    ({"router": {"name": "group_limited_greedy", "n_group": 2, "topk_group": 3}},
+     "model.ffn.router.topk_group=3 exceeds model.ffn.router.n_group=2; each token keeps the best topk_group "
+     "of the n_group groups."),
+    ({"top_k": 3, "router": {"name": "sigmoid_bias", "n_group": 2, "topk_group": 1}},
+     "model.ffn.top_k=3 exceeds the 2 experts the kept groups hold (model.ffn.router.topk_group=1 of "
+     "n_group=2 groups of 2); raise topk_group or lower top_k."),
+    ({"top_k": 1, "router": {"name": "sigmoid_bias", "n_group": 4}},
+     "model.ffn.router.n_group=4 leaves 1 expert per group of model.ffn.n_experts=4; sigmoid_bias scores a "
+     "group by the sum of its top 2 experts, so n_experts / n_group must be >= 2."),
+    ({"router": {"name": "sigmoid_bias", "n_group": 0}}, "model.ffn.router.n_group must be an integer >= 1"),
+    ({"router": {"name": "group_limited_greedy", "norm_topk_prob": True}},
+     "model.ffn.router=group_limited_greedy has no key 'norm_topk_prob'. model.ffn.router.norm_topk_prob is "
+     "read by ffn.router=sigmoid_bias"),
 ])
 def test_bad_moe_keys_get_one_clear_error(moe, message):
     with pytest.raises(ValueError, match=re.escape(message)):

@@ -71,10 +71,13 @@ class MoE(nn.Module):
         return out.view_as(x)
 
     @torch.no_grad()
-    def record_load(self) -> None:
-        """Add the last forward's load to the count the router's next update reads."""
-        if self.last is not None:
-            self.pending_load += self.last.load.to(self.pending_load.device)
+    def record_load(self, load: torch.Tensor | None = None) -> None:
+        """Add the last forward's load (or `load`: every process's, summed) to the count the router's next
+        update reads."""
+        if load is None and self.last is not None:
+            load = self.last.load
+        if load is not None:
+            self.pending_load += load.to(self.pending_load.device)
 
     @torch.no_grad()
     def update_router(self) -> None:
@@ -105,6 +108,7 @@ class _MoEKind(FFNKind):
         if settings.top_k > settings.n_experts:
             raise ValueError(f"model.ffn.top_k={settings.top_k} exceeds model.ffn.n_experts="
                              f"{settings.n_experts}; each token goes to top_k of the n_experts experts.")
+        settings.router.check(settings)  # what the router's keys need of n_experts and top_k (groups)
         for name in settings.balance:
             if name not in BALANCES:
                 raise ValueError(f"model.ffn.balance.{name}: "

@@ -7,11 +7,18 @@ to and with which weights.
   arithmetic);
 - `sigmoid_bias`: s = sigmoid(logits); experts chosen by s + b, weighted by s renormalised over the chosen;
   the per-expert bias b follows the load outside the gradient (DeepSeek-V3's auxiliary-loss-free balancing:
-  after each step b_i += bias_rate * sign(mean load - load_i), `model.ffn.router.bias_rate`).
+  after each step b_i += bias_rate * sign(mean load - load_i), `model.ffn.router.bias_rate`); with
+  `n_group` > 1 only the best `topk_group` groups of experts compete, a group scored by the sum of its top 2
+  biased scores (DeepSeek-V3); `norm_topk_prob: false` keeps the chosen scores as they are;
+- `group_limited_greedy`: p = softmax(logits); groups scored by their largest p, the top_k p among the best
+  `topk_group` groups kept as they are (DeepSeek-V2).
+Choices are made as DeepSeek's reference code (transformers' DeepseekV3TopkRouter / DeepseekV2TopkRouter)
+makes them, the same torch ops on the same float32 scores, so equal scores are broken the same way.
 Each router also gives the probabilities the balancing loss averages (P_i) and its raw logits (z-loss)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -38,6 +45,8 @@ ROUTERS: Registry = Registry("router", key="model.ffn.router")  # names: zoo.mod
 class Router(nn.Module):
     """A linear map to one logit per expert (biased with `router_bias`, gpt-oss), and the choice rule a
     subclass says in `route`."""
+
+    follows_load = False  # True: `update` reads the load, so the training loop sums it over processes
 
     def __init__(self, d_model: int, settings: MoESettings) -> None:
         super().__init__()
@@ -84,21 +93,68 @@ class TopKSoftmax(Router):
         return Routing(experts, top.softmax(dim=-1), logits.softmax(dim=-1), logits)
 
 
-@ROUTERS.register("sigmoid_bias")
-class SigmoidBias(Router):
-    """DeepSeek-V3: the bias steers which experts are chosen, never the weights, and is no parameter: it moves
-    by `bias_rate` against each expert's load (Wang et al. 2024, "Auxiliary-Loss-Free Load Balancing")."""
+def keep_groups(choice: torch.Tensor, n_group: int, topk_group: int,
+                group_score: Callable[[torch.Tensor], torch.Tensor], fill: float) -> torch.Tensor:
+    """choice (N, E) with the experts outside each token's best `topk_group` of `n_group` equal groups set to
+    `fill`; `group_score` maps (N, G, E/G) to the groups' scores (N, G)."""
+    n, n_experts = choice.shape
+    scores = group_score(choice.view(n, n_group, n_experts // n_group))  # (N, G)
+    kept = torch.zeros_like(scores).scatter_(1, scores.topk(topk_group, dim=-1, sorted=False).indices, 1)
+    mask = kept.bool().unsqueeze(-1).expand(n, n_group, n_experts // n_group).reshape(n, n_experts)
+    return choice.masked_fill(~mask, fill)
+
+
+def top_choices(choice: torch.Tensor, k: int) -> torch.Tensor:
+    """The k experts with the largest `choice` (N, k), best first (the dispatch's capacity priority); the set
+    is torch.topk's, as the reference takes it, ties included."""
+    experts = choice.topk(k, dim=-1, sorted=False).indices  # (N, k) in no order
+    order = choice.gather(-1, experts).argsort(dim=-1, descending=True, stable=True)
+    return experts.gather(-1, order)
+
+
+@ROUTERS.register("group_limited_greedy")
+class GroupLimitedGreedy(Router):
+    """DeepSeek-V2: softmax probabilities; a token keeps the topk_group groups with the largest single
+    probability and takes the top_k probabilities among their experts, unnormalised."""
 
     def __init__(self, d_model: int, settings: MoESettings) -> None:
         super().__init__(d_model, settings)
-        self.rate = settings.router.bias_rate
+        self.n_group, self.topk_group = settings.router.n_group, settings.router.topk_group
+
+    def route(self, logits: torch.Tensor) -> Routing:
+        probs = logits.softmax(dim=-1)  # (N, E)
+        choice = probs
+        if self.n_group > 1:  # masked experts at 0: below every kept probability
+            choice = keep_groups(probs, self.n_group, self.topk_group, lambda g: g.max(dim=-1).values, 0.0)
+        experts = top_choices(choice, self.top_k)
+        return Routing(experts, choice.gather(-1, experts), probs, logits)
+
+
+@ROUTERS.register("sigmoid_bias")
+class SigmoidBias(Router):
+    """DeepSeek-V3: the bias steers which experts are chosen, never the weights, and is no parameter: it moves
+    by `bias_rate` against each expert's load (Wang et al. 2024, "Auxiliary-Loss-Free Load Balancing"). With
+    groups, a group's score is the sum of its two best biased scores."""
+
+    follows_load = True
+
+    def __init__(self, d_model: int, settings: MoESettings) -> None:
+        super().__init__(d_model, settings)
+        router = settings.router
+        self.rate, self.normalise = router.bias_rate, router.norm_topk_prob
+        self.n_group, self.topk_group = router.n_group, router.topk_group
         self.register_buffer("bias", torch.zeros(settings.n_experts))  # saved with the model, no gradient
 
     def route(self, logits: torch.Tensor) -> Routing:
         scores = logits.sigmoid()  # (N, E)
-        experts = (scores + self.bias).topk(self.top_k, dim=-1).indices  # (N, k): chosen with the bias
-        kept = scores.gather(-1, experts)  # weighted without it
-        weights = kept / kept.sum(dim=-1, keepdim=True)
+        choice = scores + self.bias  # chosen with the bias
+        if self.n_group > 1:
+            choice = keep_groups(choice, self.n_group, self.topk_group,
+                                 lambda g: g.topk(2, dim=-1).values.sum(dim=-1), float("-inf"))
+        experts = top_choices(choice, self.top_k)  # (N, k)
+        weights = scores.gather(-1, experts)  # weighted without it
+        if self.normalise:
+            weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
         return Routing(experts, weights, scores / scores.sum(dim=-1, keepdim=True), logits)
 
     @torch.no_grad()
