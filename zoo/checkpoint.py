@@ -368,7 +368,7 @@ def restore_adapters(model: torch.nn.Module, record: CheckpointRecord, path: str
     """The LoRA layers a fine-tuning run saved (`zoo.lora`), so its weights load; none for others."""
     if record.lora is None:
         return
-    from zoo.modules.lora import restore_lora
+    from zoo.modules.adapters import restore_lora
 
     try:
         restore_lora(model, record.lora, f"{path}: zoo.lora")

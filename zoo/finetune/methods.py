@@ -1,7 +1,7 @@
-"""Fine-tuning methods by name (`finetune=full|lora|freeze`): each decides which parameters train. A method is
-a function `(model, fresh, **options) -> Applied`; its keyword parameters are its `finetune.*` keys, their
-hints the values allowed. `fresh` names the parameters that did not come from `init_from` (a new classifier
-head): they always train, whatever the method freezes."""
+"""Fine-tuning methods by name (`finetune=full|lora|qlora|freeze`): each decides which parameters train. A
+method is a function `(model, fresh, **options) -> Applied`; its keyword parameters are its `finetune.*` keys,
+their hints the values allowed. `fresh` names the parameters that did not come from `init_from` (a new
+classifier head): they always train, whatever the method freezes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from torch import nn
 
 from zoo.finetune.freeze import freeze as freeze_modules
 from zoo.finetune.lora import add_lora
-from zoo.options import TEXT, Options, check_entry, integer, list_of, number
+from zoo.finetune.qlora import add_qlora
+from zoo.modules.qlora import BLOCK_SIZES
+from zoo.options import TEXT, Options, check_entry, integer, list_of, number, one_of
 from zoo.registry import Registry
 
 FINETUNES: Registry = Registry("finetune method", key="finetune.name")
@@ -53,6 +55,26 @@ def lora(
     paths = add_lora(model, rank=rank, alpha=alpha, dropout=dropout, targets=list(targets))
     _train_fresh(model, fresh)
     return Applied(f"LoRA rank {rank}, alpha {alpha:g} on {len(paths)} layers ({', '.join(targets)})")
+
+
+@FINETUNES.register("qlora")
+def qlora(
+    model: nn.Module, fresh: Collection[str] = (), *,
+    rank: Annotated[int, integer(1)] = 8,
+    alpha: Annotated[float, number(0, low_open=True)] = 16.0,
+    dropout: Annotated[float, number(0, 1, high_open=True)] = 0.0,
+    targets: Annotated[list[str], list_of(TEXT)] = (),
+    block_size: Annotated[int, one_of(*BLOCK_SIZES)] = 64,
+) -> Applied:
+    """Freeze the model; hold the `targets` layers (empty: every linear layer outside the head) in 4-bit NF4
+    blocks of `block_size` weights (bitsandbytes) with rank-`rank` fp32 adapters on them."""
+    model.requires_grad_(False)
+    paths = add_qlora(model, rank=rank, alpha=alpha, dropout=dropout, targets=list(targets),
+                      block_size=block_size)
+    _train_fresh(model, fresh)
+    which = ", ".join(targets) if targets else "every linear layer outside the head"
+    return Applied(f"QLoRA rank {rank}, alpha {alpha:g} on {len(paths)} layers ({which}), their base in "
+                   f"NF4 (block_size {block_size})")
 
 
 @FINETUNES.register("freeze")

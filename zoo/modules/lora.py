@@ -4,8 +4,8 @@ adapted model equals the base model exactly until the first step. `merge_lora` f
 the layer back into a plain nn.Linear, so an exported model has no trace of the adapters.
 
 Core floor, so the checkpoint format can rebuild a fine-tuning run's adapters (`lora_record` is what it
-saves, `restore_lora` rebuilds from it) and zoo.load can merge them; which layers a run adapts
-(`finetune.targets`) is zoo.finetune.lora's."""
+saves, zoo.modules.adapters.restore_lora rebuilds from it) and zoo.load can merge them; which layers a run
+adapts (`finetune.targets`) is zoo.finetune.lora's."""
 
 from __future__ import annotations
 
@@ -63,6 +63,10 @@ class LoRALinear(nn.Linear):
         plain.weight, plain.bias = self.weight, self.bias
         return plain
 
+    def base_record(self) -> dict[str, Any]:
+        """What a checkpoint records of the base beyond the adapters (a float base: nothing)."""
+        return {}
+
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, rank={self.lora_A.shape[0]}, scaling={self.scaling:g}"
 
@@ -75,12 +79,14 @@ def applied_weight(layer: nn.Linear) -> torch.Tensor:
     return layer.weight
 
 
-def adapt(model: nn.Module, paths: Sequence[str], *, rank: int, alpha: float, dropout: float) -> None:
-    """Put a LoRALinear at each module path (an nn.Linear)."""
+def adapt(model: nn.Module, paths: Sequence[str], *, rank: int, alpha: float, dropout: float,
+          layer: type[LoRALinear] = LoRALinear, **base: Any) -> None:
+    """Put a `layer` (LoRALinear, or QLoRALinear with its `block_size` in `base`) at each module path (an
+    nn.Linear)."""
     for path in paths:
         parent_name, _, child = path.rpartition(".")
         parent = model.get_submodule(parent_name)
-        setattr(parent, child, LoRALinear(getattr(parent, child), rank, alpha, dropout))
+        setattr(parent, child, layer(getattr(parent, child), rank, alpha, dropout, **base))
 
 
 def has_lora(model: nn.Module) -> bool:
@@ -105,14 +111,4 @@ def lora_record(model: nn.Module) -> dict[str, Any] | None:
     rank = first.lora_A.shape[0]
     dropout = first.lora_dropout.p if isinstance(first.lora_dropout, nn.Dropout) else 0.0
     return {"rank": int(rank), "alpha": float(first.scaling * rank), "dropout": float(dropout),
-            "paths": sorted(adapted)}
-
-
-def restore_lora(model: nn.Module, record: Any, where: str) -> None:
-    """Adapters from a `lora_record` (ValueError naming `where` for a record that does not fit the model)."""
-    try:
-        adapt(model, list(record["paths"]), rank=int(record["rank"]), alpha=float(record["alpha"]),
-              dropout=float(record["dropout"]))
-    except (KeyError, TypeError, AttributeError, ValueError) as e:
-        raise ValueError(f"{where}: the LoRA record {record!r} does not fit the model "
-                         f"({type(e).__name__}: {e})") from None
+            "paths": sorted(adapted), **first.base_record()}
