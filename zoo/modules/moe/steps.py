@@ -28,9 +28,26 @@ def auxiliary_loss(model: nn.Module) -> torch.Tensor | None:
 
 def record_load(model: nn.Module) -> None:
     """Add each layer's last load to what its router has seen since the last update (call once per training
-    forward: with gradient accumulation the update sees the whole step's tokens)."""
-    for _, layer in moe_layers(model):
-        layer.record_load()
+    forward: with gradient accumulation the update sees the whole step's tokens). When a router follows the
+    load (sigmoid_bias) and several processes train (DDP), the load is summed over them first, one
+    all-reduce for all layers, so every process's router moves by the whole batch's load and they agree (DDP
+    broadcasts buffers from rank 0 before each forward, which would otherwise leave rank 0's alone)."""
+    layers = [layer for _, layer in moe_layers(model) if layer.last is not None]
+    if not layers:
+        return
+    loads = [layer.last.load for layer in layers]
+    if any(layer.router.follows_load for layer in layers) and _processes() > 1:
+        summed = torch.stack(loads)  # (L, E): one collective for every layer
+        torch.distributed.all_reduce(summed)
+        loads = list(summed.unbind())
+    for layer, load in zip(layers, loads, strict=True):
+        layer.record_load(load)
+
+
+def _processes() -> int:
+    """How many processes train together (1 without torch.distributed)."""
+    dist = torch.distributed
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
 def update_routers(model: nn.Module) -> None:
