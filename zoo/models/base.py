@@ -12,7 +12,7 @@ from torch import nn
 from zoo.config import ModelConfig
 from zoo.models.size import check_fits
 from zoo.models.vocabulary import ARCHS, check_config
-from zoo.modules.block import Stack
+from zoo.modules.block import MIXERS, Stack
 from zoo.modules.cache import KVCache
 from zoo.modules.embedding import Embeddings
 from zoo.modules.heads import HEADS, HeadOutput, OutputHead
@@ -61,6 +61,7 @@ class ZooModel(nn.Module):
     self_stream = "decoder"  # the stack whose self-attention `ModelOutput.attentions` reports
     is_encoder_decoder = False  # takes a source (input_ids) and a target (decoder_input_ids)
     causal_lm = False  # a decoder-only next-token model with a KV cache (what serving and lm-eval score)
+    bidirectional = False  # has a stack whose tokens see the whole sequence (an encoder)
     # True while a caller checks every batch's values on the host before they move to the device (the training
     # module does, with `check_values`): forward then skips its value checks (token ids and labels in range,
     # document ids in order), each a device->host sync per call on a GPU and a graph break when compiled
@@ -81,6 +82,10 @@ class ZooModel(nn.Module):
         """What this architecture needs of the config (called by `check_config` through ARCHS)."""
         cls.check_depth(cfg)
         cls.check_head(cfg)
+        if cls.bidirectional and getattr(MIXERS.get(cfg.mixer.name), "causal_only", False):
+            raise ValueError(f"model.mixer={cfg.mixer.name} reads the tokens left to right only, and "
+                             f"arch={cfg.arch!r} has a bidirectional (encoder) stack: use arch=decoder, or "
+                             "model.mixer=attention.")
 
     @classmethod
     def check_depth(cls, cfg: ModelConfig) -> None:
@@ -248,6 +253,10 @@ class ZooModel(nn.Module):
         documents: attention stays inside each one and positions restart at 0 for each (unless given)."""
         self.check_ids(ids, name)
         if document_ids is not None:
+            if not getattr(MIXERS.get(self.config.mixer.name), "packs_documents", True):
+                raise ValueError(f"model.mixer={self.config.mixer.name} carries one state along each row, so "
+                                 "packed documents (document_ids; data.document_mask=true) would read each "
+                                 "other: train it with data.document_mask=false.")
             if start:
                 raise ValueError("document_ids mark packed documents of a "
                                  "whole row; they cannot continue a cache.")

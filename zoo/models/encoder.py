@@ -18,6 +18,7 @@ class EncoderModel(ZooModel):
     classifier's (B, T); qa takes start_positions and end_positions (B,)."""
 
     self_stream = "encoder"
+    bidirectional = True
     heads = None  # every registered head
 
     def __init__(self, config: ModelConfig) -> None:

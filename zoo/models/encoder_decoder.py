@@ -20,6 +20,7 @@ class EncoderDecoder(ZooModel):
     """Source -> encoder stack; target -> decoder stack that cross-attends to the encoder's top layer."""
 
     is_encoder_decoder = True
+    bidirectional = True  # the encoder stack
     heads = ("lm", "none")  # vocabulary logits, or the bare model (T5Model): the decoder's hidden states
 
     @classmethod

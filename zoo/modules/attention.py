@@ -4,7 +4,8 @@ Shapes: x (B, T, C) -> q (B, H, T, D), k/v (B, KV, S, D), usually with C = H * D
 apart). Scores q.k^T are scaled by 1/sqrt(D) so their variance stays ~1 whatever the head size (softmax would
 saturate otherwise; `model.mixer.scale` overrides it). Optional: a q/k norm before RoPE, per head (Qwen3) or
 over the whole projection (OLMo 2), a tanh soft cap on the scores (Gemma 2), and a learned sink logit per
-head in the softmax's denominator (gpt-oss, `model.mixer.sinks`: zoo.modules.sinks). Its keys are
+head in the softmax's denominator (gpt-oss, `model.mixer.sinks`: zoo.modules.sinks), and an output gate
+(Qwen3-Next, `model.mixer.output_gate`: the heads' output times sigmoid(gate(x)) before o). Its keys are
 zoo.modules.mixer_settings.AttentionSettings; it is the `attention` entry of the token-mixer registry
 MIXERS. The fast path is `scaled_dot_product_attention`; the explicit path (need_weights, a soft cap, or
 while traced) also returns the softmax weights (B, H, T, S)."""
@@ -56,6 +57,9 @@ class Attention(nn.Module):
         self.dropout = cfg.attention_dropout
         # gpt-oss: a learned logit per head in each softmax's denominator (zoo.modules.sinks)
         self.sinks = nn.Parameter(torch.zeros(self.n_heads)) if settings.sinks and not cross else None
+        # Qwen3-Next / Qwen3.5: each head's output times sigmoid of its own gate projection of x
+        self.gate = nn.Linear(cfg.d_model, q_dim, bias=cfg.use_qkv_bias) \
+            if settings.output_gate and not cross else None
 
     def attention_widths(self) -> tuple[int, int]:
         """(q.k, weights.v) features summed over the heads: what one query's two products cost per key."""
@@ -123,6 +127,8 @@ class Attention(nn.Module):
         if mask.valid_rows is not None:  # a query with no visible key outputs zeros, never NaN
             out = out.masked_fill(~mask.valid_rows, 0.0)
         out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)  # concat heads: (B, T, C)
+        if self.gate is not None:  # the output gate: (B, T, H * D) in (0, 1), per head feature
+            out = out * torch.sigmoid(self.gate(x))
         if self.tap is not None:
             self.tap("heads_concat", out)
         return self.o(out), weights

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from zoo.modules import gated_deltanet as _gated_deltanet  # noqa: F401  (registers mixer=gated_deltanet)
 from zoo.modules import mla as _mla  # noqa: F401  (registers mixer=mla)
 from zoo.modules.attention import MIXERS
 from zoo.modules.cache import KVCache

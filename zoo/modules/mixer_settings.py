@@ -30,6 +30,8 @@ class AttentionSettings(Part):
     scale: Annotated[float | None, positive_scale()] = None  # score multiplier; null: 1/sqrt(head size)
     softcap: Annotated[float | None, positive_scale()] = None  # scores -> c tanh(scores / c) (Gemma 2)
     sinks: bool = False  # a learned logit per head joins each softmax's denominator (gpt-oss)
+    output_gate: bool = False  # out * sigmoid(gate(x)) per head feature before o (Qwen3-Next / Qwen3.5's
+    #                            gated attention: their q projection is doubled, [q_h | gate_h] per head)
     sliding_window: Annotated[int | None, optional(POSITIVE, "a positive integer (or null: every layer "
                                                             "global)")] = None
     #   local layers (model.layer_pattern; all, if it says none) attend causally to themselves and W-1 keys
@@ -74,3 +76,35 @@ class LatentAttentionSettings(Part):
     def rotary_head_size(self, head_size: int) -> int:
         """Only the rope part of each head rotates."""
         return self.qk_rope_head_dim
+
+
+_KERNEL = Rule(lambda v: integer(1).test(v), "an integer >= 1 (1: no convolution over past tokens)")
+
+
+@MIXER.register("gated_deltanet")
+@dataclass(frozen=True)
+class GatedDeltaNetSettings(Part):
+    """Gated DeltaNet (Qwen3-Next, Qwen3.5): a linear-attention recurrence of one (key x value) state per
+    value head, after a short causal depthwise convolution of q/k/v; zoo.modules.gated_deltanet. Key names are
+    transformers' Qwen3-Next ones; defaults: Qwen3-Next-80B-A3B's linear layers. Positions come from the
+    recurrence (no RoPE), and the spine's n_heads / n_kv_heads / head_dim are attention's, not read here."""
+
+    linear_num_key_heads: Annotated[int, POSITIVE] = 16  # q/k heads (each serves value_heads / key_heads)
+    linear_num_value_heads: Annotated[int, POSITIVE] = 32  # value heads: one recurrent state each
+    linear_key_head_dim: Annotated[int, POSITIVE] = 128  # q/k features per head (the state's rows)
+    linear_value_head_dim: Annotated[int, POSITIVE] = 128  # v features per head (the state's columns)
+    linear_conv_kernel_dim: Annotated[int, _KERNEL] = 4  # tokens the causal depthwise convolution reads
+    chunk_size: Annotated[int, POSITIVE] = 64  # tokens per chunk of the chunked (training / prefill) form
+
+    def qkv_bias_or(self, bias: bool) -> bool:
+        """Its projections have no bias (transformers' in_proj_* and out_proj), whatever model.bias says."""
+        return False
+
+    def rotary_head_size(self, head_size: int) -> int:
+        """Asked only by a rotary scheme, which this mixer cannot carry (ValueError naming the key)."""
+        raise ValueError(NO_POSITIONS.format(positional="rope"))
+
+
+NO_POSITIONS = ("model.positional={positional} acts inside attention (rotating q/k or biasing scores), which "
+                "model.mixer=gated_deltanet does not have: its recurrence carries order. Choose "
+                "model.positional=none (or one that adds to the embeddings: learned, sinusoidal).")

@@ -1,11 +1,15 @@
 """MIXERS, the token-mixer registry (`model.mixer`'s name -> module class), apart from its entries so that
 an entry may build another (latent attention's cross-attention is attention) without importing it. The
-entries: zoo.modules.attention (`attention`), zoo.modules.mla (`mla`); their keys: zoo.modules.mixer_settings.
+entries: zoo.modules.attention (`attention`), zoo.modules.mla (`mla`), zoo.modules.gated_deltanet
+(`gated_deltanet`); their keys: zoo.modules.mixer_settings.
 
 An entry is an nn.Module class built as `cls(cfg)` for self-attention, with Attention's forward signature
 (x, mask, *, memory, positions, cache, need_weights) -> (out, weights), a `cross_attention(cfg)` classmethod
 that builds the decoder's attention over the encoder output, `attention_widths()` (the FLOP count's q.k and
-v widths) and, where its keys need the rest of the config, a `check_config(cfg)` classmethod."""
+v widths; a recurrence, attending to no T keys, has none) and, where its keys need the rest of the config, a
+`check_config(cfg)` classmethod. A mixer that only reads left to right sets `causal_only = True` (the
+architectures with a bidirectional stack refuse it), one that cannot keep packed documents apart
+`packs_documents = False` (document_ids are refused)."""
 
 from __future__ import annotations
 

@@ -161,6 +161,9 @@ def check_tensor_parallel(model_cfg, tp_size: int, world: int) -> None:
                                       "qk_norm_scope=head works"),
         "model.mixer.sinks": (bool(getattr(model_cfg.mixer, "sinks", False)),
                              "true holds one logit per head, which is not sliced per rank"),
+        "model.mixer.output_gate": (bool(getattr(model_cfg.mixer, "output_gate", False)),
+                                    "true adds a gate projection (attention's `gate`) that the plan does not "
+                                    "split by heads"),
     }
     for key, (refused, why) in refusals.items():
         if refused:
