@@ -210,6 +210,12 @@ OVERRIDES = [BadInput(given, message) for given, message in [
      "finetune=freeze finetune.modules=['embed', 'decoder_stack', 'head'] finetune.first_layers=0 leaves no "
      "parameter to train (frozen: embed, decoder_stack, head); freeze less of the model (its parts: embed, "
      "decoder_stack, head)"),
+    # finetune=qlora: every layer it holds in 4 bits must split into whole NF4 blocks of a row
+    ("model=gpt_nano finetune=qlora",
+     "finetune=qlora: layer decoder_stack.layers.0.self_attn.qkv cannot be held in NF4: finetune.block_size=64 "
+     "does not divide its 32 input features (block sizes allowed: 32)"),
+    ("finetune=qlora finetune.block_size=48",
+     "finetune.block_size must be one of 32, 64, 128, 256, 512, 1024, 2048, 4096, got 48"),
     ("model=bigram optim.name=muon",
      "optim.name=muon trains the weight matrices of the attention and feed-forward layers of the stacks, "
      "and this model has none (model.arch=decoder, model.n_layers=0); use optim.name=adamw"),
@@ -264,6 +270,12 @@ CHECKED_ELSEWHERE = [
              "this run freezes decoder_stack.layers.1: what trains cannot change on resume (the optimizer "
              "state",
              "tests/finetune/test_resume.py::test_resume_that_changes_what_trains_is_refused"),
+    BadInput("finetune=qlora without bitsandbytes installed",
+             "finetune=qlora quantises the base with bitsandbytes, which cannot be imported",
+             "tests/finetune/test_qlora.py::test_missing_bitsandbytes_is_one_error_naming_it"),
+    BadInput("finetune=qlora on a model with no linear layer outside its head",
+             "has no nn.Linear layer outside its output head to hold in 4 bits",
+             "tests/finetune/test_qlora.py::test_a_model_with_no_linear_layer_to_quantize_is_refused"),
     BadInput("ckpt_path=<a finetune=freeze run> finetune=full",
              "trained with decoder_stack.layers.0 frozen, this run freezes nothing: ",
              "tests/finetune/test_resume.py::test_resume_that_changes_what_trains_is_refused"),
