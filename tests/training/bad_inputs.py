@@ -274,7 +274,7 @@ CHECKED_ELSEWHERE = [
              "finetune=qlora quantises the base with bitsandbytes, which cannot be imported",
              "tests/finetune/test_qlora.py::test_missing_bitsandbytes_is_one_error_naming_it"),
     BadInput("finetune=qlora on a model with no linear layer outside its head",
-             "has no nn.Linear layer outside its output head to hold in 4 bits",
+             "Sequential has no nn.Linear layer outside its output head to",
              "tests/finetune/test_qlora.py::test_a_model_with_no_linear_layer_to_quantize_is_refused"),
     BadInput("ckpt_path=<a finetune=freeze run> finetune=full",
              "trained with decoder_stack.layers.0 frozen, this run freezes nothing: ",
