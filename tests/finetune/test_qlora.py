@@ -115,15 +115,18 @@ def test_a_block_size_that_does_not_divide_is_one_error_naming_the_layer():
 
 def test_a_model_with_no_linear_layer_to_quantize_is_refused():
     model = nn.Sequential(nn.Embedding(10, 32), nn.LayerNorm(32))
-    with pytest.raises(ValueError, match=r"finetune=qlora: Sequential has no nn.Linear layer outside its "
-                                         r"output head to hold in 4 bits \(its linear layers: none\)"):
+    with pytest.raises(ValueError) as err:
         apply_finetune(model, QLORA)
+    assert str(err.value) == ("finetune=qlora: Sequential has no nn.Linear layer outside its output head to "
+                              "hold in 4 bits (its linear layers: none)")
 
 
 def test_missing_bitsandbytes_is_one_error_naming_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "bitsandbytes", None)  # import bitsandbytes -> ImportError
     model = tiny()
-    with pytest.raises(ValueError, match=r"finetune=qlora quantises the base with bitsandbytes, which cannot "
-                                         r"be imported .*pip install 'zoo\[qlora\]' \(bitsandbytes\)"):
+    with pytest.raises(ValueError) as err:
         apply_finetune(model, QLORA)
+    message = str(err.value)
+    assert message.startswith("finetune=qlora quantises the base with bitsandbytes, which cannot be imported")
+    assert message.endswith("pip install 'zoo[qlora]' (bitsandbytes)")
     assert not any(isinstance(m, LoRALinear) for m in model.modules())
