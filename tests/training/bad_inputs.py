@@ -149,6 +149,20 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("model=mla_small model.positional.fraction=0.5",
      "model.positional.fraction=0.5: model.mixer=mla rotates all of its model.mixer.qk_rope_head_dim "
      "features"),
+    # Gated DeltaNet (model.mixer=gated_deltanet): heads that do not group, schemes and stacks it cannot carry
+    ("model=gpt_nano model.mixer={name:gated_deltanet,linear_num_key_heads:3}",
+     "model.mixer.linear_num_value_heads=32 is not divisible by model.mixer.linear_num_key_heads=3"),
+    ("model=gpt_nano model.mixer=gated_deltanet model.positional=rope",
+     "model.positional=rope acts inside attention (rotating q/k or biasing scores), which "
+     "model.mixer=gated_deltanet does not have"),
+    ("model=gpt_nano model.mixer=gated_deltanet model.n_kv_heads=1",
+     "model.n_kv_heads=1 is attention's; model.mixer=gated_deltanet sizes its heads"),
+    ("model=bert_small model.mixer=gated_deltanet",
+     "model.mixer=gated_deltanet reads the tokens left to right only, and arch='encoder' has a bidirectional"),
+    ("model=gpt_nano model.mixer=gated_deltanet trainer=fsdp_tp",
+     "trainer.strategy=fsdp_tp cannot split model.mixer: gated_deltanet: its q/k/v convolution"),
+    ("model=gpt_nano model.mixer.output_gate=true trainer=fsdp_tp",
+     "trainer.strategy=fsdp_tp cannot split model.mixer.output_gate: true adds a gate projection"),
     ("trainer=fsdp_tp optim.name=muon",
      "optim.name=muon orthogonalises whole matrices and trainer.strategy=fsdp_tp splits them"),
     ("trainer=fsdp +trainer.tp_size=2",
@@ -255,6 +269,14 @@ OVERRIDES = [BadInput(given, message) for given, message in [
 ]]
 
 CHECKED_ELSEWHERE = [
+    # Gated DeltaNet: what needs a built model
+    BadInput("model.mixer=gated_deltanet, generate with a cache (use_cache=true, the default)",
+             "model.mixer=gated_deltanet cannot decode with a cache yet",
+             "tests/modules/test_gated_deltanet_model.py::"
+             "test_generation_with_a_cache_is_refused_naming_the_mixer_and_runs_without_one"),
+    BadInput("model.mixer=gated_deltanet data.document_mask=true",
+             "model.mixer=gated_deltanet carries one state along each row",
+             "tests/modules/test_gated_deltanet_model.py::test_packed_documents_are_refused_naming_the_mixer"),
     # a key only an entry that is not chosen reads (docs/design.md, "Config parts")
     BadInput("ckpt_path=<a gpt_nano run's last.ckpt> model.n_heads=4",
              "model.n_heads: checkpoint 2, this run 4",
