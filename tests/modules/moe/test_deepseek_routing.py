@@ -11,9 +11,10 @@ from transformers import DeepseekV2Config, DeepseekV3Config
 from transformers.models.deepseek_v2.modeling_deepseek_v2 import DeepseekV2TopkRouter
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3MoE, DeepseekV3TopkRouter
 
+from zoo import build
 from zoo.config import ModelConfig
 from zoo.modules.ffn_settings import FFN
-from zoo.modules.moe import ROUTERS, MoE
+from zoo.modules.moe import ROUTERS, MoE, moe_layers, record_load, update_routers
 
 D, F, E = 16, 12, 8
 
@@ -155,3 +156,17 @@ def test_moe_layer_equals_deepseek_v3_moe_outputs_and_gradients():
     sh = hf.shared_experts
     torch.testing.assert_close(ours.shared.up.weight.grad,
                                torch.cat([sh.gate_proj.weight.grad, sh.up_proj.weight.grad]), **close)
+
+
+def test_the_grouped_router_follows_the_load_like_sigmoid_bias():
+    """A grouped router's bias moves by b_i += rate * sign(mean load - load_i) after an optimizer step."""
+    model = build(dict(arch="decoder", vocab_size=40, d_model=16, n_heads=2, n_layers=1, max_seq_len=16,
+                       d_ff=12, ffn={"name": "moe", "n_experts": E, "top_k": 2, "balance": {}, "router": {
+                           "name": "sigmoid_bias", "n_group": 4, "topk_group": 2, "bias_rate": 0.01}}))
+    (_, layer), = moe_layers(model)
+    model(torch.randint(0, 40, (2, 8)))
+    load = layer.last.load.clone()
+    record_load(model)
+    update_routers(model)
+    expected = 0.01 * torch.sign(load.float().mean() - load)
+    assert layer.router.bias.tolist() == pytest.approx(expected.tolist())
