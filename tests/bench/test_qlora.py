@@ -1,0 +1,22 @@
+"""bench/bench_qlora.py: at --quick size both sides train, the tensor accounting adds up, and QLoRA holds
+fewer bytes than LoRA on the same layers (the NF4 base); e2e: it spawns a process per side."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("bitsandbytes", reason="the qlora extra (pip install 'zoo[qlora]')")
+pytestmark = pytest.mark.e2e
+
+
+def test_quick_run_measures_both_sides():
+    from bench.bench_qlora import run
+
+    section = run(quick=True)
+    data = section.data
+    assert set(data["tensor_peak"]) == {"lora", "qlora"}
+    for side in ("lora", "qlora"):
+        assert data["tensor_peak"][side] == data["held"][side] + data["step_peak"][side]
+        assert data["process"][side]["steps_peak"] > 0 and data["step_s"][side] > 0
+    assert data["held"]["qlora"] < data["held"]["lora"]
+    assert "| finetune=qlora |" in section.markdown()
