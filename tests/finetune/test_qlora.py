@@ -103,6 +103,17 @@ def test_merged_model_is_fp32_with_the_quantized_logits():
     torch.testing.assert_close(model(ids).logits, unmerged, atol=1e-4, rtol=0)
 
 
+def test_a_bf16_model_merges_into_bf16_layers():
+    model = zoo.build("gpt_nano").to(torch.bfloat16)
+    apply_finetune(model, QLORA)
+    ids = torch.randint(0, 512, (2, 6))
+    model.eval()
+    unmerged = model(ids).logits
+    merge_lora(model)
+    assert {v.dtype for v in model.state_dict().values()} == {torch.bfloat16}  # no fp32 layer among bf16 ones
+    torch.testing.assert_close(model(ids).logits, unmerged, atol=0.1, rtol=0.02)  # bf16 rounding of W + B A
+
+
 def test_a_block_size_that_does_not_divide_is_one_error_naming_the_layer():
     model = tiny()
     with pytest.raises(ValueError) as err:

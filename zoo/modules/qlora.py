@@ -1,8 +1,9 @@
 """QLoRA (Dettmers et al. 2023) as a layer: LoRA on a frozen base weight held in 4-bit NormalFloat (NF4),
 quantised with bitsandbytes in blocks of `block_size` weights along each row, one fp32 absmax per block
 (4.5 bits a weight; no double quantisation of the absmax). Each matmul dequantises the base (bitsandbytes'
-`matmul_4bit`, whose backward dequantises again instead of keeping the float weight), the adapters stay in
-the input's precision. Merging dequantises the base to fp32 and adds (alpha / r) B A: a plain fp32 layer.
+`matmul_4bit`, whose backward dequantises again instead of keeping the float weight); the adapters are
+full-precision parameters in the model's dtype. Merging dequantises the base to fp32 and adds
+(alpha / r) B A: a plain float layer (fp32 for an fp32 model).
 
 The base is two plain buffers (`weight_nf4`: two codes a byte; `weight_absmax`), so a checkpoint holds the
 4-bit base itself, and a meta-device copy has their shapes without bitsandbytes. Core floor, beside LoRA,
@@ -90,9 +91,10 @@ class QLoRALinear(LoRALinear):
                          "(tensor parallel); use finetune=lora there")
 
     def merged(self) -> nn.Linear:
-        """A plain fp32 nn.Linear with dequant(W) + (alpha / r) B A."""
+        """A plain nn.Linear with dequant(W) + (alpha / r) B A, summed in fp32 and stored in the adapters'
+        dtype (the model's: fp32 unless it was built in another)."""
         plain = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None,
-                          device=self.weight_nf4.device)
+                          device=self.weight_nf4.device, dtype=self.lora_A.dtype)
         with torch.no_grad():
             plain.weight.copy_(self.weight + self.scaling * (self.lora_B.float() @ self.lora_A.float()))
         if self.bias is not None:
