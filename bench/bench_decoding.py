@@ -166,11 +166,11 @@ def _run(quick: bool, hf_gpt2) -> Section:
         "output is the target's greedy output (same tokens column). "
         "Random weights: acceptance on a trained pair differs.",
         f"Perplexity: {size['ppl_rows']} x {size['ppl_len']} tokens sampled from the fp32 model (seed 0), "
-        "scored by the fp32 and the int8 model (weight-only int8, per-channel scales; decode steps through "
-        "`torch._weight_int8pack_mm`, which is slower than fp32 matmul on this CPU: int8 is a memory lever "
-        "here). With random weights the predictions are near-uniform (perplexity close to the vocabulary "
-        "size), so this change is a weak check; tests/test_quantization.py bounds the logits' error "
-        "(< 2% relative L2).",
+        "scored by the fp32 and the int8 model (weight-only int8, per-channel scales, through "
+        "`torch._weight_int8pack_mm` in bf16: docs/quantization.md). With random weights the predictions "
+        "are near-uniform (perplexity close to the vocabulary size), so this change is a weak check; "
+        "tests/quantization/test_api.py bounds the logits' error (< 2% relative L2) and docs/quantization.md "
+        "has a trained model's perplexity.",
     ]
     data = {"tok_s": {n: new / t.median for n, t in timings.items()}, "compile_s": compile_s,
             "acceptance_rate": spec.acceptance_rate, "ppl": (ppl_fp32, ppl_int8), "limit": limit_data}
