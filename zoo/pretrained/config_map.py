@@ -128,14 +128,16 @@ PLAIN_ROPE = {"default": "none"}
 _ROPE_KEYS = {"factor": "factor", "low_freq_factor": "low_freq_factor",  # HF rope_parameters -> zoo's
               "high_freq_factor": "high_freq_factor",                     # model.positional.scaling keys
               "original_max_position_embeddings": "original_max_len",
-              "short_factor": "short_factor", "long_factor": "long_factor", "truncate": "truncate"}
+              "short_factor": "short_factor", "long_factor": "long_factor", "truncate": "truncate",
+              "mscale": "mscale", "mscale_all_dim": "mscale_all_dim"}  # DeepSeek's YaRN
 def moe_paths(keys: Mapping[str, Any]) -> dict[str, Any]:
     """A MoE family's FFN keys as dotted paths beside its fixed `ffn: moe`: {"ffn.n_experts": 8, ...}."""
     return {f"ffn.{key}": value for key, value in keys.items()}
 
 
 SCALING = "positional.scaling"  # where the family tables (dotted paths, zoo.config.nest_paths) put them
-_ROPE_OPTIONAL = {"truncate": True}  # rope_parameters keys a scaling reads that may be absent: their default
+# rope_parameters keys a scaling reads that may be absent: their default (None: not written back either)
+_ROPE_OPTIONAL = {"truncate": True, "mscale": None, "mscale_all_dim": None}
 _ROPE_DEFAULTS = {"beta_fast": 32, "beta_slow": 1, "truncate": True, "mscale": None, "mscale_all_dim": None,
                   "attention_factor": None, "partial_rotary_factor": 1.0}  # other keys: zoo reproduces these
 
@@ -170,7 +172,8 @@ class Rope:
                 value = params.pop(hf_key, _ROPE_OPTIONAL.get(hf_key))
                 if key == "original_max_len" and self.original:
                     value = hf.get(*self.original)
-                checks[f"rope_parameters.{hf_key} given"] = (value is not None, True)
+                if hf_key not in _ROPE_OPTIONAL:
+                    checks[f"rope_parameters.{hf_key} given"] = (value is not None, True)
                 out[f"{SCALING}.{key}"] = _rope_value(key, value)
         checks.update({f"rope_parameters.{k}": (v, _ROPE_DEFAULTS.get(k, "absent")) for k, v in
                        params.items()})
@@ -184,7 +187,8 @@ class Rope:
         written = self.types.get(rope_type, "none")
         reads = ROPE_SCALING.docs()[written] if written == scaling.name else {}
         params = {"rope_type": rope_type, "rope_theta": rope.base,
-                  **{h: _data(getattr(scaling, k)) for h, k in _ROPE_KEYS.items() if k in reads}}
+                  **{h: _data(getattr(scaling, k)) for h, k in _ROPE_KEYS.items() if k in reads
+                     and not (h in _ROPE_OPTIONAL and getattr(scaling, k) is None)}}
         legacy = {self.base: rope.base}
         if self.partial:
             params["partial_rotary_factor"] = legacy[self.partial[0]] = rope.fraction

@@ -1,0 +1,94 @@
+"""DeepSeek-V3 (and Kimi K2, whose checkpoints are `deepseek_v3`) both ways: Llama's decoder with Multi-head
+Latent Attention (model.mixer=mla: `q_lora_rank`, `kv_lora_rank`, `qk_nope_head_dim`, `qk_rope_head_dim`,
+`v_head_dim`; `rope_interleave` as model.positional.layout, YaRN's `mscale` / `mscale_all_dim` read) and a
+Mixture of Experts after the first `first_k_dense_replace` dense layers (model.layer_pattern
+{prefix: [dense] * k, cycle: [moe]}). The router `mlp.gate` is zoo's `sigmoid_bias` (sigmoid scores plus the
+`e_score_correction_bias` buffer to choose, n_group / topk_group groups, norm_topk_prob), its weights times
+`routed_scaling_factor` (route_scale); `n_shared_experts` always-on experts of width `moe_intermediate_size`
+each are one FFN `mlp.shared_experts`. transformers keeps no balancing loss: balance is {}. Multi-token
+prediction layers (`num_nextn_predict_layers`) are not built by transformers nor read here (written as 0)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from zoo.config import ModelConfig
+from zoo.pretrained.config_map import Key, moe_paths, pattern_of
+from zoo.pretrained.decoder_heads import NO_QA
+from zoo.pretrained.family import Checks
+from zoo.pretrained.llama import DECODER, GATED, TENSORS, LlamaShaped
+from zoo.pretrained.tensor_map import within
+
+ATTENTION = {  # zoo -> HF inside a layer (zoo.modules.mla's names)
+    "self_attn.q.{p}": "self_attn.q_proj.{p}", "self_attn.q_a.{p}": "self_attn.q_a_proj.{p}",
+    "self_attn.q_norm.weight": "self_attn.q_a_layernorm.weight", "self_attn.q_b.{p}": "self_attn.q_b_proj.{p}",
+    "self_attn.kv_a.{p}": "self_attn.kv_a_proj_with_mqa.{p}",
+    "self_attn.kv_norm.weight": "self_attn.kv_a_layernorm.weight",
+    "self_attn.kv_b.{p}": "self_attn.kv_b_proj.{p}", "self_attn.o.{p}": "self_attn.o_proj.{p}",
+}
+EXPERTS = {  # zoo -> HF inside a layer
+    "ffn.router.proj.weight": "mlp.gate.weight", "ffn.router.bias": "mlp.gate.e_score_correction_bias",
+    "ffn.experts.{e}.up.weight": ("mlp.experts.{e}.gate_proj.weight", "mlp.experts.{e}.up_proj.weight"),
+    "ffn.experts.{e}.down.weight": "mlp.experts.{e}.down_proj.weight",
+    "ffn.shared.up.weight": ("mlp.shared_experts.gate_proj.weight", "mlp.shared_experts.up_proj.weight"),
+    "ffn.shared.down.weight": "mlp.shared_experts.down_proj.weight",
+}
+KEYS = (  # Llama's, less the key / value heads and head_dim (MLA's sizes are its own keys)
+    Key("vocab_size", "vocab_size"), Key("d_model", "hidden_size"), Key("n_layers", "num_hidden_layers"),
+    Key("n_heads", "num_attention_heads"), Key("d_ff", "intermediate_size"),
+    Key("activation", "hidden_act", "silu", GATED),
+    Key("norm_eps", "rms_norm_eps", 1e-6), Key("max_seq_len", "max_position_embeddings", 4096),
+    Key("attn_dropout", "attention_dropout", 0.0), Key("tie_embeddings", "tie_word_embeddings", False),
+    Key("pad_id", "pad_token_id", 0, token=True), Key("bos_id", "bos_token_id", 0, token=True),
+    Key("eos_id", "eos_token_id", 1, token=True),
+    Key("mixer.q_lora_rank", "q_lora_rank", 1536), Key("mixer.kv_lora_rank", "kv_lora_rank", 512),
+    Key("mixer.qk_nope_head_dim", "qk_nope_head_dim", 128), Key("mixer.qk_rope_head_dim", "qk_rope_head_dim", 64),
+    Key("mixer.v_head_dim", "v_head_dim", 128), Key("mixer.bias", "attention_bias", False),
+)
+LAYOUTS = {True: "interleaved", False: "half"}  # rope_interleave -> model.positional.layout
+
+
+class DeepseekV3(LlamaShaped):
+    model_type = "deepseek_v3"
+    class_prefix = "DeepseekV3"
+    heads = NO_QA  # transformers has no DeepseekV3ForQuestionAnswering
+    keys = KEYS
+    fixed = {**DECODER, "mixer": "mla", "ffn": "moe"}
+    # the Hub's config.json names V3's routing, which transformers computes whatever they say
+    requires = {"topk_method": "noaux_tc", "scoring_func": "sigmoid", "moe_layer_freq": 1}
+    tensors = {**TENSORS, **within("decoder_stack.layers.{i}.", "layers.{i}.", {**ATTENTION, **EXPERTS})}
+    router = "sigmoid_bias"
+
+    def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
+        rope, checks = self.rope.from_hf(hf)
+        n_layers, dense = settings["n_layers"], hf.get("first_k_dense_replace") or 0
+        moe = {"n_experts": hf.get("n_routed_experts", 256), "top_k": hf.get("num_experts_per_tok", 8),
+               "n_shared_experts": hf.get("n_shared_experts", 1), "expert_d_ff": hf.get("moe_intermediate_size", 2048),
+               "route_scale": float(hf.get("routed_scaling_factor", 2.5)), "balance": {},
+               "router": self.router_from_hf(hf)}
+        layers = ["dense" if i < dense else "moe" for i in range(n_layers)]
+        interleave = hf.get("rope_interleave", True)
+        checks["rope_interleave"] = (interleave, tuple(LAYOUTS))
+        return {**rope, "positional.layout": LAYOUTS.get(interleave, "interleaved"), **moe_paths(moe),
+                "layer_pattern": pattern_of(layers, "moe")}, checks
+
+    def router_from_hf(self, hf: Mapping[str, Any]) -> dict[str, Any]:
+        """model.ffn.router from config.json."""
+        return {"name": self.router, "n_group": hf.get("n_group") or 1, "topk_group": hf.get("topk_group") or 1,
+                "norm_topk_prob": bool(hf.get("norm_topk_prob", True))}
+
+    def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
+        moe, router = cfg.ffn, cfg.ffn.router
+        dense = next((i for i in range(cfg.n_layers) if cfg.layer_is_moe(i)), cfg.n_layers)
+        return {**self.rope.to_hf(cfg), "rope_interleave": cfg.positional.layout == "interleaved",
+                "num_key_value_heads": cfg.n_heads, "n_routed_experts": moe.n_experts,
+                "num_experts_per_tok": moe.top_k, "n_shared_experts": moe.n_shared_experts,
+                "moe_intermediate_size": moe.expert_d_ff or cfg.ffn_dim, "routed_scaling_factor": moe.route_scale,
+                "first_k_dense_replace": dense, "n_group": getattr(router, "n_group", 1),
+                "topk_group": getattr(router, "topk_group", 1), **self.router_to_hf(cfg),
+                "num_nextn_predict_layers": 0}
+
+    def router_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
+        """config.json's routing keys (another router than the family's: the round trip names it)."""
+        return {"norm_topk_prob": getattr(cfg.ffn.router, "norm_topk_prob", True)}
