@@ -1,6 +1,6 @@
-"""`model.mixer=gated_deltanet` as the whole stack's mixer: a decoder trains, generates without a cache (a
-cache is one error naming the mixer), a left-padded batch decodes as each row alone, tracing and parameter
-counts take it, and every bad combination is one error naming the key before anything is built."""
+"""`model.mixer=gated_deltanet` as the whole stack's mixer: a decoder trains and generates, a left-padded
+batch decodes as each row alone, tracing and parameter counts take it, and every bad combination is one error
+naming the key before anything is built."""
 
 import pytest
 import torch
@@ -37,12 +37,12 @@ def test_decoder_trains():
     assert losses[-1] < losses[0] - 0.5
 
 
-def test_generation_with_a_cache_is_refused_naming_the_mixer_and_runs_without_one():
-    model = _model().eval()
+@pytest.mark.parametrize("use_cache", [True, False], ids=["cache", "no_cache"])
+def test_greedy_generation_is_the_argmax_of_full_forwards(use_cache):
+    """With the cache (the recurrent state carried, tests/generation/test_recurrent_cache.py) or without."""
+    model = _model(init_std=0.2, tie_embeddings=False).eval()
     prompt = torch.randint(3, 64, (2, 5))
-    with pytest.raises(ValueError, match="model.mixer=gated_deltanet cannot decode with a cache yet"):
-        model.generate(prompt, max_new_tokens=3, do_sample=False)
-    out = model.generate(prompt, max_new_tokens=4, do_sample=False, use_cache=False)
+    out = model.generate(prompt, max_new_tokens=4, do_sample=False, use_cache=use_cache)
     ids = prompt
     for _ in range(4):  # greedy by hand: the argmax of a full forward, token after token
         ids = torch.cat([ids, model(ids).logits[:, -1].argmax(-1, keepdim=True)], dim=1)

@@ -1,5 +1,7 @@
 """Key/value cache for incremental decoding: self-attention K/V grow by the new tokens each step;
-cross-attention K/V are computed once per source and reused."""
+cross-attention K/V are computed once per source and reused. A recurrent mixer (gated_deltanet) keeps
+fixed-size entries of its own instead (`LayerCache.state`: its convolution window and recurrent state, one
+row per sequence), which follow the rows on reorder but cannot be rolled back (`crop`)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ class LayerCache:
         self.length = 0
         self.cross_k: torch.Tensor | None = None
         self.cross_v: torch.Tensor | None = None
+        self.state: dict[str, torch.Tensor] = {}  # a recurrent mixer's entries (B, ...), replaced each step
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store the new positions' k, v (B, KV, t, D); return all cached keys and values so far."""
@@ -42,6 +45,7 @@ class LayerCache:
             value = getattr(self, name)
             if value is not None:
                 setattr(self, name, value.index_select(0, index))
+        self.state = {name: value.index_select(0, index) for name, value in self.state.items()}
 
 
 class KVCache:
@@ -58,6 +62,9 @@ class KVCache:
     def crop(self, length: int) -> None:
         """Forget every position from `length` on (speculative decoding drops rejected draft tokens); the
         buffers keep their size and the next append overwrites the dropped slots."""
+        if length < self.length and any(layer.state for layer in self.layers):
+            raise ValueError(f"this cache holds a recurrent state (a layer's model.mixer), which cannot be "
+                             f"rolled back from {self.length} to {length} positions.")
         self.length = min(self.length, length)
         for layer in self.layers:
             layer.length = min(layer.length, length)

@@ -9,9 +9,12 @@ RMSNorm gated by silu(z(x)) (B, T, Hv, Dv), then o (Hv Dv -> C). Keys: zoo.modul
 GatedDeltaNetSettings. No positions: the recurrence carries order, so RoPE and score biases do not apply.
 
 Padding (attention_mask 0): a pad's convolution input is zero, so left pads give q = k = v = 0 and leave the
-state at zero (its decay of zero is zero): a left-padded row gives what the row alone gives. Decoding with a
-cache (the convolution window and the state per layer) is not built yet: a cache is refused, naming the
-mixer; generate with use_cache=False re-reads the sequence each step."""
+state at zero (its decay of zero is zero): a left-padded row gives what the row alone gives.
+
+Decoding: the layer's cache entries (zoo.modules.cache.LayerCache.state) are the last K - 1 convolution
+inputs (B, K - 1, W) and the state (B, Hv, Dk, Dv), the same size at any length; a step continues from
+them. They follow beams (reorder) but cannot be rolled back, so speculative decoding (which drops rejected
+tokens) and the static compiled step (fixed K/V buffers) refuse this mixer, naming it."""
 
 from __future__ import annotations
 
@@ -50,6 +53,10 @@ class GatedDeltaNet(nn.Module):
     tap: Callable[[str, torch.Tensor], None] | None = None  # set only while tracing (nothing is tapped)
     cross = False
     causal_only = True  # a left-to-right recurrence: no bidirectional (encoder) stack can use it
+    # why decoding modes refuse it (zoo.generation: speculative decoding drops rejected tokens from the cache;
+    # the static compiled step writes K/V into fixed slots)
+    rollback_refusal = "its cache holds a recurrent state, which cannot drop the rejected draft tokens"
+    static_cache_refusal = "its cache holds a recurrent state, not K/V slots a static buffer could hold"
     packs_documents = False  # one state per row: packed documents (document_ids) would leak into each other
     tensor_parallel_refusal = ("its q/k/v convolution, key heads shared by value heads and per-head decay "
                                "are not in attention's split of q/k/v by heads")
@@ -108,17 +115,19 @@ class GatedDeltaNet(nn.Module):
     ) -> tuple[torch.Tensor, None]:
         """x (B, T, C) -> (out (B, T, C), None: there are no attention weights). `recurrent=True` runs the
         state one token at a time (the decoding form) instead of in chunks; both give the same numbers."""
-        if cache is not None:
-            raise ValueError("model.mixer=gated_deltanet cannot decode with a cache yet (its convolution "
-                             "window and recurrent state are not cache entries): generate with "
-                             "use_cache=False, which re-reads the sequence each step.")
+        if cache is not None and getattr(cache, "owner", None) is not None:  # a StaticLayerCache
+            raise ValueError(f"model.mixer=gated_deltanet: {self.static_cache_refusal}; decode with the "
+                             "default dynamic cache.")
         b, t, _ = x.shape
-        real = real_tokens(mask, b, t, x.device)  # (B, T) or None: every token real
+        real = real_tokens(mask, b, t)  # (B, T) or None: every token real
         qkv = self.qkv(x)  # (B, T, W)
         if real is not None:  # pads read as zeros, as the row alone is padded by the convolution
             qkv = qkv * real[..., None].to(qkv.dtype)
+        held = cache.state if cache is not None else {}
         kernel = self.conv.kernel_size[0]
-        qkv = F.silu(self.conv(F.pad(qkv.transpose(1, 2), (kernel - 1, 0)))).transpose(1, 2)  # causal
+        window = held.get("conv", qkv.new_zeros(b, kernel - 1, qkv.shape[-1]))  # the K - 1 inputs before
+        full = torch.cat([window, qkv], dim=1)  # (B, K - 1 + T, W)
+        qkv = F.silu(self.conv(full.transpose(1, 2))).transpose(1, 2)  # causal: (B, T, W)
         q, k, v = qkv.split([self.key_heads * self.key_dim] * 2 + [self.value_heads * self.value_dim], -1)
         group = self.value_heads // self.key_heads
         q, k = (_normalised(t_.view(b, t, self.key_heads, self.key_dim), group) for t_ in (q, k))
@@ -126,10 +135,14 @@ class GatedDeltaNet(nn.Module):
         beta = self.b(x).sigmoid().transpose(1, 2)  # (B, Hv, T)
         wide = torch.promote_types(x.dtype, torch.float32)  # the decay in float32 at least (fp16 A_log: -inf)
         g = (-self.A_log.to(wide).exp() * F.softplus(self.a(x).to(wide) + self.dt_bias)).transpose(1, 2)
+        state = held.get("recurrent")  # (B, Hv, Dk, Dv) or None: zeros
         if recurrent:
-            out, _ = delta_rule.recurrent(q, k, v, g, beta)
+            out, state = delta_rule.recurrent(q, k, v, g, beta, state)
         else:
-            out, _ = delta_rule.chunked(q, k, v, g, beta, chunk_size=self.chunk_size)
+            out, state = delta_rule.chunked(q, k, v, g, beta, state, chunk_size=self.chunk_size)
+        if cache is not None:  # fixed size whatever the length: the last K - 1 inputs and the state
+            cache.state = {"conv": full[:, full.shape[1] - (kernel - 1):].clone(), "recurrent": state}
+            cache.length += t
         out = out.to(x.dtype).transpose(1, 2)  # (B, T, Hv, Dv)
         z = self.z(x).view(b, t, self.value_heads, self.value_dim)
         out = self.norm(out, z).reshape(b, t, self.value_heads * self.value_dim)
@@ -144,12 +157,12 @@ def _normalised(t: torch.Tensor, group: int) -> torch.Tensor:
     return t.repeat_interleave(group, dim=2).transpose(1, 2)
 
 
-def real_tokens(mask: AttentionMask, b: int, t: int, device) -> torch.Tensor | None:
-    """(B, T) 1.0 for real tokens, 0.0 for pads, read off the mask's diagonal (a causal query always sees its
-    own key unless that key is a pad); None when nothing is masked."""
+def real_tokens(mask: AttentionMask, b: int, t: int) -> torch.Tensor | None:
+    """(B, T) 1.0 for the new tokens that are real, 0.0 for pads, read off the diagonal of the mask's last T
+    keys (a causal query always sees its own key unless that key is a pad); None when nothing is masked."""
     if mask.mask is None:
         return None
-    m = mask.mask.expand(b, 1, t, t)[:, 0]  # (B, T, T)
+    m = mask.mask[..., mask.mask.shape[-1] - t:].expand(b, 1, t, t)[:, 0]  # (B, T, T): the new keys
     diagonal = m.diagonal(dim1=-2, dim2=-1)
     real = diagonal if m.dtype == torch.bool else diagonal > float("-inf")
     return real.float()

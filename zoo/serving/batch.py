@@ -5,7 +5,8 @@ padding mask and per-row positions steps every request at once. Requests join af
 more are cut off whenever the membership changes, so the width stays the longest live row.
 
 Only the model's public forward-with-cache API is used: `model(ids, attention_mask=, position_ids=, cache=,
-logits_to_keep=1)`, `model.new_cache()`, `KVCache.reorder` and `LayerCache.append`."""
+logits_to_keep=1)`, `model.new_cache()`, `KVCache.reorder` and `LayerCache.append` (and `LayerCache.state`, a
+recurrent mixer's fixed-size entries, which join row by row: they have no width to align)."""
 
 from __future__ import annotations
 
@@ -74,17 +75,21 @@ class RunningBatch:
         layers = [_layers(cache) for cache, _ in parts]
         cache = self.model.new_cache()
         for i, layer in enumerate(cache.layers):
-            k = torch.cat([_right(kv[i][0], width) for kv in layers])  # (B, KV, width, D)
-            v = torch.cat([_right(kv[i][1], width) for kv in layers])
-            layer.append(k, v)
+            if layers[0][i] is not None:
+                k = torch.cat([_right(kv[i][0], width) for kv in layers])  # (B, KV, width, D)
+                v = torch.cat([_right(kv[i][1], width) for kv in layers])
+                layer.append(k, v)
+            rows = [part.layers[i].state for part, _ in parts]  # a recurrent mixer's entries: one per row
+            layer.state = {name: torch.cat([held[name] for held in rows]) for name in rows[0]}
         cache.length = width
         mask = torch.cat([_right(mask[:, None, :, None], width)[:, 0, :, 0] for _, mask in parts])
         return cache, mask
 
 
-def _layers(cache: KVCache) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Every layer's written K/V (B, KV, S, D)."""
-    return [(layer.k[:, :, : layer.length], layer.v[:, :, : layer.length]) for layer in cache.layers]
+def _layers(cache: KVCache) -> list[tuple[torch.Tensor, torch.Tensor] | None]:
+    """Every layer's written K/V (B, KV, S, D); None for a layer that keeps no K/V (a recurrent mixer's)."""
+    return [(layer.k[:, :, : layer.length], layer.v[:, :, : layer.length]) if layer.k is not None else None
+            for layer in cache.layers]
 
 
 def _right(t: torch.Tensor, width: int) -> torch.Tensor:
