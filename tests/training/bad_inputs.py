@@ -158,7 +158,8 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("model=gpt_nano model.mixer=gated_deltanet model.n_kv_heads=1",
      "model.n_kv_heads=1 is attention's; model.mixer=gated_deltanet sizes its heads"),
     ("model=bert_small model.mixer=gated_deltanet",
-     "model.mixer=gated_deltanet reads the tokens left to right only, and arch='encoder' has a bidirectional"),
+     "model.mixer=gated_deltanet reads the tokens left to right only, and arch='encoder' has a "
+     "bidirectional"),
     ("model=gpt_nano model.mixer=gated_deltanet trainer=fsdp_tp",
      "trainer.strategy=fsdp_tp cannot split model.mixer: gated_deltanet: its q/k/v convolution"),
     ("model=gpt_nano model.mixer.output_gate=true trainer=fsdp_tp",
@@ -270,10 +271,14 @@ OVERRIDES = [BadInput(given, message) for given, message in [
 
 CHECKED_ELSEWHERE = [
     # Gated DeltaNet: what needs a built model
-    BadInput("model.mixer=gated_deltanet, generate with a cache (use_cache=true, the default)",
-             "model.mixer=gated_deltanet cannot decode with a cache yet",
-             "tests/modules/test_gated_deltanet_model.py::"
-             "test_generation_with_a_cache_is_refused_naming_the_mixer_and_runs_without_one"),
+    BadInput("model.mixer=gated_deltanet, generate with assistant_model (speculative decoding)",
+             "speculative decoding rolls the target's cache back after a rejected draft",
+             "tests/generation/test_recurrent_cache.py::"
+             "test_decoding_modes_that_cannot_carry_the_state_are_refused_naming_the_mixer"),
+    BadInput("model.mixer=gated_deltanet, generate with cache_implementation=static (or compile=true)",
+             "cache_implementation='static' cannot decode model.mixer=gated_deltanet",
+             "tests/generation/test_recurrent_cache.py::"
+             "test_decoding_modes_that_cannot_carry_the_state_are_refused_naming_the_mixer"),
     BadInput("model.mixer=gated_deltanet data.document_mask=true",
              "model.mixer=gated_deltanet carries one state along each row",
              "tests/modules/test_gated_deltanet_model.py::test_packed_documents_are_refused_naming_the_mixer"),
