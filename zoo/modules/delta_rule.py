@@ -49,7 +49,7 @@ def chunked(q, k, v, g, beta, state=None, chunk_size: int = 64) -> tuple[torch.T
     the state unchanged): (out (B, H, T, Dv), final state (B, H, Dk, Dv))."""
     q, k, v, g, beta, state = _prepare(q, k, v, g, beta, state)
     b, h, t, dk = k.shape
-    c, dv = chunk_size, v.shape[-1]
+    c, dv = max(1, min(chunk_size, t)), v.shape[-1]  # a sequence shorter than a chunk: one chunk of it
     pad = -t % c
     q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
     g, beta = (F.pad(x, (0, pad)) for x in (g, beta))

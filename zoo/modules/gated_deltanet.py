@@ -136,7 +136,7 @@ class GatedDeltaNet(nn.Module):
         wide = torch.promote_types(x.dtype, torch.float32)  # the decay in float32 at least (fp16 A_log: -inf)
         g = (-self.A_log.to(wide).exp() * F.softplus(self.a(x).to(wide) + self.dt_bias)).transpose(1, 2)
         state = held.get("recurrent")  # (B, Hv, Dk, Dv) or None: zeros
-        if recurrent:
+        if recurrent or t == 1:  # one decoding step: the recurrent form, nothing to solve
             out, state = delta_rule.recurrent(q, k, v, g, beta, state)
         else:
             out, state = delta_rule.chunked(q, k, v, g, beta, state, chunk_size=self.chunk_size)
