@@ -15,14 +15,16 @@ from typing import Any
 
 from zoo.config import ModelConfig
 from zoo.pretrained.config_map import Key, moe_paths, pattern_of
-from zoo.pretrained.decoder_heads import NO_QA
+from zoo.pretrained.decoder_heads import LLAMA_HEADS
 from zoo.pretrained.family import Checks
+from zoo.pretrained.heads import HeadLayout
 from zoo.pretrained.llama import DECODER, GATED, TENSORS, LlamaShaped
 from zoo.pretrained.tensor_map import within
 
 ATTENTION = {  # zoo -> HF inside a layer (zoo.modules.mla's names)
     "self_attn.q.{p}": "self_attn.q_proj.{p}", "self_attn.q_a.{p}": "self_attn.q_a_proj.{p}",
-    "self_attn.q_norm.weight": "self_attn.q_a_layernorm.weight", "self_attn.q_b.{p}": "self_attn.q_b_proj.{p}",
+    "self_attn.q_norm.weight": "self_attn.q_a_layernorm.weight",
+    "self_attn.q_b.{p}": "self_attn.q_b_proj.{p}",
     "self_attn.kv_a.{p}": "self_attn.kv_a_proj_with_mqa.{p}",
     "self_attn.kv_norm.weight": "self_attn.kv_a_layernorm.weight",
     "self_attn.kv_b.{p}": "self_attn.kv_b_proj.{p}", "self_attn.o.{p}": "self_attn.o_proj.{p}",
@@ -43,52 +45,90 @@ KEYS = (  # Llama's, less the key / value heads and head_dim (MLA's sizes are it
     Key("pad_id", "pad_token_id", 0, token=True), Key("bos_id", "bos_token_id", 0, token=True),
     Key("eos_id", "eos_token_id", 1, token=True),
     Key("mixer.q_lora_rank", "q_lora_rank", 1536), Key("mixer.kv_lora_rank", "kv_lora_rank", 512),
-    Key("mixer.qk_nope_head_dim", "qk_nope_head_dim", 128), Key("mixer.qk_rope_head_dim", "qk_rope_head_dim", 64),
+    Key("mixer.qk_nope_head_dim", "qk_nope_head_dim", 128),
+    Key("mixer.qk_rope_head_dim", "qk_rope_head_dim", 64),
     Key("mixer.v_head_dim", "v_head_dim", 128), Key("mixer.bias", "attention_bias", False),
 )
 LAYOUTS = {True: "interleaved", False: "half"}  # rope_interleave -> model.positional.layout
 
 
+def heads_of(*names: str) -> dict[str, HeadLayout]:
+    """The Llama-shaped head layouts of the classes a family has."""
+    return {name: LLAMA_HEADS[name] for name in names}
+
+
 class DeepseekV3(LlamaShaped):
     model_type = "deepseek_v3"
     class_prefix = "DeepseekV3"
-    heads = NO_QA  # transformers has no DeepseekV3ForQuestionAnswering
+    heads = heads_of("none", "lm", "classifier", "token_classifier")
     keys = KEYS
     fixed = {**DECODER, "mixer": "mla", "ffn": "moe"}
     # the Hub's config.json names V3's routing, which transformers computes whatever they say
     requires = {"topk_method": "noaux_tc", "scoring_func": "sigmoid", "moe_layer_freq": 1}
     tensors = {**TENSORS, **within("decoder_stack.layers.{i}.", "layers.{i}.", {**ATTENTION, **EXPERTS})}
-    router = "sigmoid_bias"
+    moe_defaults = {"n_routed_experts": 256, "num_experts_per_tok": 8, "n_shared_experts": 1,
+                    "moe_intermediate_size": 2048, "routed_scaling_factor": 2.5}  # the config class's
+    reads_layout = True  # config.json says the rope layout (rope_interleave); else interleaved
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
         rope, checks = self.rope.from_hf(hf)
         n_layers, dense = settings["n_layers"], hf.get("first_k_dense_replace") or 0
-        moe = {"n_experts": hf.get("n_routed_experts", 256), "top_k": hf.get("num_experts_per_tok", 8),
-               "n_shared_experts": hf.get("n_shared_experts", 1), "expert_d_ff": hf.get("moe_intermediate_size", 2048),
-               "route_scale": float(hf.get("routed_scaling_factor", 2.5)), "balance": {},
-               "router": self.router_from_hf(hf)}
+        given = {key: hf.get(key, default) for key, default in self.moe_defaults.items()}
+        router, router_checks = self.router_from_hf(hf)
+        moe = {"n_experts": given["n_routed_experts"], "top_k": given["num_experts_per_tok"],
+               "n_shared_experts": given["n_shared_experts"], "expert_d_ff": given["moe_intermediate_size"],
+               "route_scale": float(given["routed_scaling_factor"]), "balance": {}, "router": router}
         layers = ["dense" if i < dense else "moe" for i in range(n_layers)]
-        interleave = hf.get("rope_interleave", True)
+        interleave = hf.get("rope_interleave", True) if self.reads_layout else True
         checks["rope_interleave"] = (interleave, tuple(LAYOUTS))
-        return {**rope, "positional.layout": LAYOUTS.get(interleave, "interleaved"), **moe_paths(moe),
-                "layer_pattern": pattern_of(layers, "moe")}, checks
+        return ({**rope, "positional.layout": LAYOUTS.get(interleave, "interleaved"), **moe_paths(moe),
+                 "layer_pattern": pattern_of(layers, "moe")}, {**checks, **router_checks})
 
-    def router_from_hf(self, hf: Mapping[str, Any]) -> dict[str, Any]:
-        """model.ffn.router from config.json."""
-        return {"name": self.router, "n_group": hf.get("n_group") or 1, "topk_group": hf.get("topk_group") or 1,
-                "norm_topk_prob": bool(hf.get("norm_topk_prob", True))}
+    def router_from_hf(self, hf: Mapping[str, Any]) -> tuple[dict[str, Any], Checks]:
+        """model.ffn.router from config.json, and the checks."""
+        groups = {"n_group": hf.get("n_group") or 1, "topk_group": hf.get("topk_group") or 1}
+        return {"name": "sigmoid_bias", **groups,
+                "norm_topk_prob": bool(hf.get("norm_topk_prob", True))}, {}
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
         moe, router = cfg.ffn, cfg.ffn.router
         dense = next((i for i in range(cfg.n_layers) if cfg.layer_is_moe(i)), cfg.n_layers)
-        return {**self.rope.to_hf(cfg), "rope_interleave": cfg.positional.layout == "interleaved",
-                "num_key_value_heads": cfg.n_heads, "n_routed_experts": moe.n_experts,
-                "num_experts_per_tok": moe.top_k, "n_shared_experts": moe.n_shared_experts,
-                "moe_intermediate_size": moe.expert_d_ff or cfg.ffn_dim, "routed_scaling_factor": moe.route_scale,
-                "first_k_dense_replace": dense, "n_group": getattr(router, "n_group", 1),
-                "topk_group": getattr(router, "topk_group", 1), **self.router_to_hf(cfg),
-                "num_nextn_predict_layers": 0}
+        layout = {"rope_interleave": cfg.positional.layout == "interleaved"} if self.reads_layout else {}
+        return {**self.rope.to_hf(cfg), **layout, "num_key_value_heads": cfg.n_heads,
+                "n_routed_experts": moe.n_experts, "num_experts_per_tok": moe.top_k,
+                "n_shared_experts": moe.n_shared_experts,
+                "moe_intermediate_size": moe.expert_d_ff or cfg.ffn_dim,
+                "routed_scaling_factor": moe.route_scale, "first_k_dense_replace": dense,
+                "n_group": getattr(router, "n_group", 1), "topk_group": getattr(router, "topk_group", 1),
+                **self.router_to_hf(cfg), "num_nextn_predict_layers": 0}
 
     def router_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
         """config.json's routing keys (another router than the family's: the round trip names it)."""
         return {"norm_topk_prob": getattr(cfg.ffn.router, "norm_topk_prob", True)}
+
+
+class DeepseekV2(DeepseekV3):
+    """DeepSeek-V2 (and V2-Lite): V3's tables with softmax routing, `topk_method` greedy (zoo's softmax_topk)
+    or group_limited_greedy (groups scored by their best expert), no correction bias; rope always
+    interleaved. transformers' V2 never renormalises the kept weights, so `norm_topk_prob` must be false."""
+
+    model_type = "deepseek_v2"
+    class_prefix = "DeepseekV2"
+    heads = heads_of("none", "lm", "classifier")
+    defaults = {"bos_token_id": 1, "eos_token_id": 2, "max_position_embeddings": 2048}
+    requires = {"scoring_func": "softmax", "moe_layer_freq": 1, "mlp_bias": False, "norm_topk_prob": False}
+    moe_defaults = {"n_routed_experts": 64, "num_experts_per_tok": None, "n_shared_experts": 2,
+                    "moe_intermediate_size": 1407, "routed_scaling_factor": 1.0}
+    reads_layout = False
+    ROUTERS = {"greedy": "softmax_topk", "group_limited_greedy": "group_limited_greedy"}  # topk_method -> zoo
+
+    def router_from_hf(self, hf: Mapping[str, Any]) -> tuple[dict[str, Any], Checks]:
+        method = hf.get("topk_method", "greedy")
+        name = self.ROUTERS.get(method, "softmax_topk")
+        groups = {"n_group": hf.get("n_group") or 1, "topk_group": hf.get("topk_group") or 1}
+        return ({"name": name, **(groups if name == "group_limited_greedy" else {})},
+                {"topk_method": (method, tuple(self.ROUTERS))})
+
+    def router_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
+        methods = {zoo: hf for hf, zoo in self.ROUTERS.items()}
+        return {"topk_method": methods.get(cfg.ffn.router.name, "greedy")}

@@ -9,8 +9,8 @@ import importlib
 from zoo.registry import Registry, unknown_choice_message
 
 MODULES = {
-    "bart": "bart", "bert": "bert", "deepseek_v3": "deepseek", "distilbert": "bert", "gemma": "gemma",
-    "gemma2": "gemma",
+    "bart": "bart", "bert": "bert", "deepseek_v2": "deepseek", "deepseek_v3": "deepseek",
+    "distilbert": "bert", "gemma": "gemma", "gemma2": "gemma",
     "gemma3_text": "gemma", "gpt2": "gpt2", "gpt_oss": "gpt_oss",
     "gpt_neox": "gpt_neox", "llama": "llama", "marian": "bart",
     "mistral": "llama", "mixtral": "mixtral", "modernbert": "modernbert", "olmo2": "olmo2", "olmoe": "olmoe",
