@@ -10,13 +10,14 @@ pytestmark = pytest.mark.e2e
 
 
 def test_quick_run_measures_both_sides():
-    from bench.bench_qlora import run
+    from bench.bench_qlora import SIDES, run
 
     section = run(quick=True)
     data = section.data
-    assert set(data["tensor_peak"]) == {"lora", "qlora"}
-    for side in ("lora", "qlora"):
+    assert set(data["tensor_peak"]) == set(SIDES)
+    for side in SIDES:
         assert data["tensor_peak"][side] == data["held"][side] + data["step_peak"][side]
         assert data["process"][side]["steps_peak"] > 0 and data["step_s"][side] > 0
     assert data["held"]["qlora"] < data["held"]["lora"]
+    assert data["held"]["qlora_checkpointed"] == data["held"]["qlora"]  # checkpointing holds nothing more
     assert "| finetune=qlora |" in section.markdown()
