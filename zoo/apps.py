@@ -243,11 +243,12 @@ def open_model(path: str | Path) -> tuple[Any, Any, str | None]:
 
 def open_trained(path: str | Path) -> tuple[Any, Any, str | None, dict[str, Any] | None]:
     """`open_model`'s three and the task's state the checkpoint keeps (`task_state`: task=dpo's settings),
-    from the same one read; None for an export folder or a checkpoint without one."""
-    from zoo.checkpoint import Checkpoint
+    from the same one read (a file, or a sharded checkpoint folder); None for an export folder or a
+    checkpoint without one."""
+    from zoo.checkpoint import Checkpoint, is_sharded
     from zoo.loader import from_checkpoint, load
 
-    if not Path(path).is_file():
+    if not (Path(path).is_file() or is_sharded(path)):  # a sharded folder keeps its task state in meta.pt
         return (*load(path), None, None)
     ckpt = Checkpoint.read(path)
     return (*from_checkpoint(ckpt), ckpt.record.task, ckpt.data.get("task_state"))

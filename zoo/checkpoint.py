@@ -33,6 +33,7 @@ FORMAT_VERSION = 1
 EXPORT_WEIGHTS = "model.safetensors"
 EXPORT_CONFIG = "config.json"
 EXPORT_TOKENIZER = "tokenizer"
+CONSOLIDATED_EXTRAS = ("task_state",)  # what a consolidated file keeps beside its weights and zoo section
 SHARDED_META = "meta.pt"  # a sharded checkpoint's non-tensor part (Lightning's name for it)
 EXPORT_FILES = (EXPORT_WEIGHTS, EXPORT_CONFIG, EXPORT_TOKENIZER)  # all an export folder may hold
 # Keys that may differ between a checkpoint and the run resuming it (they change no tensor shape).
@@ -175,15 +176,17 @@ def read_sharded(path: Path, *, shards: bool = True) -> dict[str, Any]:
 
 def consolidate(sharded: str | os.PathLike, out: str | os.PathLike) -> Path:
     """Write the sharded checkpoint folder `sharded` as one checkpoint file `out` (atomically): its zoo
-    section and whole state dict, which `zoo.load`, generate, evaluate and export read like any checkpoint.
-    The optimizer states stay behind (resume from the folder itself, with trainer=fsdp). Returns `out`."""
+    section, whole state dict and task state (task=dpo's settings and precomputed reference log-probs, which
+    evaluate.py reads), which `zoo.load`, generate, evaluate and export read like any checkpoint. The
+    optimizer states stay behind (resume from the folder itself, with trainer=fsdp). Returns `out`."""
     if not checkpoint_file(sharded).is_dir():
         raise CheckpointError(f"{sharded} is a checkpoint file already, not a sharded checkpoint folder")
     out = CHECKPOINT_OUTPUT.check(out)  # a new file or one zoo wrote, before any shard is read
     data = read_checkpoint(sharded)  # a tensor-parallel run's parts fused back: the file holds them fused
     record = {k: v for k, v in data["zoo"].items() if k != "layout"}
+    kept = {k: data[k] for k in CONSOLIDATED_EXTRAS if data.get(k) is not None}  # task=dpo: its settings
     try:
-        atomic_torch_save({"state_dict": data["state_dict"], "zoo": record}, out)
+        atomic_torch_save({"state_dict": data["state_dict"], "zoo": record, **kept}, out)
     except OSError as e:
         raise write_failure(f"out={out}", e) from None
     return out
@@ -196,7 +199,8 @@ def consolidated(path: Path) -> bool:
         data = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception:  # not a PyTorch zip file, or a pickle weights_only refuses: not zoo's
         return False
-    return (isinstance(data, dict) and set(data) == {"state_dict", "zoo"} and isinstance(data["zoo"], dict)
+    return (isinstance(data, dict) and {"state_dict", "zoo"} <= set(data)
+            and set(data) <= {"state_dict", "zoo", *CONSOLIDATED_EXTRAS} and isinstance(data["zoo"], dict)
             and "format_version" in data["zoo"])
 
 

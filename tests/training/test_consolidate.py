@@ -75,3 +75,29 @@ def test_a_folder_or_a_path_under_a_file_is_one_clear_error(sharded, tmp_path, c
     assert err.startswith(f"error: out={under / 'model.ckpt'} cannot be written: {under} is a file, not a")
     assert ".tmp" not in err
     assert sorted(os.listdir(tmp_path)) == ["file", "folder"] and not os.listdir(tmp_path / "folder")
+
+
+def test_the_task_state_survives_consolidation_and_is_read_from_the_folder(sharded, tmp_path):
+    """A task=dpo run's `task_state` (its dpo.* settings, which evaluate.py scores with, and the precomputed
+    reference log-probs) is in the folder's meta.pt; open_trained reads it from the folder, and the
+    consolidated file keeps it. Was: consolidate wrote the weights and zoo section alone, and open_trained
+    read a folder as an export (no state), so evaluate.py refused both for lacking the dpo.* settings."""
+    from zoo.apps import open_trained
+
+    meta = torch.load(sharded / SHARDED_META, weights_only=True)
+    state = {"dpo": {"loss_type": "sigmoid", "beta": 0.1, "label_smoothing": 0.0, "sft_weight": 0.0,
+                     "reference": "precomputed"},
+             "reference_logps": {"train": torch.tensor([[-3.5, -4.25]]), "val": torch.tensor([[-1.0, -2.0]])}}
+    folder = tmp_path / "dpo.ckpt"
+    folder.mkdir()
+    for shard in sharded.iterdir():
+        (folder / shard.name).write_bytes(shard.read_bytes())
+    atomic_torch_save({**meta, "task_state": state}, folder / SHARDED_META)
+    out = tmp_path / "model.ckpt"
+    assert main([f"ckpt={folder}", f"out={out}"]) == 0
+    assert main([f"ckpt={folder}", f"out={out}"]) == 0  # still its own output: replaced, not refused
+    for path in (folder, out):
+        kept = open_trained(path)[3]
+        assert kept["dpo"] == state["dpo"], path
+        for split, logps in state["reference_logps"].items():
+            assert torch.equal(kept["reference_logps"][split], logps), (path, split)
