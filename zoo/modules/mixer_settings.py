@@ -64,6 +64,8 @@ class LatentAttentionSettings(Part):
     v_head_dim: Annotated[int, POSITIVE] = 128  # each head's value size
     bias: bool | None = None  # bias on the down projections and o (transformers' attention_bias); null:
     #                           model.bias. The up projections never have one (the latent cache folds them)
+    latent_norm_eps: Annotated[float | None, positive_scale()] = None  # the q and kv latents' norm epsilon;
+    #   null: model.norm_eps (transformers' DeepSeek, GLM and Youtu keep 1e-6 whatever rms_norm_eps says)
     scale: Annotated[float | None, positive_scale()] = None  # score multiplier; null: 1/sqrt(nope + rope),
     #                                                          times YaRN's mscale_all_dim factor squared
     sliding_window: Annotated[int | None, _WINDOW] = None  # as attention's: the window of the local layers

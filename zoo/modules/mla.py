@@ -53,10 +53,10 @@ class LatentAttention(nn.Module):
             self.q = nn.Linear(cfg.d_model, q_dim, bias=False)
         else:
             self.q_a = nn.Linear(cfg.d_model, s.q_lora_rank, bias=bias)
-            self.q_norm = make_norm(cfg, s.q_lora_rank)
+            self.q_norm = self._latent_norm(cfg, s.q_lora_rank)
             self.q_b = nn.Linear(s.q_lora_rank, q_dim, bias=False)
         self.kv_a = nn.Linear(cfg.d_model, self.latent_dim + self.rope_dim, bias=bias)
-        self.kv_norm = make_norm(cfg, self.latent_dim)
+        self.kv_norm = self._latent_norm(cfg, self.latent_dim)
         self.kv_b = nn.Linear(self.latent_dim, self.n_heads * (self.nope_dim + self.v_dim), bias=False)
         self.o = nn.Linear(self.n_heads * self.v_dim, cfg.d_model, bias=bias)
         scaling = ROPE_SCALINGS.get(cfg.positional.scaling.name)(cfg) if hasattr(cfg.positional, "scaling") \
@@ -66,6 +66,12 @@ class LatentAttention(nn.Module):
             self.scale *= scaling.all_dims_factor
         self.dropout = cfg.attention_dropout
         self.latent_cache = s.cache == "latent"
+
+    @staticmethod
+    def _latent_norm(cfg, dim: int) -> nn.Module:
+        """A latent's norm, with the mixer's own epsilon where it sets one (model.mixer.latent_norm_eps)."""
+        eps = cfg.mixer.latent_norm_eps
+        return make_norm(cfg if eps is None else dataclasses.replace(cfg, norm_eps=eps), dim)
 
     def attention_widths(self) -> tuple[int, int]:
         """(q.k, weights.v) features summed over the heads, as it trains (the latent decompressed)."""

@@ -6,7 +6,9 @@ Mixture of Experts after the first `first_k_dense_replace` dense layers (model.l
 `e_score_correction_bias` buffer to choose, n_group / topk_group groups, norm_topk_prob), its weights times
 `routed_scaling_factor` (route_scale); `n_shared_experts` always-on experts of width `moe_intermediate_size`
 each are one FFN `mlp.shared_experts`. transformers keeps no balancing loss: balance is {}. Multi-token
-prediction layers (`num_nextn_predict_layers`) are not built by transformers nor read here (written as 0)."""
+prediction layers (`num_nextn_predict_layers`) are not built by transformers nor read here (written as 0).
+The other latent-attention families are these tables with what differs: DeepSeek-V2 (softmax routing),
+GLM-4.7-Flash (`glm4_moe_lite`: the MoE layers listed in `mlp_layer_types`) and Youtu-LLM (dense)."""
 
 from __future__ import annotations
 
@@ -49,6 +51,7 @@ KEYS = (  # Llama's, less the key / value heads and head_dim (MLA's sizes are it
     Key("mixer.qk_rope_head_dim", "qk_rope_head_dim", 64),
     Key("mixer.v_head_dim", "v_head_dim", 128), Key("mixer.bias", "attention_bias", False),
 )
+LATENT_NORM_EPS = 1e-6  # transformers' q_a_layernorm / kv_a_layernorm: RMSNorm's default, not rms_norm_eps
 LAYOUTS = {True: "interleaved", False: "half"}  # rope_interleave -> model.positional.layout
 
 
@@ -57,32 +60,67 @@ def heads_of(*names: str) -> dict[str, HeadLayout]:
     return {name: LLAMA_HEADS[name] for name in names}
 
 
-class DeepseekV3(LlamaShaped):
+class LatentDecoder(LlamaShaped):
+    """Llama's decoder with latent attention (the MLA keys, tensors and rope layout every family here has)."""
+
+    keys = KEYS
+    fixed = {**DECODER, "mixer": "mla", "mixer.latent_norm_eps": LATENT_NORM_EPS}
+    tensors = {**TENSORS, **within("decoder_stack.layers.{i}.", "layers.{i}.", ATTENTION)}
+    reads_layout = True  # config.json says the rope layout (rope_interleave); else interleaved
+
+    def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
+        rope, checks = self.rope.from_hf(hf)
+        interleave = hf.get("rope_interleave", True) if self.reads_layout else True
+        checks["rope_interleave"] = (interleave, tuple(LAYOUTS))
+        return {**rope, "positional.layout": LAYOUTS.get(interleave, "interleaved")}, checks
+
+    def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
+        layout = {"rope_interleave": cfg.positional.layout == "interleaved"} if self.reads_layout else {}
+        return {**self.rope.to_hf(cfg), **layout, "num_key_value_heads": cfg.n_heads}
+
+
+class Youtu(LatentDecoder):
+    """Youtu-LLM: a dense latent-attention decoder, its head tied to the token table by default."""
+
+    model_type = "youtu"
+    class_prefix = "Youtu"
+    heads = heads_of("none", "lm")
+    defaults = {"tie_word_embeddings": True, "bos_token_id": 128000, "eos_token_id": 128001,
+                "max_position_embeddings": 131072}
+
+
+class DeepseekV3(LatentDecoder):
     model_type = "deepseek_v3"
     class_prefix = "DeepseekV3"
     heads = heads_of("none", "lm", "classifier", "token_classifier")
-    keys = KEYS
-    fixed = {**DECODER, "mixer": "mla", "ffn": "moe"}
+    fixed = {**LatentDecoder.fixed, "ffn": "moe"}
     # the Hub's config.json names V3's routing, which transformers computes whatever they say
     requires = {"topk_method": "noaux_tc", "scoring_func": "sigmoid", "moe_layer_freq": 1}
     tensors = {**TENSORS, **within("decoder_stack.layers.{i}.", "layers.{i}.", {**ATTENTION, **EXPERTS})}
     moe_defaults = {"n_routed_experts": 256, "num_experts_per_tok": 8, "n_shared_experts": 1,
                     "moe_intermediate_size": 2048, "routed_scaling_factor": 2.5}  # the config class's
-    reads_layout = True  # config.json says the rope layout (rope_interleave); else interleaved
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
-        rope, checks = self.rope.from_hf(hf)
-        n_layers, dense = settings["n_layers"], hf.get("first_k_dense_replace") or 0
+        more, checks = super().more_from_hf(hf, settings)
         given = {key: hf.get(key, default) for key, default in self.moe_defaults.items()}
         router, router_checks = self.router_from_hf(hf)
         moe = {"n_experts": given["n_routed_experts"], "top_k": given["num_experts_per_tok"],
                "n_shared_experts": given["n_shared_experts"], "expert_d_ff": given["moe_intermediate_size"],
                "route_scale": float(given["routed_scaling_factor"]), "balance": {}, "router": router}
-        layers = ["dense" if i < dense else "moe" for i in range(n_layers)]
-        interleave = hf.get("rope_interleave", True) if self.reads_layout else True
-        checks["rope_interleave"] = (interleave, tuple(LAYOUTS))
-        return ({**rope, "positional.layout": LAYOUTS.get(interleave, "interleaved"), **moe_paths(moe),
-                 "layer_pattern": pattern_of(layers, "moe")}, {**checks, **router_checks})
+        layers, layer_checks = self.moe_layers(hf, settings["n_layers"])
+        return ({**more, **moe_paths(moe), "layer_pattern": pattern_of(layers, "moe")},
+                {**checks, **router_checks, **layer_checks})
+
+    def moe_layers(self, hf: Mapping[str, Any], n_layers: int) -> tuple[list[str], Checks]:
+        """What each layer's FFN is ("dense" or "moe"), and the checks."""
+        dense = hf.get("first_k_dense_replace") or 0
+        return ["dense" if i < dense else "moe" for i in range(n_layers)], {}
+
+    def moe_layers_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
+        """config.json's keys saying which layers are MoE (a pattern they cannot say: the round trip names
+        it)."""
+        dense = next((i for i in range(cfg.n_layers) if cfg.layer_is_moe(i)), cfg.n_layers)
+        return {"first_k_dense_replace": dense, "num_nextn_predict_layers": 0}
 
     def router_from_hf(self, hf: Mapping[str, Any]) -> tuple[dict[str, Any], Checks]:
         """model.ffn.router from config.json, and the checks."""
@@ -92,19 +130,41 @@ class DeepseekV3(LlamaShaped):
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
         moe, router = cfg.ffn, cfg.ffn.router
-        dense = next((i for i in range(cfg.n_layers) if cfg.layer_is_moe(i)), cfg.n_layers)
-        layout = {"rope_interleave": cfg.positional.layout == "interleaved"} if self.reads_layout else {}
-        return {**self.rope.to_hf(cfg), **layout, "num_key_value_heads": cfg.n_heads,
-                "n_routed_experts": moe.n_experts, "num_experts_per_tok": moe.top_k,
-                "n_shared_experts": moe.n_shared_experts,
+        return {**super().more_to_hf(cfg), "n_routed_experts": moe.n_experts,
+                "num_experts_per_tok": moe.top_k, "n_shared_experts": moe.n_shared_experts,
                 "moe_intermediate_size": moe.expert_d_ff or cfg.ffn_dim,
-                "routed_scaling_factor": moe.route_scale, "first_k_dense_replace": dense,
+                "routed_scaling_factor": moe.route_scale,
                 "n_group": getattr(router, "n_group", 1), "topk_group": getattr(router, "topk_group", 1),
-                **self.router_to_hf(cfg), "num_nextn_predict_layers": 0}
+                **self.router_to_hf(cfg), **self.moe_layers_to_hf(cfg)}
 
     def router_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
         """config.json's routing keys (another router than the family's: the round trip names it)."""
         return {"norm_topk_prob": getattr(cfg.ffn.router, "norm_topk_prob", True)}
+
+
+class Glm4MoeLite(DeepseekV3):
+    """GLM-4.7-Flash: V3's tables with the MoE layers listed per layer (`mlp_layer_types`: dense or sparse;
+    default: the first dense)."""
+
+    model_type = "glm4_moe_lite"
+    class_prefix = "Glm4MoeLite"
+    heads = heads_of("none", "lm")
+    requires = {}
+    defaults = {"rms_norm_eps": 1e-5, "max_position_embeddings": 202752, "q_lora_rank": 768,
+                "qk_nope_head_dim": 192, "v_head_dim": 256}
+    moe_defaults = {"n_routed_experts": 64, "num_experts_per_tok": 4, "n_shared_experts": 1,
+                    "moe_intermediate_size": 1536, "routed_scaling_factor": 1.8}
+    KINDS = {"dense": "dense", "sparse": "moe"}  # mlp_layer_types -> zoo's layer tag
+
+    def moe_layers(self, hf: Mapping[str, Any], n_layers: int) -> tuple[list[str], Checks]:
+        given = hf.get("mlp_layer_types") or ["dense"] + ["sparse"] * (n_layers - 1)
+        known = len(given) == n_layers and set(given) <= set(self.KINDS)
+        layers = [self.KINDS[kind] for kind in given] if known else ["moe"] * n_layers
+        return layers, {"mlp_layer_types (dense or sparse, one per layer)": (known, True)}
+
+    def moe_layers_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
+        return {"mlp_layer_types": ["sparse" if cfg.layer_is_moe(i) else "dense"
+                                    for i in range(cfg.n_layers)]}
 
 
 class DeepseekV2(DeepseekV3):

@@ -25,6 +25,8 @@ def effective(cfg: ModelConfig) -> dict[str, Any]:
     is."""
     data = cfg.to_dict()
     data["mixer"]["qkv_bias"] = cfg.use_qkv_bias
+    if data["mixer"].get("latent_norm_eps", 0) is None:  # mla's latent norms: null is model.norm_eps
+        data["mixer"]["latent_norm_eps"] = cfg.norm_eps
     if "sliding_window" in data["mixer"] and not any(map(cfg.layer_is_local, range(_depth(cfg)))):
         data["mixer"]["sliding_window"] = None  # a window no layer uses
     if not getattr(cfg.mixer, "qk_norm", False):
