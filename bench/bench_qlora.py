@@ -175,8 +175,9 @@ def run(quick: bool = False) -> Section:
         "quantised: zoo builds the float model first, so loading does not yet save memory, training does.",
         f"Step s: {size['repeats']} interleaved steps per side after two warm-up steps, median; spread = "
         "(max - min) / median. This machine is shared with other engineers running tests on 2 cores (load "
-        "average ~6-9 while measured): the times are noisy, the ratio is what to read. qlora's extra time is "
-        "bitsandbytes dequantising every base weight twice a step (forward and backward) on the CPU.",
+        "average ~6-9 while measured): at this many steps the times resolve only differences larger than "
+        "the spread, so read them as rough. What qlora adds per step is bitsandbytes dequantising every "
+        "base weight twice (forward and backward) on the CPU.",
     ]
     return Section("QLoRA vs LoRA: fine-tuning peak memory and step time", table, notes,
                    data={"held": held, "step_peak": peaks, "tensor_peak": tensors, "process": processes,
