@@ -201,6 +201,10 @@ OVERRIDES = [BadInput(given, message) for given, message in [
      "model.n_layers=10000000000, model.d_model=384, model.n_heads=6 (head size 64), model.vocab_size=8192 "
      "need at least 11,796.5 TB of torch.float32 weights"),
     ("task=seq2seq", "task=seq2seq needs model.arch in ['encoder_decoder'], but model.arch=decoder"),
+    ("model=transformer_tiny task=sft data=chat data.path=chats.jsonl",
+     "task=sft needs model.arch in ['decoder'], but model.arch=encoder_decoder; fine-tune an encoder-decoder "
+     "on prompt/completion pairs with task=seq2seq data=pairs data.path=pairs.jsonl data.src_field=prompt "
+     "data.tgt_field=completion"),
     ("task=classification model=bert_small", "task=classification needs model.head=classifier"),
     ("task=token_classification model=bert_small",
      "task=token_classification needs model.head=token_classifier"),

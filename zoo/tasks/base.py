@@ -37,6 +37,8 @@ class Task:
 
     name: str = ""
     archs: tuple[str, ...] = ()  # model.arch values it trains
+    # model.arch values it does not train -> what trains that architecture on such data (named in the error)
+    instead: Mapping[str, str] = types.MappingProxyType({})
     head: str = "lm"  # the model.head it needs
     auto: bool = True  # task=auto picks it for its archs with its head (at most one task per arch and head)
     builtin_data: str | None = None  # conf/data/<name>.yaml that data=auto reads; None: the user names data
@@ -65,8 +67,9 @@ class Task:
         """Raise ValueError unless this task trains `cfg`'s architecture and head, then check the model as
         it will be built (names resolved, each component's needs: `zoo.models.check_config`)."""
         if cfg.arch not in self.archs:
+            hint = f"; {self.instead[cfg.arch]}" if cfg.arch in self.instead else ""
             raise ValueError(f"task={self.name} needs model.arch in {list(self.archs)}, "
-                             f"but model.arch={cfg.arch}")
+                             f"but model.arch={cfg.arch}{hint}")
         if cfg.head.name != self.head:
             other = [t.name for t in all_tasks() if t.is_default_for(cfg)]
             hint = f" (that trains task={other[0]})" if other else ""

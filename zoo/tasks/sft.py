@@ -6,6 +6,7 @@ to validation conversations (rendered through the template up to the assistant's
 
 from __future__ import annotations
 
+import types
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,6 +37,12 @@ class SupervisedFineTuning(LanguageModelling):
     user_data = "data=chat data.path=conversations.jsonl"
     corpus_kind = "chat"
     needed_specials = ()  # the template writes its own turns; text rows end with eos when there is one
+    # packed decoder windows with a per-token loss mask (several assistant turns per row) are no
+    # source/target pair: an encoder-decoder trains on prompt/completion text with task=seq2seq
+    instead = types.MappingProxyType({"encoder_decoder": (
+        "fine-tune an encoder-decoder on prompt/completion pairs with task=seq2seq data=pairs "
+        "data.path=pairs.jsonl data.src_field=prompt data.tgt_field=completion (plain text: chat turns are not "
+        "rendered through a template for it)")})
 
     def with_epoch(self, data_cfg: dict[str, Any], examples_per_eval: int) -> dict[str, Any]:
         return data_cfg  # a finite set of packed windows: one epoch is one pass
