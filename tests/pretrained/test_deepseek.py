@@ -14,7 +14,6 @@ import re
 
 import pytest
 import torch
-from safetensors.torch import load_file
 from transformers import (
     DeepseekV2Config,
     DeepseekV2ForCausalLM,
@@ -33,7 +32,7 @@ from tests.pretrained.decoder_checks import (
     left_padded_logits_match,
     right_padded_logits_match,
 )
-from tests.pretrained.helpers import export_round_trip, perturbed, saved
+from tests.pretrained.helpers import perturbed, saved
 from zoo.models.base import build_model
 from zoo.modules.moe import MoE
 
@@ -81,6 +80,8 @@ def tiny(variant: str, scale: float = 0.05):
                 gate.weight.normal_(0, 1.0, generator=gen)
             if hasattr(gate, "e_score_correction_bias"):
                 gate.e_score_correction_bias.copy_(torch.randn(8, generator=gen) * 0.3)
+        if model_type == "youtu":  # transformers 5.25's Youtu zeroes the pad row when it loads (its own
+            hf.model.embed_tokens.weight[hf.config.pad_token_id] = 0  # folders too): as it would load
     return hf
 
 
@@ -103,7 +104,7 @@ def test_greedy_matches_transformers_generate(tmp_path, variant):
     greedy_matches(hf, zoo.from_pretrained(saved(hf, tmp_path)))
 
 
-@pytest.mark.parametrize("variant", [v for v in VARIANTS if v not in ("v3_full_q_half_rope", "youtu_tied")])
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v != "v3_full_q_half_rope"])
 def test_export_round_trip(tmp_path, variant):
     model_type, settings, _, _ = VARIANTS[variant]
     model = zoo.from_pretrained(saved(tiny(variant), tmp_path))
@@ -116,18 +117,6 @@ def test_export_round_trip(tmp_path, variant):
         assert written["mlp_layer_types"] == ["sparse", "dense", "sparse"]
     if "rope_parameters" in settings:
         assert written["rope_parameters"]["mscale_all_dim"] == 0.8
-
-
-def test_tied_youtu_export_reads_back(tmp_path):
-    """A tied Youtu export holds the token table once and reads back bit-identical in zoo. (transformers
-    5.25 redraws a tied Youtu model's token table when loading any folder, its own save_pretrained's too,
-    so its logits cannot be compared after the reload; the untied export is, above.)"""
-    hf = tiny("youtu_tied")
-    model = zoo.from_pretrained(saved(hf, tmp_path))
-    out, _ = export_round_trip(model, YoutuForCausalLM, tmp_path / "export")
-    assert json.loads((out / "config.json").read_text())["tie_word_embeddings"] is True
-    assert "lm_head.weight" not in load_file(out / "model.safetensors")
-    right_padded_logits_match(hf, zoo.from_pretrained(out))
 
 
 @pytest.mark.parametrize("norm_eps", [1e-6, 1e-5])

@@ -17,7 +17,7 @@ from zoo.modules.positional_settings import ROPE_SCALING
 REQUIRED = object()  # a Key without a default: config.json must hold it (io.HFConfig names the file and key)
 # ModelConfig keys written as their resolved value (d_ff=None is written as the d_ff it builds)
 RESOLVED = {"d_ff": "ffn_dim", "n_kv_heads": "kv_heads", "head_dim": "head_size",
-            "mixer.qkv_bias": "use_qkv_bias",
+            "mixer.qkv_bias": "use_qkv_bias", "mixer.bias": "use_qkv_bias",  # mla: its down projections
             "attn_dropout": "attention_dropout", "encoder_layers": "n_encoder_layers",
             "decoder_layers": "n_decoder_layers", "decoder_start_id": "start_id"}
 # HF activation -> zoo activation (plain MLPs); export writes the first HF name of each
