@@ -359,6 +359,20 @@ CHECKED_ELSEWHERE = [
     BadInput("zoo.from_pretrained: a qwen2_moe / qwen3_moe config.json with decoder_sparse_step 0",
              "decoder_sparse_step (a positive integer)=False",
              "tests/pretrained/test_qwen_moe.py::test_what_qwen2_moe_cannot_say_is_named"),
+    BadInput("zoo.from_pretrained: a deepseek_v3 config.json with topk_method / scoring_func other than "
+             "V3's (noaux_tc, sigmoid)", "topk_method='greedy' (supported: 'noaux_tc')",
+             "tests/pretrained/test_deepseek.py::test_routing_zoo_cannot_reproduce_is_named"),
+    BadInput("zoo.from_pretrained: a deepseek_v2 config.json with norm_topk_prob true (transformers' V2 "
+             "never renormalises) or an unknown topk_method", "norm_topk_prob=True (supported: False)",
+             "tests/pretrained/test_deepseek.py::test_v2_settings_zoo_cannot_reproduce_are_named"),
+    BadInput("zoo.from_pretrained: a glm4_moe_lite config.json whose mlp_layer_types names another kind than "
+             "dense / sparse", "mlp_layer_types (dense or sparse, one per layer)=False",
+             "tests/pretrained/test_deepseek.py::test_glm_layer_types_zoo_cannot_reproduce_are_named"),
+    BadInput("zoo.save_pretrained model_type=deepseek_v3 of an mla model whose latent norms use norm_eps "
+             "1e-5 (transformers' keep 1e-6)",
+             "cannot express model.mixer.latent_norm_eps=1e-05 (would load as 1e-06)",
+             "tests/pretrained/test_deepseek.py::"
+             "test_a_model_trained_in_zoo_exports_where_its_latent_norms_agree"),
     BadInput("zoo.save_pretrained / export.py format=hf model_type=roberta of a model whose head activation "
              "RoBERTa cannot write", "model.head.activation='relu'",
              "tests/export/test_hf_loads.py::test_a_refused_activation_is_named_not_shown_as_a_function"),
