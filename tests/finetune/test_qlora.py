@@ -69,7 +69,10 @@ def _train(model: nn.Module, batches: list[torch.Tensor]) -> dict[str, torch.Ten
 @NEEDS_BITSANDBYTES
 def test_adapters_on_the_nf4_base_equal_adapters_on_its_fp32_dequantization():
     quantized = tiny()
-    apply_finetune(quantized, QLORA)
+    applied = apply_finetune(quantized, QLORA)
+    # 2 layers x (qkv 96 x 32 + o 32 x 32 + up 128 x 32 + down 32 x 128) weights held in 4 bits
+    assert "on 8 layers (every linear layer outside the head), their 24,576 base weights in NF4" in \
+        applied.description
     layers = {n: m for n, m in quantized.named_modules() if isinstance(m, QLoRALinear)}
     assert len(layers) == 8  # every linear layer of the two blocks; the (tied) head stays float
     reference = tiny()  # the same weights, each adapted layer's base dequantised once, in fp32
