@@ -31,7 +31,7 @@ ROWS = [
     {"prompt": "yes or no? ", "chosen": "yes", "rejected": "no"},
     {"prompt": "x", "chosen": "yz", "rejected": "zy"},
 ]
-STEPS, BATCH, BETA, LR = 4, 2, 0.1, 5e-3
+STEPS, BATCH, BETA, LR = 10, 2, 0.1, 5e-3  # the first 10 steps: the 8 rows, then again
 
 
 def char_tokenizer():
@@ -83,7 +83,7 @@ def test_dpo_loss_and_rewards_equal_trl_step_for_step(tmp_path):
     encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
 
     for step in range(STEPS):
-        rows = range(step * BATCH, (step + 1) * BATCH)
+        rows = [i % len(ROWS) for i in range(step * BATCH, (step + 1) * BATCH)]
         trl_batch = trainer.data_collator([trainer.train_dataset[i] for i in rows])
         batch = collate_pairs([encode_pair(parsed[i], encode, tokenizer.eos_token_id) for i in rows],
                               pad_id=tokenizer.pad_token_id)
