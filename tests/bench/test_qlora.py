@@ -3,10 +3,14 @@ fewer bytes than LoRA on the same layers (the NF4 base); e2e: it spawns a proces
 
 from __future__ import annotations
 
+from importlib.util import find_spec
+
 import pytest
 
-pytest.importorskip("bitsandbytes", reason="the qlora extra (pip install 'zoo[qlora]')")
-pytestmark = pytest.mark.e2e
+# found, not imported: collecting this file (every xdist worker does) does not pay bitsandbytes' import
+NEEDS_BITSANDBYTES = pytest.mark.skipif(find_spec("bitsandbytes") is None,
+                                        reason="the qlora extra (pip install 'zoo[qlora]')")
+pytestmark = [pytest.mark.e2e, NEEDS_BITSANDBYTES]
 
 
 def test_quick_run_measures_both_sides():

@@ -5,6 +5,7 @@ once to fp32; merging gives a plain fp32 model with the same logits; bad input i
 from __future__ import annotations
 
 import sys
+from importlib.util import find_spec
 
 import pytest
 import torch
@@ -15,7 +16,9 @@ from zoo.finetune import apply_finetune, merge_lora
 from zoo.modules.lora import LoRALinear
 from zoo.modules.qlora import QLoRALinear
 
-pytest.importorskip("bitsandbytes", reason="the qlora extra (pip install 'zoo[qlora]')")
+# found, not imported: collecting this file (every xdist worker does) does not pay bitsandbytes' import
+NEEDS_BITSANDBYTES = pytest.mark.skipif(find_spec("bitsandbytes") is None,
+                                        reason="the qlora extra (pip install 'zoo[qlora]')")
 
 QLORA = {"name": "qlora", "rank": 4, "alpha": 8.0, "block_size": 32}
 STEPS = 3
@@ -32,6 +35,7 @@ def tiny() -> nn.Module:
     return zoo.build("gpt_nano")
 
 
+@NEEDS_BITSANDBYTES
 def test_layer_is_the_dequantized_base_plus_the_update():
     torch.manual_seed(0)
     base = nn.Linear(64, 48)
@@ -62,9 +66,13 @@ def _train(model: nn.Module, batches: list[torch.Tensor]) -> dict[str, torch.Ten
     return {k: v.detach().clone() for k, v in model.state_dict().items() if k.endswith(("lora_A", "lora_B"))}
 
 
+@NEEDS_BITSANDBYTES
 def test_adapters_on_the_nf4_base_equal_adapters_on_its_fp32_dequantization():
     quantized = tiny()
-    apply_finetune(quantized, QLORA)
+    applied = apply_finetune(quantized, QLORA)
+    # 2 layers x (qkv 96 x 32 + o 32 x 32 + up 128 x 32 + down 32 x 128) weights held in 4 bits
+    assert "on 8 layers (every linear layer outside the head), their 24,576 base weights in NF4" in \
+        applied.description
     layers = {n: m for n, m in quantized.named_modules() if isinstance(m, QLoRALinear)}
     assert len(layers) == 8  # every linear layer of the two blocks; the (tied) head stays float
     reference = tiny()  # the same weights, each adapted layer's base dequantised once, in fp32
@@ -86,6 +94,7 @@ def test_adapters_on_the_nf4_base_equal_adapters_on_its_fp32_dequantization():
     torch.testing.assert_close(quantized(ids).logits, reference(ids).logits, atol=1e-4, rtol=0)
 
 
+@NEEDS_BITSANDBYTES
 def test_merged_model_is_fp32_with_the_quantized_logits():
     model = tiny()
     apply_finetune(model, {**QLORA, "targets": ["qkv", "ffn.down"]})
@@ -103,6 +112,7 @@ def test_merged_model_is_fp32_with_the_quantized_logits():
     torch.testing.assert_close(model(ids).logits, unmerged, atol=1e-4, rtol=0)
 
 
+@NEEDS_BITSANDBYTES
 def test_a_bf16_model_merges_into_bf16_layers():
     model = zoo.build("gpt_nano").to(torch.bfloat16)
     apply_finetune(model, QLORA)

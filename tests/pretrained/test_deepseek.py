@@ -14,6 +14,7 @@ import re
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 from transformers import (
     DeepseekV2Config,
     DeepseekV2ForCausalLM,
@@ -161,3 +162,26 @@ def test_glm_layer_types_zoo_cannot_reproduce_are_named():
     hf = {"model_type": "glm4_moe_lite", **GLM, "mlp_layer_types": ["dense", "shared", "sparse"]}
     with pytest.raises(ValueError, match=re.escape("mlp_layer_types (dense or sparse, one per layer)=False")):
         family.config_from_hf(hf)
+
+
+@pytest.mark.parametrize("variant", ["v3_low_rank_q", "glm4_moe_lite"])
+def test_multi_token_prediction_layers_are_left_out(tmp_path, variant):
+    """The Hub's DeepSeek-V3 / GLM-4.7-Flash files hold num_nextn_predict_layers extra layers after the last
+    (`model.layers.<n_layers>.*`: a layer plus enorm, hnorm, eh_proj, shared_head), which transformers does
+    not build: zoo loads the model without them, with transformers' logits, and warns that it left them."""
+    hf = tiny(variant)
+    path = saved(hf, tmp_path)
+    weights = load_file(path / "model.safetensors")
+    last, n = hf.config.num_hidden_layers - 1, hf.config.num_hidden_layers
+    mtp = {k.replace(f"layers.{last}.", f"layers.{n}."): v.clone() for k, v in weights.items()
+           if k.startswith(f"model.layers.{last}.")}
+    d = hf.config.hidden_size
+    mtp.update({f"model.layers.{n}.{name}": tensor for name, tensor in [
+        ("enorm.weight", torch.ones(d)), ("hnorm.weight", torch.ones(d)),
+        ("eh_proj.weight", torch.zeros(d, 2 * d)), ("shared_head.norm.weight", torch.ones(d))]})
+    save_file({**weights, **mtp}, path / "model.safetensors", metadata={"format": "pt"})
+    written = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**written, "num_nextn_predict_layers": 1}))
+    with pytest.warns(UserWarning, match=f"model.layers.{n}"):
+        model = zoo.from_pretrained(path)
+    right_padded_logits_match(hf, model)

@@ -73,8 +73,9 @@ def qlora(
                       block_size=block_size)
     _train_fresh(model, fresh)
     which = ", ".join(targets) if targets else "every linear layer outside the head"
-    return Applied(f"QLoRA rank {rank}, alpha {alpha:g} on {len(paths)} layers ({which}), their base in "
-                   f"NF4 (block_size {block_size})")
+    held = sum(model.get_submodule(p).in_features * model.get_submodule(p).out_features for p in paths)
+    return Applied(f"QLoRA rank {rank}, alpha {alpha:g} on {len(paths)} layers ({which}), their {held:,} "
+                   f"base weights in NF4 (block_size {block_size}; buffers, not counted as parameters)")
 
 
 @FINETUNES.register("freeze")

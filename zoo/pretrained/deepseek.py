@@ -12,7 +12,8 @@ GLM-4.7-Flash (`glm4_moe_lite`: the MoE layers listed in `mlp_layer_types`) and 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from zoo.config import ModelConfig
@@ -51,6 +52,7 @@ KEYS = (  # Llama's, less the key / value heads and head_dim (MLA's sizes are it
     Key("mixer.qk_rope_head_dim", "qk_rope_head_dim", 64),
     Key("mixer.v_head_dim", "v_head_dim", 128), Key("mixer.bias", "attention_bias", False),
 )
+_MTP = re.compile(r"(?:^|\.)layers\.(\d+)\.eh_proj\.weight$")  # a multi-token-prediction layer's own tensor
 LATENT_NORM_EPS = 1e-6  # transformers' q_a_layernorm / kv_a_layernorm: RMSNorm's default, not rms_norm_eps
 LAYOUTS = {True: "interleaved", False: "half"}  # rope_interleave -> model.positional.layout
 
@@ -99,6 +101,15 @@ class DeepseekV3(LatentDecoder):
     tensors = {**TENSORS, **within("decoder_stack.layers.{i}.", "layers.{i}.", {**ATTENTION, **EXPERTS})}
     moe_defaults = {"n_routed_experts": 256, "num_experts_per_tok": 8, "n_shared_experts": 1,
                     "moe_intermediate_size": 2048, "routed_scaling_factor": 2.5}  # the config class's
+
+    def extra_tensors(self, names: Iterable[str]) -> dict[str, str]:
+        """The multi-token-prediction layers: a layer whose tensors include `eh_proj` (numbered after the
+        last; transformers does not build them either)."""
+        names = list(names)
+        marked = {found[1] for name in names if (found := _MTP.search(name))}
+        pattern = re.compile(rf"(?:^|\.)layers\.({'|'.join(marked)})\.") if marked else None
+        return {name: "a multi-token-prediction layer (num_nextn_predict_layers), not part of the model"
+                for name in names if pattern and pattern.search(name)}
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
         more, checks = super().more_from_hf(hf, settings)

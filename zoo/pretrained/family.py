@@ -8,7 +8,7 @@ express through the round trip (roundtrip.py), not through per-family lists."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -156,6 +156,11 @@ class Family:
         """The base model's rows for `cfg` (`tensors`, unless they depend on the config)."""
         return self.tensors
 
+    def extra_tensors(self, names: Iterable[str]) -> dict[str, str]:
+        """Stored tensors of `names` the model does not read, each with why (DeepSeek's multi-token-prediction
+        layers): left out of the layer count and passed over on load with a warning."""
+        return {}
+
     def read_first(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
         """zoo tensors read by hand before the map reads the rest (token tables kept in several copies)."""
         return {}
@@ -179,7 +184,7 @@ class Family:
             del src.missing[before:]
             for key in [k for k, name in origins.items() if src.key(name) in src.new_head]:
                 del out[key], origins[key]
-        src.finish(layout.unused)
+        src.finish({**layout.unused, **self.extra_tensors(src.tensors)})
         return PretrainedState(out, origins)
 
     def state_to_hf(self, state: Mapping[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:

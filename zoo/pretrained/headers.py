@@ -85,7 +85,8 @@ def check_layers(family, cfg: ModelConfig, shapes: Shapes, source: Path) -> None
     """Refuse a config.json whose layer count is not the one the weights hold, naming the key, its value and
     the layers `source` holds."""
     rows, stacks = family.tensor_map(cfg), STACKS.get(cfg.arch, ())
-    held = file_layers(rows, shapes)
+    extra = family.extra_tensors(shapes)
+    held = file_layers(rows, [name for name in shapes if name not in extra])
     for stack in stacks:
         if stack not in held:  # the family maps no layer of this stack: nothing to count
             continue
