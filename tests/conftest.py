@@ -13,6 +13,9 @@ import pytest
 import torch
 
 torch.set_num_threads(int(os.environ.setdefault("OMP_NUM_THREADS", "1")))
+# nothing is downloaded in tests: a library that asks the Hub (bitsandbytes' CPU kernel, through `kernels`)
+# fails at once instead of waiting on a network this machine does not have
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 MAX_WORKERS = 8  # each worker imports torch and builds its own session fixtures (~20 CPU s, ~1.5 GB)
 
 

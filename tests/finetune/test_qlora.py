@@ -4,6 +4,7 @@ once to fp32; merging gives a plain fp32 model with the same logits; bad input i
 
 from __future__ import annotations
 
+import os
 import sys
 from importlib.util import find_spec
 
@@ -151,3 +152,26 @@ def test_missing_bitsandbytes_is_one_error_naming_it(monkeypatch):
     assert message.startswith("finetune=qlora quantises the base with bitsandbytes, which cannot be imported")
     assert message.endswith("pip install 'zoo[qlora]' (bitsandbytes)")
     assert not any(isinstance(m, LoRALinear) for m in model.modules())
+
+
+def test_bitsandbytes_imports_with_the_hub_offline_and_the_setting_is_restored(monkeypatch):
+    """bitsandbytes' CPU backend asks the Hub for a kernel when imported; without network that waited 10
+    minutes on this machine. zoo imports it with the Hub offline and puts the user's setting back."""
+    import importlib
+
+    import huggingface_hub.constants as constants
+
+    from zoo.modules import qlora
+
+    seen = {}
+
+    def fake_import(name):
+        seen[name] = (os.environ.get("HF_HUB_OFFLINE"), constants.HF_HUB_OFFLINE)
+        return sys.modules[__name__]
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(importlib, "import_module", fake_import)
+    qlora.bitsandbytes()
+    assert seen == {"bitsandbytes": ("1", True)}
+    assert "HF_HUB_OFFLINE" not in os.environ and constants.HF_HUB_OFFLINE is False

@@ -19,6 +19,15 @@ def tiny(name: str, **overrides):
         sizes["n_kv_heads"] = 2
     if preset.get("n_layers", 2) > 2:
         sizes["n_layers"] = 2
+    pattern = preset.get("layer_pattern")
+    if isinstance(pattern, dict) and sizes.get("n_layers"):  # the cycle after the prefix keeps a layer
+        sizes["n_layers"] = max(2, len(pattern.get("prefix", [])) + 1)
+    ffn = preset.get("ffn")
+    if isinstance(ffn, dict) and ffn.get("expert_d_ff"):
+        sizes["ffn"] = {"expert_d_ff": 16}
+    mixer = preset.get("mixer")
+    if isinstance(mixer, dict) and mixer.get("q_lora_rank"):  # mla: a query latent narrower than d_model
+        sizes["mixer"] = {"q_lora_rank": 16}
     if preset.get("encoder_layers"):
         sizes.update(encoder_layers=2, decoder_layers=1)
     return zoo.build(name, **{**sizes, **overrides})

@@ -368,6 +368,10 @@ CHECKED_ELSEWHERE = [
     BadInput("zoo.from_pretrained: a glm4_moe_lite config.json whose mlp_layer_types names another kind than "
              "dense / sparse", "mlp_layer_types (dense or sparse, one per layer)=False",
              "tests/pretrained/test_deepseek.py::test_glm_layer_types_zoo_cannot_reproduce_are_named"),
+    BadInput("zoo.from_pretrained: an FP8 folder (quantization_config.quant_method fp8) whose "
+             "weight_block_size is not two positive integers",
+             "config.json quantization_config.weight_block_size=[128]",
+             "tests/pretrained/test_fp8.py::test_a_block_size_zoo_cannot_read_is_named"),
     BadInput("zoo.save_pretrained model_type=deepseek_v3 of an mla model whose latent norms use norm_eps "
              "1e-5 (transformers' keep 1e-6)",
              "cannot express model.mixer.latent_norm_eps=1e-05 (would load as 1e-06)",

@@ -11,8 +11,11 @@ so the checkpoint format can rebuild the layers (zoo.modules.adapters) and zoo.l
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
+import os
+import sys
 from typing import Any
 
 import torch
@@ -28,10 +31,33 @@ INSTALL = "pip install 'zoo[qlora]' (bitsandbytes)"
 def bitsandbytes() -> Any:
     """The bitsandbytes module; ValueError naming the package and how to install it when it is missing."""
     try:
-        return importlib.import_module("bitsandbytes")
+        with _hub_offline():
+            return importlib.import_module("bitsandbytes")
     except ImportError as e:
         raise ValueError(f"finetune=qlora quantises the base with bitsandbytes, which cannot be imported "
                          f"({e}): {INSTALL}") from None
+
+
+@contextlib.contextmanager
+def _hub_offline():
+    """The Hugging Face Hub offline while bitsandbytes imports: its CPU backend asks the Hub for a kernel
+    (through the `kernels` package transformers installs), and without network that request waited 10
+    minutes here before falling back to bitsandbytes' own kernel. zoo downloads nothing at run time, so the
+    fallback is taken at once (about 4 s); the Hub's setting is restored after."""
+    constants = sys.modules.get("huggingface_hub.constants")
+    held_env, held = os.environ.get("HF_HUB_OFFLINE"), getattr(constants, "HF_HUB_OFFLINE", None)
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    if constants is not None:
+        constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        if held_env is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = held_env
+        if constants is not None:
+            constants.HF_HUB_OFFLINE = held
 
 
 def nf4_refusal(layer: nn.Linear, block_size: int) -> str | None:

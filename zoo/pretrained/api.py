@@ -15,6 +15,7 @@ import torch
 from zoo.config import ModelConfig, lay_over
 from zoo.models import ZooModel, build_model
 from zoo.pretrained.family import FAMILIES, Family, HFTensors
+from zoo.pretrained.fp8 import dequantized, fp8_block, is_quantization_tensor
 from zoo.pretrained.headers import check_folder, check_layers, explained
 from zoo.pretrained.io import HFConfig, read_config, read_weights, write_checkpoint
 from zoo.pretrained.roundtrip import check_roundtrip
@@ -79,8 +80,12 @@ def read_pretrained(path: str | Path, overrides: Mapping[str, Any] | None = None
     if overrides:
         config = ModelConfig.from_dict(lay_over(config.to_dict(), overrides))
     check_folder(family, config, Path(path))  # sizes against the safetensors headers, before any read
+    block = fp8_block(hf)  # FP8 weights: dequantized once read
     tensors, file = read_weights(path)
     check_layers(family, config, {k: tuple(t.shape) for k, t in tensors.items()}, file)  # pickles: now
+    file_dtype = _file_dtype({k: t for k, t in tensors.items() if not is_quantization_tensor(k, t)})
+    if block is not None:
+        tensors = dequantized(tensors, block)
     src = HFTensors(tensors, str(file), family.prefixes)
     src.head_optional = head_optional
     try:
@@ -89,8 +94,7 @@ def read_pretrained(path: str | Path, overrides: Mapping[str, Any] | None = None
             state = family.state_from_hf(src, config)
     except ShapeMismatch as err:
         raise explained(err, family, config) from None
-    return Pretrained(family, config, state, family.label_names(hf, config), _file_dtype(tensors),
-                      src.new_head)
+    return Pretrained(family, config, state, family.label_names(hf, config), file_dtype, src.new_head)
 
 
 def is_gguf(path: str | Path) -> bool:
