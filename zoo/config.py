@@ -54,6 +54,8 @@ class ModelConfig:
     head_dim: int | None = None  # per-head size; default d_model // n_heads (Gemma, Qwen3 set it apart)
     mixer: Part = field(default_factory=AttentionSettings)  # the token mixer and its keys
     #   (zoo.modules.mixer_settings: `{name: attention, qk_norm: true, sliding_window: 512, ...}`)
+    linear_mixer: Part | None = None  # hybrids: the mixer of the layers model.layer_pattern tags `linear`
+    #   (`{name: gated_deltanet, ...}`: Qwen3-Next, Qwen3.5); model.mixer runs the others. null: none
     layer_pattern: LayerPattern = field(default_factory=LayerPattern)  # what each layer is (local or
     #   global, rotary or not, dense or MoE): zoo.modules.layer_pattern
     ffn: Part = field(default_factory=MLPSettings)  # the FFN sub-layer and its keys
@@ -98,6 +100,8 @@ class ModelConfig:
         """The parts given as names or mappings become their typed settings (plain data either way)."""
         self.positional = POSITIONAL.parse(self.positional)
         self.mixer = MIXER.parse(self.mixer)
+        if self.linear_mixer is not None:
+            self.linear_mixer = MIXER.parse(self.linear_mixer, "model.linear_mixer")
         self.layer_pattern = LayerPattern.parse(self.layer_pattern)
         self.head = HEAD.parse(self.head)
         self.ffn = FFN.parse(self.ffn)
@@ -105,6 +109,25 @@ class ModelConfig:
     def with_head(self, **keys: Any) -> ModelConfig:
         """This config with some keys of its head changed (`with_head(num_labels=3)`: the data's labels)."""
         return dataclasses.replace(self, head=HEAD.merge(self.head, keys))
+
+    def layer_is_linear(self, index: int) -> bool:
+        """Whether layer `index` runs model.linear_mixer (the layers tagged `linear`; none without one)."""
+        return self.linear_mixer is not None and self.layer_pattern.says(index, "linear", "full", False)
+
+    def layer_mixer(self, index: int) -> Part:
+        """The settings of the mixer layer `index` runs."""
+        return self.linear_mixer if self.layer_is_linear(index) else self.mixer
+
+    def for_layer(self, index: int) -> ModelConfig:
+        """This config as layer `index`'s mixer reads it: `mixer` is the one that layer runs."""
+        mixer = self.layer_mixer(index)
+        return self if mixer is self.mixer else dataclasses.replace(self, mixer=mixer)
+
+    def mixers_in_use(self) -> list[tuple[str, Part]]:
+        """(config key, settings) of each mixer some layer runs: model.mixer, and model.linear_mixer when set
+        (check_layers refuses one no layer runs)."""
+        return [("model.mixer", self.mixer)] + ([("model.linear_mixer", self.linear_mixer)]
+                                                if self.linear_mixer is not None else [])
 
     def layer_is_local(self, index: int) -> bool:
         """Whether layer `index` (0-based, within its stack) uses the sliding window: every layer when the
@@ -174,7 +197,8 @@ class ModelConfig:
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
 
 
-PARTS = {"positional": POSITIONAL, "mixer": MIXER, "ffn": FFN, "head": HEAD}  # config key -> its table
+PARTS = {"positional": POSITIONAL, "mixer": MIXER, "linear_mixer": MIXER, "ffn": FFN,
+         "head": HEAD}  # config key -> its settings table
 
 
 def lay_over(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -184,7 +208,8 @@ def lay_over(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str,
     merged = {**base, **overrides}
     for key, table in PARTS.items():
         if key in overrides and isinstance(overrides[key], Mapping) and base.get(key) is not None:
-            merged[key] = table.merge(table.parse(base[key]), overrides[key]).to_data()
+            path = f"model.{key}"
+            merged[key] = table.merge(table.parse(base[key], path), overrides[key], path).to_data()
     return merged
 
 

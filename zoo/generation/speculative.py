@@ -17,7 +17,7 @@ import torch
 
 from zoo.generation.logits import Choice
 from zoo.modules.cache import KVCache
-from zoo.modules.mixers import MIXERS
+from zoo.modules.mixers import refusal_of
 
 
 @dataclass
@@ -52,10 +52,11 @@ def check_assistant(target, draft, batch: int, prompt_len: int, max_new_tokens: 
         raise ValueError("assistant_model supports greedy decoding and sampling (one sequence) with the "
                          f"dynamic KV cache only; drop {', '.join(bad)}.")
     for who, model in (("target", target), ("assistant_model", draft)):
-        refusal = getattr(MIXERS.get(model.config.mixer.name), "rollback_refusal", None)
+        refusal = refusal_of(model.config, "rollback_refusal")
         if refusal is not None:
+            key, name, reason = refusal
             raise ValueError(f"speculative decoding rolls the {who}'s cache back after a rejected draft; its "
-                             f"model.mixer={model.config.mixer.name} cannot be: {refusal}.")
+                             f"{key}={name} cannot be: {reason}.")
         reach = model.positions.max_positions
         if reach is not None and prompt_len + max_new_tokens > reach:
             raise ValueError(

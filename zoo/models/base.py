@@ -12,7 +12,7 @@ from torch import nn
 from zoo.config import ModelConfig
 from zoo.models.size import check_fits
 from zoo.models.vocabulary import ARCHS, check_config
-from zoo.modules.block import MIXERS, Stack
+from zoo.modules.block import Stack
 from zoo.modules.cache import KVCache
 from zoo.modules.embedding import Embeddings
 from zoo.modules.heads import HEADS, HeadOutput, OutputHead
@@ -23,6 +23,7 @@ from zoo.modules.mask import (
     check_documents,
     document_positions,
 )
+from zoo.modules.mixers import mixers_of
 from zoo.modules.positional import Positional, PositionTerms
 from zoo.utils import check_range
 
@@ -82,10 +83,11 @@ class ZooModel(nn.Module):
         """What this architecture needs of the config (called by `check_config` through ARCHS)."""
         cls.check_depth(cfg)
         cls.check_head(cfg)
-        if cls.bidirectional and getattr(MIXERS.get(cfg.mixer.name), "causal_only", False):
-            raise ValueError(f"model.mixer={cfg.mixer.name} reads the tokens left to right only, and "
-                             f"arch={cfg.arch!r} has a bidirectional (encoder) stack: use arch=decoder, or "
-                             "model.mixer=attention.")
+        for key, name, mixer in mixers_of(cfg):
+            if cls.bidirectional and getattr(mixer, "causal_only", False):
+                raise ValueError(f"{key}={name} reads the tokens left to right only, and arch={cfg.arch!r} "
+                                 "has a bidirectional (encoder) stack: use arch=decoder, or "
+                                 f"{key}=attention.")
 
     @classmethod
     def check_depth(cls, cfg: ModelConfig) -> None:
@@ -253,10 +255,11 @@ class ZooModel(nn.Module):
         documents: attention stays inside each one and positions restart at 0 for each (unless given)."""
         self.check_ids(ids, name)
         if document_ids is not None:
-            if not getattr(MIXERS.get(self.config.mixer.name), "packs_documents", True):
-                raise ValueError(f"model.mixer={self.config.mixer.name} carries one state along each row, so "
-                                 "packed documents (document_ids; data.document_mask=true) would read each "
-                                 "other: train it with data.document_mask=false.")
+            for key, name, mixer in mixers_of(self.config):
+                if not getattr(mixer, "packs_documents", True):
+                    raise ValueError(f"{key}={name} carries one state along each row, so packed documents "
+                                     "(document_ids; data.document_mask=true) would read each other: train "
+                                     "it with data.document_mask=false.")
             if start:
                 raise ValueError("document_ids mark packed documents of a "
                                  "whole row; they cannot continue a cache.")

@@ -8,6 +8,7 @@ docs/design.md, "Config parts"."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import fields
 
@@ -37,7 +38,7 @@ def parts() -> dict[str, Registry]:
     return {"positional": POSITIONALS, "mixer": MIXERS, "ffn": FFNS, "head": HEADS}
 
 
-_PART_FIELDS = ("positional", "mixer", "ffn", "layer_pattern", "head")  # typed settings, checked when parsed
+_PART_FIELDS = ("positional", "mixer", "linear_mixer", "ffn", "layer_pattern", "head")  # checked when parsed
 
 
 @functools.cache
@@ -62,6 +63,10 @@ def validate(cfg: ModelConfig) -> None:
         check = getattr(registry.get(getattr(cfg, key).name), "check_config", None)
         if check is not None:
             check(cfg)
+    if cfg.linear_mixer is not None:  # a hybrid: the linear layers' mixer checks itself as they read it
+        check = getattr(MIXERS.get(cfg.linear_mixer.name), "check_config", None)
+        if check is not None:
+            check(dataclasses.replace(cfg, mixer=cfg.linear_mixer))
     for key, registry in choices.items():
         if values[key] is not None:
             check = getattr(registry.get(values[key]), "check_config", None)

@@ -31,9 +31,9 @@ class Block(nn.Module):
         """`index`: the layer's place in its stack (the FFN kind may differ by layer: MoE every k-th)."""
         super().__init__()
         self.wiring, self.residual = WIRINGS.get(cfg.norm_placement)(), cfg.residual
-        mixer = MIXERS.get(cfg.mixer.name)
-        self.self_attn = mixer(cfg)
-        self.cross_attn = mixer.cross_attention(cfg) if cross else None
+        self.self_attn = MIXERS.get(cfg.layer_mixer(index).name)(cfg.for_layer(index))
+        # the decoder's attention over the encoder output is model.mixer's (a recurrence has no cross form)
+        self.cross_attn = MIXERS.get(cfg.mixer.name).cross_attention(cfg) if cross else None
         self.ffn = FFNS.get(cfg.ffn.name).build(cfg, index)
         for name in self.sublayer_names():
             self.wiring.add_norms(self, name, cfg)

@@ -92,6 +92,8 @@ class GatedDeltaNet(nn.Module):
                 f"model.mixer.linear_num_value_heads={s.linear_num_value_heads} is not divisible by "
                 f"model.mixer.linear_num_key_heads={s.linear_num_key_heads}: each key head serves a whole "
                 "number of value heads (Qwen3.5: 16 key, 32 value).")
+        if cfg.linear_mixer is not None:  # a hybrid: the spine's heads and positions are the full layers'
+            return
         for key in ("n_kv_heads", "head_dim"):
             if getattr(cfg, key) is not None:
                 raise ValueError(

@@ -1,11 +1,14 @@
 """`model.layer_pattern`: what each layer of a stack is, in one place. A layer is a `+`-joined set of tags,
-at most one per dimension (window: local | global, rotary: rope | nope, ffn: dense | moe); a dimension a
-layer does not tag takes the model's default (local when `model.mixer.sliding_window` is set, rotating,
-the FFN `model.ffn` names). The list is tiled over the stack; `prefix` layers come first:
+at most one per dimension (mixer: full | linear, window: local | global, rotary: rope | nope, ffn: dense |
+moe); a dimension a layer does not tag takes the model's default (`model.mixer`, local when
+`model.mixer.sliding_window` is set, rotating, the FFN `model.ffn` names). The list is tiled over the stack;
+`prefix` layers come first:
 
     layer_pattern: [local, local, local, local, local, global]     # Gemma 3: five local, then one global
     layer_pattern: [rope, rope, rope, nope]                         # SmolLM3: every 4th layer without RoPE
     layer_pattern: {prefix: [dense, dense, dense], cycle: [moe]}    # DeepSeek: three dense layers first
+    layer_pattern: [linear, linear, linear, full]                   # Qwen3-Next: 3 model.linear_mixer layers,
+                                                                    # then one of model.mixer
 
 Transformers' per-layer lists (`layer_types`, `no_rope_layers`, `mlp_only_layers`) map onto it both ways
 (`from_layers` finds the shortest cycle). Pure data."""
@@ -18,8 +21,8 @@ from typing import Any
 
 from zoo.utils import did_you_mean
 
-TAGS: dict[str, str] = {"local": "window", "global": "window", "rope": "rotary", "nope": "rotary",
-                        "dense": "ffn", "moe": "ffn"}  # tag -> its dimension
+TAGS: dict[str, str] = {"full": "mixer", "linear": "mixer", "local": "window", "global": "window",
+                        "rope": "rotary", "nope": "rotary", "dense": "ffn", "moe": "ffn"}  # tag -> dimension
 
 
 def parse_layer(spec: str, path: str) -> frozenset[str]:
@@ -33,8 +36,8 @@ def parse_layer(spec: str, path: str) -> frozenset[str]:
                              f"Tags: {', '.join(TAGS)} (at most one of each pair, joined by '+').")
     dims = [TAGS[t] for t in tags]
     if len(set(dims)) < len(dims):
-        raise ValueError(f"{path}={spec!r} gives two tags of one dimension; at most one of local|global, "
-                         f"rope|nope and dense|moe.")
+        raise ValueError(f"{path}={spec!r} gives two tags of one dimension; at most one of full|linear, "
+                         "local|global, rope|nope and dense|moe.")
     return frozenset(tags)
 
 
@@ -105,10 +108,13 @@ class LayerPattern:
 
 
 def check_layers(cfg, rotates: bool) -> None:
-    """What the tags say with the rest of the config: a window tag needs a window, a rotary tag a rotating
-    scheme (`rotates`: the chosen scheme's answer), an FFN tag ffn=moe (ValueError naming the key)."""
+    """What the tags say with the rest of the config: a mixer tag needs `model.linear_mixer`, a window tag a
+    window, a rotary tag a rotating scheme (`rotates`: the chosen scheme's answer), an FFN tag ffn=moe
+    (ValueError naming the key); a linear mixer no layer runs is refused."""
     pattern, scheme = cfg.layer_pattern, f"model.positional={cfg.positional.name} does not rotate"
-    needs = {"local": (getattr(cfg.mixer, "sliding_window", None) is not None,
+    needs = {**{tag: (cfg.linear_mixer is not None, "model.linear_mixer (the mixer of the linear layers)")
+                for tag in ("full", "linear")},
+             "local": (getattr(cfg.mixer, "sliding_window", None) is not None,
                        "model.mixer.sliding_window (the window of the local layers)"),
              "global": (getattr(cfg.mixer, "sliding_window", None) is not None,
                         "model.mixer.sliding_window (without one every layer is global)"),
@@ -119,3 +125,9 @@ def check_layers(cfg, rotates: bool) -> None:
         if pattern.uses(tag) and not held:
             raise ValueError(f"model.layer_pattern={pattern.to_data()} tags layers {tag!r}, which needs "
                              f"{what}.")
+    depth = max(cfg.n_encoder_layers, cfg.n_decoder_layers)
+    if cfg.linear_mixer is not None and not any(cfg.layer_is_linear(i) for i in range(depth)):
+        raise ValueError(f"model.linear_mixer={cfg.linear_mixer.name} is set but model.layer_pattern="
+                         f"{pattern.to_data()} tags none of the {depth} layers linear, so no layer would run "
+                         "it; tag some layers linear (Qwen3-Next: [linear, linear, linear, full]) or drop "
+                         "model.linear_mixer (null).")

@@ -41,8 +41,8 @@ class SupervisedFineTuning(LanguageModelling):
     # source/target pair: an encoder-decoder trains on prompt/completion text with task=seq2seq
     instead = types.MappingProxyType({"encoder_decoder": (
         "fine-tune an encoder-decoder on prompt/completion pairs with task=seq2seq data=pairs "
-        "data.path=pairs.jsonl data.src_field=prompt data.tgt_field=completion (plain text: chat turns are not "
-        "rendered through a template for it)")})
+        "data.path=pairs.jsonl data.src_field=prompt data.tgt_field=completion (plain text: chat turns are "
+        "not rendered through a template for it)")})
 
     def with_epoch(self, data_cfg: dict[str, Any], examples_per_eval: int) -> dict[str, Any]:
         return data_cfg  # a finite set of packed windows: one epoch is one pass

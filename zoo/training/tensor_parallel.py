@@ -147,11 +147,13 @@ def check_tensor_parallel(model_cfg, tp_size: int, world: int) -> None:
             raise ValueError(f"trainer.tp_size={tp_size} does not divide {key}={value}{notes.get(key, '')}: "
                              "each rank keeps "
                              f"{key.removeprefix('model.')} / tp_size of them; choose a tp_size dividing it")
-    from zoo.modules.block import MIXERS  # every mixer registered
+    import zoo.modules.block  # noqa: F401  (every mixer registered)
+    from zoo.modules.mixers import refusal_of
 
-    mixer_refusal = getattr(MIXERS.get(model_cfg.mixer.name), "tensor_parallel_refusal", None)
+    mixer_refusal = refusal_of(model_cfg, "tensor_parallel_refusal")
+    key, name, reason = mixer_refusal or ("model.mixer", "", "")
     refusals = {
-        "model.mixer": (mixer_refusal is not None, f"{model_cfg.mixer.name}: {mixer_refusal}"),
+        key: (mixer_refusal is not None, f"{name}: {reason}"),
         "model.positional": (model_cfg.positional.name in LEARNED_HEAD_BIAS_POSITIONALS,
                              f"{model_cfg.positional.name} learns a bias table with one column per head, "
                              "whose gradient each rank would only partly compute"),
