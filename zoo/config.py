@@ -247,14 +247,16 @@ MODEL_SPEC = "a preset name, mapping or ModelConfig"  # what `model` may be, in 
 
 
 FRACTION = within(number(), lambda v: 0 <= v < 1, "in [0, 1)")
+MAX_LAYERS = 4096  # ~30x the deepest released model; past it a typo (10**40) would build for hours
+LAYERS = within(COUNT, lambda v: v <= MAX_LAYERS, f"<= {MAX_LAYERS} (a layer count, not a size)")
 
 # The spine keys and their rules (a part's keys are its settings class's fields), checked by
 # zoo.models.vocabulary.check_config, once per config: config is data and imports no module it configures.
 MODEL_OPTIONS = Options({
     **{key: NAME for key in ("arch", "activation", "norm", "norm_placement")},
     **{key: POSITIVE for key in ("vocab_size", "d_model", "n_heads", "max_seq_len")},
-    **{key: COUNT for key in ("n_layers", "type_vocab_size", "context_size")},
-    **{key: optional(COUNT) for key in ("encoder_layers", "decoder_layers")},
+    **{key: COUNT for key in ("type_vocab_size", "context_size")},
+    "n_layers": LAYERS, **{key: optional(LAYERS) for key in ("encoder_layers", "decoder_layers")},
     **{key: BOOL for key in ("first_attn_norm", "embed_norm", "embed_scale", "residual", "bias",
                              "share_embeddings", "tie_embeddings")},
     "final_norm": SWITCH,

@@ -24,6 +24,8 @@ import zoo
         ("gpt_nano", {"d_model": 24, "n_heads": 8, "positional": "rope"},
          r"rope.*= 3 features per head; that must be even"),
         ("gpt_nano", {"dropout": 1.5}, r"model.dropout must be in \[0, 1\)"),
+        ("gpt_nano", {"n_layers": 10**40}, r"model.n_layers must be <= 4096"),  # built for hours before
+        ("transformer_tiny", {"decoder_layers": 2**63}, r"model.decoder_layers must be <= 4096"),
         ("gpt_nano", {"pad_id": 9999}, r"model.pad_id=9999 is outside the vocabulary"),
         ("transformer_tiny", {"head": {"name": "classifier", "num_labels": 2}},
          r"model.head='classifier' is not available on arch "
