@@ -14,6 +14,7 @@ from torch.utils.checkpoint import checkpoint
 
 from zoo.modules import gated_deltanet as _gated_deltanet  # noqa: F401  (registers mixer=gated_deltanet)
 from zoo.modules import mla as _mla  # noqa: F401  (registers mixer=mla)
+from zoo.modules import short_conv as _short_conv  # noqa: F401  (registers mixer=short_conv)
 from zoo.modules.attention import MIXERS
 from zoo.modules.cache import KVCache
 from zoo.modules.feedforward import FFNS

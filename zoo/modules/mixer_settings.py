@@ -107,6 +107,30 @@ class GatedDeltaNetSettings(Part):
         raise ValueError(NO_POSITIONS.format(positional="rope"))
 
 
+@MIXER.register("short_conv")
+@dataclass(frozen=True)
+class ShortConvSettings(Part):
+    """LFM2's gated short convolution: x -> [B | C | h] by one projection, B*h through a causal depthwise
+    convolution of conv_L_cache taps, times C, then out_proj; zoo.modules.short_conv. Key names are
+    transformers' Lfm2 ones; defaults: LFM2-1.2B's. No heads and no positions (the convolution carries
+    order); the spine's n_heads / n_kv_heads / head_dim are attention's, not read here."""
+
+    conv_L_cache: Annotated[int, _KERNEL] = 3  # tokens the convolution reads: this one and L - 1 before
+    conv_bias: bool = False  # a bias on in_proj, the convolution and out_proj (transformers' conv_bias)
+
+    def qkv_bias_or(self, bias: bool) -> bool:
+        """Its projections' bias is conv_bias, whatever model.bias says."""
+        return self.conv_bias
+
+    def rotary_head_size(self, head_size: int) -> int:
+        """Asked only by a rotary scheme, which this mixer cannot carry (ValueError naming the key)."""
+        raise ValueError(CONV_NO_POSITIONS.format(positional="rope"))
+
+
 NO_POSITIONS = ("model.positional={positional} acts inside attention (rotating q/k or biasing scores), which "
                 "model.mixer=gated_deltanet does not have: its recurrence carries order. Choose "
                 "model.positional=none (or one that adds to the embeddings: learned, sinusoidal).")
+CONV_NO_POSITIONS = ("model.positional={positional} acts inside attention (rotating q/k or biasing scores), "
+                     "which model.mixer=short_conv does not have: its causal convolution carries order. Choose "
+                     "model.positional=none (or one that adds to the embeddings: learned, sinusoidal), or run "
+                     "short_conv as model.linear_mixer beside attention layers (LFM2).")

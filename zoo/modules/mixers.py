@@ -1,7 +1,7 @@
 """MIXERS, the token-mixer registry (`model.mixer`'s name -> module class), apart from its entries so that
 an entry may build another (latent attention's cross-attention is attention) without importing it. The
 entries: zoo.modules.attention (`attention`), zoo.modules.mla (`mla`), zoo.modules.gated_deltanet
-(`gated_deltanet`); their keys: zoo.modules.mixer_settings.
+(`gated_deltanet`), zoo.modules.short_conv (`short_conv`); their keys: zoo.modules.mixer_settings.
 
 An entry is an nn.Module class built as `cls(cfg)` for self-attention, with Attention's forward signature
 (x, mask, *, memory, positions, cache, need_weights) -> (out, weights), a `cross_attention(cfg)` classmethod
