@@ -1,0 +1,26 @@
+"""Reward functions a user writes (`grpo.rewards=[tests.tasks.grpo_user_rewards:<name>]`), for the tests."""
+
+
+def length_bonus(prompts, completions, completion_ids, **fields):
+    """0.1 per completion token, from the ids trl passes."""
+    return [0.1 * len(ids) for ids in completion_ids]
+
+
+def uses_difficulty(prompts, completions, difficulty, **fields):
+    """The row's own field, passed by name as trl passes dataset columns."""
+    return [float(d) for d in difficulty]
+
+
+def raises_on_seven(prompts, completions, **fields):
+    return [1.0 / (0 if "7" in c else 1) for c in completions]
+
+
+def one_short(prompts, completions, **fields):
+    return [0.0] * (len(completions) - 1)
+
+
+def nan_on_second(prompts, completions, **fields):
+    return [float("nan") if i == 1 else 0.0 for i in range(len(completions))]
+
+
+NOT_A_FUNCTION = 3
