@@ -197,9 +197,10 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("+callbacks.samples.enabled=no", "callbacks.samples.enabled must be true or false, got 'no'"),
     # combinations that cannot train
     ("model.n_heads=5", "not divisible"),
-    ("model.n_layers=10000000000",
-     "model.n_layers=10000000000, model.d_model=384, model.n_heads=6 (head size 64), model.vocab_size=8192 "
-     "need at least 11,796.5 TB of torch.float32 weights"),
+    ("model.n_layers=10000000000", "model.n_layers must be <= 4096 (a layer count, not a size), got 10000000000"),
+    ("model.n_layers=4000 model.d_model=6144",
+     "model.n_layers=4000, model.d_model=6144, model.n_heads=6 (head size 1024), model.vocab_size=8192 "
+     "need at least"),
     ("task=seq2seq", "task=seq2seq needs model.arch in ['encoder_decoder'], but model.arch=decoder"),
     ("model=transformer_tiny task=sft data=chat data.path=chats.jsonl",
      "task=sft needs model.arch in ['decoder'], but model.arch=encoder_decoder; fine-tune an encoder-decoder "
