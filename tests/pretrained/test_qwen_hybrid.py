@@ -1,0 +1,180 @@
+"""The Qwen hybrids (Qwen3.5 text, the text part of a Qwen3.5 vision-language folder, Qwen3-Next with its MoE)
+import/export parity against transformers built from small configs, every weight perturbed (A_log, dt_bias,
+the zero-centred (1 + w) norms, the gated norm, the conv taps): three Gated DeltaNet layers then one gated
+attention layer with a partial RoPE (and Qwen3.5's mrope sections, which text positions leave plain);
+logits within 1e-4 on right- and left-padded batches, greedy tokens equal (cached), the export read back by
+transformers with equal logits, every head the families ship, and what zoo cannot express named in one
+error."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import torch
+import transformers
+from transformers import (
+    Qwen3_5Config,
+    Qwen3_5ForCausalLM,
+    Qwen3_5ForConditionalGeneration,
+    Qwen3_5TextConfig,
+    Qwen3NextConfig,
+    Qwen3NextForCausalLM,
+)
+
+import zoo
+from tests.pretrained.decoder_checks import (
+    export_round_trips,
+    greedy_matches,
+    left_padded_logits_match,
+    right_padded_logits_match,
+)
+from tests.pretrained.helpers import perturbed, saved
+from zoo.modules.attention import Attention
+from zoo.modules.gated_deltanet import GatedDeltaNet
+from zoo.modules.moe import MoE
+
+ROPE = {"rope_type": "default", "rope_theta": 1000.0, "partial_rotary_factor": 0.5}
+BASE = dict(hidden_size=32, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+            intermediate_size=40, vocab_size=99, linear_num_key_heads=2, linear_num_value_heads=4,
+            linear_key_head_dim=8, linear_value_head_dim=6, linear_conv_kernel_dim=3,
+            max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+# Qwen3.5's rope keys carry the vision model's sections: 4 rotated pairs per head split [2, 1, 1], interleaved
+QWEN3_5 = dict(BASE, rope_parameters={**ROPE, "mrope_section": [2, 1, 1], "mrope_interleaved": True})
+QWEN3_NEXT = dict(BASE, rope_parameters=ROPE, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=12,
+                  shared_expert_intermediate_size=24, mlp_only_layers=[1])
+FAMILIES = {  # model_type -> (config class, model class, config, which layers are MoE)
+    "qwen3_5_text": (Qwen3_5TextConfig, Qwen3_5ForCausalLM, QWEN3_5, [False] * 4),
+    "qwen3_next": (Qwen3NextConfig, Qwen3NextForCausalLM, QWEN3_NEXT, [True, False, True, True]),
+}
+MIXERS = [GatedDeltaNet, GatedDeltaNet, GatedDeltaNet, Attention]
+
+
+def tiny(model_type: str, scale: float = 0.1, model_class=None, **kw):
+    config_class, default_class, config, _ = FAMILIES[model_type]
+    torch.manual_seed(0)
+    hf = perturbed((model_class or default_class)(config_class(**{**config, **kw})), scale=scale)
+    with torch.no_grad():  # routers far from ties: the choice of experts does not hang on rounding
+        base = hf.base_model
+        for layer in getattr(base, "language_model", base).layers:
+            gate = getattr(getattr(layer, "mlp", None), "gate", None)
+            if gate is not None:
+                gate.weight.normal_(0, 1.0)
+    return hf
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_logits_match_on_padded_batches(tmp_path, model_type):
+    hf = tiny(model_type)
+    model = zoo.from_pretrained(saved(hf, tmp_path))
+    layers = model.decoder_stack.layers
+    assert [type(layer.self_attn) for layer in layers] == MIXERS
+    assert [isinstance(layer.ffn, MoE) for layer in layers] == FAMILIES[model_type][3]
+    assert model.config.norm == "rmsnorm_1p" and model.config.mixer.output_gate
+    assert model.config.positional.fraction == 0.5
+    right_padded_logits_match(hf, model)
+    left_padded_logits_match(hf, model)
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_greedy_matches_transformers_generate(tmp_path, model_type):
+    hf = tiny(model_type, scale=0.3)
+    greedy_matches(hf, zoo.from_pretrained(saved(hf, tmp_path)))
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_export_round_trip(tmp_path, model_type):
+    hf = tiny(model_type, layer_types=["linear_attention", "full_attention"] * 2)
+    model = zoo.from_pretrained(saved(hf, tmp_path))
+    assert model.config.layer_pattern.to_data()[:2] in (["linear", "full"], ["linear+moe", "full+dense"])
+    out = export_round_trips(model, FAMILIES[model_type][1], tmp_path / "export")
+    written = json.loads((out / "config.json").read_text())
+    assert written["layer_types"] == ["linear_attention", "full_attention"] * 2
+    assert written["linear_conv_kernel_dim"] == 3
+
+
+def test_vision_language_folder_loads_its_text_model(tmp_path):
+    """A `qwen3_5` folder (Qwen3_5ForConditionalGeneration): zoo reads text_config and the language model's
+    tensors with transformers' logits on text, passes the vision tower over with a warning, and exports the
+    text model as qwen3_5_text, which Qwen3_5ForCausalLM reads back with the same logits."""
+    vision = dict(depth=1, hidden_size=16, intermediate_size=24, num_heads=2, out_hidden_size=32, patch_size=4,
+                  num_position_embeddings=16)
+    torch.manual_seed(0)
+    config = Qwen3_5Config(text_config=QWEN3_5, vision_config=vision, tie_word_embeddings=False)
+    hf = perturbed(Qwen3_5ForConditionalGeneration(config), scale=0.1)
+    with pytest.warns(UserWarning, match=r"the vision tower \(model.visual.\*\)"):
+        model = zoo.from_pretrained(saved(hf, tmp_path))
+    assert [type(layer.self_attn) for layer in model.decoder_stack.layers] == MIXERS
+    right_padded_logits_match(hf, model)
+    left_padded_logits_match(hf, model)
+    out = export_round_trips(model, Qwen3_5ForCausalLM, tmp_path / "export")
+    written = json.loads((out / "config.json").read_text())
+    assert (written["model_type"], written["architectures"]) == ("qwen3_5_text", ["Qwen3_5ForCausalLM"])
+
+
+HEADS = [  # (model_type, transformers class, zoo head, output compared)
+    ("qwen3_5_text", "Qwen3_5TextModel", "none", "last_hidden_state"),
+    ("qwen3_5_text", "Qwen3_5TextForSequenceClassification", "classifier", "logits"),
+    ("qwen3_next", "Qwen3NextModel", "none", "last_hidden_state"),
+    ("qwen3_next", "Qwen3NextForSequenceClassification", "classifier", "logits"),
+    ("qwen3_next", "Qwen3NextForTokenClassification", "token_classifier", "logits"),
+    ("qwen3_next", "Qwen3NextForQuestionAnswering", "qa", "start_logits"),
+]
+
+
+@pytest.mark.parametrize("model_type, class_name, head, output", HEADS, ids=[h[1] for h in HEADS])
+def test_every_head_loads_and_exports(tmp_path, model_type, class_name, head, output):
+    """Each class the families ship loads as its zoo head with transformers' outputs (right-padded batch) and
+    exports as the same class, which transformers reads back with the same outputs."""
+    hf_class = getattr(transformers, class_name)
+    hf = tiny(model_type, model_class=hf_class, num_hidden_layers=2, num_labels=3,
+              layer_types=["linear_attention", "full_attention"])
+    model = zoo.from_pretrained(saved(hf, tmp_path))
+    assert model.config.head.name == head
+    ids = torch.randint(3, 99, (2, 7), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    mask[1, 5:] = 0
+    ids[1, 5:] = 0
+    real = mask.bool() if output != "logits" or head == "token_classifier" else slice(None)
+
+    def compare(reference):
+        with torch.no_grad():
+            ref = getattr(reference(input_ids=ids, attention_mask=mask), output)
+            got = getattr(model(ids, attention_mask=mask), output)
+        assert (got[real] - ref[real]).abs().max() < 1e-4
+
+    compare(hf)
+    out = zoo.save_pretrained(model, tmp_path / "export")
+    assert json.loads((out / "config.json").read_text())["architectures"] == [class_name]
+    compare(hf_class.from_pretrained(out).eval())
+
+
+@pytest.mark.parametrize("model_type, settings, named", [
+    ("qwen3_5_text", {"attention_bias": True, "layer_types": ["linear_attention", "sliding_attention"],
+                      "rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 2.0}},
+     ["rope_type='yarn'", "attention_bias=True",
+      "layer_types (linear_attention or full_attention, one per layer)=False"]),
+    ("qwen3_next", {"full_attention_interval": 0, "decoder_sparse_step": 0},
+     ["full_attention_interval (a positive integer)=False", "decoder_sparse_step (a positive integer)=False"]),
+])
+def test_what_zoo_cannot_express_is_one_error(model_type, settings, named):
+    family = zoo.pretrained.FAMILIES.get(model_type)()
+    hf = {"model_type": model_type, **FAMILIES[model_type][2], "num_hidden_layers": 2, **settings}
+    with pytest.raises(ValueError, match=re.escape(f"{model_type} config.json uses settings zoo does not "
+                                                   "support")) as err:
+        family.config_from_hf(hf)
+    assert all(name in str(err.value) for name in named), str(err.value)
+
+
+def test_layer_types_default_to_every_fourth_layer_full_and_mrope_is_not_read():
+    """Without layer_types, every full_attention_interval-th layer is attention (transformers' default); the
+    mrope sections read as the same model as none."""
+    family = zoo.pretrained.FAMILIES.get("qwen3_5_text")()
+    plain = {"model_type": "qwen3_5_text", **BASE, "num_hidden_layers": 6, "rope_parameters": ROPE,
+             "full_attention_interval": 3}
+    cfg = family.config_from_hf(plain)
+    assert [cfg.layer_is_linear(i) for i in range(6)] == [True, True, False] * 2
+    assert family.config_from_hf({**plain, "rope_parameters": QWEN3_5["rope_parameters"]}) == cfg
+    all_full = family.config_from_hf({**plain, "layer_types": ["full_attention"] * 6})
+    assert all_full.linear_mixer is None and not any(map(all_full.layer_is_linear, range(6)))
