@@ -15,7 +15,8 @@ MODULES = {
     "gpt_neox": "gpt_neox", "lfm2": "lfm2", "llama": "llama", "marian": "bart",
     "mistral": "llama", "mixtral": "mixtral", "modernbert": "modernbert", "olmo2": "olmo2", "olmoe": "olmoe",
     "opt": "opt", "phi3": "llama", "qwen2": "llama", "qwen2_moe": "qwen_moe", "qwen3": "llama",
-    "qwen3_moe": "qwen_moe", "roberta": "bert", "smollm3": "smollm3", "t5": "t5", "xlm-roberta": "bert",
+    "qwen3_moe": "qwen_moe", "qwen3_5": "qwen_hybrid", "qwen3_5_text": "qwen_hybrid",
+    "qwen3_next": "qwen_hybrid", "roberta": "bert", "smollm3": "smollm3", "t5": "t5", "xlm-roberta": "bert",
     "youtu": "deepseek",
 }
 
