@@ -22,6 +22,7 @@ from zoo.modules.ffn_settings import FFN, MLPSettings
 from zoo.modules.head_settings import HEAD, LMHeadSettings
 from zoo.modules.layer_pattern import LayerPattern
 from zoo.modules.mixer_settings import MIXER, AttentionSettings
+from zoo.modules.mtp_settings import MTP
 from zoo.modules.positional_settings import POSITIONAL, LearnedSettings
 from zoo.options import (
     BOOL,
@@ -85,6 +86,8 @@ class ModelConfig:
     type_vocab_size: int = 0  # token-type (segment) embeddings, BERT; 0 = none
     head: Part = field(default_factory=LMHeadSettings)  # the output head and its keys
     #   (zoo.modules.head_settings: `{name: classifier, num_labels: 3, pool: mean}`)
+    mtp: Part | None = None  # multi-token prediction modules beside the head and their loss weight
+    #   (zoo.modules.mtp_settings: `{name: sequential, depth: 1, weight: 0.3}`: DeepSeek-V3). null: none
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
@@ -105,6 +108,8 @@ class ModelConfig:
         self.layer_pattern = LayerPattern.parse(self.layer_pattern)
         self.head = HEAD.parse(self.head)
         self.ffn = FFN.parse(self.ffn)
+        if self.mtp is not None:
+            self.mtp = MTP.parse(self.mtp, "model.mtp")
 
     def with_head(self, **keys: Any) -> ModelConfig:
         """This config with some keys of its head changed (`with_head(num_labels=3)`: the data's labels)."""
@@ -198,7 +203,7 @@ class ModelConfig:
 
 
 PARTS = {"positional": POSITIONAL, "mixer": MIXER, "linear_mixer": MIXER, "ffn": FFN,
-         "head": HEAD}  # config key -> its settings table
+         "head": HEAD, "mtp": MTP}  # config key -> its settings table
 
 
 def lay_over(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:

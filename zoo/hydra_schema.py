@@ -13,7 +13,8 @@ from hydra.core.config_store import ConfigStore
 
 from zoo.config import ModelConfig
 
-PART_FIELDS = ("positional", "mixer", "linear_mixer", "ffn", "layer_pattern", "head")  # a name or a mapping
+PART_FIELDS = ("positional", "mixer", "linear_mixer", "ffn", "layer_pattern", "head",
+               "mtp")  # a name or a mapping
 
 
 def model_schema() -> type:

@@ -24,6 +24,7 @@ from zoo.modules.mask import (
     document_positions,
 )
 from zoo.modules.mixers import mixers_of
+from zoo.modules.mtp import check_config as check_mtp
 from zoo.modules.positional import Positional, PositionTerms
 from zoo.utils import check_range
 
@@ -47,6 +48,9 @@ class ModelOutput:
     all_hidden_states: tuple[torch.Tensor, ...] | None = None
     encoder_all_hidden_states: tuple[torch.Tensor, ...] | None = None  # encoder_decoder: the encoder's, alike
     pooler_output: torch.Tensor | None = None  # head=none with a pooler (B, C)
+    # model.mtp, while training (or output_mtp=True): each multi-token-prediction module's normed output
+    # (B, T, C), for the model's head; module k at position t predicts token t + k + 1
+    mtp_hidden_states: tuple[torch.Tensor, ...] | None = None
     start_logits: torch.Tensor | None = None  # head=qa (B, T)
     end_logits: torch.Tensor | None = None  # head=qa (B, T)
 
@@ -69,6 +73,7 @@ class ZooModel(nn.Module):
     inputs_checked_on_host = False
     # built from the shared attention stack, so every attention/FFN/positional knob applies
     transformer = True
+    carries_mtp = False  # builds model.mtp's multi-token-prediction modules (a decoder's own sequence)
     # the Hugging Face model_type the weights came from (from_pretrained, init_from, a checkpoint of such a
     # run): export format=hf writes that family back by default; None for a model zoo built
     pretrained_family: str | None = None
@@ -83,6 +88,7 @@ class ZooModel(nn.Module):
         """What this architecture needs of the config (called by `check_config` through ARCHS)."""
         cls.check_depth(cfg)
         cls.check_head(cfg)
+        check_mtp(cfg, cls.carries_mtp)
         for key, name, mixer in mixers_of(cfg):
             if cls.bidirectional and getattr(mixer, "causal_only", False):
                 raise ValueError(f"{key}={name} reads the tokens left to right only, and arch={cfg.arch!r} "

@@ -34,7 +34,8 @@ def effective(cfg: ModelConfig) -> dict[str, Any]:
     data["ffn"] = ffn_in_the_model(cfg)
     out: dict[str, Any] = {}
     for key, value in data.items():  # in the order of the fields, parts in their place
-        out.update(_paths(key, value) if key in ("positional", "mixer", "ffn", "head") else {key: value})
+        parted = key in ("positional", "mixer", "ffn", "head", "mtp")
+        out.update(_paths(key, value) if parted else {key: value})
     out.update(d_ff=cfg.ffn_dim, n_kv_heads=cfg.kv_heads, head_dim=cfg.head_size,
                decoder_start_id=cfg.start_id, final_norm=uses_final_norm(cfg),
                encoder_layers=cfg.n_encoder_layers, decoder_layers=cfg.n_decoder_layers,
@@ -43,6 +44,7 @@ def effective(cfg: ModelConfig) -> dict[str, Any]:
     # n_layers: in the resolved encoder/decoder_layers
     for key in ("ffn_ratio", "n_layers", *NOT_IN_THE_MODEL):
         out.pop(key)
+    out.pop("mtp.weight", None)  # multi-token prediction's loss weight acts in training only
     # only a seq2seq decoder starts from it (a BERT tokenizer's is its [PAD])
     if cfg.arch != "encoder_decoder":
         out.pop("decoder_start_id")

@@ -51,6 +51,7 @@ class Task:
     needed_specials: tuple[tuple[str, ...], ...] = ()
     chunked_loss: bool = False  # loss_from_hidden is implemented: memory.loss_chunk_size applies
     settings_group: str | None = None  # a top-level config group only this task reads (task=dpo: dpo.*)
+    next_tokens: bool = False  # its batches carry each position's next token (next_token_targets): model.mtp
     # name -> fn(outputs, references): what the exact_match callback logs as val/<name> (has_references)
     reference_metrics: Mapping[str, Callable[[Sequence[str], Sequence[str]], float]] = types.MappingProxyType(
         {"exact_match": exact_match})
@@ -75,6 +76,11 @@ class Task:
             hint = f" (that trains task={other[0]})" if other else ""
             raise ValueError(f"task={self.name} needs model.head={self.head}, "
                              f"but model.head={cfg.head.name}{hint}")
+        if cfg.mtp is not None and not self.next_tokens:
+            able = "|".join(t.name for t in all_tasks() if t.next_tokens)
+            raise ValueError(f"model.mtp={cfg.mtp.name} trains on each position's next tokens, which "
+                             f"task={self.name} does not give; train it with task={able}, or set "
+                             "model.mtp=null.")
         check_config(cfg)
 
     def check_label_smoothing(self, value: float) -> None:
@@ -161,6 +167,11 @@ class Task:
                       label_smoothing: float) -> torch.Tensor:
         """The loss to minimise: `loss` (check_label_smoothing refuses smoothing where unsupported)."""
         return self.loss(out, batch)
+
+    def next_token_targets(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """(B, T): the next token of each input position, -100 where none is trained (tasks with
+        `next_tokens`; model.mtp's modules predict the ones after it)."""
+        raise NotImplementedError(f"task {self.name} has no next-token targets")
 
     def loss_from_hidden(self, hidden: torch.Tensor, head, batch: Mapping[str, torch.Tensor],
                          chunk_size: int) -> torch.Tensor:

@@ -28,6 +28,7 @@ class LanguageModelling(StreamTask):
     archs = ("decoder", "mlp_lm")
     builtin_data = "stdlib_text"
     chunked_loss = True
+    next_tokens = True
 
     def datamodule(self, entry, loader: Mapping[str, Any], **common: Any) -> LMDataModule:
         streams = self.streams(entry)
@@ -47,6 +48,10 @@ class LanguageModelling(StreamTask):
     def loss(self, out, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """Mean next-token cross-entropy: logits at position t against targets[t] (no further shift)."""
         return lm_loss(out.logits, batch["targets"], shift=False)
+
+    def next_token_targets(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """`targets`: the batch carries them shifted already."""
+        return batch["targets"]
 
     def loss_from_hidden(self, hidden, head, batch: Mapping[str, torch.Tensor],
                          chunk_size: int) -> torch.Tensor:

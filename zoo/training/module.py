@@ -145,12 +145,20 @@ class ZooLightningModule(L.LightningModule):
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         if self.loss_chunk_size:
-            loss = self._chunked_loss(batch)
+            out = self._forward(**self.task.model_inputs(batch), skip_head=True)
+            loss = self.task.loss_from_hidden(out.hidden_states, self.model.head, batch, self.loss_chunk_size)
         else:
             out = self._forward(**self.task.model_inputs(batch))
             loss = self.task.training_loss(out, batch, self.label_smoothing)
         loss = self._global_mean(loss, batch)
         trained = self._with_balancing_losses(loss)
+        if out.mtp_hidden_states is not None:  # model.mtp: its modules' weighted loss (zoo.modules.mtp)
+            mtp_loss = self._global_mean(self.model.mtp.loss(
+                out.mtp_hidden_states, self.model.head, self.task.next_token_targets(batch),
+                self.loss_chunk_size), batch)
+            trained = trained + mtp_loss
+            if self._logging_step():
+                self.log("train/mtp_loss", mtp_loss, sync_dist=self.trainer.world_size > 1)
         if not self._logging_step():  # Lightning would compute these values and drop them
             return trained
         self.log("train/loss", loss, prog_bar=True, sync_dist=self.trainer.world_size > 1)  # the task's
