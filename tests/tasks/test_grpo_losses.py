@@ -88,11 +88,24 @@ def test_kl_term_is_trls_k3_estimator_by_hand():
     r = Rollouts(LOGPS, MASK, ADV, old_logps=OLD, ref_logps=ref)
     delta = ref - LOGPS
     k3 = [[math.exp(float(d)) - float(d) - 1 for d in row] for row in delta]
+    settings = LossSettings(beta=beta, use_bias_correction_kl=False)
     expected = torch.tensor(by_hand_per_token(), dtype=D) + beta * torch.tensor(k3, dtype=D)
-    torch.testing.assert_close(per_token_loss(r, LossSettings(beta=beta)), expected)
+    torch.testing.assert_close(per_token_loss(r, settings), expected)
     assert k3[0][1] == 0.0 and k3[0][0] > 0 and k3[0][2] > 0  # equal log-probs: no divergence
-    metrics = loss_metrics(r, LossSettings(beta=beta))
+    metrics = loss_metrics(r, settings)
     assert float(metrics["kl"]) == pytest.approx((k3[0][0] + k3[0][1] + k3[0][2] + k3[1][0]) / 4)
+
+
+def test_bias_corrected_kl_is_weighed_by_the_ratio_by_hand():
+    """use_bias_correction_kl (trl's default): each token's KL times pi/pi_old (DeepSeek-V3.2)."""
+    ref = torch.tensor([[-1.5, -2.0, -0.1], [-0.1, -1.0, -1.0]], dtype=D)
+    r = Rollouts(LOGPS, MASK, ADV, old_logps=OLD, ref_logps=ref)
+    k3 = [[math.exp(float(d)) - float(d) - 1 for d in row] for row in ref - LOGPS]
+    ratio = torch.exp(LOGPS - OLD).tolist()
+    corrected = torch.tensor([[k * q for k, q in zip(x, y, strict=True)]
+                              for x, y in zip(k3, ratio, strict=True)], dtype=D)
+    expected = torch.tensor(by_hand_per_token(), dtype=D) + 0.04 * corrected
+    torch.testing.assert_close(per_token_loss(r, LossSettings(beta=0.04)), expected)
 
 
 def test_beta_without_reference_logps_is_one_clear_error():

@@ -60,6 +60,9 @@ class LossSettings:
     epsilon_high: Annotated[float | None, optional(number(0, low_open=True))] = None
     beta: Annotated[float, number(0)] = 0.0  # weight of the KL to the reference (0: no reference is scored)
     max_completion_length: Annotated[int, integer(1)] = 256  # dr_grpo's constant normaliser; the rollout cap
+    # the KL term times the (differentiable) ratio: the unbiased reverse-KL gradient off-policy
+    # (DeepSeek-V3.2; trl's default)
+    use_bias_correction_kl: bool = True
 
     @property
     def clip_high(self) -> float:
@@ -112,11 +115,17 @@ class ConstantNormaliser(GRPOLoss):
 
 
 def per_token_loss(r: Rollouts, s: LossSettings) -> torch.Tensor:
-    """(B, T): -min(ratio * A, clip(ratio, 1 - epsilon, 1 + epsilon_high) * A) + beta * KL."""
+    """(B, T): -min(ratio * A, clip(ratio, 1 - epsilon, 1 + epsilon_high) * A) + beta * KL (times the ratio
+    with use_bias_correction_kl)."""
     ratio, advantages = r.ratio, r.advantages.unsqueeze(1)
     clipped = torch.clamp(ratio, 1 - s.epsilon, 1 + s.clip_high)
     loss = -torch.min(ratio * advantages, clipped * advantages)
-    return loss + s.beta * r.kl() if s.beta else loss
+    return loss + s.beta * kl_term(r, s) if s.beta else loss
+
+
+def kl_term(r: Rollouts, s: LossSettings) -> torch.Tensor:
+    """(B, T) the k3 KL per token, times the ratio pi/pi_old with use_bias_correction_kl."""
+    return r.kl() * r.ratio if s.use_bias_correction_kl else r.kl()
 
 
 def grpo_loss(r: Rollouts, s: LossSettings) -> torch.Tensor:
@@ -135,7 +144,7 @@ def loss_metrics(r: Rollouts, s: LossSettings) -> dict[str, torch.Tensor]:
            "clip_ratio/high_mean": (high * mask).sum() / tokens,
            "clip_ratio/region_mean": ((low | high) * mask).sum() / tokens}
     if s.beta:
-        out["kl"] = (r.kl().detach() * mask).sum() / tokens
+        out["kl"] = (kl_term(r, s).detach() * mask).sum() / tokens
     return out
 
 
