@@ -17,6 +17,9 @@ from zoo.modules.residual import uses_final_norm
 
 # Keys that do not change what the saved weights compute (training-only settings).
 NOT_IN_THE_MODEL = frozenset({"init_std", "dropout", "attn_dropout"})
+# A mixer's keys that say how it splits its work, not what it computes (gated_deltanet's chunk size: the
+# chunked and recurrent forms give the same outputs)
+MIXER_WORK_ONLY = frozenset({"chunk_size"})
 
 
 def effective(cfg: ModelConfig) -> dict[str, Any]:
@@ -32,6 +35,9 @@ def effective(cfg: ModelConfig) -> dict[str, Any]:
     if not getattr(cfg.mixer, "qk_norm", False):
         data["mixer"].pop("qk_norm_scope", None)  # no qk norm: no scope
     data["ffn"] = ffn_in_the_model(cfg)
+    for key in ("mixer", "linear_mixer"):
+        if isinstance(data.get(key), dict):
+            data[key] = {k: v for k, v in data[key].items() if k not in MIXER_WORK_ONLY}
     out: dict[str, Any] = {}
     for key, value in data.items():  # in the order of the fields, parts in their place
         parted = key in ("positional", "mixer", "ffn", "head", "mtp")
