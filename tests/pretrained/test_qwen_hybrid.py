@@ -178,3 +178,15 @@ def test_layer_types_default_to_every_fourth_layer_full_and_mrope_is_not_read():
     assert family.config_from_hf({**plain, "rope_parameters": QWEN3_5["rope_parameters"]}) == cfg
     all_full = family.config_from_hf({**plain, "layer_types": ["full_attention"] * 6})
     assert all_full.linear_mixer is None and not any(map(all_full.layer_is_linear, range(6)))
+
+
+def test_a_hybrid_built_in_zoo_exports_as_qwen3_5_text(tmp_path):
+    """A Qwen3.5-shaped model built from scratch (its chunk size its own: how the recurrence is split, not
+    what it computes) finds its family by itself and transformers reads the export with zoo's logits."""
+    torch.manual_seed(0)
+    model = zoo.build("qwen3_5_small", d_model=32, n_layers=4, head_dim=8, d_ff=48, vocab_size=99,
+                      linear_mixer={"linear_key_head_dim": 8, "linear_value_head_dim": 8, "chunk_size": 4},
+                      init_std=0.2).eval()
+    out = zoo.save_pretrained(model, tmp_path / "export")
+    assert json.loads((out / "config.json").read_text())["model_type"] == "qwen3_5_text"
+    right_padded_logits_match(Qwen3_5ForCausalLM.from_pretrained(out).eval(), model)
