@@ -58,6 +58,25 @@ def _latent_attention(c: ModelConfig, m) -> int:
             + _linear(c.n_heads * m.v_head_dim, d, bias))
 
 
+def _short_conv(c: ModelConfig, m) -> int:
+    """linear_mixer=short_conv: in_proj to [b | c | h], a depthwise conv of conv_L_cache taps, out_proj; a
+    bias on each when conv_bias."""
+    d, bias = c.d_model, m.conv_bias
+    return _linear(d, 3 * d, bias) + d * m.conv_L_cache + (d if bias else 0) + _linear(d, d, bias)
+
+
+def _gated_deltanet(c: ModelConfig, m) -> int:
+    """linear_mixer=gated_deltanet: qkv to [q | k | v] (no bias), its depthwise conv, z, b and a, A_log and
+    dt_bias per value head, the gated norm over Dv, o."""
+    d, hv, dv = c.d_model, m.linear_num_value_heads, m.linear_value_head_dim
+    width = 2 * m.linear_num_key_heads * m.linear_key_head_dim + hv * dv
+    return (d * width + width * m.linear_conv_kernel_dim + d * hv * dv + 2 * d * hv + 2 * hv + dv
+            + hv * dv * d)
+
+
+LINEAR_MIXERS = {"short_conv": _short_conv, "gated_deltanet": _gated_deltanet}  # model.linear_mixer's name -> its count (the layers tagged linear)
+
+
 def closed_form(c: ModelConfig) -> int:
     d, v, b = c.d_model, c.vocab_size, c.bias
     head = c.head_dim or d // c.n_heads
@@ -71,9 +90,13 @@ def closed_form(c: ModelConfig) -> int:
     qk = (2 * _norm(c, head) if per_head else _norm(c, q) + _norm(c, kv)) if c.mixer.qk_norm else 0
     # Qwen2: q/k/v bias only
     sinks = c.n_heads if c.mixer.sinks else 0  # one learned logit per head (gpt-oss), self-attention only
-    self_attn = _linear(d, q + 2 * kv, c.use_qkv_bias) + _linear(q, d, b) + qk + sinks + wrap
+    gate = _linear(d, q, c.use_qkv_bias) if getattr(c.mixer, "output_gate", False) else 0  # Qwen3-Next
+    self_attn = _linear(d, q + 2 * kv, c.use_qkv_bias) + _linear(q, d, b) + qk + sinks + gate + wrap
     if latent is not None:
         self_attn = _latent_attention(c, latent) + wrap
+    linear = c.linear_mixer  # a hybrid: the layers tagged linear run it instead of model.mixer
+    n_linear = sum(1 for i in range(c.n_layers) if linear is not None and "linear" in _layer_tags(c, i))
+    linear_attn = LINEAR_MIXERS[linear.name](c, linear) + wrap if n_linear else 0
     wrap = 0 if shared else wrap
     cross_attn = (_linear(d, q, c.use_qkv_bias) + _linear(d, 2 * kv, c.use_qkv_bias) + _linear(q, d, b) + qk
                   + wrap)
@@ -120,7 +143,7 @@ def closed_form(c: ModelConfig) -> int:
         return (tokens + 2 * side() + enc * self_attn + ffn_of(enc) + dec * (self_attn + cross_attn)
                 + ffn_of(dec) + 2 * final + out - 2 * (self_attn - self_attn_0))
     return (tokens + side() + c.n_layers * self_attn + ffn_of(c.n_layers) + final + out
-            - (self_attn - self_attn_0))
+            - (self_attn - self_attn_0) - n_linear * (self_attn - linear_attn))
 
 
 # 6,144 / 4,608 / 14,848 expert modules: ~9 s / ~8 s / ~3-10 s to build even on the meta device
