@@ -8,9 +8,16 @@ subprocesses (train.py, DDP pairs)."""
 from __future__ import annotations
 
 import os
+import sys
 
-import pytest
-import torch
+# Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set (this machine sets it): without the cache every
+# worker and every train.py subprocess compiles zoo and re-rewrites ~300 test modules' asserts (~7 CPU s per
+# worker). The cache lives in __pycache__/, which git ignores; set before the test modules are imported.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 torch.set_num_threads(int(os.environ.setdefault("OMP_NUM_THREADS", "1")))
 # nothing is downloaded in tests: a library that asks the Hub (bitsandbytes' CPU kernel, through `kernels`)
