@@ -106,11 +106,14 @@ class CheckpointRecord:
         return cls(**{f.name: section.get(f.name) for f in fields(cls)})
 
 
-def zoo_section(config: ModelConfig, task: str, tokenizer, **recorded: Any) -> dict[str, Any]:
+def zoo_section(config: ModelConfig, task: str, tokenizer, *,
+                tokenizer_files: Mapping[str, str] | None = None, **recorded: Any) -> dict[str, Any]:
     """The `zoo` entry of a checkpoint of `config` trained on `task` with `tokenizer`, with the RNG states of
-    now and the other `CheckpointRecord` fields given (what trains, the HF family, the W&B run)."""
-    return CheckpointRecord(FORMAT_VERSION, config.to_dict(), task, tokenizer_texts(tokenizer), rng_states(),
-                            **recorded).to_dict()
+    now and the other `CheckpointRecord` fields given (what trains, the HF family, the W&B run).
+    `tokenizer_files`: `tokenizer_texts(tokenizer)` as the caller already holds them (a run writes its
+    tokenizer out once, not at every checkpoint)."""
+    files = dict(tokenizer_files) if tokenizer_files is not None else tokenizer_texts(tokenizer)
+    return CheckpointRecord(FORMAT_VERSION, config.to_dict(), task, files, rng_states(), **recorded).to_dict()
 
 
 # ----------------------------------------------------------------------------------------- reading
