@@ -176,6 +176,7 @@ def _override_value(value: object) -> str:
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else repr(value)
 
 
+@pytest.mark.e2e
 @fuzz(25)
 @given(key=st.sampled_from(FIELDS), value=st.one_of(
     st.none(), st.booleans(), st.integers(-2, 8), st.floats(-2, 10), st.sampled_from(HOSTILE + ["rope", ""])))

@@ -20,6 +20,7 @@ def run(make_run_cfg, corpus, steps: int, *extra: str, name: str):
                                *extra], run=name))
 
 
+@pytest.mark.e2e
 def test_resume_that_changes_what_trains_is_refused(make_run_cfg, folders):
     first = run(make_run_cfg, folders["corpus"], 2, *FREEZE, "finetune.modules=[decoder_stack.layers.0]",
                 name="first")

@@ -63,6 +63,7 @@ def test_static_seeded_sample_matches_dynamic():
     assert torch.equal(static.sequences, dynamic.sequences)
 
 
+@pytest.mark.e2e
 def test_compiled_step_matches_eager_cache():
     """One tiny model, one compile: a left-padded prompt at batch 1 (the case where a column view of the ids
     would change strides every step), greedy and seeded sampling give the eager dynamic cache's tokens, and

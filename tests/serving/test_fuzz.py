@@ -40,6 +40,7 @@ def openai_error_body(ctx, response, case) -> None:
     assert "no probability distribution" not in error["message"], (case.body, response.text)
 
 
+@pytest.mark.e2e
 @schema.parametrize()
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
           suppress_health_check=list(HealthCheck))

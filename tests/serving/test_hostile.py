@@ -88,6 +88,7 @@ def _latency(url: str) -> float:
     return time.perf_counter() - start
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("kind", ["template", "prompt"])
 def test_others_keep_their_latency_while_one_request_is_stopped_at_its_budget(hostile, kind):
     """While one request renders a template that loops for ever (or tokenizes a 10 MB prompt), another

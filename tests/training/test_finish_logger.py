@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 CSV_RUN = ("import sys, tempfile\n"
            "from lightning.pytorch.loggers import CSVLogger\n"
            "from zoo.training.loggers import finish_logger\n"
@@ -15,6 +17,7 @@ CSV_RUN = ("import sys, tempfile\n"
            "print(before, 'wandb' in sys.modules)\n")
 
 
+@pytest.mark.e2e
 def test_finishing_a_run_without_wandb_imports_no_wandb():
     done = subprocess.run([sys.executable, "-c", CSV_RUN], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

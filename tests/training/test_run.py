@@ -78,6 +78,7 @@ def test_lm_learns_checkpoints_and_loads(make_cfg, tmp_path):
     assert (foreign / "notes.txt").read_text() == "keep me"
 
 
+@pytest.mark.e2e
 def test_interrupted_then_resumed_run_matches_uninterrupted(make_cfg, monkeypatch):
     common = [*TINY_LM, "trainer.max_steps=8", "eval_every=4", "model.dropout=0.1"]
     straight, losses = killed_and_resumed(make_cfg, monkeypatch, common, "lm")
@@ -140,6 +141,7 @@ def test_mlm_without_naming_data(make_cfg):
     assert total > 0 and result.metrics["sample/masked_token_accuracy"] == pytest.approx(right / total)
 
 
+@pytest.mark.e2e
 def test_translation_without_naming_data_reports_exact_match(make_cfg):
     cfg = make_cfg(["model=transformer_tiny", "model.encoder_layers=1", "model.decoder_layers=1",
                     "model.d_ff=64", *TINY_NETS, "+data.n_pairs=400", "+data.n_test=20",
@@ -168,6 +170,7 @@ def test_translation_without_naming_data_reports_exact_match(make_cfg):
     assert result.metrics["test/chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score)
 
 
+@pytest.mark.e2e
 def test_classification_takes_num_labels_from_the_data(make_cfg, tmp_path):
     data = tmp_path / "labelled.jsonl"
     words = {"pos": "good great fine", "neg": "bad awful poor", "mix": "so so okay"}
@@ -193,6 +196,7 @@ def test_classification_takes_num_labels_from_the_data(make_cfg, tmp_path):
         train(make_cfg([*common, "model.head.num_labels=2"], run="mismatch"))
 
 
+@pytest.mark.e2e
 def test_bf16_mixed_on_cpu_and_compile_switch_match_fp32(make_cfg):
     base = [*TINY_LM, "trainer.max_steps=2", "eval_every=2", "callbacks.samples=null"]
     fp32 = train(make_cfg(base, run="fp32")).metrics["val/loss"]
