@@ -168,7 +168,9 @@ def test_glm_layer_types_zoo_cannot_reproduce_are_named():
 def test_multi_token_prediction_layers_are_left_out(tmp_path, variant):
     """The Hub's DeepSeek-V3 / GLM-4.7-Flash files hold num_nextn_predict_layers extra layers after the last
     (`model.layers.<n_layers>.*`: a layer plus enorm, hnorm, eh_proj, shared_head), which transformers does
-    not build: zoo loads the model without them, with transformers' logits, and warns that it left them."""
+    not build: with mtp=None zoo loads the model without them, with transformers' logits, and warns that it
+    left them (without it they load as model.mtp: tests/pretrained/test_deepseek_mtp.py; here GLM's layer is
+    a MoE layer where its layer pattern tiles to a dense one, which is named)."""
     hf = tiny(variant)
     path = saved(hf, tmp_path)
     weights = load_file(path / "model.safetensors")
@@ -183,5 +185,11 @@ def test_multi_token_prediction_layers_are_left_out(tmp_path, variant):
     written = json.loads((path / "config.json").read_text())
     (path / "config.json").write_text(json.dumps({**written, "num_nextn_predict_layers": 1}))
     with pytest.warns(UserWarning, match=f"model.layers.{n}"):
-        model = zoo.from_pretrained(path)
+        model = zoo.from_pretrained(path, mtp=None)
     right_padded_logits_match(hf, model)
+    if variant.startswith("glm"):  # [sparse, dense, sparse] tiles to a dense layer 3
+        with pytest.raises(ValueError, match=r"multi-token-prediction layer 3 holds a Mixture of Experts, "
+                                             r"but model.layer_pattern=.* makes it a dense FFN"):
+            zoo.from_pretrained(path)
+    else:
+        assert zoo.from_pretrained(path).config.mtp.depth == 1

@@ -16,7 +16,7 @@ from zoo.config import ModelConfig, lay_over
 from zoo.models import ZooModel, build_model
 from zoo.pretrained.family import FAMILIES, Family, HFTensors
 from zoo.pretrained.fp8 import dequantized, fp8_block, is_quantization_tensor
-from zoo.pretrained.headers import check_folder, check_layers, explained
+from zoo.pretrained.headers import check_folder, check_layers, explained, header_shapes
 from zoo.pretrained.io import HFConfig, read_config, read_weights, write_checkpoint
 from zoo.pretrained.roundtrip import check_roundtrip
 from zoo.pretrained.tensor_map import ShapeMismatch
@@ -48,7 +48,10 @@ def load_config(path: str | Path, hf: HFConfig | None = None) -> tuple[Family, M
     the safetensors headers). `hf`: its config.json as the caller read it."""
     hf = hf if hf is not None else read_config(path)
     family = _family(hf, path)
+    found = header_shapes(Path(path))
     config = family.config_from_hf(hf)
+    if found is not None:  # pickled weights: config.json says
+        config = family.fit_stored(config, found[0])
     check_folder(family, config, Path(path))
     return family, config
 
@@ -77,11 +80,15 @@ def read_pretrained(path: str | Path, overrides: Mapping[str, Any] | None = None
     hf = hf if hf is not None else read_config(path)
     family = _family(hf, path)
     config = family.config_from_hf(hf)
+    found = header_shapes(Path(path))
+    tensors, file = read_weights(path) if found is None else (None, None)  # pickles: names once read
+    config = family.fit_stored(config, found[0] if found is not None else tensors, overrides or ())
     if overrides:
         config = ModelConfig.from_dict(lay_over(config.to_dict(), overrides))
     check_folder(family, config, Path(path))  # sizes against the safetensors headers, before any read
     block = fp8_block(hf)  # FP8 weights: dequantized once read
-    tensors, file = read_weights(path)
+    if tensors is None:
+        tensors, file = read_weights(path)
     check_layers(family, config, {k: tuple(t.shape) for k, t in tensors.items()}, file)  # pickles: now
     file_dtype = _file_dtype({k: t for k, t in tensors.items() if not is_quantization_tensor(k, t)})
     if block is not None:
@@ -145,7 +152,8 @@ def from_pretrained(path: str | Path, *, dtype: str | torch.dtype | None = None,
     config.json's `architectures` names (BertModel: none, *ForMaskedLM: lm, *ForSequenceClassification:
     classifier, ...). `dtype`: None keeps fp32 whatever the file holds; "auto" the file's dtype (as
     transformers 5); or float32 / float16 / bfloat16. `overrides` replace config fields that do not change
-    weight shapes (e.g. `dropout=0.0`)."""
+    weight shapes (e.g. `dropout=0.0`); `mtp=None` leaves out the multi-token-prediction layers a DeepSeek-V3
+    file holds (with a warning naming them)."""
     resolve_dtype(dtype, None)  # a bad dtype fails before any file is read
     read = read_pretrained(path, overrides)
     model = build_model(read.config)

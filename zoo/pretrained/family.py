@@ -161,6 +161,12 @@ class Family:
         layers): left out of the layer count and passed over on load with a warning."""
         return {}
 
+    def fit_stored(self, cfg: ModelConfig, names: Iterable[str], given: Iterable[str] = ()) -> ModelConfig:
+        """`cfg` as the names of the stored tensors say where config.json does not (DeepSeek's
+        multi-token-prediction layers: transformers writes num_nextn_predict_layers 1 with or without
+        them), but for the keys the caller sets (`given`, laid over after)."""
+        return cfg
+
     def read_first(self, src: HFTensors, cfg: ModelConfig) -> dict[str, torch.Tensor]:
         """zoo tensors read by hand before the map reads the rest (token tables kept in several copies)."""
         return {}
