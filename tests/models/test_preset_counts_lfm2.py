@@ -1,6 +1,7 @@
 """The LFM2 presets: lfm2_1_2b has the parameter count of transformers' Lfm2ForCausalLM built from
-LiquidAI/LFM2-1.2B's config.json values (both on the meta device) and of the card (1.17B), and is key for key
-what the lfm2 family reads from those values; lfm2_small, shrunk, exports as lfm2 with transformers' logits."""
+LiquidAI/LFM2-1.2B's config.json values (both on the meta device) and of the card (1.17B), and is key for
+key what the lfm2 family reads from those values; lfm2_small, shrunk, exports as lfm2 with transformers'
+logits."""
 
 import torch
 from transformers import Lfm2Config, Lfm2ForCausalLM

@@ -1,7 +1,7 @@
-"""LFM2's gated short convolution (zoo.modules.short_conv) against transformers' Lfm2ShortConv (its pure-PyTorch
-path) built from a tiny config: outputs and every gradient within 1e-5, with and without biases, 2 to 4 taps, a
-right-padded batch; a left-padded row equals the row alone even where biases would carry the pads into the
-window; one token at a time through the cache equals the whole sequence; the config checks."""
+"""LFM2's gated short convolution (zoo.modules.short_conv) against transformers' Lfm2ShortConv (its
+pure-PyTorch path) built from a tiny config: outputs and every gradient within 1e-5, with and without biases,
+2 to 4 taps, a right-padded batch; a left-padded row equals the row alone even where biases would carry the
+pads into the window; one token at a time through the cache equals the whole sequence; the config checks."""
 
 import re
 
@@ -21,8 +21,9 @@ D_MODEL = 16
 
 
 def _cfg(taps=3, bias=False):
-    return ModelConfig(d_model=D_MODEL, n_heads=4, vocab_size=16, norm="rmsnorm", bias=False, positional="none",
-                       mixer={"name": "short_conv", "conv_L_cache": taps, "conv_bias": bias})
+    mixer = {"name": "short_conv", "conv_L_cache": taps, "conv_bias": bias}
+    return ModelConfig(d_model=D_MODEL, n_heads=4, vocab_size=16, norm="rmsnorm", bias=False,
+                       positional="none", mixer=mixer)
 
 
 def _pair(taps=3, bias=False):

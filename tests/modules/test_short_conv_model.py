@@ -1,8 +1,8 @@
-"""Decoding an LFM2-shaped hybrid (model.linear_mixer=short_conv beside attention layers) with each conv layer's
-window in the cache (zoo.modules.cache.LayerCache.state): greedy, seeded sampling and beam search (windows
-reordered with the beams) give the tokens and logits of decoding without a cache; a left-padded batch gives
-each row's tokens alone; continuous batching gives each prompt's tokens alone; the window's size does not grow;
-speculative decoding, the static cache, packed documents and tensor parallelism are refused naming the key."""
+"""Decoding an LFM2-shaped hybrid (model.linear_mixer=short_conv beside attention layers) with each conv
+layer's window in the cache (zoo.modules.cache.LayerCache.state): greedy, seeded sampling and beam search
+(windows reordered with the beams) give the tokens and logits of decoding without a cache; a left-padded
+batch gives each row's tokens alone; continuous batching gives each prompt's tokens alone; the window's size
+does not grow; speculative decoding, the static cache and packed documents are refused naming the key."""
 
 import re
 
@@ -13,7 +13,8 @@ import zoo
 
 HYBRID = dict(arch="decoder", vocab_size=40, d_model=32, n_layers=3, n_heads=4, n_kv_heads=2, d_ff=48,
               max_seq_len=48, norm="rmsnorm", positional="rope", activation="swiglu", bias=False,
-              mixer={"name": "attention", "qk_norm": True}, linear_mixer={"name": "short_conv", "conv_bias": True},
+              mixer={"name": "attention", "qk_norm": True},
+              linear_mixer={"name": "short_conv", "conv_bias": True},
               layer_pattern=["linear", "full", "linear"], init_std=0.2, tie_embeddings=False)
 IDS = torch.tensor([[0, 0, 5, 6, 7, 8], [9, 10, 11, 12, 13, 14]])
 MASK = (IDS != 0).long()  # the first prompt left-padded
@@ -91,5 +92,6 @@ def test_packed_documents_are_refused_naming_the_mixer():
     m = model()
     ids = torch.randint(3, 40, (1, 8))
     documents = torch.tensor([[0, 0, 0, 1, 1, 1, 1, 1]])
-    with pytest.raises(ValueError, match=re.escape("model.linear_mixer=short_conv")):
+    message = "model.linear_mixer=short_conv carries one state along each row"
+    with pytest.raises(ValueError, match=re.escape(message)):
         m(ids, document_ids=documents)

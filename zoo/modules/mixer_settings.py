@@ -131,6 +131,6 @@ NO_POSITIONS = ("model.positional={positional} acts inside attention (rotating q
                 "model.mixer=gated_deltanet does not have: its recurrence carries order. Choose "
                 "model.positional=none (or one that adds to the embeddings: learned, sinusoidal).")
 CONV_NO_POSITIONS = ("model.positional={positional} acts inside attention (rotating q/k or biasing scores), "
-                     "which model.mixer=short_conv does not have: its causal convolution carries order. Choose "
-                     "model.positional=none (or one that adds to the embeddings: learned, sinusoidal), or run "
-                     "short_conv as model.linear_mixer beside attention layers (LFM2).")
+                     "which model.mixer=short_conv does not have: its causal convolution carries order. "
+                     "Choose model.positional=none (or one that adds to the embeddings: learned, "
+                     "sinusoidal), or run short_conv as model.linear_mixer beside attention layers (LFM2).")

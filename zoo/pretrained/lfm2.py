@@ -98,4 +98,5 @@ class Lfm2(LlamaShaped):
         return {**self.rope.to_hf(cfg), "intermediate_size": cfg.ffn_dim, "block_auto_adjust_ff_dim": False,
                 "tie_word_embeddings": cfg.tie_embeddings, "layer_types": kinds,
                 "full_attn_idxs": [i for i, kind in enumerate(kinds) if kind == "full_attention"],
-                "conv_L_cache": conv.conv_L_cache if conv else 3, "conv_bias": conv.conv_bias if conv else False}
+                "conv_L_cache": conv.conv_L_cache if conv else 3,
+                "conv_bias": conv.conv_bias if conv else False}
