@@ -162,6 +162,19 @@ OVERRIDES = [BadInput(given, message) for given, message in [
      "bidirectional"),
     ("model=gpt_nano model.mixer=gated_deltanet trainer=fsdp_tp",
      "trainer.strategy=fsdp_tp cannot split model.mixer: gated_deltanet: its q/k/v convolution"),
+    # LFM2's short convolution (model.mixer / model.linear_mixer=short_conv): positions, heads, stacks, splits
+    ("model=gpt_nano model.mixer=short_conv model.positional=rope",
+     "model.positional=rope acts inside attention (rotating q/k or biasing scores), which "
+     "model.mixer=short_conv does not have"),
+    ("model=gpt_nano model.mixer=short_conv model.n_kv_heads=1",
+     "model.n_kv_heads=1 is attention's; model.mixer=short_conv has no heads"),
+    ("model=lfm2_small model.linear_mixer.conv_L_cache=0",
+     "model.linear_mixer.conv_L_cache must be an integer >= 1"),
+    ("model=t5_small model.linear_mixer=short_conv model.layer_pattern=[linear,full]",
+     "model.linear_mixer=short_conv reads the tokens left to right only, and arch='encoder_decoder' has a "
+     "bidirectional"),
+    ("model=lfm2_small trainer=fsdp_tp",
+     "trainer.strategy=fsdp_tp cannot split model.linear_mixer: short_conv: its in_proj rows [b | c | h]"),
     ("model=gpt_nano model.mixer.output_gate=true trainer=fsdp_tp",
      "trainer.strategy=fsdp_tp cannot split model.mixer.output_gate: true adds a gate projection"),
     ("trainer=fsdp_tp optim.name=muon",
@@ -287,6 +300,24 @@ CHECKED_ELSEWHERE = [
     BadInput("model.mixer=gated_deltanet data.document_mask=true",
              "model.mixer=gated_deltanet carries one state along each row",
              "tests/modules/test_gated_deltanet_model.py::test_packed_documents_are_refused_naming_the_mixer"),
+    # LFM2 (model.linear_mixer=short_conv): what needs a built model or a folder
+    BadInput("model=lfm2_small, generate with cache_implementation=static (or compile=true)",
+             "cannot decode model.linear_mixer=short_conv",
+             "tests/modules/test_short_conv_model.py::"
+             "test_decoding_modes_that_cannot_carry_the_window_are_refused_naming_the_mixer"),
+    BadInput("model=lfm2_small, generate with assistant_model (speculative decoding)",
+             "its model.linear_mixer=short_conv cannot be",
+             "tests/modules/test_short_conv_model.py::"
+             "test_decoding_modes_that_cannot_carry_the_window_are_refused_naming_the_mixer"),
+    BadInput("model=lfm2_small, packed documents (document_ids)",
+             "model.linear_mixer=short_conv carries one state along each row",
+             "tests/modules/test_short_conv_model.py::test_packed_documents_are_refused_naming_the_mixer"),
+    BadInput("zoo.from_pretrained(<an lfm2 folder with layer_types other than conv / full_attention>)",
+             "each of conv, full_attention",
+             "tests/pretrained/test_lfm2.py::test_what_zoo_cannot_express_is_one_error"),
+    BadInput("zoo.save_pretrained(<a short_conv hybrid whose attention has no q/k norm>, model_type='lfm2')",
+             "its config.json cannot express model.mixer.qk_norm=False",
+             "tests/pretrained/test_lfm2.py::test_a_model_lfm2_cannot_carry_is_refused_on_export_naming_the_key"),
     # a key only an entry that is not chosen reads (docs/design.md, "Config parts")
     BadInput("ckpt_path=<a gpt_nano run's last.ckpt> model.n_heads=4",
              "model.n_heads: checkpoint 2, this run 4",
