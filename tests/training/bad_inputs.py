@@ -175,6 +175,14 @@ OVERRIDES = [BadInput(given, message) for given, message in [
      "bidirectional"),
     ("model=lfm2_small trainer=fsdp_tp",
      "trainer.strategy=fsdp_tp cannot split model.linear_mixer: short_conv: its in_proj rows [b | c | h]"),
+    # multi-token prediction (model.mtp): its keys, and a task without next-token targets
+    ("model=bert_small model.mtp=sequential",
+     "model.mtp=sequential trains on each position's next tokens, which task=mlm does not give"),
+    ("model=gpt_nano model.mtp={name:sequential,depth:0}",
+     "model.mtp.depth must be an integer >= 1 and <= 16, got 0"),
+    ("model=gpt_nano model.mtp=sequential model.mtp.weight=-1",
+     "model.mtp.weight must be a finite number >= 0, got -1"),
+    ("model=gpt_nano model.mtp=parallel", "model.mtp: Unknown mtp 'parallel'. Allowed: sequential."),
     ("model=gpt_nano model.mixer.output_gate=true trainer=fsdp_tp",
      "trainer.strategy=fsdp_tp cannot split model.mixer.output_gate: true adds a gate projection"),
     ("trainer=fsdp_tp optim.name=muon",
@@ -409,6 +417,25 @@ CHECKED_ELSEWHERE = [
              "cannot express model.mixer.latent_norm_eps=1e-05 (would load as 1e-06)",
              "tests/pretrained/test_deepseek.py::"
              "test_a_model_trained_in_zoo_exports_where_its_latent_norms_agree"),
+    # multi-token prediction: what needs a model or a folder
+    BadInput("zoo.build of model.mtp on an encoder (or encoder_decoder) stack",
+             "model.mtp=sequential predicts later tokens of a decoder's own",
+             "tests/modules/test_mtp.py::test_bad_settings_are_one_error_naming_the_key"),
+    BadInput("zoo.build of model.mtp under a head other than lm",
+             "model.mtp=sequential shares the vocabulary head",
+             "tests/modules/test_mtp.py::test_bad_settings_are_one_error_naming_the_key"),
+    BadInput("model(..., output_mtp=True) of a model without model.mtp", "output_mtp=True needs model.mtp",
+             "tests/modules/test_mtp.py::test_output_mtp_needs_the_modules_and_no_cache"),
+    BadInput("zoo.from_pretrained of a DeepSeek-V3 folder whose MTP layer's token-table copy differs from "
+             "the model's", "differs from the model's",
+             "tests/pretrained/test_deepseek_mtp.py::"
+             "test_a_copy_of_the_token_table_that_differs_is_refused"),
+    BadInput("zoo.from_pretrained of a DeepSeek-V3 folder whose num_nextn_predict_layers is not the MTP "
+             "layers its weights hold", "disagrees with the weights: they hold multi-token-prediction",
+             "tests/pretrained/test_deepseek_mtp.py::test_a_count_the_weights_do_not_hold_is_named"),
+    BadInput("zoo.from_pretrained of a GLM-4.7-Flash folder whose MTP layer's FFN kind the layer pattern "
+             "does not tile to", "multi-token-prediction layer 3 holds a Mixture of Experts",
+             "tests/pretrained/test_deepseek.py::test_multi_token_prediction_layers_are_left_out"),
     BadInput("zoo.save_pretrained / export.py format=hf model_type=roberta of a model whose head activation "
              "RoBERTa cannot write", "model.head.activation='relu'",
              "tests/export/test_hf_loads.py::test_a_refused_activation_is_named_not_shown_as_a_function"),
