@@ -21,6 +21,7 @@ from zoo.modules.ffn_settings import FFN, ROUTER
 from zoo.modules.head_settings import HEAD
 from zoo.modules.layer_pattern import LayerPattern
 from zoo.modules.mixer_settings import MIXER
+from zoo.modules.mtp_settings import MTP
 from zoo.modules.positional_settings import POSITIONAL, ROPE_SCALING, Llama3ScalingSettings, RopeSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -179,7 +180,7 @@ def test_upgrade_leaves_the_new_layout_alone() -> None:
 def render() -> str:
     """Each part's entries and keys, from the settings classes (the declarations are the source)."""
     rows = ["| part | entry | key | allowed | default |", "|---|---|---|---|---|"]
-    for table in (MIXER, POSITIONAL, ROPE_SCALING, FFN, ROUTER, HEAD):
+    for table in (MIXER, POSITIONAL, ROPE_SCALING, FFN, ROUTER, HEAD, MTP):
         for entry, keys in table.docs().items():
             if not keys:
                 rows.append(f"| `model.{table.key}` | `{entry}` | (none) | | |")
