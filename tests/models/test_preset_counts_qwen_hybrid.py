@@ -19,9 +19,10 @@ ROPE = dict(rope_type="default", rope_theta=10000000.0, partial_rotary_factor=0.
 MROPE = dict(ROPE, mrope_section=[11, 11, 10], mrope_interleaved=True)  # Qwen3.5's (the vision model's)
 PRESETS = {  # preset -> (transformers classes, the model's config.json values, the card's total / active)
     "qwen3_5_0_8b": (Qwen3_5TextConfig, Qwen3_5ForCausalLM, dict(
-        vocab_size=248320, hidden_size=1024, intermediate_size=3584, num_hidden_layers=24, num_attention_heads=8,
-        num_key_value_heads=2, head_dim=256, linear_num_key_heads=16, linear_num_value_heads=16,
-        max_position_embeddings=262144, tie_word_embeddings=True, rope_parameters=MROPE), None),
+        vocab_size=248320, hidden_size=1024, intermediate_size=3584, num_hidden_layers=24,
+        num_attention_heads=8, num_key_value_heads=2, head_dim=256, linear_num_key_heads=16,
+        linear_num_value_heads=16, max_position_embeddings=262144, tie_word_embeddings=True,
+        rope_parameters=MROPE), None),
     "qwen3_5_9b": (Qwen3_5TextConfig, Qwen3_5ForCausalLM, dict(
         max_position_embeddings=262144, rope_parameters=MROPE), None),
     "qwen3_next_80b_a3b": (Qwen3NextConfig, Qwen3NextForCausalLM, dict(
@@ -50,8 +51,8 @@ def test_qwen_hybrid_preset_counts_equal_transformers(name):
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_qwen_hybrid_preset_is_what_the_family_reads_from_that_config(name):
-    """Key for key (layer pattern, linear mixer, gated attention, norms, partial RoPE, experts) but the special
-    token ids (the tokenizer's: a preset keeps zoo's defaults)."""
+    """Key for key (layer pattern, linear mixer, gated attention, norms, partial RoPE, experts) but the
+    special token ids (the tokenizer's: a preset keeps zoo's defaults)."""
     config_class, _, values, _ = PRESETS[name]
     hf = config_class(**values).to_dict()
     read = zoo.pretrained.FAMILIES.get(hf["model_type"])().config_from_hf(hf).to_dict()

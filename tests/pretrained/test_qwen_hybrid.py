@@ -18,6 +18,10 @@ from transformers import (
     Qwen3_5Config,
     Qwen3_5ForCausalLM,
     Qwen3_5ForConditionalGeneration,
+    Qwen3_5MoeConfig,
+    Qwen3_5MoeForCausalLM,
+    Qwen3_5MoeForConditionalGeneration,
+    Qwen3_5MoeTextConfig,
     Qwen3_5TextConfig,
     Qwen3NextConfig,
     Qwen3NextForCausalLM,
@@ -44,9 +48,13 @@ BASE = dict(hidden_size=32, num_hidden_layers=4, num_attention_heads=4, num_key_
 QWEN3_5 = dict(BASE, rope_parameters={**ROPE, "mrope_section": [2, 1, 1], "mrope_interleaved": True})
 QWEN3_NEXT = dict(BASE, rope_parameters=ROPE, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=12,
                   shared_expert_intermediate_size=24, mlp_only_layers=[1])
+EXPERTS = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=12,
+               shared_expert_intermediate_size=24)
+QWEN3_5_MOE = {**{k: v for k, v in QWEN3_5.items() if k != "intermediate_size"}, **EXPERTS}
 FAMILIES = {  # model_type -> (config class, model class, config, which layers are MoE)
     "qwen3_5_text": (Qwen3_5TextConfig, Qwen3_5ForCausalLM, QWEN3_5, [False] * 4),
     "qwen3_next": (Qwen3NextConfig, Qwen3NextForCausalLM, QWEN3_NEXT, [True, False, True, True]),
+    "qwen3_5_moe_text": (Qwen3_5MoeTextConfig, Qwen3_5MoeForCausalLM, QWEN3_5_MOE, [True] * 4),
 }
 MIXERS = [GatedDeltaNet, GatedDeltaNet, GatedDeltaNet, Attention]
 
@@ -94,23 +102,35 @@ def test_export_round_trip(tmp_path, model_type):
     assert written["linear_conv_kernel_dim"] == 3
 
 
-def test_vision_language_folder_loads_its_text_model(tmp_path):
-    """A `qwen3_5` folder (Qwen3_5ForConditionalGeneration): zoo reads text_config and the language model's
-    tensors with transformers' logits on text, passes the vision tower over with a warning, and exports the
-    text model as qwen3_5_text, which Qwen3_5ForCausalLM reads back with the same logits."""
-    vision = dict(depth=1, hidden_size=16, intermediate_size=24, num_heads=2, out_hidden_size=32, patch_size=4,
-                  num_position_embeddings=16)
+VISION = dict(depth=1, hidden_size=16, intermediate_size=24, num_heads=2, out_hidden_size=32, patch_size=4,
+              num_position_embeddings=16)
+VISION_LANGUAGE = {  # model_type -> (config class, model class, text config, the text class it exports as)
+    "qwen3_5": (Qwen3_5Config, Qwen3_5ForConditionalGeneration, QWEN3_5, Qwen3_5ForCausalLM),
+    "qwen3_5_moe": (Qwen3_5MoeConfig, Qwen3_5MoeForConditionalGeneration, QWEN3_5_MOE, Qwen3_5MoeForCausalLM),
+}
+
+
+@pytest.mark.parametrize("model_type", VISION_LANGUAGE)
+def test_vision_language_folder_loads_its_text_model(tmp_path, model_type):
+    """A `qwen3_5` / `qwen3_5_moe` folder (*ForConditionalGeneration): zoo reads text_config and the language
+    model's tensors with transformers' logits on text, passes the vision tower over with a warning, and
+    exports the text model, which its *ForCausalLM reads back with the same logits."""
+    config_class, model_class, text, text_class = VISION_LANGUAGE[model_type]
     torch.manual_seed(0)
-    config = Qwen3_5Config(text_config=QWEN3_5, vision_config=vision, tie_word_embeddings=False)
-    hf = perturbed(Qwen3_5ForConditionalGeneration(config), scale=0.1)
+    config = config_class(text_config=text, vision_config=VISION, tie_word_embeddings=False)
+    hf = perturbed(model_class(config), scale=0.1)
+    with torch.no_grad():  # routers far from ties
+        for layer in hf.model.language_model.layers:
+            if hasattr(layer.mlp, "gate"):
+                layer.mlp.gate.weight.normal_(0, 1.0)
     with pytest.warns(UserWarning, match=r"the vision tower \(model.visual.\*\)"):
         model = zoo.from_pretrained(saved(hf, tmp_path))
     assert [type(layer.self_attn) for layer in model.decoder_stack.layers] == MIXERS
     right_padded_logits_match(hf, model)
     left_padded_logits_match(hf, model)
-    out = export_round_trips(model, Qwen3_5ForCausalLM, tmp_path / "export")
+    out = export_round_trips(model, text_class, tmp_path / "export")
     written = json.loads((out / "config.json").read_text())
-    assert (written["model_type"], written["architectures"]) == ("qwen3_5_text", ["Qwen3_5ForCausalLM"])
+    assert (written["model_type"], written["architectures"]) == (f"{model_type}_text", [text_class.__name__])
 
 
 HEADS = [  # (model_type, transformers class, zoo head, output compared)
@@ -120,6 +140,7 @@ HEADS = [  # (model_type, transformers class, zoo head, output compared)
     ("qwen3_next", "Qwen3NextForSequenceClassification", "classifier", "logits"),
     ("qwen3_next", "Qwen3NextForTokenClassification", "token_classifier", "logits"),
     ("qwen3_next", "Qwen3NextForQuestionAnswering", "qa", "start_logits"),
+    ("qwen3_5_moe_text", "Qwen3_5MoeTextModel", "none", "last_hidden_state"),
 ]
 
 
@@ -156,7 +177,8 @@ def test_every_head_loads_and_exports(tmp_path, model_type, class_name, head, ou
      ["rope_type='yarn'", "attention_bias=True",
       "layer_types (linear_attention or full_attention, one per layer)=False"]),
     ("qwen3_next", {"full_attention_interval": 0, "decoder_sparse_step": 0},
-     ["full_attention_interval (a positive integer)=False", "decoder_sparse_step (a positive integer)=False"]),
+     ["full_attention_interval (a positive integer)=False",
+      "decoder_sparse_step (a positive integer)=False"]),
 ])
 def test_what_zoo_cannot_express_is_one_error(model_type, settings, named):
     family = zoo.pretrained.FAMILIES.get(model_type)()
@@ -190,3 +212,15 @@ def test_a_hybrid_built_in_zoo_exports_as_qwen3_5_text(tmp_path):
     out = zoo.save_pretrained(model, tmp_path / "export")
     assert json.loads((out / "config.json").read_text())["model_type"] == "qwen3_5_text"
     right_padded_logits_match(Qwen3_5ForCausalLM.from_pretrained(out).eval(), model)
+
+
+def test_qwen3_5_moe_is_moe_everywhere_and_renormalised_whatever_config_json_says():
+    """transformers' Qwen3_5MoeTextConfig has no norm_topk_prob, mlp_only_layers or decoder_sparse_step: given
+    anyway, its model still routes every layer and renormalises; zoo reads the same."""
+    given = dict(QWEN3_5_MOE, norm_topk_prob=False, mlp_only_layers=[1], decoder_sparse_step=2)
+    hf_config = Qwen3_5MoeTextConfig(**given)
+    assert all(hasattr(layer.mlp, "experts") for layer in Qwen3_5MoeForCausalLM(hf_config).model.layers)
+    family = zoo.pretrained.FAMILIES.get("qwen3_5_moe_text")()
+    cfg = family.config_from_hf({"model_type": "qwen3_5_moe_text", **given})
+    assert cfg.ffn.router.name == "softmax_topk_norm" and all(map(cfg.layer_is_moe, range(4)))
+    assert not {"norm_topk_prob", "mlp_only_layers", "decoder_sparse_step"} & set(family.config_to_hf(cfg))

@@ -27,7 +27,8 @@ def test_qwen3_5_small_trains_from_the_command_line_and_exports(tmp_path, run_cl
                     "model.max_seq_len=32", "batch_size=8", "logger=csv", "trainer.accelerator=cpu",
                     "trainer.max_steps=16", "eval_every=8", "trainer.limit_val_batches=2",
                     "trainer.log_every_n_steps=1", "trainer.num_sanity_val_steps=0",
-                    "trainer.enable_progress_bar=false", "callbacks.samples.max_new_tokens=8", "optim.lr=3e-3",
+                    "trainer.enable_progress_bar=false", "callbacks.samples.max_new_tokens=8",
+                    "optim.lr=3e-3",
                     "scheduler.warmup_steps=2", f"hydra.run.dir={run_dir}", f"paths.cache_dir={cache_dir}"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     losses = train_losses(run_dir)

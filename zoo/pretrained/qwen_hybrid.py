@@ -1,20 +1,23 @@
-"""The Qwen hybrids both ways: Qwen3.5 (`qwen3_5_text`, and the text part of `qwen3_5`) and Qwen3-Next
-(`qwen3_next`, with a Mixture of Experts). Qwen3's pre-norm decoder where `layer_types` says which layers are
-`linear_attention` (Gated DeltaNet: zoo's `model.linear_mixer: gated_deltanet`, layer tag `linear`) and which
-`full_attention` (tag `full`; by default every `full_attention_interval`-th, 4). What differs from Qwen3:
-- every RMSNorm (the layers', the final one, q/k per head) scales by (1 + weight), its weight stored zero-centred
-  (zoo's `rmsnorm_1p`); the Gated DeltaNet's own gated norm keeps a plain weight;
+"""The Qwen hybrids both ways: Qwen3.5 (`qwen3_5_text`, and the text part of `qwen3_5`), Qwen3.5-MoE
+(`qwen3_5_moe_text`, the text part of `qwen3_5_moe`) and Qwen3-Next (`qwen3_next`). Qwen3's pre-norm decoder
+where `layer_types` says which layers are `linear_attention` (Gated DeltaNet: zoo's `model.linear_mixer:
+gated_deltanet`, layer tag `linear`) and which `full_attention` (tag `full`; by default every
+`full_attention_interval`-th, 4). What differs from Qwen3:
+- every RMSNorm (the layers', the final one, q/k per head) scales by (1 + weight), its weight stored
+  zero-centred (zoo's `rmsnorm_1p`); the Gated DeltaNet's own gated norm keeps a plain weight;
 - attention has an output gate (`model.mixer.output_gate`): `q_proj` holds [q_h | gate_h] per head, read and
   written by hand (`read_first`, `state_to_hf`);
 - a partial RoPE (`partial_rotary_factor`, 0.25 by default) on the first quarter of each head, rotate-half;
-- Qwen3.5's `rope_parameters` carry the vision model's `mrope_section` / `mrope_interleaved`: for text, the three
-  position streams are one (transformers expands the text positions to all three), so they rotate as plain
-  RoPE does and are not read;
-- the linear layers' tensors are `linear_attn.*`: Qwen3.5 stores q/k/v, z, b and a apart (`in_proj_qkv`, ...),
-  Qwen3-Next grouped per key head (`in_proj_qkvz`: [q_h | k_h | v_h.. | z_h..], `in_proj_ba`: [b_h.. | a_h..]).
+- Qwen3.5's `rope_parameters` carry the vision model's `mrope_section` / `mrope_interleaved`: for text, the
+  three position streams are one (transformers expands the text positions to all three), so they rotate as
+  plain RoPE does and are not read;
+- the linear layers' tensors are `linear_attn.*`: Qwen3.5 stores q/k/v, z, b and a apart (`in_proj_qkv`,
+  ...), Qwen3-Next grouped per key head (`in_proj_qkvz`: [q_h | k_h | v_h.. | z_h..], `in_proj_ba`:
+  [b_h.. | a_h..]).
 Qwen3-Next's MoE is Qwen2-MoE's (qwen_moe.py: a gated shared expert, `mlp_only_layers`,
-`decoder_sparse_step`). Multi-token-prediction tensors (`mtp.*`) and the `qwen3_5` vision tower
-(`model.visual.*`) are passed over with a warning; a `qwen3_5` model exports as `qwen3_5_text`."""
+`decoder_sparse_step`); Qwen3.5-MoE's the same in every layer, always renormalised. Multi-token-prediction
+tensors (`mtp.*`) and a vision-language folder's vision tower (`model.visual.*`) are passed over with a
+warning; such a folder's model exports as its text model (`qwen3_5_text`, `qwen3_5_moe_text`)."""
 
 from __future__ import annotations
 
@@ -28,13 +31,15 @@ from zoo.pretrained.config_map import PLAIN_ROPE, Rope, pattern_of
 from zoo.pretrained.decoder_heads import LLAMA_HEADS
 from zoo.pretrained.family import Checks
 from zoo.pretrained.io import HFConfig
-from zoo.pretrained.llama import DECODER, TENSORS, LlamaShaped
+from zoo.pretrained.llama import DECODER, KEYS, TENSORS, LlamaShaped
 from zoo.pretrained.qwen_moe import EXPERTS, QwenExperts
 from zoo.pretrained.tensor_map import HFTensors, Rows, stored_name, within
 
 LINEAR = {  # a Qwen3.5 Gated DeltaNet layer: zoo -> HF (zoo.modules.gated_deltanet's names)
-    "self_attn.qkv.weight": "linear_attn.in_proj_qkv.weight", "self_attn.z.weight": "linear_attn.in_proj_z.weight",
-    "self_attn.b.weight": "linear_attn.in_proj_b.weight", "self_attn.a.weight": "linear_attn.in_proj_a.weight",
+    "self_attn.qkv.weight": "linear_attn.in_proj_qkv.weight",
+    "self_attn.z.weight": "linear_attn.in_proj_z.weight",
+    "self_attn.b.weight": "linear_attn.in_proj_b.weight",
+    "self_attn.a.weight": "linear_attn.in_proj_a.weight",
     "self_attn.conv.weight": "linear_attn.conv1d.weight", "self_attn.A_log": "linear_attn.A_log",
     "self_attn.dt_bias": "linear_attn.dt_bias", "self_attn.norm.weight": "linear_attn.norm.weight",
     "self_attn.o.weight": "linear_attn.out_proj.weight",
@@ -77,8 +82,8 @@ class QwenHybrid(LlamaShaped):
         return {**more, "layer_pattern": pattern_of(tags, "full")}, checks
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
-        linear = cfg.linear_mixer if cfg.linear_mixer is not None and cfg.linear_mixer.name == "gated_deltanet" \
-            else None  # another linear mixer is written as none: the round trip names it
+        linear = cfg.linear_mixer  # another linear mixer is written as the defaults: the round trip names it
+        linear = linear if linear is not None and linear.name == "gated_deltanet" else None
         return {**super().more_to_hf(cfg),
                 **{k: getattr(linear, k) if linear else v for k, v in LINEAR_KEYS.items()},
                 "layer_types": ["linear_attention" if cfg.layer_is_linear(i) else "full_attention"
@@ -124,7 +129,8 @@ class QwenHybrid(LlamaShaped):
         for i in range(cfg.n_layers):
             zoo = f"decoder_stack.layers.{i}.self_attn."
             if i in linear:
-                out.update(self.write_linear(state, cfg, stored_name(f"layers.{i}.linear_attn.", prefix), zoo))
+                hf = stored_name(f"layers.{i}.linear_attn.", prefix)
+                out.update(self.write_linear(state, cfg, hf, zoo))
                 continue
             q = state[zoo + "qkv.weight"][: h * d]
             gate = state[zoo + "gate.weight"]
@@ -152,24 +158,21 @@ class Qwen35Text(QwenHybrid):
                 "Qwen3_5TextForSequenceClassification": "classifier"}
 
 
-class Qwen35(Qwen35Text):
-    """The vision-language `qwen3_5` folder (Qwen3_5ForConditionalGeneration): its `text_config` and its text
-    model's tensors (`model.language_model.*`, `lm_head`); the vision tower is not read. Exported as the text
-    model it holds (`qwen3_5_text`, Qwen3_5ForCausalLM), which transformers loads."""
+class TextOfVisionLanguage:
+    """A vision-language folder read as the text model it holds: its `text_config` (with the keys the whole
+    model keeps on top: the class, the tie, which transformers follows) and the text model's tensors
+    (`model.language_model.*`, `lm_head`); the vision tower is passed over. Exported as that text model
+    (`text_family`), which transformers loads. Mixed in before the text family."""
 
-    model_type = "qwen3_5"
+    text_family: type = QwenHybrid
     prefixes = ("model.language_model.",)
-    not_loaded = {}
-
-    def classes(self) -> dict[str, str]:
-        return {"Qwen3_5ForConditionalGeneration": "lm"}
+    not_loaded: Mapping[str, str] = {}
 
     def text_config(self, hf: Mapping[str, Any]) -> dict[str, Any]:
-        """config.json's `text_config` with the keys the whole model keeps on top (the class, the tie)."""
         text = hf["text_config"]
         if not isinstance(text, Mapping):
-            raise ValueError(f"qwen3_5 config.json's text_config must be a mapping of the text model's keys; "
-                             f"got {type(text).__name__}.")
+            raise ValueError(f"{self.model_type} config.json's text_config must be a mapping of the text "
+                             f"model's keys; got {type(text).__name__}.")
         top = {k: hf[k] for k in ("architectures", "tie_word_embeddings") if k in hf}
         merged = {**text, **top, "model_type": self.model_type}
         return HFConfig(merged, hf.file) if isinstance(hf, HFConfig) else merged
@@ -178,22 +181,32 @@ class Qwen35(Qwen35Text):
         return super().config_from_hf(self.text_config(hf) if "text_config" in hf else hf)
 
     def config_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
-        return Qwen35Text().config_to_hf(cfg)
+        return self.text_family().config_to_hf(cfg)
 
     def read_back(self, hf: dict[str, Any], cfg: ModelConfig) -> ModelConfig:
-        return Qwen35Text().read_back(hf, cfg)
+        return self.text_family().read_back(hf, cfg)
 
     def class_for(self, head: str) -> str:
-        return Qwen35Text().class_for(head)
+        return self.text_family().class_for(head)
 
     def base_prefix(self, cfg: ModelConfig) -> str:
-        return Qwen35Text().base_prefix(cfg)
+        return self.text_family().base_prefix(cfg)
 
     def extra_tensors(self, names: Iterable[str]) -> dict[str, str]:
         names = list(names)
         return {**super().extra_tensors(names),
                 **{name: "the vision tower (model.visual.*): zoo reads the text model"
                    for name in names if name.startswith("model.visual.")}}
+
+
+class Qwen35(TextOfVisionLanguage, Qwen35Text):
+    """The vision-language `qwen3_5` folder (Qwen3_5ForConditionalGeneration), exported as `qwen3_5_text`."""
+
+    model_type = "qwen3_5"
+    text_family = Qwen35Text
+
+    def classes(self) -> dict[str, str]:
+        return {"Qwen3_5ForConditionalGeneration": "lm"}
 
 
 class Qwen3Next(QwenExperts, QwenHybrid):
@@ -239,3 +252,44 @@ class Qwen3Next(QwenExperts, QwenHybrid):
         qkvz = torch.cat([heads(q), heads(k), heads(v), heads(state[zoo + "z.weight"])], dim=1)
         ba = torch.cat([heads(state[zoo + "b.weight"]), heads(state[zoo + "a.weight"])], dim=1)
         return {hf + "in_proj_qkvz.weight": qkvz.reshape(-1, c), hf + "in_proj_ba.weight": ba.reshape(-1, c)}
+
+
+class Qwen35MoeText(QwenExperts, QwenHybrid):
+    """Qwen3.5's MoE text model (Qwen3_5MoeForCausalLM, Qwen3_5MoeTextModel): Qwen3.5's layers (linear
+    projections apart) with Qwen3-Next's experts in every layer. transformers' Qwen3_5MoeTextConfig has no
+    norm_topk_prob, decoder_sparse_step, mlp_only_layers or intermediate_size: every layer is MoE and the
+    kept weights are always renormalised, whatever a config.json says of them."""
+
+    model_type = "qwen3_5_moe_text"
+    shared = True
+    heads = {head: LLAMA_HEADS[head] for head in ("none", "lm")}
+    keys = tuple(k for k in KEYS if k.zoo != "d_ff")  # no dense MLP: intermediate_size is not a key of it
+    fixed = {**HYBRID, "ffn": "moe"}
+    defaults = {**QwenHybrid.defaults, "vocab_size": 248320}
+    tensors = Qwen3Next.tensors
+    moe_defaults = {"num_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 512,
+                    "shared_expert_intermediate_size": 512}  # Qwen3_5MoeTextConfig's
+    # keys transformers' config lacks, at what its model does whatever they say
+    IGNORED = {"norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": []}
+
+    def classes(self) -> dict[str, str]:
+        return {"Qwen3_5MoeForCausalLM": "lm", "Qwen3_5MoeTextModel": "none"}
+
+    def moe_from_hf(self, hf: Mapping[str, Any], n_layers: int) -> tuple[dict[str, Any], list[str], Checks]:
+        return super().moe_from_hf({**self.moe_defaults, **hf, **self.IGNORED}, n_layers)
+
+    def moe_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
+        """Without the keys transformers' config lacks (a router or dense layer they would say: the round trip
+        names it)."""
+        return {k: v for k, v in super().moe_to_hf(cfg).items() if k not in self.IGNORED}
+
+
+class Qwen35Moe(TextOfVisionLanguage, Qwen35MoeText):
+    """The vision-language `qwen3_5_moe` folder (Qwen3_5MoeForConditionalGeneration), exported as
+    `qwen3_5_moe_text`."""
+
+    model_type = "qwen3_5_moe"
+    text_family = Qwen35MoeText
+
+    def classes(self) -> dict[str, str]:
+        return {"Qwen3_5MoeForConditionalGeneration": "lm"}
