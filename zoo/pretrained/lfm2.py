@@ -10,7 +10,14 @@ sub-layers and `embedding_norm` after the last layer (zoo's final norm, despite 
 The MLP's width is derived as transformers derives it: with `block_auto_adjust_ff_dim`, 2/3 of
 `intermediate_size` (or `block_ff_dim`, which overrides it), times `block_ffn_dim_multiplier`, rounded up to
 `block_multiple_of`; export writes the width itself with the adjustment off. RoPE: the default kind only
-(base `rope_theta`, 1e6 when absent)."""
+(base `rope_theta`, 1e6 when absent).
+
+LFM2-MoE (`lfm2_moe`, LFM2-8B-A1B): LFM2's layers with a Mixture of Experts after the first
+`num_dense_layers` dense ones (model.layer_pattern's dense / moe tags beside linear / full), whose dense MLP
+is `intermediate_size` as given (no adjustment). The router `feed_forward.gate` is zoo's `sigmoid_bias`
+(sigmoid scores plus the `expert_bias` buffer to choose, `norm_topk_prob`), its weights times
+`routed_scaling_factor` (route_scale); experts `feed_forward.experts.{e}.w1 | w3 | w2` of width `moe_intermediate_size`. Routing
+without the bias (`use_expert_bias: false`) is refused."""
 
 from __future__ import annotations
 
@@ -18,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.config import ModelConfig
-from zoo.pretrained.config_map import PLAIN_ROPE, Key, Rope, pattern_of
+from zoo.pretrained.config_map import PLAIN_ROPE, Key, Rope, moe_paths, pattern_of, with_tags
 from zoo.pretrained.decoder_heads import BARE, LM
 from zoo.pretrained.family import Checks
 from zoo.pretrained.llama import DECODER, LlamaShaped
@@ -46,6 +53,11 @@ KEYS = (
     Key("pad_id", "pad_token_id", 0, token=True), Key("bos_id", "bos_token_id", 1, token=True),
     Key("eos_id", "eos_token_id", 2, token=True),
 )
+EXPERTS = {  # zoo -> HF inside an LFM2-MoE layer
+    "ffn.router.proj.weight": "feed_forward.gate.weight", "ffn.router.bias": "feed_forward.expert_bias",
+    "ffn.experts.{e}.up.weight": ("feed_forward.experts.{e}.w1.weight", "feed_forward.experts.{e}.w3.weight"),
+    "ffn.experts.{e}.down.weight": "feed_forward.experts.{e}.w2.weight",
+}
 KINDS = {"conv": "linear", "full_attention": "full"}  # transformers' layer_types -> zoo's mixer tag
 CONV = "short_conv"
 
@@ -100,3 +112,35 @@ class Lfm2(LlamaShaped):
                 "full_attn_idxs": [i for i, kind in enumerate(kinds) if kind == "full_attention"],
                 "conv_L_cache": conv.conv_L_cache if conv else 3,
                 "conv_bias": conv.conv_bias if conv else False}
+
+
+class Lfm2Moe(Lfm2):
+    model_type = "lfm2_moe"
+    class_prefix = "Lfm2Moe"
+    fixed = {**Lfm2.fixed, "ffn": "moe"}
+    requires = {"use_expert_bias": True}
+    tensors = {**TENSORS, **within("decoder_stack.layers.{i}.", "layers.{i}.", EXPERTS)}
+
+    def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
+        more, checks = super().more_from_hf(hf, settings)
+        dense = hf.get("num_dense_layers", 2)
+        known = isinstance(dense, int) and not isinstance(dense, bool) and dense >= 0
+        checks["num_dense_layers (an integer >= 0)"] = (known, True)
+        layers = ["dense" if known and i < dense else "moe" for i in range(settings["n_layers"])]
+        router = {"name": "sigmoid_bias", "norm_topk_prob": bool(hf.get("norm_topk_prob", True))}
+        moe = {"n_experts": hf.get("num_experts", 32), "top_k": hf.get("num_experts_per_tok", 4),
+               "expert_d_ff": hf.get("moe_intermediate_size", 1792), "balance": {}, "router": router,
+               "route_scale": float(hf.get("routed_scaling_factor", 1.0))}
+        width = hf.get("intermediate_size", 7168)  # Lfm2MoeMLP's, as given
+        return ({**more, **moe_paths(moe), "d_ff": width,
+                 "layer_pattern": with_tags(more["layer_pattern"], layers, "moe")}, checks)
+
+    def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
+        moe = cfg.ffn
+        out = super().more_to_hf(cfg)
+        del out["block_auto_adjust_ff_dim"]  # Lfm2MoeConfig has no such key: its dense width is as given
+        dense = next((i for i in range(cfg.n_layers) if cfg.layer_is_moe(i)), cfg.n_layers)
+        return {**out, "num_experts": moe.n_experts, "num_experts_per_tok": moe.top_k,
+                "moe_intermediate_size": moe.expert_d_ff or cfg.ffn_dim,
+                "routed_scaling_factor": moe.route_scale,
+                "norm_topk_prob": getattr(moe.router, "norm_topk_prob", True), "num_dense_layers": dense}
