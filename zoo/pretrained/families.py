@@ -12,7 +12,7 @@ MODULES = {
     "bart": "bart", "bert": "bert", "deepseek_v2": "deepseek", "deepseek_v3": "deepseek",
     "distilbert": "bert", "gemma": "gemma", "gemma2": "gemma",
     "gemma3_text": "gemma", "glm4_moe_lite": "deepseek", "gpt2": "gpt2", "gpt_oss": "gpt_oss",
-    "gpt_neox": "gpt_neox", "lfm2": "lfm2", "lfm2_moe": "lfm2", "lfm2_moe": "lfm2", "llama": "llama", "marian": "bart",
+    "gpt_neox": "gpt_neox", "lfm2": "lfm2", "lfm2_moe": "lfm2", "llama": "llama", "marian": "bart",
     "mistral": "llama", "mixtral": "mixtral", "modernbert": "modernbert", "olmo2": "olmo2", "olmoe": "olmoe",
     "opt": "opt", "phi3": "llama", "qwen2": "llama", "qwen2_moe": "qwen_moe", "qwen3": "llama",
     "qwen3_moe": "qwen_moe", "qwen3_5": "qwen_hybrid", "qwen3_5_moe": "qwen_hybrid",
