@@ -224,3 +224,10 @@ def test_qwen3_5_moe_is_moe_everywhere_and_renormalised_whatever_config_json_say
     cfg = family.config_from_hf({"model_type": "qwen3_5_moe_text", **given})
     assert cfg.ffn.router.name == "softmax_topk_norm" and all(map(cfg.layer_is_moe, range(4)))
     assert not {"norm_topk_prob", "mlp_only_layers", "decoder_sparse_step"} & set(family.config_to_hf(cfg))
+
+
+def test_a_text_config_that_is_not_a_mapping_is_named():
+    family = zoo.pretrained.FAMILIES.get("qwen3_5")()
+    with pytest.raises(ValueError, match=re.escape("qwen3_5 config.json's text_config must be a mapping of the "
+                                                   "text model's keys; got list")):
+        family.config_from_hf({"model_type": "qwen3_5", "text_config": [QWEN3_5]})
