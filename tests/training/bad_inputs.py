@@ -408,6 +408,16 @@ CHECKED_ELSEWHERE = [
     BadInput("zoo.from_pretrained: a glm4_moe_lite config.json whose mlp_layer_types names another kind than "
              "dense / sparse", "mlp_layer_types (dense or sparse, one per layer)=False",
              "tests/pretrained/test_deepseek.py::test_glm_layer_types_zoo_cannot_reproduce_are_named"),
+    BadInput("zoo.from_pretrained: a qwen3_5_text / qwen3_5 / qwen3_next config.json with attention_bias "
+             "true, a rope_type other than default, or a layer_types kind other than linear_attention / "
+             "full_attention", "layer_types (linear_attention or full_attention, one per layer)=False",
+             "tests/pretrained/test_qwen_hybrid.py::test_what_zoo_cannot_express_is_one_error"),
+    BadInput("zoo.from_pretrained: a qwen3_next config.json with full_attention_interval 0",
+             "full_attention_interval (a positive integer)=False",
+             "tests/pretrained/test_qwen_hybrid.py::test_what_zoo_cannot_express_is_one_error"),
+    BadInput("zoo.from_pretrained: a qwen3_5 / qwen3_5_moe folder whose text_config is not a mapping",
+             "qwen3_5 config.json's text_config must be a mapping",
+             "tests/pretrained/test_qwen_hybrid.py::test_a_text_config_that_is_not_a_mapping_is_named"),
     BadInput("zoo.from_pretrained: an FP8 folder (quantization_config.quant_method fp8) whose "
              "weight_block_size is not two positive integers",
              "config.json quantization_config.weight_block_size=[128]",
