@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -126,36 +127,46 @@ def bench_env() -> dict[str, str]:
 
 
 def run_side(command: list[str], probe_out: Path) -> dict[str, Any]:
-    """Run one side under the probe; return its timings (seconds) and final val/loss."""
+    """Run one side under the probe; return its timings (seconds, wall and process CPU) and final val/loss."""
     full = [sys.executable, "-m", "bench.loop_probe", str(probe_out), *command]
-    t0 = time.time()
+    before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.time()
     done = subprocess.run(full, cwd=ROOT, env=bench_env(), capture_output=True, text=True)
-    wall = time.time() - t0
+    wall, after = time.time() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise RuntimeError(f"{command[0]} failed ({done.returncode}): {(done.stderr or done.stdout)[-2000:]}")
     probe = json.loads(probe_out.read_text())
     found = re.findall(r"val/loss = ([0-9.]+|nan|inf)", done.stdout)
-    return {**timings(probe, t0), "wall": wall, "val_loss": float(found[-1]) if found else float("nan")}
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return {**timings(probe, t0), "wall": wall, "cpu": cpu,
+            "val_loss": float(found[-1]) if found else float("nan")}
 
 
-def closed(window: list[float], probe: dict[str, Any]) -> tuple[float, float]:
+def closed(window: list[float], saves: list[list[float]], end: float) -> tuple[float, float]:
     """A window still open when the process ended (the last validation) ends with its last torch.save."""
-    start, end = window
-    if end < probe["end"]:
-        return start, end
-    return start, max([e for s, e in probe["saves"] if s >= start], default=start)
+    start, stop = window
+    if stop < end:
+        return start, stop
+    return start, max([e for s, e in saves if s >= start], default=start)
+
+
+def split(steps: list[float], windows: list[list[float]], saves: list[list[float]], end: float,
+          t0: float) -> dict[str, Any]:
+    """First step (from t0), median step, evaluation and save seconds of one clock's record."""
+    if not steps:
+        raise RuntimeError("the side ran no optimizer step")
+    # the sanity check before step 1 is start-up
+    windows = [closed(w, saves, end) for w in windows if w[0] >= steps[0]]
+    gaps = [b - a for a, b in zip(steps, steps[1:], strict=False) if not any(a <= w[0] < b for w in windows)]
+    return {"first_step": steps[0] - t0, "step": statistics.median(gaps) if gaps else float("nan"),
+            "evaluation": sum(b - a for a, b in windows), "saving": sum(b - a for a, b in saves),
+            "steps": len(steps), "after_last_step": end - steps[-1]}
 
 
 def timings(probe: dict[str, Any], t0: float) -> dict[str, Any]:
-    """First step, median step, evaluation and save seconds from a probe's record (process start t0)."""
-    steps = probe["steps"]
-    if not steps:
-        raise RuntimeError("the side ran no optimizer step")
-    windows = [closed(w, probe) for w in probe["windows"] if w[0] >= steps[0]]  # the sanity check: start-up
-    gaps = [b - a for a, b in zip(steps, steps[1:], strict=False) if not any(a <= w[0] < b for w in windows)]
-    return {"first_step": steps[0] - t0, "step": statistics.median(gaps) if gaps else float("nan"),
-            "evaluation": sum(b - a for a, b in windows), "saving": sum(b - a for a, b in probe["saves"]),
-            "steps": len(steps), "after_last_step": probe["end"] - steps[-1]}
+    """`split` on the wall clock (process start t0) and, as cpu_*, on the process's CPU clock (from 0)."""
+    wall = split(probe["steps"], probe["windows"], probe["saves"], probe["end"], t0)
+    cpu = split(probe["cpu_steps"], probe["cpu_windows"], probe["cpu_saves"], probe["cpu_end"], 0.0)
+    return {**wall, **{f"cpu_{key}": cpu[key] for key in ("first_step", "step", "evaluation")}}
 
 
 def measure_shape(shape: LoopShape, repeats: int, work: Path) -> dict[str, list[dict[str, Any]]]:
@@ -182,37 +193,77 @@ def _spread(values: list[float]) -> str:
 
 
 def section(rows: list[tuple[LoopShape, dict[str, list[dict[str, Any]]]]], load: list[float]) -> Section:
-    headers = ["run", "side", "first step (s)", "median step (ms)", "evaluation + checkpoints (s)",
-               "of which torch.save (s)", "total wall (s)", "final val loss"]
+    headers = ["run", "side", "first step, wall / CPU (s)", "median step, wall / CPU (ms)",
+               "evaluation + checkpoints, wall / CPU (s)", "of which torch.save (s)", "total, wall / CPU (s)",
+               "final val loss"]
     table, goals, notes = [], [], []
     for shape, results in rows:
         for side, runs in results.items():
             med = {k: statistics.median(run[k] for run in runs) for k in runs[0]}
-            table.append([shape.name, side, f"{med['first_step']:.2f}", f"{1000 * med['step']:.1f}",
-                          f"{med['evaluation']:.2f}", f"{med['saving']:.2f}", f"{med['wall']:.1f}",
+            table.append([shape.name, side, f"{med['first_step']:.2f} / {med['cpu_first_step']:.2f}",
+                          f"{1000 * med['step']:.1f} / {1000 * med['cpu_step']:.1f}",
+                          f"{med['evaluation']:.2f} / {med['cpu_evaluation']:.2f}", f"{med['saving']:.2f}",
+                          f"{med['wall']:.1f} / {med['cpu']:.1f}",
                           " / ".join(f"{run['val_loss']:.4f}" for run in runs)])
         zoo_runs, bare = results["train.py"], results["minimal loop"]
         ratios = {key: [z[key] / b[key] for z, b in zip(zoo_runs, bare, strict=True)]
-                  for key in ("wall", "step", "first_step", "evaluation")}
+                  for key in ("wall", "step", "first_step", "evaluation", "cpu", "cpu_step", "cpu_first_step",
+                              "cpu_evaluation")}
         notes.append(f"{shape.name}, {shape.steps} steps, validation every {shape.eval_every} over "
                      f"{shape.val_batches} batches: train.py / minimal loop, median (min-max) of "
-                     f"{len(zoo_runs)} paired repeats: total wall {_spread(ratios['wall'])}, median step "
-                     f"{_spread(ratios['step'])}, first step {_spread(ratios['first_step'])}, evaluation + "
-                     f"checkpoints {_spread(ratios['evaluation'])}.")
-        walls = [b["wall"] / z["wall"] for z, b in zip(zoo_runs, bare, strict=True)]
-        goals.append((f"loop {shape.name}: minimal loop wall / train.py wall", statistics.median(walls), 1.0))
+                     f"{len(zoo_runs)} paired repeats, wall (process CPU): total {_spread(ratios['wall'])} "
+                     f"({_spread(ratios['cpu'])}), median step {_spread(ratios['step'])} "
+                     f"({_spread(ratios['cpu_step'])}), first step {_spread(ratios['first_step'])} "
+                     f"({_spread(ratios['cpu_first_step'])}), evaluation + checkpoints "
+                     f"{_spread(ratios['evaluation'])} ({_spread(ratios['cpu_evaluation'])}). CPU seconds "
+                     "train.py spends beyond the minimal loop: "
+                     + ", ".join(f"{name} {_extra(zoo_runs, bare, key):+.2f}"
+                                 for name, key in (("to the first step", "cpu_first_step"),
+                                                   ("in evaluation + checkpoints", "cpu_evaluation"),
+                                                   ("in all", "cpu")))
+                     + f", of which in the steps {_steps_cpu(zoo_runs, bare):+.2f} and after the last step "
+                     f"and validation (summary, exit) {_rest_cpu(zoo_runs, bare):+.2f}.")
+        for clock, key in (("wall", "wall"), ("CPU", "cpu")):
+            ratio = statistics.median(b[key] / z[key] for z, b in zip(zoo_runs, bare, strict=True))
+            goals.append((f"loop {shape.name}: minimal loop {clock} / train.py {clock}", ratio, 1.0))
     notes.append(f"Load average (1 min) before / after the section: {load[0]:.1f} / {load[1]:.1f} on "
-                 f"{os.cpu_count()} cores (other engineers' tests share the machine).")
+                 f"{os.cpu_count()} cores (other engineers' tests share the machine): wall-clock grows "
+                 "with the neighbours' load, a process's CPU time much less; only ratios of sides measured "
+                 "side by side in one run count.")
     notes.append("Step counts are scaled far down from the issue's (2,000 steps, evaluation every 250; "
                  "gpt_small's 300, evaluation every 100) so that 2 sides x 3 repeats fit on the shared "
-                 "2-core machine at load ~10: at these sizes start-up weighs much more in the wall time than "
+                 "2-core machine: at these sizes start-up weighs much more in the wall time than "
                  "in the issue's runs. Both sides run with OMP_NUM_THREADS=1 (two torch threads on a machine "
                  "with ~10 runnable processes spin in OpenMP barriers: 1.5 s of CPU per small step). Each "
                  "side is a fresh process (bytecode caches warm, 2 untimed steps of each first); the time to "
                  "the first step counts from process start, data cache warm. The sanity validation train.py "
-                 "runs before step 1 is in its first-step time.")
+                 "runs before step 1 is in its first-step time. CPU columns: the process's CPU time "
+                 "(time.process_time at the probe's marks; total: the child's rusage).")
     return Section("Training loop: train.py vs a minimal loop", markdown_table(headers, table), notes,
                    goals=goals)
+
+
+def _extra(zoo_runs: list[dict[str, Any]], bare: list[dict[str, Any]], key: str) -> float:
+    """Median over paired repeats of train.py's `key` minus the minimal loop's."""
+    return statistics.median(z[key] - b[key] for z, b in zip(zoo_runs, bare, strict=True))
+
+
+def _rest_cpu(zoo_runs: list[dict[str, Any]], bare: list[dict[str, Any]]) -> float:
+    """Median over paired repeats of the extra CPU seconds that neither start-up, the steps nor evaluation
+    hold (the summary, interpreter exit)."""
+
+    def rest(run: dict[str, Any]) -> float:
+        steps = run["cpu_step"] * (run["steps"] - 1)
+        return run["cpu"] - run["cpu_first_step"] - run["cpu_evaluation"] - steps
+
+    return statistics.median(rest(z) - rest(b) for z, b in zip(zoo_runs, bare, strict=True))
+
+
+def _steps_cpu(zoo_runs: list[dict[str, Any]], bare: list[dict[str, Any]]) -> float:
+    """Median over paired repeats of (train.py - minimal loop) CPU seconds in the steps after the first:
+    the median step's difference times the steps."""
+    return statistics.median((z["cpu_step"] - b["cpu_step"]) * (z["steps"] - 1)
+                             for z, b in zip(zoo_runs, bare, strict=True))
 
 
 def run(quick: bool = False) -> Section:

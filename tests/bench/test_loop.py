@@ -16,7 +16,10 @@ from bench.bench_loop import ROOT, timings
 # (115.5) still open at the end (130), its checkpoint written 116-117
 RECORD = {"steps": [110.0, 111.0, 112.0, 114.2, 115.2],
           "windows": [[105.0, 106.0], [112.5, 114.0], [115.5, 130.0]],
-          "saves": [[113.0, 113.5], [116.0, 117.0]], "end": 130.0}
+          "saves": [[113.0, 113.5], [116.0, 117.0]], "end": 130.0,
+          # the same marks on the process's CPU clock (from process start): steps 0.5 s apart, then 0.4
+          "cpu_steps": [5.0, 5.5, 6.0, 7.0, 7.4], "cpu_windows": [[2.0, 2.5], [6.2, 6.8], [7.6, 9.0]],
+          "cpu_saves": [[6.4, 6.5], [7.8, 8.2]], "cpu_end": 9.0}
 
 
 def test_timings_split_steps_evaluation_and_saves():
@@ -27,6 +30,10 @@ def test_timings_split_steps_evaluation_and_saves():
     assert t["evaluation"] == pytest.approx(1.5 + 1.5)
     assert t["saving"] == pytest.approx(0.5 + 1.0)
     assert t["steps"] == 5
+    # the CPU clock split alike, from 0: the 6.0 -> 7.0 gap holds a validation, the open window ends at 8.2
+    assert t["cpu_first_step"] == pytest.approx(5.0)
+    assert t["cpu_step"] == pytest.approx(0.5)
+    assert t["cpu_evaluation"] == pytest.approx(0.6 + 0.6)
 
 
 def test_a_side_without_steps_is_an_error():
@@ -48,5 +55,7 @@ def test_probe_records_steps_windows_and_saves(tmp_path: Path):
     subprocess.run([sys.executable, "-m", "bench.loop_probe", str(out), str(script)], cwd=ROOT, check=True)
     record = json.loads(out.read_text())
     assert len(record["steps"]) == 3 and len(record["saves"]) == 1
+    assert len(record["cpu_steps"]) == 3 and len(record["cpu_saves"]) == 1 and len(record["cpu_windows"]) == 1
+    assert 0 < record["cpu_steps"][0] <= record["cpu_steps"][-1] <= record["cpu_end"]
     (start, end), = record["windows"]  # eval() after step 2, closed by step 3's training forward
     assert record["steps"][1] < start <= record["saves"][0][0] <= end <= record["steps"][2]
