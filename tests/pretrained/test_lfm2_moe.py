@@ -2,15 +2,17 @@
 configs, every weight perturbed and the routers far from ties: conv and attention layers by `layer_types`,
 dense first layers (`num_dense_layers`), sigmoid routing with the expert bias, renormalised or not, scaled;
 logits within 1e-4 on right- and left-padded batches, greedy tokens equal to transformers' generate, the
-export read back by transformers with equal logits; routing without the expert bias is one error."""
+export read back by transformers with equal logits, the bare Lfm2MoeModel; routing without the expert bias
+is one error."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
-from transformers import Lfm2MoeConfig, Lfm2MoeForCausalLM
+from transformers import Lfm2MoeConfig, Lfm2MoeForCausalLM, Lfm2MoeModel
 
 import zoo
 from tests.pretrained.decoder_checks import (
@@ -19,7 +21,7 @@ from tests.pretrained.decoder_checks import (
     left_padded_logits_match,
     right_padded_logits_match,
 )
-from tests.pretrained.helpers import perturbed, saved
+from tests.pretrained.helpers import perturbed, right_padded, saved
 from zoo.modules.moe import MoE
 from zoo.modules.short_conv import ShortConv
 
@@ -70,5 +72,17 @@ def test_export_round_trip(tmp_path, variant):
 
 def test_routing_without_the_expert_bias_is_one_error():
     family = zoo.pretrained.FAMILIES.get("lfm2_moe")()
-    with pytest.raises(ValueError, match=r"use_expert_bias=False \(supported: True\)"):
+    with pytest.raises(ValueError, match=re.escape("use_expert_bias=False (supported: True)")):
         family.config_from_hf({"model_type": "lfm2_moe", **BASE, "use_expert_bias": False})
+
+
+def test_the_bare_model_loads(tmp_path):
+    hf = perturbed(Lfm2MoeModel(Lfm2MoeConfig(**BASE)))
+    model = zoo.from_pretrained(saved(hf, tmp_path))
+    assert model.config.head.name == "none"
+    ids, mask = right_padded(2, 10, 99, [10, 6])
+    with torch.no_grad():
+        ref = hf(input_ids=ids, attention_mask=mask).last_hidden_state
+        got = model(ids, attention_mask=mask).last_hidden_state
+    real = mask.bool()
+    assert (got[real] - ref[real]).abs().max() < 1e-4
