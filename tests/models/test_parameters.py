@@ -74,7 +74,8 @@ def _gated_deltanet(c: ModelConfig, m) -> int:
             + hv * dv * d)
 
 
-LINEAR_MIXERS = {"short_conv": _short_conv, "gated_deltanet": _gated_deltanet}  # model.linear_mixer's name -> its count (the layers tagged linear)
+# model.linear_mixer's name -> its count (the layers tagged linear)
+LINEAR_MIXERS = {"short_conv": _short_conv, "gated_deltanet": _gated_deltanet}
 
 
 def closed_form(c: ModelConfig) -> int:
