@@ -228,14 +228,15 @@ def test_qwen3_5_moe_is_moe_everywhere_and_renormalised_whatever_config_json_say
 
 def test_a_text_config_that_is_not_a_mapping_is_named():
     family = zoo.pretrained.FAMILIES.get("qwen3_5")()
-    with pytest.raises(ValueError, match=re.escape("qwen3_5 config.json's text_config must be a mapping of the "
-                                                   "text model's keys; got list")):
+    message = "qwen3_5 config.json's text_config must be a mapping of the text model's keys; got list"
+    with pytest.raises(ValueError, match=re.escape(message)):
         family.config_from_hf({"model_type": "qwen3_5", "text_config": [QWEN3_5]})
 
 
 def test_multi_token_prediction_tensors_are_passed_over(tmp_path):
-    """The Hub's Qwen3.5 / Qwen3-Next folders hold a multi-token-prediction block (`mtp.*`), which transformers
-    does not build: zoo loads the model without it, with transformers' logits, and warns that it left it."""
+    """The Hub's Qwen3.5 / Qwen3-Next folders hold a multi-token-prediction block (`mtp.*`), which
+    transformers does not build: zoo loads the model without it, with transformers' logits, and warns that it
+    left it."""
     from safetensors.torch import load_file, save_file
 
     hf = tiny("qwen3_5_text")
@@ -246,6 +247,7 @@ def test_multi_token_prediction_tensors_are_passed_over(tmp_path):
            "mtp.layers.0.input_layernorm.weight": torch.zeros(d),
            "mtp.layers.0.self_attn.q_proj.weight": weights["model.layers.3.self_attn.q_proj.weight"].clone()}
     save_file({**weights, **mtp}, path / "model.safetensors", metadata={"format": "pt"})
-    with pytest.warns(UserWarning, match=r"Ignoring 4 tensor\(s\).*multi-token-prediction layers \(mtp\.\*\)"):
+    ignored = r"Ignoring 4 tensor\(s\).*multi-token-prediction layers \(mtp\.\*\)"
+    with pytest.warns(UserWarning, match=ignored):
         model = zoo.from_pretrained(path)
     right_padded_logits_match(hf, model)
