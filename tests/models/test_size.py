@@ -25,7 +25,8 @@ def test_least_parameters_is_a_lower_bound_of_the_built_model(arch):
 
 @pytest.mark.parametrize("overrides, keys", [
     (dict(n_layers=4096, d_model=2**16), "model.n_layers=4096, model.d_model=65536"),  # 4096: the most layers
-    (dict(arch="encoder_decoder", decoder_layers=4096, d_model=2**16), "model.n_layers=2, model.decoder_layers=4096"),
+    (dict(arch="encoder_decoder", decoder_layers=4096, d_model=2**16),
+     "model.n_layers=2, model.decoder_layers=4096"),
     (dict(vocab_size=10**12), "model.vocab_size=1000000000000"),
 ])
 def test_a_model_larger_than_memory_is_refused_by_its_sizes_before_allocation(overrides, keys, monkeypatch):
