@@ -74,6 +74,9 @@ class ModelConfig:
                                   # embedding norm right before it does that job)
     embed_norm: bool = False  # a norm right after the embeddings (BERT, BART)
     embed_scale: bool = False  # multiply token embeddings by sqrt(d_model) (Vaswani, Marian)
+    embed_multiplier: float = 1.0  # and by this factor (MiniCPM's scale_emb, Granite's embedding_multiplier)
+    depth_scale: float | None = None  # each residual branch times depth_scale / sqrt(layers of its stack)
+    #   (MiniCPM's scale_depth); null: unscaled
     residual: bool = True  # False drops the residual connections (minimal attention-only models)
     positional: Part = field(default_factory=LearnedSettings)  # the positional scheme and its keys
     #   (zoo.modules.positional_settings: `{name: rope, base: 1e6, scaling: {name: yarn, factor: 8}}`)
@@ -272,6 +275,8 @@ MODEL_OPTIONS = Options({
     "norm_eps": within(number(), lambda v: v > 0, "> 0"),
     "dropout": FRACTION, "attn_dropout": optional(FRACTION),
     "init_std": within(number(), lambda v: v >= 0, ">= 0"),
+    "embed_multiplier": number(0.0, low_open=True),
+    "depth_scale": optional(number(0.0, low_open=True), "a finite number > 0 (or null: unscaled)"),
 })
 
 

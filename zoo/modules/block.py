@@ -7,6 +7,7 @@ add."""
 from __future__ import annotations
 
 import functools
+import math
 
 import torch
 from torch import nn
@@ -39,6 +40,7 @@ class Block(nn.Module):
         for name in self.sublayer_names():
             self.wiring.add_norms(self, name, cfg)
         self.drop = nn.Dropout(cfg.dropout)
+        self.branch_scale = 1.0  # each sub-layer's output times this before the residual add (depth_scale)
 
     def sublayer_names(self) -> list[str]:
         """The sub-layers this block runs, in order: self [, cross] [, ffn]."""
@@ -81,6 +83,8 @@ class Stack(nn.Module):
     def __init__(self, cfg, n_layers: int, *, cross: bool = False) -> None:
         super().__init__()
         self.layers = nn.ModuleList(Block(cfg, cross=cross, index=i) for i in range(n_layers))
+        for layer in self.layers:
+            layer.branch_scale = branch_scale(cfg, n_layers)
         if not cfg.first_attn_norm and n_layers:  # ModernBERT: layer 0's attention reads the embedding norm
             self.layers[0].wiring.without_input_norm(self.layers[0], "self")
         self.local = [cfg.layer_is_local(i) for i in range(n_layers)]  # sliding-window self-attention
@@ -122,3 +126,9 @@ class Stack(nn.Module):
         if hidden_states is not None:
             hidden_states.append(x)
         return x, self_weights, cross_weights
+
+
+def branch_scale(cfg, n_layers: int) -> float:
+    """What each residual branch of an `n_layers`-deep stack is multiplied by: model.depth_scale /
+    sqrt(n_layers) (MiniCPM's scale_depth), 1 without one."""
+    return 1.0 if cfg.depth_scale is None else cfg.depth_scale / math.sqrt(max(1, n_layers))

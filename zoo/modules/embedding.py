@@ -12,7 +12,8 @@ from zoo.modules.positional import POSITIONALS
 
 
 class Embeddings(nn.Module):
-    """`tok[ids] * scale + pos + type`, then optional norm and dropout. The token table may be shared
+    """`tok[ids] * scale + pos + type` (scale: sqrt(d_model) with embed_scale, times embed_multiplier), then
+    optional norm and dropout. The token table may be shared
     (encoder-decoder source/target, and the tied output head)."""
 
     def __init__(self, cfg, tokens: nn.Embedding) -> None:
@@ -20,7 +21,7 @@ class Embeddings(nn.Module):
         self.tokens = tokens
         self.positional = POSITIONALS.get(cfg.positional.name)(cfg)
         self.types = nn.Embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size else None
-        self.scale = math.sqrt(cfg.d_model) if cfg.embed_scale else 1.0
+        self.scale = (math.sqrt(cfg.d_model) if cfg.embed_scale else 1.0) * cfg.embed_multiplier
         self.norm = make_norm(cfg) if cfg.embed_norm else nn.Identity()
         self.drop = nn.Dropout(cfg.dropout)
 

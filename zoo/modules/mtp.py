@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from zoo.modules.block import Block
+from zoo.modules.block import Block, branch_scale
 from zoo.modules.checkpointing import chunked_cross_entropy
 from zoo.modules.embedding import Embeddings
 from zoo.modules.heads import masked_mean_ce
@@ -50,6 +50,7 @@ class MTPModule(nn.Module):
         self.enorm, self.hnorm = make_norm(cfg), make_norm(cfg)
         self.eh_proj = nn.Linear(2 * cfg.d_model, cfg.d_model, bias=False)
         self.block = Block(cfg, index=index)
+        self.block.branch_scale = branch_scale(cfg, cfg.n_layers)  # as the stack's layers
         self.norm = make_norm(cfg)
         self.local, self.rotates = cfg.layer_is_local(index), cfg.layer_rotates(index)
 

@@ -63,7 +63,11 @@ class Wiring:
 
 
 def residual_add(block: nn.Module, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-    """x + h, or h alone for a block built with model.residual=false."""
+    """x + h, or h alone for a block built with model.residual=false; h first times the block's
+    `branch_scale` (model.depth_scale / sqrt(its stack's depth): MiniCPM) where it has one."""
+    scale = getattr(block, "branch_scale", 1.0)
+    if scale != 1.0:
+        h = h * scale
     return x + h if block.residual else h
 
 
