@@ -60,3 +60,20 @@ def test_qwen_hybrid_preset_is_what_the_family_reads_from_that_config(name):
     for ids in (read, preset):
         del ids["pad_id"], ids["bos_id"], ids["eos_id"]
     assert read == preset
+
+
+def test_the_hubs_vision_language_config_reads_as_the_0_8b_preset():
+    """Qwen/Qwen3.5-0.8B's config.json as the Hub ships it (a qwen3_5 folder: text_config inside, the tie on
+    top, keys transformers does not read such as attn_output_gate and mtp_num_hidden_layers, the mrope
+    sections) reads as the qwen3_5_0_8b preset but its eos id."""
+    text = dict(PRESETS["qwen3_5_0_8b"][2], model_type="qwen3_5_text", attention_bias=False,
+                hidden_act="silu", attn_output_gate=True, linear_key_head_dim=128, linear_value_head_dim=128,
+                linear_conv_kernel_dim=4, rms_norm_eps=1e-6, full_attention_interval=4,
+                mtp_num_hidden_layers=1, mtp_use_dedicated_embeddings=False, eos_token_id=248044,
+                layer_types=(["linear_attention"] * 3 + ["full_attention"]) * 6)
+    hub = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
+           "image_token_id": 248056, "tie_word_embeddings": True, "vision_config": {"depth": 12},
+           "text_config": text}
+    read = zoo.pretrained.FAMILIES.get("qwen3_5")().config_from_hf(hub)
+    assert read.eos_id == 248044
+    assert read.to_dict() == {**zoo.presets.resolve_config("qwen3_5_0_8b").to_dict(), "eos_id": 248044}
