@@ -70,3 +70,14 @@ def test_settings_smollm3_cannot_express_are_named(tmp_path):
     with pytest.raises(ValueError,
                        match=r"'llama': .*model.layer_pattern=\['rope', 'nope'\] \(would load as \[\]\)"):
         zoo.save_pretrained(nope, tmp_path / "x", model_type="llama")
+
+
+@pytest.mark.parametrize("flags", [[1, 1, 0], [1, 1, 1, 0, 1]])
+def test_a_no_rope_list_of_another_length_than_the_layers_is_named(flags):
+    """A 3-flag list on 4 layers loaded as the cycle rope, rope, nope (layer 3 rotated, which the file
+    did not say; transformers itself fails with an IndexError)."""
+    hf = {"model_type": "smollm3", "hidden_size": 32, "num_hidden_layers": 4, "num_attention_heads": 4,
+          "intermediate_size": 40, "vocab_size": 99, "no_rope_layers": flags}
+    with pytest.raises(ValueError,
+                       match=r"len\(no_rope_layers\) == num_hidden_layers=False \(supported: True\)"):
+        zoo.pretrained.FAMILIES.get("smollm3")().config_from_hf(hf)

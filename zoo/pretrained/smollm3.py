@@ -25,6 +25,8 @@ class SmolLM3(LlamaShaped):
         n, interval = settings["n_layers"], hf.get("no_rope_layer_interval", 4)
         flags = hf.get("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(n)]
         pattern = pattern_of(["rope" if flag else "nope" for flag in flags], "rope")
+        # one flag per layer: another length, read as a cycle, would rotate layers the file does not
+        checks = {**checks, "len(no_rope_layers) == num_hidden_layers": (len(flags) == n, True)}
         return {**more, "layer_pattern": pattern}, checks
 
     def more_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:
