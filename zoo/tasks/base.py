@@ -94,6 +94,10 @@ class Task:
         """Its `settings_group` as given, checked (one ValueError naming the key), as the object it reads."""
         return None
 
+    def check_chosen(self, given: Mapping[str, Any]) -> None:
+        """Raise ValueError when this task, chosen for a run, cannot run with its settings group `given`
+        beyond what `settings` checks of every task's group (grpo: it needs at least one reward)."""
+
     def for_model(self, model, given: Mapping[str, Any]) -> Task:
         """The task as it trains `model`, with its `settings_group` `given`: itself, or (a task with state of
         its own in a run, dpo's reference model) a copy bound to the model."""
@@ -150,6 +154,11 @@ class Task:
         raise NotImplementedError
 
     # ------------------------------------------------------------------------------ training
+    def prepare_batch(self, batch: Mapping[str, Any], step: int, training: bool) -> Mapping[str, Any]:
+        """The batch a step runs on, from the one the data gave (default: it; grpo: the prompts with their
+        sampled and scored completions). `step`: the optimizer steps done; `training`: False in validation."""
+        return batch
+
     def model_inputs(self, batch: Mapping[str, torch.Tensor]) -> Mapping[str, torch.Tensor]:
         """The keyword arguments the model is called with on a batch (default: the whole batch)."""
         return batch

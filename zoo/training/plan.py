@@ -184,6 +184,7 @@ def prepare(cfg: DictConfig) -> Plan:
         check_monitor(resolved.get("callbacks"), task)
         data_cfg = resolve_data(resolved["data"], task)
         check_data_cfg(data_cfg)
+        task.check_chosen(resolved.get(task.settings_group or "") or {})  # grpo: a reward to train on
         kwargs = trainer_kwargs(resolved["trainer"])
         check_optim_with_trainer(resolved["optim"], kwargs)
         world = world_size(kwargs)
