@@ -190,6 +190,14 @@ def test_settings_zoo_cannot_reproduce_are_named_in_one_error():
         assert named in message, named
 
 
+
+@pytest.mark.parametrize("local", [None, "128", 0, True])
+def test_a_local_attention_that_is_not_a_window_is_named(local):
+    """null or text failed as a TypeError inside the reader (`None // 2`); 0 as a sliding_window error."""
+    with pytest.raises(ValueError,
+                       match=rf"support: local_attention={local!r} \(supported: 'an integer >= 2'\)\.$"):
+        FAMILIES.get("modernbert")().config_from_hf({**BASE, "local_attention": local})
+
 LABELS = {"0": "neg", "1": "mid", "2": "pos"}
 HEADED = {  # transformers class, its config, the zoo head and model.head.pool, the outputs compared
     "seq-cls": (ModernBertForSequenceClassification, {"classifier_pooling": "cls", "id2label": LABELS},

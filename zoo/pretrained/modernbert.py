@@ -136,7 +136,11 @@ class ModernBert(Family):
             checks["num_labels == 2 (start, end)"] = (num_labels(hf) == 2, True)
         n, every_n = settings["n_layers"], hf.get("global_attn_every_n_layers", 3)
         types = hf.get("layer_types") or [LOCAL if i % every_n else GLOBAL for i in range(n)]
-        window, window_checks = read_layer_types(types, n, hf.get("local_attention", 128) // 2)
+        local = hf.get("local_attention", 128)  # null or text would fail below as a TypeError
+        whole = isinstance(local, int) and not isinstance(local, bool) and local >= 2
+        window, window_checks = read_layer_types(types, n, local // 2 if whole else None)
+        if not whole:  # named once, as itself, not again as a missing window
+            window_checks = {"local_attention": (local, "an integer >= 2")}
         checks.update({f"{key} == attention_bias": (hf.get(key, False) == settings["bias"], True)
                        for key in SAME_BIAS})
         checks.update({
