@@ -1,7 +1,10 @@
 """Where train.py's step time goes, next to the minimal loop's (issue 42: the per-step overhead by cause): one
 run of each side under cProfile at the loop section's small shape, each cause's cumulative time divided by the
 steps. cProfile adds a cost per Python call, so the Python-heavy causes (hooks, logging, the loop) read high;
-the rows say where the difference is, the loop section (median step) says how large it is."""
+the rows say where the difference is, the loop section (median step) says how large it is. Then start-up by
+cause: each side's process CPU time to its first optimizer step, and the imports' share of it (fresh
+processes importing cumulatively more: torch, zoo's model code, torch._dynamo, torchmetrics, Lightning, the
+training app)."""
 
 from __future__ import annotations
 
@@ -15,8 +18,26 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.bench_loop import ROOT, SHAPES, bench_env, prepare_minimal
+from bench.bench_loop import ROOT, SHAPES, LoopShape, bench_env, prepare_minimal, run_side
 from bench.common import Section, markdown_table
+
+# start-up, cumulatively: each row imports what the rows above import and more (fresh processes)
+TORCH = "import torch"
+MINIMAL_IMPORTS = TORCH + ", zoo.presets, zoo.config"  # bench/minimal_loop.py's
+DYNAMO = MINIMAL_IMPORTS + ", torch._dynamo"
+TORCHMETRICS = DYNAMO + ", torchmetrics"
+LIGHTNING = TORCHMETRICS + ", lightning"
+TRAIN_IMPORTS = LIGHTNING + (", hydra, zoo.training.run, zoo.training.module, zoo.training.callbacks, "
+                             "zoo.training.loggers, zoo.tasks")  # what train.py's main and fit import
+STARTUP_IMPORTS = {
+    "python + torch (both sides)": TORCH,
+    "+ zoo's model code (all the minimal loop imports)": MINIMAL_IMPORTS,
+    "+ torch._dynamo (Lightning's fabric.wrappers imports it)": DYNAMO,
+    "+ torchmetrics (Lightning imports it to read its version; it imports transformers and scipy.signal)":
+        TORCHMETRICS,
+    "+ the rest of Lightning": LIGHTNING,
+    "+ Hydra and zoo's training app (what train.py imports before step 1)": TRAIN_IMPORTS,
+}
 
 # cause -> (file suffix, function) whose cumulative time it is; both sides where the function is shared
 TRAIN_PY = {
@@ -67,6 +88,48 @@ def profiled(command: list[str], out: Path) -> pstats.Stats:
     return pstats.Stats(str(out))
 
 
+def import_cpu(code: str, repeats: int) -> float:
+    """Least CPU seconds (user + system) of a fresh `python -c code` in `repeats` runs, after one untimed."""
+    times = []
+    for i in range(repeats + 1):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=bench_env(), check=True,
+                       capture_output=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if i:
+            times.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return min(times)
+
+
+def startup_table(shape: LoopShape, spec: Path, work: Path, repeats: int) -> tuple[str, list[str]]:
+    """Process CPU seconds from start to the first optimizer step of each side (2-step runs, data cache
+    warm, least of `repeats`), and how much of it each side's imports are (STARTUP_IMPORTS)."""
+    imports = {cause: import_cpu(code, repeats) for cause, code in STARTUP_IMPORTS.items()}
+    first = {
+        "train.py": min(run_side(["train.py", *shape.train_args(work / "startup", 2)], work / "s.json")
+                        ["cpu_first_step"] for _ in range(repeats)),
+        "minimal loop": min(run_side(["bench/minimal_loop.py", str(spec.with_name("warm.spec.json"))],
+                                     work / "s.json")["cpu_first_step"] for _ in range(repeats)),
+    }
+    rows, previous = [], 0.0
+    for cause, cpu in imports.items():
+        rows.append([cause, f"{cpu:.2f}", f"{cpu - previous:+.2f}"])
+        previous = cpu
+    own = {"train.py": imports[list(imports)[-1]], "minimal loop": imports[list(imports)[1]]}
+    work_of = {"train.py": "config, plan, tokenizer and data, model, Trainer and callbacks, sanity "
+                           "validation, the step",
+               "minimal loop": "reading the saved batches, model, optimizer, the step"}
+    for side, cpu in first.items():
+        rows.append([f"{side}: process start to the end of the first optimizer step", f"{cpu:.2f}", ""])
+        rows.append([f"&nbsp;&nbsp;of which not its imports ({work_of[side]})", f"{cpu - own[side]:.2f}", ""])
+    notes = [f"Start-up table: {shape.name}, CPU seconds (user + system) of fresh processes, least of "
+             f"{repeats}; the import rows are cumulative (each imports the rows above, '+' is what it adds). "
+             "train.py's extra start-up over the minimal loop is "
+             f"{first['train.py'] - first['minimal loop']:+.2f} s CPU, its imports beyond the minimal loop's "
+             f"{own['train.py'] - own['minimal loop']:+.2f} s."]
+    return markdown_table(["start-up cause", "CPU s", "added"], rows), notes
+
+
 def help_times(repeats: int) -> list[tuple[float, float]]:
     """(wall, CPU) seconds of `python train.py --help`, after one untimed run (bytecode caches)."""
     times = []
@@ -87,6 +150,7 @@ def run(quick: bool = False) -> Section:
         spec = prepare_minimal(shape, work)
         zoo = profiled(["train.py", *shape.train_args(work / "runs")], work / "train.prof")
         bare = profiled(["bench/minimal_loop.py", str(spec)], work / "minimal.prof")
+        startup, startup_notes = startup_table(shape, spec, work, 1 if quick else 3)
     steps = shape.steps
     bare_eval = cumulative(bare, ("bench/minimal_loop.py", "loss_of"))  # training + validation forwards
     rows = []
@@ -106,9 +170,9 @@ def run(quick: bool = False) -> Section:
                  f"{wall:.2f} s wall, median of {len(helps)} (each: "
                  + ", ".join(f"{w:.2f} s wall / {c:.2f} s CPU" for w, c in helps)
                  + f"); load average {os.getloadavg()[0]:.1f}. Goal (issue 42): under 2 s.")
-    return Section("Training loop: train.py's step time by cause", markdown_table(
-        ["cause", "train.py ms/step", "minimal loop ms/step"], rows), notes,
-        goals=[("train.py --help: 2 s / its wall time", 2.0 / wall, 1.0)])
+    table = markdown_table(["cause", "train.py ms/step", "minimal loop ms/step"], rows)
+    return Section("Training loop: train.py's step time and start-up by cause", f"{table}\n\n{startup}",
+                   notes + startup_notes, goals=[("train.py --help: 2 s / its wall time", 2.0 / wall, 1.0)])
 
 
 if __name__ == "__main__":

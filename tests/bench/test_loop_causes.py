@@ -59,3 +59,22 @@ def test_a_method_calling_its_namesake_is_counted_once(tmp_path: Path):
     expected = prefetching + other  # Base's time is inside Prefetching's
     assert cumulative(stats, ("fetchers.py", "__next__")) == pytest.approx(expected, rel=1e-9)
     assert expected > 0.06
+
+
+def test_startup_rows_are_cumulative_and_each_side_less_its_own_imports(monkeypatch, tmp_path: Path):
+    """The start-up table: each import row adds to the one above; each side's first-step CPU less the imports
+    it makes (train.py: the last row, the minimal loop: zoo's model code) is its own work."""
+    import bench.bench_loop_causes as causes
+    from bench.bench_loop import SHAPES
+
+    cpu = {code: 1.0 + 0.5 * i for i, code in enumerate(causes.STARTUP_IMPORTS.values())}  # 1.0 .. 3.5
+    monkeypatch.setattr(causes, "import_cpu", lambda code, repeats: cpu[code])
+    firsts = iter([4.0, 3.8, 1.9, 1.7])  # train.py twice, then the minimal loop twice: the least counts
+    monkeypatch.setattr(causes, "run_side", lambda command, out: {"cpu_first_step": next(firsts)})
+    table, notes = causes.startup_table(SHAPES[True][0], tmp_path / "spec.json", tmp_path, 2)
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+    assert [r[1] for r in rows[:6]] == ["1.00", "1.50", "2.00", "2.50", "3.00", "3.50"]
+    assert all(r[2] == "+0.50" for r in rows[1:6])
+    assert rows[6][1] == "3.80" and rows[7][1] == "0.30"  # train.py: 3.80 - 3.50
+    assert rows[8][1] == "1.70" and rows[9][1] == "0.20"  # the minimal loop: 1.70 - 1.50
+    assert "+2.10 s CPU" in notes[0] and "+2.00 s" in notes[0]
