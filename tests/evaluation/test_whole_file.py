@@ -78,6 +78,9 @@ def _write(source: str, folder: Path) -> tuple[str, dict]:
         rows = [{"prompt": f"Where is {PEOPLE[i % 3]}? ", "chosen": PLACES[i % 2],
                  "rejected": PLACES[1 - i % 2]} for i in range(ROWS)]
         return "dpo", {"name": source, "path": str(_jsonl(folder / "test.jsonl", rows))}
+    if source == "prompts":  # scored by the run's rewards (kept in the checkpoint) on sampled completions
+        rows = [{"prompt": f"{i}+1=", "answer": str(i + 1)} for i in range(ROWS)]
+        return "grpo", {"name": source, "path": str(_jsonl(folder / "test.jsonl", rows))}
     raise AssertionError(f"no 6-row file for data source {source!r}: add one here")
 
 
@@ -91,7 +94,7 @@ PRESETS = {"lm": ("gpt_nano", {}),
            "classification": ("bert_small", {"head": "classifier", "n_layers": 1}),
            "token_classification": ("bert_small", {"head": "token_classifier", "n_layers": 1}),
            "question_answering": ("bert_small", {"head": "qa", "n_layers": 1}), "sft": ("gpt_nano", {}),
-           "dpo": ("gpt_nano", {})}
+           "dpo": ("gpt_nano", {}), "grpo": ("gpt_nano", {})}
 
 
 def _checkpoint(tmp_path: Path, task_name: str, data_cfg: dict) -> tuple[Path, object]:
@@ -103,7 +106,9 @@ def _checkpoint(tmp_path: Path, task_name: str, data_cfg: dict) -> tuple[Path, o
     labels = {"head": {"name": extra["head"], "num_labels": len(tok.label_names)}} if tok.label_names else {}
     base = zoo.build(preset, d_model=32, n_heads=2, d_ff=64, max_seq_len=64, **{**extra, **labels}).config
     model = zoo.build(task.model_config(base, tok))
-    state = {"task_state": task.for_model(model, {}).run_state()} if task_name == "dpo" else {}
+    settings = {"grpo": {"rewards": ["answer_match"], "num_generations": 2, "max_completion_length": 2}}
+    state = {"task_state": task.for_model(model, settings.get(task_name, {})).run_state()} \
+        if task_name in ("dpo", "grpo") else {}
     return write_checkpoint(tmp_path / f"{task_name}.ckpt", model, task_name, tok, **state), tok
 
 

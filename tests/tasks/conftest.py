@@ -36,6 +36,8 @@ def tiny_data(kind: str, files: Mapping[str, Path]) -> list[str]:
         "qa": ["data=squad", f"data.path={files.get('qa')}", "data.doc_stride=4"],
         "chat": ["data=chat", f"data.path={files.get('chat')}"],
         "preference": ["data=preference", f"data.path={files.get('preference')}"],
+        "prompts": ["data=prompts", f"data.path={files.get('prompts')}", "grpo.rewards=[answer_match]",
+                    "grpo.num_generations=2", "grpo.max_completion_length=4"],
     }[kind]
 
 
@@ -98,8 +100,12 @@ def task_files(tmp_path_factory) -> dict[str, Path]:
     preference.write_text("".join(json.dumps({"prompt": f"Where is {p}? ", "chosen": f"In {q}.",
                                               "rejected": f"In {PLACES[(i + 1) % len(PLACES)]}."}) + "\n"
                                   for p in PEOPLE for i, q in enumerate(PLACES)), encoding="utf-8")
+    prompts = folder / "prompts.jsonl"  # task=grpo: sums, the answer checked by answer_match
+    prompts.write_text("".join(json.dumps({"prompt": f"{a}+{b}=", "answer": str(a + b)}) + "\n"
+                               for a in range(5) for b in range(5)), encoding="utf-8")
     return {"labelled": labelled, "tagged": write_tagged(folder / "tagged.jsonl", 120),
-            "qa": write_squad(folder / "qa.jsonl", 60), "chat": chat, "preference": preference}
+            "qa": write_squad(folder / "qa.jsonl", 60), "chat": chat, "preference": preference,
+            "prompts": prompts}
 
 
 @pytest.fixture(scope="session")

@@ -133,7 +133,8 @@ def trained(request, tmp_path_factory, cache_dir, task_files):
                                        cache_dir=plan.resolved["paths"]["cache_dir"], seed=0)
     model = build(plan.task.model_config(plan.model, tokenizer))
     module = ZooLightningModule(model, task=name, tokenizer=tokenizer, optim=plan.resolved["optim"],
-                                scheduler=plan.resolved["scheduler"])
+                                scheduler=plan.resolved["scheduler"],
+                                task_settings=plan.resolved.get(task.settings_group or ""))
     trainer = L.Trainer(accelerator="cpu", max_steps=1, val_check_interval=1, check_val_every_n_epoch=None,
                         limit_val_batches=VAL_BATCHES, num_sanity_val_steps=0, logger=False,
                         log_every_n_steps=1,  # train/loss is computed on logging steps only
@@ -157,6 +158,7 @@ def test_one_step_and_validation(trained):
         for i, batch in enumerate(datamodule.val_dataloader()):
             if i == VAL_BATCHES:
                 break
+            batch = task.prepare_batch(batch, trainer.global_step, training=False)  # grpo: its rollouts
             n = int(task.counted_labels(batch))
             loss = task.loss(module.model(**task.model_inputs(batch)), batch)
             total, weight = total + float(loss) * n, weight + n
@@ -172,10 +174,12 @@ def test_loss_weight_averages_batches_like_one_batch(trained):
     example, does not)."""
     task, plan, tokenizer, datamodule, module, trainer = trained
     task = module.task  # bound to the model (dpo: with its reference)
-    batch = dict(next(iter(datamodule.train_dataloader())))
+    batch = dict(task.prepare_batch(next(iter(datamodule.train_dataloader())), 0, training=True))
     generator = torch.Generator().manual_seed(0)
     rows = [slice(0, 1), slice(1, None)]
-    if "completion_mask" in batch:  # preference pairs: rows [chosen x B; rejected x B], split pair 0 | 1..B-1
+    if "rollout" in batch:  # grpo: split the sampled completions (the advantages come with them)
+        batch = {"rollout": batch["rollout"]}
+    elif "completion_mask" in batch:  # preference pairs: [chosen x B; rejected x B], split pair 0 | 1..B-1
         pairs = batch["input_ids"].shape[0] // 2
         rows = [torch.tensor([0, pairs]), torch.tensor([*range(1, pairs), *range(pairs + 1, 2 * pairs)])]
     elif "start_positions" in batch:  # extractive QA: one (start, end) pair of positions per window (B,)
@@ -223,7 +227,7 @@ def test_samples_and_references(trained):
 def test_training_loss_with_and_without_smoothing(trained):
     task, plan, tokenizer, datamodule, module, trainer = trained
     task = module.task  # bound to the model (dpo: with its reference)
-    batch = next(iter(datamodule.train_dataloader()))
+    batch = task.prepare_batch(next(iter(datamodule.train_dataloader())), 0, training=True)
     with torch.no_grad():
         out = module.model(**task.model_inputs(batch))
     plain = task.loss(out, batch)

@@ -1,11 +1,12 @@
 """Training tasks, one file each, registered in TASKS: lm, mlm, seq2seq, classification, token_classification,
-question_answering, sft, dpo. See base.py for what a task answers; `get_task(name)` and
+question_answering, sft, dpo, grpo. See base.py for what a task answers; `get_task(name)` and
 `default_task(model_cfg)` (task=auto) pick one; `build_data(data_cfg, tokenizer_cfg, task=...)` reads a task's
 data."""
 
 from zoo.tasks import (  # noqa: F401  (each registers its task)
     classification,
     dpo,
+    grpo,
     lm,
     mlm,
     question_answering,

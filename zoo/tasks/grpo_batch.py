@@ -31,7 +31,10 @@ class RolloutBatch:
     def __len__(self) -> int:
         return self.prompt_ids.shape[0]
 
-    def rows(self, index: slice) -> RolloutBatch:
+    def __getitem__(self, index: slice | torch.Tensor) -> RolloutBatch:
+        return self.rows(index)
+
+    def rows(self, index: slice | torch.Tensor) -> RolloutBatch:
         """The rows of `index` (a micro-batch)."""
         pick = lambda t: None if t is None else t[index]  # noqa: E731
         return RolloutBatch(*(pick(getattr(self, f)) for f in self.__dataclass_fields__))

@@ -38,6 +38,7 @@ TOP_LEVEL = Options({
     "callbacks": optional(MAPPING),
     "memory": optional(MAPPING),
     "dpo": optional(MAPPING),  # task=dpo's settings: checked by the task (zoo.tasks.check_task_settings)
+    "grpo": optional(MAPPING),  # task=grpo's settings: checked by the task, as dpo's
     "init_from": optional(TEXT),  # checked by zoo.finetune (plan.prepare): a HF folder, zoo .ckpt or export
     "finetune": optional(MAPPING),  # full | lora | freeze: keys checked by zoo.finetune.check_finetune
     **{group: MAPPING for group in GROUPS},

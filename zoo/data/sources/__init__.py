@@ -11,6 +11,7 @@ from zoo.data.sources import (  # noqa: F401  (registers them)
     chat,
     hf,
     preference,
+    prompts,
     squad,
     stdlib,
     token_tags,

@@ -1,0 +1,313 @@
+"""Online RL with verifiable rewards (``task=grpo``): a decoder samples `grpo.num_generations` completions per
+prompt (``data=prompts``) with zoo's own generation (`model.generate`), the `grpo.rewards` score them
+(zoo.tasks.rewards), group-relative advantages weigh them, and the policy takes `grpo.num_iterations`
+optimisation steps on each generation batch with the `grpo.loss_type` loss (zoo.tasks.grpo_losses: clipped
+ratio, optional KL to the reference: with LoRA adapters the model with them off, else a frozen copy).
+Metrics under trl's names: reward, reward_std, rewards/<name>/mean|std, frac_reward_zero_std,
+completions/mean_length|min_length|max_length|clipped_ratio, entropy, kl, clip_ratio/*; besides them
+time/generation_s, time/step_s and rollout_tokens_per_s (the rollout's cost beside the update's)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import torch
+from torch import nn
+from torchmetrics import Metric
+
+from zoo.data.prompt_batches import PromptDataModule
+from zoo.finetune.lora import LoRALinear
+from zoo.options import MAPPING, TEXT, Options, any_of, integer, list_of, number, one_of, optional
+from zoo.tasks.base import Task, register
+from zoo.tasks.dpo import reference_of
+from zoo.tasks.grpo_batch import RolloutBatch, completion_logps, pad_rows
+from zoo.tasks.grpo_losses import (
+    GRPO_LOSSES,
+    SCALES,
+    LossSettings,
+    Rollouts,
+    entropy,
+    group_advantages,
+    grpo_loss,
+    loss_metrics,
+    token_logps,
+)
+from zoo.tasks.rewards import Reward, build_rewards, reward_metrics, score, weighted
+from zoo.tasks.samples import Sample, SampleReport
+
+ROLLOUT = "rollout"  # batch key: the step's RolloutBatch (set by prepare_batch)
+SETTINGS = "grpo"  # task_state key: the run's grpo.* settings (what evaluate.py scores with)
+
+
+@dataclass(frozen=True)
+class GRPOSettings(LossSettings):
+    """The `grpo.*` keys: the loss's (LossSettings), the rollouts' and the rewards'."""
+
+    # each a registered name, {name: ..., its keys}, or 'module:function' (zoo.tasks.rewards)
+    rewards: Annotated[tuple, list_of(any_of(TEXT, MAPPING))] = ()
+    reward_weights: Annotated[tuple | None, optional(list_of(number()))] = None  # one per reward (default 1)
+    num_generations: Annotated[int, integer(1)] = 8  # completions sampled per prompt (a group)
+    num_iterations: Annotated[int, integer(1)] = 1  # optimisation steps on each generation batch
+    scale_rewards: Annotated[str, one_of(*SCALES)] = "group"  # advantages / the group's (batch's) std
+    temperature: Annotated[float, number(0, low_open=True)] = 1.0  # sampling (and scoring) temperature
+    top_p: Annotated[float, number(0, 1, low_open=True)] = 1.0
+    top_k: Annotated[int, integer(0)] = 0  # 0: off
+
+
+def grpo_settings(given: Mapping[str, Any]) -> GRPOSettings:
+    """The `grpo` group checked (known keys, allowed values, a known loss type, a std to divide by, rewards
+    that build): one ValueError naming the key."""
+    options = Options.of(GRPOSettings)
+    options.check("grpo", given)
+    filled = options.filled(given)
+    for key in ("rewards", "reward_weights"):
+        if filled[key] is not None:
+            filled[key] = tuple(filled[key])
+    settings = GRPOSettings(**filled)
+    GRPO_LOSSES.get(settings.loss_type)
+    if settings.scale_rewards == "group" and settings.num_generations < 2:
+        raise ValueError("grpo.num_generations=1 with grpo.scale_rewards=group: a group of one completion "
+                         "has no std to divide by (and no baseline but itself: every advantage is 0); give "
+                         "grpo.num_generations >= 2")
+    if settings.rewards:
+        build_rewards(settings.rewards, settings.reward_weights)
+    return settings
+
+
+class RolloutMean(Metric):
+    """One rollout metric's mean over validation completions (the bound task's latest rollout)."""
+
+    full_state_update = False
+
+    def __init__(self, name: str, run: GRPORun) -> None:
+        super().__init__()
+        self.name, self.run = name, run
+        self.add_state("total", default=torch.tensor(0.0), dist_reduce_fx="sum")
+        self.add_state("count", default=torch.tensor(0.0), dist_reduce_fx="sum")
+
+    def update(self, out, batch: Mapping[str, Any]) -> None:
+        n = len(batch[ROLLOUT])
+        self.total += float(self.run.logged[self.name]) * n
+        self.count += n
+
+    def compute(self) -> torch.Tensor:
+        return self.total / self.count.clamp(min=1)
+
+
+@register
+class GroupRelativePolicyOptimisation(Task):
+    name = "grpo"
+    archs = ("decoder",)
+    auto = False
+    builtin_data = None
+    user_data = "data=prompts data.path=prompts.jsonl"
+    corpus_kind = "prompts"
+    perplexity = False  # a policy-gradient loss, not a per-token cross-entropy
+    settings_group = "grpo"
+
+    def settings(self, given: Mapping[str, Any]) -> GRPOSettings:
+        return grpo_settings(given)
+
+    def check_chosen(self, given: Mapping[str, Any]) -> None:
+        """A run needs at least one reward."""
+        settings = self.settings(given)
+        build_rewards(settings.rewards, settings.reward_weights)
+
+    def for_model(self, model: nn.Module, given: Mapping[str, Any]) -> GRPORun:
+        """The task bound to `model`, its rewards and (grpo.beta > 0) its reference: the model with its LoRA
+        adapters off, else a frozen copy of it as it is now."""
+        settings = self.settings(given)
+        rewards = build_rewards(settings.rewards, settings.reward_weights)
+        has_lora = any(isinstance(m, LoRALinear) for m in model.modules())
+        reference = copy.deepcopy(model).eval().requires_grad_(False) if settings.beta and not has_lora \
+            else None
+        return GRPORun(model, reference, settings, rewards)
+
+    def datamodule(self, entry, loader: Mapping[str, Any], **common: Any) -> PromptDataModule:
+        parts = {split: (entry.arrays[f"{split}.prompt"], entry.arrays[f"{split}.fields"])
+                 for split in ("train", "val")}
+        return PromptDataModule(entry.tokenizer, parts, **common)
+
+    def loss(self, out, batch: Mapping[str, Any]) -> torch.Tensor:
+        raise ValueError("task=grpo scores its own rollouts: use the task bound to the model "
+                         "(GroupRelativePolicyOptimisation.for_model), as ZooLightningModule does")
+
+    def samples(self, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:
+        """The first `num_shown` validation prompts, the model's sampled completion, and the row's fields
+        (what the rewards check it against) as the reference."""
+        rows, shown = datamodule.datasets["val"], []
+        decoding = {k: cfg[k] for k in ("max_new_tokens", "temperature", "top_k")}
+        for i in range(min(cfg["num_shown"], len(rows))):
+            prompt = rows.prompts[i]
+            reply = model.generate([prompt], do_sample=True, seed=cfg["seed"] + i, **decoding)[0]
+            shown.append(Sample(tokenizer.decode(prompt), tokenizer.decode(reply[len(prompt):]),
+                                json.dumps(rows.fields[i], sort_keys=True)))
+        return SampleReport(shown, {})
+
+    def for_evaluation(self, model: nn.Module, state: Mapping[str, Any] | None, reference=None) -> GRPORun:
+        """The run's grpo.* settings and rewards (kept in the checkpoint), without a KL term."""
+        super().for_evaluation(model, state, reference)  # reference= is refused
+        if not (state or {}).get(SETTINGS):
+            raise ValueError("this task=grpo checkpoint does not record its grpo.* settings (its rewards), "
+                             "so its rollouts cannot be scored as trained")
+        settings = dataclasses.replace(self.settings(state[SETTINGS]), beta=0.0)
+        return GRPORun(model, None, settings, build_rewards(settings.rewards, settings.reward_weights))
+
+    def evaluate(self, model, tokenizer, datamodule, split: str, options) -> dict[str, float]:
+        raise ValueError("evaluate.py scores task=grpo with the run's rewards: use the task of the "
+                         "checkpoint (for_evaluation)")
+
+
+class GRPORun(GroupRelativePolicyOptimisation):
+    """task=grpo bound to one run's policy, reference (None: adapters off, or no KL), settings and rewards."""
+
+    def __init__(self, model: nn.Module, reference: nn.Module | None, settings: GRPOSettings,
+                 rewards: list[Reward]) -> None:
+        self.model, self.reference, self.grpo, self.rewards = model, reference, settings, rewards
+        self.data: PromptDataModule | None = None
+        self._rollout: tuple[RolloutBatch, dict[str, torch.Tensor]] | None = None  # reused num_iterations
+        self.logged: dict[str, torch.Tensor] = {}  # the latest rollout's metrics (rewards, lengths, times)
+        self._last_step_at: float | None = None
+        self._seed = 0
+
+    # ------------------------------------------------------------------------------ checks
+    def before_fit(self, datamodule, resuming: bool) -> None:
+        """Before the first step: each training batch drawn num_iterations times; every prompt leaves room
+        for max_completion_length tokens in the window; every row has the fields its rewards read."""
+        self.data, self._seed = datamodule, int(datamodule.seed)
+        datamodule.repeat = self.grpo.num_iterations
+        window = self.model.config.max_seq_len
+        for split, rows in datamodule.datasets.items():
+            for i, ids in enumerate(rows.prompts):
+                if len(ids) + self.grpo.max_completion_length > window:
+                    raise ValueError(f"{datamodule.origin}: {split} prompt {i} has {len(ids)} tokens; with "
+                                     f"grpo.max_completion_length={self.grpo.max_completion_length} it needs "
+                                     f"{len(ids) + self.grpo.max_completion_length} > model.max_seq_len="
+                                     f"{window}: shorten the prompt or lower grpo.max_completion_length")
+            for reward in self.rewards:
+                for name in reward.fields:
+                    missing = [i for i, f in enumerate(rows.fields) if name not in f]
+                    if missing:
+                        raise ValueError(f"{datamodule.origin}: reward {reward.name} reads field {name!r}, "
+                                         f"which {split} row {missing[0]} (and {len(missing) - 1} more) "
+                                         "lacks")
+
+    # ------------------------------------------------------------------------------ rollouts
+    def prepare_batch(self, batch: Mapping[str, Any], step: int, training: bool) -> dict[str, Any]:
+        """The prompt batch with its rollouts: sampled and scored every num_iterations training steps (and
+        for every validation batch), reused in between."""
+        now = time.perf_counter()
+        step_s = now - self._last_step_at if training and self._last_step_at is not None else None
+        if not training or self._rollout is None or step % self.grpo.num_iterations == 0:
+            rollout = self._generate(batch, step, "train" if training else "val")
+            if training:
+                self._rollout = rollout
+        else:
+            rollout = (self._rollout[0], {**self._rollout[1], "time/generation_s": torch.tensor(0.0)})
+        self.logged = {**rollout[1], **({"time/step_s": torch.tensor(step_s)} if step_s is not None else {})}
+        if training:
+            self._last_step_at = time.perf_counter()
+        return {**batch, ROLLOUT: rollout[0]}
+
+    @torch.no_grad()
+    def _generate(self, batch: Mapping[str, Any], step: int, split: str
+                  ) -> tuple[RolloutBatch, dict[str, torch.Tensor]]:
+        s, g, model = self.grpo, self.grpo.num_generations, self.model
+        start = time.perf_counter()
+        prompt_ids = batch["prompt_ids"].repeat_interleave(g, 0)  # (B G, P): each prompt's group together
+        prompt_mask = batch["prompt_mask"].repeat_interleave(g, 0)
+        cfg = model.config
+        seed = self._seed * 1_000_003 + step * 7919 + int(batch["index"][0]) * 2 + (split == "val")
+        sequences = model.generate(prompt_ids, attention_mask=prompt_mask,
+                                   max_new_tokens=s.max_completion_length, do_sample=True,
+                                   temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, seed=seed)
+        new = sequences[:, prompt_ids.shape[1]:].clone().tolist()  # out of inference mode
+        completions, clipped = [], []
+        for row in new:
+            ends = [i for i, t in enumerate(row) if t == cfg.eos_id]
+            completions.append(row[:ends[0] + 1] if ends else row)
+            clipped.append(not ends)
+        gen_s = time.perf_counter() - start
+        tokenizer = self.data.tokenizer
+        prompts = [tokenizer.decode(ids[m.bool()].tolist())
+                   for ids, m in zip(prompt_ids, prompt_mask, strict=True)]
+        texts = [tokenizer.decode([t for t in c if t != cfg.eos_id]) for c in completions]
+        rows = self.data.fields(split, batch["index"].repeat_interleave(g).tolist())
+        fields = {key: [r.get(key) for r in rows] for key in sorted({k for r in rows for k in r})}
+        per_reward = score(self.rewards, prompts, texts, completions, fields)
+        advantages = group_advantages(weighted(per_reward, self.rewards), g, s.scale_rewards)
+        pad = tokenizer.padding_id
+        cid, cmask = pad_rows(completions, pad, "right")
+        device = prompt_ids.device
+        rollout = RolloutBatch(prompt_ids.clone(), prompt_mask.clone(), cid.to(device), cmask.to(device),
+                               advantages.to(device))
+        old = completion_logps(model, rollout, s.temperature)[0] if s.num_iterations > 1 else None
+        ref = None
+        if s.beta:
+            with reference_of(model, self.reference) as scorer:
+                ref = completion_logps(scorer, rollout, s.temperature)[0]
+        lengths = cmask.sum(1).float()
+        logged = {**reward_metrics(per_reward, self.rewards, g),
+                  "completions/mean_length": lengths.mean(), "completions/min_length": lengths.min(),
+                  "completions/max_length": lengths.max(),
+                  "completions/clipped_ratio": torch.tensor(clipped).float().mean(),
+                  "time/generation_s": torch.tensor(gen_s),
+                  "rollout_tokens_per_s": lengths.sum() / max(gen_s, 1e-9)}
+        return rollout.with_logps(old, ref), logged
+
+    # ------------------------------------------------------------------------------ the update
+    def model_inputs(self, batch: Mapping[str, Any]) -> Mapping[str, torch.Tensor]:
+        r = batch[ROLLOUT]
+        return {"input_ids": torch.cat([r.prompt_ids, r.completion_ids], 1),
+                "attention_mask": torch.cat([r.prompt_mask, r.completion_mask], 1)}
+
+    def counted_labels(self, batch: Mapping[str, Any]) -> torch.Tensor:
+        return batch[ROLLOUT].completion_mask.sum()
+
+    def rollouts(self, out, batch: Mapping[str, Any]) -> Rollouts:
+        r = batch[ROLLOUT]
+        logits = out.logits[:, r.prompt_ids.shape[1] - 1:-1]  # (B, C, V): t scores completion token t
+        logps = token_logps(logits, r.completion_ids, self.grpo.temperature)
+        return Rollouts(logps, r.completion_mask.to(logps), r.advantages.to(logps), r.old_logps, r.ref_logps)
+
+    def loss(self, out, batch: Mapping[str, Any]) -> torch.Tensor:
+        return grpo_loss(self.rollouts(out, batch), self.grpo)
+
+    def train_logs(self, out, batch: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        r = self.rollouts(out, batch)
+        logits = out.logits[:, batch[ROLLOUT].prompt_ids.shape[1] - 1:-1].detach()
+        ent = (entropy(logits, self.grpo.temperature) * r.mask).sum() / r.mask.sum().clamp(min=1)
+        return {**self.logged, **loss_metrics(r, self.grpo), "entropy": ent}
+
+    def val_metrics(self, label_names=()) -> dict[str, Metric]:
+        names = ["reward", *(f"rewards/{r.name}/mean" for r in self.rewards), "completions/mean_length"]
+        return {name: RolloutMean(name, self) for name in names}
+
+    def run_state(self) -> dict[str, Any] | None:
+        """The grpo.* settings (evaluate.py scores with its rewards)."""
+        return {SETTINGS: {k: list(v) if isinstance(v, tuple) else v
+                           for k, v in dataclasses.asdict(self.grpo).items()}}
+
+    def evaluate(self, model, tokenizer, datamodule, split: str, options) -> dict[str, float]:
+        """Rollouts of the split's prompts sampled as training samples them (num_generations each), scored by
+        the run's rewards: the reward metrics and completion lengths, means over prompts' completions (whole
+        batches until options.max_examples prompts are reached)."""
+        self.data, totals, seen = datamodule, {}, 0
+        device = next(model.parameters()).device
+        for batch in getattr(datamodule, f"{split}_dataloader")():
+            batch = {k: v.to(device) for k, v in batch.items()}
+            rollout, logged = self._generate(batch, 0, "train" if split == "train" else "val")
+            n = len(batch["index"])
+            for name, value in logged.items():
+                if not name.startswith(("time/", "rollout_tokens")):
+                    totals[name] = totals.get(name, 0.0) + float(value) * n
+            seen += n
+            if options.max_examples is not None and seen >= options.max_examples:
+                break
+        return {**{name: total / max(seen, 1) for name, total in totals.items()}, "examples": seen}
