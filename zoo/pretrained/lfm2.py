@@ -46,8 +46,9 @@ TENSORS = {"embed.tokens.weight": "embed_tokens.weight",
            "decoder_stack.final_norm.weight": "embedding_norm.weight",
            **within("decoder_stack.layers.{i}.", "layers.{i}.", LAYER)}
 KEYS = (
-    Key("vocab_size", "vocab_size", 65536), Key("d_model", "hidden_size", 2560),
-    Key("n_layers", "num_hidden_layers", 32), Key("n_heads", "num_attention_heads", 32),
+    # the sizes are required (as every family's): Lfm2Config's defaults describe no released checkpoint
+    Key("vocab_size", "vocab_size"), Key("d_model", "hidden_size"),
+    Key("n_layers", "num_hidden_layers"), Key("n_heads", "num_attention_heads"),
     Key("n_kv_heads", "num_key_value_heads", 8), Key("norm_eps", "norm_eps", 1e-5),
     Key("max_seq_len", "max_position_embeddings", 128_000),
     Key("pad_id", "pad_token_id", 0, token=True), Key("bos_id", "bos_token_id", 1, token=True),
