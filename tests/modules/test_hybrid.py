@@ -132,3 +132,16 @@ def test_continuous_batching_gives_each_prompt_its_tokens_alone():
     alone = [model.generate([p], max_new_tokens=n, eos_token_id=[], use_cache=False, **options(i))[0, len(p):]
              .tolist() for i, (p, n) in enumerate(zip(PROMPTS, LENGTHS, strict=True))]
     assert run_engine(model) == alone
+
+
+def test_a_padded_batch_under_a_per_head_score_bias_equals_each_row_alone():
+    """alibi biases each head's scores: the linear layers read which tokens are pads off that (B, H, T, T)
+    mask too (it failed to expand before), and a left-padded row gives the logits of the row alone."""
+    model = _model(positional="alibi", n_kv_heads=None)
+    row = torch.tensor([[5, 9, 11, 3, 7]])
+    padded = torch.tensor([[0, 0, 5, 9, 11, 3, 7], [4, 6, 8, 10, 12, 14, 16]])
+    mask = torch.tensor([[0, 0, 1, 1, 1, 1, 1], [1] * 7])
+    with torch.no_grad():
+        alone = model(row).logits[0]
+        batched = model(padded, attention_mask=mask).logits[0, 2:]
+    torch.testing.assert_close(batched, alone, atol=1e-5, rtol=1e-5)

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo.modules import delta_rule
-from zoo.modules.mask import AttentionMask
+from zoo.modules.mask import AttentionMask, real_tokens
 from zoo.modules.mixer_settings import NO_POSITIONS
 from zoo.modules.mixers import MIXERS
 from zoo.modules.position_terms import POSITIONALS, Positional, PositionTerms
@@ -158,13 +158,3 @@ def _normalised(t: torch.Tensor, group: int) -> torch.Tensor:
     t = t * torch.rsqrt(t.pow(2).sum(-1, keepdim=True) + 1e-6)
     return t.repeat_interleave(group, dim=2).transpose(1, 2)
 
-
-def real_tokens(mask: AttentionMask, b: int, t: int) -> torch.Tensor | None:
-    """(B, T) 1.0 for the new tokens that are real, 0.0 for pads, read off the diagonal of the mask's last T
-    keys (a causal query always sees its own key unless that key is a pad); None when nothing is masked."""
-    if mask.mask is None:
-        return None
-    m = mask.mask[..., mask.mask.shape[-1] - t:].expand(b, 1, t, t)[:, 0]  # (B, T, T): the new keys
-    diagonal = m.diagonal(dim1=-2, dim2=-1)
-    real = diagonal if m.dtype == torch.bool else diagonal > float("-inf")
-    return real.float()

@@ -1,5 +1,6 @@
 """Attention masks: causal structure, key padding, packed documents, positional score bias and (sliding-window
-layers) a band of nearby keys, combined once per forward and shared by the layers that use them."""
+layers) a band of nearby keys, combined once per forward and shared by the layers that use them; and which
+new tokens are real (`real_tokens`: the recurrent and convolution mixers zero pads with it)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,21 @@ class AttentionMask:
         if self.mask.dtype == torch.bool:
             return scores.masked_fill(~self.mask, float("-inf"))
         return scores + self.mask
+
+
+def real_tokens(mask: AttentionMask, b: int, t: int) -> torch.Tensor | None:
+    """(B, T) 1.0 for the new tokens that are real, 0.0 for pads, read off the diagonal of the mask's last T
+    keys (a causal query always sees its own key unless that key is a pad); None when nothing is masked. A
+    per-head score bias (alibi, T5 buckets) masks every head alike, so the first head is read."""
+    if mask.mask is None:
+        return None
+    m = mask.mask[..., mask.mask.shape[-1] - t:]  # (B|1, H|1, T, T) or (T, T): the new keys
+    if m.dim() == 4:
+        m = m[:, :1]  # (B|1, 1, T, T)
+    m = m.expand(b, 1, t, t)[:, 0]  # (B, T, T)
+    diagonal = m.diagonal(dim1=-2, dim2=-1)
+    real = diagonal if m.dtype == torch.bool else diagonal > float("-inf")
+    return real.float()
 
 
 def build_mask(

@@ -19,8 +19,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from zoo.modules.gated_deltanet import real_tokens
-from zoo.modules.mask import AttentionMask
+from zoo.modules.mask import AttentionMask, real_tokens
 from zoo.modules.mixer_settings import CONV_NO_POSITIONS
 from zoo.modules.mixers import MIXERS
 from zoo.modules.position_terms import POSITIONALS, Positional, PositionTerms
