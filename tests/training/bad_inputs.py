@@ -293,6 +293,25 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("task=dpo data=preference data.path=pairs.jsonl dpo.reference=cached",
      "dpo.reference must be one of 'live', 'precomputed', got 'cached'"),
     ("task=lm dpo.beta=0.2", "dpo.* applies to task=dpo only, not task=lm"),
+    # task=grpo's settings group (zoo/tasks/grpo.py, grpo_losses.py, rewards.py): checked before any data
+    ("task=grpo data=prompts data.path=prompts.jsonl",
+     "grpo.rewards is empty: name at least one reward (answer_match, format, length_penalty, or "
+     "'module:function')"),
+    ("task=grpo data=prompts data.path=prompts.jsonl grpo.rewards=[mypkg_zz.rewards:fmt]",
+     "grpo.rewards: cannot import module 'mypkg_zz.rewards' of reward 'mypkg_zz.rewards:fmt'"),
+    ("task=grpo data=prompts data.path=prompts.jsonl grpo.rewards=[answer_mach]",
+     "grpo.rewards: 'answer_mach' is neither a registered reward (answer_match, format, length_penalty) nor "
+     "a 'module:function' path"),
+    ("task=grpo data=prompts data.path=prompts.jsonl grpo.rewards=[answer_match] grpo.num_generations=1",
+     "grpo.num_generations=1 with grpo.scale_rewards=group: a group of one completion has no std to divide "
+     "by"),
+    ("task=grpo data=prompts data.path=prompts.jsonl grpo.rewards=[answer_match] grpo.loss_type=ppo",
+     "grpo.loss_type: Unknown GRPO loss 'ppo'"),
+    ("task=grpo data=prompts data.path=prompts.jsonl grpo.rewards=[answer_match] grpo.reward_weights=[1,2]",
+     "grpo.reward_weights has 2 values for 1 grpo.rewards: give one weight per reward"),
+    ("task=grpo data=prompts data.path=prompts.jsonl grpo.rewards=[answer_match] model=bert_small",
+     "task=grpo needs model.arch in ['decoder'], but model.arch=encoder"),
+    ("task=lm grpo.num_generations=4", "grpo.* applies to task=grpo only, not task=lm"),
 ]]
 
 CHECKED_ELSEWHERE = [
@@ -736,6 +755,27 @@ CHECKED_ELSEWHERE = [
              "(400 for it alone; the other rows decode on)", "no probability distribution (NaN)",
              "tests/serving/test_isolation.py::"
              "test_through_the_server_one_failing_request_leaves_the_others_streaming"),
+    # prompts and rewards of task=grpo (zoo.data.prompts, zoo.tasks.grpo, zoo.tasks.rewards)
+    BadInput("task=grpo data=prompts: a prompt + grpo.max_completion_length over model.max_seq_len",
+             "with grpo.max_completion_length=4 it",
+             "tests/tasks/test_grpo.py::"
+             "test_a_prompt_that_leaves_no_room_for_the_completion_is_refused_before_the_first_step"),
+    BadInput("task=grpo data=prompts: a row without the field a reward reads (answer_match: answer)",
+             "reward answer_match reads field 'answer', which",
+             "tests/tasks/test_grpo.py::"
+             "test_a_row_without_the_field_a_reward_reads_is_refused_before_the_first_step"),
+    BadInput("data=prompts: a JSONL row without a prompt", "a prompt row needs the field 'prompt'",
+             "tests/tasks/test_grpo.py::test_bad_prompt_rows_name_their_line"),
+    BadInput("grpo.rewards: a reward function that raises on a row",
+             "reward raises_on_seven raised ZeroDivisionError",
+             "tests/tasks/test_grpo_rewards.py::test_a_bad_reward_is_one_error_naming_it_and_the_row"),
+    BadInput("grpo.rewards: a reward function that returns the wrong number of values",
+             "returned 2 values for 3 completions",
+             "tests/tasks/test_grpo_rewards.py::test_a_bad_reward_is_one_error_naming_it_and_the_row"),
+    BadInput("grpo.rewards: a reward function that returns NaN (or a non-number)", "a finite number",
+             "tests/tasks/test_grpo_rewards.py::test_a_bad_reward_is_one_error_naming_it_and_the_row"),
+    BadInput("grpo.rewards=[{name: format, pattern: '('}] (no regular expression)", "no regular expression",
+             "tests/tasks/test_grpo_rewards.py::test_bad_reward_settings_are_one_clear_error"),
     # preference data and DPO settings (zoo.data.preference, zoo.tasks.dpo_losses; task=dpo data=preference)
     BadInput("task=dpo data=chat data.path=chats.jsonl (data that is not preference pairs)",
              "data=chat gives chat examples, which suit task ['sft'], not task='dpo'",
