@@ -12,8 +12,8 @@ import sys
 from tests.train_config import CONF
 
 ROOT = CONF.parent
-HEAVY = ("torch", "lightning", "pytorch_lightning", "wandb", "transformers", "torchmetrics", "zoo.tasks",
-         "zoo.data", "zoo.training.callbacks", "zoo.training.run")
+HEAVY = ("torch", "lightning", "pytorch_lightning", "wandb", "transformers", "datasets", "tokenizers",
+         "numpy", "torchmetrics", "zoo.tasks", "zoo.data", "zoo.training.callbacks", "zoo.training.run")
 PROBE = ("import atexit, runpy, sys\n"
          "sys.argv = ['train.py', '--help']\n"
          "atexit.register(lambda: print('MODULES', ' '.join(sorted(sys.modules))))\n"
