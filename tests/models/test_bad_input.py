@@ -39,6 +39,11 @@ import zoo
         ("bert_small", {"head": {"name": "classifier", "num_labels": 2, "dense": True,
                                  "activation": "geglu"}},
          r"model.head.activation='geglu' is gated; the head transform takes an ungated one"),
+        ("gpt_nano", {"head": {"name": "lm", "activation": "relu"}},  # built, and relu applied nowhere
+         r"model.head.activation='relu' is the activation of the head's transform, which is off: "
+         r"set model.head.transform=true"),
+        ("bert_small", {"head": {"name": "classifier", "num_labels": 2, "activation": "tanh"}},
+         r"model.head.activation='tanh' .* set model.head.dense=true"),
         ("gpt_nano", {"head": {"name": "classifier", "num_labels": 2, "pooler": "swiglu"}},
          r"model.head.pooler: Unknown pooler 'swiglu'.*Allowed: .*none.*tanh"),
         ("gpt_nano", {"head": {"name": "none", "pool": "first"}},

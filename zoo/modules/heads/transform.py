@@ -15,7 +15,7 @@ from zoo.registry import unknown_choice_message
 
 
 def check_transform(cfg) -> None:
-    """The transform's activation is applied alone, so it must be ungated."""
+    """The transform's activation applies only when the transform is on, and alone, so it must be ungated."""
     activation = cfg.head.activation
     if activation is None:
         return
@@ -27,6 +27,10 @@ def check_transform(cfg) -> None:
         raise ValueError(f"model.head.activation={activation!r} is gated; the head transform "
                          f"takes an ungated one: {', '.join(plain)} "
                          "(default: the ungated form of model.activation).")
+    switch = "transform" if hasattr(cfg.head, "transform") else "dense"  # the lm head's key, the others'
+    if not getattr(cfg.head, switch):
+        raise ValueError(f"model.head.activation={activation!r} is the activation of the head's transform, "
+                         f"which is off: set model.head.{switch}=true to use it, or leave activation null.")
 
 
 class TransformMixin:
