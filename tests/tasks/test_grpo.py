@@ -6,6 +6,7 @@ before any step."""
 
 from __future__ import annotations
 
+import copy
 import csv
 import json
 import subprocess
@@ -13,11 +14,14 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from zoo.apps import ConfigError
 from zoo.data.prompts import parse_prompt_row
+from zoo.finetune.lora import LoRALinear, add_lora
 from zoo.models import build_model
 from zoo.tasks import build_data
+from zoo.tasks.grpo_batch import completion_logps
 from zoo.training.plan import prepare
 
 from .conftest import TINY_MODEL
@@ -79,6 +83,39 @@ def test_a_row_without_the_field_a_reward_reads_is_refused_before_the_first_step
     run, datamodule = bound(make_cfg, tmp_path, rows=rows)
     with pytest.raises(ValueError, match=r"reward answer_match reads field 'answer', which \w+ row \d+"):
         run.before_fit(datamodule, resuming=False)
+
+
+def test_the_reference_is_the_model_with_its_adapters_off_or_a_frozen_copy(make_cfg, tmp_path):
+    """grpo.beta > 0: with LoRA adapters (their B made nonzero, so the policy differs) the reference
+    log-probs of the sampled completions equal the base model's and the run holds no second model; without
+    LoRA the reference is a frozen copy. Each rollout's advantages sum to 0 within a group."""
+    plan = prepare(grpo_cfg(make_cfg, tmp_path, "grpo.rewards=[answer_match]", "grpo.beta=0.1",
+                            "tokenizer=char"))
+    tokenizer, datamodule = build_data(plan.data_cfg, plan.tokenizer_cfg, task=plan.task,
+                                       max_seq_len=plan.model.max_seq_len, batch_size=2,
+                                       cache_dir=tmp_path / "cache", seed=0)
+    torch.manual_seed(0)
+    model = build_model(plan.task.model_config(plan.model, tokenizer))
+    full = plan.task.for_model(model, plan.resolved["grpo"])
+    assert full.reference is not None and not any(p.requires_grad for p in full.reference.parameters())
+    base = copy.deepcopy(model).eval()
+    add_lora(model, rank=2, alpha=4.0, dropout=0.0, targets=["self_attn.qkv", "self_attn.o"])
+    for layer in model.modules():
+        if isinstance(layer, LoRALinear):
+            torch.nn.init.normal_(layer.lora_B, std=0.5)
+    run = plan.task.for_model(model, plan.resolved["grpo"])
+    assert run.reference is None
+    run.before_fit(datamodule, resuming=False)
+    model.train()
+    rollout = run.prepare_batch(next(iter(datamodule.train_dataloader())), 0, training=True)["rollout"]
+    assert model.training  # generation and the reference ran in eval mode; the mode is back
+    mask = rollout.completion_mask.float()
+    with torch.no_grad():
+        expected = completion_logps(base, rollout)[0] * mask
+        policy = completion_logps(model.eval(), rollout)[0] * mask
+    torch.testing.assert_close(rollout.ref_logps * mask, expected, rtol=0, atol=1e-5)
+    assert not torch.allclose(policy, expected, atol=1e-3)  # the adapters are on again for the policy
+    torch.testing.assert_close(rollout.advantages.view(-1, 2).sum(1), torch.zeros(2), rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize(("row", "message"), [
