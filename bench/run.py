@@ -161,6 +161,12 @@ def _mla(quick: bool) -> Section:
     return run(quick)
 
 
+def _hybrid(quick: bool) -> Section:
+    from bench.bench_hybrid import run
+
+    return run(quick)
+
+
 def _post_training(quick: bool) -> Section:
     from bench.bench_post_training import run_section
 
@@ -186,7 +192,7 @@ SECTIONS: dict[str, Callable[[bool], Section]] = {
     "pretokenize": _pretokenize, "memory": _memory, "batching": _batching, "compile": _compile,
     "optim": _optim, "init_from": _init_from, "serving": _serving, "stopping": _stopping, "moe": _moe,
     "unpadding": _unpadding, "loop": _loop, "loop_causes": _loop_causes, "decode_large": _decode_large,
-    "mla": _mla, "post_training": _post_training, "qlora": _qlora, "gpu": _gpu,
+    "mla": _mla, "hybrid": _hybrid, "post_training": _post_training, "qlora": _qlora, "gpu": _gpu,
 }
 GPU_ONLY = ("gpu",)  # left out of a full run on a machine without CUDA (run them by name on a GPU)
 
