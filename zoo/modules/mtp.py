@@ -2,13 +2,14 @@
 `depth` predicts token t + k + 1 from position t.
 
 Module k reads the previous hidden state h^{k-1} (h^0: the main stack's output, after its final norm) and the
-embedding of token t + k, each through its own RMSNorm (`hnorm`, `enorm`), joins them with `eh_proj`
-(2C -> C, [embedding | hidden]), runs one more layer of the stack (`block`: the layer the stack would build
-next, its attention causal over the same positions) and hands its output to the next module; its own norm
-(`norm`, the checkpoint's `shared_head.norm`) feeds the model's output head, shared with the main
-prediction as the token table is. Training adds `weight` times the mean over the modules of their
-cross-entropy (`MultiTokenPredictor.loss`) to the main loss. The modules run while the model trains (or
-when asked, `forward(..., output_mtp=True)`); evaluation and decoding use the main head alone."""
+embedding of token t + k, each through its own norm (`hnorm`, `enorm`: model.norm, DeepSeek's RMSNorm),
+joins them with `eh_proj` (2C -> C, [embedding | hidden]), runs one more layer of the stack (`block`: the
+layer the stack would build next, its attention causal over the same positions) and hands its output to the
+next module; its own norm (`norm`, the checkpoint's `shared_head.norm`) feeds the model's output head,
+shared with the main prediction as the token table is. Training adds `weight` times the mean over the
+modules of their cross-entropy (`MultiTokenPredictor.loss`) to the main loss. The modules run while the
+model trains (or when asked, `forward(..., output_mtp=True)`); evaluation and decoding use the main head
+alone."""
 
 from __future__ import annotations
 
