@@ -173,6 +173,17 @@ def test_old_checkpoint_resumes_for_a_step(kind, run_cfg, tmp_path):
     assert torch.load(resumed.last_checkpoint, weights_only=False)["global_step"] == old_step + 1
 
 
+
+def test_a_resume_whose_recorded_best_is_gone_finishes_on_its_own_weights(run_cfg, tmp_path):
+    """The old checkpoint names its best.ckpt in a temp folder deleted long ago; a resume that validates no
+    more (eval_every=3 from step 3 to 4) failed after training, when the test split loaded that path."""
+    kind = OLD / "seq2seq"
+    with pytest.warns(UserWarning, match=r"best \(/tmp/\w+/runs/seq2seq/\S+/best.ckpt\) no longer exists"):
+        resumed = train(run_cfg([*old_overrides(kind, tmp_path), "trainer.max_steps=4", "eval_every=3",
+                                 f"ckpt_path={kind / 'last.ckpt'}"], "resumed"))
+    assert resumed.best_checkpoint is None and "test/loss" in resumed.metrics
+    assert torch.load(resumed.last_checkpoint, weights_only=False)["global_step"] == 4
+
 @pytest.mark.parametrize("source", ["last.ckpt", "export_zoo", "export_hf"])
 def test_init_from_an_old_checkpoint_and_exports(source, run_cfg):
     """A step at learning rate 1e-30 (0 is refused) moves no float32 weight, so the new checkpoint has the

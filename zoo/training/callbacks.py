@@ -194,6 +194,18 @@ class ZooCheckpoint(ModelCheckpoint):
             return False
         return super().check_monitor_top_k(trainer, current)
 
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """A resume whose recorded best.ckpt is gone (the run folder moved, the old temp folder deleted)
+        forgets it, with a warning, instead of failing at the end when the test split loads it; the run's
+        best starts afresh. A best.ckpt that still exists is kept, as Lightning keeps it."""
+        super().load_state_dict(state_dict)
+        if self.best_model_path and not Path(self.best_model_path).exists():
+            rank_zero_warn(f"the resumed checkpoint's best ({self.best_model_path}) no longer exists; "
+                           f"{self.filename}.ckpt starts afresh from this run's validations")
+            self.best_model_path, self.best_model_score, self.best_k_models = "", None, {}
+            self.kth_best_model_path = ""
+            self.kth_value = torch.tensor(float("inf") if self.mode == "min" else -float("inf"))
+
     # The save helpers below are ModelCheckpoint's own (underscored, stable since Lightning 2.0); the
     # steps they leave on disk are pinned by tests/training/test_checkpoints.py.
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
