@@ -2,7 +2,8 @@
 state): greedy, seeded sampling and beam search give the tokens and logits (within 1e-5) of decoding without a
 cache (the whole sequence re-read each step); a left-padded batch gives each row's tokens alone; continuous
 batching (rows joining and leaving) gives each prompt's tokens alone; the cache's size does not grow with
-the length; speculative decoding and the static cache are one error naming the mixer, before any work."""
+the length; a cache not told to keep its states cannot be rolled back (speculative decoding and the static
+cache: tests/generation/test_recurrent_modes.py)."""
 
 import pytest
 import torch
@@ -78,23 +79,7 @@ def test_continuous_batching_gives_each_prompt_its_tokens_alone():
     assert run_engine(m) == alone
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"assistant_model": "self"},
-     "speculative decoding rolls the target's cache back after a rejected draft; its "
-     "model.mixer=gated_deltanet cannot be"),
-    ({"cache_implementation": "static"},
-     "cache_implementation='static' cannot decode model.mixer=gated_deltanet: its cache holds a recurrent "
-     "state"),
-])
-def test_decoding_modes_that_cannot_carry_the_state_are_refused_naming_the_mixer(options, message):
-    m = model()
-    if options.get("assistant_model") == "self":
-        options = {**options, "assistant_model": m}
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(".", r"\.")):
-        m.generate(IDS[1:], max_new_tokens=4, **options)
-
-
-def test_a_recurrent_cache_cannot_be_rolled_back():
+def test_a_recurrent_cache_without_kept_states_cannot_be_rolled_back():
     m = model()
     cache = m.new_cache()
     m(IDS[1:], cache=cache)

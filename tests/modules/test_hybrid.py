@@ -1,8 +1,9 @@
 """Hybrid stacks: `model.layer_pattern` tags each layer `full` (model.mixer) or `linear` (model.linear_mixer),
 as Qwen3-Next / Qwen3.5 put three Gated DeltaNet layers before each attention layer. The layers get their own
 mixer with their own keys; decoding carries K/V for the attention layers and a recurrent state for the others
-and gives what full forwards give; what one of the mixers cannot do (a static cache, speculative rollback, a
-bidirectional stack) is refused naming that mixer's key."""
+and gives what full forwards give (speculative decoding and the static cache on hybrids:
+tests/generation/test_recurrent_modes.py); what one of the mixers cannot do (a bidirectional stack) is
+refused naming that mixer's key."""
 
 from __future__ import annotations
 
@@ -92,16 +93,6 @@ def test_beam_search_runs_with_mixed_caches():
 def test_bad_hybrids_are_one_error_naming_the_key(keys, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         zoo.build({**HYBRID, **keys})
-
-
-def test_decoding_modes_one_mixer_cannot_do_are_refused_naming_it():
-    model = _model()
-    prompt = torch.tensor([[5, 9, 11]])
-    with pytest.raises(ValueError, match=re.escape("cannot decode model.linear_mixer=gated_deltanet")):
-        model.generate(prompt, max_new_tokens=2, cache_implementation="static")
-    draft = _model(n_layers=1, layer_pattern=["linear"])
-    with pytest.raises(ValueError, match=re.escape("its model.linear_mixer=gated_deltanet cannot be")):
-        model.generate(prompt, max_new_tokens=2, assistant_model=draft)
 
 
 def test_the_config_round_trips_and_composes_from_the_command_line():

@@ -2,7 +2,8 @@
 layer's window in the cache (zoo.modules.cache.LayerCache.state): greedy, seeded sampling and beam search
 (windows reordered with the beams) give the tokens and logits of decoding without a cache; a left-padded
 batch gives each row's tokens alone; continuous batching gives each prompt's tokens alone; the window's size
-does not grow; speculative decoding, the static cache and packed documents are refused naming the key."""
+does not grow (speculative decoding and the static cache: tests/generation/test_recurrent_modes.py); packed
+documents are refused naming the key."""
 
 import re
 
@@ -76,16 +77,6 @@ def test_continuous_batching_gives_each_prompt_its_tokens_alone():
     alone = [m.generate([p], max_new_tokens=n, eos_token_id=[], use_cache=False, **options(i))[0, len(p):]
              .tolist() for i, (p, n) in enumerate(zip(PROMPTS, LENGTHS, strict=True))]
     assert run_engine(m) == alone
-
-
-def test_decoding_modes_that_cannot_carry_the_window_are_refused_naming_the_mixer():
-    m = model()
-    prompt = torch.tensor([[5, 9, 11]])
-    with pytest.raises(ValueError, match=re.escape("cannot decode model.linear_mixer=short_conv")):
-        m.generate(prompt, max_new_tokens=2, cache_implementation="static")
-    draft = model(n_layers=1, layer_pattern=["linear"])
-    with pytest.raises(ValueError, match=re.escape("its model.linear_mixer=short_conv cannot be")):
-        m.generate(prompt, max_new_tokens=2, assistant_model=draft)
 
 
 def test_packed_documents_are_refused_naming_the_mixer():

@@ -7,7 +7,13 @@ Greedy: the kept prefix is the one the target itself would have chosen, so the o
 output token for token. Sampling (Leviathan et al. 2023; Chen et al. 2023): the draft samples x from its
 distribution q, the target keeps it with probability min(1, p(x) / q(x)) and on the first rejection samples
 from max(0, p - q), renormalised; every emitted token is then distributed exactly as a sample from the
-target's p (both p and q after the same temperature / top-k / top-p)."""
+target's p (both p and q after the same temperature / top-k / top-p).
+
+Rollback: after a round each cache is cut back to the kept tokens (`KVCache.crop`). K/V are simply cut;
+a layer with a recurrent state or convolution window (gated_deltanet, short_conv) cannot un-apply tokens,
+so both caches keep those entries after each of the last num_draft + 1 tokens of every forward
+(`KVCache.keep_states`): a verify pass feeds that many past the kept prefix and the draft one token at a
+time, so the state after any kept token is at hand and no token is recomputed."""
 
 from __future__ import annotations
 
@@ -17,7 +23,6 @@ import torch
 
 from zoo.generation.logits import Choice
 from zoo.modules.cache import KVCache
-from zoo.modules.mixers import refusal_of
 
 
 @dataclass
@@ -52,11 +57,6 @@ def check_assistant(target, draft, batch: int, prompt_len: int, max_new_tokens: 
         raise ValueError("assistant_model supports greedy decoding and sampling (one sequence) with the "
                          f"dynamic KV cache only; drop {', '.join(bad)}.")
     for who, model in (("target", target), ("assistant_model", draft)):
-        refusal = refusal_of(model.config, "rollback_refusal")
-        if refusal is not None:
-            key, name, reason = refusal
-            raise ValueError(f"speculative decoding rolls the {who}'s cache back after a rejected draft; its "
-                             f"{key}={name} cannot be: {reason}.")
         reach = model.positions.max_positions
         if reach is not None and prompt_len + max_new_tokens > reach:
             raise ValueError(
@@ -122,6 +122,8 @@ def speculative_decode(
     choice = choice or Choice()
     seq = ids
     t_cache, d_cache = target.new_cache(), draft.new_cache()
+    for cache in (t_cache, d_cache):  # recurrent layers keep what a crop within one round goes back to
+        cache.keep_states(num_draft + 1)
     stats, step_logits = SpeculativeStats(), []
     eos = torch.tensor(eos_ids, dtype=torch.long, device=ids.device)
     prompt_len = ids.shape[1]

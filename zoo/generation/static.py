@@ -14,7 +14,6 @@ from zoo.generation.prompts import position_ids
 from zoo.generation.stepper import Stepper
 from zoo.modules.cache import StaticKVCache
 from zoo.modules.mask import AttentionMask
-from zoo.modules.mixers import refusal_of
 
 BUFFER_ROUND = 64  # buffer sizes are rounded up to a multiple of this, so nearby lengths share one compile
 
@@ -85,10 +84,6 @@ def check_static(model, prompt_len: int, max_new_tokens: int, *, use_cache: bool
     if not use_cache:
         raise ValueError(f"{what} decodes with a static KV cache; it "
                          "cannot be combined with use_cache=False.")
-    refusal = refusal_of(model.config, "static_cache_refusal")
-    if refusal is not None:
-        key, name, reason = refusal
-        raise ValueError(f"{what} cannot decode {key}={name}: {reason}; use the default dynamic cache.")
     total = prompt_len + max_new_tokens
     reach = model.positions.max_positions
     if reach is not None and total > reach:

@@ -1,7 +1,12 @@
 """Key/value cache for incremental decoding: self-attention K/V grow by the new tokens each step;
-cross-attention K/V are computed once per source and reused. A recurrent mixer (gated_deltanet) keeps
-fixed-size entries of its own instead (`LayerCache.state`: its convolution window and recurrent state, one
-row per sequence), which follow the rows on reorder but cannot be rolled back (`crop`)."""
+cross-attention K/V are computed once per source and reused. A recurrent mixer (gated_deltanet, short_conv)
+keeps fixed-size entries of its own instead (`LayerCache.state`: its convolution window and recurrent state,
+one row per sequence), which follow the rows on reorder.
+
+Rolling back (speculative decoding drops rejected draft tokens): K/V are cut at any length; a state cannot be
+un-applied, so a cache told `keep_states(n)` has each recurrent layer keep its states after each of the last
+n tokens of every forward (`LayerCache.history`, by length; n = the draft block + 1 covers every length a
+verify pass can be cut at) and `crop` puts those back. The kept states live until the next crop."""
 
 from __future__ import annotations
 
@@ -18,6 +23,27 @@ class LayerCache:
         self.cross_k: torch.Tensor | None = None
         self.cross_v: torch.Tensor | None = None
         self.state: dict[str, torch.Tensor] = {}  # a recurrent mixer's entries (B, ...), replaced each step
+        self.keep = 0  # states kept after each of the last `keep` tokens of a forward (KVCache.keep_states)
+        self.history: dict[int, dict[str, torch.Tensor]] = {}  # length -> the state after that many positions
+
+    @property
+    def stepping(self) -> bool:
+        """True during a static cache's compiled one-token step (its mask is over the whole buffer)."""
+        return False
+
+    def states_wanted(self, t: int) -> int:
+        """How many states a recurrent mixer hands `record` for a forward of t tokens: those after each of
+        the last `keep` tokens, at least the final one."""
+        return max(1, min(self.keep, t))
+
+    def record(self, t: int, states: list[dict[str, torch.Tensor]]) -> None:
+        """A recurrent mixer's entries after a forward of t tokens: `states` after each of the last
+        len(states) of them, the final one last (it becomes `state`; the others are kept for `crop`)."""
+        self.length += t
+        self.state = states[-1]
+        if self.keep:
+            first = self.length - len(states) + 1
+            self.history.update({first + i: state for i, state in enumerate(states)})
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store the new positions' k, v (B, KV, t, D); return all cached keys and values so far."""
@@ -46,6 +72,8 @@ class LayerCache:
             if value is not None:
                 setattr(self, name, value.index_select(0, index))
         self.state = {name: value.index_select(0, index) for name, value in self.state.items()}
+        self.history = {length: {name: value.index_select(0, index) for name, value in held.items()}
+                        for length, held in self.history.items()}
 
 
 class KVCache:
@@ -59,15 +87,30 @@ class KVCache:
         for layer in self.layers:
             layer.reorder(index, cross=cross)
 
+    def keep_states(self, n: int) -> None:
+        """Let `crop` roll recurrent layers back within the last n tokens of each forward (see the module
+        docstring); speculative decoding asks for its draft block + 1."""
+        for layer in self.layers:
+            layer.keep = n
+
     def crop(self, length: int) -> None:
         """Forget every position from `length` on (speculative decoding drops rejected draft tokens); the
-        buffers keep their size and the next append overwrites the dropped slots."""
-        if length < self.length and any(layer.state for layer in self.layers):
-            raise ValueError(f"this cache holds a recurrent state (a layer's model.mixer), which cannot be "
-                             f"rolled back from {self.length} to {length} positions.")
+        buffers keep their size and the next append overwrites the dropped slots; a recurrent layer takes
+        back its state after `length` positions. Kept states are dropped: later crops are never shorter."""
+        recurrent = [layer for layer in self.layers if layer.state]
+        if length < self.length:
+            lost = [layer for layer in recurrent if length not in layer.history]
+            if lost:
+                raise ValueError(
+                    f"this cache holds a recurrent state (a layer's model.mixer), which cannot be rolled "
+                    f"back from {self.length} to {length} positions: it keeps its states after the last "
+                    f"{lost[0].keep} tokens of each forward (KVCache.keep_states), none after {length}.")
+            for layer in recurrent:
+                layer.state = layer.history[length]
         self.length = min(self.length, length)
         for layer in self.layers:
             layer.length = min(layer.length, length)
+            layer.history = {}
 
 
 class StaticLayerCache(LayerCache):
@@ -79,6 +122,21 @@ class StaticLayerCache(LayerCache):
     def __init__(self, owner: StaticKVCache) -> None:
         super().__init__()
         self.owner = owner
+
+    @property
+    def stepping(self) -> bool:
+        return self.owner.step_index is not None
+
+    def record(self, t: int, states: list[dict[str, torch.Tensor]]) -> None:
+        """The recurrent entries are fixed-size: allocated at prefill, then copied into in place, so the
+        compiled step reads and writes the same buffers every token (the step's length moves by `advance`)."""
+        if not self.state:
+            self.state = {name: value.clone() for name, value in states[-1].items()}
+        else:
+            for name, value in states[-1].items():
+                self.state[name].copy_(value)
+        if not self.stepping:
+            self.length += t
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.k is None:  # zeros: masked slots must stay finite; k and v may differ in width (mla)

@@ -33,15 +33,22 @@ def _prepare(q, k, v, g, beta, state):
 
 def recurrent(q, k, v, g, beta, state=None) -> tuple[torch.Tensor, torch.Tensor]:
     """One token at a time: (out (B, H, T, Dv), final state (B, H, Dk, Dv))."""
+    out, states = recurrent_states(q, k, v, g, beta, state)
+    return out, states[-1]
+
+
+def recurrent_states(q, k, v, g, beta, state=None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """One token at a time: (out (B, H, T, Dv), the state (B, H, Dk, Dv) after each of the T tokens)."""
     q, k, v, g, beta, state = _prepare(q, k, v, g, beta, state)
-    outs = []
+    outs, states = [], []
     for t in range(q.shape[2]):
         state = state * g[:, :, t, None, None].exp()  # decay
         read = (k[:, :, t, :, None] * state).sum(-2)  # S^T k: (B, H, Dv)
         correction = beta[:, :, t, None] * (v[:, :, t] - read)  # (B, H, Dv)
         state = state + k[:, :, t, :, None] * correction[:, :, None, :]  # + k u^T
         outs.append((q[:, :, t, :, None] * state).sum(-2))  # S^T q: (B, H, Dv)
-    return torch.stack(outs, dim=2), state
+        states.append(state)
+    return torch.stack(outs, dim=2), states
 
 
 def chunked(q, k, v, g, beta, state=None, chunk_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:

@@ -13,8 +13,10 @@ state at zero (its decay of zero is zero): a left-padded row gives what the row 
 
 Decoding: the layer's cache entries (zoo.modules.cache.LayerCache.state) are the last K - 1 convolution
 inputs (B, K - 1, W) and the state (B, Hv, Dk, Dv), the same size at any length; a step continues from
-them. They follow beams (reorder) but cannot be rolled back, so speculative decoding (which drops rejected
-tokens) and the static compiled step (fixed K/V buffers) refuse this mixer, naming it."""
+them. They follow beams (reorder). Speculative decoding rolls them back: its caches ask for the entries
+after each of the last n tokens of a forward (LayerCache.states_wanted), which this layer computes by running
+those n tokens in the recurrent form (the rest chunked) and cutting the window at each; `crop` puts back the
+ones after the kept tokens. A static cache holds them in buffers filled in place (the compiled step)."""
 
 from __future__ import annotations
 
@@ -53,10 +55,6 @@ class GatedDeltaNet(nn.Module):
     tap: Callable[[str, torch.Tensor], None] | None = None  # set only while tracing (nothing is tapped)
     cross = False
     causal_only = True  # a left-to-right recurrence: no bidirectional (encoder) stack can use it
-    # why decoding modes refuse it (zoo.generation: speculative decoding drops rejected tokens from the cache;
-    # the static compiled step writes K/V into fixed slots)
-    rollback_refusal = "its cache holds a recurrent state, which cannot drop the rejected draft tokens"
-    static_cache_refusal = "its cache holds a recurrent state, not K/V slots a static buffer could hold"
     packs_documents = False  # one state per row: packed documents (document_ids) would leak into each other
     tensor_parallel_refusal = ("its q/k/v convolution, key heads shared by value heads and per-head decay "
                                "are not in attention's split of q/k/v by heads")
@@ -117,11 +115,9 @@ class GatedDeltaNet(nn.Module):
     ) -> tuple[torch.Tensor, None]:
         """x (B, T, C) -> (out (B, T, C), None: there are no attention weights). `recurrent=True` runs the
         state one token at a time (the decoding form) instead of in chunks; both give the same numbers."""
-        if cache is not None and getattr(cache, "owner", None) is not None:  # a StaticLayerCache
-            raise ValueError(f"model.mixer=gated_deltanet: {self.static_cache_refusal}; decode with the "
-                             "default dynamic cache.")
         b, t, _ = x.shape
-        real = real_tokens(mask, b, t)  # (B, T) or None: every token real
+        stepping = cache is not None and cache.stepping  # a static step's token is real (mask: the buffer's)
+        real = None if stepping else real_tokens(mask, b, t)  # (B, T) or None: every token real
         qkv = self.qkv(x)  # (B, T, W)
         if real is not None:  # pads read as zeros, as the row alone is padded by the convolution
             qkv = qkv * real[..., None].to(qkv.dtype)
@@ -138,13 +134,22 @@ class GatedDeltaNet(nn.Module):
         wide = torch.promote_types(x.dtype, torch.float32)  # the decay in float32 at least (fp16 A_log: -inf)
         g = (-self.A_log.to(wide).exp() * F.softplus(self.a(x).to(wide) + self.dt_bias)).transpose(1, 2)
         state = held.get("recurrent")  # (B, Hv, Dk, Dv) or None: zeros
+        wanted = cache.states_wanted(t) if cache is not None else 1  # states after each of the last `wanted`
         if recurrent or t == 1:  # one decoding step: the recurrent form, nothing to solve
-            out, state = delta_rule.recurrent(q, k, v, g, beta, state)
-        else:
-            out, state = delta_rule.chunked(q, k, v, g, beta, state, chunk_size=self.chunk_size)
+            out, states = delta_rule.recurrent_states(q, k, v, g, beta, state)
+        else:  # chunked up to the last `wanted` - 1 tokens, whose states are kept one by one
+            head = t - wanted + 1
+            out, state = delta_rule.chunked(*(x_[:, :, :head] for x_ in (q, k, v, g, beta)), state,
+                                            chunk_size=self.chunk_size)
+            states = [state]
+            if wanted > 1:
+                tail, more = delta_rule.recurrent_states(*(x_[:, :, head:] for x_ in (q, k, v, g, beta)),
+                                                         state)
+                out, states = torch.cat([out, tail], dim=2), states + more
         if cache is not None:  # fixed size whatever the length: the last K - 1 inputs and the state
-            cache.state = {"conv": full[:, full.shape[1] - (kernel - 1):].clone(), "recurrent": state}
-            cache.length += t
+            ends = range(t - wanted + 1, t + 1)  # the tokens after which the entries are wanted
+            cache.record(t, [{"conv": full[:, end : end + kernel - 1].clone(), "recurrent": held_state}
+                             for end, held_state in zip(ends, states[-wanted:], strict=True)])
         out = out.to(x.dtype).transpose(1, 2)  # (B, T, Hv, Dv)
         z = self.z(x).view(b, t, self.value_heads, self.value_dim)
         out = self.norm(out, z).reshape(b, t, self.value_heads * self.value_dim)

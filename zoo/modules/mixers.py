@@ -22,13 +22,13 @@ MIXERS: Registry = Registry("token mixer", key="model.mixer")  # name -> module 
 
 def mixers_of(cfg) -> list[tuple[str, str, Any]]:
     """(config key, name, module class) of each mixer some layer of `cfg` runs: model.mixer and, in a
-    hybrid, model.linear_mixer; what one of them cannot do (a static cache, a rollback, a bidirectional
-    stack, packed documents, a tensor-parallel split) the model cannot."""
+    hybrid, model.linear_mixer; what one of them cannot do (a bidirectional stack, packed documents, a
+    tensor-parallel split) the model cannot."""
     return [(key, settings.name, MIXERS.get(settings.name)) for key, settings in cfg.mixers_in_use()]
 
 
 def refusal_of(cfg, attribute: str) -> tuple[str, str, str] | None:
     """(config key, name, reason) of the first mixer of `cfg` whose class gives a reason under `attribute`
-    (static_cache_refusal, rollback_refusal, tensor_parallel_refusal), or None."""
+    (e.g. tensor_parallel_refusal), or None."""
     return next(((key, name, getattr(cls, attribute)) for key, name, cls in mixers_of(cfg)
                  if getattr(cls, attribute, None) is not None), None)

@@ -9,8 +9,10 @@ Padding (attention_mask 0): b*h is zeroed at pads before the convolution, so a p
 token's window and a left-padded row gives what the row alone gives (the row alone is padded by zeros).
 
 Decoding: the layer's cache entry (zoo.modules.cache.LayerCache.state) is the last L - 1 convolution inputs
-(B, L - 1, C), the same size at any length; a step continues from it. It follows beams (reorder) but is not
-rolled back, so speculative decoding and the static compiled step refuse this mixer, naming it."""
+(B, L - 1, C), the same size at any length; a step continues from it. It follows beams (reorder); for
+speculative decoding the window is also cut after each of the last n tokens of a forward
+(LayerCache.states_wanted) so that `crop` can put back the one after the kept tokens; a static cache holds it
+in a buffer filled in place (the compiled step)."""
 
 from __future__ import annotations
 
@@ -32,8 +34,6 @@ class ShortConv(nn.Module):
     tap: Callable[[str, torch.Tensor], None] | None = None  # set only while tracing (nothing is tapped)
     cross = False
     causal_only = True  # a left-to-right window: no bidirectional (encoder) stack can use it
-    rollback_refusal = "its cache holds a convolution window, which cannot drop the rejected draft tokens"
-    static_cache_refusal = "its cache holds a convolution window, not K/V slots a static buffer could hold"
     packs_documents = False  # the window would read the end of the previous packed document
     tensor_parallel_refusal = ("its in_proj rows [b | c | h] and per-channel convolution are not in "
                                "attention's split of q/k/v by heads")
@@ -75,13 +75,11 @@ class ShortConv(nn.Module):
         need_weights: bool = False,
     ) -> tuple[torch.Tensor, None]:
         """x (B, T, C) -> (out (B, T, C), None: there are no attention weights)."""
-        if cache is not None and getattr(cache, "owner", None) is not None:  # a StaticLayerCache
-            raise ValueError(f"model.mixer=short_conv: {self.static_cache_refusal}; decode with the "
-                             "default dynamic cache.")
         b, t, _ = x.shape
         gate_in, gate_out, h = self.in_proj(x).chunk(3, dim=-1)  # each (B, T, C)
         gated = gate_in * h
-        real = real_tokens(mask, b, t)  # (B, T) or None: every token real
+        stepping = cache is not None and cache.stepping  # a static step's token is real (mask: the buffer's)
+        real = None if stepping else real_tokens(mask, b, t)  # (B, T) or None: every token real
         if real is not None:  # pads read as zeros, as the row alone is padded by the convolution
             gated = gated * real[..., None].to(gated.dtype)
         taps = self.conv.kernel_size[0]
@@ -89,7 +87,7 @@ class ShortConv(nn.Module):
         window = held.get("conv", gated.new_zeros(b, taps - 1, gated.shape[-1]))  # the L - 1 inputs before
         full = torch.cat([window, gated], dim=1)  # (B, L - 1 + T, C)
         mixed = self.conv(full.transpose(1, 2)).transpose(1, 2)  # causal: (B, T, C)
-        if cache is not None:  # fixed size whatever the length: the last L - 1 inputs
-            cache.state = {"conv": full[:, full.shape[1] - (taps - 1):].clone()}
-            cache.length += t
+        if cache is not None:  # fixed size at any length: the last L - 1 inputs, after each wanted token
+            ends = range(t - cache.states_wanted(t) + 1, t + 1)
+            cache.record(t, [{"conv": full[:, end : end + taps - 1].clone()} for end in ends])
         return self.out_proj(gate_out * mixed), None
