@@ -316,26 +316,14 @@ OVERRIDES = [BadInput(given, message) for given, message in [
 
 CHECKED_ELSEWHERE = [
     # Gated DeltaNet: what needs a built model
-    BadInput("model.mixer=gated_deltanet, generate with assistant_model (speculative decoding)",
-             "speculative decoding rolls the target's cache back after a rejected draft",
-             "tests/generation/test_recurrent_cache.py::"
-             "test_decoding_modes_that_cannot_carry_the_state_are_refused_naming_the_mixer"),
-    BadInput("model.mixer=gated_deltanet, generate with cache_implementation=static (or compile=true)",
-             "cache_implementation='static' cannot decode model.mixer=gated_deltanet",
-             "tests/generation/test_recurrent_cache.py::"
-             "test_decoding_modes_that_cannot_carry_the_state_are_refused_naming_the_mixer"),
+    BadInput("KVCache.crop(n) of a gated_deltanet / short_conv cache to a length whose state it did not keep "
+             "(KVCache.keep_states)",
+             "keeps its states after the last 2 tokens of each forward",
+             "tests/generation/test_recurrent_modes.py::test_a_crop_past_what_was_kept_is_one_error"),
     BadInput("model.mixer=gated_deltanet data.document_mask=true",
              "model.mixer=gated_deltanet carries one state along each row",
              "tests/modules/test_gated_deltanet_model.py::test_packed_documents_are_refused_naming_the_mixer"),
     # LFM2 (model.linear_mixer=short_conv): what needs a built model or a folder
-    BadInput("model=lfm2_small, generate with cache_implementation=static (or compile=true)",
-             "cannot decode model.linear_mixer=short_conv",
-             "tests/modules/test_short_conv_model.py::"
-             "test_decoding_modes_that_cannot_carry_the_window_are_refused_naming_the_mixer"),
-    BadInput("model=lfm2_small, generate with assistant_model (speculative decoding)",
-             "its model.linear_mixer=short_conv cannot be",
-             "tests/modules/test_short_conv_model.py::"
-             "test_decoding_modes_that_cannot_carry_the_window_are_refused_naming_the_mixer"),
     BadInput("model=lfm2_small, packed documents (document_ids)",
              "model.linear_mixer=short_conv carries one state along each row",
              "tests/modules/test_short_conv_model.py::test_packed_documents_are_refused_naming_the_mixer"),
