@@ -90,18 +90,18 @@ def matched_widths(s: Size, vocab_size: int) -> dict[str, int]:
     return widths
 
 
-def cache_bytes(cache) -> tuple[int, int]:
-    """(bytes the filled cache needs, bytes its tensors allocate): every layer's K/V for the positions it
-    holds (the buffer doubles as it fills, so allocation runs up to twice that) and every recurrent entry."""
-    held = allocated = 0
+def cache_bytes(cache) -> tuple[int, int, int]:
+    """(bytes the filled cache needs, bytes its tensors allocate, of which fixed-size state): every layer's
+    K/V for the positions it holds (the buffer doubles as it fills, so allocation runs up to twice that) and
+    every recurrent entry (convolution window, state: the same size at any length)."""
+    held = allocated = fixed = 0
     for layer in cache.layers:
         for t in (layer.k, layer.v):
             if t is not None:
                 held += t[:, :, : layer.length].nelement() * t.element_size()
                 allocated += t.nelement() * t.element_size()
-        state = sum(t.nelement() * t.element_size() for t in layer.state.values())
-        held, allocated = held + state, allocated + state
-    return held, allocated
+        fixed += sum(t.nelement() * t.element_size() for t in layer.state.values())
+    return held + fixed, allocated + fixed, fixed
 
 
 # ------------------------------------------------------------------------------------------- training
@@ -190,8 +190,8 @@ def _timed_from(model, filled, first: torch.Tensor, new: int):
 
 
 def decoding(s: Size, widths: dict[str, int], vocab_size: int) -> dict[int, dict[str, dict]]:
-    """context -> model -> tokens/s, cache bytes (held, allocated), prefill seconds (one run); the models
-    trained's shapes (`widths`), random weights."""
+    """context -> model -> tokens/s, cache bytes (held, allocated, fixed), prefill seconds (one run); the
+    trained models' shapes (`widths`), random weights."""
     models = {}
     for name, keys in variants(s).items():
         torch.manual_seed(0)
@@ -218,6 +218,11 @@ def _size(n: int) -> str:
     return f"{n / 2**20:.2f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
 
 
+def _speed_ratios(trained: dict[str, list[dict]], name: str) -> list[float]:
+    """Training tokens/s over attention's, per seed (the models of a seed stepped in lockstep)."""
+    return [r["tok_s"] / a["tok_s"] for r, a in zip(trained[name], trained["attention"], strict=True)]
+
+
 def verdict(name: str, trained: dict[str, list[dict]], decoded: dict[int, dict[str, dict]]) -> str:
     """One plain sentence of where hybrid `name` wins and loses against attention, from the measured numbers:
     val loss (a gap within the larger seed spread is no difference), training and decode speed, cache."""
@@ -226,8 +231,7 @@ def verdict(name: str, trained: dict[str, list[dict]], decoded: dict[int, dict[s
     gap = statistics.fmean(ours) - statistics.fmean(base)
     loss = ("val loss within the seed spread of attention's" if abs(gap) <= spread
             else f"val loss {'lower' if gap < 0 else 'higher'} than attention's by {abs(gap):.3f}")
-    speed = statistics.fmean(r["tok_s"] for r in trained[name]) / \
-        statistics.fmean(r["tok_s"] for r in trained["attention"])
+    speed = statistics.fmean(_speed_ratios(trained, name))
     wins, loses, even = [], [], []
     (wins if gap < -spread else loses if gap > spread else even).append(loss)
     (wins if speed > 1 else loses).append(f"trains at {speed:.2f}x attention's tokens/s")
@@ -239,6 +243,22 @@ def verdict(name: str, trained: dict[str, list[dict]], decoded: dict[int, dict[s
     (wins if cache > 1 else loses).append(f"holds {cache:.1f}x less cache at {max(decoded):,}")
     return (f"**{name}** wins: {'; '.join(wins) or 'nothing'}. Loses: {'; '.join(loses) or 'nothing'}."
             + (f" Even: {even[0]} (± {spread:.3f})." if even else ""))
+
+
+def cache_note(s: Size, decoded: dict[int, dict[str, dict]]) -> str:
+    """What the cache column shows: each hybrid's fixed entries, and the limit its attention layers set."""
+    longest = max(decoded)
+    parts = []
+    for name, keys in variants(s).items():
+        if keys:
+            pattern = keys["layer_pattern"]
+            full = sum(pattern[i % len(pattern)] == FULL for i in range(s.n_layers))
+            m = decoded[longest][name]
+            ratio = decoded[longest]["attention"]["bytes"][0] / m["bytes"][0]
+            parts.append(f"{name}: {_size(m['bytes'][2])} of fixed entries at every context, and K/V on "
+                         f"{full} attention layer(s) of {s.n_layers}, so at most {s.n_layers / full:.1f}x "
+                         f"less cache than attention however long the context ({ratio:.2f}x at {longest:,})")
+    return "Cache: " + "; ".join(parts) + "."
 
 
 def run(quick: bool = False) -> Section:
@@ -262,22 +282,24 @@ def run(quick: bool = False) -> Section:
 
 def section(s: Size, trained: dict[str, list[dict]], decoded: dict[int, dict[str, dict]],
             load: tuple[float, float]) -> Section:
-    base_speed = statistics.fmean(r["tok_s"] for r in trained["attention"])
     train_rows = [[name, f"{runs[0]['params']:,}", runs[0]["d_ff"],
                    _mean_sd([r["val"] for r in runs], ".3f"), _mean_sd([r["tok_s"] for r in runs], ".0f"),
-                   f"{statistics.fmean(r['tok_s'] for r in runs) / base_speed:.2f}x"]
+                   _mean_sd(_speed_ratios(trained, name), ".2f") + "x"]
                   for name, runs in trained.items()]
     decode_rows = []
     for context, row in decoded.items():
         for name, m in row.items():
             decode_rows.append([f"{context:,}", name, f"{m['tok_s']:.0f}",
                                 f"{m['tok_s'] / row['attention']['tok_s']:.2f}x", _size(m["bytes"][0]),
-                                f"{row['attention']['bytes'][0] / m['bytes'][0]:.1f}x", _size(m["bytes"][1]),
+                                f"{row['attention']['bytes'][0] / m['bytes'][0]:.1f}x", _size(m["bytes"][2]),
+                                _size(m["bytes"][1]),
                                 f"{m['prefill_s']:.2f}"])
-    tables = (markdown_table(["model", "parameters", "SwiGLU width", f"val loss ({len(s.seeds)} seeds)",
-                              "train tokens/s", "vs attention"], train_rows) + "\n\n" +
+    seeds = f"{len(s.seeds)} seed{'s' * (len(s.seeds) > 1)}"
+    tables = (markdown_table(["model", "parameters", "SwiGLU width", f"val loss ({seeds})",
+                              "train tokens/s", "vs attention (per seed)"], train_rows) + "\n\n" +
               markdown_table(["context", "model", "decode tok/s", "vs attention", "cache held",
-                              "attention / this", "cache allocated", "prefill s (1 run)"], decode_rows))
+                              "attention / this", "of which fixed", "cache allocated", "prefill s (1 run)"],
+                             decode_rows))
     names = list(trained)
     tokens = trained["attention"][0]["tokens"]
     layers = {name: ", ".join(v["layer_pattern"][i % len(v["layer_pattern"])] for i in range(s.n_layers))
@@ -307,6 +329,6 @@ def section(s: Size, trained: dict[str, list[dict]], decoded: dict[int, dict[str
         f"Everything fp32, eager, 1 torch thread, on the 2-core CPU shared with other engineers' tests: load "
         f"average {load[0]:.1f} at the start, {load[1]:.1f} at the end. Absolute numbers move with the "
         "neighbours; read the ratios, which were measured side by side.",
-    ] + [verdict(name, trained, decoded) for name in names[1:]]
+    ] + [cache_note(s, decoded)] + [verdict(name, trained, decoded) for name in names[1:]]
     return Section("Hybrids: attention vs Gated DeltaNet 3:1 vs short conv (LFM2)", tables, notes,
                    data={"trained": trained, "decoded": {str(k): v for k, v in decoded.items()}})
