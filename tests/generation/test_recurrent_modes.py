@@ -140,14 +140,16 @@ def _static_and_dynamic(model, **kw):
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_static_cache_equals_the_dynamic_cache(name):
-    """Greedy on a left-padded batch (a step's token is real, whatever slot the buffer is at) and beam
-    search (the states follow the beams)."""
+    """Greedy on a left-padded batch (a step's token is real, whatever slot the buffer is at), beam
+    search (the states follow the beams) and seeded sampling."""
     model = build(name)
     static, dynamic = _static_and_dynamic(model, max_new_tokens=10)
     assert torch.equal(static.sequences, dynamic.sequences)
     for a, b in zip(static.logits, dynamic.logits, strict=True):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
     static, dynamic = _static_and_dynamic(model, max_new_tokens=6, num_beams=3, num_return_sequences=2)
+    assert torch.equal(static.sequences, dynamic.sequences)
+    static, dynamic = _static_and_dynamic(model, max_new_tokens=6, do_sample=True, top_k=10, seed=3)
     assert torch.equal(static.sequences, dynamic.sequences)
 
 
@@ -167,11 +169,17 @@ def test_the_static_cache_updates_its_state_buffers_in_place():
     assert layer.state["recurrent"].shape == (2, 4, 8, 6)
 
 
-@pytest.mark.e2e  # one compile of a hybrid step: ~20 s on 2 cores
+@pytest.mark.e2e  # one compile of a hybrid step: ~60 s on 2 shared cores
 def test_compiled_hybrid_step_equals_the_dynamic_cache():
+    """One graph for the whole run: the state buffers are read and written in place, the position moves
+    as a tensor."""
+    from torch._dynamo.utils import counters
+
     model = build("gdn_hybrid")
     kw = dict(attention_mask=MASK, eos_token_id=[], max_new_tokens=8, return_dict=True)
+    counters.clear()
     compiled, dynamic = model.generate(IDS, compile=True, **kw), model.generate(IDS, **kw)
+    assert counters["stats"]["unique_graphs"] == 1
     assert torch.equal(compiled.sequences, dynamic.sequences)
     torch.testing.assert_close(torch.stack(compiled.logits), torch.stack(dynamic.logits), atol=1e-4,
                                rtol=1e-4)
