@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from tests.generation.conftest import tiny_decoder
+from tests.modules.test_hybrid import GDN
 from zoo.generation.stopping import RowStop, StopStrings, overlap_free
 
 LETTERS = "abcde"
@@ -51,8 +52,13 @@ def stop_step(tokens: list[int], stops: list[str]) -> int:
     dict(do_sample=True, temperature=1.5, seed=3, num_return_sequences=2),
     dict(cache_implementation="static"),
 ], ids=["greedy", "sampled", "two-samples", "static-cache"])
-def test_rows_stop_at_their_stop_string_and_the_loop_ends_with_the_last(options):
-    model = tiny_decoder("rope", max_seq_len=64)
+@pytest.mark.parametrize("layers", [
+    {},  # attention only
+    dict(linear_mixer=GDN, layer_pattern=["linear", "full"]),  # a recurrent state beside the keys and values
+    dict(linear_mixer={"name": "short_conv"}, layer_pattern=["linear", "full"]),  # a convolution window
+], ids=["attention", "gated_deltanet-hybrid", "short_conv-hybrid"])
+def test_rows_stop_at_their_stop_string_and_the_loop_ends_with_the_last(options, layers):
+    model = tiny_decoder("rope", max_seq_len=64, **layers)
     free = model.generate(PROMPTS, max_new_tokens=BUDGET, eos_token_id=[], **options)
     width = max(map(len, PROMPTS))
     rows = free[:, width:].tolist()
