@@ -131,6 +131,12 @@ class ModelConfig:
         mixer = self.layer_mixer(index)
         return self if mixer is self.mixer else dataclasses.replace(self, mixer=mixer)
 
+    def layer_norm_placement(self, index: int) -> str:
+        """The residual wiring of layer `index`: its mixer's own `norm_placement` where that mixer has one set
+        (OLMo-hybrid's linear layers: pre beside post_sublayer attention), else model.norm_placement."""
+        own = getattr(self.layer_mixer(index), "norm_placement", None)  # only some mixers carry the key
+        return self.norm_placement if own is None else own
+
     def mixers_in_use(self) -> list[tuple[str, Part]]:
         """(config key, settings) of each mixer some layer runs: model.mixer, and model.linear_mixer when set
         (check_layers refuses one no layer runs)."""
@@ -282,7 +288,7 @@ MODEL_OPTIONS = Options({
 
 def check_sizes(cfg: ModelConfig) -> None:
     """What the fields say together: heads divide the width, token ids lie in the vocabulary (ValueError)."""
-    if cfg.head_dim is None and cfg.d_model % cfg.n_heads:
+    if cfg.head_dim is None and cfg.d_model % cfg.n_heads and not cfg.mixer.own_head_sizes:
         raise ValueError(f"model.d_model={cfg.d_model} is not divisible by model.n_heads={cfg.n_heads}; "
                          "choose n_heads among the divisors of d_model, or set model.head_dim.")
     if cfg.n_heads % cfg.kv_heads:

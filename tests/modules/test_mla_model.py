@@ -37,6 +37,20 @@ def test_decoder_trains_and_its_cached_greedy_equals_the_uncached():
     assert torch.equal(cached, uncached)
 
 
+def test_heads_that_do_not_divide_d_model_build_and_decode():
+    """MLA's head sizes are its own keys (GLM-4.7-Flash: 20 heads over d_model 2048): 3 heads over 32 build,
+    train and decode from the latent as the materialised cache does; attention still needs the division."""
+    model = _model(n_heads=3, mixer={"q_lora_rank": 10})
+    ids = torch.randint(3, 64, (2, 9))
+    assert torch.isfinite(model(ids, labels=ids).loss)
+    materialised = _model(n_heads=3, mixer={"q_lora_rank": 10, "cache": "materialised"}).eval()
+    prompt = torch.randint(3, 64, (2, 5))
+    assert torch.equal(model.eval().generate(prompt, max_new_tokens=6, do_sample=False),
+                       materialised.generate(prompt, max_new_tokens=6, do_sample=False))
+    with pytest.raises(ValueError, match=r"model.d_model=32 is not divisible by model.n_heads=3"):
+        zoo.build("llama_small", **{**TINY, "n_kv_heads": None, "n_heads": 3})
+
+
 def test_encoder_decoder_cross_attention_is_attention_over_the_memory():
     model = _model("transformer_tiny", norm="rmsnorm")
     for layer in model.decoder_stack.layers:

@@ -10,7 +10,7 @@ Pure data; what the keys say with the rest of the config is checked by the mixer
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from zoo.options import POSITIVE, Rule, integer, optional, positive_scale
 from zoo.parts import Part, Parts
@@ -22,6 +22,8 @@ MIXER = Parts("mixer", default="attention")
 @dataclass(frozen=True)
 class AttentionSettings(Part):
     """Scaled dot-product attention over n_heads query heads and n_kv_heads key/value heads."""
+
+    own_head_sizes: ClassVar[bool] = False  # heads of head_dim (null: d_model // n_heads, which must divide)
 
     qkv_bias: bool | None = None  # bias on the q/k/v projections only; null: `model.bias` (Qwen2: true)
     qk_norm: bool = False  # norm (model.norm) of q and k before RoPE (Qwen3, OLMo 2)
@@ -55,6 +57,9 @@ class LatentAttentionSettings(Part):
     """Multi-head Latent Attention (DeepSeek-V2/V3): keys and values decompressed per head from one
     kv_lora_rank latent per token, plus a qk_rope_head_dim key shared by the heads that carries RoPE;
     zoo.modules.mla. Defaults: DeepSeek-V2-Lite's per-head sizes."""
+
+    own_head_sizes: ClassVar[bool] = True  # its per-head sizes are its keys: n_heads need not divide d_model
+    #                                        (GLM-4.7-Flash: 20 heads over 2048)
 
     q_lora_rank: Annotated[int | None, optional(POSITIVE, "a positive integer (or null: full-rank query)")] \
         = None  # the query's own latent (DeepSeek-V3 1536) with its norm; null: one full-rank projection
@@ -91,12 +96,20 @@ class GatedDeltaNetSettings(Part):
     transformers' Qwen3-Next ones; defaults: Qwen3-Next-80B-A3B's linear layers. Positions come from the
     recurrence (no RoPE), and the spine's n_heads / n_kv_heads / head_dim are attention's, not read here."""
 
+    own_head_sizes: ClassVar[bool] = False  # the spine's heads are the attention layers' (hybrids)
+
     linear_num_key_heads: Annotated[int, POSITIVE] = 16  # q/k heads (each serves value_heads / key_heads)
     linear_num_value_heads: Annotated[int, POSITIVE] = 32  # value heads: one recurrent state each
     linear_key_head_dim: Annotated[int, POSITIVE] = 128  # q/k features per head (the state's rows)
     linear_value_head_dim: Annotated[int, POSITIVE] = 128  # v features per head (the state's columns)
     linear_conv_kernel_dim: Annotated[int, _KERNEL] = 4  # tokens the causal depthwise convolution reads
     chunk_size: Annotated[int, POSITIVE] = 64  # tokens per chunk of the chunked (training / prefill) form
+    linear_allow_neg_eigval: bool = False  # beta = 2 sigmoid(b(x)) in [0, 2]: the state's transition may
+    #   have negative eigenvalues (OLMo-hybrid: true); false: sigmoid(b(x)) in [0, 1] (Qwen3-Next, Qwen3.5)
+    output_norm_eps: Annotated[float | None, positive_scale()] = None  # the gated output norm's epsilon;
+    #   null: model.norm_eps (OLMo-hybrid fixes 1e-5, flash-linear-attention's default, whatever rms_norm_eps)
+    norm_placement: str | None = None  # residual wiring (zoo.modules.residual.WIRINGS) of the layers that run
+    #   this mixer; null: model.norm_placement (OLMo-hybrid: pre here, post_sublayer on its attention layers)
 
     def qkv_bias_or(self, bias: bool) -> bool:
         """Its projections have no bias (transformers' in_proj_* and out_proj), whatever model.bias says."""
@@ -114,6 +127,8 @@ class ShortConvSettings(Part):
     convolution of conv_L_cache taps, times C, then out_proj; zoo.modules.short_conv. Key names are
     transformers' Lfm2 ones; defaults: LFM2-1.2B's. No heads and no positions (the convolution carries
     order); the spine's n_heads / n_kv_heads / head_dim are attention's, not read here."""
+
+    own_head_sizes: ClassVar[bool] = False  # the spine's heads are the attention layers' (hybrids)
 
     conv_L_cache: Annotated[int, _KERNEL] = 3  # tokens the convolution reads: this one and L - 1 before
     conv_bias: bool = False  # a bias on in_proj, the convolution and out_proj (transformers' conv_bias)
