@@ -6,6 +6,7 @@ import inspect
 import re
 from pathlib import Path
 
+import pytest
 from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
 
 from zoo.inspection.callback import AttentionMapLogger
@@ -50,3 +51,24 @@ def test_compile_options_follow_this_torch():
     options = compile_options()
     assert options.rules["backend"].test("inductor") and not options.rules["backend"].test("inductr")
     assert all(options.rules["backend"].test(name) for name in torch._dynamo.list_backends())
+
+
+def test_the_default_compile_backend_is_checked_without_listing_every_backend(monkeypatch):
+    """compile.backend=inductor (torch.compile's default and conf/config.yaml's) needs no list of backends:
+    listing them imports every backend module and scans the installed packages' entry points (~0.2 s CPU of
+    every run's start-up, issue 42). Another name is checked against the list, and a bad one names it."""
+    import torch._dynamo
+
+    listed = []
+    real = torch._dynamo.list_backends
+    monkeypatch.setattr(torch._dynamo, "list_backends", lambda *a, **k: listed.append(1) or real(*a, **k))
+    compile_options.cache_clear()
+    try:
+        compile_options().check("compile", {"enabled": "auto", "backend": "inductor", "mode": None})
+        assert listed == []
+        compile_options().check("compile", {"enabled": True, "backend": "eager", "mode": None})
+        with pytest.raises(ValueError, match=r"compile.backend must be one of .*'inductor'.*, got 'inductr'"):
+            compile_options().check("compile", {"enabled": True, "backend": "inductr", "mode": None})
+        assert listed
+    finally:
+        compile_options.cache_clear()

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 AUTO_ON = frozenset({"cuda"})  # device types where compile.enabled=auto compiles
+DEFAULT_BACKEND = "inductor"  # torch.compile's default backend (and conf/config.yaml's compile.backend)
 
 
 def wants_compile(cfg: Mapping[str, Any] | None, device: torch.device | str) -> bool:
@@ -19,4 +20,4 @@ def wants_compile(cfg: Mapping[str, Any] | None, device: torch.device | str) -> 
 
 def compile_model(model: torch.nn.Module, cfg: Mapping[str, Any]) -> torch.nn.Module:
     """torch.compile(model) with compile.backend (default inductor) and compile.mode."""
-    return torch.compile(model, backend=cfg.get("backend") or "inductor", mode=cfg.get("mode"))
+    return torch.compile(model, backend=cfg.get("backend") or DEFAULT_BACKEND, mode=cfg.get("mode"))
