@@ -103,6 +103,46 @@ def test_group_limited_greedy_equals_deepseek_v2_router(kind, method, n_group, t
     torch.testing.assert_close(weights, want_weights, rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("cast", ["model.to(bfloat16)", "bf16 autocast"])
+@pytest.mark.parametrize("name", ["sigmoid_bias", "group_limited_greedy"])
+def test_deepseek_routers_route_in_float32_in_a_bf16_model(name, cast):
+    """DeepSeek routes in float32: transformers' routers take float32 logits from float32 weights (it loads
+    mlp.gate and the correction bias in float32 into a bf16 model). zoo's DeepSeek routers keep their weights
+    float32 when the model is cast to bf16, and compute the logits in float32 (autocast too), so the experts
+    of bf16 hidden states are the float32 reference's. 8 of 64 experts in 8 groups, init-sized weights (close
+    calls): a bf16 matmul gave 1-2% of the tokens other experts."""
+    d, e, tokens = 256, 64, 4096
+    if name == "sigmoid_bias":
+        hf = DeepseekV3TopkRouter(DeepseekV3Config(hidden_size=d, num_attention_heads=2, n_routed_experts=e,
+                                                   num_experts_per_tok=8, n_group=8, topk_group=4))
+        router = {"name": name, "n_group": 8, "topk_group": 4, "norm_topk_prob": True}
+    else:
+        hf = DeepseekV2TopkRouter(DeepseekV2Config(hidden_size=d, num_attention_heads=2, n_routed_experts=e,
+                                                   num_experts_per_tok=8, n_group=8, topk_group=4,
+                                                   topk_method=name))
+        router = {"name": name, "n_group": 8, "topk_group": 4}
+    settings = FFN.parse({"name": "moe", "n_experts": e, "top_k": 8, "router": router})
+    ours = ROUTERS.get(name)(d, settings)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        hf.weight.normal_(0, 0.02)
+        ours.proj.weight.copy_(hf.weight)
+        if name == "sigmoid_bias":
+            hf.e_score_correction_bias.copy_(torch.randn(e) * 1e-3)
+            ours.bias.copy_(hf.e_score_correction_bias)
+        x = torch.randn(tokens, d).bfloat16()  # a bf16 model's hidden states
+        logits, _, want = hf(x.float())  # the float32 reference on the same values
+        if cast == "model.to(bfloat16)":
+            ours = ours.to(torch.bfloat16)
+            assert {t.dtype for t in [*ours.parameters(), *ours.buffers()]} == {torch.float32}
+            got = ours(x)
+        else:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                got = ours(x.float())
+    assert torch.equal(got.logits, logits)
+    assert torch.equal(got.experts.sort(dim=-1).values, want.sort(dim=-1).values)
+
+
 def test_the_chosen_experts_come_best_first():
     """The dispatch's capacity priority reads the choice order: the first choice is the best biased score."""
     ours = _zoo_router({"name": "sigmoid_bias", "n_group": 4, "topk_group": 2}, 3, 1.0)

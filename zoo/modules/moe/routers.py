@@ -47,15 +47,40 @@ class Router(nn.Module):
     subclass says in `route`."""
 
     follows_load = False  # True: `update` reads the load, so the training loop sums it over processes
+    # True: routes in float32 in a bf16 / fp16 model, as DeepSeek does (transformers loads mlp.gate and the
+    # correction bias float32 into a bf16 model): the weights and buffers stay float32 when the model is cast
+    # down, and the logits are a float32 matmul, autocast or not. False: the logits are the model dtype's.
+    float32 = False
 
     def __init__(self, d_model: int, settings: MoESettings) -> None:
         super().__init__()
         self.proj = nn.Linear(d_model, settings.n_experts, bias=settings.router_bias)
         self.top_k, self.scale = settings.top_k, settings.route_scale
 
+    def _apply(self, fn, recurse: bool = True):
+        """A float32 router's tensors follow a cast's device, never a cast down to a 16-bit float."""
+        if not self.float32:
+            return super()._apply(fn, recurse)
+
+        def keep_float32(t: torch.Tensor) -> torch.Tensor:
+            target = fn(t.new_empty(0))  # where and as what the cast puts a tensor like t
+            if t.dtype == torch.float32 and target.dtype in (torch.bfloat16, torch.float16):
+                return t.to(target.device)
+            return fn(t)
+
+        return super()._apply(keep_float32, recurse)
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """x (N, C) -> (N, E) float32 logits."""
+        if not self.float32:
+            return self.proj(x).float()
+        with torch.autocast(x.device.type, enabled=False):
+            bias = None if self.proj.bias is None else self.proj.bias.float()
+            return nn.functional.linear(x.float(), self.proj.weight.float(), bias)
+
     def forward(self, x: torch.Tensor) -> Routing:
         """x (N, C) -> Routing; probabilities in float32, weights in x's dtype."""
-        routing = self.route(self.proj(x).float())  # (N, E)
+        routing = self.route(self.logits(x))  # (N, E)
         if self.scale != 1.0:
             routing.weights = routing.weights * self.scale
         routing.weights = routing.weights.to(x.dtype)
@@ -117,6 +142,8 @@ class GroupLimitedGreedy(Router):
     """DeepSeek-V2: softmax probabilities; a token keeps the topk_group groups with the largest single
     probability and takes the top_k probabilities among their experts, unnormalised."""
 
+    float32 = True
+
     def __init__(self, d_model: int, settings: MoESettings) -> None:
         super().__init__(d_model, settings)
         self.n_group, self.topk_group = settings.router.n_group, settings.router.topk_group
@@ -137,6 +164,7 @@ class SigmoidBias(Router):
     groups, a group's score is the sum of its two best biased scores."""
 
     follows_load = True
+    float32 = True
 
     def __init__(self, d_model: int, settings: MoESettings) -> None:
         super().__init__(d_model, settings)
