@@ -178,8 +178,8 @@ def decode(model, cache, first: torch.Tensor, new: int) -> list[int]:
 
 
 def _timed_from(model, filled, first: torch.Tensor, new: int):
-    """A side for `interleaved`: decode from a fresh copy of the prefilled cache (a recurrent state cannot
-    be cropped back), timing only the steps."""
+    """A side for `interleaved`: decode from a fresh copy of the prefilled cache (plain decoding keeps no
+    past recurrent states for `crop` to put back), timing only the steps."""
 
     def side() -> SelfTimed:
         cache = copy.deepcopy(filled)
@@ -328,13 +328,13 @@ def section(s: Size, trained: dict[str, list[dict]], decoded: dict[int, dict[str
         "Tiny models after few tokens: which mixer learns fastest here says nothing of larger scales.",
         f"Decode: batch 1, random weights, one prompt of the context's length prefilled once per model, "
         f"then {s.new} greedy steps through zoo's dynamic cache, from a copy of the prefilled cache each "
-        f"repeat (a recurrent state cannot be cropped back); tokens/s = the median of {s.repeats} "
-        "interleaved repeats. 'cache held' is read off the filled cache's tensors: K/V of the positions "
-        "held on the attention layers plus each linear layer's convolution window and recurrent state; "
-        "'allocated' adds the unused part of attention's doubling buffer. Prefill: one run per model. At "
-        "this size a decode step is a few ms of small ops for each model: a Gated DeltaNet layer runs more "
-        "of them per token than an attention layer (convolution, L2 norms, gates, the state update), while "
-        "attention's cost grows with the K/V it reads, so the order turns with the context.",
+        "repeat (plain decoding keeps no past recurrent states to crop back to); tokens/s = the median of "
+        f"{s.repeats} interleaved repeats. 'cache held' is read off the filled cache's tensors: K/V of the "
+        "positions held on the attention layers plus each linear layer's convolution window and recurrent "
+        "state; 'allocated' adds the unused part of attention's doubling buffer. Prefill: one run per "
+        "model. At this size a decode step is a few ms of small ops for each model: a Gated DeltaNet layer "
+        "runs more of them per token than an attention layer (convolution, L2 norms, gates, the state "
+        "update), while attention's cost grows with the K/V it reads, so the order turns with the context.",
         f"Everything fp32, eager, 1 torch thread, on the 2-core CPU shared with other engineers' tests: load "
         f"average {load[0]:.1f} at the start, {load[1]:.1f} at the end. Absolute numbers move with the "
         "neighbours; read the ratios, which were measured side by side.",
