@@ -1,9 +1,9 @@
 """The latent-attention presets (DeepSeek-V3, DeepSeek-V2-Lite, GLM-4.7-Flash, Youtu-LLM-2B) have the
 parameter count of the `transformers` model with the same published config values (both built on the meta
-device, DeepSeek-V3's and GLM-4.7-Flash's without the multi-token-prediction layer, which transformers does not
-build), and the total and active counts of their model cards: 671B / 37B, 15.7B / 2.4B, 30B / 3B ("30B-A3B")
-and 1.96B (dense: active is total), the active counts leaving out the token table (a lookup; the unembedding is
-counted), each card's figure the count rounded or cut at its precision. GLM-4.7-Flash's and Youtu-LLM-2B's
+device, DeepSeek-V3's and GLM-4.7-Flash's without the multi-token-prediction layer, which transformers does
+not build), and the total and active counts of their model cards: 671B / 37B, 15.7B / 2.4B, 30B / 3B
+("30B-A3B") and 1.96B (dense: active is total), the active counts leaving out the token table (a lookup; the
+unembedding is counted), each card's figure the count rounded or cut at its precision. GLM-4.7-Flash's and Youtu-LLM-2B's
 values are their transformers config classes' defaults (Glm4MoeLiteConfig, YoutuConfig)."""
 
 import math
