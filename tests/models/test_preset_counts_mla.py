@@ -3,8 +3,8 @@ parameter count of the `transformers` model with the same published config value
 device, DeepSeek-V3's and GLM-4.7-Flash's without the multi-token-prediction layer, which transformers does
 not build), and the total and active counts of their model cards: 671B / 37B, 15.7B / 2.4B, 30B / 3B
 ("30B-A3B") and 1.96B (dense: active is total), the active counts leaving out the token table (a lookup; the
-unembedding is counted), each card's figure the count rounded or cut at its precision. GLM-4.7-Flash's and Youtu-LLM-2B's
-values are their transformers config classes' defaults (Glm4MoeLiteConfig, YoutuConfig)."""
+unembedding is counted), each card's figure the count rounded or cut at its precision. GLM-4.7-Flash's and
+Youtu-LLM-2B's values are their transformers config classes' defaults (Glm4MoeLiteConfig, YoutuConfig)."""
 
 import math
 
