@@ -183,3 +183,44 @@ def test_a_left_padded_row_equals_the_row_alone(recurrent):
     assert (batch[0, pads:] - expected[0]).abs().max() < 1e-5
     full, _ = ours(other, build_mask(None, causal=True, q_len=t, k_len=t), recurrent=recurrent)
     assert (batch[1] - full[0]).abs().max() < 1e-5
+
+
+def test_equals_olmo_hybrid_layer_outputs_and_gradients():
+    """OLMo-hybrid's layer (q, k, v projected apart, as zoo's qkv rows): beta times 2
+    (linear_allow_neg_eigval) and the gated norm at its own epsilon 1e-5 (output_norm_eps) while the model's
+    is 1e-2, so either read wrong shows; transformers' layer repeats no key head, so the counts are equal."""
+    from transformers.models.olmo_hybrid import modeling_olmo_hybrid as olmo
+
+    torch.manual_seed(0)
+    config = olmo.OlmoHybridConfig(
+        hidden_size=D_MODEL, linear_num_key_heads=KEY_HEADS, linear_num_value_heads=KEY_HEADS,
+        linear_key_head_dim=DK, linear_value_head_dim=DV, linear_conv_kernel_dim=KERNEL, rms_norm_eps=1e-2,
+        num_hidden_layers=2, num_attention_heads=4, vocab_size=16)
+    theirs = olmo.OlmoHybridGatedDeltaNet(config, layer_idx=0).double()
+    with torch.no_grad():
+        for p in theirs.parameters():
+            p.copy_(torch.randn_like(p) * (0.3 if p.dim() == 1 else 0.1) + (1.0 if p.dim() == 1 else 0.0))
+    mixer = {**MIXER, "linear_num_value_heads": KEY_HEADS, "chunk_size": 4, "linear_allow_neg_eigval": True,
+             "output_norm_eps": 1e-5}
+    ours = GatedDeltaNet(ModelConfig(d_model=D_MODEL, n_heads=4, vocab_size=16, norm="rmsnorm", norm_eps=1e-2,
+                                     bias=False, positional="none", mixer=mixer)).double()
+
+    def mapped(m) -> dict[str, torch.Tensor]:
+        return {"qkv.weight": torch.cat([m.q_proj.weight, m.k_proj.weight, m.v_proj.weight]),
+                "z.weight": m.g_proj.weight, "b.weight": m.b_proj.weight, "a.weight": m.a_proj.weight,
+                "conv.weight": m.conv1d.weight, "A_log": m.A_log, "dt_bias": m.dt_bias,
+                "norm.weight": m.o_norm.weight, "o.weight": m.o_proj.weight}
+
+    ours.load_state_dict({k: v.detach().clone() for k, v in mapped(theirs).items()})
+    x = torch.randn(2, 11, D_MODEL, dtype=torch.double)
+    x_theirs, x_ours = x.clone().requires_grad_(), x.clone().requires_grad_()
+    expected = theirs(x_theirs)
+    got, _ = ours(x_ours, build_mask(None, causal=True, q_len=11, k_len=11))
+    assert _close(got, expected)
+    weight = torch.randn_like(got)
+    (expected * weight).sum().backward()
+    (got * weight).sum().backward()
+    assert _close(x_ours.grad, x_theirs.grad)
+    for name, grad in mapped(_GradView(theirs)).items():  # up to 70 (beta up to 2): within 1e-5, or 1e-6 of
+        got = ours.get_parameter(name).grad  # the largest where that is more (float32 rounding in theirs)
+        assert (got - grad).abs().max() <= max(1e-5, 1e-6 * grad.abs().max()), name

@@ -17,6 +17,7 @@ from zoo.config import ModelConfig
 from zoo.hydra_schema import part_overrides
 from zoo.modules.attention import Attention
 from zoo.modules.gated_deltanet import GatedDeltaNet
+from zoo.modules.mask import build_mask
 
 GDN = {"name": "gated_deltanet", "linear_num_key_heads": 2, "linear_num_value_heads": 4,
        "linear_key_head_dim": 8, "linear_value_head_dim": 6, "chunk_size": 4}
@@ -38,6 +39,23 @@ def test_each_layer_runs_its_own_mixer_with_its_own_keys():
     assert (attention.n_heads, attention.n_kv_heads) == (4, 2)  # the spine's heads are the full layers'
     assert model.decoder_stack.layers[0].self_attn.value_heads == 4  # the linear mixer's own keys
     assert [model.config.layer_is_linear(i) for i in range(4)] == [True, True, True, False]
+
+
+def test_the_linear_layers_may_have_their_own_residual_wiring():
+    """OLMo-hybrid: attention layers post_sublayer (x + norm(f(x))), linear layers pre-norm (x + f(norm(x)))
+    through model.linear_mixer.norm_placement; each layer has the norms of its own wiring and computes it."""
+    model = _model(norm_placement="post_sublayer", linear_mixer={**GDN, "norm_placement": "pre"})
+    layers = model.decoder_stack.layers
+    assert [model.config.layer_norm_placement(i) for i in range(4)] == ["pre"] * 3 + ["post_sublayer"]
+    assert [hasattr(layer, "norm_self") for layer in layers] == [True, True, True, False]
+    assert [hasattr(layer, "post_norm_self") for layer in layers] == [False, False, False, True]
+    x, mask = torch.randn(2, 5, 32), build_mask(None, causal=True, q_len=5, k_len=5)
+    linear, full = layers[0], layers[3]
+    with torch.no_grad():
+        h = x + linear.self_attn(linear.norm_self(x), mask)[0]
+        assert torch.allclose(linear(x, mask)[0], h + linear.ffn(linear.norm_ffn(h)), atol=1e-6)
+        h = x + full.post_norm_self(full.self_attn(x, mask)[0])
+        assert torch.allclose(full(x, mask)[0], h + full.post_norm_ffn(full.ffn(h)), atol=1e-6)
 
 
 def test_it_trains():
@@ -89,6 +107,8 @@ def test_beam_search_runs_with_mixed_caches():
      "model.linear_mixer=gated_deltanet has no key 'sliding_window'"),
     ({"arch": "encoder"}, "model.linear_mixer=gated_deltanet reads the tokens left to right only"),
     ({"layer_pattern": ["linear+full"]}, "gives two tags of one dimension; at most one of full|linear"),
+    ({"linear_mixer": {**GDN, "norm_placement": "inside"}},
+     "model.linear_mixer.norm_placement='inside' is not a residual wiring; choose one of"),
 ])
 def test_bad_hybrids_are_one_error_naming_the_key(keys, message):
     with pytest.raises(ValueError, match=re.escape(message)):

@@ -32,7 +32,7 @@ class Block(nn.Module):
     def __init__(self, cfg, *, cross: bool = False, index: int = 0) -> None:
         """`index`: the layer's place in its stack (the FFN kind may differ by layer: MoE every k-th)."""
         super().__init__()
-        self.wiring, self.residual = WIRINGS.get(cfg.norm_placement)(), cfg.residual
+        self.wiring, self.residual = WIRINGS.get(cfg.layer_norm_placement(index))(), cfg.residual
         self.self_attn = MIXERS.get(cfg.layer_mixer(index).name)(cfg.for_layer(index))
         # the decoder's attention over the encoder output is model.mixer's (a recurrence has no cross form)
         self.cross_attn = MIXERS.get(cfg.mixer.name).cross_attention(cfg) if cross else None

@@ -2,7 +2,8 @@
 
 x (B, T, C) -> qkv (B, T, 2 Hk Dk + Hv Dv) through a causal depthwise convolution of K taps and SiLU, split
 into q, k (B, Hk, T, Dk), L2-normalised, and v (B, Hv, T, Dv); each key head serves Hv / Hk value heads.
-Per value head: beta = sigmoid(b(x)) (how far the state moves to the new value) and the log decay
+Per value head: beta = sigmoid(b(x)) (how far the state moves to the new value; times 2 with
+`linear_allow_neg_eigval`, OLMo-hybrid) and the log decay
 g = -exp(A_log) softplus(a(x) + dt_bias) (< 0). The gated delta rule (zoo.modules.delta_rule) runs chunked
 over a sequence and one step at a time when asked (`recurrent=True`); its output per head goes through an
 RMSNorm gated by silu(z(x)) (B, T, Hv, Dv), then o (Hv Dv -> C). Keys: zoo.modules.mixer_settings.
@@ -31,6 +32,7 @@ from zoo.modules.mask import AttentionMask, real_tokens
 from zoo.modules.mixer_settings import NO_POSITIONS
 from zoo.modules.mixers import MIXERS
 from zoo.modules.position_terms import POSITIONALS, Positional, PositionTerms
+from zoo.modules.residual import WIRINGS
 
 
 class GatedRMSNorm(nn.Module):
@@ -65,6 +67,7 @@ class GatedDeltaNet(nn.Module):
         self.key_heads, self.value_heads = s.linear_num_key_heads, s.linear_num_value_heads
         self.key_dim, self.value_dim = s.linear_key_head_dim, s.linear_value_head_dim
         self.chunk_size = s.chunk_size
+        self.beta_scale = 2.0 if s.linear_allow_neg_eigval else 1.0  # beta in [0, 2] (OLMo-hybrid) or [0, 1]
         width = 2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
         self.qkv = nn.Linear(cfg.d_model, width, bias=False)  # rows [q (Hk Dk) | k (Hk Dk) | v (Hv Dv)]
         self.conv = nn.Conv1d(width, width, s.linear_conv_kernel_dim, groups=width, bias=False)  # depthwise
@@ -73,7 +76,8 @@ class GatedDeltaNet(nn.Module):
         self.a = nn.Linear(cfg.d_model, self.value_heads, bias=False)  # the decay's input
         self.A_log = nn.Parameter(torch.empty(self.value_heads).uniform_(1, 16).log())  # decay rate per head
         self.dt_bias = nn.Parameter(torch.ones(self.value_heads))
-        self.norm = GatedRMSNorm(self.value_dim, cfg.norm_eps)
+        eps = cfg.norm_eps if s.output_norm_eps is None else s.output_norm_eps  # OLMo-hybrid: its own 1e-5
+        self.norm = GatedRMSNorm(self.value_dim, eps)
         self.o = nn.Linear(self.value_heads * self.value_dim, cfg.d_model, bias=False)
 
     @classmethod
@@ -90,6 +94,10 @@ class GatedDeltaNet(nn.Module):
                 f"model.mixer.linear_num_value_heads={s.linear_num_value_heads} is not divisible by "
                 f"model.mixer.linear_num_key_heads={s.linear_num_key_heads}: each key head serves a whole "
                 "number of value heads (Qwen3.5: 16 key, 32 value).")
+        if s.norm_placement is not None and s.norm_placement not in WIRINGS.names():
+            key = "model.linear_mixer" if cfg.linear_mixer is not None else "model.mixer"
+            raise ValueError(f"{key}.norm_placement={s.norm_placement!r} is not a residual wiring; choose "
+                             f"one of {' | '.join(WIRINGS.names())} (or null: model.norm_placement).")
         if cfg.linear_mixer is not None:  # a hybrid: the spine's heads and positions are the full layers'
             return
         for key in ("n_kv_heads", "head_dim"):
@@ -130,7 +138,7 @@ class GatedDeltaNet(nn.Module):
         group = self.value_heads // self.key_heads
         q, k = (_normalised(t_.view(b, t, self.key_heads, self.key_dim), group) for t_ in (q, k))
         v = v.view(b, t, self.value_heads, self.value_dim).transpose(1, 2)  # (B, Hv, T, Dv)
-        beta = self.b(x).sigmoid().transpose(1, 2)  # (B, Hv, T)
+        beta = self.b(x).sigmoid().transpose(1, 2) * self.beta_scale  # (B, Hv, T)
         wide = torch.promote_types(x.dtype, torch.float32)  # the decay in float32 at least (fp16 A_log: -inf)
         g = (-self.A_log.to(wide).exp() * F.softplus(self.a(x).to(wide) + self.dt_bias)).transpose(1, 2)
         state = held.get("recurrent")  # (B, Hv, Dk, Dv) or None: zeros

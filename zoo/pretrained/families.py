@@ -14,7 +14,7 @@ MODULES = {
     "gemma3_text": "gemma", "glm4_moe_lite": "deepseek", "gpt2": "gpt2", "gpt_oss": "gpt_oss",
     "gpt_neox": "gpt_neox", "lfm2": "lfm2", "lfm2_moe": "lfm2", "llama": "llama", "marian": "bart",
     "minicpm3": "minicpm3", "mistral": "llama", "mixtral": "mixtral", "modernbert": "modernbert",
-    "olmo2": "olmo2", "olmoe": "olmoe",
+    "olmo2": "olmo2", "olmo_hybrid": "olmo_hybrid", "olmoe": "olmoe",
     "opt": "opt", "phi3": "llama", "qwen2": "llama", "qwen2_moe": "qwen_moe", "qwen3": "llama",
     "qwen3_moe": "qwen_moe", "qwen3_5": "qwen_hybrid", "qwen3_5_moe": "qwen_hybrid",
     "qwen3_5_moe_text": "qwen_hybrid", "qwen3_5_text": "qwen_hybrid",

@@ -1,0 +1,131 @@
+"""OLMo-hybrid (`olmo_hybrid`) import/export parity against transformers built from small configs, every weight
+perturbed (A_log, dt_bias, the layer norms, q/k norms, the gated output norm, the conv taps): Gated DeltaNet
+layers (pre-norm, beta times 2, q/k/v stored apart) around an OLMo 2-style attention layer (norms on the
+sub-layers' outputs); logits within 1e-4 on right- and left-padded batches, greedy tokens equal (cached), the
+export read back by transformers with equal logits, both heads the family ships, and what zoo cannot express
+named in one error."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+
+import pytest
+import torch
+import transformers
+from transformers import OlmoHybridConfig, OlmoHybridForCausalLM
+
+import zoo
+from tests.pretrained.decoder_checks import (
+    export_round_trips,
+    greedy_matches,
+    left_padded_logits_match,
+    right_padded_logits_match,
+)
+from tests.pretrained.helpers import perturbed, saved
+from zoo.models.base import build_model
+from zoo.modules.attention import Attention
+from zoo.modules.gated_deltanet import GatedDeltaNet
+
+# rms_norm_eps far from the gated norm's fixed 1e-5, so reading the wrong epsilon shows
+TINY = dict(hidden_size=32, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+            intermediate_size=40, vocab_size=99, linear_num_key_heads=2, linear_num_value_heads=2,
+            linear_key_head_dim=8, linear_value_head_dim=12, linear_conv_kernel_dim=3, rms_norm_eps=1e-2,
+            rope_parameters={"rope_type": "default", "rope_theta": 1000.0},
+            max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+
+
+def tiny(scale: float = 0.1, model_class=OlmoHybridForCausalLM, **kw):
+    torch.manual_seed(0)
+    return perturbed(model_class(OlmoHybridConfig(**{**TINY, **kw})), scale=scale)
+
+
+def test_logits_match_on_padded_batches(tmp_path):
+    hf = tiny()
+    model = zoo.from_pretrained(saved(hf, tmp_path))
+    cfg = model.config
+    assert [type(layer.self_attn) for layer in model.decoder_stack.layers] == [GatedDeltaNet] * 3 + [Attention]
+    assert [cfg.layer_norm_placement(i) for i in range(4)] == ["pre"] * 3 + ["post_sublayer"]
+    assert cfg.linear_mixer.linear_allow_neg_eigval and cfg.linear_mixer.output_norm_eps == 1e-5
+    right_padded_logits_match(hf, model)
+    left_padded_logits_match(hf, model)
+
+
+def test_greedy_matches_transformers_generate(tmp_path):
+    hf = tiny(scale=0.3)
+    greedy_matches(hf, zoo.from_pretrained(saved(hf, tmp_path)))
+
+
+def test_export_round_trip(tmp_path):
+    hf = tiny(layer_types=["linear_attention", "full_attention"] * 2, linear_allow_neg_eigval=False)
+    model = zoo.from_pretrained(saved(hf, tmp_path))
+    assert model.config.layer_pattern.to_data() == ["linear", "full"]
+    assert not model.config.linear_mixer.linear_allow_neg_eigval
+    out = export_round_trips(model, OlmoHybridForCausalLM, tmp_path / "export")
+    written = json.loads((out / "config.json").read_text())
+    assert written["layer_types"] == ["linear_attention", "full_attention"] * 2
+    assert (written["linear_conv_kernel_dim"], written["linear_allow_neg_eigval"]) == (3, False)
+
+
+def test_the_bare_model_loads_and_exports(tmp_path):
+    """OlmoHybridModel (zoo head none): transformers' last hidden state, and the export is the same class."""
+    hf = tiny(model_class=transformers.OlmoHybridModel, num_hidden_layers=2,
+              layer_types=["linear_attention", "full_attention"])
+    model = zoo.from_pretrained(saved(hf, tmp_path))
+    assert model.config.head.name == "none"
+    ids = torch.randint(3, 99, (2, 7), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    mask[1, 5:] = 0
+
+    def compare(reference):
+        with torch.no_grad():
+            ref = reference(input_ids=ids, attention_mask=mask).last_hidden_state
+            got = model(ids, attention_mask=mask).last_hidden_state
+        assert (got[mask.bool()] - ref[mask.bool()]).abs().max() < 1e-4
+
+    compare(hf)
+    out = zoo.save_pretrained(model, tmp_path / "export")
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["OlmoHybridModel"]
+    compare(transformers.OlmoHybridModel.from_pretrained(out).eval())
+
+
+def test_layer_types_default_as_transformers_fills_them():
+    """Without layer_types: every fourth layer attention, and the last when that leaves none; the linear sizes
+    as OlmoHybridConfig derives them (heads as attention's, key 3/4 of the width over them, value twice)."""
+    family = zoo.pretrained.FAMILIES.get("olmo_hybrid")()
+    plain = {k: v for k, v in TINY.items() if not k.startswith("linear_")}
+    for n in (2, 6):
+        cfg = family.config_from_hf({"model_type": "olmo_hybrid", **plain, "num_hidden_layers": n})
+        expected = OlmoHybridConfig(**{**plain, "num_hidden_layers": n})
+        assert [cfg.layer_is_linear(i) for i in range(n)] == [t == "linear_attention"
+                                                             for t in expected.layer_types]
+        s = cfg.linear_mixer
+        assert (s.linear_num_key_heads, s.linear_num_value_heads, s.linear_key_head_dim,
+                s.linear_value_head_dim) == (expected.linear_num_key_heads, expected.linear_num_value_heads,
+                                             expected.linear_key_head_dim, expected.linear_value_head_dim)
+
+
+def test_what_zoo_cannot_express_is_one_error():
+    family = zoo.pretrained.FAMILIES.get("olmo_hybrid")()
+    hf = {"model_type": "olmo_hybrid", **TINY, "attention_bias": True, "hidden_act": "gelu",
+          "linear_num_value_heads": 4, "layer_types": ["linear_attention", "sliding_attention"] * 2,
+          "rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 2.0}}
+    with pytest.raises(ValueError, match=re.escape("olmo_hybrid config.json uses settings zoo does not "
+                                                   "support")) as err:
+        family.config_from_hf(hf)
+    named = ["attention_bias=True", "hidden_act='gelu'", "rope_type='yarn'",
+             "layer_types (linear_attention or full_attention, one per layer)=False"]
+    assert all(name in str(err.value) for name in named), str(err.value)
+    with pytest.raises(ValueError, match=re.escape("linear_num_value_heads == linear_num_key_heads")):
+        family.config_from_hf({"model_type": "olmo_hybrid", **TINY, "linear_num_value_heads": 4})
+
+
+def test_a_hybrid_without_the_linear_layers_wiring_is_refused_on_export(tmp_path):
+    """A Gated DeltaNet hybrid whose linear layers keep the spine's post_sublayer wiring is not OLMo-hybrid:
+    export names the key instead of writing a folder transformers would read differently."""
+    model = zoo.from_pretrained(saved(tiny(), tmp_path))
+    cfg = model.config
+    other = dataclasses.replace(cfg, linear_mixer=dataclasses.replace(cfg.linear_mixer, norm_placement=None))
+    with pytest.raises(ValueError, match="norm_placement"):
+        zoo.save_pretrained(build_model(other), tmp_path / "export", model_type="olmo_hybrid")
