@@ -5,12 +5,13 @@ many times, as trl's sampler repeats it)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset
 
+from zoo.data.batching import EpochSampler
 from zoo.data.cache import RaggedIds
 from zoo.data.datamodules import ZooDataModule
 from zoo.data.prompts import fields_of
@@ -48,21 +49,18 @@ class PromptCollator:
         return out
 
 
-class RepeatedBatches(Sampler):
-    """Batches of `batch_size` indices in an epoch order keyed by (seed, epoch), each yielded `repeat`
-    times in a row."""
+class RepeatedBatches(EpochSampler):
+    """Batches of `batch_size` indices in an epoch order keyed by (seed, epoch) (a batch sampler), each
+    yielded `repeat` times in a row; a resumed epoch starts after the batches already trained."""
 
     def __init__(self, n: int, batch_size: int, seed: int, repeat: int, shuffle: bool) -> None:
-        self.n, self.batch_size, self.seed, self.repeat, self.shuffle = n, batch_size, seed, repeat, shuffle
-        self.epoch = 0
+        super().__init__(seed)
+        self.n, self.batch_size, self.repeat, self.shuffle = n, batch_size, repeat, shuffle
 
-    def __iter__(self) -> Iterator[list[int]]:
-        keyed = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
-        order = torch.randperm(self.n, generator=keyed).tolist() if self.shuffle else list(range(self.n))
-        self.epoch += 1
-        for start in range(0, self.n, self.batch_size):
-            for _ in range(self.repeat):
-                yield order[start:start + self.batch_size]
+    def items(self) -> list[list[int]]:
+        order = self.rng().permutation(self.n).tolist() if self.shuffle else list(range(self.n))
+        return [order[start:start + self.batch_size] for start in range(0, self.n, self.batch_size)
+                for _ in range(self.repeat)]
 
     def __len__(self) -> int:
         return -(-self.n // self.batch_size) * self.repeat
@@ -91,7 +89,7 @@ class PromptDataModule(ZooDataModule):
 
     def train_dataloader(self) -> DataLoader:
         sampler = RepeatedBatches(len(self._dataset("train")), self.batch_size, self.seed, self.repeat, True)
-        return self._loader("train", batch_sampler=sampler)
+        return self._loader("train", batch_sampler=self._resumed(sampler, per_batch=1))
 
     def val_dataloader(self) -> DataLoader:
         sampler = RepeatedBatches(len(self._dataset("val")), self.batch_size, self.seed, 1, False)

@@ -209,7 +209,9 @@ class GRPORun(GroupRelativePolicyOptimisation):
             if training:
                 self._rollout = rollout
         else:
-            rollout = (self._rollout[0], {**self._rollout[1], "time/generation_s": torch.tensor(0.0)})
+            device = batch["prompt_ids"].device  # a rollout taken back from a checkpoint may be on the CPU
+            reused = {**self._rollout[1], "time/generation_s": torch.tensor(0.0)}
+            rollout = (self._rollout[0].to(device), reused)
         self.logged = {**rollout[1], **({"time/step_s": torch.tensor(step_s)} if step_s is not None else {})}
         if training:
             self._last_step_at = time.perf_counter()
@@ -290,9 +292,19 @@ class GRPORun(GroupRelativePolicyOptimisation):
         return {name: RolloutMean(name, self) for name in names}
 
     def run_state(self) -> dict[str, Any] | None:
-        """The grpo.* settings (evaluate.py scores with its rewards)."""
-        return {SETTINGS: {k: list(v) if isinstance(v, tuple) else v
-                           for k, v in dataclasses.asdict(self.grpo).items()}}
+        """The grpo.* settings (evaluate.py scores with its rewards) and the generation batch being optimised
+        on (a resume inside it takes the remaining num_iterations steps on the same rollouts)."""
+        state: dict[str, Any] = {SETTINGS: {k: list(v) if isinstance(v, tuple) else v
+                                            for k, v in dataclasses.asdict(self.grpo).items()}}
+        if self._rollout is not None:
+            rollout, logged = self._rollout
+            state[ROLLOUT] = ({f: getattr(rollout, f) for f in rollout.__dataclass_fields__}, dict(logged))
+        return state
+
+    def load_run_state(self, state: Mapping[str, Any] | None) -> None:
+        if (state or {}).get(ROLLOUT) is not None:
+            fields, logged = state[ROLLOUT]
+            self._rollout = (RolloutBatch(**fields), dict(logged))
 
     def evaluate(self, model, tokenizer, datamodule, split: str, options) -> dict[str, float]:
         """Rollouts of the split's prompts sampled as training samples them (num_generations each), scored by
