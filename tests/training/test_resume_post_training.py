@@ -75,6 +75,18 @@ def test_dpo_resumed_mid_epoch_matches_uninterrupted(make_cfg, monkeypatch, tmp_
     assert len(calls) == (4 if reference == "precomputed" else 0)
 
 
+def test_grpo_resumed_inside_a_generation_batch_matches_uninterrupted(make_cfg, monkeypatch, tmp_path):
+    """task=grpo, three optimisation steps per generation batch: the step-4 checkpoint falls inside the batch
+    generated at step 3, which the checkpoint keeps; the prompt order continues from its place."""
+    rows = [{"prompt": f"Add {a} and {b}, {name}? ", "answer": str(a + b)}
+            for name in NAMES for a, b in ((1, 2), (3, 4), (5, 6), (7, 1), (2, 2), (9, 3))]
+    (tmp_path / "prompts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    common = [*RUN, "task=grpo", "data=prompts", f"data.path={tmp_path / 'prompts.jsonl'}",
+              "grpo.rewards=[answer_match]", "grpo.num_generations=4", "grpo.max_completion_length=4",
+              "grpo.num_iterations=3", "grpo.beta=0.04"]
+    assert_resumed_equal(*killed_and_resumed(make_cfg, monkeypatch, common, "grpo"))
+
+
 def test_dpo_precomputed_reference_trains_as_the_live_one(make_cfg, tmp_path):
     """Conversational pairs (the default tokenizer's chat template): the same train losses and validation
     rewards with the reference precomputed as with a live frozen copy; a checkpoint of the live run cannot be
