@@ -1,9 +1,9 @@
-"""OLMo-hybrid (`olmo_hybrid`) import/export parity against transformers built from small configs, every weight
-perturbed (A_log, dt_bias, the layer norms, q/k norms, the gated output norm, the conv taps): Gated DeltaNet
-layers (pre-norm, beta times 2, q/k/v stored apart) around an OLMo 2-style attention layer (norms on the
-sub-layers' outputs); logits within 1e-4 on right- and left-padded batches, greedy tokens equal (cached), the
-export read back by transformers with equal logits, both heads the family ships, and what zoo cannot express
-named in one error."""
+"""OLMo-hybrid (`olmo_hybrid`) import/export parity against transformers built from small configs, every
+weight perturbed (A_log, dt_bias, the layer norms, q/k norms, the gated output norm, the conv taps): Gated
+DeltaNet layers (pre-norm, beta times 2, q/k/v stored apart) around an OLMo 2-style attention layer (norms on
+the sub-layers' outputs); logits within 1e-4 on right- and left-padded batches, greedy tokens equal (cached),
+the export read back by transformers with equal logits, both heads the family ships, and what zoo cannot
+express named in one error."""
 
 from __future__ import annotations
 
@@ -45,7 +45,8 @@ def test_logits_match_on_padded_batches(tmp_path):
     hf = tiny()
     model = zoo.from_pretrained(saved(hf, tmp_path))
     cfg = model.config
-    assert [type(layer.self_attn) for layer in model.decoder_stack.layers] == [GatedDeltaNet] * 3 + [Attention]
+    kinds = [type(layer.self_attn) for layer in model.decoder_stack.layers]
+    assert kinds == [GatedDeltaNet] * 3 + [Attention]
     assert [cfg.layer_norm_placement(i) for i in range(4)] == ["pre"] * 3 + ["post_sublayer"]
     assert cfg.linear_mixer.linear_allow_neg_eigval and cfg.linear_mixer.output_norm_eps == 1e-5
     right_padded_logits_match(hf, model)
@@ -129,3 +130,18 @@ def test_a_hybrid_without_the_linear_layers_wiring_is_refused_on_export(tmp_path
     other = dataclasses.replace(cfg, linear_mixer=dataclasses.replace(cfg.linear_mixer, norm_placement=None))
     with pytest.raises(ValueError, match="norm_placement"):
         zoo.save_pretrained(build_model(other), tmp_path / "export", model_type="olmo_hybrid")
+
+
+def test_a_file_under_the_modules_names_loads(tmp_path):
+    """A folder whose tensors carry the modules' own names (`input_layernorm`, `post_attention_layernorm`, one
+    fused `conv1d`), which transformers also loads, gives the same model as the stored names."""
+    from safetensors.torch import save_file
+
+    hf = tiny()
+    path = saved(hf, tmp_path)
+    save_file({k: v.contiguous() for k, v in hf.state_dict().items()}, path / "model.safetensors",
+              metadata={"format": "pt"})
+    assert "model.layers.0.linear_attn.conv1d.weight" in hf.state_dict()
+    model = zoo.from_pretrained(path)
+    right_padded_logits_match(OlmoHybridForCausalLM.from_pretrained(path).eval(), model)
+    right_padded_logits_match(hf, model)
