@@ -162,3 +162,28 @@ def test_train_py_grpo_logs_the_reward_metrics(tmp_path: Path) -> None:
     assert train[0]["train/reward"] == train[1]["train/reward"]  # the same rollouts
     assert 0.0 <= float(train[0]["train/reward"]) <= 1.0
     assert float(train[0]["train/kl"]) == 0.0  # the policy is the reference before its first step
+
+
+@pytest.mark.parametrize("family", ["qwen2.5", "llama3", "gemma3"])
+def test_conversational_prompts_are_rendered_as_transformers_renders_them(tmp_path, family):
+    """A prompt of messages is its chat template's rendering with the generation prompt, the ids equal to
+    transformers' apply_chat_template (what trl's GRPOTrainer tokenises); a text prompt is encoded as is."""
+    transformers = pytest.importorskip("transformers")
+    from tests.tokenizers import test_chat
+    from tests.tokenizers.chat_templates import FAMILIES
+    from tests.tokenizers.test_chat import write_folder
+    from zoo.data.prompts import encode_prompt
+    from zoo.tokenizers import load_hf_tokenizer
+
+    spec = next(f for f in FAMILIES if f.name == family)
+    folder = write_folder(test_chat.base_tokenizer.__wrapped__(), spec, tmp_path / "tok")
+    tokenizer, hf = load_hf_tokenizer(folder), transformers.AutoTokenizer.from_pretrained(str(folder))
+    messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."},
+                {"role": "user", "content": "What is 2+3?"}]
+    row = parse_prompt_row({"prompt": messages, "answer": "5"}, "p.jsonl:1")
+    expected = hf.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    expected = expected["input_ids"] if isinstance(expected, dict) or hasattr(expected, "keys") else expected
+    assert encode_prompt(row, tokenizer) == list(expected)
+    assert row.fields == {"answer": "5"}
+    text = parse_prompt_row({"prompt": "What is 2+3?"}, "p.jsonl:2")
+    assert encode_prompt(text, tokenizer) == tokenizer.encode("What is 2+3?")
