@@ -50,3 +50,32 @@ def test_one_shard_unit_per_block_and_the_tied_head_in_the_root(preset, override
     assert id(table) not in in_blocks  # embeddings: the root unit
     if model.config.tie_embeddings:
         assert model.head.proj.weight is table  # tied: one parameter, so one unit holds it
+
+
+def test_a_bf16_deepseek_model_shards_with_its_float32_routers(tmp_path):
+    """precision=bf16-true under trainer=fsdp: DeepSeek's routers stay float32 in a bf16 model, and FSDP2
+    wants one dtype in a unit, so each such router is a unit of its own, kept float32 (also under bf16-mixed's
+    policy); the model shards, trains a step and routes as before sharding (one process, gloo)."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from tests.models.tiny import tiny
+    from zoo.modules.moe.routers import Router
+    from zoo.training.sharding import fully_shard_model
+
+    model = tiny("deepseek_v3_671b").to(torch.bfloat16)
+    routers = [m for m in model.modules() if isinstance(m, Router)]
+    assert routers and all(m.float32 for m in routers)
+    assert [u for u in shard_units(model) if isinstance(u, Router)] == routers
+    ids = torch.randint(3, model.config.vocab_size, (2, 8))
+    with torch.no_grad():
+        want = model(ids).logits
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    try:
+        fully_shard_model(model, init_device_mesh("cpu", (1,)))
+        out = model(ids, labels=ids)
+        out.loss.backward()
+        assert torch.equal(out.logits.detach(), want)
+        assert all(p.grad is not None and p.dtype == torch.float32 for m in routers for p in m.parameters())
+    finally:
+        dist.destroy_process_group()

@@ -26,22 +26,34 @@ from torch import nn
 UNSHARDABLE_OPTIMIZERS = ("muon",)
 
 
+def float32_units(model: nn.Module) -> list[nn.Module]:
+    """The modules that route in float32 in a bf16 model (DeepSeek's routers): FSDP2 wants one dtype in a
+    unit, so each is a unit of its own, and is gathered in float32 whatever the policy."""
+    from zoo.modules.moe.routers import Router
+
+    return [m for m in model.modules() if isinstance(m, Router) and m.float32]
+
+
 def shard_units(model: nn.Module) -> list[nn.Module]:
-    """The modules that get their own shard unit, innermost first: every Block of every Stack."""
+    """The modules that get their own shard unit, innermost first: the float32 routers, then every Block of
+    every Stack."""
     from zoo.modules.block import Stack
 
-    return [layer for stack in model.modules() if isinstance(stack, Stack) for layer in stack.layers]
+    return float32_units(model) + [layer for stack in model.modules() if isinstance(stack, Stack)
+                                   for layer in stack.layers]
 
 
 def fully_shard_model(model: nn.Module, mesh, *, mixed_bf16: bool = False) -> nn.Module:
-    """Shard `model` in place over the 1-D data-parallel `mesh`: one unit per Block, then the root (which
-    holds the embeddings and the, possibly tied, head). Returns the model (now an FSDPModule)."""
+    """Shard `model` in place over the 1-D data-parallel `mesh`: one unit per float32 router and per Block,
+    then the root (which holds the embeddings and the, possibly tied, head). Returns the model (now an
+    FSDPModule)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     policy = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if mixed_bf16
               else MixedPrecisionPolicy())
+    float32 = {id(m) for m in float32_units(model)}
     for unit in shard_units(model):
-        fully_shard(unit, mesh=mesh, mp_policy=policy)
+        fully_shard(unit, mesh=mesh, mp_policy=MixedPrecisionPolicy() if id(unit) in float32 else policy)
     fully_shard(model, mesh=mesh, mp_policy=policy)
     return model
 
