@@ -210,3 +210,19 @@ def test_the_grouped_router_follows_the_load_like_sigmoid_bias():
     update_routers(model)
     expected = 0.01 * torch.sign(load.float().mean() - load)
     assert layer.router.bias.tolist() == pytest.approx(expected.tolist())
+
+
+def test_a_quantised_float32_router_computes_through_its_own_layer():
+    """zoo.quantize replaces every nn.Linear, the routers' too: a float32 router then runs its quantised layer
+    on float32 inputs (it has no float `weight` to multiply by)."""
+    from tests.models.tiny import tiny
+    from zoo import quantize
+    from zoo.modules.moe.routers import Router
+
+    model = quantize(tiny("deepseek_v3_671b").eval(), "int8")
+    router = next(m for m in model.modules() if isinstance(m, Router))
+    assert router.float32 and type(router.proj) is not torch.nn.Linear
+    x = torch.randn(5, model.config.d_model).bfloat16()
+    with torch.no_grad():
+        assert torch.equal(router(x).logits, router.proj(x.float()).float())
+        assert torch.isfinite(model(torch.randint(3, model.config.vocab_size, (1, 6))).logits).all()

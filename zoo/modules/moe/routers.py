@@ -75,6 +75,8 @@ class Router(nn.Module):
         if not self.float32:
             return self.proj(x).float()
         with torch.autocast(x.device.type, enabled=False):
+            if type(self.proj) is not nn.Linear:  # quantised (zoo.quantize): its own layer, on float32 inputs
+                return self.proj(x.float()).float()
             bias = None if self.proj.bias is None else self.proj.bias.float()
             return nn.functional.linear(x.float(), self.proj.weight.float(), bias)
 
