@@ -173,6 +173,8 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("model=t5_small model.linear_mixer=short_conv model.layer_pattern=[linear,full]",
      "model.linear_mixer=short_conv reads the tokens left to right only, and arch='encoder_decoder' has a "
      "bidirectional"),
+    ("model=qwen3_5_small model.linear_mixer.norm_placement=inside",
+     "model.linear_mixer.norm_placement='inside' is not a residual wiring; choose one of"),
     ("model=lfm2_small trainer=fsdp_tp",
      "trainer.strategy=fsdp_tp cannot split model.linear_mixer: short_conv: its in_proj rows [b | c | h]"),
     # multi-token prediction (model.mtp): its keys, and a task without next-token targets
@@ -425,6 +427,19 @@ CHECKED_ELSEWHERE = [
     BadInput("zoo.from_pretrained: a qwen3_next config.json with full_attention_interval 0",
              "full_attention_interval (a positive integer)=False",
              "tests/pretrained/test_qwen_hybrid.py::test_what_zoo_cannot_express_is_one_error"),
+    BadInput("zoo.from_pretrained: an olmo_hybrid config.json with attention_bias true, a hidden_act other "
+             "than silu, a rope_type other than default, or a layer_types kind other than linear_attention / "
+             "full_attention", "olmo_hybrid config.json uses settings zoo does not support",
+             "tests/pretrained/test_olmo_hybrid.py::test_what_zoo_cannot_express_is_one_error"),
+    BadInput("zoo.from_pretrained: an olmo_hybrid config.json whose linear_num_value_heads differs from "
+             "linear_num_key_heads (transformers' layer repeats no key head)",
+             "linear_num_value_heads == linear_num_key_heads",
+             "tests/pretrained/test_olmo_hybrid.py::test_what_zoo_cannot_express_is_one_error"),
+    BadInput("zoo.save_pretrained model_type=olmo_hybrid of a Gated DeltaNet hybrid whose linear layers keep "
+             "the spine's wiring (model.linear_mixer.norm_placement null)",
+             "cannot be exported as 'olmo_hybrid': its config.json cannot express model.linear_mixer=",
+             "tests/pretrained/test_olmo_hybrid.py::"
+             "test_a_hybrid_without_the_linear_layers_wiring_is_refused_on_export"),
     BadInput("zoo.from_pretrained: a qwen3_5 / qwen3_5_moe folder whose text_config is not a mapping",
              "qwen3_5 config.json's text_config must be a mapping",
              "tests/pretrained/test_qwen_hybrid.py::test_a_text_config_that_is_not_a_mapping_is_named"),
