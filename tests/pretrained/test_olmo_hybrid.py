@@ -120,6 +120,11 @@ def test_what_zoo_cannot_express_is_one_error():
     assert all(name in str(err.value) for name in named), str(err.value)
     with pytest.raises(ValueError, match=re.escape("linear_num_value_heads == linear_num_key_heads")):
         family.config_from_hf({"model_type": "olmo_hybrid", **TINY, "linear_num_value_heads": 4})
+    rope = {"rope_type": "default", "rope_theta": None}
+    nope = {"model_type": "olmo_hybrid", **TINY, "rope_parameters": rope}
+    message = "rope_parameters.rope_theta given (null: attention without RoPE)=False"
+    with pytest.raises(ValueError, match=re.escape(message)):  # no TypeError from float(None)
+        family.config_from_hf(nope)
 
 
 def test_a_hybrid_without_the_linear_layers_wiring_is_refused_on_export(tmp_path):

@@ -87,7 +87,12 @@ class OlmoHybrid(LlamaShaped):
     rope = Rope(PLAIN_ROPE)
 
     def more_from_hf(self, hf: Mapping[str, Any], settings: dict[str, Any]) -> tuple[dict[str, Any], Checks]:
+        params = hf.get("rope_parameters")
+        nope = isinstance(params, Mapping) and "rope_theta" in params and params["rope_theta"] is None
+        if nope:  # transformers then builds no rotary embedding (NoPE), which this family does not read
+            hf = {**hf, "rope_parameters": {k: v for k, v in params.items() if k != "rope_theta"}}
         more, checks = super().more_from_hf(hf, settings)
+        checks["rope_parameters.rope_theta given (null: attention without RoPE)"] = (not nope, True)
         n = settings["n_layers"]
         given = hf.get("layer_types") or default_layer_types(n)
         known = len(given) == n and set(given) <= set(KINDS)
