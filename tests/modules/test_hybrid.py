@@ -109,6 +109,9 @@ def test_beam_search_runs_with_mixed_caches():
     ({"layer_pattern": ["linear+full"]}, "gives two tags of one dimension; at most one of full|linear"),
     ({"linear_mixer": {**GDN, "norm_placement": "inside"}},
      "model.linear_mixer.norm_placement='inside' is not a residual wiring; choose one of"),
+    ({"linear_mixer": {**GDN, "norm_placement": "post_sublayer"}, "first_attn_norm": False},
+     "model.first_attn_norm=false drops layer 0's attention input norm, but "
+     "model.linear_mixer.norm_placement='post_sublayer' has no input norm"),
 ])
 def test_bad_hybrids_are_one_error_naming_the_key(keys, message):
     with pytest.raises(ValueError, match=re.escape(message)):

@@ -35,12 +35,16 @@ class Wiring:
 
     @classmethod
     def check_config(cls, cfg) -> None:
-        """model.first_attn_norm=false needs an attention input norm of its own to drop."""
-        if not cfg.first_attn_norm and not cls.input_norms:
+        """model.first_attn_norm=false needs an input norm of layer 0's own mixer to drop (layer 0's wiring:
+        a hybrid's linear layers may have their own, model.linear_mixer.norm_placement)."""
+        placement = cfg.layer_norm_placement(0)
+        if not cfg.first_attn_norm and not WIRINGS.get(placement).input_norms:
+            own = placement != cfg.norm_placement  # layer 0 runs the linear mixer with a wiring of its own
+            key = "model.linear_mixer.norm_placement" if own else "model.norm_placement"
             keeps = [n for n in WIRINGS.names() if WIRINGS.get(n).input_norms]
             raise ValueError(f"model.first_attn_norm=false drops layer 0's attention input norm, but "
-                             f"model.norm_placement={cfg.norm_placement!r} has no input norm of the "
-                             f"attention alone; it applies to norm_placement {' | '.join(keeps)}.")
+                             f"{key}={placement!r} has no input norm of the attention alone; it applies "
+                             f"to norm_placement {' | '.join(keeps)}.")
 
     def without_input_norm(self, block: nn.Module, name: str) -> None:
         """Sub-layer `name` of `block` reads its input unnormalised (model.first_attn_norm=false, layer 0)."""
