@@ -175,6 +175,9 @@ OVERRIDES = [BadInput(given, message) for given, message in [
      "bidirectional"),
     ("model=qwen3_5_small model.linear_mixer.norm_placement=inside",
      "model.linear_mixer.norm_placement='inside' is not a residual wiring; choose one of"),
+    ("model=qwen3_5_small model.linear_mixer.norm_placement=post_sublayer model.first_attn_norm=false",
+     "model.first_attn_norm=false drops layer 0's attention input norm, but "
+     "model.linear_mixer.norm_placement='post_sublayer' has no input norm"),
     ("model=lfm2_small trainer=fsdp_tp",
      "trainer.strategy=fsdp_tp cannot split model.linear_mixer: short_conv: its in_proj rows [b | c | h]"),
     # multi-token prediction (model.mtp): its keys, and a task without next-token targets
