@@ -152,3 +152,20 @@ def test_a_file_under_the_modules_names_loads(tmp_path):
     model = zoo.from_pretrained(path)
     right_padded_logits_match(OlmoHybridForCausalLM.from_pretrained(path).eval(), model)
     right_padded_logits_match(hf, model)
+
+
+def test_a_hybrid_built_in_zoo_exports_as_olmo_hybrid(tmp_path):
+    """An OLMo-hybrid-shaped model built from scratch (the 7B preset made small) finds its family by itself,
+    and transformers reads the export (q / k / v convolution pieces at their widths) with zoo's logits."""
+    torch.manual_seed(0)
+    linear = {"linear_num_key_heads": 2, "linear_num_value_heads": 2, "linear_key_head_dim": 8,
+              "linear_value_head_dim": 12, "chunk_size": 4}
+    model = zoo.build("olmo_hybrid_7b", d_model=32, n_layers=4, n_heads=4, n_kv_heads=2, d_ff=48,
+                      vocab_size=99, linear_mixer=linear, init_std=0.2).eval()
+    out = zoo.save_pretrained(model, tmp_path / "export")
+    assert json.loads((out / "config.json").read_text())["model_type"] == "olmo_hybrid"
+    from safetensors.torch import load_file
+
+    stored = load_file(out / "model.safetensors")
+    assert [stored[f"model.layers.0.linear_attn.{p}_conv1d.weight"].shape[0] for p in "qkv"] == [16, 16, 24]
+    right_padded_logits_match(OlmoHybridForCausalLM.from_pretrained(out).eval(), model)
