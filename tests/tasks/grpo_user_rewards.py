@@ -24,3 +24,12 @@ def nan_on_second(prompts, completions, **fields):
 
 
 NOT_A_FUNCTION = 3
+
+
+SEEN: list[tuple[list[str], list[list[int]]]] = []  # what `record` was called with, call by call
+
+
+def record(prompts, completions, completion_ids, **fields):
+    """0 for every completion; keeps the texts and ids the reward saw (in SEEN)."""
+    SEEN.append((list(completions), [list(ids) for ids in completion_ids]))
+    return [0.0] * len(completions)

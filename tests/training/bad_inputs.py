@@ -316,6 +316,8 @@ OVERRIDES = [BadInput(given, message) for given, message in [
      "grpo.reward_weights has 2 values for 1 grpo.rewards: give one weight per reward"),
     ("task=grpo data=prompts data.path=prompts.jsonl grpo.rewards=[answer_match] model=bert_small",
      "task=grpo needs model.arch in ['decoder'], but model.arch=encoder"),
+    ("task=grpo data=prompts data.path=prompts.jsonl grpo.rewards=[answer_match] grpo.stop_strings=['']",
+     "grpo.stop_strings must be null or a list, each non-empty text, got ['']"),
     ("task=lm grpo.num_generations=4", "grpo.* applies to task=grpo only, not task=lm"),
 ]]
 

@@ -84,6 +84,24 @@ def encode_prompt(row: PromptRow, tokenizer: ZooTokenizer) -> list[int]:
     return tokenizer.encode_chat(text)
 
 
+def turn_end_id(tokenizer: ZooTokenizer) -> int | None:
+    """The special token the chat template closes an assistant turn with (Qwen's <|im_end|>, Llama 3's
+    <|eot_id|>, Gemma's <end_of_turn>: not always the tokenizer's eos), read off a rendered reply; None when
+    the tokenizer has no chat template or no special token follows the reply."""
+    if tokenizer.chat_template is None:
+        return None
+    mark = "Reply ends here."
+    try:
+        reply = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": mark}]
+        text = tokenizer.chat_text(reply, add_generation_prompt=False)
+    except (ChatTemplateError, ValueError):
+        return None
+    at = text.rfind(mark)
+    after = tokenizer.encode_chat(text[at + len(mark):]) if at >= 0 else []
+    special = {i for i, token in tokenizer.hf.get_added_tokens_decoder().items() if token.special}
+    return after[0] if after and after[0] in special else None
+
+
 def fields_bytes(row: PromptRow) -> list[int]:
     """The row's other fields as UTF-8 JSON bytes (how the cache keeps them, as a ragged row of ids)."""
     return list(json.dumps(row.fields, sort_keys=True).encode())

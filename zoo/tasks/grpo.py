@@ -22,11 +22,12 @@ from torch import nn
 from torchmetrics import Metric
 
 from zoo.data.prompt_batches import PromptDataModule
+from zoo.data.prompts import turn_end_id
 from zoo.finetune.lora import LoRALinear
-from zoo.options import MAPPING, TEXT, Options, any_of, integer, list_of, number, one_of, optional
+from zoo.options import MAPPING, TEXT, Options, Rule, any_of, integer, list_of, number, one_of, optional
 from zoo.tasks.base import Task, register
 from zoo.tasks.dpo import reference_of
-from zoo.tasks.grpo_batch import RolloutBatch, completion_logps, pad_rows
+from zoo.tasks.grpo_batch import RolloutBatch, completion_logps, cut_completion, cut_text, pad_rows
 from zoo.tasks.grpo_losses import (
     GRPO_LOSSES,
     SCALES,
@@ -42,6 +43,7 @@ from zoo.tasks.rewards import Reward, build_rewards, reward_metrics, score, weig
 from zoo.tasks.samples import Sample, SampleReport
 
 ROLLOUT = "rollout"  # batch key: the step's RolloutBatch (set by prepare_batch)
+STOP_TEXT = Rule(lambda v: isinstance(v, str) and bool(v), "non-empty text")
 SETTINGS = "grpo"  # task_state key: the run's grpo.* settings (what evaluate.py scores with)
 
 
@@ -58,6 +60,8 @@ class GRPOSettings(LossSettings):
     temperature: Annotated[float, number(0, low_open=True)] = 1.0  # sampling (and scoring) temperature
     top_p: Annotated[float, number(0, 1, low_open=True)] = 1.0
     top_k: Annotated[int, integer(0)] = 0  # 0: off
+    # a completion also ends once its text contains one of these (kept through the token that completes it)
+    stop_strings: Annotated[tuple | None, optional(list_of(STOP_TEXT))] = None
 
 
 def grpo_settings(given: Mapping[str, Any]) -> GRPOSettings:
@@ -66,7 +70,7 @@ def grpo_settings(given: Mapping[str, Any]) -> GRPOSettings:
     options = Options.of(GRPOSettings)
     options.check("grpo", given)
     filled = options.filled(given)
-    for key in ("rewards", "reward_weights"):
+    for key in ("rewards", "reward_weights", "stop_strings"):
         if filled[key] is not None:
             filled[key] = tuple(filled[key])
     settings = GRPOSettings(**filled)
@@ -199,6 +203,13 @@ class GRPORun(GroupRelativePolicyOptimisation):
                                          "lacks")
 
     # ------------------------------------------------------------------------------ rollouts
+    def stop_ids(self) -> list[int]:
+        """The tokens a rollout stops at: the model's eos and, where the tokenizer has a chat template, the
+        token that closes its assistant turn (a chat model ends its reply there: Gemma's <end_of_turn> is not
+        its eos)."""
+        ends = [self.model.config.eos_id, turn_end_id(self.data.tokenizer)]
+        return list(dict.fromkeys(t for t in ends if t is not None))
+
     def prepare_batch(self, batch: Mapping[str, Any], step: int, training: bool) -> dict[str, Any]:
         """The prompt batch with its rollouts: sampled and scored every num_iterations training steps (and
         for every validation batch), reused in between."""
@@ -224,22 +235,20 @@ class GRPORun(GroupRelativePolicyOptimisation):
         start = time.perf_counter()
         prompt_ids = batch["prompt_ids"].repeat_interleave(g, 0)  # (B G, P): each prompt's group together
         prompt_mask = batch["prompt_mask"].repeat_interleave(g, 0)
-        cfg = model.config
         seed = self._seed * 1_000_003 + step * 7919 + int(batch["index"][0]) * 2 + (split == "val")
+        tokenizer, stops, strings = self.data.tokenizer, self.stop_ids(), list(s.stop_strings or ())
         sequences = model.generate(prompt_ids, attention_mask=prompt_mask,
                                    max_new_tokens=s.max_completion_length, do_sample=True,
-                                   temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, seed=seed)
+                                   temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, seed=seed,
+                                   eos_token_id=stops, stop_strings=strings or None,
+                                   tokenizer=tokenizer if strings else None)
         new = sequences[:, prompt_ids.shape[1]:].clone().tolist()  # out of inference mode
-        completions, clipped = [], []
-        for row in new:
-            ends = [i for i, t in enumerate(row) if t == cfg.eos_id]
-            completions.append(row[:ends[0] + 1] if ends else row)
-            clipped.append(not ends)
+        completions, clipped = map(list, zip(*(cut_completion(row, set(stops), strings, tokenizer.decode)
+                                               for row in new), strict=True))
         gen_s = time.perf_counter() - start
-        tokenizer = self.data.tokenizer
         prompts = [tokenizer.decode(ids[m.bool()].tolist())
                    for ids, m in zip(prompt_ids, prompt_mask, strict=True)]
-        texts = [tokenizer.decode([t for t in c if t != cfg.eos_id]) for c in completions]
+        texts = [cut_text(tokenizer.decode([t for t in c if t not in stops]), strings) for c in completions]
         rows = self.data.fields(split, batch["index"].repeat_interleave(g).tolist())
         fields = {key: [r.get(key) for r in rows] for key in sorted({k for r in rows for k in r})}
         per_reward = score(self.rewards, prompts, texts, completions, fields)

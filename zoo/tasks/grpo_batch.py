@@ -5,12 +5,13 @@ temperature they were sampled with."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
 
+from zoo.generation.stopping import RowStop
 from zoo.tasks.grpo_losses import entropy, token_logps
 
 
@@ -45,6 +46,25 @@ class RolloutBatch:
     def to(self, device: torch.device | str) -> RolloutBatch:
         move = lambda t: None if t is None else t.to(device)  # noqa: E731
         return RolloutBatch(*(move(getattr(self, f)) for f in self.__dataclass_fields__))
+
+
+def cut_completion(tokens: Sequence[int], stop_ids: Collection[int], stop_strings: Sequence[str] = (),
+                   decode: Callable[[list[int]], str] | None = None) -> tuple[list[int], bool]:
+    """A sampled row's completion and whether it was clipped: kept through its first stop token (eos, the chat
+    template's end of turn) or the token that completes a stop string (its text first contains one, as
+    zoo's generate stops it), whichever comes first; clipped (True) when neither came, i.e. the row ran to
+    the token cap. The padding generate writes after a stopped row is dropped."""
+    stop = RowStop(stop_strings, decode) if stop_strings else None
+    for i, token in enumerate(tokens):
+        if token in stop_ids or (stop is not None and stop.add(token)):
+            return list(tokens[:i + 1]), False
+    return list(tokens), True
+
+
+def cut_text(text: str, stop_strings: Sequence[str]) -> str:
+    """`text` cut after the first stop string it contains (the rest of the last token's text dropped)."""
+    ends = [text.find(s) + len(s) for s in stop_strings if s in text]
+    return text[:min(ends)] if ends else text
 
 
 def pad_rows(rows: Sequence[Sequence[int]], pad_id: int, side: str) -> tuple[torch.Tensor, torch.Tensor]:
