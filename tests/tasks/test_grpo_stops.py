@@ -16,7 +16,7 @@ from zoo.tasks.grpo import GRPORun, grpo_settings
 from zoo.tasks.grpo_batch import cut_completion, cut_text
 from zoo.tasks.rewards import build_rewards
 
-from .test_grpo import bound
+from .test_grpo import bound, grpo_cfg
 
 TURN_ENDS = {"qwen2.5": "<|im_end|>", "llama3": "<|eot_id|>", "gemma3": "<end_of_turn>"}
 
@@ -121,3 +121,26 @@ def test_stop_strings_end_rollouts_and_only_capped_completions_count_as_clipped(
     assert capped and stopped  # both kinds occur
     assert rollout.completion_mask.sum(1).tolist() == [len(r) for r in ids]
     assert float(run.logged["completions/clipped_ratio"]) == pytest.approx(capped / len(texts))
+
+
+def test_tokens_per_s_counts_the_rollout_tokens_each_step_trained_on(make_cfg, tmp_path, monkeypatch):
+    """train/tokens_per_s of task=grpo counts each step's prompt + completion tokens (the prompt batch the
+    loader gives has no input_ids: it read 0 before)."""
+    from tests.training.conftest import read_csv_metrics
+    from zoo.training.module import ZooLightningModule
+    from zoo.training.run import train
+
+    seen: list[tuple[int, int]] = []
+
+    def record(self, outputs, batch, batch_idx):
+        rollout = self.task._rollout[0]
+        seen.append((int(self.trained_tokens), int(rollout.prompt_mask.sum() + rollout.completion_mask.sum())))
+
+    monkeypatch.setattr(ZooLightningModule, "on_train_batch_end", record, raising=False)
+    cfg = grpo_cfg(make_cfg, tmp_path, "tokenizer=char", "grpo.rewards=[answer_match]", "trainer.max_steps=3",
+                   "eval_every=100", "logger=csv", "trainer.log_every_n_steps=1", "callbacks.samples=null",
+                   "callbacks.tokens_per_s.window=1", "grpo.num_iterations=2")
+    run_dir = train(cfg).output_dir
+    assert len(seen) == 3 and all(counted == expected > 0 for counted, expected in seen), seen
+    rates = [float(r["train/tokens_per_s"]) for r in read_csv_metrics(run_dir) if r.get("train/tokens_per_s")]
+    assert rates and all(rate > 0 for rate in rates), rates

@@ -27,7 +27,7 @@ from zoo.training.callback_options import (  # noqa: F401  (check_callbacks: her
     check_callbacks,
     register_callback_configs,
 )
-from zoo.training.console import LineProgress, token_count
+from zoo.training.console import LineProgress, trained_tokens
 from zoo.training.distributed import data_parallel_world
 
 CALLBACKS: Registry = Registry("callback")
@@ -77,7 +77,7 @@ class TokensPerSecond(Callback):
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch,
                            batch_idx: int) -> None:
         now = time.perf_counter()
-        self._events.append((now, token_count(batch) * data_parallel_world(trainer)))
+        self._events.append((now, trained_tokens(pl_module, batch) * data_parallel_world(trainer)))
         self._events = self._events[-(self.window + 1):]
         # log on the steps whose values reach the loggers (the step has counted)
         n = trainer.log_every_n_steps

@@ -3,7 +3,8 @@ for third-party messages that tell the user nothing, and the closing summary (wh
 
 In a terminal the rich bar (callbacks.StepProgressBar) redraws in place; redirected, a bar only shows up at
 the end, so `LineProgress` prints one plain line every `every_n_steps` optimizer steps instead. `token_count`
-(a batch's real tokens) feeds its tok/s and the callbacks' `train/tokens_per_s`."""
+(a batch's real tokens) and `trained_tokens` (those the module's step trained on) feed its tok/s and the
+callbacks' `train/tokens_per_s`."""
 
 from __future__ import annotations
 
@@ -73,6 +74,13 @@ def token_count(batch: Mapping[str, torch.Tensor]) -> int | torch.Tensor:
     return total
 
 
+def trained_tokens(pl_module: Any, batch: Mapping[str, torch.Tensor]) -> int | torch.Tensor:
+    """Real tokens the step just trained on: what the module counted in its training step (task=grpo: the
+    rollouts' prompt + completion tokens, not the prompt batch the loader gave), else the batch's."""
+    counted = getattr(pl_module, "trained_tokens", None)
+    return token_count(batch) if counted is None else counted
+
+
 def _clock(seconds: float) -> str:
     seconds = int(max(0.0, seconds))
     h, rest = divmod(seconds, 3600)
@@ -108,7 +116,8 @@ class LineProgress(ProgressBar):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch,
                            batch_idx: int) -> None:
-        self._tokens = self._tokens + token_count(batch) * data_parallel_world(trainer)  # tensor if masked
+        counted = trained_tokens(pl_module, batch)  # a tensor if masked
+        self._tokens = self._tokens + counted * data_parallel_world(trainer)
         step = trainer.global_step
         if not self._enabled or step == self._printed_step or step % self.every_n_steps:
             return

@@ -21,6 +21,7 @@ from zoo.modules.unfused import tensor_layout
 from zoo.tasks import Task, get_task
 from zoo.tokenizers.texts import tokenizer_texts
 from zoo.training.compiling import compile_model, wants_compile
+from zoo.training.console import token_count
 from zoo.training.loggers import run_id
 from zoo.training.optim import build_optimizer, build_scheduler
 from zoo.training.tensor_parallel import total_grad_norm
@@ -147,11 +148,13 @@ class ZooLightningModule(L.LightningModule):
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         batch = self.task.prepare_batch(batch, self.global_step, training=True)  # grpo: its rollouts
+        inputs = self.task.model_inputs(batch)
+        self.trained_tokens = token_count(inputs)  # train/tokens_per_s counts these (grpo: prompt + reply)
         if self.loss_chunk_size:
-            out = self._forward(**self.task.model_inputs(batch), skip_head=True)
+            out = self._forward(**inputs, skip_head=True)
             loss = self.task.loss_from_hidden(out.hidden_states, self.model.head, batch, self.loss_chunk_size)
         else:
-            out = self._forward(**self.task.model_inputs(batch))
+            out = self._forward(**inputs)
             loss = self.task.training_loss(out, batch, self.label_smoothing)
         loss = self._global_mean(loss, batch)
         trained = self._with_balancing_losses(loss)
