@@ -14,6 +14,7 @@ import torch
 
 from zoo.config import ModelConfig, lay_over
 from zoo.models import ZooModel, build_model
+from zoo.pretrained.families import export_order
 from zoo.pretrained.family import FAMILIES, Family, HFTensors
 from zoo.pretrained.fp8 import dequantized, fp8_block, is_quantization_tensor
 from zoo.pretrained.headers import check_folder, check_layers, explained, header_shapes
@@ -169,7 +170,7 @@ def export_family(model: ZooModel, model_type: str | None = None) -> Family:
     if model_type is not None:
         return family_for(model_type)
     reasons = []
-    for name in FAMILIES.names():
+    for name in export_order():
         family = FAMILIES.get(name)()
         try:
             hf_config(family, model.config)

@@ -47,3 +47,10 @@ class Families(Registry):
 
 
 FAMILIES = Families("Hugging Face model_type")
+
+
+def export_order() -> list[str]:
+    """The model_types a model without one is tried as, in order: the Llama-shaped ones (llama, mistral,
+    qwen2, qwen3, phi3: what most tools read) first, then the rest alphabetically, so a Llama with QK-norm
+    exports as qwen3, not as a rarer family that can also hold it (lfm2)."""
+    return sorted(FAMILIES.names(), key=lambda name: MODULES[name] != "llama")
