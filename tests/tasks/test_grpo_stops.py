@@ -144,3 +144,39 @@ def test_tokens_per_s_counts_the_rollout_tokens_each_step_trained_on(make_cfg, t
     assert len(seen) == 3 and all(counted == expected > 0 for counted, expected in seen), seen
     rates = [float(r["train/tokens_per_s"]) for r in read_csv_metrics(run_dir) if r.get("train/tokens_per_s")]
     assert rates and all(rate > 0 for rate in rates), rates
+
+
+def test_rollouts_are_logged_to_wandb_as_a_table_every_n_steps(make_cfg, tmp_path, monkeypatch):
+    """callbacks.rollouts.every_n_steps=2 over 4 steps: a `rollouts` table after steps 2 and 4 in the offline W&B
+    run, its columns the prompt, the completion and each reward function's value, its rows those of the
+    generation batch the step trained on (answer_match is 1 exactly where the completion's last number is the
+    row's answer)."""
+    import glob
+    import json
+    from pathlib import Path
+
+    from tests.training.wandb_reader import history
+    from zoo.training.run import train
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    cfg = grpo_cfg(make_cfg, tmp_path, "tokenizer=char", "grpo.rewards=[answer_match,length_penalty]",
+                   "trainer.max_steps=4", "eval_every=100", "logger=wandb", "callbacks.samples=null",
+                   "callbacks.rollouts.every_n_steps=2", "callbacks.rollouts.num_shown=3")
+    run_dir = train(cfg).output_dir
+    [run_file] = glob.glob(str(run_dir / "wandb" / "offline-run-*" / "run-*.wandb"))
+    tables = [row for row in history(Path(run_file)) if "rollouts/_type" in row]
+    assert len(tables) == 2, tables
+    steps = []
+    for row in tables:
+        assert row["rollouts/_type"] == "table-file" and row["rollouts/nrows"] == 3
+        [path] = glob.glob(str(Path(run_file).parent / "files" / row["rollouts/path"]))
+        table = json.loads(Path(path).read_text())
+        assert table["columns"] == ["step", "prompt", "completion", "answer_match", "length_penalty", "reward",
+                                    "advantage"]
+        steps.append({r[0] for r in table["data"]})
+        for step, prompt, completion, match, penalty, reward, _ in table["data"]:
+            a, b = prompt.rstrip("=").split("+")
+            numbers = "".join(c if c.isdigit() else " " for c in completion).split()
+            assert match == float(bool(numbers) and int(numbers[-1]) == int(a) + int(b))
+            assert reward == pytest.approx(match + penalty)
+    assert steps == [{1}, {3}]  # the batches sampled at (0-based) steps 1 and 3: the 2nd and 4th step's

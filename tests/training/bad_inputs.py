@@ -218,6 +218,7 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("callbacks.checkpoint.mode=lowest",
      "callbacks.checkpoint.mode must be one of 'min', 'max', got 'lowest'"),
     ("callbacks.tokens_per_s.window=0", "callbacks.tokens_per_s.window must be an integer >= 1, got 0"),
+    ("callbacks.rollouts.every_n_steps=0", "callbacks.rollouts.every_n_steps must be an integer >= 1, got 0"),
     ("callbacks.samples.top_k=-1", "callbacks.samples.top_k must be null or an integer >= 0, got -1"),
     ("callbacks.samples.prompts=def", "callbacks.samples.prompts must be a list, each a string, got 'def'"),
     ("+callbacks.samples.enabled=no", "callbacks.samples.enabled must be true or false, got 'no'"),

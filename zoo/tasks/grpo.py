@@ -84,6 +84,17 @@ def grpo_settings(given: Mapping[str, Any]) -> GRPOSettings:
     return settings
 
 
+def rollout_table(step: int, prompts: list[str], texts: list[str], per_reward: torch.Tensor,
+                  rewards: list[Reward], advantages: torch.Tensor) -> tuple[list[str], list[list[Any]]]:
+    """(columns, rows): one row per completion: the step, prompt, completion text, each reward's value, the
+    weighted reward and the advantage (trl's logged completions table)."""
+    columns = ["step", "prompt", "completion", *(r.name for r in rewards), "reward", "advantage"]
+    total = weighted(per_reward, rewards)
+    rows = [[step, prompt, text, *per_reward[i].tolist(), float(total[i]), float(advantages[i])]
+            for i, (prompt, text) in enumerate(zip(prompts, texts, strict=True))]
+    return columns, rows
+
+
 class RolloutMean(Metric):
     """One rollout metric's mean over validation completions (the bound task's latest rollout)."""
 
@@ -179,6 +190,7 @@ class GRPORun(GroupRelativePolicyOptimisation):
         self.logged: dict[str, torch.Tensor] = {}  # the latest rollout's metrics (rewards, lengths, times)
         self._last_step_at: float | None = None
         self._seed = 0
+        self.table: tuple[list[str], list[list[Any]]] | None = None  # the latest training rollout's rows
 
     # ------------------------------------------------------------------------------ checks
     def before_fit(self, datamodule, resuming: bool) -> None:
@@ -253,6 +265,8 @@ class GRPORun(GroupRelativePolicyOptimisation):
         fields = {key: [r.get(key) for r in rows] for key in sorted({k for r in rows for k in r})}
         per_reward = score(self.rewards, prompts, texts, completions, fields)
         advantages = group_advantages(weighted(per_reward, self.rewards), g, s.scale_rewards)
+        if split == "train":
+            self.table = rollout_table(step, prompts, texts, per_reward, self.rewards, advantages)
         pad = tokenizer.padding_id
         cid, cmask = pad_rows(completions, pad, "right")
         device = prompt_ids.device
@@ -295,6 +309,11 @@ class GRPORun(GroupRelativePolicyOptimisation):
         logits = out.logits[:, batch[ROLLOUT].prompt_ids.shape[1] - 1:-1].detach()
         ent = (entropy(logits, self.grpo.temperature) * r.mask).sum() / r.mask.sum().clamp(min=1)
         return {**self.logged, **loss_metrics(r, self.grpo), "entropy": ent}
+
+    def rollout_samples(self, num_shown: int) -> tuple[list[str], list[list[Any]]] | None:
+        """The latest training generation batch as a table (what the `rollouts` callback logs): its first
+        `num_shown` completions with their prompt, each reward function's value, the reward and advantage."""
+        return None if self.table is None else (self.table[0], self.table[1][:num_shown])
 
     def val_metrics(self, label_names=()) -> dict[str, Metric]:
         names = ["reward", *(f"rewards/{r.name}/mean" for r in self.rewards), "completions/mean_length"]

@@ -40,6 +40,9 @@ CALLBACK_OPTIONS: dict[str, Options] = {
             prompts=(list_of(TEXT), ["def ", "import os\n", "class "]),
             seed=(integer(0), 0), num_shown=(integer(0), 5),
             max_examples=(integer(1), 500))),  # seq2seq: held-out test pairs translated for test/exact_match
+    # task=grpo: every n optimizer steps, a table of the latest generation batch's completions (prompt,
+    # completion, each reward, reward, advantage) to the loggers that take tables (W&B)
+    "rollouts": declared(every_n_steps=(integer(1), 50), num_shown=(integer(1), 16)),
     # at the end, when the data has a test split: test/<metric> of best.ckpt (docs/evaluation.md)
     "test": DECODING.only("num_beams", "length_penalty").extended(
         declared(max_examples=(optional(integer(1)), None))),  # null: the whole test split

@@ -180,6 +180,24 @@ class SampleGeneration(Callback):
                 logger.log_table(key="samples", columns=["input", "output", "reference"], data=rows)
 
 
+class RolloutTable(Callback):
+    """task=grpo: every `every_n_steps` optimizer steps, the latest generation batch's first `num_shown`
+    completions (the task's `rollout_samples`: prompt, completion, each reward) as a `rollouts` table on the
+    loggers that take tables (W&B), as trl logs its completions."""
+
+    def __init__(self, task: Task, every_n_steps: int, num_shown: int) -> None:
+        self.task, self.every_n_steps, self.num_shown = task, every_n_steps, num_shown
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch,
+                           batch_idx: int) -> None:
+        if trainer.global_step % self.every_n_steps or not trainer.is_global_zero:
+            return
+        table = pl_module.task.rollout_samples(self.num_shown)  # the task bound to this run's model
+        for logger in trainer.loggers if table is not None else ():
+            if hasattr(logger, "log_table"):
+                logger.log_table(key="rollouts", columns=table[0], data=table[1], step=trainer.global_step)
+
+
 class ZooCheckpoint(ModelCheckpoint):
     """`best.ckpt`: the best finite value of `monitor` (by default the lowest `val/loss`; any metric logged at
     validation with mode min or max, checked by zoo.training.monitor; a NaN/inf value never becomes best).
@@ -268,6 +286,8 @@ callback("non_finite")(lambda opts, ctx: NonFiniteLossStop(ctx.checkpoint_dir))
 callback("exact_match")(lambda opts, c: ValExactMatch(c.task, c.tokenizer, c.datamodule, **opts)
                         if c.task.has_references else None)  # none without references
 callback("samples")(lambda opts, c: SampleGeneration(c.task, c.tokenizer, c.datamodule, opts))
+callback("rollouts")(lambda opts, c: RolloutTable(c.task, **opts)
+                     if callable(getattr(c.task, "rollout_samples", None)) else None)  # task=grpo only
 
 
 @callback("test")
