@@ -1,6 +1,7 @@
 """task=grpo rollouts stop where a chat model stops: at the chat template's end-of-turn token (Gemma's
 <end_of_turn> is not its eos) and at grpo.stop_strings; the completion is cut there, the reward sees the cut
-text, and completions/clipped_ratio counts only completions that ran to grpo.max_completion_length."""
+text, and completions/clipped_ratio counts only completions that ran to grpo.max_completion_length. What a
+run reports about its rollouts: train/tokens_per_s counts them, the rollouts callback logs them as a table."""
 
 from __future__ import annotations
 
