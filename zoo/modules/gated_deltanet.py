@@ -28,10 +28,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo.modules import delta_rule
+from zoo.modules.attention_free import check_attention_free_spine
 from zoo.modules.mask import AttentionMask, real_tokens
-from zoo.modules.mixer_settings import NO_POSITIONS
 from zoo.modules.mixers import MIXERS
-from zoo.modules.position_terms import POSITIONALS, Positional, PositionTerms
+from zoo.modules.position_terms import PositionTerms
 from zoo.modules.residual import WIRINGS
 
 
@@ -98,17 +98,10 @@ class GatedDeltaNet(nn.Module):
             key = "model.linear_mixer" if cfg.linear_mixer is not None else "model.mixer"
             raise ValueError(f"{key}.norm_placement={s.norm_placement!r} is not a residual wiring; choose "
                              f"one of {' | '.join(WIRINGS.names())} (or null: model.norm_placement).")
-        if cfg.linear_mixer is not None:  # a hybrid: the spine's heads and positions are the full layers'
-            return
-        for key in ("n_kv_heads", "head_dim"):
-            if getattr(cfg, key) is not None:
-                raise ValueError(
-                    f"model.{key}={getattr(cfg, key)} is attention's; model.mixer=gated_deltanet sizes its "
-                    "heads with model.mixer.linear_num_key_heads, linear_num_value_heads, "
-                    f"linear_key_head_dim and linear_value_head_dim: drop model.{key} (null).")
-        scheme = POSITIONALS.get(cfg.positional.name)
-        if scheme.terms is not Positional.terms:  # it rotates q/k or biases scores: nothing here to act on
-            raise ValueError(NO_POSITIONS.format(positional=cfg.positional.name))
+        check_attention_free_spine(cfg, "gated_deltanet",
+                                   "sizes its heads with model.mixer.linear_num_key_heads, "
+                                   "linear_num_value_heads, linear_key_head_dim and linear_value_head_dim",
+                                   "its recurrence")
 
     def forward(
         self,

@@ -117,7 +117,7 @@ class GatedDeltaNetSettings(Part):
 
     def rotary_head_size(self, head_size: int) -> int:
         """Asked only by a rotary scheme, which this mixer cannot carry (ValueError naming the key)."""
-        raise ValueError(NO_POSITIONS.format(positional="rope"))
+        raise ValueError(no_positions("gated_deltanet", "its recurrence", "rope"))
 
 
 @MIXER.register("short_conv")
@@ -139,13 +139,13 @@ class ShortConvSettings(Part):
 
     def rotary_head_size(self, head_size: int) -> int:
         """Asked only by a rotary scheme, which this mixer cannot carry (ValueError naming the key)."""
-        raise ValueError(CONV_NO_POSITIONS.format(positional="rope"))
+        raise ValueError(no_positions("short_conv", "its causal convolution", "rope"))
 
 
-NO_POSITIONS = ("model.positional={positional} acts inside attention (rotating q/k or biasing scores), which "
-                "model.mixer=gated_deltanet does not have: its recurrence carries order. Choose "
-                "model.positional=none (or one that adds to the embeddings: learned, sinusoidal).")
-CONV_NO_POSITIONS = ("model.positional={positional} acts inside attention (rotating q/k or biasing scores), "
-                     "which model.mixer=short_conv does not have: its causal convolution carries order. "
-                     "Choose model.positional=none (or one that adds to the embeddings: learned, "
-                     "sinusoidal), or run short_conv as model.linear_mixer beside attention layers (LFM2).")
+def no_positions(mixer: str, order: str, positional: str) -> str:
+    """The refusal of a positional scheme that acts inside attention on an all-`mixer` stack (`order`: what
+    carries token order there instead)."""
+    return (f"model.positional={positional} acts inside attention (rotating q/k or biasing scores), which "
+            f"model.mixer={mixer} does not have: {order} carries order. Choose model.positional=none (or one "
+            f"that adds to the embeddings: learned, sinusoidal), or run {mixer} as model.linear_mixer beside "
+            "attention layers.")

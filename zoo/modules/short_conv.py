@@ -21,10 +21,10 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from zoo.modules.attention_free import check_attention_free_spine
 from zoo.modules.mask import AttentionMask, real_tokens
-from zoo.modules.mixer_settings import CONV_NO_POSITIONS
 from zoo.modules.mixers import MIXERS
-from zoo.modules.position_terms import POSITIONALS, Positional, PositionTerms
+from zoo.modules.position_terms import PositionTerms
 
 
 @MIXERS.register("short_conv")
@@ -53,16 +53,9 @@ class ShortConv(nn.Module):
     @classmethod
     def check_config(cls, cfg) -> None:
         """What short_conv's keys say with the rest of the config (ValueError naming the key)."""
-        if cfg.linear_mixer is not None:  # a hybrid: the spine's heads and positions are the full layers'
-            return
-        for key in ("n_kv_heads", "head_dim"):
-            if getattr(cfg, key) is not None:
-                raise ValueError(
-                    f"model.{key}={getattr(cfg, key)} is attention's; model.mixer=short_conv has no heads "
-                    f"(one convolution per channel of model.d_model): drop model.{key} (null).")
-        scheme = POSITIONALS.get(cfg.positional.name)
-        if scheme.terms is not Positional.terms:  # it rotates q/k or biases scores: nothing here to act on
-            raise ValueError(CONV_NO_POSITIONS.format(positional=cfg.positional.name))
+        check_attention_free_spine(cfg, "short_conv",
+                                   "has no heads (one convolution per channel of model.d_model)",
+                                   "its causal convolution")
 
     def forward(
         self,
