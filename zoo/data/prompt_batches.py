@@ -88,7 +88,9 @@ class PromptDataModule(ZooDataModule):
         return [rows.fields[int(i)] for i in index]
 
     def train_dataloader(self) -> DataLoader:
-        sampler = RepeatedBatches(len(self._dataset("train")), self.batch_size, self.seed, self.repeat, True)
+        # batch_size prompts per process: the global batch is shared out by rank (zoo.training.distributed)
+        sampler = RepeatedBatches(len(self._dataset("train")), self.batch_size * self._world(), self.seed,
+                                  self.repeat, True)
         return self._loader("train", batch_sampler=self._resumed(sampler, per_batch=1))
 
     def val_dataloader(self) -> DataLoader:

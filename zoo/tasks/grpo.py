@@ -39,6 +39,7 @@ from zoo.tasks.grpo_losses import (
     loss_metrics,
     token_logps,
 )
+from zoo.tasks.grpo_ranks import gather_rows, largest, token_means
 from zoo.tasks.rewards import Reward, build_rewards, reward_metrics, score, weighted
 from zoo.tasks.samples import Sample, SampleReport
 
@@ -277,11 +278,13 @@ class GRPORun(GroupRelativePolicyOptimisation):
         if s.beta:
             with reference_of(model, self.reference) as scorer:
                 ref = completion_logps(scorer, rollout, s.temperature)[0]
-        lengths = cmask.sum(1).float()
+        lengths, cut = cmask.sum(1).float(), torch.tensor(clipped).float()
+        if split == "train":  # the whole generation batch's metrics, over every rank (zoo.tasks.grpo_ranks)
+            per_reward, lengths, cut = gather_rows(per_reward, lengths, cut)
+            gen_s = largest(gen_s)
         logged = {**reward_metrics(per_reward, self.rewards, g),
                   "completions/mean_length": lengths.mean(), "completions/min_length": lengths.min(),
-                  "completions/max_length": lengths.max(),
-                  "completions/clipped_ratio": torch.tensor(clipped).float().mean(),
+                  "completions/max_length": lengths.max(), "completions/clipped_ratio": cut.mean(),
                   "time/generation_s": torch.tensor(gen_s),
                   "rollout_tokens_per_s": lengths.sum() / max(gen_s, 1e-9)}
         return rollout.with_logps(old, ref), logged
@@ -293,7 +296,8 @@ class GRPORun(GroupRelativePolicyOptimisation):
                 "attention_mask": torch.cat([r.prompt_mask, r.completion_mask], 1)}
 
     def counted_labels(self, batch: Mapping[str, Any]) -> torch.Tensor:
-        return batch[ROLLOUT].completion_mask.sum()
+        """What the loss is a mean over (DDP weighs each rank's loss by it): the loss type's count."""
+        return GRPO_LOSSES.get(self.grpo.loss_type).counted(batch[ROLLOUT].completion_mask)
 
     def rollouts(self, out, batch: Mapping[str, Any]) -> Rollouts:
         r = batch[ROLLOUT]
@@ -308,7 +312,7 @@ class GRPORun(GroupRelativePolicyOptimisation):
         r = self.rollouts(out, batch)
         logits = out.logits[:, batch[ROLLOUT].prompt_ids.shape[1] - 1:-1].detach()
         ent = (entropy(logits, self.grpo.temperature) * r.mask).sum() / r.mask.sum().clamp(min=1)
-        return {**self.logged, **loss_metrics(r, self.grpo), "entropy": ent}
+        return {**self.logged, **token_means({**loss_metrics(r, self.grpo), "entropy": ent}, r.mask.sum())}
 
     def rollout_samples(self, num_shown: int) -> tuple[list[str], list[list[Any]]] | None:
         """The latest training generation batch as a table (what the `rollouts` callback logs): its first

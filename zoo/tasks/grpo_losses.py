@@ -75,6 +75,11 @@ class GRPOLoss:
     def reduce(self, per_token: torch.Tensor, r: Rollouts, s: LossSettings) -> torch.Tensor:
         raise NotImplementedError
 
+    def counted(self, mask: torch.Tensor) -> torch.Tensor:
+        """What the loss is a mean over in a (B, T) completion mask: completions (grpo, dr_grpo: a mean per
+        completion), or tokens (dapo). Processes weigh their losses by it to give one process's loss."""
+        return torch.tensor(mask.shape[0], device=mask.device)
+
 
 GRPO_LOSSES: Registry[GRPOLoss] = Registry("GRPO loss", key="grpo.loss_type")
 
@@ -103,6 +108,9 @@ class TokenMean(GRPOLoss):
     def reduce(self, per_token: torch.Tensor, r: Rollouts, s: LossSettings) -> torch.Tensor:
         tokens = r.mask.sum() if r.tokens is None else r.tokens
         return (per_token * r.mask).sum() / torch.as_tensor(tokens).to(per_token).clamp(min=1)
+
+    def counted(self, mask: torch.Tensor) -> torch.Tensor:
+        return mask.sum()
 
 
 @register_loss("dr_grpo")
