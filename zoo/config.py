@@ -263,21 +263,24 @@ MODEL_SPEC = "a preset name, mapping or ModelConfig"  # what `model` may be, in 
 FRACTION = within(number(), lambda v: 0 <= v < 1, "in [0, 1)")
 MAX_LAYERS = 4096  # ~30x the deepest released model; past it a typo (10**40) would build for hours
 LAYERS = within(COUNT, lambda v: v <= MAX_LAYERS, f"<= {MAX_LAYERS} (a layer count, not a size)")
+MAX_SIZE = 2**31 - 1  # every real width, vocabulary or context fits; two multiplied still fit int64
+SIZE = within(POSITIVE, lambda v: v <= MAX_SIZE, f"<= {MAX_SIZE:,} (2**31 - 1)")
 
 # The spine keys and their rules (a part's keys are its settings class's fields), checked by
 # zoo.models.vocabulary.check_config, once per config: config is data and imports no module it configures.
 MODEL_OPTIONS = Options({
     **{key: NAME for key in ("arch", "activation", "norm", "norm_placement")},
-    **{key: POSITIVE for key in ("vocab_size", "d_model", "n_heads", "max_seq_len")},
-    **{key: COUNT for key in ("type_vocab_size", "context_size")},
+    **{key: SIZE for key in ("vocab_size", "d_model", "n_heads", "max_seq_len")},
+    **{key: within(COUNT, lambda v: v <= MAX_SIZE, f"<= {MAX_SIZE:,} (2**31 - 1)")
+       for key in ("type_vocab_size", "context_size")},
     "n_layers": LAYERS, **{key: optional(LAYERS) for key in ("encoder_layers", "decoder_layers")},
     **{key: BOOL for key in ("first_attn_norm", "embed_norm", "embed_scale", "residual", "bias",
                              "share_embeddings", "tie_embeddings")},
     "final_norm": SWITCH,
     **{key: optional(integer()) for key in ("pad_id", "bos_id", "eos_id", "decoder_start_id")},
-    "n_kv_heads": optional(POSITIVE),
-    "head_dim": optional(POSITIVE, "a positive integer (or null for d_model // n_heads)"),
-    "ffn_ratio": number(), "d_ff": optional(integer()),
+    "n_kv_heads": optional(SIZE),
+    "head_dim": optional(SIZE, f"a positive integer <= {MAX_SIZE:,} (or null for d_model // n_heads)"),
+    "ffn_ratio": number(), "d_ff": optional(integer(high=MAX_SIZE)),
     "norm_eps": within(number(), lambda v: v > 0, "> 0"),
     "dropout": FRACTION, "attn_dropout": optional(FRACTION),
     "init_std": within(number(), lambda v: v >= 0, ">= 0"),

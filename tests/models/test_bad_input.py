@@ -25,6 +25,9 @@ import zoo
          r"rope.*= 3 features per head; that must be even"),
         ("gpt_nano", {"dropout": 1.5}, r"model.dropout must be in \[0, 1\)"),
         ("gpt_nano", {"n_layers": 10**40}, r"model.n_layers must be <= 4096"),  # built for hours before
+        # a size past torch's int64 failed inside torch with a TypeError or OverflowError
+        ("gpt_nano", {"d_ff": 10**400}, r"model.d_ff must be null or an integer <= 2147483647"),
+        ("gpt_nano", {"vocab_size": 2**63}, r"model.vocab_size must be <= 2,147,483,647 \(2\*\*31 - 1\)"),
         ("transformer_tiny", {"decoder_layers": 2**63}, r"model.decoder_layers must be <= 4096"),
         ("gpt_nano", {"pad_id": 9999}, r"model.pad_id=9999 is outside the vocabulary"),
         ("transformer_tiny", {"head": {"name": "classifier", "num_labels": 2}},

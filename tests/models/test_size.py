@@ -27,7 +27,8 @@ def test_least_parameters_is_a_lower_bound_of_the_built_model(arch):
     (dict(n_layers=4096, d_model=2**16), "model.n_layers=4096, model.d_model=65536"),  # 4096: the most layers
     (dict(arch="encoder_decoder", decoder_layers=4096, d_model=2**16),
      "model.n_layers=2, model.decoder_layers=4096"),
-    (dict(vocab_size=10**12), "model.vocab_size=1000000000000"),
+    (dict(vocab_size=2**31 - 1, d_model=2**16), "model.d_model=65536, model.n_heads=2 (head size 32768), "
+                                                "model.vocab_size=2147483647"),  # 2**31 - 1: the largest size
 ])
 def test_a_model_larger_than_memory_is_refused_by_its_sizes_before_allocation(overrides, keys, monkeypatch):
     """Before the guard, n_layers=10**10 was built layer by layer until memory ran out."""
