@@ -11,6 +11,7 @@ import torch
 from zoo.generation.beam import beam_search
 from zoo.generation.config import GenerationConfig
 from zoo.generation.greedy_sample import greedy_or_sample
+from zoo.generation.mtp_draft import SELF_DRAFT, check_self_draft, mtp_speculative_decode
 from zoo.generation.prompts import PromptLike, align, as_batch
 from zoo.generation.speculative import check_assistant, speculative_decode
 from zoo.generation.static import StaticStepper, check_static
@@ -57,9 +58,10 @@ def generate(
     length_penalty, early_stopping, eos_token_id, pad_token_id, use_cache, seed, return_dict,
     cache_implementation, compile, num_assistant_tokens). `assistant_model`: a smaller decoder with the same
     vocabulary for speculative decoding: greedy output equals this model's greedy output, sampled tokens are
-    distributed as this model's samples (zoo.generation.speculative). `stop_strings` with a `tokenizer` (its
-    `decode` reads the new tokens): greedy / sampling rows stop once their new text contains one of them
-    (zoo.generation.stopping; the stop string's tokens are kept, as Hugging Face does).
+    distributed as this model's samples (zoo.generation.speculative); `"mtp"`: the model's own model.mtp
+    modules draft min(num_assistant_tokens, depth) tokens a round (zoo.generation.mtp_draft). `stop_strings`
+    with a `tokenizer` (its `decode` reads the new tokens): greedy / sampling rows stop once their new text
+    contains one of them (zoo.generation.stopping; the stop string's tokens are kept, as Hugging Face does).
 
     Example: `model.generate(ids, max_new_tokens=20, do_sample=True, top_p=0.9, seed=0)`."""
     mcfg = model.config
@@ -74,7 +76,12 @@ def generate(
     ids, mask = ids.to(device), mask.to(device)
     pad_id = mcfg.pad_id if cfg.pad_token_id is None else cfg.pad_token_id
     eos_ids = cfg.eos_ids(mcfg.eos_id)
-    if assistant_model is not None:
+    if isinstance(assistant_model, str):
+        if assistant_model != SELF_DRAFT:
+            raise ValueError(f"assistant_model={assistant_model!r}: a draft is a decoder model with this "
+                             f"model's vocabulary, or {SELF_DRAFT!r} (the model's own model.mtp modules).")
+        check_self_draft(model, ids.shape[0], int(mask.sum()), cfg.max_new_tokens, cfg)
+    elif assistant_model is not None:
         check_assistant(model, assistant_model, ids.shape[0], int(mask.sum()), cfg.max_new_tokens, cfg)
     stop = _stop_strings(stop_strings, tokenizer, cfg, assistant_model)
     max_len = None
@@ -84,6 +91,8 @@ def generate(
     with eval_mode(model), torch.inference_mode():  # dropout off while decoding; the caller's mode comes back
         if assistant_model is None:
             out = _run(model, ids, mask, cfg, pad_id, eos_ids, max_len, stop)
+        elif isinstance(assistant_model, str):  # SELF_DRAFT
+            out = _run_speculative(model, None, ids, mask, cfg, eos_ids)
         else:
             with eval_mode(assistant_model):
                 out = _run_speculative(model, assistant_model, ids, mask, cfg, eos_ids)
@@ -91,10 +100,14 @@ def generate(
 
 
 def _run_speculative(model, draft, ids, mask, cfg: GenerationConfig, eos_ids: list[int]) -> GenerateOutput:
+    """`draft` None: the model's own model.mtp modules draft (zoo.generation.mtp_draft)."""
     real = mask[0].bool()  # one prompt: decode its real tokens, put any padding back in front
-    seq, step_logits, stats = speculative_decode(model, draft, ids[:, real], cfg.max_new_tokens,
-                                                 eos_ids=eos_ids, num_draft=cfg.num_assistant_tokens,
-                                                 choice=cfg.choice(ids.device))
+    options = dict(eos_ids=eos_ids, num_draft=cfg.num_assistant_tokens, choice=cfg.choice(ids.device))
+    if draft is None:
+        seq, step_logits, stats = mtp_speculative_decode(model, ids[:, real], cfg.max_new_tokens, **options)
+    else:
+        seq, step_logits, stats = speculative_decode(model, draft, ids[:, real], cfg.max_new_tokens,
+                                                     **options)
     seq = torch.cat([ids[:, ~real], seq], dim=1)
     return GenerateOutput(seq, None, step_logits, acceptance_rate=stats.acceptance_rate)
 

@@ -9,7 +9,7 @@ next module; its own norm (`norm`, the checkpoint's `shared_head.norm`) feeds th
 shared with the main prediction as the token table is. Training adds `weight` times the mean over the
 modules of their cross-entropy (`MultiTokenPredictor.loss`) to the main loss. The modules run while the
 model trains (or when asked, `forward(..., output_mtp=True)`); evaluation and decoding use the main head
-alone."""
+alone; `generate(..., assistant_model="mtp")` drafts with them (zoo.generation.mtp_draft)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo.modules.block import Block, branch_scale
+from zoo.modules.cache import LayerCache
 from zoo.modules.checkpointing import chunked_cross_entropy
 from zoo.modules.embedding import Embeddings
 from zoo.modules.heads import masked_mean_ce
@@ -56,11 +57,13 @@ class MTPModule(nn.Module):
         self.local, self.rotates = cfg.layer_is_local(index), cfg.layer_rotates(index)
 
     def forward(self, hidden: torch.Tensor, embedded: torch.Tensor, mask: AttentionMask,
-                positions: PositionTerms | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """hidden, embedded (B, T, C) -> (this module's hidden (B, T, C), its normed output for the head)."""
+                positions: PositionTerms | None,
+                cache: LayerCache | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """hidden, embedded (B, T, C) -> (this module's hidden (B, T, C), its normed output for the head);
+        `cache`: the block's own, when drafting (zoo.generation.mtp_draft)."""
         x = self.eh_proj(torch.cat([self.enorm(embedded), self.hnorm(hidden)], dim=-1))  # (B, T, 2C) -> C
         terms = None if positions is None or not self.rotates else positions.for_layer(self.local)
-        x, _, _ = self.block(x, mask.for_layer(self.local), terms)
+        x, _, _ = self.block(x, mask.for_layer(self.local), terms, cache=cache)
         return x, self.norm(x)
 
 
