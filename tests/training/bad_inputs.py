@@ -618,6 +618,12 @@ CHECKED_ELSEWHERE = [
     # generation
     BadInput("generate(..., use_cache=\"no\") / do_sample=\"yes\"", "must be True or False, got",
              "tests/generation/test_errors.py::test_true_false_options_reject_strings_and_numbers"),
+    BadInput("generate(..., assistant_model=\"mtp\") on a model with model.mtp=null",
+             "assistant_model='mtp' drafts with the model's own multi-token-prediction modules",
+             "tests/generation/test_mtp_draft.py::test_what_cannot_apply_is_one_error"),
+    BadInput("generate(..., assistant_model=\"eagle\") (a string other than \"mtp\")",
+             "a draft is a decoder model",
+             "tests/generation/test_mtp_draft.py::test_what_cannot_apply_is_one_error"),
     BadInput("generate.py prompts_file=<not UTF-8>", "is not UTF-8 text",
              "tests/generation/test_cli.py::test_prompts_file_that_is_not_utf8_is_named"),
     BadInput("generate.py device=cuda (no GPU)", "is not available on this machine; available: cpu",
