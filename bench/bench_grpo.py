@@ -28,7 +28,7 @@ SIZES = {  # quick: checks the pipeline in a minute, measures nothing
     True: dict(n=6, base_steps=10, sft_steps=10, grpo_steps=4, d_model=32, layers=1),
 }
 GRPO = ["grpo.rewards=[answer_match]", "grpo.num_generations=8", "grpo.max_completion_length=4",
-        "grpo.temperature=1.0", "batch_size=8", "optim.lr=3e-4", "scheduler.warmup_steps=5"]
+        "grpo.temperature=1.0", "batch_size=8", "scheduler.warmup_steps=5"]
 
 
 def curve(run_dir: Path) -> list[tuple[int, float, float, float]]:
@@ -39,7 +39,7 @@ def curve(run_dir: Path) -> list[tuple[int, float, float, float]]:
              float(r.get("train/time/step_s") or "nan")) for r in rows]
 
 
-def one_seed(seed: int, size: dict, work: Path) -> dict:
+def one_seed(seed: int, size: dict, work: Path, lr: float = 3e-4) -> dict:
     import zoo
 
     train_combos, held = combos(size["n"], seed)
@@ -62,7 +62,7 @@ def one_seed(seed: int, size: dict, work: Path) -> dict:
                                                    for a, b in train_combos])
     sft_done = time.perf_counter()
     tuned = run([*COMMON, f"seed={seed}", "task=grpo", f"init_from={sft.last_checkpoint}", "data=prompts",
-                 f"data.path={prompts}", *GRPO, f"trainer.max_steps={size['grpo_steps']}",
+                 f"data.path={prompts}", *GRPO, f"optim.lr={lr}", f"trainer.max_steps={size['grpo_steps']}",
                  f"eval_every={size['grpo_steps']}", "trainer.log_every_n_steps=1"], work, "grpo")
     grpo_s = time.perf_counter() - sft_done
     sft_model, tok = zoo.load(sft.last_checkpoint)
@@ -73,11 +73,11 @@ def one_seed(seed: int, size: dict, work: Path) -> dict:
             "seconds": time.perf_counter() - started}
 
 
-def measure(seeds: list[int], quick: bool = False) -> dict[int, dict]:
+def measure(seeds: list[int], quick: bool = False, lr: float = 3e-4) -> dict[int, dict]:
     out = {}
     for seed in seeds:
         with tempfile.TemporaryDirectory(prefix="zoo-grpo-") as work:
-            out[seed] = one_seed(seed, SIZES[quick], Path(work))
+            out[seed] = one_seed(seed, SIZES[quick], Path(work), lr)
             print(f"seed {seed}: sft {out[seed]['sft']:.3f} grpo {out[seed]['grpo']:.3f} "
                   f"({out[seed]['seconds']:.0f} s)", flush=True)
     return out
@@ -100,9 +100,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--lr", type=float, default=3e-4, help="GRPO's learning rate")
+    parser.add_argument("--steps", type=int, default=None, help="GRPO steps (default: the size's)")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = parser.parse_args()
-    results = measure(args.seeds, args.quick)
+    if args.steps is not None:
+        SIZES[args.quick]["grpo_steps"] = args.steps
+    results = measure(args.seeds, args.quick, args.lr)
     print(summary(results))
     if args.out is not None:
         args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
