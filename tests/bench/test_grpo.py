@@ -1,6 +1,6 @@
 """bench/bench_grpo.py: the whole base -> SFT -> GRPO pipeline runs at --quick size (e2e): accuracies are
-shares, the reward curve has one row per GRPO step with rollout time on the steps that sampled, and the summary
-table reads them."""
+shares, the reward curve has one row per GRPO step with rollout time on the steps that sampled, and the
+summary table reads them."""
 
 from __future__ import annotations
 

@@ -135,7 +135,8 @@ def test_tokens_per_s_counts_the_rollout_tokens_each_step_trained_on(make_cfg, t
 
     def record(self, outputs, batch, batch_idx):
         rollout = self.task._rollout[0]
-        seen.append((int(self.trained_tokens), int(rollout.prompt_mask.sum() + rollout.completion_mask.sum())))
+        trained = rollout.prompt_mask.sum() + rollout.completion_mask.sum()
+        seen.append((int(self.trained_tokens), int(trained)))
 
     monkeypatch.setattr(ZooLightningModule, "on_train_batch_end", record, raising=False)
     cfg = grpo_cfg(make_cfg, tmp_path, "tokenizer=char", "grpo.rewards=[answer_match]", "trainer.max_steps=3",
@@ -147,23 +148,35 @@ def test_tokens_per_s_counts_the_rollout_tokens_each_step_trained_on(make_cfg, t
     assert rates and all(rate > 0 for rate in rates), rates
 
 
-def test_rollouts_are_logged_to_wandb_as_a_table_every_n_steps(make_cfg, tmp_path, monkeypatch):
-    """callbacks.rollouts.every_n_steps=2 over 4 steps: a `rollouts` table after steps 2 and 4 in the offline W&B
-    run, its columns the prompt, the completion and each reward function's value, its rows those of the
-    generation batch the step trained on (answer_match is 1 exactly where the completion's last number is the
-    row's answer)."""
+@pytest.mark.e2e  # a train.py subprocess with W&B offline: ~15 s
+def test_rollouts_are_logged_to_wandb_as_a_table_every_n_steps(tmp_path):
+    """callbacks.rollouts.every_n_steps=2 over 4 steps: a `rollouts` table after steps 2 and 4 in the offline
+    W&B run (train.py in a subprocess: its exit flushes the run file), its columns the prompt, the completion
+    and each reward function's value, its rows those of the generation batch the step trained on
+    (answer_match is 1 exactly where the completion's last number is the row's answer)."""
     import glob
     import json
+    import os
+    import subprocess
+    import sys
     from pathlib import Path
 
     from tests.training.wandb_reader import history
-    from zoo.training.run import train
 
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    cfg = grpo_cfg(make_cfg, tmp_path, "tokenizer=char", "grpo.rewards=[answer_match,length_penalty]",
-                   "trainer.max_steps=4", "eval_every=100", "logger=wandb", "callbacks.samples=null",
-                   "callbacks.rollouts.every_n_steps=2", "callbacks.rollouts.num_shown=3")
-    run_dir = train(cfg).output_dir
+    from .test_grpo import ROOT, write_prompts
+
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), "task=grpo", "model=gpt_nano", "model.max_seq_len=32",
+         "tokenizer=char", "data=prompts", f"data.path={write_prompts(tmp_path / 'p.jsonl')}",
+         "grpo.rewards=[answer_match,length_penalty]", "grpo.num_generations=2",
+         "grpo.max_completion_length=4", "batch_size=4", "trainer.max_steps=4", "eval_every=100",
+         "logger=wandb", "callbacks.samples=null", "callbacks.rollouts.every_n_steps=2",
+         "callbacks.rollouts.num_shown=3", f"paths.output_dir={run_dir}",
+         f"paths.runs_dir={tmp_path / 'runs'}", f"paths.cache_dir={tmp_path / 'cache'}"],
+        cwd=tmp_path, env={**os.environ, "WANDB_MODE": "offline"}, capture_output=True, text=True,
+        timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
     [run_file] = glob.glob(str(run_dir / "wandb" / "offline-run-*" / "run-*.wandb"))
     tables = [row for row in history(Path(run_file)) if "rollouts/_type" in row]
     assert len(tables) == 2, tables
@@ -172,10 +185,10 @@ def test_rollouts_are_logged_to_wandb_as_a_table_every_n_steps(make_cfg, tmp_pat
         assert row["rollouts/_type"] == "table-file" and row["rollouts/nrows"] == 3
         [path] = glob.glob(str(Path(run_file).parent / "files" / row["rollouts/path"]))
         table = json.loads(Path(path).read_text())
-        assert table["columns"] == ["step", "prompt", "completion", "answer_match", "length_penalty", "reward",
-                                    "advantage"]
+        assert table["columns"] == ["step", "prompt", "completion", "answer_match", "length_penalty",
+                                    "reward", "advantage"]
         steps.append({r[0] for r in table["data"]})
-        for step, prompt, completion, match, penalty, reward, _ in table["data"]:
+        for _, prompt, completion, match, penalty, reward, _ in table["data"]:
             a, b = prompt.rstrip("=").split("+")
             numbers = "".join(c if c.isdigit() else " " for c in completion).split()
             assert match == float(bool(numbers) and int(numbers[-1]) == int(a) + int(b))
