@@ -100,7 +100,7 @@ def test_init_from_and_load_config_refuse_it_before_the_plan_builds_it(folders, 
 @pytest.mark.parametrize(("key", "value", "named"), [
     ("hidden_size", 320, "config.json hidden_size=320 (model.d_model)"),
     ("intermediate_size", 400, "config.json intermediate_size=400 (model.d_ff)"),
-    ("vocab_size", 10**12, "config.json vocab_size=1000000000000 (model.vocab_size)"),
+    ("vocab_size", 2**31 - 1, "config.json vocab_size=2147483647 (model.vocab_size)"),  # the largest allowed
 ], ids=["hidden_size", "intermediate_size", "vocab_size"])
 def test_a_width_is_named_by_its_key_before_the_model_is_built(folders, tmp_path, monkeypatch, key, value,
                                                                 named):
