@@ -125,19 +125,13 @@ def _loss(model, batch) -> torch.Tensor:
     return F.cross_entropy(logits.flatten(0, 1), batch["targets"].flatten(), ignore_index=-100)
 
 
-def train_seed(s: Size, seed: int, cache_dir: str) -> dict[str, dict]:
-    """The three models from one seed, stepped in lockstep on the same batches (the order rotates each step,
-    so the neighbours' load falls on each alike): val loss, step seconds, tokens seen, parameters."""
-    train, val, vocab_size = _batches(s, seed, cache_dir)
-    widths = matched_widths(s, vocab_size)
-    models, optimizers, seconds, tokens = {}, {}, {}, 0
-    for name, keys in variants(s).items():
-        torch.manual_seed(seed)
-        models[name] = build(s, keys, widths[name], vocab_size, s.seq_len).train()
-        optimizers[name] = torch.optim.AdamW(models[name].parameters(), lr=s.lr, weight_decay=0.1,
-                                             betas=(0.9, 0.95))
-        seconds[name] = 0.0
-    names = list(models)
+def lockstep(models: dict[str, torch.nn.Module], train, val, lr: float) -> dict[str, dict]:
+    """Train `models` (built from one seed) in lockstep on the same batches, the order rotating each step so
+    the neighbours' load falls on each alike; AdamW (0.9, 0.95), weight decay 0.1, clipping at 1. Each model's
+    val loss, step seconds, tokens/s, parameters and tokens seen."""
+    optimizers = {name: torch.optim.AdamW(m.train().parameters(), lr=lr, weight_decay=0.1, betas=(0.9, 0.95))
+                  for name, m in models.items()}
+    names, seconds, tokens = list(models), dict.fromkeys(models, 0.0), 0
     for i, batch in enumerate(train):
         tokens += int((batch["targets"] != -100).sum())
         for name in names[i % len(names):] + names[: i % len(names)]:
@@ -153,8 +147,22 @@ def train_seed(s: Size, seed: int, cache_dir: str) -> dict[str, dict]:
         with torch.no_grad():
             val_loss = statistics.fmean(float(_loss(model, b)) for b in val)
         out[name] = {"val": val_loss, "seconds": seconds[name], "tok_s": tokens / seconds[name],
-                     "params": model.num_parameters(), "d_ff": widths[name], "tokens": tokens,
-                     "vocab_size": vocab_size}
+                     "params": model.num_parameters(), "tokens": tokens}
+    return out
+
+
+def train_seed(s: Size, seed: int, cache_dir: str) -> dict[str, dict]:
+    """The three models from one seed, stepped in lockstep (`lockstep`): val loss, step seconds, tokens seen,
+    parameters."""
+    train, val, vocab_size = _batches(s, seed, cache_dir)
+    widths = matched_widths(s, vocab_size)
+    models = {}
+    for name, keys in variants(s).items():
+        torch.manual_seed(seed)
+        models[name] = build(s, keys, widths[name], vocab_size, s.seq_len)
+    out = lockstep(models, train, val, s.lr)
+    for name in out:
+        out[name].update(d_ff=widths[name], vocab_size=vocab_size)
     return out
 
 

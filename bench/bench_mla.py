@@ -23,13 +23,12 @@ from __future__ import annotations
 import os
 import statistics
 import tempfile
-import time
 from dataclasses import dataclass
 
 import torch
 
 import zoo
-from bench.bench_hybrid import _batches, _loss, _mean_sd
+from bench.bench_hybrid import _batches, _mean_sd, lockstep
 from bench.common import Section, interleaved, markdown_table
 
 SHAPES = {
@@ -100,32 +99,17 @@ def matched_widths(t: Train, vocab_size: int) -> dict[str, int]:
 
 
 def train_seed(t: Train, seed: int, cache_dir: str) -> dict[str, dict]:
-    """Both models from one seed, stepped in lockstep on the same batches (the order alternates each step):
-    val loss, step seconds, tokens seen, parameters, attention parameters, SwiGLU width."""
+    """Both models from one seed, stepped in lockstep on the same batches (bench_hybrid.lockstep): val loss,
+    step seconds, tokens seen, parameters, attention parameters, SwiGLU width."""
     train, val, vocab_size = _batches(t, seed, cache_dir)
     widths = matched_widths(t, vocab_size)
-    models, optimizers, seconds, tokens = {}, {}, dict.fromkeys(MODELS, 0.0), 0
+    models = {}
     for name in MODELS:
         torch.manual_seed(seed)
-        models[name] = build_trained(t, name, widths[name], vocab_size).train()
-        optimizers[name] = torch.optim.AdamW(models[name].parameters(), lr=t.lr, weight_decay=0.1,
-                                             betas=(0.9, 0.95))
-    for i, batch in enumerate(train):
-        tokens += int((batch["targets"] != -100).sum())
-        for name in MODELS[i % 2:] + MODELS[: i % 2]:
-            start = time.perf_counter()
-            _loss(models[name], batch).backward()
-            torch.nn.utils.clip_grad_norm_(models[name].parameters(), 1.0)
-            optimizers[name].step()
-            optimizers[name].zero_grad(set_to_none=True)
-            seconds[name] += time.perf_counter() - start
-    out = {}
+        models[name] = build_trained(t, name, widths[name], vocab_size)
+    out = lockstep(models, train, val, t.lr)
     for name, model in models.items():
-        model.eval()
-        with torch.no_grad():
-            val_loss = statistics.fmean(float(_loss(model, b)) for b in val)
-        out[name] = {"val": val_loss, "tok_s": tokens / seconds[name], "params": model.num_parameters(),
-                     "attention": _attention_parameters(model), "d_ff": widths[name], "tokens": tokens}
+        out[name].update(attention=_attention_parameters(model), d_ff=widths[name])
     return out
 
 
