@@ -224,7 +224,8 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     ("+callbacks.samples.enabled=no", "callbacks.samples.enabled must be true or false, got 'no'"),
     # combinations that cannot train
     ("model.n_heads=5", "not divisible"),
-    ("model.n_layers=10000000000", "model.n_layers must be <= 4096 (a layer count, not a size), got 10000000000"),
+    ("model.n_layers=10000000000",
+     "model.n_layers must be <= 4096 (a layer count, not a size), got 10000000000"),
     ("model.n_layers=4000 model.d_model=6144",
      "model.n_layers=4000, model.d_model=6144, model.n_heads=6 (head size 1024), model.vocab_size=8192 "
      "need at least"),
@@ -259,8 +260,8 @@ OVERRIDES = [BadInput(given, message) for given, message in [
      "decoder_stack, head)"),
     # finetune=qlora: every layer it holds in 4 bits must split into whole NF4 blocks of a row
     ("model=gpt_nano finetune=qlora",
-     "finetune=qlora: layer decoder_stack.layers.0.self_attn.qkv cannot be held in NF4: finetune.block_size=64 "
-     "does not divide its 32 input features (block sizes allowed: 32)"),
+     "finetune=qlora: layer decoder_stack.layers.0.self_attn.qkv cannot be held in NF4: "
+     "finetune.block_size=64 does not divide its 32 input features (block sizes allowed: 32)"),
     ("finetune=qlora finetune.block_size=48",
      "finetune.block_size must be one of 32, 64, 128, 256, 512, 1024, 2048, 4096, got 48"),
     ("model=bigram optim.name=muon",
@@ -317,6 +318,9 @@ OVERRIDES = [BadInput(given, message) for given, message in [
      "grpo.reward_weights has 2 values for 1 grpo.rewards: give one weight per reward"),
     ("task=grpo data=prompts data.path=prompts.jsonl grpo.rewards=[answer_match] model=bert_small",
      "task=grpo needs model.arch in ['decoder'], but model.arch=encoder"),
+    ("task=grpo data=prompts data.path=prompts.jsonl grpo.rewards=[answer_match] trainer=fsdp_tp",
+     "task=grpo cannot train under trainer.strategy=fsdp_tp: its rollout metrics and loss weights are "
+     "gathered over the default process group"),
     ("task=grpo data=prompts data.path=prompts.jsonl grpo.rewards=[answer_match] grpo.stop_strings=['']",
      "grpo.stop_strings must be null or a list, each non-empty text, got ['']"),
     ("task=lm grpo.num_generations=4", "grpo.* applies to task=grpo only, not task=lm"),
@@ -495,8 +499,8 @@ CHECKED_ELSEWHERE = [
              "GGUF export dtype='q5_k' is not supported; allowed: f32, f16, q8_0, q4_0.",
              "tests/export/test_cli.py::test_bad_input_is_one_error_line"),
     BadInput("python export.py ckpt=... dir=out format=gguf model_type=olmo2",
-             "GGUF export does not support the 'olmo2' family; supported: llama, mistral, qwen2, qwen3, phi3, "
-             "gpt2, ",
+             "GGUF export does not support the 'olmo2' family; supported: llama, mistral, qwen2, qwen3, "
+             "phi3, gpt2, ",
              "tests/export/test_cli.py::test_bad_input_is_one_error_line"),
     BadInput("python export.py ckpt=<a tokenizer=char run> dir=out format=gguf",
              "the char tokenizer is a WordLevel model; GGUF export carries byte-level BPE tokenizers only",

@@ -52,6 +52,8 @@ class Task:
     chunked_loss: bool = False  # loss_from_hidden is implemented: memory.loss_chunk_size applies
     settings_group: str | None = None  # a top-level config group only this task reads (task=dpo: dpo.*)
     next_tokens: bool = False  # its batches carry each position's next token (next_token_targets): model.mtp
+    # trainer.strategy names this task cannot train under -> why (the plan refuses them by name)
+    refused_strategies: Mapping[str, str] = types.MappingProxyType({})
     # name -> fn(outputs, references): what the exact_match callback logs as val/<name> (has_references)
     reference_metrics: Mapping[str, Callable[[Sequence[str], Sequence[str]], float]] = types.MappingProxyType(
         {"exact_match": exact_match})

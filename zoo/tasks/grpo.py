@@ -13,6 +13,7 @@ import copy
 import dataclasses
 import json
 import time
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -126,6 +127,10 @@ class GroupRelativePolicyOptimisation(Task):
     corpus_kind = "prompts"
     perplexity = False  # a policy-gradient loss, not a per-token cross-entropy
     settings_group = "grpo"
+    refused_strategies = types.MappingProxyType({
+        "fsdp_tp": "its rollout metrics and loss weights are gathered over the default process group, "
+                   "which under tensor parallelism also holds the ranks that share a batch; use "
+                   "trainer=ddp or trainer=fsdp"})
 
     def settings(self, given: Mapping[str, Any]) -> GRPOSettings:
         return grpo_settings(given)

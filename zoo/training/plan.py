@@ -188,6 +188,10 @@ def prepare(cfg: DictConfig) -> Plan:
         kwargs = trainer_kwargs(resolved["trainer"])
         check_optim_with_trainer(resolved["optim"], kwargs)
         world = world_size(kwargs)
+        strategy = str(resolved["trainer"].get("strategy"))
+        if strategy in task.refused_strategies:
+            raise ValueError(f"task={task.name} cannot train under trainer.strategy={strategy}: "
+                             f"{task.refused_strategies[strategy]}")
         check_strategy(resolved, model, world)  # trainer.strategy=fsdp(_tp): options it cannot shard
         world = data_parallel_size(kwargs, world)  # processes reading different batches
         if task.corpus_kind == "text":  # LM/MLM token streams: data.shards parts, shared by the ranks
