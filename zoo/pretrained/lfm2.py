@@ -16,8 +16,8 @@ LFM2-MoE (`lfm2_moe`, LFM2-8B-A1B): LFM2's layers with a Mixture of Experts afte
 `num_dense_layers` dense ones (model.layer_pattern's dense / moe tags beside linear / full), whose dense MLP
 is `intermediate_size` as given (no adjustment). The router `feed_forward.gate` is zoo's `sigmoid_bias`
 (sigmoid scores plus the `expert_bias` buffer to choose, `norm_topk_prob`), its weights times
-`routed_scaling_factor` (route_scale); experts `feed_forward.experts.{e}.w1 | w3 | w2` of width `moe_intermediate_size`. Routing
-without the bias (`use_expert_bias: false`) is refused."""
+`routed_scaling_factor` (route_scale); experts `feed_forward.experts.{e}.w1 | w3 | w2` of width
+`moe_intermediate_size`. Routing without the bias (`use_expert_bias: false`) is refused."""
 
 from __future__ import annotations
 
