@@ -22,6 +22,7 @@ from zoo.modules.cache import LayerCache
 from zoo.modules.checkpointing import chunked_cross_entropy
 from zoo.modules.embedding import Embeddings
 from zoo.modules.heads import masked_mean_ce
+from zoo.modules.heads.base import HEADS
 from zoo.modules.mask import AttentionMask
 from zoo.modules.norm import make_norm
 from zoo.modules.positional import PositionTerms
@@ -36,7 +37,7 @@ def check_config(cfg, carries: bool) -> None:
     if not carries:
         raise ValueError(f"model.mtp={cfg.mtp.name} predicts later tokens of a decoder's own sequence; "
                          f"model.arch={cfg.arch!r} has none: use model.arch=decoder, or model.mtp=null.")
-    if cfg.head.name != "lm":
+    if not HEADS.get(cfg.head.name).predicts_tokens:  # the vocabulary head its modules' outputs go through
         raise ValueError(f"model.mtp={cfg.mtp.name} shares the vocabulary head (model.head=lm), but "
                          f"model.head={cfg.head.name}: use model.head=lm, or model.mtp=null.")
 
