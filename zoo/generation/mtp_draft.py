@@ -2,9 +2,9 @@
 prediction modules draft, the model verifies, so no second model is needed (DeepSeek-V3's use of MTP).
 
 Each round the target runs over its fresh tokens (the last emitted token + the drafts) and keeps a prefix of
-the drafts plus a token of its own exactly as zoo.generation.speculative does (`_verify`: greedy equals the
-target's greedy output; sampling keeps the target's distribution). Its final-normed hidden states at the kept
-positions then feed the modules: module 1 reads the hidden state at position t and the embedding of token
+the drafts plus a token of its own exactly as zoo.generation.speculative does (`accept_drafts`: greedy equals
+the target's greedy output; sampling keeps the target's distribution). Its final-normed hidden states at the
+kept positions then feed the modules: module 1 reads the hidden state at position t and the embedding of token
 t + 1 and proposes token t + 2 at the last position; module k reads module k - 1's output and the token k
 places on (a draft token at the newest positions) as in training, so a draft equals what a cache-free
 `output_mtp=True` forward over the sequence + the earlier drafts predicts there.
@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from zoo.generation.logits import Choice
-from zoo.generation.speculative import SpeculativeStats, _verify, check_assistant
+from zoo.generation.speculative import SpeculativeStats, accept_drafts, check_assistant
 from zoo.modules.cache import KVCache
 
 SELF_DRAFT = "mtp"  # the assistant_model value that drafts with the model's own model.mtp modules
@@ -104,19 +104,13 @@ def mtp_speculative_decode(
         k = drafted.shape[1]
         out = model(fresh, cache=cache, logits_to_keep=k + 1)
         logits = out.logits.float()  # (1, k + 1, V): after the last fed token and each draft
-        n, own = _verify(logits, drafted, qs, choice)
-        stats.proposed += k
-        stats.accepted += n
-        new = torch.cat([drafted[:, :n], own], dim=1)  # (1, n + 1)
-        hit = torch.isin(new[0], eos).nonzero()
-        if len(hit):
-            new = new[:, : int(hit[0]) + 1]
-        step_logits += [logits[:, i] for i in range(new.shape[1])]
+        new, ended = accept_drafts(logits, drafted, qs, choice, eos, stats, step_logits)
         seq = torch.cat([seq, new], dim=1)
         remaining = max_new_tokens - (seq.shape[1] - prompt_len)
-        if len(hit) or remaining <= 0:
+        if ended or remaining <= 0:
             break
         cache.crop(seq.shape[1] - 1)  # the kept drafts stay; the last token is fed next round
+        n = new.shape[1] - 1  # drafts kept (no eos cut them: the run goes on)
         kept = out.hidden_states[:, : fresh.shape[1] - k + n]  # (1, n', C): positions up to P - 1
         drafted, qs = drafter.propose(kept, seq, min(depth, remaining - 1), choice)
         fresh = torch.cat([seq[:, -1:], drafted], dim=1)

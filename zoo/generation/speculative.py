@@ -92,6 +92,22 @@ def _draft(draft, proposal: torch.Tensor, d_cache: KVCache, k: int,
     return proposal, qs
 
 
+def accept_drafts(logits: torch.Tensor, drafted: torch.Tensor, qs: list, choice: Choice, eos: torch.Tensor,
+                  stats: SpeculativeStats, step_logits: list[torch.Tensor]) -> tuple[torch.Tensor, bool]:
+    """One round's outcome from the target's logits (1, k + 1, V): the new tokens (1, n + 1) (the kept drafts
+    and one of the target's own, cut after an eos), whether an eos ended the run; counts the round in
+    `stats` and appends each new token's logits to `step_logits`."""
+    n, own = _verify(logits, drafted, qs, choice)
+    stats.proposed += drafted.shape[1]
+    stats.accepted += n
+    new = torch.cat([drafted[:, :n], own], dim=1)  # (1, n + 1)
+    hit = torch.isin(new[0], eos).nonzero()
+    if len(hit):
+        new = new[:, : int(hit[0]) + 1]
+    step_logits += [logits[:, i] for i in range(new.shape[1])]
+    return new, bool(len(hit))
+
+
 def _verify(logits: torch.Tensor, drafted: torch.Tensor, qs: list,
             choice: Choice) -> tuple[int, torch.Tensor]:
     """(draft tokens kept, the target's own next token (1, 1)) from its logits (1, k + 1, V) after each of the
@@ -134,17 +150,10 @@ def speculative_decode(
         drafted = proposal[:, seq.shape[1]:]  # (1, k)
         fresh = proposal[:, t_cache.length:]  # not yet in the target's cache: pending + drafted
         logits = _logits(target, fresh, t_cache, k + 1)  # (1, k + 1, V): after each of the last k + 1 tokens
-        n, own = _verify(logits, drafted, qs, choice)
-        stats.proposed += k
-        stats.accepted += n
-        new = torch.cat([drafted[:, :n], own], dim=1)  # (1, n + 1)
-        hit = torch.isin(new[0], eos).nonzero()
-        if len(hit):
-            new = new[:, : int(hit[0]) + 1]
-        step_logits += [logits[:, i] for i in range(new.shape[1])]
+        new, ended = accept_drafts(logits, drafted, qs, choice, eos, stats, step_logits)
         seq = torch.cat([seq, new], dim=1)
         t_cache.crop(seq.shape[1] - 1)  # keep accepted drafts; the last token is fed next round
         d_cache.crop(seq.shape[1] - 1)
-        if len(hit):
+        if ended:
             break
     return seq, step_logits, stats
