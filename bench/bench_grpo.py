@@ -15,13 +15,12 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import random
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from bench.bench_post_training import COMMON, MODEL, accuracy, combos, run, user, write_jsonl
+from bench.bench_post_training import COMMON, accuracy, base_then_sft, run, user, write_jsonl
 
 SIZES = {  # quick: checks the pipeline in a minute, measures nothing
     False: dict(n=20, base_steps=600, sft_steps=300, grpo_steps=120, d_model=64, layers=2),
@@ -42,22 +41,7 @@ def curve(run_dir: Path) -> list[tuple[int, float, float, float]]:
 def one_seed(seed: int, size: dict, work: Path, lr: float = 3e-4) -> dict:
     import zoo
 
-    train_combos, held = combos(size["n"], seed)
-    model = [*MODEL, f"model.d_model={size['d_model']}", f"model.n_layers={size['layers']}", f"seed={seed}"]
-    lines = [f"{a}+{b}={a + b}" for a, b in train_combos]
-    random.Random(seed).shuffle(lines)
-    text = work / "equations.txt"
-    text.write_text("\n".join(lines * 4) + "\n", encoding="utf-8")
-    started = time.perf_counter()
-    base = run([*model, *COMMON, "task=lm", "data=text", f"data.files={text}", "batch_size=16",
-                f"trainer.max_steps={size['base_steps']}", f"eval_every={size['base_steps']}",
-                "optim.lr=3e-3", "scheduler.warmup_steps=20"], work, "base")
-    chats = write_jsonl(work / "chats.jsonl", [{"messages": [*user(a, b), {"role": "assistant",
-                                                                            "content": str(a + b)}]}
-                                                for a, b in train_combos])
-    sft = run([*COMMON, f"seed={seed}", "task=sft", f"init_from={base.last_checkpoint}", "data=chat",
-               f"data.path={chats}", "batch_size=16", f"trainer.max_steps={size['sft_steps']}",
-               f"eval_every={size['sft_steps']}", "optim.lr=1e-3", "scheduler.warmup_steps=10"], work, "sft")
+    train_combos, held, _, sft, started = base_then_sft(seed, size, work)
     prompts = write_jsonl(work / "prompts.jsonl", [{"prompt": user(a, b), "answer": str(a + b)}
                                                    for a, b in train_combos])
     sft_done = time.perf_counter()

@@ -131,10 +131,9 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def one_seed(seed: int, size: dict, work: Path) -> dict[str, float]:
-    import zoo
-    from zoo.evaluation.run import evaluate
-
+def base_then_sft(seed: int, size: dict, work: Path):
+    """The shared first two stages: a base model trained on the train sums' equations as text, then SFT'd on
+    them as chats. (train combos, held-out combos, base run, SFT run, perf_counter at the start)."""
     train_combos, held = combos(size["n"], seed)
     model = [*MODEL, f"model.d_model={size['d_model']}", f"model.n_layers={size['layers']}", f"seed={seed}"]
     lines = [f"{a}+{b}={a + b}" for a, b in train_combos]
@@ -151,6 +150,14 @@ def one_seed(seed: int, size: dict, work: Path) -> dict[str, float]:
     sft = run([*COMMON, f"seed={seed}", "task=sft", f"init_from={base.last_checkpoint}", "data=chat",
                f"data.path={chats}", "batch_size=16", f"trainer.max_steps={size['sft_steps']}",
                f"eval_every={size['sft_steps']}", "optim.lr=1e-3", "scheduler.warmup_steps=10"], work, "sft")
+    return train_combos, held, base, sft, started
+
+
+def one_seed(seed: int, size: dict, work: Path) -> dict[str, float]:
+    import zoo
+    from zoo.evaluation.run import evaluate
+
+    train_combos, held, base, sft, started = base_then_sft(seed, size, work)
     sft_model, tok = zoo.load(sft.last_checkpoint)
     train_pairs = pairs_from_samples(sft_model, tok, train_combos, size["samples"], seed)
     held_pairs = pairs_from_samples(sft_model, tok, held, size["samples"], seed + 1)
