@@ -213,7 +213,7 @@ def test_samples_and_references(trained):
     options = {**plan.resolved["callbacks"]["samples"], "num_shown": 2, "max_new_tokens": 4,
                "max_examples": 5}
     module.model.train()
-    report = make_samples(task, module.model, tokenizer, datamodule, options)
+    report = make_samples(module.task, module.model, tokenizer, datamodule, options)  # the bound task
     assert module.model.training  # the mode is put back
     assert isinstance(report, SampleReport) and report.samples
     assert all(isinstance(s.input, str) and isinstance(s.output, str) for s in report.samples)

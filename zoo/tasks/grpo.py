@@ -28,7 +28,7 @@ from zoo.finetune.lora import LoRALinear
 from zoo.options import MAPPING, TEXT, Options, Rule, any_of, integer, list_of, number, one_of, optional
 from zoo.tasks.base import Task, register
 from zoo.tasks.dpo import reference_of
-from zoo.tasks.grpo_batch import RolloutBatch, completion_logps, cut_completion, cut_text, pad_rows
+from zoo.tasks.grpo_batch import RolloutBatch, completion_logps, completion_text, cut_completion, pad_rows
 from zoo.tasks.grpo_losses import (
     GRPO_LOSSES,
     SCALES,
@@ -160,16 +160,8 @@ class GroupRelativePolicyOptimisation(Task):
                          "(GroupRelativePolicyOptimisation.for_model), as ZooLightningModule does")
 
     def samples(self, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:
-        """The first `num_shown` validation prompts, the model's sampled completion, and the row's fields
-        (what the rewards check it against) as the reference."""
-        rows, shown = datamodule.datasets["val"], []
-        decoding = {k: cfg[k] for k in ("max_new_tokens", "temperature", "top_k")}
-        for i in range(min(cfg["num_shown"], len(rows))):
-            prompt = rows.prompts[i]
-            reply = model.generate([prompt], do_sample=True, seed=cfg["seed"] + i, **decoding)[0]
-            shown.append(Sample(tokenizer.decode(prompt), tokenizer.decode(reply[len(prompt):]),
-                                json.dumps(rows.fields[i], sort_keys=True)))
-        return SampleReport(shown, {})
+        raise ValueError("task=grpo samples stop where its rollouts stop (grpo.stop_strings): use the task "
+                         "bound to the model (GroupRelativePolicyOptimisation.for_model)")
 
     def for_evaluation(self, model: nn.Module, state: Mapping[str, Any] | None, reference=None) -> GRPORun:
         """The run's grpo.* settings and rewards (kept in the checkpoint), without a KL term."""
@@ -228,6 +220,26 @@ class GRPORun(GroupRelativePolicyOptimisation):
         ends = [self.model.config.eos_id, turn_end_id(self.data.tokenizer)]
         return list(dict.fromkeys(t for t in ends if t is not None))
 
+    def samples(self, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:
+        """The first `num_shown` validation prompts, the model's sampled completion stopped and cut where a
+        rollout's is (its stop tokens, grpo.stop_strings), and the row's fields (what the rewards check it
+        against) as the reference."""
+        self.data = datamodule
+        rows, shown, strings = datamodule.datasets["val"], [], list(self.grpo.stop_strings or ())
+        decoding = {k: cfg[k] for k in ("max_new_tokens", "temperature", "top_k")}
+        stops = self.stop_ids()
+        for i in range(min(cfg["num_shown"], len(rows))):
+            prompt = rows.prompts[i]
+            reply = model.generate([prompt], do_sample=True, seed=cfg["seed"] + i, eos_token_id=stops,
+                                   stop_strings=strings or None, tokenizer=tokenizer if strings else None,
+                                   **decoding)[0]
+            new = reply[len(prompt):].tolist()
+            completion, _ = cut_completion(new, set(stops), strings, tokenizer.decode)
+            shown.append(Sample(tokenizer.decode(prompt),
+                                completion_text(completion, stops, strings, tokenizer.decode),
+                                json.dumps(rows.fields[i], sort_keys=True)))
+        return SampleReport(shown, {})
+
     def prepare_batch(self, batch: Mapping[str, Any], step: int, training: bool) -> dict[str, Any]:
         """The prompt batch with its rollouts: sampled and scored every num_iterations training steps (and
         for every validation batch), reused in between."""
@@ -266,7 +278,7 @@ class GRPORun(GroupRelativePolicyOptimisation):
         gen_s = time.perf_counter() - start
         prompts = [tokenizer.decode(ids[m.bool()].tolist())
                    for ids, m in zip(prompt_ids, prompt_mask, strict=True)]
-        texts = [cut_text(tokenizer.decode([t for t in c if t not in stops]), strings) for c in completions]
+        texts = [completion_text(c, stops, strings, tokenizer.decode) for c in completions]
         rows = self.data.fields(split, batch["index"].repeat_interleave(g).tolist())
         fields = {key: [r.get(key) for r in rows] for key in sorted({k for r in rows for k in r})}
         per_reward = score(self.rewards, prompts, texts, completions, fields)

@@ -67,6 +67,13 @@ def cut_text(text: str, stop_strings: Sequence[str]) -> str:
     return text[:min(ends)] if ends else text
 
 
+def completion_text(tokens: Sequence[int], stop_ids: Collection[int], stop_strings: Sequence[str],
+                    decode: Callable[[list[int]], str]) -> str:
+    """A cut completion's text as the rewards read it: decoded without its stop tokens, cut after the first
+    stop string."""
+    return cut_text(decode([t for t in tokens if t not in stop_ids]), stop_strings)
+
+
 def pad_rows(rows: Sequence[Sequence[int]], pad_id: int, side: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(ids, mask) (N, max len) of token lists padded on `side` (left | right) with `pad_id`."""
     width = max((len(r) for r in rows), default=0)

@@ -1,0 +1,75 @@
+"""task=grpo stops a completion where its rollouts stop it, in the end-of-fit samples too: at eos, at
+grpo.stop_strings, and (conversational prompts only) at the chat template's end-of-turn token; a text prompt
+runs on past that token, since nothing in it opened a turn."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+import zoo
+from zoo.data.prompts import parse_prompt_row
+from zoo.data.sources.prompts import PromptCorpus
+from zoo.tasks import TASKS
+from zoo.tasks.grpo import GRPORun, grpo_settings
+from zoo.tasks.rewards import build_rewards
+
+from .test_grpo_stops import Scripted, chat_tokenizer
+
+CHAT = {"prompt": [{"role": "user", "content": "Hi"}], "answer": "a"}
+TEXT = {"prompt": "Hi", "answer": "b"}
+
+
+def prompt_data(tokenizer, rows: list[dict]):
+    """The rows (file order) as both splits of a prompts data module, encoded as data=prompts encodes them."""
+    parsed = [parse_prompt_row(r, f"p.jsonl:{i + 1}") for i, r in enumerate(rows)]
+    arrays, _ = PromptCorpus(parsed, parsed).encode(tokenizer)
+    entry = SimpleNamespace(arrays=arrays, tokenizer=tokenizer)  # a cache entry as build_data reads it
+    return TASKS.get("grpo").datamodule(entry, {}, batch_size=len(rows), max_seq_len=64, seed=0)
+
+
+class Replies(Scripted):
+    """Scripted that also takes a list of prompts (as generate does)."""
+
+    def generate(self, ids, **options):
+        return super().generate(torch.as_tensor(ids), **options)
+
+
+def gemma_run(tmp_path, script_of, **grpo):
+    """A GRPORun on Gemma 3's tokenizer (its <end_of_turn> is not its eos) whose model replies
+    script_of(tokenizer, end_of_turn_id) whatever it is asked."""
+    tokenizer = chat_tokenizer(tmp_path, "gemma3")
+    end = tokenizer.hf.token_to_id("<end_of_turn>")
+    assert end != tokenizer.eos_id
+    torch.manual_seed(0)
+    inner = zoo.build("gpt_nano", vocab_size=tokenizer.vocab_size, max_seq_len=64, eos_id=tokenizer.eos_id,
+                      pad_id=tokenizer.padding_id, bos_id=tokenizer.bos_id)
+    model = Replies(inner, script_of(tokenizer, end))
+    settings = grpo_settings({"rewards": ["tests.tasks.grpo_user_rewards:record"], "num_generations": 2,
+                              "max_completion_length": 12, **grpo})
+    return GRPORun(model, None, settings, build_rewards(settings.rewards, settings.reward_weights)), tokenizer
+
+
+SAMPLES = {"num_shown": 2, "max_new_tokens": 12, "temperature": 1.0, "top_k": 0, "seed": 0}
+
+
+def test_samples_end_where_rollouts_end_at_the_turn_end_and_stop_strings(tmp_path):
+    """The end-of-fit samples of a chat prompt stop at <end_of_turn> (the model is asked to stop there and
+    the reply is cut after it), and a stop string cuts the text after it, as a rollout's is cut. Before: the
+    samples asked generate for eos only and showed the text after the turn and after the stop string."""
+    def script(tokenizer, end):
+        return [*tokenizer.encode("Hi there"), end, *tokenizer.encode(" more words")]
+
+    run, tokenizer = gemma_run(tmp_path, script)
+    data = prompt_data(tokenizer, [CHAT])
+    report = run.samples(run.model, tokenizer, data, SAMPLES)
+    assert [s.output for s in report.samples] == ["Hi there"]
+    end = tokenizer.hf.token_to_id("<end_of_turn>")
+    assert end in run.model.asked[-1]["eos_token_id"]
+
+    run, tokenizer = gemma_run(tmp_path, lambda tokenizer, end: tokenizer.encode("one two three four"),
+                               stop_strings=["two"])
+    report = run.samples(run.model, tokenizer, prompt_data(tokenizer, [TEXT]), SAMPLES)
+    assert [s.output for s in report.samples] == ["one two"]
+    assert run.model.asked[-1]["stop_strings"] == ["two"]
