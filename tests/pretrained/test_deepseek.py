@@ -193,3 +193,29 @@ def test_multi_token_prediction_layers_are_left_out(tmp_path, variant):
             zoo.from_pretrained(path)
     else:
         assert zoo.from_pretrained(path).config.mtp.depth == 1
+
+
+def test_v2_lite_greedy_routes_in_float32_in_a_bf16_model(tmp_path):
+    """transformers' DeepseekV2 router, greedy (V2-Lite) as well as group-limited, computes its logits in
+    float32 from a float32 mlp.gate (kept float32 in a bf16 model): zoo's deepseek_v2 family reads greedy as
+    softmax_topk with float32 true, so a bf16 V2-Lite-shaped model chooses the experts transformers' bf16
+    model does. 6 of 64 experts, init-sized gate weights (close calls): bf16 logits chose others for some of
+    the 4,096 tokens."""
+    d, e = 128, 64
+    hf = DeepseekV2ForCausalLM(DeepseekV2Config(
+        **{**LATENT, "num_hidden_layers": 2, "hidden_size": d, "q_lora_rank": None}, n_group=None,
+        topk_group=None, topk_method="greedy", moe_intermediate_size=4, n_routed_experts=e,
+        num_experts_per_tok=6, n_shared_experts=1, first_k_dense_replace=1))
+    torch.manual_seed(0)
+    with torch.no_grad():
+        hf.model.layers[1].mlp.gate.weight.normal_(0, 0.02)
+    path = saved(hf, tmp_path)
+    hf = DeepseekV2ForCausalLM.from_pretrained(path, dtype=torch.bfloat16)
+    model = zoo.from_pretrained(path, dtype=torch.bfloat16)
+    x = torch.randn(4096, d).bfloat16()  # a bf16 model's hidden states
+    with torch.no_grad():
+        _, _, want = hf.model.layers[1].mlp.gate(x)
+        got = model.decoder_stack.layers[1].ffn.router(x)
+    differ = (got.experts.sort(dim=-1).values != want.sort(dim=-1).values).any(dim=-1)
+    assert int(differ.sum()) == 0
+    assert model.config.ffn.router.to_data() == {"name": "softmax_topk", "float32": True}

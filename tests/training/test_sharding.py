@@ -52,10 +52,12 @@ def test_one_shard_unit_per_block_and_the_tied_head_in_the_root(preset, override
         assert model.head.proj.weight is table  # tied: one parameter, so one unit holds it
 
 
-def test_a_bf16_deepseek_model_shards_with_its_float32_routers(tmp_path):
+@pytest.mark.parametrize("preset", ["deepseek_v3_671b", "deepseek_v2_lite"])  # sigmoid_bias; softmax_topk
+def test_a_bf16_deepseek_model_shards_with_its_float32_routers(tmp_path, preset):
     """precision=bf16-true under trainer=fsdp: DeepSeek's routers stay float32 in a bf16 model, and FSDP2
     wants one dtype in a unit, so each such router is a unit of its own, kept float32 (also under bf16-mixed's
-    policy); the model shards, trains a step and routes as before sharding (one process, gloo)."""
+    policy); the model shards, trains a step and routes as before sharding (one process, gloo). V2-Lite's
+    plain top-k is float32 by its router.float32 setting."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
@@ -63,7 +65,7 @@ def test_a_bf16_deepseek_model_shards_with_its_float32_routers(tmp_path):
     from zoo.modules.moe.routers import Router
     from zoo.training.sharding import fully_shard_model
 
-    model = tiny("deepseek_v3_671b").to(torch.bfloat16)
+    model = tiny(preset).to(torch.bfloat16)
     routers = [m for m in model.modules() if isinstance(m, Router)]
     assert routers and all(m.float32 for m in routers)
     assert [u for u in shard_units(model) if isinstance(u, Router)] == routers

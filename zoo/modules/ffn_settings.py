@@ -40,6 +40,10 @@ class NoFFNSettings(Part):
 class RouterSettings(Part):
     """Base of a router's settings: `check` says what its keys need of the MoE's (n_experts, top_k)."""
 
+    float32: bool = False  # routes in float32 in a bf16 / fp16 model: the router's weights stay float32 and
+    #                        its logits are a float32 matmul (DeepSeek's routers in transformers); false:
+    #                        the logits in the model's dtype, the softmax in float32 (Mixtral, Qwen, OLMoE)
+
     def check(self, moe: MoESettings) -> None:
         """Raise ValueError naming the key when this router cannot route `moe`'s experts (before a build)."""
 
@@ -97,6 +101,8 @@ class GroupLimitedGreedy(GroupLimited):
     """p = softmax(logits); groups scored by their largest p, top_k p kept among the best topk_group groups,
     unnormalised (DeepSeek-V2's topk_method=group_limited_greedy)."""
 
+    float32: bool = True  # as transformers' DeepseekV2TopkRouter
+
 
 @ROUTER.register("sigmoid_bias")
 @dataclass(frozen=True)
@@ -104,6 +110,7 @@ class SigmoidBias(GroupLimited):
     """Sigmoid scores; experts chosen by score + a load-following bias, weighted without it (DeepSeek-V3's
     noaux_tc: groups scored by the sum of their top 2 biased scores)."""
 
+    float32: bool = True  # as transformers' DeepseekV3TopkRouter
     bias_rate: Annotated[float, number(0)] = 0.001  # the bias step per optimizer update (gamma)
     norm_topk_prob: bool = True  # the kept scores renormalised to sum to 1 (transformers' norm_topk_prob)
     min_group_size: ClassVar[int] = 2

@@ -272,7 +272,8 @@ class Glm4MoeLite(DeepseekV3):
 class DeepseekV2(DeepseekV3):
     """DeepSeek-V2 (and V2-Lite): V3's tables with softmax routing, `topk_method` greedy (zoo's softmax_topk)
     or group_limited_greedy (groups scored by their best expert), no correction bias; rope always
-    interleaved. transformers' V2 never renormalises the kept weights, so `norm_topk_prob` must be false."""
+    interleaved. transformers' V2 never renormalises the kept weights, so `norm_topk_prob` must be false;
+    it routes in float32 with either method (mlp.gate kept float32 in a bf16 model): router.float32 true."""
 
     model_type = "deepseek_v2"
     class_prefix = "DeepseekV2"
@@ -288,7 +289,7 @@ class DeepseekV2(DeepseekV3):
         method = hf.get("topk_method", "greedy")
         name = self.ROUTERS.get(method, "softmax_topk")
         groups = {"n_group": hf.get("n_group") or 1, "topk_group": hf.get("topk_group") or 1}
-        return ({"name": name, **(groups if name == "group_limited_greedy" else {})},
+        return ({"name": name, "float32": True, **(groups if name == "group_limited_greedy" else {})},
                 {"topk_method": (method, tuple(self.ROUTERS))})
 
     def router_to_hf(self, cfg: ModelConfig) -> dict[str, Any]:

@@ -104,23 +104,28 @@ def test_group_limited_greedy_equals_deepseek_v2_router(kind, method, n_group, t
 
 
 @pytest.mark.parametrize("cast", ["model.to(bfloat16)", "bf16 autocast"])
-@pytest.mark.parametrize("name", ["sigmoid_bias", "group_limited_greedy"])
+@pytest.mark.parametrize("name", ["sigmoid_bias", "group_limited_greedy", "softmax_topk"])
 def test_deepseek_routers_route_in_float32_in_a_bf16_model(name, cast):
     """DeepSeek routes in float32: transformers' routers take float32 logits from float32 weights (it loads
     mlp.gate and the correction bias in float32 into a bf16 model). zoo's DeepSeek routers keep their weights
     float32 when the model is cast to bf16, and compute the logits in float32 (autocast too), so the experts
     of bf16 hidden states are the float32 reference's. 8 of 64 experts in 8 groups, init-sized weights (close
-    calls): a bf16 matmul gave 1-2% of the tokens other experts."""
+    calls): a bf16 matmul gave 1-2% of the tokens other experts. softmax_topk is V2-Lite's greedy routing,
+    float32 by its setting (the default follows Qwen / OLMoE, which route in the model's dtype)."""
     d, e, tokens = 256, 64, 4096
     if name == "sigmoid_bias":
         hf = DeepseekV3TopkRouter(DeepseekV3Config(hidden_size=d, num_attention_heads=2, n_routed_experts=e,
                                                    num_experts_per_tok=8, n_group=8, topk_group=4))
         router = {"name": name, "n_group": 8, "topk_group": 4, "norm_topk_prob": True}
-    else:
+    elif name == "group_limited_greedy":
         hf = DeepseekV2TopkRouter(DeepseekV2Config(hidden_size=d, num_attention_heads=2, n_routed_experts=e,
                                                    num_experts_per_tok=8, n_group=8, topk_group=4,
                                                    topk_method=name))
         router = {"name": name, "n_group": 8, "topk_group": 4}
+    else:
+        hf = DeepseekV2TopkRouter(DeepseekV2Config(hidden_size=d, num_attention_heads=2, n_routed_experts=e,
+                                                   num_experts_per_tok=8, topk_method="greedy"))
+        router = {"name": name, "float32": True}
     settings = FFN.parse({"name": "moe", "n_experts": e, "top_k": 8, "router": router})
     ours = ROUTERS.get(name)(d, settings)
     torch.manual_seed(0)
@@ -212,14 +217,15 @@ def test_the_grouped_router_follows_the_load_like_sigmoid_bias():
     assert layer.router.bias.tolist() == pytest.approx(expected.tolist())
 
 
-def test_a_quantised_float32_router_computes_through_its_own_layer():
+@pytest.mark.parametrize("preset", ["deepseek_v3_671b", "deepseek_v2_lite"])
+def test_a_quantised_float32_router_computes_through_its_own_layer(preset):
     """zoo.quantize replaces every nn.Linear, the routers' too: a float32 router then runs its quantised layer
     on float32 inputs (it has no float `weight` to multiply by)."""
     from tests.models.tiny import tiny
     from zoo import quantize
     from zoo.modules.moe.routers import Router
 
-    model = quantize(tiny("deepseek_v3_671b").eval(), "int8")
+    model = quantize(tiny(preset).eval(), "int8")
     router = next(m for m in model.modules() if isinstance(m, Router))
     assert router.float32 and type(router.proj) is not torch.nn.Linear
     x = torch.randn(5, model.config.d_model).bfloat16()

@@ -47,13 +47,14 @@ class Router(nn.Module):
     subclass says in `route`."""
 
     follows_load = False  # True: `update` reads the load, so the training loop sums it over processes
-    # True: routes in float32 in a bf16 / fp16 model, as DeepSeek does (transformers loads mlp.gate and the
-    # correction bias float32 into a bf16 model): the weights and buffers stay float32 when the model is cast
-    # down, and the logits are a float32 matmul, autocast or not. False: the logits are the model dtype's.
-    float32 = False
 
     def __init__(self, d_model: int, settings: MoESettings) -> None:
         super().__init__()
+        # True (`model.ffn.router.float32`): routes in float32 in a bf16 / fp16 model, as DeepSeek does
+        # (transformers loads mlp.gate and the correction bias float32 into a bf16 model): the weights and
+        # buffers stay float32 when the model is cast down, and the logits are a float32 matmul, autocast or
+        # not. False: the logits are the model dtype's.
+        self.float32 = settings.router.float32
         self.proj = nn.Linear(d_model, settings.n_experts, bias=settings.router_bias)
         self.top_k, self.scale = settings.top_k, settings.route_scale
 
@@ -144,8 +145,6 @@ class GroupLimitedGreedy(Router):
     """DeepSeek-V2: softmax probabilities; a token keeps the topk_group groups with the largest single
     probability and takes the top_k probabilities among their experts, unnormalised."""
 
-    float32 = True
-
     def __init__(self, d_model: int, settings: MoESettings) -> None:
         super().__init__(d_model, settings)
         self.n_group, self.topk_group = settings.router.n_group, settings.router.topk_group
@@ -166,7 +165,6 @@ class SigmoidBias(Router):
     groups, a group's score is the sum of its two best biased scores."""
 
     follows_load = True
-    float32 = True
 
     def __init__(self, d_model: int, settings: MoESettings) -> None:
         super().__init__(d_model, settings)
