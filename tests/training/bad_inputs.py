@@ -264,6 +264,8 @@ OVERRIDES = [BadInput(given, message) for given, message in [
      "finetune.block_size=64 does not divide its 32 input features (block sizes allowed: 32)"),
     ("finetune=qlora finetune.block_size=48",
      "finetune.block_size must be one of 32, 64, 128, 256, 512, 1024, 2048, 4096, got 48"),
+    ("trainer=fsdp_tp model=gpt_nano finetune=qlora finetune.block_size=32",
+     "finetune=qlora cannot train under trainer.strategy=fsdp_tp: its 4-bit base"),
     ("model=bigram optim.name=muon",
      "optim.name=muon trains the weight matrices of the attention and feed-forward layers of the stacks, "
      "and this model has none (model.arch=decoder, model.n_layers=0); use optim.name=adamw"),

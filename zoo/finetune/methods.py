@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Annotated, Any
 
 from torch import nn
@@ -78,6 +79,13 @@ def qlora(
                    f"base weights in NF4 (block_size {block_size}; buffers, not counted as parameters)")
 
 
+# trainer.strategy -> why the method cannot train under it (checked by the plan, before any process starts)
+qlora.refused_strategies = MappingProxyType({
+    "fsdp_tp": "its 4-bit base (NF4 codes packed two a byte, one absmax per block along each row) cannot be "
+               "split by rows or columns across tensor-parallel ranks; use trainer=fsdp (it shards the "
+               "adapters and keeps the NF4 base whole on every rank) or finetune=lora"})
+
+
 @FINETUNES.register("freeze")
 def freeze(
     model: nn.Module, fresh: Collection[str] = (), *,
@@ -93,6 +101,19 @@ def freeze(
     frozen = freeze_modules(model, list(modules), first_layers)
     _train_fresh(model, fresh)
     return Applied(f"frozen: {', '.join(frozen)}")
+
+
+def refused_strategies(name: str) -> Mapping[str, str]:
+    """trainer.strategy -> why finetune=`name` cannot train under it ({} for most methods)."""
+    return getattr(FINETUNES.get(name), "refused_strategies", MappingProxyType({}))
+
+
+def check_strategy_for(cfg: Mapping[str, Any], strategy: str) -> None:
+    """ValueError naming finetune and trainer.strategy when the method cannot train under that strategy."""
+    name = cfg.get("name", "full")
+    why = refused_strategies(name).get(strategy)
+    if why is not None:
+        raise ValueError(f"finetune={name} cannot train under trainer.strategy={strategy}: {why}")
 
 
 def finetune_options(name: str) -> Options:

@@ -19,6 +19,7 @@ from zoo.checkpoint import checkpoint_file
 from zoo.config import ModelConfig
 from zoo.data.datamodules import DEFAULT_SHARDS
 from zoo.data.sources.base import check_data_cfg
+from zoo.finetune.methods import check_strategy_for
 from zoo.finetune.setup import InitPlan, check_finetune_cfg, plan_init
 from zoo.models.size import check_fits
 from zoo.options import ANY, BOOL, Options, Rule, any_of, integer, list_of, one_of
@@ -192,6 +193,7 @@ def prepare(cfg: DictConfig) -> Plan:
         if strategy in task.refused_strategies:
             raise ValueError(f"task={task.name} cannot train under trainer.strategy={strategy}: "
                              f"{task.refused_strategies[strategy]}")
+        check_strategy_for(resolved.get("finetune") or {"name": "full"}, strategy)  # qlora: not fsdp_tp
         check_strategy(resolved, model, world)  # trainer.strategy=fsdp(_tp): options it cannot shard
         world = data_parallel_size(kwargs, world)  # processes reading different batches
         if task.corpus_kind == "text":  # LM/MLM token streams: data.shards parts, shared by the ranks
