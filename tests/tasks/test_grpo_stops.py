@@ -83,7 +83,8 @@ def test_a_chat_rollout_ends_at_the_templates_end_of_turn_not_only_at_eos(tmp_pa
     settings = grpo_settings({"rewards": ["tests.tasks.grpo_user_rewards:record"], "num_generations": 2,
                               "max_completion_length": len(reply) + 1 + len(after)})
     run = GRPORun(model, None, settings, build_rewards(settings.rewards, settings.reward_weights))
-    run.data = SimpleNamespace(tokenizer=tokenizer, fields=lambda split, index: [{} for _ in index])
+    run.data = SimpleNamespace(tokenizer=tokenizer, fields=lambda split, index: [{} for _ in index],
+                               conversational=lambda split, index: [True for _ in index])
     prompt = torch.tensor([tokenizer.chat_ids([{"role": "user", "content": "Hi"}])])
     grpo_user_rewards.SEEN.clear()
     rollout, logged = run._generate({"prompt_ids": prompt, "prompt_mask": torch.ones_like(prompt),

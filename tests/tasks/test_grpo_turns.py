@@ -38,16 +38,17 @@ class Replies(Scripted):
 
 def gemma_run(tmp_path, script_of, **grpo):
     """A GRPORun on Gemma 3's tokenizer (its <end_of_turn> is not its eos) whose model replies
-    script_of(tokenizer, end_of_turn_id) whatever it is asked."""
+    script_of(tokenizer, end_of_turn_id) whatever it is asked, up to the script's length."""
     tokenizer = chat_tokenizer(tmp_path, "gemma3")
     end = tokenizer.hf.token_to_id("<end_of_turn>")
     assert end != tokenizer.eos_id
     torch.manual_seed(0)
     inner = zoo.build("gpt_nano", vocab_size=tokenizer.vocab_size, max_seq_len=64, eos_id=tokenizer.eos_id,
                       pad_id=tokenizer.padding_id, bos_id=tokenizer.bos_id)
-    model = Replies(inner, script_of(tokenizer, end))
+    script = script_of(tokenizer, end)
+    model = Replies(inner, script)
     settings = grpo_settings({"rewards": ["tests.tasks.grpo_user_rewards:record"], "num_generations": 2,
-                              "max_completion_length": 12, **grpo})
+                              "max_completion_length": len(script), **grpo})
     return GRPORun(model, None, settings, build_rewards(settings.rewards, settings.reward_weights)), tokenizer
 
 
@@ -73,3 +74,30 @@ def test_samples_end_where_rollouts_end_at_the_turn_end_and_stop_strings(tmp_pat
     report = run.samples(run.model, tokenizer, prompt_data(tokenizer, [TEXT]), SAMPLES)
     assert [s.output for s in report.samples] == ["one two"]
     assert run.model.asked[-1]["stop_strings"] == ["two"]
+
+
+def test_the_turn_end_stops_only_conversational_rows_while_eos_and_stop_strings_stop_all(tmp_path):
+    """A batch of one chat prompt and one text prompt on Gemma 3's tokenizer, the model replying 'Hi there
+    <end_of_turn> more words': the prompt data records which row is a chat; the chat row's completions end
+    at <end_of_turn>, the text row's run on past it to the token cap (its text was never a turn), and the
+    samples do the same. Before: <end_of_turn> stopped the text row too."""
+    def script(tokenizer, end):
+        return [*tokenizer.encode("Hi there"), end, *tokenizer.encode(" more words")]
+
+    run, tokenizer = gemma_run(tmp_path, script)
+    end = tokenizer.hf.token_to_id("<end_of_turn>")
+    data = prompt_data(tokenizer, [CHAT, TEXT])
+    assert data.datasets["train"].conversational == [True, False]
+    run.data = data
+    reply = script(tokenizer, end)
+    rollout, logged = run._generate(next(iter(data.val_dataloader())), 0, "val")
+    assert rollout.completion_ids.tolist() == [[*reply[:reply.index(end) + 1], *[tokenizer.padding_id] * (
+        len(reply) - reply.index(end) - 1)]] * 2 + [reply] * 2
+    assert rollout.completion_mask.sum(1).tolist() == [reply.index(end) + 1] * 2 + [len(reply)] * 2
+    assert float(logged["completions/clipped_ratio"]) == 0.5  # the text row's ran to the cap
+    asked = {tuple(a["eos_token_id"]) for a in run.model.asked}
+    assert asked == {(tokenizer.eos_id, end), (tokenizer.eos_id,)}
+
+    report = run.samples(run.model, tokenizer, data, SAMPLES)
+    assert report.samples[0].output == "Hi there"
+    assert report.samples[1].output.startswith("Hi there") and report.samples[1].output.endswith("more words")

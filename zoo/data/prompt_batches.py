@@ -1,5 +1,6 @@
 """Prompts as batches (task=grpo): each batch B prompts, left-padded (`prompt_ids`, `prompt_mask`) with their
-row numbers (`index`), whose fields the reward functions read (`PromptDataModule.fields`). A training batch is
+row numbers (`index`), whose fields the reward functions read (`PromptDataModule.fields`) and whose kind
+(messages or text: `PromptDataModule.conversational`) says where a rollout stops. A training batch is
 drawn `repeat` times in a row (the task sets grpo.num_iterations: each generation batch is optimised on that
 many times, as trl's sampler repeats it)."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
@@ -19,11 +21,12 @@ from zoo.tokenizers.tokenizer import ZooTokenizer
 
 
 class PromptRows(Dataset):
-    """One split's prompts (token id lists) and fields (dicts)."""
+    """One split's prompts (token id lists), fields (dicts) and whether each was messages (conversational)."""
 
-    def __init__(self, prompt: RaggedIds, fields: RaggedIds) -> None:
+    def __init__(self, prompt: RaggedIds, fields: RaggedIds, conversational: np.ndarray) -> None:
         self.prompts = [prompt[i].tolist() for i in range(len(prompt))]
         self.fields = [fields_of(fields[i]) for i in range(len(fields))]
+        self.conversational = [bool(c) for c in conversational]
 
     def __len__(self) -> int:
         return len(self.prompts)
@@ -70,8 +73,8 @@ class PromptDataModule(ZooDataModule):
     """Prompt rows per split; `repeat` (set by the task before the fit) draws each training batch that many
     times in a row."""
 
-    def __init__(self, tokenizer: ZooTokenizer, parts: dict[str, tuple[RaggedIds, RaggedIds]], **kwargs: Any
-                 ) -> None:
+    def __init__(self, tokenizer: ZooTokenizer, parts: dict[str, tuple[RaggedIds, RaggedIds, np.ndarray]],
+                 **kwargs: Any) -> None:
         kwargs.pop("truncate", None)  # prompts are never cut: one too long is refused (the task)
         super().__init__(tokenizer, **kwargs)
         self.parts, self.repeat = parts, 1
@@ -86,6 +89,11 @@ class PromptDataModule(ZooDataModule):
         """The fields of rows `index` of `split`."""
         rows = self._dataset(split)
         return [rows.fields[int(i)] for i in index]
+
+    def conversational(self, split: str, index: Sequence[int]) -> list[bool]:
+        """Whether rows `index` of `split` were messages (a chat template rendered them)."""
+        rows = self._dataset(split)
+        return [rows.conversational[int(i)] for i in index]
 
     def train_dataloader(self) -> DataLoader:
         # batch_size prompts per process: the global batch is shared out by rank (zoo.training.distributed)

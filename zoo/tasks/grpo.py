@@ -151,7 +151,8 @@ class GroupRelativePolicyOptimisation(Task):
         return GRPORun(model, reference, settings, rewards)
 
     def datamodule(self, entry, loader: Mapping[str, Any], **common: Any) -> PromptDataModule:
-        parts = {split: (entry.arrays[f"{split}.prompt"], entry.arrays[f"{split}.fields"])
+        names = ("prompt", "fields", "conversational")
+        parts = {split: tuple(entry.arrays[f"{split}.{name}"] for name in names)
                  for split in ("train", "val")}
         return PromptDataModule(entry.tokenizer, parts, **common)
 
@@ -213,11 +214,11 @@ class GRPORun(GroupRelativePolicyOptimisation):
                                          "lacks")
 
     # ------------------------------------------------------------------------------ rollouts
-    def stop_ids(self) -> list[int]:
-        """The tokens a rollout stops at: the model's eos and, where the tokenizer has a chat template, the
-        token that closes its assistant turn (a chat model ends its reply there: Gemma's <end_of_turn> is not
-        its eos)."""
-        ends = [self.model.config.eos_id, turn_end_id(self.data.tokenizer)]
+    def stop_ids(self, conversational: bool = False) -> list[int]:
+        """The tokens a rollout stops at: the model's eos and, for a conversational prompt (the chat template
+        opened the assistant's turn), the token that closes the turn (a chat model ends its reply there:
+        Gemma's <end_of_turn> is not its eos). A text prompt opened no turn, so that token does not end it."""
+        ends = [self.model.config.eos_id, turn_end_id(self.data.tokenizer) if conversational else None]
         return list(dict.fromkeys(t for t in ends if t is not None))
 
     def samples(self, model, tokenizer, datamodule, cfg: Mapping[str, Any]) -> SampleReport:
@@ -227,9 +228,8 @@ class GRPORun(GroupRelativePolicyOptimisation):
         self.data = datamodule
         rows, shown, strings = datamodule.datasets["val"], [], list(self.grpo.stop_strings or ())
         decoding = {k: cfg[k] for k in ("max_new_tokens", "temperature", "top_k")}
-        stops = self.stop_ids()
         for i in range(min(cfg["num_shown"], len(rows))):
-            prompt = rows.prompts[i]
+            prompt, stops = rows.prompts[i], self.stop_ids(rows.conversational[i])
             reply = model.generate([prompt], do_sample=True, seed=cfg["seed"] + i, eos_token_id=stops,
                                    stop_strings=strings or None, tokenizer=tokenizer if strings else None,
                                    **decoding)[0]
@@ -266,20 +266,14 @@ class GRPORun(GroupRelativePolicyOptimisation):
         prompt_ids = batch["prompt_ids"].repeat_interleave(g, 0)  # (B G, P): each prompt's group together
         prompt_mask = batch["prompt_mask"].repeat_interleave(g, 0)
         seed = self._seed * 1_000_003 + step * 7919 + int(batch["index"][0]) * 2 + (split == "val")
-        tokenizer, stops, strings = self.data.tokenizer, self.stop_ids(), list(s.stop_strings or ())
-        sequences = model.generate(prompt_ids, attention_mask=prompt_mask,
-                                   max_new_tokens=s.max_completion_length, do_sample=True,
-                                   temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, seed=seed,
-                                   eos_token_id=stops, stop_strings=strings or None,
-                                   tokenizer=tokenizer if strings else None)
-        new = sequences[:, prompt_ids.shape[1]:].clone().tolist()  # out of inference mode
-        completions, clipped = map(list, zip(*(cut_completion(row, set(stops), strings, tokenizer.decode)
-                                               for row in new), strict=True))
+        index = batch["index"].repeat_interleave(g).tolist()
+        chat = self.data.conversational(split, index)
+        completions, clipped, texts = self._sample(prompt_ids, prompt_mask, chat, seed)
         gen_s = time.perf_counter() - start
+        tokenizer = self.data.tokenizer
         prompts = [tokenizer.decode(ids[m.bool()].tolist())
                    for ids, m in zip(prompt_ids, prompt_mask, strict=True)]
-        texts = [completion_text(c, stops, strings, tokenizer.decode) for c in completions]
-        rows = self.data.fields(split, batch["index"].repeat_interleave(g).tolist())
+        rows = self.data.fields(split, index)
         fields = {key: [r.get(key) for r in rows] for key in sorted({k for r in rows for k in r})}
         per_reward = score(self.rewards, prompts, texts, completions, fields)
         advantages = group_advantages(weighted(per_reward, self.rewards), g, s.scale_rewards)
@@ -305,6 +299,27 @@ class GRPORun(GroupRelativePolicyOptimisation):
                   "time/generation_s": torch.tensor(gen_s),
                   "rollout_tokens_per_s": lengths.sum() / max(gen_s, 1e-9)}
         return rollout.with_logps(old, ref), logged
+
+    def _sample(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, conversational: list[bool],
+                seed: int) -> tuple[list[list[int]], list[bool], list[str]]:
+        """Each row's completion (cut after its stop), whether it ran to the cap, and its text for the
+        rewards. Conversational rows and text rows stop at different tokens (stop_ids), so each kind is one
+        generate call (a data set of one kind: one call, as before)."""
+        s, tokenizer = self.grpo, self.data.tokenizer
+        strings, width = list(s.stop_strings or ()), prompt_ids.shape[1]
+        out: list = [None] * len(conversational)
+        for kind in sorted(set(conversational)):
+            rows = [i for i, c in enumerate(conversational) if c == kind]
+            stops = self.stop_ids(kind)
+            sequences = self.model.generate(
+                prompt_ids[rows], attention_mask=prompt_mask[rows], max_new_tokens=s.max_completion_length,
+                do_sample=True, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, seed=seed,
+                eos_token_id=stops, stop_strings=strings or None, tokenizer=tokenizer if strings else None)
+            for i, new in zip(rows, sequences[:, width:].tolist(), strict=True):  # out of inference mode
+                completion, cut = cut_completion(new, set(stops), strings, tokenizer.decode)
+                out[i] = (completion, cut, completion_text(completion, stops, strings, tokenizer.decode))
+        completions, clipped, texts = (list(column) for column in zip(*out, strict=True))
+        return completions, clipped, texts
 
     # ------------------------------------------------------------------------------ the update
     def model_inputs(self, batch: Mapping[str, Any]) -> Mapping[str, torch.Tensor]:

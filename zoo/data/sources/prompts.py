@@ -1,15 +1,19 @@
 """``data=prompts``: prompts from a JSONL file in trl's prompt-only format (zoo.data.prompts: text or
-messages, with any other fields the reward functions read), encoded into the cache: each prompt's ids and its
-fields as UTF-8 JSON."""
+messages, with any other fields the reward functions read), encoded into the cache: each prompt's ids, its
+fields as UTF-8 JSON and whether it was messages (a rollout of a chat prompt also stops at the turn's end)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from zoo.data.cache import RaggedIds, id_dtype
 from zoo.data.documents import Documents, TextList
 from zoo.data.prompts import PromptRow, encode_prompt, fields_bytes, read_prompts_jsonl
 from zoo.data.sources.base import Encoded, HeldCorpus, register_source, split_rows
+
+LAYOUT = "2: <split>.conversational"  # 1 (no version): prompt and fields only
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,11 @@ class PromptCorpus(HeldCorpus):
     def content(self) -> dict[str, list[str]]:
         return {split: [r.content() for r in rows] for split, rows in self.splits().items()}
 
+    def fingerprint(self) -> dict[str, str]:
+        """The rows' content and the entry's layout (an entry without `<split>.conversational` is not
+        reused)."""
+        return {**super().fingerprint(), "layout": LAYOUT}
+
     def tokenizer_docs(self) -> Documents:
         """Each prompt's text and its fields' values (a tokenizer trained here can spell the answers)."""
         docs = []
@@ -33,13 +42,15 @@ class PromptCorpus(HeldCorpus):
         return TextList(docs)
 
     def encode(self, tokenizer, fingerprints: dict[str, str] | None = None) -> Encoded:
-        """``<split>.prompt``: token ids per row; ``<split>.fields``: its other fields as UTF-8 JSON bytes."""
+        """``<split>.prompt``: token ids per row; ``<split>.fields``: its other fields as UTF-8 JSON bytes;
+        ``<split>.conversational``: 1 where the prompt is messages (rendered through the chat template)."""
         arrays: dict = {}
         dtype = id_dtype(tokenizer.vocab_size)  # the manifest's; bytes (< 256) fit any
         for split, rows in self.splits().items():
             prompts = [encode_prompt(r, tokenizer) for r in rows]
             arrays[f"{split}.prompt"] = RaggedIds.from_rows(prompts, dtype)
             arrays[f"{split}.fields"] = RaggedIds.from_rows([fields_bytes(r) for r in rows], dtype)
+            arrays[f"{split}.conversational"] = np.array([r.conversational for r in rows], dtype=np.int64)
         return arrays, None
 
 
