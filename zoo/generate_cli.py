@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from zoo.apps import PATH, check_device, cli_key, parse_key_values
 from zoo.generation.config import GenerationConfig
+from zoo.generation.mtp_draft import SELF_DRAFT
 from zoo.quantization.options import QuantizeOptions
 from zoo.tokenizers.chat import read_messages
 
@@ -49,6 +50,8 @@ class _ScriptOptions(QuantizeOptions):
     show_scores: bool = False  # print each beam hypothesis' length-normalised log-probability
     # a smaller decoder with the same tokenizer: speculative decoding
     assistant_ckpt: str | None = cli_key(rule=PATH)
+    # self-speculation: the checkpoint's own multi-token-prediction modules (model.mtp) draft
+    assistant_mtp: bool = False
 
     def decoding(self) -> GenerationConfig:
         """The decoding options given on the command line, as the library's validated record."""
@@ -88,6 +91,9 @@ def parse_overrides(argv: Sequence[str]) -> GenerateCLIConfig:
     if cfg.continue_final_message and (not cfg.chat or cfg.messages_file is None):
         raise ValueError("continue_final_message=true continues the last message of a conversation; give it "
                          "with chat=true messages_file=...")
+    if cfg.assistant_mtp and cfg.assistant_ckpt is not None:
+        raise ValueError("assistant_ckpt=... and assistant_mtp=true both choose the draft model; give one "
+                         "(assistant_mtp=true: the checkpoint's own model.mtp modules draft).")
     if cfg.batch_size < 1:
         raise ValueError(f"batch_size must be an integer >= 1, got {cfg.batch_size!r}.")
     check_device(cfg.device)
@@ -144,7 +150,8 @@ def prompt_encoder(cfg: GenerateCLIConfig, tokenizer) -> Callable[[Any], list[in
 def run_texts(model, tokenizer, texts: Sequence[Any], cfg: GenerateCLIConfig,
               assistant=None) -> list[list[tuple[str, float | None]]]:
     """Generate for each text (chat: message or conversation): a list of (output text, score or None) per
-    text. With an assistant (draft) model, texts run one at a time (speculative decoding is batch 1)."""
+    text. With an assistant (a draft model, or "mtp": the model's own MTP modules), texts run one at a time
+    (speculative decoding is batch 1)."""
     results: list[list[tuple[str, float | None]]] = []
     batch_size = 1 if assistant is not None else cfg.batch_size
     extra = {"assistant_model": assistant} if assistant is not None else {}
@@ -181,6 +188,17 @@ def print_results(texts: Iterable[Any], results, cfg: GenerateCLIConfig, decoder
             print(f"{prefix}{text + generated if decoder and not cfg.chat else generated}{suffix}", file=out)
 
 
+def self_draft(cfg: GenerateCLIConfig, model) -> str:
+    """assistant_mtp=true: the library's assistant_model value for self-speculation, once the checkpoint is
+    known to hold model.mtp (refused naming the key and the checkpoint otherwise)."""
+    if getattr(model, "mtp", None) is None:
+        raise ValueError(f"assistant_mtp=true drafts with the checkpoint's own multi-token-prediction "
+                         f"modules, and ckpt={cfg.ckpt!r} has none (its model.mtp is null); give a "
+                         "smaller decoder as assistant_ckpt=PATH, or train with model.mtp={name: sequential, "
+                         "depth: N}.")
+    return SELF_DRAFT
+
+
 def main(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
     from zoo.apps import open_model
 
@@ -190,6 +208,8 @@ def main(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.st
     assistant = None
     if cfg.assistant_ckpt is not None:  # its fit (architecture, vocabulary) is checked by generate
         assistant = open_model(cfg.assistant_ckpt)[0].to(cfg.device)
+    elif cfg.assistant_mtp:
+        assistant = self_draft(cfg, model)
     decoder = not model.is_encoder_decoder
     texts = read_inputs(cfg, model)
     prompt_encoder(cfg, tokenizer)  # a chat without a template fails before any generation

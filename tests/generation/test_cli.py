@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,11 +26,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _checkpoint(tmp_path: Path, arch: str, with_tokenizer: bool = True,
-                tok=None) -> tuple[Path, object, object]:
+                tok=None, **over) -> tuple[Path, object, object]:
     tok = TOKENIZERS["char"](TEXTS) if tok is None else tok
     torch.manual_seed(0)
     model = zoo.build(dict(arch=arch, vocab_size=tok.vocab_size, d_model=16, n_layers=1, n_heads=2,
-                           positional="rope", max_seq_len=32, dropout=0.0)).eval()
+                           positional="rope", max_seq_len=32, dropout=0.0, **over)).eval()
     section = zoo_section(model.config, "lm" if arch == "decoder" else "seq2seq", tok)
     if not with_tokenizer:
         section["tokenizer_files"] = {}
@@ -97,6 +98,8 @@ def test_decoding_keys_are_generation_config_fields_with_one_stated_default():
         (["ckpt=x", "prompt=a", "max_new_tokens=-1"], "max_new_tokens"),
         (["ckpt=x", "prompt=a", "num_beams=many"], "num_beams='many' is not an integer"),
         (["ckpt=x", "prompt"], "key=value"),
+        (["ckpt=x", "prompt=a", "assistant_ckpt=y", "assistant_mtp=true"],
+         "assistant_ckpt=... and assistant_mtp=true both choose the draft model; give one"),
     ],
 )
 def test_bad_overrides(argv, match):
@@ -157,6 +160,32 @@ def test_static_cache_and_assistant_from_the_command_line(tmp_path):
           "num_assistant_tokens=3"], stdout=spec)
     assert static.getvalue() == plain.getvalue() == spec.getvalue()
     assert len(plain.getvalue().splitlines()) == 4
+
+
+def test_mtp_self_speculation_from_the_command_line(tmp_path, monkeypatch):
+    """assistant_mtp=true: the checkpoint's own model.mtp modules draft (assistant_model="mtp", one prompt at a
+    time), and the output is the plain greedy continuation; a checkpoint without model.mtp is refused naming
+    the key and the checkpoint before anything is generated."""
+    import zoo.generation.api as api
+
+    path, _, _ = _checkpoint(tmp_path, "decoder", mtp={"name": "sequential", "depth": 2, "weight": 0.3})
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("the cat\nhello\n", encoding="utf-8")
+    drafted = []
+    real = api.mtp_speculative_decode
+    monkeypatch.setattr(api, "mtp_speculative_decode", lambda *a, **k: drafted.append(1) or real(*a, **k))
+    plain, spec = io.StringIO(), io.StringIO()
+    main([f"ckpt={path}", f"prompts_file={prompts}", "max_new_tokens=8"], stdout=plain)
+    assert drafted == []
+    main([f"ckpt={path}", f"prompts_file={prompts}", "max_new_tokens=8", "assistant_mtp=true",
+          "num_assistant_tokens=2"], stdout=spec)
+    assert drafted == [1, 1]  # one speculative decode per prompt
+    assert spec.getvalue() == plain.getvalue() and len(plain.getvalue().splitlines()) == 4
+    without, _, _ = _checkpoint(tmp_path / "plain", "decoder")
+    with pytest.raises(ValueError, match=re.escape(
+            f"assistant_mtp=true drafts with the checkpoint's own multi-token-prediction modules, and "
+            f"ckpt={str(without)!r} has none")):
+        main([f"ckpt={without}", "prompt=the cat", "assistant_mtp=true"], stdout=io.StringIO())
 
 
 def test_chat_replies_to_the_user_message_under_the_template(tmp_path):
