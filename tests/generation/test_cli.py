@@ -163,9 +163,9 @@ def test_static_cache_and_assistant_from_the_command_line(tmp_path):
 
 
 def test_mtp_self_speculation_from_the_command_line(tmp_path, monkeypatch):
-    """assistant_mtp=true: the checkpoint's own model.mtp modules draft (assistant_model="mtp", one prompt at a
-    time), and the output is the plain greedy continuation; a checkpoint without model.mtp is refused naming
-    the key and the checkpoint before anything is generated."""
+    """assistant_mtp=true: the checkpoint's own model.mtp modules draft (assistant_model="mtp", one prompt at
+    a time), and the output is the plain greedy continuation; a checkpoint without model.mtp is refused
+    naming the key and the checkpoint before anything is generated."""
     import zoo.generation.api as api
 
     path, _, _ = _checkpoint(tmp_path, "decoder", mtp={"name": "sequential", "depth": 2, "weight": 0.3})
