@@ -80,3 +80,39 @@ def test_gradients_equal_mixtral_block():
     assert torch.allclose(ours.router.proj.weight.grad, hf.gate.weight.grad, atol=1e-5)
     got = torch.stack([e.up.weight.grad for e in ours.experts])
     assert torch.allclose(got, hf.experts.gate_up_proj.grad, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["qwen2_moe", "qwen3_moe", "olmoe"])
+def test_softmax_routers_route_in_the_model_dtype_as_transformers_does(family):
+    """transformers' Qwen2-MoE, Qwen3-MoE and OLMoE routers take bf16 logits from a bf16 gate in a bf16 model
+    (then a float32 softmax): zoo's softmax_topk with its default float32=false chooses their experts for
+    every one of 4,096 bf16 tokens (64 experts, top-8, init-sized gate); float32=true (DeepSeek-V2's way)
+    would choose others for some."""
+    from transformers import OlmoeConfig, Qwen3MoeConfig
+    from transformers.models.olmoe.modeling_olmoe import OlmoeTopKRouter
+    from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeTopKRouter
+    from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeTopKRouter
+
+    from zoo.modules.ffn_settings import FFN
+    from zoo.modules.moe import ROUTERS
+
+    d, e = 128, 64
+    router_class, config_class = {"qwen2_moe": (Qwen2MoeTopKRouter, Qwen2MoeConfig),
+                                  "qwen3_moe": (Qwen3MoeTopKRouter, Qwen3MoeConfig),
+                                  "olmoe": (OlmoeTopKRouter, OlmoeConfig)}[family]
+    hf = router_class(config_class(hidden_size=d, num_experts=e, num_experts_per_tok=8, norm_topk_prob=False))
+    torch.manual_seed(0)
+    with torch.no_grad():
+        hf.weight.normal_(0, 0.02)
+    x = torch.randn(4096, d).bfloat16()  # a bf16 model's hidden states
+    differ = {}
+    for float32 in (False, True):
+        router = {"name": "softmax_topk"} if not float32 else {"name": "softmax_topk", "float32": True}
+        ours = ROUTERS.get("softmax_topk")(d, FFN.parse({"name": "moe", "n_experts": e, "top_k": 8,
+                                                         "router": router}))
+        with torch.no_grad():
+            ours.proj.weight.copy_(hf.weight)
+            _, _, want = hf.to(torch.bfloat16)(x)
+            got = ours.to(torch.bfloat16)(x).experts
+        differ[float32] = int((got.sort(dim=-1).values != want.sort(dim=-1).values).any(dim=-1).sum())
+    assert differ[False] == 0 and differ[True] > 0
