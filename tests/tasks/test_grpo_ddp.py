@@ -98,3 +98,44 @@ def test_two_processes_split_the_prompts_keep_groups_whole_and_log_the_whole_bat
         expected = sum(a["values"] + b["values"]) / 16  # 2 ranks x 2 prompts x 4 completions
         got = float(logged[step]["train/rewards/logged_by_rank/mean"])
         assert got == pytest.approx(expected, abs=1e-5), step
+
+
+@pytest.mark.e2e  # one train.py run of two gloo processes with W&B offline: ~30 s
+def test_the_rollouts_table_of_two_processes_holds_every_ranks_completions(tmp_path):
+    """trainer=ddp_cpu, 2 prompts x 4 completions per process, the rollouts table logged at every step with
+    room for 100 rows: each table (rank 0 logs it) holds the 16 completions of the whole generation batch,
+    the prompts both ranks scored at that step and each row's reward that rank's value for it. Before: the 8
+    of rank 0 only."""
+    import glob
+
+    from tests.training.wandb_reader import history
+
+    log = tmp_path / "log"
+    log.mkdir()
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), "task=grpo", "model=gpt_nano", "model.max_seq_len=32",
+         "tokenizer=char", "data=prompts", f"data.path={write_prompts(tmp_path / 'prompts.jsonl')}",
+         "grpo.rewards=[tests.tasks.grpo_user_rewards:logged_by_rank]", "grpo.num_generations=4",
+         "grpo.max_completion_length=4", "trainer=ddp_cpu", "batch_size=2", "trainer.max_steps=2",
+         "eval_every=100", "trainer.num_sanity_val_steps=0", "trainer.limit_val_batches=0", "logger=wandb",
+         "callbacks.samples=null", "callbacks.test=null", "callbacks.rollouts.every_n_steps=1",
+         "callbacks.rollouts.num_shown=100", f"paths.output_dir={run_dir}",
+         f"paths.runs_dir={tmp_path / 'runs'}", f"paths.cache_dir={tmp_path / 'cache'}"],
+        cwd=tmp_path, env={**os.environ, "WANDB_MODE": "offline", "ZOO_TEST_REWARD_LOG": str(log),
+                           "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rank0, rank1 = records(log, 0), records(log, 1)
+    assert len(rank0) == len(rank1) == 2
+    [run_file] = glob.glob(str(run_dir / "wandb" / "offline-run-*" / "run-*.wandb"))
+    tables = [row for row in history(Path(run_file)) if "rollouts/_type" in row]
+    assert len(tables) == 2, tables
+    for step, (row, a, b) in enumerate(zip(tables, rank0, rank1, strict=True)):
+        assert row["rollouts/nrows"] == 16, (step, row)
+        [path] = glob.glob(str(Path(run_file).parent / "files" / row["rollouts/path"]))
+        table = json.loads(Path(path).read_text())
+        assert {r[0] for r in table["data"]} == {step}
+        scored = sorted(zip(a["prompts"] + b["prompts"], a["values"] + b["values"], strict=True))
+        shown = sorted((r[1], r[3]) for r in table["data"])  # (prompt, logged_by_rank's value)
+        assert [p for p, _ in shown] == [p for p, _ in scored], step
+        assert [v for _, v in shown] == pytest.approx([v for _, v in scored]), step

@@ -40,7 +40,7 @@ from zoo.tasks.grpo_losses import (
     loss_metrics,
     token_logps,
 )
-from zoo.tasks.grpo_ranks import gather_rows, largest, token_means
+from zoo.tasks.grpo_ranks import gather_objects, gather_rows, largest, token_means
 from zoo.tasks.rewards import Reward, build_rewards, reward_metrics, score, weighted
 from zoo.tasks.samples import Sample, SampleReport
 
@@ -277,8 +277,9 @@ class GRPORun(GroupRelativePolicyOptimisation):
         fields = {key: [r.get(key) for r in rows] for key in sorted({k for r in rows for k in r})}
         per_reward = score(self.rewards, prompts, texts, completions, fields)
         advantages = group_advantages(weighted(per_reward, self.rewards), g, s.scale_rewards)
-        if split == "train":
-            self.table = rollout_table(step, prompts, texts, per_reward, self.rewards, advantages)
+        if split == "train":  # every rank's rows (ranks sample their own prompts), in rank order
+            columns, table = rollout_table(step, prompts, texts, per_reward, self.rewards, advantages)
+            self.table = (columns, gather_objects(table))
         pad = tokenizer.padding_id
         cid, cmask = pad_rows(completions, pad, "right")
         device = prompt_ids.device
@@ -347,8 +348,9 @@ class GRPORun(GroupRelativePolicyOptimisation):
         return {**self.logged, **token_means({**loss_metrics(r, self.grpo), "entropy": ent}, r.mask.sum())}
 
     def rollout_samples(self, num_shown: int) -> tuple[list[str], list[list[Any]]] | None:
-        """The latest training generation batch as a table (what the `rollouts` callback logs): its first
-        `num_shown` completions with their prompt, each reward function's value, the reward and advantage."""
+        """The latest training generation batch (every rank's) as a table (what the `rollouts` callback logs):
+        its first `num_shown` completions with their prompt, each reward function's value, the reward and
+        advantage."""
         return None if self.table is None else (self.table[0], self.table[1][:num_shown])
 
     def val_metrics(self, label_names=()) -> dict[str, Metric]:

@@ -2,7 +2,8 @@
 prompts (a group never spans ranks, so advantages need nothing from the others), and the metrics it logs are
 those of the whole generation batch, as one process computes them: the per-completion values gathered
 (reward means and stds, zero-std groups, lengths), the per-token ones summed with their token counts (clip
-ratios, KL, entropy). One process: everything is returned as it is."""
+ratios, KL, entropy); the rollouts table holds every rank's rows. One process: everything is returned as it
+is."""
 
 from __future__ import annotations
 
@@ -23,6 +24,16 @@ def gather_rows(*tensors: torch.Tensor) -> list[torch.Tensor]:
     parts: list = [None] * world_size()
     dist.all_gather_object(parts, [t.detach().cpu() for t in tensors])
     return [torch.cat([p[i] for p in parts]).to(t.device) for i, t in enumerate(tensors)]
+
+
+def gather_objects(items: list) -> list:
+    """Each rank's list (of picklable items: a table's rows) concatenated in rank order; with one process,
+    the list itself."""
+    if world_size() == 1:
+        return items
+    parts: list = [None] * world_size()
+    dist.all_gather_object(parts, items)
+    return [item for part in parts for item in part]
 
 
 def token_means(means: dict[str, torch.Tensor], tokens: torch.Tensor) -> dict[str, torch.Tensor]:
