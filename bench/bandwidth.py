@@ -7,21 +7,11 @@ limit that model can reach) and 1 GiB (well past any cache: main memory)."""
 
 from __future__ import annotations
 
-import time
-
 import torch
 
+from bench.common import best_seconds
+
 GIB = 2**30
-
-
-def _best_seconds(fn, repeats: int) -> float:
-    fn()  # first touch: page faults and cache warm-up are not bandwidth
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def read_bandwidth(nbytes: int, repeats: int = 7) -> dict[str, float]:
@@ -32,8 +22,8 @@ def read_bandwidth(nbytes: int, repeats: int = 7) -> dict[str, float]:
     buffer = torch.rand(n)
     matrix, vector = buffer.view(-1, 1024), torch.rand(1024)
     read = n * 4
-    return {"sum": read / _best_seconds(buffer.sum, repeats) / 1e9,
-            "matvec": read / _best_seconds(lambda: matrix @ vector, repeats) / 1e9}
+    return {"sum": read / best_seconds(buffer.sum, repeats) / 1e9,
+            "matvec": read / best_seconds(lambda: matrix @ vector, repeats) / 1e9}
 
 
 def limit(nbytes: int, repeats: int = 7) -> float:

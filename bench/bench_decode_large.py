@@ -22,7 +22,7 @@ from torch import nn
 
 import zoo
 from bench.bandwidth import GIB, read_bandwidth
-from bench.common import Section, interleaved, markdown_table
+from bench.common import Section, best_seconds, interleaved, markdown_table
 from zoo.quantization import QuantizedEmbedding
 from zoo.quantization.linear import QuantizedLinear
 
@@ -89,13 +89,7 @@ def matmuls_alone(model: nn.Module, passes: int) -> float:
         for layer, row in zip(layers, rows, strict=True):
             layer(row)
 
-    step()
-    best = float("inf")
-    for _ in range(passes):
-        began = time.perf_counter()
-        step()
-        best = min(best, time.perf_counter() - began)
-    return best
+    return best_seconds(step, passes)
 
 
 def _hf_from_zoo(model: nn.Module) -> nn.Module:

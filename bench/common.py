@@ -38,6 +38,18 @@ class SelfTimed:
     seconds: float
 
 
+def best_seconds(fn: Callable[[], Any], repeats: int) -> float:
+    """The fastest of `repeats` timed calls of `fn`, after one untimed call (page faults and cache warm-up are
+    not what is measured): STREAM's convention, the least-disturbed run on a shared machine."""
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 def interleaved(sides: Mapping[str, Callable[[], Any]], *, warmup: int = 1,
                 repeats: int = 5) -> dict[str, Timing]:
     """Time each side's call `repeats` times, alternating the sides (A B C, B C A, C A B, ...) so that a

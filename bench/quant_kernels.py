@@ -7,23 +7,15 @@ int4 group size (best of 10 after a warm-up; weights random).
 
 from __future__ import annotations
 
-import time
-
 import torch
 
-from bench.common import markdown_table
+from bench.common import best_seconds, markdown_table
 
 SHAPES = [(4864, 896, "up / gate (one of two)"), (896, 4864, "down"), (151936, 896, "head (tied table)")]
 
 
 def best_ms(fn, repeats: int = 10) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best * 1e3
+    return best_seconds(fn, repeats) * 1e3
 
 
 def _row(n: int, k: int, what: str, threads: int) -> list:
