@@ -10,6 +10,7 @@ from omegaconf import DictConfig
 from zoo.training.hydra_configs import register_train_configs
 
 register_train_configs()  # model/_schema, data/auto, callbacks/_declared: what conf/config.yaml composes from
+SCRIPT = False  # True when train.py is the process's script (below): its import heap is then frozen
 
 
 def _overrides() -> list[str]:
@@ -25,12 +26,15 @@ def _overrides() -> list[str]:
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
     # the training stack (Lightning, W&B, the tasks) loads once there is a run: `--help` needs none of it
-    from lightning.pytorch.utilities import rank_zero_only
+    from zoo.training.heap import imports_frozen
 
-    from zoo.apps import ConfigError
-    from zoo.training.callbacks import NonFiniteLossError
-    from zoo.training.console import quiet_third_party, summary_lines
-    from zoo.training.run import train
+    with imports_frozen(SCRIPT):  # the heap is the process's to freeze only when train.py is its script
+        from lightning.pytorch.utilities import rank_zero_only
+
+        from zoo.apps import ConfigError
+        from zoo.training.callbacks import NonFiniteLossError
+        from zoo.training.console import quiet_third_party, summary_lines
+        from zoo.training.run import train
 
     quiet_third_party()
     try:
@@ -61,4 +65,5 @@ def cli() -> None:
 
 
 if __name__ == "__main__":
+    SCRIPT = True
     cli()

@@ -1,0 +1,29 @@
+"""The training stack's import heap kept out of Python's cyclic garbage collector (issue 42): importing
+Lightning (torch, torch._dynamo, torchmetrics and what it pulls) makes ~470,000 objects that each full
+collection walks again, 1 s of CPU during the imports and 1.4 s at interpreter exit. For the script's own
+process only: frozen objects are never collected, so a caller's heap (a test calling train.py's main) is
+left alone."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def imports_frozen(enabled: bool = True) -> Iterator[None]:
+    """Pause the cyclic collector while the block imports, then freeze what is alive (gc.freeze): later
+    collections, the exit's included, skip it. The cyclic garbage the imports leave (~14,000 objects, ~9 MB)
+    is kept, not collected; reference counting still frees everything else as before."""
+    if not enabled:
+        yield
+        return
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+        gc.freeze()
+    finally:
+        if was_enabled:
+            gc.enable()
