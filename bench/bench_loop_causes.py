@@ -29,14 +29,20 @@ TORCHMETRICS = DYNAMO + ", torchmetrics"
 LIGHTNING = TORCHMETRICS + ", lightning"
 TRAIN_IMPORTS = LIGHTNING + (", hydra, zoo.training.run, zoo.training.module, zoo.training.callbacks, "
                              "zoo.training.loggers, zoo.tasks")  # what train.py's main and fit import
+# train.py imports them with the cyclic collector paused, then freezes the heap (zoo.training.heap)
+FROZEN_TRAIN_IMPORTS = ("from zoo.training.heap import imports_frozen\n"
+                        f"with imports_frozen():\n    {TRAIN_IMPORTS}")
 STARTUP_IMPORTS = {
     "python + torch (both sides)": TORCH,
     "+ zoo's model code (all the minimal loop imports)": MINIMAL_IMPORTS,
-    "+ torch._dynamo (Lightning's fabric.wrappers imports it)": DYNAMO,
-    "+ torchmetrics (Lightning imports it to read its version; it imports transformers and scipy.signal)":
-        TORCHMETRICS,
+    "+ torch._dynamo (lightning.fabric.wrappers imports its OptimizedModule at module level; sympy with it)":
+        DYNAMO,
+    "+ torchmetrics (lightning.fabric.utilities.imports reads its version by importing it; its __init__ "
+    "imports scipy.signal, its text.bert transformers, its utilities.plot matplotlib)": TORCHMETRICS,
     "+ the rest of Lightning": LIGHTNING,
     "+ Hydra and zoo's training app (what train.py imports before step 1)": TRAIN_IMPORTS,
+    "the same imports as train.py makes them (collector paused, then frozen: zoo.training.heap)":
+        FROZEN_TRAIN_IMPORTS,
 }
 
 # cause -> (file suffix, function) whose cumulative time it is; both sides where the function is shared
@@ -88,23 +94,29 @@ def profiled(command: list[str], out: Path) -> pstats.Stats:
     return pstats.Stats(str(out))
 
 
-def import_cpu(code: str, repeats: int) -> float:
+def import_cpu(code: str, repeats: int) -> tuple[float, float]:
     """Least process CPU seconds (time.process_time: from process start, the interpreter's own start-up
     included, its exit not) at the end of `code` in a fresh `python -c`, in `repeats` runs after one
-    untimed: the clock the probe reads at each side's first step."""
-    times = []
+    untimed: the clock the probe reads at each side's first step; and the least CPU seconds of the
+    interpreter's exit after it (the child's rusage less that clock at its last atexit handler)."""
+    times, exits = [], []
+    report = "import atexit, time\natexit.register(lambda: print(time.process_time()))"
     for i in range(repeats + 1):
-        done = subprocess.run([sys.executable, "-c", f"{code}\nimport time\nprint(time.process_time())"],
-                              cwd=ROOT, env=bench_env(), check=True, capture_output=True, text=True)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        done = subprocess.run([sys.executable, "-c", f"{report}\n{code}"], cwd=ROOT, env=bench_env(),
+                              check=True, capture_output=True, text=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if i:
             times.append(float(done.stdout.split()[-1]))
-    return min(times)
+            exits.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime - times[-1])
+    return min(times), min(exits)
 
 
 def startup_table(shape: LoopShape, spec: Path, work: Path, repeats: int) -> tuple[str, list[str]]:
     """Process CPU seconds from start to the first optimizer step of each side (2-step runs, data cache
     warm, least of `repeats`), and how much of it each side's imports are (STARTUP_IMPORTS)."""
-    imports = {cause: import_cpu(code, repeats) for cause, code in STARTUP_IMPORTS.items()}
+    measured = {cause: import_cpu(code, repeats) for cause, code in STARTUP_IMPORTS.items()}
+    imports = {cause: cpu for cause, (cpu, _) in measured.items()}
     first = {
         "train.py": min(run_side(["train.py", *shape.train_args(work / "startup", 2)], work / "s.json")
                         ["cpu_first_step"] for _ in range(repeats)),
@@ -112,23 +124,27 @@ def startup_table(shape: LoopShape, spec: Path, work: Path, repeats: int) -> tup
                                      work / "s.json")["cpu_first_step"] for _ in range(repeats)),
     }
     rows, previous = [], 0.0
-    for cause, cpu in imports.items():
-        rows.append([cause, f"{cpu:.2f}", f"{cpu - previous:+.2f}"])
+    for i, (cause, (cpu, exit_cpu)) in enumerate(measured.items()):
+        rows.append([cause, f"{cpu:.2f}", f"{cpu - previous:+.2f}" if i < len(measured) - 1 else
+                     f"{cpu - previous:+.2f} (vs the row above)", f"{exit_cpu:.2f}"])
         previous = cpu
     own = {"train.py": imports[list(imports)[-1]], "minimal loop": imports[list(imports)[1]]}
     work_of = {"train.py": "config, plan, tokenizer and data, model, Trainer and callbacks, sanity "
                            "validation, the step",
                "minimal loop": "reading the saved batches, model, optimizer, the step"}
     for side, cpu in first.items():
-        rows.append([f"{side}: process start to the end of the first optimizer step", f"{cpu:.2f}", ""])
-        rows.append([f"&nbsp;&nbsp;of which not its imports ({work_of[side]})", f"{cpu - own[side]:.2f}", ""])
+        rows.append([f"{side}: process start to the end of the first optimizer step", f"{cpu:.2f}", "", ""])
+        rows.append([f"&nbsp;&nbsp;of which not its imports ({work_of[side]})", f"{cpu - own[side]:.2f}", "",
+                     ""])
     notes = [f"Start-up table: {shape.name}, process CPU seconds from process start (time.process_time) "
              f"in fresh processes, least of {repeats}; the import rows are cumulative (each imports the rows "
-             "above, '+' is what it adds). "
+             "above, '+' is what it adds; the last row imports the row above's modules as train.py does). "
+             "Exit: the CPU seconds the interpreter spends after the last atexit handler (module teardown, "
+             "the cyclic collector's last passes over the heap), least of the same runs. "
              "train.py's extra start-up over the minimal loop is "
              f"{first['train.py'] - first['minimal loop']:+.2f} s CPU, its imports beyond the minimal loop's "
              f"{own['train.py'] - own['minimal loop']:+.2f} s."]
-    return markdown_table(["start-up cause", "CPU s", "added"], rows), notes
+    return markdown_table(["start-up cause", "CPU s", "added", "exit, CPU s"], rows), notes
 
 
 def help_times(repeats: int) -> list[tuple[float, float]]:
