@@ -128,11 +128,11 @@ class Checkpoint:
     record: CheckpointRecord
 
     @classmethod
-    def read(cls, path: str | os.PathLike, *, shards: bool = True) -> Checkpoint:
+    def read(cls, path: str | os.PathLike, *, shards: bool = True, mmap: bool = False) -> Checkpoint:
         """`read_checkpoint` (every check, one clear error naming the file), its record parsed.
         `shards=False`: a sharded checkpoint's tensors are not read (its state dict holds their shapes, on
-        the meta device), for a resume whose strategy reads its own shards."""
-        data = read_checkpoint(path, shards=shards)
+        the meta device), for a resume whose strategy reads its own shards. `mmap`: see read_checkpoint."""
+        data = read_checkpoint(path, shards=shards, mmap=mmap)
         return cls(Path(path), data, CheckpointRecord.from_dict(data["zoo"]))
 
 
@@ -211,14 +211,15 @@ CHECKPOINT_OUTPUT = Output("out", "a consolidated zoo checkpoint", folder=False,
                            example="model.ckpt")
 
 
-def read_checkpoint(path: str | os.PathLike, *, shards: bool = True) -> dict[str, Any]:
+def read_checkpoint(path: str | os.PathLike, *, shards: bool = True, mmap: bool = False) -> dict[str, Any]:
     """torch.load(weights_only=True) with one clear error, naming the file, for a missing file, a file that
     is not a PyTorch checkpoint, one without a valid zoo section, or weights that do not fit its config
-    (`shards`: see `read_sharded`)."""
+    (`shards`: see `read_sharded`). `mmap` (a file): its tensors are mapped, read from disk when touched
+    (a reader that takes them one at a time never holds them all)."""
     path = checkpoint_file(path)
     try:
-        ckpt = read_sharded(path, shards=shards) if path.is_dir() else torch.load(path, map_location="cpu",
-                                                                                  weights_only=True)
+        ckpt = read_sharded(path, shards=shards) if path.is_dir() else torch.load(
+            path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as e:  # pickle, zip and torch errors alike mean "not a checkpoint"
         raise CheckpointError(torch_load_failure(path, e)) from None
     if not (isinstance(ckpt, dict) and all(isinstance(ckpt.get(k), dict) for k in ("zoo", "state_dict"))):

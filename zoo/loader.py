@@ -48,14 +48,21 @@ def from_checkpoint(ckpt: Checkpoint):
     from zoo.presets import build
 
     record = ckpt.record
-    if not record.tokenizer_files:
-        raise CheckpointError(f"{ckpt.path} holds no tokenizer (zoo.tokenizer_files is missing or empty): "
-                              "the one saved at training time turns text into ids. Re-save it with one.")
+    tokenizer = checkpoint_tokenizer(ckpt)
     model = build(saved_model_config(record.model_config, f"{ckpt.path}: zoo.model_config"))
     restore_adapters(model, record, ckpt.path)
     model.load_state_dict(model_state(ckpt.data["state_dict"]))
     model.pretrained_family = record.hf_model_type  # from a HF folder: export writes that family back
-    return merge_lora(model).eval(), tokenizer_from_texts(record.tokenizer_files)
+    return merge_lora(model).eval(), tokenizer
+
+
+def checkpoint_tokenizer(ckpt: Checkpoint):
+    """The tokenizer a training checkpoint saved (its files, as text, in its record); CheckpointError when it
+    holds none."""
+    if not ckpt.record.tokenizer_files:
+        raise CheckpointError(f"{ckpt.path} holds no tokenizer (zoo.tokenizer_files is missing or empty): "
+                              "the one saved at training time turns text into ids. Re-save it with one.")
+    return tokenizer_from_texts(ckpt.record.tokenizer_files)
 
 
 def from_export(folder: Path, meta: Any = None):

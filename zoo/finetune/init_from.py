@@ -46,6 +46,11 @@ class Source:
         """The weights as a zoo state dict for `config()` (LoRA adapters of a checkpoint merged in)."""
         raise NotImplementedError
 
+    def weights(self) -> dict[str, torch.Tensor]:
+        """`state()` for a reader that takes the tensors one at a time (zoo.finetune.lean): a kind that can
+        map its file gives tensors read from disk when touched, and builds no model to get them."""
+        return self.state()
+
     def has_tokenizer(self) -> bool:
         """Whether the tokenizer the model was trained with is shipped with it."""
         raise NotImplementedError
@@ -179,10 +184,31 @@ class ZooCheckpoint(ZooSaved):
 
     @functools.cached_property
     def checkpoint(self):
-        """The checkpoint file, read once (zoo.checkpoint.Checkpoint)."""
+        """The checkpoint, read once (zoo.checkpoint.Checkpoint); a file's tensors mapped, read when touched
+        (the optimizer state it also holds is never read)."""
         from zoo.checkpoint import Checkpoint
 
-        return Checkpoint.read(self.path)
+        return Checkpoint.read(self.path, mmap=_zip_file(self.path))  # torch.load maps zip files only
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        """The saved model tensors as mapped (no model built) for a checkpoint of one file without LoRA
+        adapters to merge; `state()` otherwise."""
+        from zoo.checkpoint import model_state
+
+        record = self.checkpoint.record
+        if not self.path.is_file() or record.lora is not None:
+            return self.state()
+        self.model_type = record.hf_model_type
+        return model_state(self.checkpoint.data.pop("state_dict"))  # held by the reader alone
+
+    @functools.cached_property
+    def shipped_tokenizer(self) -> ZooTokenizer:
+        """The checkpoint's tokenizer (from its record: no model built for it)."""
+        from zoo.loader import checkpoint_tokenizer
+
+        if "loaded" in self.__dict__:
+            return self.loaded[1]
+        return checkpoint_tokenizer(self.checkpoint)
 
     def config(self) -> ModelConfig:
         from zoo.checkpoint import saved_model_config
@@ -208,6 +234,16 @@ class ZooCheckpoint(ZooSaved):
 
     def tokenizer_size(self) -> int | None:
         return None  # known once the checkpoint's model is loaded (at run time)
+
+
+def _zip_file(path: Path) -> bool:
+    """Whether `path` is a file torch.save wrote as a zip archive (not a legacy pickle)."""
+    from zoo.checkpoint import PYTORCH_HEADS
+
+    if not path.is_file():
+        return False
+    with open(path, "rb") as f:
+        return f.read(4) == PYTORCH_HEADS[0]
 
 
 class ZooExport(ZooSaved):
@@ -294,10 +330,11 @@ def open_source(value: str) -> Source:
     return source
 
 
-def load_state(source: Source, value: str) -> dict[str, torch.Tensor]:
-    """The source's weights; InitError naming the path for unreadable or mismatched weights."""
+def load_state(source: Source, value: str, *, lean: bool = False) -> dict[str, torch.Tensor]:
+    """The source's weights (`lean`: as `Source.weights` gives them); InitError naming the path for
+    unreadable or mismatched weights."""
     try:
-        return source.state()
+        return source.weights() if lean else source.state()
     except (ValueError, OSError) as e:
         raise InitError(f"init_from={value} ({source.kind}): {e}") from None
 
@@ -401,21 +438,30 @@ def reusable_head(state: Mapping[str, torch.Tensor], cfg: ModelConfig, model_typ
     return {k: v for k, v in state.items() if k not in origins or wanted.get(k) == origins[k]}
 
 
-def build_initialised(cfg: ModelConfig, state: Mapping[str, torch.Tensor], source: str,
-                      model_type: str | None = None) -> tuple[torch.nn.Module, list[str]]:
-    """`cfg` built with `state` loaded, and the names of the parameters not loaded (fresh). Only head tensors
-    may be missing (a new head) or left over (the old head); anything else is an InitError naming them."""
-    from zoo.presets import build
-
-    model = build(cfg)
+def usable_state(model: torch.nn.Module, state: Mapping[str, torch.Tensor], source: str,
+                 model_type: str | None = None) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """(the tensors of `state` that `model` (built, or on the meta device) loads, the names it has that
+    `state` lacks). Only head tensors may be missing (a new head) or left over (the old head); anything else
+    is an InitError naming them."""
     own = model.state_dict()
-    state = reusable_head(state, cfg, model_type)
+    state = reusable_head(state, model.config, model_type)
     usable = {k: v for k, v in state.items() if k in own and tuple(own[k].shape) == tuple(v.shape)}
     dropped = sorted(k for k in state if k not in usable)
     missing = sorted(k for k in own if k not in usable)
     bad = [k for k in (*dropped, *missing) if not k.startswith("head.")]
     if bad:
         raise InitError(f"init_from={source}: the weights do not fit the model: {some(bad, 5)}")
+    return usable, missing
+
+
+def build_initialised(cfg: ModelConfig, state: Mapping[str, torch.Tensor], source: str,
+                      model_type: str | None = None) -> tuple[torch.nn.Module, list[str]]:
+    """`cfg` built with `state` loaded, and the names of the parameters not loaded (fresh); InitError for
+    weights that do not fit (usable_state)."""
+    from zoo.presets import build
+
+    model = build(cfg)
+    usable, missing = usable_state(model, state, source, model_type)
     model.load_state_dict(usable, strict=False)
     if model_type is not None:
         model.pretrained_family = model_type

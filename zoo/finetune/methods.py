@@ -5,6 +5,7 @@ classifier head): they always train, whatever the method freezes."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -14,7 +15,7 @@ from torch import nn
 
 from zoo.finetune.freeze import freeze as freeze_modules
 from zoo.finetune.lora import add_lora
-from zoo.finetune.qlora import add_qlora
+from zoo.finetune.qlora import Arriving, add_qlora
 from zoo.modules.qlora import BLOCK_SIZES
 from zoo.options import TEXT, Options, check_entry, integer, list_of, number, one_of
 from zoo.registry import Registry
@@ -66,12 +67,14 @@ def qlora(
     dropout: Annotated[float, number(0, 1, high_open=True)] = 0.0,
     targets: Annotated[list[str], list_of(TEXT)] = (),
     block_size: Annotated[int, one_of(*BLOCK_SIZES)] = 64,
+    arriving: Arriving | None = None,
 ) -> Applied:
     """Freeze the model; hold the `targets` layers (empty: every linear layer outside the head) in 4-bit NF4
-    blocks of `block_size` weights (bitsandbytes) with rank-`rank` fp32 adapters on them."""
+    blocks of `block_size` weights (bitsandbytes) with rank-`rank` fp32 adapters on them. `arriving` (not a
+    config key): the lean load's reader of each float layer (zoo.finetune.lean)."""
     model.requires_grad_(False)
     paths = add_qlora(model, rank=rank, alpha=alpha, dropout=dropout, targets=list(targets),
-                      block_size=block_size)
+                      block_size=block_size, arriving=arriving)
     _train_fresh(model, fresh)
     which = ", ".join(targets) if targets else "every linear layer outside the head"
     held = sum(model.get_submodule(p).in_features * model.get_submodule(p).out_features for p in paths)
@@ -118,7 +121,7 @@ def check_strategy_for(cfg: Mapping[str, Any], strategy: str) -> None:
 
 def finetune_options(name: str) -> Options:
     """finetune.* keys of method `name`: its keyword parameters, plus `name`."""
-    return Options.of(FINETUNES.get(name), skip=("model", "fresh")).extended({"name": TEXT})
+    return Options.of(FINETUNES.get(name), skip=("model", "fresh", "arriving")).extended({"name": TEXT})
 
 
 def check_finetune(cfg: Mapping[str, Any]) -> None:
@@ -127,13 +130,22 @@ def check_finetune(cfg: Mapping[str, Any]) -> None:
     check_entry("finetune", cfg.get("name", "full"), cfg, finetune_options, FINETUNES.names())
 
 
-def apply_finetune(model: nn.Module, cfg: Mapping[str, Any], fresh: Collection[str] = ()) -> Applied:
-    """Apply `finetune: {name, ...}` to `model` in place; ValueError when it leaves nothing to train."""
+def loads_lean(cfg: Mapping[str, Any]) -> bool:
+    """Whether the method builds its model layer by layer from the init_from weights (zoo.finetune.lean)."""
+    return "arriving" in inspect.signature(FINETUNES.get(cfg.get("name", "full"))).parameters
+
+
+def apply_finetune(model: nn.Module, cfg: Mapping[str, Any], fresh: Collection[str] = (),
+                   arriving: Arriving | None = None) -> Applied:
+    """Apply `finetune: {name, ...}` to `model` in place; ValueError when it leaves nothing to train.
+    `arriving`: for a method that `loads_lean`, the reader of each float layer of a meta-device model."""
     check_finetune(cfg)
     name, options = cfg.get("name", "full"), {k: v for k, v in cfg.items() if k != "name"}
+    if arriving is not None:
+        options["arriving"] = arriving
     applied = FINETUNES.get(name)(model, fresh, **options)
     if not any(p.requires_grad for p in model.parameters()):
-        settings = "".join(f" finetune.{k}={v}" for k, v in options.items())
+        settings = "".join(f" finetune.{k}={v}" for k, v in options.items() if k != "arriving")
         parts = ", ".join(n for n, _ in model.named_children())
         raise ValueError(f"finetune={name}{settings} leaves no parameter to train ({applied.description}); "
                          f"freeze less of the model (its parts: {parts})")

@@ -5,7 +5,7 @@ with zoo.modules.qlora.QLoRALinear."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from torch import nn
 
@@ -22,9 +22,15 @@ def body_linears(model: nn.Module) -> list[str]:
             and not any(n == h or n.startswith(f"{h}.") for h in heads)]
 
 
+# path -> the float nn.Linear of that path, read when asked for (zoo.finetune.lean: each layer of a
+# meta-device model arrives from the init_from weights just before it is quantised)
+Arriving = Callable[[str], nn.Linear]
+
+
 def add_qlora(model: nn.Module, *, rank: int, alpha: float, dropout: float, targets: Sequence[str],
-              block_size: int) -> list[str]:
-    """Replace each chosen nn.Linear by a QLoRALinear with an NF4 base (in place); returns the paths."""
+              block_size: int, arriving: Arriving | None = None) -> list[str]:
+    """Replace each chosen nn.Linear by a QLoRALinear with an NF4 base (in place); returns the paths. With
+    `arriving`, each layer is first replaced by the float layer it gives, then quantised, one at a time."""
     if targets:
         paths = sorted({p for ps in check_targets(model, targets).values() for p in ps})
     else:
@@ -39,5 +45,9 @@ def add_qlora(model: nn.Module, *, rank: int, alpha: float, dropout: float, targ
         if why is not None:
             raise ValueError(f"finetune=qlora: layer {path} cannot be held in NF4: {why}")
     bitsandbytes()  # missing: one error before anything is replaced, also on the meta model of the checks
-    adapt(model, paths, rank=rank, alpha=alpha, dropout=dropout, layer=QLoRALinear, block_size=block_size)
+    for path in paths:
+        if arriving is not None:
+            model.set_submodule(path, arriving(path))
+        adapt(model, [path], rank=rank, alpha=alpha, dropout=dropout, layer=QLoRALinear,
+              block_size=block_size)
     return paths

@@ -22,7 +22,8 @@ from zoo.finetune.init_from import (
     with_overrides,
 )
 from zoo.finetune.labels import order_labels, reindex
-from zoo.finetune.methods import Applied, apply_finetune, check_finetune, trainable_line
+from zoo.finetune.lean import build_lean
+from zoo.finetune.methods import Applied, apply_finetune, check_finetune, loads_lean, trainable_line
 from zoo.modules.head_settings import HEAD
 from zoo.tokenizers import ZooTokenizer
 
@@ -125,10 +126,11 @@ class Initialised:
     tokenizer: ZooTokenizer | None  # the one tokenizer_cfg reads, built once
 
 
-def read_init(init: InitPlan, output_dir: Path) -> Initialised:
-    """The pretrained weights (read before any data, so a corrupt file stops the run early) and the
-    tokenizer (and its config) of the source when it supplies the tokenizer."""
-    state = load_state(init.source, init.value)
+def read_init(init: InitPlan, output_dir: Path, finetune_cfg: Mapping[str, Any] | None = None) -> Initialised:
+    """The pretrained weights (read before any data, so a corrupt file stops the run early; for a method
+    that loads lean, mapped where the source's format allows) and the tokenizer (and its config) of the
+    source when it supplies the tokenizer."""
+    state = load_state(init.source, init.value, lean=loads_lean(finetune_cfg or {}))
     if not init.own_tokenizer:
         return Initialised(state, None, None)
     return Initialised(state, init.source.tokenizer_cfg(output_dir), init.source.shipped_tokenizer)
@@ -160,14 +162,25 @@ def build_model(init: InitPlan | None, state: Mapping[str, torch.Tensor] | None,
     if init is None:
         model = build(config)
     else:
-        state = state or {}
+        state = state if state is not None else {}
         if init.fresh_head:  # model.head named the folder's own head: none of its tensors are kept
-            state = {k: v for k, v in state.items() if not k.startswith("head.")}
+            for key in [k for k in state if k.startswith("head.")]:
+                del state[key]
+        if loads_lean(finetune_cfg):  # each layer quantised as it arrives: no whole float model
+            built = build_lean(config, state, init.value, init.source.model_type, finetune_cfg)
+            if not isinstance(built, str):
+                model, fresh, applied = built
+                applied.description += "; loaded layer by layer (the float base never built whole)"
+                return model, _noted(applied, fresh)
+            init.notes.append(f"the float model is built before it is quantised: {built}")
         model, fresh = build_initialised(config, state, init.value, init.source.model_type)
-    applied = apply_finetune(model, finetune_cfg, fresh)
+    return model, _noted(apply_finetune(model, finetune_cfg, fresh), fresh)
+
+
+def _noted(applied: Applied, fresh: list[str]) -> Applied:
     if fresh:
         applied.description += f"; new (trained from scratch): {', '.join(fresh)}"
-    return model, applied
+    return applied
 
 
 def announce(model: torch.nn.Module, applied: Applied, init: InitPlan | None) -> None:

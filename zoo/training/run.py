@@ -103,7 +103,7 @@ def _open(plan: Plan) -> Opened:
             check_resumable(resumed, given, plan)
             check_unfinished(resumed, plan.trainer_kwargs["max_steps"])
             plan.task.check_resumed(resumed.data, resolved.get(plan.task.settings_group or "", {}))
-    init = read_init(plan.init, plan.output_dir) if plan.init is not None else None
+    init = read_init(plan.init, plan.output_dir, resolved.get("finetune")) if plan.init is not None else None
     try:
         tokenizer, datamodule = build_data(
             plan.data_cfg, (init and init.tokenizer_cfg) or plan.tokenizer_cfg, task=plan.task,
