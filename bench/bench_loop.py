@@ -192,7 +192,8 @@ def _spread(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
-def section(rows: list[tuple[LoopShape, dict[str, list[dict[str, Any]]]]], load: list[float]) -> Section:
+def section(rows: list[tuple[LoopShape, dict[str, list[dict[str, Any]]]]], load: list[float],
+            scaled: bool = True) -> Section:
     headers = ["run", "side", "first step, wall / CPU (s)", "median step, wall / CPU (ms)",
                "evaluation + checkpoints, wall / CPU (s)", "of which torch.save (s)", "total, wall / CPU (s)",
                "final val loss"]
@@ -230,10 +231,11 @@ def section(rows: list[tuple[LoopShape, dict[str, list[dict[str, Any]]]]], load:
                  f"{os.cpu_count()} cores (other engineers' tests share the machine): wall-clock grows "
                  "with the neighbours' load, a process's CPU time much less; only ratios of sides measured "
                  "side by side in one run count.")
-    notes.append("Step counts are scaled far down from the issue's (2,000 steps, evaluation every 250; "
-                 "gpt_small's 300, evaluation every 100) so that 2 sides x 3 repeats fit on the shared "
-                 "2-core machine: at these sizes start-up weighs much more in the wall time than "
-                 "in the issue's runs. Both sides run with OMP_NUM_THREADS=1 (two torch threads on a machine "
+    scaling = ("Step counts are scaled far down from the issue's (2,000 steps, evaluation every 250; "
+               "gpt_small's 300, evaluation every 100) so that 2 sides x 3 repeats fit on the shared "
+               "2-core machine: at these sizes start-up weighs much more in the wall time than "
+               "in the issue's runs. ") if scaled else ""
+    notes.append(f"{scaling}Both sides run with OMP_NUM_THREADS=1 (two torch threads on a machine "
                  "with ~10 runnable processes spin in OpenMP barriers: 1.5 s of CPU per small step). Each "
                  "side is a fresh process (bytecode caches warm, 2 untimed steps of each first); the time to "
                  "the first step counts from process start, data cache warm. The sanity validation train.py "
@@ -266,18 +268,41 @@ def _steps_cpu(zoo_runs: list[dict[str, Any]], bare: list[dict[str, Any]]) -> fl
                              for z, b in zip(zoo_runs, bare, strict=True))
 
 
-def run(quick: bool = False) -> Section:
+def run(quick: bool = False, shapes: list[LoopShape] | None = None) -> Section:
+    """The section at its scaled-down shapes (SHAPES), or at `shapes` (e.g. the issue's own step counts)."""
     repeats = 1 if quick else int(os.environ.get("ZOO_BENCH_LOOP_REPEATS", "3"))
     load = [os.getloadavg()[0]]
     rows = []
     with tempfile.TemporaryDirectory(prefix="zoo-bench-loop-") as tmp:
-        for i, shape in enumerate(SHAPES[quick]):
+        for i, shape in enumerate(shapes or SHAPES[quick]):
             work = Path(tmp) / str(i)
             work.mkdir()
             rows.append((shape, measure_shape(shape, repeats, work)))
     load.append(os.getloadavg()[0])
-    return section(rows, load)
+    return section(rows, load, scaled=shapes is None)
+
+
+def main(argv: list[str]) -> None:
+    """`python -m bench.bench_loop [--quick]`: the section, printed (not stored); `--steps N
+    [--eval-every M] [--val-batches K]`: the gpt 4x128 shape at N steps instead (the issue's: --steps 2000
+    --eval-every 250)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_loop")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--steps", type=int, help="the gpt 4x128 (B=12, T=64) shape at this many steps")
+    parser.add_argument("--eval-every", type=int, default=250)
+    parser.add_argument("--val-batches", type=int, default=5)
+    args = parser.parse_args(argv)
+    shapes = None
+    if args.steps is not None:
+        if args.steps < 2 or args.eval_every < 1 or args.val_batches < 1:
+            parser.error(f"--steps {args.steps} --eval-every {args.eval_every} --val-batches "
+                         f"{args.val_batches}: steps >= 2, eval-every and val-batches >= 1")
+        shapes = [LoopShape(f"gpt 4x128 (B=12, T=64), {args.steps} steps", SMALL, args.steps, args.eval_every,
+                            args.val_batches)]
+    print(run(args.quick, shapes).markdown())
 
 
 if __name__ == "__main__":
-    print(run("--quick" in sys.argv).markdown())
+    main(sys.argv[1:])

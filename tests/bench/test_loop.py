@@ -59,3 +59,26 @@ def test_probe_records_steps_windows_and_saves(tmp_path: Path):
     assert 0 < record["cpu_steps"][0] <= record["cpu_steps"][-1] <= record["cpu_end"]
     (start, end), = record["windows"]  # eval() after step 2, closed by step 3's training forward
     assert record["steps"][1] < start <= record["saves"][0][0] <= end <= record["steps"][2]
+
+
+def test_steps_on_the_command_line_run_the_4x128_shape_at_that_length(monkeypatch, capsys):
+    """`python -m bench.bench_loop --steps 2000 --eval-every 250`: the issue's own shape, unscaled; a step
+    count below 2 is refused by name before anything runs."""
+    import bench.bench_loop as loop
+
+    asked = []
+
+    def run(quick, shapes):
+        asked.append((quick, shapes))
+        return loop.Section("t", "x")
+
+    monkeypatch.setattr(loop, "run", run)
+    loop.main(["--steps", "2000", "--eval-every", "250"])
+    [(quick, [shape])] = asked
+    assert not quick and (shape.steps, shape.eval_every, shape.val_batches) == (2000, 250, 5)
+    assert shape.overrides == loop.SMALL and shape.train_args(Path("l"))[-3:] == [
+        "trainer.max_steps=2000", "eval_every=250", "trainer.limit_val_batches=5"]
+    with pytest.raises(SystemExit):
+        loop.main(["--steps", "1"])
+    assert "--steps 1 --eval-every 250 --val-batches 5: steps >= 2" in capsys.readouterr().err
+    assert len(asked) == 1
