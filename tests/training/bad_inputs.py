@@ -884,6 +884,8 @@ CHECKED_ELSEWHERE = [
     BadInput("task=sft data=chat: an assistant turn whose reasoning_content is not text (a list, a number)",
              "reasoning_content must be text",
              "tests/tasks/test_sft_masks.py::test_reasoning_content_that_is_not_text_is_refused"),
+    BadInput("python -m bench.bench_loop --steps 1", "--steps 1 --eval-every 250 --val-batches 5: steps >= 2",
+             "tests/bench/test_loop.py::test_steps_on_the_command_line_run_the_4x128_shape_at_that_length"),
 ]
 
 
