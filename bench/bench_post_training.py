@@ -97,6 +97,22 @@ def accuracy(model, tok, held: list[tuple[int, int]], *, chat: bool = True) -> f
     return right / len(held)
 
 
+def sampled_accuracy(model, tok, held: list[tuple[int, int]], k: int, seed: int) -> float:
+    """Share of `k` samples per held-out prompt (temperature 1, chat form) whose reply is the sum: pass@1 of
+    sampling, in one left-padded generate call."""
+    from zoo.tasks.grpo_batch import pad_rows
+
+    ids, mask = pad_rows([tok.chat_ids(user(a, b)) for a, b in held], tok.padding_id, "left")
+    out = model.generate(ids.repeat_interleave(k, 0), attention_mask=mask.repeat_interleave(k, 0),
+                         max_new_tokens=4, eos_token_id=tok.eos_id, do_sample=True, temperature=1.0,
+                         seed=seed)
+    right = 0
+    for row, new in enumerate(out[:, ids.shape[1]:].tolist()):
+        a, b = held[row // k]
+        right += answer(tok.decode(new[: new.index(tok.eos_id)] if tok.eos_id in new else new)) == a + b
+    return right / (len(held) * k)
+
+
 def pairs_from_samples(model, tok, prompts: list[tuple[int, int]], k: int, seed: int) -> list[dict]:
     """trl's conversational preference rows from `model`'s own samples (module docstring, step 3)."""
     rows = []
@@ -131,9 +147,20 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def base_then_sft(seed: int, size: dict, work: Path):
+def chat_rows(train_combos: list[tuple[int, int]], seed: int, right_share: float = 1.0, copies: int = 1
+              ) -> list[dict]:
+    """SFT rows {user: "a+b=", assistant: answer}, each combination `copies` times; the answer is the sum in a
+    seeded `right_share` of the rows and the sum + 1 (one systematic wrong answer) in the rest."""
+    rng = random.Random(seed * 7 + 1)
+    return [{"messages": [*user(a, b), {"role": "assistant",
+                                        "content": str(a + b + (rng.random() >= right_share))}]}
+            for _ in range(copies) for a, b in train_combos]
+
+
+def base_then_sft(seed: int, size: dict, work: Path, right_share: float = 1.0, copies: int = 1):
     """The shared first two stages: a base model trained on the train sums' equations as text, then SFT'd on
-    them as chats. (train combos, held-out combos, base run, SFT run, perf_counter at the start)."""
+    them as chats (`chat_rows`: right_share < 1 teaches a biased reply). (train combos, held-out combos, base
+    run, SFT run, perf_counter at the start)."""
     train_combos, held = combos(size["n"], seed)
     model = [*MODEL, f"model.d_model={size['d_model']}", f"model.n_layers={size['layers']}", f"seed={seed}"]
     lines = [f"{a}+{b}={a + b}" for a, b in train_combos]
@@ -144,9 +171,7 @@ def base_then_sft(seed: int, size: dict, work: Path):
     base = run([*model, *COMMON, "task=lm", "data=text", f"data.files={text}", "batch_size=16",
                 f"trainer.max_steps={size['base_steps']}", f"eval_every={size['base_steps']}",
                 "optim.lr=3e-3", "scheduler.warmup_steps=20"], work, "base")
-    chats = write_jsonl(work / "chats.jsonl", [{"messages": [*user(a, b), {"role": "assistant",
-                                                                            "content": str(a + b)}]}
-                                                for a, b in train_combos])
+    chats = write_jsonl(work / "chats.jsonl", chat_rows(train_combos, seed, right_share, copies))
     sft = run([*COMMON, f"seed={seed}", "task=sft", f"init_from={base.last_checkpoint}", "data=chat",
                f"data.path={chats}", "batch_size=16", f"trainer.max_steps={size['sft_steps']}",
                f"eval_every={size['sft_steps']}", "optim.lr=1e-3", "scheduler.warmup_steps=10"], work, "sft")
