@@ -59,6 +59,7 @@ class Scripted(torch.nn.Module):
 
     def generate(self, ids, **options):
         self.asked.append(options)
+        ids = ids.repeat_interleave(options.get("num_return_sequences", 1), 0)  # as generate's copies
         stops = options.get("eos_token_id") or [self.config.eos_id]
         stops = [stops] if isinstance(stops, int) else stops
         row, done = [], False

@@ -101,3 +101,35 @@ def test_the_turn_end_stops_only_conversational_rows_while_eos_and_stop_strings_
     report = run.samples(run.model, tokenizer, data, SAMPLES)
     assert report.samples[0].output == "Hi there"
     assert report.samples[1].output.startswith("Hi there") and report.samples[1].output.endswith("more words")
+
+
+def test_each_prompt_is_run_once_for_its_group_and_the_rollouts_are_the_repeated_prompts_samples(
+        make_cfg, tmp_path):
+    """A batch of 2 prompts x 4 completions: the prefill runs 2 rows (each prompt once, its cache copied to
+    its group: generate's num_return_sequences), and the completions are those of sampling the 8 repeated
+    prompts with the same seed (what the rollouts sampled before; bench/bench_grpo_rollouts.py: same tokens,
+    less prefill). Before: the prefill ran all 8 rows."""
+    from .test_grpo import bound
+
+    run, data = bound(make_cfg, tmp_path, "tokenizer=char", "grpo.num_generations=4",
+                      "grpo.max_completion_length=6")
+    run.before_fit(data, resuming=False)
+    batch = next(iter(data.train_dataloader()))
+    rows_run: list[int] = []
+    hook = run.model.register_forward_pre_hook(  # generate's stepper passes the ids first, by position
+        lambda module, args, kwargs: rows_run.append((args[0] if args else kwargs["input_ids"]).shape[0]),
+        with_kwargs=True)
+    try:
+        rollout, _ = run._generate(batch, 0, "train")
+    finally:
+        hook.remove()
+    assert rows_run[0] == 2 and len(rollout) == 8
+    ids, mask = batch["prompt_ids"].repeat_interleave(4, 0), batch["prompt_mask"].repeat_interleave(4, 0)
+    s, eos = run.grpo, run.stop_ids()
+    seed = int(batch["index"][0]) * 2  # _generate's seed of step 0's training batch (data seed 0)
+    expected = run.model.generate(ids, attention_mask=mask, max_new_tokens=6, do_sample=True,
+                                  temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, seed=seed,
+                                  eos_token_id=eos)[:, ids.shape[1]:].tolist()
+    got = [row[:int(m.sum())] for row, m in zip(rollout.completion_ids.tolist(), rollout.completion_mask,
+                                                strict=True)]
+    assert got == [row[:next((i + 1 for i, t in enumerate(row) if t in eos), len(row))] for row in expected]

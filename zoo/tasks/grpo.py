@@ -263,13 +263,13 @@ class GRPORun(GroupRelativePolicyOptimisation):
                   ) -> tuple[RolloutBatch, dict[str, torch.Tensor]]:
         s, g, model = self.grpo, self.grpo.num_generations, self.model
         start = time.perf_counter()
+        seed = self._seed * 1_000_003 + step * 7919 + int(batch["index"][0]) * 2 + (split == "val")
+        chat = self.data.conversational(split, batch["index"].tolist())
+        completions, clipped, texts = self._sample(batch["prompt_ids"], batch["prompt_mask"], chat, seed)
+        gen_s = time.perf_counter() - start
         prompt_ids = batch["prompt_ids"].repeat_interleave(g, 0)  # (B G, P): each prompt's group together
         prompt_mask = batch["prompt_mask"].repeat_interleave(g, 0)
-        seed = self._seed * 1_000_003 + step * 7919 + int(batch["index"][0]) * 2 + (split == "val")
         index = batch["index"].repeat_interleave(g).tolist()
-        chat = self.data.conversational(split, index)
-        completions, clipped, texts = self._sample(prompt_ids, prompt_mask, chat, seed)
-        gen_s = time.perf_counter() - start
         tokenizer = self.data.tokenizer
         prompts = [tokenizer.decode(ids[m.bool()].tolist())
                    for ids, m in zip(prompt_ids, prompt_mask, strict=True)]
@@ -303,22 +303,27 @@ class GRPORun(GroupRelativePolicyOptimisation):
 
     def _sample(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, conversational: list[bool],
                 seed: int) -> tuple[list[list[int]], list[bool], list[str]]:
-        """Each row's completion (cut after its stop), whether it ran to the cap, and its text for the
-        rewards. Conversational rows and text rows stop at different tokens (stop_ids), so each kind is one
-        generate call (a data set of one kind: one call, as before)."""
-        s, tokenizer = self.grpo, self.data.tokenizer
+        """The B prompts' num_generations completions each (B G rows, each prompt's group together): each
+        row's completion (cut after its stop), whether it ran to the cap, and its text for the rewards. Each
+        prompt is run once and its cache copied to its group (generate's num_return_sequences: the tokens
+        of sampling the repeated prompts, less prefill; bench/bench_grpo_rollouts.py). Conversational and
+        text prompts stop at different tokens (stop_ids), so each kind is one generate call (a data set of
+        one kind: one call)."""
+        s, g, tokenizer = self.grpo, self.grpo.num_generations, self.data.tokenizer
         strings, width = list(s.stop_strings or ()), prompt_ids.shape[1]
-        out: list = [None] * len(conversational)
+        out: list = [None] * (len(conversational) * g)
         for kind in sorted(set(conversational)):
-            rows = [i for i, c in enumerate(conversational) if c == kind]
+            prompts = [i for i, c in enumerate(conversational) if c == kind]
             stops = self.stop_ids(kind)
             sequences = self.model.generate(
-                prompt_ids[rows], attention_mask=prompt_mask[rows], max_new_tokens=s.max_completion_length,
-                do_sample=True, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, seed=seed,
-                eos_token_id=stops, stop_strings=strings or None, tokenizer=tokenizer if strings else None)
-            for i, new in zip(rows, sequences[:, width:].tolist(), strict=True):  # out of inference mode
+                prompt_ids[prompts], attention_mask=prompt_mask[prompts], num_return_sequences=g,
+                max_new_tokens=s.max_completion_length, do_sample=True, temperature=s.temperature,
+                top_p=s.top_p, top_k=s.top_k, seed=seed, eos_token_id=stops, stop_strings=strings or None,
+                tokenizer=tokenizer if strings else None)  # (len(prompts) G, width + new)
+            rows = [i * g + j for i in prompts for j in range(g)]
+            for row, new in zip(rows, sequences[:, width:].tolist(), strict=True):  # out of inference mode
                 completion, cut = cut_completion(new, set(stops), strings, tokenizer.decode)
-                out[i] = (completion, cut, completion_text(completion, stops, strings, tokenizer.decode))
+                out[row] = (completion, cut, completion_text(completion, stops, strings, tokenizer.decode))
         completions, clipped, texts = (list(column) for column in zip(*out, strict=True))
         return completions, clipped, texts
 
