@@ -127,6 +127,9 @@ def in_fresh_process(name: str, quick: bool) -> dict:
 
 
 def run(quick: bool = False) -> Section:
+    """Both tables: fine-tuning (the sides above) and the load of init_from (bench.bench_qlora_load)."""
+    from bench.bench_qlora_load import run_load
+
     size = SIZES[quick]
     sides = tuple(SIDES)
     processes = {name: in_fresh_process(name, quick) for name in sides}
@@ -172,17 +175,20 @@ def run(quick: bool = False) -> Section:
         "process peak: VmHWM of each side in its own fresh process, over two steps after setup (reset "
         "through /proc/self/clear_refs) and from its start through setup; both include the Python, torch "
         "(and for qlora bitsandbytes) pages. In setup, qlora's includes the fp32 model built before it is "
-        "quantised: zoo builds the float model first, so loading does not yet save memory, training does.",
+        "quantised (these sides build a model from random weights, not from init_from); a run with "
+        "init_from loads lean, measured in the table below.",
         f"Step s: {size['repeats']} interleaved steps per side after two warm-up steps, median; spread = "
         "(max - min) / median. This machine is shared with other engineers running tests on 2 cores (load "
         "average ~6-9 while measured): at this many steps the times resolve only differences larger than "
         "the spread, so read them as rough. What qlora adds per step is bitsandbytes dequantising every "
         "base weight twice (forward and backward) on the CPU.",
     ]
-    return Section("QLoRA vs LoRA: fine-tuning peak memory and step time", table, notes,
+    load_table, load_notes, load = run_load(quick)
+    return Section("QLoRA vs LoRA: fine-tuning peak memory and step time", f"{table}\n\n{load_table}",
+                   notes + load_notes,
                    data={"held": held, "step_peak": peaks, "tensor_peak": tensors, "process": processes,
                          "step_s": {n: timings[n].median for n in sides}, "ratio": ratio,
-                         "ratio_without_checkpointing": plain_ratio},
+                         "ratio_without_checkpointing": plain_ratio, "load": load},
                    goals=[("QLoRA tensor peak below half of fp32 LoRA's, activation checkpointing on both "
                            "(lora / qlora >= 2)", 1 / ratio, 2.0)])
 

@@ -1,5 +1,6 @@
 """bench/bench_qlora.py: at --quick size both sides train, the tensor accounting adds up, and QLoRA holds
-fewer bytes than LoRA on the same layers (the NF4 base); e2e: it spawns a process per side."""
+fewer bytes than LoRA on the same layers (the NF4 base); the lean load of init_from allocates less than the
+eager one and builds the same model; e2e: it spawns a process per side."""
 
 from __future__ import annotations
 
@@ -25,3 +26,7 @@ def test_quick_run_measures_both_sides():
     assert data["held"]["qlora"] < data["held"]["lora"]
     assert data["held"]["qlora_checkpointed"] == data["held"]["qlora"]  # checkpointing holds nothing more
     assert "| finetune=qlora |" in section.markdown()
+    for source, sides in data["load"]["results"].items():  # the lean load allocates less than the eager one
+        assert sides["lean"]["allocated_peak"] < sides["eager"]["allocated_peak"], source
+        assert sides["lean"]["held"] == sides["eager"]["held"], source  # the same model either way
+        assert f"| {source} | lean |" in section.markdown()
