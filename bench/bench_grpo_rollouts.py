@@ -1,12 +1,15 @@
 """GRPO rollouts (issue 39 item 4): which of zoo's decoding paths samples a GRPO generation batch fastest.
-A batch is B prompts x G completions (each prompt's group together, prompts 6-16 tokens, left-padded), sampled
-at temperature 1 up to `max_completion_length` new tokens, rows ending at eos at different lengths. Sides:
+A batch is B prompts x G completions (each prompt's group together, prompts of 6-16 tokens or
+`--prompt-tokens`, left-padded), sampled at temperature 1 up to `max_completion_length` new tokens, rows
+ending at eos at different lengths. Sides:
 
-- `dynamic`: `model.generate` with the growing KV cache (what task=grpo's rollouts call);
+- `dynamic`: `model.generate` with the growing KV cache on the B x G repeated prompts (task=grpo's rollouts
+  before they ran each prompt once);
 - `static`: the same with `cache_implementation="static"` (pre-allocated cache, eager one-token step);
 - `compiled`: `compile=True` (the static cache's one-token step through torch.compile, gpt-fast style);
 - `prompt once`: `model.generate` with the growing cache on the B distinct prompts with
-  `num_return_sequences=G` (each prompt run once, its cache then copied to its G rows);
+  `num_return_sequences=G` (each prompt run once, its cache then copied to its G rows): what task=grpo's
+  rollouts call now;
 - `engine`: zoo's serving engine (zoo.serving.engine, continuous batching: a finished row leaves the batch at
   the next step), driven step by step in this process, every row a request with its own seeded sampler.
 
@@ -20,7 +23,7 @@ run to the cap (the measured mean length and capped share are in the table). Tim
 (bench.common.interleaved), a new seed each round, the same seeds for every side; tokens/s = completion
 tokens (through eos) / seconds, the median round. One torch thread.
 
-    python -m bench.bench_grpo_rollouts [--quick]
+    python -m bench.bench_grpo_rollouts [--quick] [--prompt-tokens 64 96] [--lengths 32] [--json out.json]
 """
 
 from __future__ import annotations
@@ -64,21 +67,23 @@ class Rollouts:
 
 def with_eos_bias(model: torch.nn.Module, chance: float) -> torch.nn.Module:
     """The model with its head's projection a biased Linear whose bias makes eos about `chance` likely per
-    token on random weights (logits near 0 elsewhere: softmax weight e^b against vocab_size others)."""
+    token on random weights (logits near 0 elsewhere: softmax weight e^b against vocab_size - 1 others)."""
     proj, vocab, eos = model.head.proj, model.config.vocab_size, model.config.eos_id
     biased = torch.nn.Linear(proj.in_features, proj.out_features, bias=True)
     with torch.no_grad():
         biased.weight = proj.weight  # shared (tied embeddings stay tied)
         biased.bias.zero_()
-        biased.bias[eos] = math.log(chance * vocab / (1 - chance))
+        biased.bias[eos] = math.log(chance * (vocab - 1) / (1 - chance))
     model.head.proj = biased
     return model
 
 
-def prompt_batch(model, prompts: int, generations: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """(ids, mask) (B G, P): `prompts` random prompts of 6-16 tokens, left-padded, each repeated G times."""
+def prompt_batch(model, prompts: int, generations: int, tokens: tuple[int, int] = (6, 16), seed: int = 0
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids, mask) (B G, P): `prompts` random prompts of tokens[0] to tokens[1] tokens, left-padded, each
+    repeated G times."""
     g = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(6, 17, (prompts,), generator=g).tolist()
+    lengths = torch.randint(tokens[0], tokens[1] + 1, (prompts,), generator=g).tolist()
     width, cfg = max(lengths), model.config
     ids = torch.full((prompts, width), cfg.pad_id, dtype=torch.long)
     mask = torch.zeros(prompts, width, dtype=torch.long)
@@ -132,8 +137,9 @@ def engine_side(model, ids, mask, budget: int) -> Callable[[int], Rollouts]:
     return sample
 
 
-def workload(model, prompts: int, generations: int, budget: int, repeats: int) -> list[dict]:
-    ids, mask = prompt_batch(model, prompts, generations)  # (B G, P)
+def workload(model, prompts: int, generations: int, budget: int, repeats: int,
+             prompt_tokens: tuple[int, int]) -> list[dict]:
+    ids, mask = prompt_batch(model, prompts, generations, prompt_tokens)  # (B G, P)
     samplers = {**{side: generate_side(model, ids, mask, budget, GENERATE[side],
                                        generations if side == "prompt once" else 1) for side in GENERATE},
                 "engine": engine_side(model, ids, mask, budget)}
@@ -166,8 +172,9 @@ def workload(model, prompts: int, generations: int, budget: int, repeats: int) -
     return rows
 
 
-def run(quick: bool = False) -> Section:
-    size = SIZES[quick]
+def run(quick: bool = False, prompt_tokens: tuple[int, int] = (6, 16), lengths: tuple[int, ...] | None = None
+        ) -> Section:
+    size = {**SIZES[quick], **({"lengths": lengths} if lengths else {})}
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # one thread: two oversubscribe this shared 2-core machine (bench/decoding)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -178,8 +185,10 @@ def run(quick: bool = False) -> Section:
                 torch.manual_seed(0)
                 model = zoo.build(preset, **overrides).eval()
                 model = with_eos_bias(model, 1.5 / budget)
-                for row in workload(model, size["prompts"], size["generations"], budget, size["repeats"]):
-                    results.append({"model": label, "budget": budget, **row})
+                for row in workload(model, size["prompts"], size["generations"], budget, size["repeats"],
+                                    prompt_tokens):
+                    results.append({"model": label, "budget": budget, "prompt_tokens": list(prompt_tokens),
+                                    **row})
                 print(f"{label} max_completion_length={budget}: done", flush=True)
     finally:
         torch.set_num_threads(threads)
@@ -193,9 +202,10 @@ def run(quick: bool = False) -> Section:
           f"{r['first_call_s']:.1f}", f"{r['mean_length']:.1f}", f"{r['capped']:.2f}",
           {True: "yes", False: "NO", None: "own seeds"}[r["same_tokens_as_dynamic"]]] for r in results])
     load_end = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    notes = [f"{size['prompts']} prompts x {size['generations']} completions per batch, temperature 1, "
-             f"one torch thread; {size['repeats']} interleaved rounds per side, median; load average "
-             f"{load:.1f} at the start, {load_end:.1f} at the end",
+    lo, hi = prompt_tokens
+    notes = [f"{size['prompts']} prompts of {lo}-{hi} tokens x {size['generations']} completions per batch, "
+             f"temperature 1, one torch thread; {size['repeats']} interleaved rounds per side, median; load "
+             f"average {load:.1f} at the start, {load_end:.1f} at the end",
              "same tokens: the side's completions for one seed equal the dynamic cache's (engine: own seeds "
              "per row, not comparable token for token)"]
     return Section("GRPO rollouts: decoding paths", table, notes,
@@ -206,8 +216,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run)")
     parser.add_argument("--json", help="also write the section's rows and machine to this file")
+    parser.add_argument("--prompt-tokens", type=int, nargs=2, default=(6, 16), metavar=("MIN", "MAX"),
+                        help="prompt lengths drawn from MIN..MAX tokens (default 6 16)")
+    parser.add_argument("--lengths", type=int, nargs="+", help="max_completion_length values (default 16 64)")
     args = parser.parse_args()
-    section = run(args.quick)
+    section = run(args.quick, tuple(args.prompt_tokens), tuple(args.lengths) if args.lengths else None)
     print(section.markdown())
     if args.json:
         record = {"title": section.title, "notes": section.notes, **section.data}
