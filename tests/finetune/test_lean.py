@@ -33,12 +33,14 @@ QLORA = {"name": "qlora", "rank": 4, "alpha": 8.0, "block_size": 32}
 
 
 def zoo_checkpoint(folder: Path, **model: object) -> Path:
-    """A training checkpoint file of a tiny model with random weights (no optimizer state)."""
+    """A training checkpoint file of a tiny model with random weights (and an optimizer's moments)."""
     tokenizer = TOKENIZERS["char"](["def add(a, b):\n    return a + b\n"])
     torch.manual_seed(0)
     built = zoo.build("gpt_nano", vocab_size=tokenizer.vocab_size, **model)
     path = folder / "model.ckpt"
+    moments = {i: {"exp_avg": torch.randn_like(p)} for i, p in enumerate(built.parameters())}
     atomic_torch_save({"state_dict": {f"model.{k}": v for k, v in built.state_dict().items()},
+                       "optimizer_states": [{"state": moments}],
                        "zoo": zoo_section(built.config, "lm", tokenizer)}, path)
     return path
 
@@ -114,7 +116,8 @@ def _mapped_ranges(path: Path) -> list[tuple[int, int]]:
 @pytest.mark.skipif(not Path("/proc/self/maps").is_file(), reason="reads Linux's /proc/self/maps")
 def test_a_checkpoint_is_mapped_not_read_and_builds_no_model(tmp_path):
     """The lean weights of a checkpoint file lie in a mapping of the file (read when touched), and no model
-    is built to get them; the eager state is a model's own memory."""
+    is built to get them; the eager state is a model's own memory; once the lean model is built, the file
+    is no longer mapped (nothing of it is held, its optimizer state included)."""
     path = zoo_checkpoint(tmp_path)
     source = open_source(str(path))
     weights = load_state(source, str(path), lean=True)
@@ -123,6 +126,11 @@ def test_a_checkpoint_is_mapped_not_read_and_builds_no_model(tmp_path):
     assert ranges and all(any(a <= t.data_ptr() < b for a, b in ranges) for t in weights.values())
     eager_state = load_state(open_source(str(path)), str(path))
     assert not any(a <= t.data_ptr() < b for t in eager_state.values() for a, b in _mapped_ranges(path))
+    init = InitPlan(str(path), source, source.config(), True, [])
+    model, _ = build_model(init, weights, source.config(), QLORA)
+    del weights
+    assert _mapped_ranges(path) == []  # every tensor placed or quantised, the optimizer state let go
+    assert model.embed.tokens.weight.is_contiguous() and not model.embed.tokens.weight.is_meta
 
 
 def test_a_model_with_a_buffer_computed_when_built_loads_eagerly_and_says_so(tmp_path):

@@ -193,13 +193,18 @@ class ZooCheckpoint(ZooSaved):
     def weights(self) -> dict[str, torch.Tensor]:
         """The saved model tensors as mapped (no model built) for a checkpoint of one file without LoRA
         adapters to merge; `state()` otherwise."""
-        from zoo.checkpoint import model_state
+        from zoo.checkpoint import Checkpoint, CheckpointRecord, model_state
 
-        record = self.checkpoint.record
+        record, data = self.checkpoint.record, self.checkpoint.data
         if not self.path.is_file() or record.lora is not None:
             return self.state()
         self.model_type = record.hf_model_type
-        return model_state(self.checkpoint.data.pop("state_dict"))  # held by the reader alone
+        state = model_state(data.pop("state_dict"))  # held by the reader alone
+        # what the run keeps of the file is its zoo section, copied out of the mapping (its RNG states are
+        # tensors), so the file is unmapped once the weights are placed; the optimizer's state goes unread
+        section = _copied(data["zoo"])
+        self.checkpoint = Checkpoint(self.path, {"zoo": section}, CheckpointRecord.from_dict(section))
+        return state
 
     @functools.cached_property
     def shipped_tokenizer(self) -> ZooTokenizer:
@@ -234,6 +239,17 @@ class ZooCheckpoint(ZooSaved):
 
     def tokenizer_size(self) -> int | None:
         return None  # known once the checkpoint's model is loaded (at run time)
+
+
+def _copied(value: Any) -> Any:
+    """`value` (nested dicts, lists, tuples) with every tensor copied (out of a mapped file)."""
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_copied(v) for v in value)
+    return value
 
 
 def _zip_file(path: Path) -> bool:

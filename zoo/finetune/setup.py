@@ -153,9 +153,10 @@ def final_config(init: InitPlan | None, completed: ModelConfig, tokenizer) -> Mo
     return completed if init is None else fit_to_tokenizer(init.model, completed, tokenizer, init.value)
 
 
-def build_model(init: InitPlan | None, state: Mapping[str, torch.Tensor] | None, config: ModelConfig,
+def build_model(init: InitPlan | None, state: dict[str, torch.Tensor] | None, config: ModelConfig,
                 finetune_cfg: Mapping[str, Any]) -> tuple[torch.nn.Module, Applied]:
-    """The model to train: pretrained weights in place (init_from), then the finetune method applied."""
+    """The model to train: pretrained weights in place (init_from), then the finetune method applied. A lean
+    load consumes `state` (each tensor let go once placed)."""
     from zoo.presets import build
 
     fresh: list[str] = []
