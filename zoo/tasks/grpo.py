@@ -15,8 +15,7 @@ import json
 import time
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
 import torch
 from torch import nn
@@ -25,14 +24,12 @@ from torchmetrics import Metric
 from zoo.data.prompt_batches import PromptDataModule
 from zoo.data.prompts import turn_end_id
 from zoo.finetune.lora import LoRALinear
-from zoo.options import MAPPING, TEXT, Options, Rule, any_of, integer, list_of, number, one_of, optional
 from zoo.tasks.base import Task, register
 from zoo.tasks.dpo import reference_of
 from zoo.tasks.grpo_batch import RolloutBatch, completion_logps, completion_text, cut_completion, pad_rows
+from zoo.tasks.grpo_logs import ROLLOUT, RolloutMean, rollout_table
 from zoo.tasks.grpo_losses import (
     GRPO_LOSSES,
-    SCALES,
-    LossSettings,
     Rollouts,
     entropy,
     group_advantages,
@@ -41,80 +38,11 @@ from zoo.tasks.grpo_losses import (
     token_logps,
 )
 from zoo.tasks.grpo_ranks import gather_objects, gather_rows, largest, token_means
+from zoo.tasks.grpo_settings import GRPOSettings, grpo_settings
 from zoo.tasks.rewards import Reward, build_rewards, reward_metrics, score, weighted
 from zoo.tasks.samples import Sample, SampleReport
 
-ROLLOUT = "rollout"  # batch key: the step's RolloutBatch (set by prepare_batch)
-STOP_TEXT = Rule(lambda v: isinstance(v, str) and bool(v), "non-empty text")
 SETTINGS = "grpo"  # task_state key: the run's grpo.* settings (what evaluate.py scores with)
-
-
-@dataclass(frozen=True)
-class GRPOSettings(LossSettings):
-    """The `grpo.*` keys: the loss's (LossSettings), the rollouts' and the rewards'."""
-
-    # each a registered name, {name: ..., its keys}, or 'module:function' (zoo.tasks.rewards)
-    rewards: Annotated[tuple, list_of(any_of(TEXT, MAPPING))] = ()
-    reward_weights: Annotated[tuple | None, optional(list_of(number()))] = None  # one per reward (default 1)
-    num_generations: Annotated[int, integer(1)] = 8  # completions sampled per prompt (a group)
-    num_iterations: Annotated[int, integer(1)] = 1  # optimisation steps on each generation batch
-    scale_rewards: Annotated[str, one_of(*SCALES)] = "group"  # advantages / the group's (batch's) std
-    temperature: Annotated[float, number(0, low_open=True)] = 1.0  # sampling (and scoring) temperature
-    top_p: Annotated[float, number(0, 1, low_open=True)] = 1.0
-    top_k: Annotated[int, integer(0)] = 0  # 0: off
-    # a completion also ends once its text contains one of these (kept through the token that completes it)
-    stop_strings: Annotated[tuple | None, optional(list_of(STOP_TEXT))] = None
-
-
-def grpo_settings(given: Mapping[str, Any]) -> GRPOSettings:
-    """The `grpo` group checked (known keys, allowed values, a known loss type, a std to divide by, rewards
-    that build): one ValueError naming the key."""
-    options = Options.of(GRPOSettings)
-    options.check("grpo", given)
-    filled = options.filled(given)
-    for key in ("rewards", "reward_weights", "stop_strings"):
-        if filled[key] is not None:
-            filled[key] = tuple(filled[key])
-    settings = GRPOSettings(**filled)
-    GRPO_LOSSES.get(settings.loss_type)
-    if settings.scale_rewards == "group" and settings.num_generations < 2:
-        raise ValueError("grpo.num_generations=1 with grpo.scale_rewards=group: a group of one completion "
-                         "has no std to divide by (and no baseline but itself: every advantage is 0); give "
-                         "grpo.num_generations >= 2")
-    if settings.rewards:
-        build_rewards(settings.rewards, settings.reward_weights)
-    return settings
-
-
-def rollout_table(step: int, prompts: list[str], texts: list[str], per_reward: torch.Tensor,
-                  rewards: list[Reward], advantages: torch.Tensor) -> tuple[list[str], list[list[Any]]]:
-    """(columns, rows): one row per completion: the step, prompt, completion text, each reward's value, the
-    weighted reward and the advantage (trl's logged completions table)."""
-    columns = ["step", "prompt", "completion", *(r.name for r in rewards), "reward", "advantage"]
-    total = weighted(per_reward, rewards)
-    rows = [[step, prompt, text, *per_reward[i].tolist(), float(total[i]), float(advantages[i])]
-            for i, (prompt, text) in enumerate(zip(prompts, texts, strict=True))]
-    return columns, rows
-
-
-class RolloutMean(Metric):
-    """One rollout metric's mean over validation completions (the bound task's latest rollout)."""
-
-    full_state_update = False
-
-    def __init__(self, name: str, run: GRPORun) -> None:
-        super().__init__()
-        self.name, self.run = name, run
-        self.add_state("total", default=torch.tensor(0.0), dist_reduce_fx="sum")
-        self.add_state("count", default=torch.tensor(0.0), dist_reduce_fx="sum")
-
-    def update(self, out, batch: Mapping[str, Any]) -> None:
-        n = len(batch[ROLLOUT])
-        self.total += float(self.run.logged[self.name]) * n
-        self.count += n
-
-    def compute(self) -> torch.Tensor:
-        return self.total / self.count.clamp(min=1)
 
 
 @register
