@@ -10,8 +10,9 @@ ending at eos at different lengths. Sides:
 - `prompt once`: `model.generate` with the growing cache on the B distinct prompts with
   `num_return_sequences=G` (each prompt run once, its cache then copied to its G rows): what task=grpo's
   rollouts call now;
-- `engine`: zoo's serving engine (zoo.serving.engine, continuous batching: a finished row leaves the batch at
-  the next step), driven step by step in this process, every row a request with its own seeded sampler.
+- `engine`: zoo's continuous-batching engine (zoo.generation.continuous.engine: a finished row leaves the
+  batch at the next step), driven step by step in this process, every row a request with its own seeded
+  sampler.
 
 The generate sides are checked to give the same tokens for the same seed before timing (generate's one
 generator draws for every row); the engine draws each row from its own generator (tokens as `generate`
@@ -42,7 +43,7 @@ import torch
 import zoo
 from bench.common import Section, interleaved, machine_info, markdown_table
 from zoo.generation.config import GenerationConfig
-from zoo.serving.engine import Engine, Sequence
+from zoo.generation.continuous.engine import Engine, Sequence
 
 GENERATE = {"dynamic": {}, "static": {"cache_implementation": "static"}, "compiled": {"compile": True},
             "prompt once": {}}  # "prompt once": B prompts with num_return_sequences=G

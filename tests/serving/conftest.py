@@ -48,8 +48,8 @@ def serving(model, tok, **options) -> Iterator[tuple[str, object]]:
 
 def _unstarted(model, tok, **options):
     """A Served whose engine thread is not running: queued requests stay queued until `engine.start()`."""
+    from zoo.generation.continuous.engine import Engine
     from zoo.serving.app import Served
-    from zoo.serving.engine import Engine
 
     timeout = options.pop("timeout", 600.0)
     workers = {"processes": options.pop("prepare_workers")}

@@ -74,6 +74,6 @@ def test_the_preparing_processes_import_no_torch():
     """A worker process imports the endpoints (it prepares their requests) but not torch: its start stays
     cheap and its memory budget (prepare_memory_mb) is spent on requests."""
     code = ("import sys, zoo.serving.workers, zoo.serving.chat, zoo.serving.completion; "
-            "print(sorted(m for m in ('torch', 'zoo.serving.engine') if m in sys.modules))")
+            "print(sorted(m for m in ('torch', 'zoo.generation.continuous.engine') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]"

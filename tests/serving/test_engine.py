@@ -10,7 +10,7 @@ import torch
 
 import zoo
 from zoo.generation.config import GenerationConfig
-from zoo.serving.engine import Engine, Sequence
+from zoo.generation.continuous.engine import Engine, Sequence
 
 PROMPTS = [[5, 6, 7], [8, 9, 10, 11, 12, 13], [14], [3, 4, 5, 6, 7, 8, 9, 10, 11, 12], [20, 21], [30, 31, 32]]
 LENGTHS = [10, 4, 12, 6, 9, 5]

@@ -36,7 +36,8 @@ def openai_error_body(ctx, response, case) -> None:
     assert isinstance(error, dict) and set(error) == {"message", "type", "param", "code"}, response.text
     assert isinstance(error["message"], str) and error["message"], response.text
     # a schema-valid request whose sampling reached NaN is a bug of ours, whatever status the engine gives it
-    # (zoo.serving.engine answers it 400 so that one row ends alone; the fuzzer must still see it)
+    # (zoo.generation.continuous.engine answers it 400 so that one row ends alone; the fuzzer must still
+    # see it)
     assert "no probability distribution" not in error["message"], (case.body, response.text)
 
 

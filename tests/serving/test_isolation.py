@@ -15,8 +15,8 @@ import torch
 from tests.serving.conftest import NAME, reference, serving, tiny
 from tests.serving.test_engine import decoder, options
 from zoo.generation.config import GenerationConfig
+from zoo.generation.continuous.engine import Engine, Sequence
 from zoo.generation.stopping import RowStop
-from zoo.serving.engine import Engine, Sequence
 
 PROMPTS = [[5, 6, 7], [8, 9, 10, 11, 12, 13], [14], [3, 4, 5, 6]]
 LENGTHS = [10, 8, 12, 9]

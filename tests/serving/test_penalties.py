@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from zoo.serving.penalties import Penalties
+from zoo.generation.continuous.penalties import Penalties
 
 
 def test_penalties_and_bias_by_hand():

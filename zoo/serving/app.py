@@ -21,14 +21,14 @@ from starlette.exceptions import HTTPException
 import zoo.serving.chat  # noqa: F401  (registers /v1/chat/completions)
 import zoo.serving.completion  # noqa: F401  (registers /v1/completions)
 from zoo.generation.config import GenerationConfig
+from zoo.generation.continuous.engine import QueueFull, Sequence
+from zoo.generation.continuous.penalties import Penalties
+from zoo.generation.continuous.token_logprob import TokenLogprob
 from zoo.generation.logits import Choice
 from zoo.generation.stopping import RowStop
 from zoo.serving.endpoint import ENDPOINTS, Endpoint
-from zoo.serving.engine import QueueFull, Sequence
 from zoo.serving.guard import DEFAULT_MAX_BODY_MB, key_check, read_body
-from zoo.serving.logprobs import TokenLogprob
 from zoo.serving.mailbox import Mailbox
-from zoo.serving.penalties import Penalties
 from zoo.serving.prepare import check_model
 from zoo.serving.protocol import APIError, Request
 from zoo.serving.run import Run

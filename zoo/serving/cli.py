@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zoo.apps import PATH, check_device, cli_key, parse_key_values
+from zoo.generation.continuous.engine import Engine
 from zoo.quantization.options import QuantizeOptions
 from zoo.serving.app import Served, create_app
-from zoo.serving.engine import Engine
 from zoo.serving.guard import DEFAULT_MAX_BODY_MB
 
 

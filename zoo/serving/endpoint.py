@@ -10,8 +10,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from zoo.generation.continuous.token_logprob import TokenLogprob
 from zoo.registry import Registry
-from zoo.serving.logprobs import Decode, TokenLogprob
+from zoo.serving.logprobs import Decode
 from zoo.serving.protocol import APIError, Field, Request, common_request, read_fields
 
 # (token id, its log-probabilities (None: an echoed prompt's first token), its character offset in the text)

@@ -1,24 +1,15 @@
-"""Log-probabilities of the tokens a row picks (the record the engine fills, zoo.serving.raw_logprobs) and
-OpenAI's two formats of them, which the endpoints render. A token's text is its id decoded alone with special
-tokens kept (a byte-level token holding part of a UTF-8 character shows as U+FFFD); `bytes` are that text's
-UTF-8 bytes. Free of torch: the worker processes that prepare requests import the endpoints, hence this."""
+"""Log-probabilities of the tokens a row picks (the record the engine fills,
+zoo.generation.continuous.token_logprob) in OpenAI's two formats, which the endpoints render. A token's text
+is its id decoded alone with special tokens kept (a byte-level token holding part of a UTF-8 character shows
+as U+FFFD); `bytes` are that text's UTF-8 bytes. Free of torch: the worker processes that prepare requests
+import the endpoints, hence this."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-FLOOR = -9999.0  # OpenAI's value for a log-probability too small to show (JSON has no -inf)
-
-
-@dataclass(frozen=True)
-class TokenLogprob:
-    """The picked token's log-probability and the `top` most likely (token id, log-probability) pairs."""
-
-    logprob: float
-    top: tuple[tuple[int, float], ...]
-
+from zoo.generation.continuous.token_logprob import TokenLogprob
 
 Decode = Callable[..., str]
 

@@ -13,9 +13,9 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from zoo.generation.continuous.engine import Sequence
+from zoo.generation.continuous.token_logprob import TokenLogprob
 from zoo.serving.endpoint import Endpoint, LogprobEntry
-from zoo.serving.engine import Sequence
-from zoo.serving.logprobs import TokenLogprob
 from zoo.serving.protocol import APIError, Request
 from zoo.serving.served import Served
 from zoo.serving.text import ChoiceText
@@ -95,7 +95,7 @@ class Run:
 
     def _fail(self, index: int, finish: str) -> None:
         """The error of a choice the engine ended early: 408 past the timeout, 400 when its own settings
-        caused it, else 500 (zoo.serving.engine.RowError)."""
+        caused it, else 500 (zoo.generation.continuous.engine.RowError)."""
         if finish == "timeout":
             raise APIError(408, f"The request did not finish within the server's timeout "
                                 f"({self.served.timeout:g} s).", type="timeout", code="timeout")

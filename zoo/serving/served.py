@@ -8,8 +8,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from zoo.generation.continuous.engine import Engine
 from zoo.serving.endpoint import Limits
-from zoo.serving.engine import Engine
 from zoo.serving.workers import Workers
 
 

@@ -8,8 +8,8 @@ Each row picks its token exactly as `model.generate` does for that request alone
 Choice: argmax, or temperature / top-p then one multinomial draw from the row's own seeded generator), so a
 request gives the same tokens whether it runs alone or among others. A row may also carry stop strings
 (zoo.generation.stopping: it leaves at the token that completes one), penalties and a logit bias applied to
-its logits before the pick (zoo.serving.penalties), and a wish for log-probabilities, read from the raw
-logits (zoo.serving.raw_logprobs).
+its logits before the pick (zoo.generation.continuous.penalties), and a wish for log-probabilities, read from
+the raw logits (zoo.generation.continuous.raw_logprobs).
 
 A failure that belongs to one row ends that row alone (finish "error", `Sequence.error` says why) and the
 others go on: its penalties, its sampling, its stop-string decode, its delivery, its echo scoring, its
@@ -29,13 +29,13 @@ from dataclasses import dataclass, field
 
 import torch
 
+from zoo.generation.continuous.batch import RunningBatch
+from zoo.generation.continuous.penalties import Penalties
+from zoo.generation.continuous.raw_logprobs import pick_logprobs
+from zoo.generation.continuous.token_logprob import TokenLogprob
 from zoo.generation.logits import Choice
 from zoo.generation.stopping import RowStop
 from zoo.modules.cache import KVCache
-from zoo.serving.batch import RunningBatch
-from zoo.serving.logprobs import TokenLogprob
-from zoo.serving.penalties import Penalties
-from zoo.serving.raw_logprobs import pick_logprobs
 
 # (new token or None, finish reason or None, its log-probabilities when asked for): called on the engine
 # thread; must not block. A row with `prompt_logprobs` first gets (None, None, [one per prompt token after the
@@ -110,7 +110,7 @@ class Engine:
             return len(self.rows), len(self._waiting)
 
     def start(self) -> Engine:
-        self._thread = threading.Thread(target=self._loop, name="zoo-serving-engine", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="zoo-engine", daemon=True)
         self._thread.start()
         return self
 

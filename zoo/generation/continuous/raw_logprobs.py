@@ -1,6 +1,7 @@
-"""The log-probabilities of the tokens the rows pick (the engine's side of zoo.serving.logprobs). They are
-taken from the model's raw next-token distribution, log_softmax of its logits before penalties, logit bias,
-temperature and top-p (vLLM's default, `raw_logprobs`), so they do not depend on how the token was picked."""
+"""The log-probabilities of the tokens the rows pick (the engine's side: zoo.serving.logprobs renders them).
+They are taken from the model's raw next-token distribution, log_softmax of its logits before penalties, logit
+bias, temperature and top-p (vLLM's default, `raw_logprobs`), so they do not depend on how the token was
+picked."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Sequence
 
 import torch
 
-from zoo.serving.logprobs import FLOOR, TokenLogprob
+from zoo.generation.continuous.token_logprob import FLOOR, TokenLogprob
 
 
 def pick_logprobs(logits: torch.Tensor, tokens: torch.Tensor, wanted: Sequence[int | None],
