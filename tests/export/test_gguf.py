@@ -95,3 +95,17 @@ def test_a_tokenizer_and_model_that_do_not_belong_together_are_refused(tmp_path)
     other_ids = zoo.build("llama_small", vocab_size=tok.vocab_size, bos_id=7, **TINY)  # the file's BOS: 1
     with pytest.raises(ValueError, match=r"model.bos_id=7 \(would load as 1\)"):
         plan_gguf(other_ids, tok, "f32")
+
+
+def test_the_name_written_never_makes_llama_cpp_look_up_tokens_the_vocabulary_lacks():
+    """llama.cpp fails to load a file whose general.name says phi3 but whose vocabulary lacks Phi-3's
+    '</s>', '<unk>', '<s>', '<|endoftext|>' (checked against llama.cpp itself in test_gguf_llama_cpp)."""
+    from zoo.pretrained.gguf_file import model_name
+    from zoo.tokenizers.gguf_vocab import GGUFVocab
+
+    def vocab(tokens):
+        return GGUFVocab("gpt-2", list(tokens), [1] * len(tokens), [], {}, False, False, None)
+
+    assert model_name("phi3", vocab(["a", "b", "<eos>"])) == "zoo"
+    assert model_name("phi3", vocab(["</s>", "<unk>", "<s>", "<|endoftext|>", "a"])) == "zoo phi3"
+    assert model_name("llama", vocab(["a"])) == "zoo llama"

@@ -76,8 +76,25 @@ def plan_gguf(model: ZooModel, tokenizer, dtype: str, model_type: str | None = N
         tensors = family.state_to_hf(state, cfg)
     names = _names(arch, cfg.n_layers, tensors)
     out = {names[k]: _stored(_to_gguf_layout(arch, hf, k, t), dtype) for k, t in tensors.items()}
-    metadata = {**arch.metadata(hf), "general.name": f"zoo {family.model_type}"}
+    metadata = {**arch.metadata(hf), "general.name": model_name(family.model_type, vocab)}
     return GGUFPlan(arch, metadata, vocab, out, dtype)
+
+
+# llama.cpp looks tokens up by text when `general.name` contains one of these words, and fails to load a file
+# whose vocabulary lacks one ("error loading model vocabulary: unordered_map::at"; llama-vocab.cpp's
+# Phi-3 RSTRIP fix-up): word -> the tokens it needs
+LLAMA_CPP_NAMED_TOKENS = {"phi3": ("</s>", "<unk>", "<s>", "<|endoftext|>"),
+                          "phi-3": ("</s>", "<unk>", "<s>", "<|endoftext|>")}
+
+
+def model_name(model_type: str, vocab: GGUFVocab) -> str:
+    """`general.name`: 'zoo <family>', or plain 'zoo' where the family's name would make llama.cpp look up
+    tokens this vocabulary does not hold (a Phi-3 layout with zoo's own BPE)."""
+    name = f"zoo {model_type}"
+    held = set(vocab.tokens)
+    tripped = [w for w, needs in LLAMA_CPP_NAMED_TOKENS.items()
+               if w in name.lower() and not held >= set(needs)]
+    return "zoo" if tripped else name
 
 
 def without_idle_window(cfg: ModelConfig, arch: GGUFArch) -> ModelConfig:
