@@ -316,6 +316,8 @@ OVERRIDES = [BadInput(given, message) for given, message in [
      "by"),
     ("task=grpo data=prompts data.path=prompts.jsonl grpo.rewards=[answer_match] grpo.loss_type=ppo",
      "grpo.loss_type: Unknown GRPO loss 'ppo'"),
+    ("task=grpo data=prompts data.path=prompts.jsonl grpo.rewards=[answer_match] grpo.rollout=vllm",
+     "grpo.rollout: Unknown GRPO rollout sampler 'vllm'. Allowed: engine, generate"),
     ("task=grpo data=prompts data.path=prompts.jsonl grpo.rewards=[answer_match] grpo.reward_weights=[1,2]",
      "grpo.reward_weights has 2 values for 1 grpo.rewards: give one weight per reward"),
     ("task=grpo data=prompts data.path=prompts.jsonl grpo.rewards=[answer_match] model=bert_small",

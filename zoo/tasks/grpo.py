@@ -1,11 +1,12 @@
 """Online RL with verifiable rewards (``task=grpo``): a decoder samples `grpo.num_generations` completions per
-prompt (``data=prompts``) with zoo's own generation (`model.generate`), the `grpo.rewards` score them
-(zoo.tasks.rewards), group-relative advantages weigh them, and the policy takes `grpo.num_iterations`
-optimisation steps on each generation batch with the `grpo.loss_type` loss (zoo.tasks.grpo_losses: clipped
-ratio, optional KL to the reference: with LoRA adapters the model with them off, else a frozen copy).
-Metrics under trl's names: reward, reward_std, rewards/<name>/mean|std, frac_reward_zero_std,
-completions/mean_length|min_length|max_length|clipped_ratio, entropy, kl, clip_ratio/*; besides them
-time/generation_s, time/step_s and rollout_tokens_per_s (the rollout's cost beside the update's)."""
+prompt (``data=prompts``) with zoo's own decoding (`grpo.rollout`: model.generate or the continuous-batching
+engine, zoo.tasks.grpo_rollouts), the `grpo.rewards` score them (zoo.tasks.rewards), group-relative advantages
+weigh them, and the policy takes `grpo.num_iterations` optimisation steps on each generation batch with the
+`grpo.loss_type` loss (zoo.tasks.grpo_losses: clipped ratio, optional KL to the reference: with LoRA adapters
+the model with them off, else a frozen copy). Metrics under trl's names: reward, reward_std,
+rewards/<name>/mean|std, frac_reward_zero_std, completions/mean_length|min_length|max_length|clipped_ratio,
+entropy, kl, clip_ratio/*; besides them time/generation_s, time/step_s and rollout_tokens_per_s (the rollout's
+cost beside the update's)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ from zoo.tasks.grpo_losses import (
     token_logps,
 )
 from zoo.tasks.grpo_ranks import gather_objects, gather_rows, largest, token_means
+from zoo.tasks.grpo_rollouts import ROLLOUTS, Prompts, Sampling
 from zoo.tasks.grpo_settings import GRPOSettings, grpo_settings
 from zoo.tasks.rewards import Reward, build_rewards, reward_metrics, score, weighted
 from zoo.tasks.samples import Sample, SampleReport
@@ -231,25 +233,22 @@ class GRPORun(GroupRelativePolicyOptimisation):
 
     def _sample(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, conversational: list[bool],
                 seed: int) -> tuple[list[list[int]], list[bool], list[str]]:
-        """The B prompts' num_generations completions each (B G rows, each prompt's group together): each
-        row's completion (cut after its stop), whether it ran to the cap, and its text for the rewards. Each
-        prompt is run once and its cache copied to its group (generate's num_return_sequences: the tokens
-        of sampling the repeated prompts, less prefill; bench/bench_grpo_rollouts.py). Conversational and
-        text prompts stop at different tokens (stop_ids), so each kind is one generate call (a data set of
-        one kind: one call)."""
+        """The B prompts' num_generations completions each (B G rows, each prompt's group together), sampled
+        by the grpo.rollout sampler (zoo.tasks.grpo_rollouts): each row's completion (cut after its stop),
+        whether it ran to the cap, and its text for the rewards. Conversational and text prompts stop at
+        different tokens (stop_ids), so each kind is one call of the sampler (a data set of one kind: one)."""
         s, g, tokenizer = self.grpo, self.grpo.num_generations, self.data.tokenizer
-        strings, width = list(s.stop_strings or ()), prompt_ids.shape[1]
+        strings = list(s.stop_strings or ())
+        sampling = Sampling(g, s.max_completion_length, s.temperature, s.top_p, s.top_k, tuple(strings))
+        sampler = ROLLOUTS.get(s.rollout)
         out: list = [None] * (len(conversational) * g)
         for kind in sorted(set(conversational)):
             prompts = [i for i, c in enumerate(conversational) if c == kind]
             stops = self.stop_ids(kind)
-            sequences = self.model.generate(
-                prompt_ids[prompts], attention_mask=prompt_mask[prompts], num_return_sequences=g,
-                max_new_tokens=s.max_completion_length, do_sample=True, temperature=s.temperature,
-                top_p=s.top_p, top_k=s.top_k, seed=seed, eos_token_id=stops, stop_strings=strings or None,
-                tokenizer=tokenizer if strings else None)  # (len(prompts) G, width + new)
+            batch = Prompts(prompt_ids[prompts], prompt_mask[prompts], prompts, stops)
+            new_tokens = sampler.sample(self.model, batch, sampling, seed, tokenizer)
             rows = [i * g + j for i in prompts for j in range(g)]
-            for row, new in zip(rows, sequences[:, width:].tolist(), strict=True):  # out of inference mode
+            for row, new in zip(rows, new_tokens, strict=True):
                 completion, cut = cut_completion(new, set(stops), strings, tokenizer.decode)
                 out[row] = (completion, cut, completion_text(completion, stops, strings, tokenizer.decode))
         completions, clipped, texts = (list(column) for column in zip(*out, strict=True))

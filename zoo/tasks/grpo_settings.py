@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from zoo.options import MAPPING, TEXT, Options, Rule, any_of, integer, list_of, number, one_of, optional
+from zoo.options import MAPPING, NAME, TEXT, Options, Rule, any_of, integer, list_of, number, one_of, optional
 from zoo.tasks.grpo_losses import GRPO_LOSSES, SCALES, LossSettings
+from zoo.tasks.grpo_rollouts import ROLLOUTS
 from zoo.tasks.rewards import build_rewards
 
 STOP_TEXT = Rule(lambda v: isinstance(v, str) and bool(v), "non-empty text")
@@ -29,11 +30,12 @@ class GRPOSettings(LossSettings):
     top_k: Annotated[int, integer(0)] = 0  # 0: off
     # a completion also ends once its text contains one of these (kept through the token that completes it)
     stop_strings: Annotated[tuple | None, optional(list_of(STOP_TEXT))] = None
+    rollout: Annotated[str, NAME] = "generate"  # the sampler of the completions (ROLLOUTS: generate | engine)
 
 
 def grpo_settings(given: Mapping[str, Any]) -> GRPOSettings:
-    """The `grpo` group checked (known keys, allowed values, a known loss type, a std to divide by, rewards
-    that build): one ValueError naming the key."""
+    """The `grpo` group checked (known keys, allowed values, a known loss type and rollout sampler, a std to
+    divide by, rewards that build): one ValueError naming the key."""
     options = Options.of(GRPOSettings)
     options.check("grpo", given)
     filled = options.filled(given)
@@ -42,6 +44,7 @@ def grpo_settings(given: Mapping[str, Any]) -> GRPOSettings:
             filled[key] = tuple(filled[key])
     settings = GRPOSettings(**filled)
     GRPO_LOSSES.get(settings.loss_type)
+    ROLLOUTS.get(settings.rollout)
     if settings.scale_rewards == "group" and settings.num_generations < 2:
         raise ValueError("grpo.num_generations=1 with grpo.scale_rewards=group: a group of one completion "
                          "has no std to divide by (and no baseline but itself: every advantage is 0); give "
