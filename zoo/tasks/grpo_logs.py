@@ -4,17 +4,20 @@ rollout metrics' validation means."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torchmetrics import Metric
 
 from zoo.tasks.rewards import Reward, weighted
 
-if TYPE_CHECKING:
-    from zoo.tasks.grpo import GRPORun
-
 ROLLOUT = "rollout"  # batch key: the step's RolloutBatch (set by prepare_batch)
+
+
+class LogsRollouts(Protocol):
+    """The bound task (zoo.tasks.grpo.GRPORun): its latest rollout's metrics."""
+
+    logged: Mapping[str, Any]
 
 
 def rollout_table(step: int, prompts: list[str], texts: list[str], per_reward: torch.Tensor,
@@ -33,7 +36,7 @@ class RolloutMean(Metric):
 
     full_state_update = False
 
-    def __init__(self, name: str, run: GRPORun) -> None:
+    def __init__(self, name: str, run: LogsRollouts) -> None:
         super().__init__()
         self.name, self.run = name, run
         self.add_state("total", default=torch.tensor(0.0), dist_reduce_fx="sum")
