@@ -59,6 +59,26 @@ def train_losses(run_dir: Path) -> dict[int, float]:
     return {int(r["step"]): float(r["train/loss"]) for r in read_csv_metrics(run_dir) if r.get("train/loss")}
 
 
+def one_and_two_fsdp(tmp_path: Path, run_cli, make_cfg, cache_dir, overrides: list[str], batch_size: int,
+                     steps: int) -> tuple[Path, Path]:
+    """(run folder of one process at `batch_size`, last.ckpt folder of two FSDP processes at half of it each)
+    from the same overrides, after checking that rank 1 wrote its shards and the two logged one process's
+    train losses at steps 0 .. steps-1 (within 1e-5)."""
+    from zoo.training.run import train
+
+    one = train(make_cfg([*overrides, f"batch_size={batch_size}", "trainer=cpu"], run="one")).output_dir
+    two = run_cli([*overrides, f"batch_size={batch_size // 2}", "trainer=fsdp", "trainer.accelerator=cpu",
+                   "trainer.devices=2", f"hydra.run.dir={tmp_path / 'two'}", f"paths.cache_dir={cache_dir}"])
+    assert two.returncode == 0, two.stderr[-3000:]
+    folder = tmp_path / "two" / "checkpoints" / "last.ckpt"
+    assert (folder / "__1_0.distcp").is_file()  # rank 1 wrote its shards
+    single, sharded = train_losses(one), train_losses(tmp_path / "two")
+    assert sorted(single) == sorted(sharded) == list(range(steps))
+    for step in single:
+        assert abs(sharded[step] - single[step]) <= 1e-5, (step, sharded[step], single[step])
+    return one, folder
+
+
 def killed_and_resumed(make_cfg, monkeypatch, common: list[str], name: str) -> tuple[dict, dict]:
     """(train losses of an uninterrupted run, train losses of a run killed at step 6 and resumed with
     ckpt_path=last from its latest checkpoint), both from the overrides `common`."""

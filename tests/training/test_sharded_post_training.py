@@ -13,9 +13,8 @@ import torch
 from zoo.apps import open_trained
 from zoo.checkpoint import read_checkpoint
 from zoo.training.consolidate import main as consolidate_main
-from zoo.training.run import train
 
-from .conftest import train_losses
+from .conftest import one_and_two_fsdp
 from .test_resume_post_training import RUN, write_chats, write_pairs
 
 pytestmark = pytest.mark.e2e  # spawns two processes per case
@@ -28,16 +27,7 @@ def test_two_fsdp_processes_match_one(tmp_path, run_cli, make_cfg, cache_dir, ca
             else ["task=dpo", "data=preference", f"data.path={write_pairs(tmp_path / 'pairs.jsonl')}",
                   f"dpo.reference={reference}"])
     base = [*RUN, *data, "trainer.max_steps=3", "eval_every=3", "model.dropout=0.0"]  # dropout: per rank
-    one = train(make_cfg([*base, "batch_size=4", "trainer=cpu"], run="one")).output_dir
-    two = run_cli([*base, "batch_size=2", "trainer=fsdp", "trainer.accelerator=cpu", "trainer.devices=2",
-                   f"hydra.run.dir={tmp_path / 'two'}", f"paths.cache_dir={cache_dir}"])
-    assert two.returncode == 0, two.stderr[-3000:]
-    folder = tmp_path / "two" / "checkpoints" / "last.ckpt"
-    assert (folder / "__1_0.distcp").is_file()  # rank 1 wrote its shards
-    single, sharded = train_losses(one), train_losses(tmp_path / "two")
-    assert sorted(single) == sorted(sharded) == [0, 1, 2]
-    for step in single:
-        assert sharded[step] == pytest.approx(single[step], abs=1e-5), step
+    one, folder = one_and_two_fsdp(tmp_path, run_cli, make_cfg, cache_dir, base, batch_size=4, steps=3)
     expected = read_checkpoint(one / "checkpoints" / "last.ckpt")
     weights = read_checkpoint(folder)["state_dict"]
     assert sorted(weights) == sorted(expected["state_dict"])

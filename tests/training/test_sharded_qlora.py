@@ -15,9 +15,8 @@ import zoo
 from zoo.checkpoint import read_checkpoint
 from zoo.modules.qlora import QLoRALinear
 from zoo.training.consolidate import main as consolidate_main
-from zoo.training.run import train
 
-from .conftest import train_losses
+from .conftest import one_and_two_fsdp
 from .test_resume_tasks import RUN
 
 # found, not imported: collecting this file (every xdist worker does) does not pay bitsandbytes' import
@@ -31,16 +30,7 @@ QLORA = ["model=gpt_nano", "data=stdlib_text", "data.max_bytes=120000", "model.m
 
 
 def test_two_fsdp_processes_match_one(tmp_path, run_cli, make_cfg, cache_dir):
-    one = train(make_cfg([*QLORA, "batch_size=8", "trainer=cpu"], run="one")).output_dir
-    two = run_cli([*QLORA, "batch_size=4", "trainer=fsdp", "trainer.accelerator=cpu", "trainer.devices=2",
-                   f"hydra.run.dir={tmp_path / 'two'}", f"paths.cache_dir={cache_dir}"])
-    assert two.returncode == 0, two.stderr[-3000:]
-    folder = tmp_path / "two" / "checkpoints" / "last.ckpt"
-    assert (folder / "__1_0.distcp").is_file()  # rank 1 wrote its shards
-    single, sharded = train_losses(one), train_losses(tmp_path / "two")
-    assert sorted(single) == sorted(sharded) == [0, 1, 2, 3]
-    for step in single:
-        assert sharded[step] == pytest.approx(single[step], abs=1e-5), step
+    one, folder = one_and_two_fsdp(tmp_path, run_cli, make_cfg, cache_dir, QLORA, batch_size=8, steps=4)
     expected = read_checkpoint(one / "checkpoints" / "last.ckpt")["state_dict"]
     weights = read_checkpoint(folder)["state_dict"]
     assert sorted(weights) == sorted(expected)
