@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from zoo.generation.logits import Choice
-from zoo.generation.speculative import SpeculativeStats, accept_drafts, check_assistant
+from zoo.generation.speculative import SpeculativeStats, accept_drafts, check_assistant, draft_token
 from zoo.modules.cache import KVCache
 
 SELF_DRAFT = "mtp"  # the assistant_model value that drafts with the model's own model.mtp modules
@@ -67,12 +67,7 @@ class MTPDrafter:
             out, normed = module(level[:, start - level_start:], embedded, mask, terms, cache=cache.layers[0])
             cache.length += tokens.shape[1]
             logits = model.head(normed[:, -1:]).float()[:, -1]  # (1, V): token P + j
-            if choice.sample:
-                qs.append(choice.probs(logits))
-                nxt = choice.draw(qs[-1])
-            else:
-                nxt = logits.argmax(-1, keepdim=True)
-            drafted = torch.cat([drafted, nxt], dim=1)
+            drafted = torch.cat([drafted, draft_token(logits, choice, qs)], dim=1)
             held, held_start = self.held[j - 1]
             level = out if held is None else torch.cat([held, out], dim=1)  # positions level_start..P - 1
             level_start = start if held is None else held_start

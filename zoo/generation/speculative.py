@@ -77,18 +77,22 @@ def _logits(model, ids: torch.Tensor, cache: KVCache, keep: int) -> torch.Tensor
     return model(ids, cache=cache, logits_to_keep=keep).logits.float()  # (1, keep, V)
 
 
+def draft_token(logits: torch.Tensor, choice: Choice, qs: list) -> torch.Tensor:
+    """The next draft token (1, 1) from the draft's logits (1, V): argmax, or sampled, its distribution q
+    appended to `qs` (what acceptance compares the target's p with)."""
+    if not choice.sample:
+        return logits.argmax(-1, keepdim=True)
+    qs.append(choice.probs(logits))
+    return choice.draw(qs[-1])
+
+
 def _draft(draft, proposal: torch.Tensor, d_cache: KVCache, k: int,
            choice: Choice) -> tuple[torch.Tensor, list]:
     """k draft tokens appended to `proposal` (one draft forward each) and, sampling, their distributions q."""
     qs = []
     for _ in range(k):
         logits = _logits(draft, proposal[:, d_cache.length:], d_cache, 1)[:, -1]  # (1, V)
-        if choice.sample:
-            qs.append(choice.probs(logits))
-            nxt = choice.draw(qs[-1])
-        else:
-            nxt = logits.argmax(-1, keepdim=True)
-        proposal = torch.cat([proposal, nxt], dim=1)
+        proposal = torch.cat([proposal, draft_token(logits, choice, qs)], dim=1)
     return proposal, qs
 
 
