@@ -19,6 +19,7 @@ from torch import nn
 from zoo.config import ModelConfig
 from zoo.finetune.init_from import usable_state
 from zoo.finetune.methods import Applied, apply_finetune
+from zoo.models.base import init_module
 
 
 def lean_refusal(model: nn.Module, missing: list[str]) -> str | None:
@@ -64,10 +65,7 @@ def _fill_rest(model: nn.Module, usable: dict[str, torch.Tensor], init_std: floa
     with torch.no_grad():
         for module in drawn.values():
             module.reset_parameters()
-            if isinstance(module, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(module.weight, 0.0, init_std)
-            if isinstance(module, nn.Linear) and module.bias is not None:
-                nn.init.zeros_(module.bias)
+            init_module(module, init_std)
     left = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
     if left:
         raise ValueError(f"the lean load left {left[0]} unfilled")

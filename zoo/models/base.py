@@ -318,10 +318,7 @@ class ZooModel(nn.Module):
             return
         std = self.config.init_std
         for module in self.modules():
-            if isinstance(module, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(module.weight, 0.0, std)
-            if isinstance(module, nn.Linear) and module.bias is not None:
-                nn.init.zeros_(module.bias)
+            init_module(module, std)
         for stack in (m for m in self.modules() if isinstance(m, Stack)):
             residual_std = std / math.sqrt(2 * max(1, len(stack.layers)))
             for name, param in stack.named_parameters():
@@ -344,6 +341,15 @@ class ZooModel(nn.Module):
             raise ValueError(f"model.arch={self.config.arch!r} has no decoder: a KV cache serves decoding "
                              "(arch decoder or encoder_decoder).")
         return KVCache(len(self.decoder_stack.layers))
+
+
+def init_module(module: nn.Module, std: float) -> None:
+    """zoo's draw for one module's own tensors: N(0, std) for a linear or embedding weight, zero bias (the
+    residual projections' depth scaling is ZooModel.init_weights's, over whole stacks)."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, 0.0, std)
+    if isinstance(module, nn.Linear) and module.bias is not None:
+        nn.init.zeros_(module.bias)
 
 
 def build_model(cfg: ModelConfig) -> ZooModel:
