@@ -38,13 +38,13 @@ class LoopShape:
     overrides: tuple[str, ...]
     steps: int
     eval_every: int
-    val_batches: int
+    val_batches: int | None  # None: the whole validation split (train.py's default)
 
     def train_args(self, log_dir: Path, steps: int | None = None) -> list[str]:
         steps = steps or self.steps
+        limit = [] if self.val_batches is None else [f"trainer.limit_val_batches={self.val_batches}"]
         return [*self.overrides, "logger=csv", "callbacks.samples=null", f"paths.log_dir={log_dir}",
-                f"trainer.max_steps={steps}", f"eval_every={min(self.eval_every, steps)}",
-                f"trainer.limit_val_batches={self.val_batches}"]
+                f"trainer.max_steps={steps}", f"eval_every={min(self.eval_every, steps)}", *limit]
 
 
 SMALL = ("model.n_layers=4", "model.d_model=128", "model.n_heads=4", "model.max_seq_len=64", "batch_size=12")
@@ -57,6 +57,8 @@ SHAPES = {
     True: [LoopShape("gpt 1x32 (quick)", ("model.n_layers=1", "model.d_model=32", "model.n_heads=2",
                                           "model.max_seq_len=32", "batch_size=4"), 8, 4, 2)],
 }
+# gpt_small's default run as `python train.py` has it (`--default-run`): about 7-10 minutes a side
+DEFAULT_RUN = LoopShape("gpt_small default (B=8, T=256), 300 steps", (), 300, 100, None)
 
 
 def compose(overrides: list[str], output_dir: Path):
@@ -100,7 +102,7 @@ def prepare_minimal(shape: LoopShape, work: Path) -> Path:
     train = train[:shape.steps]
     for batch in dm.val_dataloader():
         val.append({k: batch[k] for k in ("input_ids", "targets")})
-        if len(val) == shape.val_batches:
+        if shape.val_batches is not None and len(val) == shape.val_batches:
             break
     torch.save({"train": train, "val": val}, work / "data.pt")
     r = plan.resolved
@@ -118,19 +120,20 @@ def prepare_minimal(shape: LoopShape, work: Path) -> Path:
     return work / "spec.json"
 
 
-def bench_env() -> dict[str, str]:
-    """The sides' environment: bytecode caches on (a user's install has them; this sandbox turns them off)."""
+def bench_env(threads: int = 1) -> dict[str, str]:
+    """The sides' environment: bytecode caches on (a user's install has them; this sandbox turns them off),
+    `threads` torch threads (1 by default: see the section's notes, a loaded shared machine)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env["OMP_NUM_THREADS"] = "1"  # see the section's notes: a loaded shared machine
+    env["OMP_NUM_THREADS"] = str(threads)
     return env
 
 
-def run_side(command: list[str], probe_out: Path) -> dict[str, Any]:
+def run_side(command: list[str], probe_out: Path, threads: int = 1) -> dict[str, Any]:
     """Run one side under the probe; return its timings (seconds, wall and process CPU) and final val/loss."""
     full = [sys.executable, "-m", "bench.loop_probe", str(probe_out), *command]
     before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.time()
-    done = subprocess.run(full, cwd=ROOT, env=bench_env(), capture_output=True, text=True)
+    done = subprocess.run(full, cwd=ROOT, env=bench_env(threads), capture_output=True, text=True)
     wall, after = time.time() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise RuntimeError(f"{command[0]} failed ({done.returncode}): {(done.stderr or done.stdout)[-2000:]}")
@@ -169,7 +172,8 @@ def timings(probe: dict[str, Any], t0: float) -> dict[str, Any]:
     return {**wall, **{f"cpu_{key}": cpu[key] for key in ("first_step", "step", "evaluation")}}
 
 
-def measure_shape(shape: LoopShape, repeats: int, work: Path) -> dict[str, list[dict[str, Any]]]:
+def measure_shape(shape: LoopShape, repeats: int, work: Path,
+                  threads: int = 1) -> dict[str, list[dict[str, Any]]]:
     """Both sides `repeats` times, alternating which goes first, after one short untimed run of each."""
     spec = prepare_minimal(shape, work)
     sides = {
@@ -178,12 +182,12 @@ def measure_shape(shape: LoopShape, repeats: int, work: Path) -> dict[str, list[
                                                str(spec.with_name("warm.spec.json") if steps else spec)],
     }
     for name in sides:  # 2 untimed steps of each side: bytecode and page caches warm
-        run_side(sides[name](0, 2), work / "warm.json")
+        run_side(sides[name](0, 2), work / "warm.json", threads)
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
     names = list(sides)
     for r in range(repeats):
         for name in names[r % 2:] + names[:r % 2]:
-            results[name].append(run_side(sides[name](r + 1), work / f"{r}.json"))
+            results[name].append(run_side(sides[name](r + 1), work / f"{r}.json", threads))
             print(f"[loop] {shape.name} {name} #{r + 1}: {results[name][-1]}", file=sys.stderr, flush=True)
     return results
 
@@ -193,7 +197,7 @@ def _spread(values: list[float]) -> str:
 
 
 def section(rows: list[tuple[LoopShape, dict[str, list[dict[str, Any]]]]], load: list[float],
-            scaled: bool = True) -> Section:
+            scaled: bool = True, threads: int = 1) -> Section:
     headers = ["run", "side", "first step, wall / CPU (s)", "median step, wall / CPU (ms)",
                "evaluation + checkpoints, wall / CPU (s)", "of which torch.save (s)", "total, wall / CPU (s)",
                "final val loss"]
@@ -210,8 +214,10 @@ def section(rows: list[tuple[LoopShape, dict[str, list[dict[str, Any]]]]], load:
         ratios = {key: [z[key] / b[key] for z, b in zip(zoo_runs, bare, strict=True)]
                   for key in ("wall", "step", "first_step", "evaluation", "cpu", "cpu_step", "cpu_first_step",
                               "cpu_evaluation")}
-        notes.append(f"{shape.name}, {shape.steps} steps, validation every {shape.eval_every} over "
-                     f"{shape.val_batches} batches: train.py / minimal loop, median (min-max) of "
+        length = "" if f"{shape.steps} steps" in shape.name else f", {shape.steps} steps"
+        over = "the whole split" if shape.val_batches is None else f"{shape.val_batches} batches"
+        notes.append(f"{shape.name}{length}, validation every {shape.eval_every} over "
+                     f"{over}: train.py / minimal loop, median (min-max) of "
                      f"{len(zoo_runs)} paired repeats, wall (process CPU): total {_spread(ratios['wall'])} "
                      f"({_spread(ratios['cpu'])}), median step {_spread(ratios['step'])} "
                      f"({_spread(ratios['cpu_step'])}), first step {_spread(ratios['first_step'])} "
@@ -235,8 +241,9 @@ def section(rows: list[tuple[LoopShape, dict[str, list[dict[str, Any]]]]], load:
                "gpt_small's 300, evaluation every 100) so that 2 sides x 3 repeats fit on the shared "
                "2-core machine: at these sizes start-up weighs much more in the wall time than "
                "in the issue's runs. ") if scaled else ""
-    notes.append(f"{scaling}Both sides run with OMP_NUM_THREADS=1 (two torch threads on a machine "
-                 "with ~10 runnable processes spin in OpenMP barriers: 1.5 s of CPU per small step). Each "
+    why = (" (two torch threads on a machine with ~10 runnable processes spin in OpenMP barriers: 1.5 s of "
+           "CPU per small step)") if threads == 1 else " (a quiet machine)"
+    notes.append(f"{scaling}Both sides run with OMP_NUM_THREADS={threads}{why}. Each "
                  "side is a fresh process (bytecode caches warm, 2 untimed steps of each first); the time to "
                  "the first step counts from process start, data cache warm. The sanity validation train.py "
                  "runs before step 1 is in its first-step time. CPU columns: the process's CPU time "
@@ -268,8 +275,9 @@ def _steps_cpu(zoo_runs: list[dict[str, Any]], bare: list[dict[str, Any]]) -> fl
                              for z, b in zip(zoo_runs, bare, strict=True))
 
 
-def run(quick: bool = False, shapes: list[LoopShape] | None = None) -> Section:
-    """The section at its scaled-down shapes (SHAPES), or at `shapes` (e.g. the issue's own step counts)."""
+def run(quick: bool = False, shapes: list[LoopShape] | None = None, threads: int = 1) -> Section:
+    """The section at its scaled-down shapes (SHAPES), or at `shapes` (e.g. the issue's own step counts), each
+    side with `threads` torch threads."""
     repeats = 1 if quick else int(os.environ.get("ZOO_BENCH_LOOP_REPEATS", "3"))
     load = [os.getloadavg()[0]]
     rows = []
@@ -277,15 +285,16 @@ def run(quick: bool = False, shapes: list[LoopShape] | None = None) -> Section:
         for i, shape in enumerate(shapes or SHAPES[quick]):
             work = Path(tmp) / str(i)
             work.mkdir()
-            rows.append((shape, measure_shape(shape, repeats, work)))
+            rows.append((shape, measure_shape(shape, repeats, work, threads)))
     load.append(os.getloadavg()[0])
-    return section(rows, load, scaled=shapes is None)
+    return section(rows, load, scaled=shapes is None, threads=threads)
 
 
 def main(argv: list[str]) -> None:
     """`python -m bench.bench_loop [--quick]`: the section, printed (not stored); `--steps N
     [--eval-every M] [--val-batches K]`: the gpt 4x128 shape at N steps instead (the issue's: --steps 2000
-    --eval-every 250)."""
+    --eval-every 250); `--default-run`: gpt_small's default run unscaled (300 steps, validation every 100 over
+    the whole split); `--threads T`: torch threads per side (1 by default, for a loaded machine)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m bench.bench_loop")
@@ -293,16 +302,21 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--steps", type=int, help="the gpt 4x128 (B=12, T=64) shape at this many steps")
     parser.add_argument("--eval-every", type=int, default=250)
     parser.add_argument("--val-batches", type=int, default=5)
+    parser.add_argument("--default-run", action="store_true", help="gpt_small's default run, unscaled")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per side")
     args = parser.parse_args(argv)
-    shapes = None
+    if args.threads < 1:
+        parser.error(f"--threads {args.threads}: at least 1")
+    if args.default_run and (args.steps is not None or args.quick):
+        parser.error("--default-run is gpt_small's default run as train.py has it: not with --steps, --quick")
+    shapes = [DEFAULT_RUN] if args.default_run else None
     if args.steps is not None:
         if args.steps < 2 or args.eval_every < 1 or args.val_batches < 1:
             parser.error(f"--steps {args.steps} --eval-every {args.eval_every} --val-batches "
                          f"{args.val_batches}: steps >= 2, eval-every and val-batches >= 1")
         shapes = [LoopShape(f"gpt 4x128 (B=12, T=64), {args.steps} steps", SMALL, args.steps, args.eval_every,
                             args.val_batches)]
-    print(run(args.quick, shapes).markdown())
-
+    print(run(args.quick, shapes, args.threads).markdown())
 
 if __name__ == "__main__":
     main(sys.argv[1:])

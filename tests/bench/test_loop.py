@@ -68,7 +68,7 @@ def test_steps_on_the_command_line_run_the_4x128_shape_at_that_length(monkeypatc
 
     asked = []
 
-    def run(quick, shapes):
+    def run(quick, shapes, threads):
         asked.append((quick, shapes))
         return loop.Section("t", "x")
 
@@ -81,4 +81,32 @@ def test_steps_on_the_command_line_run_the_4x128_shape_at_that_length(monkeypatc
     with pytest.raises(SystemExit):
         loop.main(["--steps", "1"])
     assert "--steps 1 --eval-every 250 --val-batches 5: steps >= 2" in capsys.readouterr().err
+    assert len(asked) == 1
+
+
+def test_default_run_is_gpt_small_unscaled_over_the_whole_validation_split(monkeypatch, capsys):
+    """`--default-run --threads 2`: gpt_small's default run as `python train.py` has it (300 steps, validation
+    every 100, no limit on validation batches), each side with 2 torch threads; a thread count below 1 and
+    --default-run with --steps are refused by name before anything runs."""
+    import bench.bench_loop as loop
+
+    asked = []
+
+    def run(quick, shapes, threads):
+        asked.append((quick, shapes, threads))
+        return loop.Section("t", "x")
+
+    monkeypatch.setattr(loop, "run", run)
+    loop.main(["--default-run", "--threads", "2"])
+    [(quick, [shape], threads)] = asked
+    assert not quick and threads == 2 and shape.overrides == ()
+    args = shape.train_args(Path("l"))
+    assert args[-2:] == ["trainer.max_steps=300", "eval_every=100"]
+    assert not any(a.startswith("trainer.limit_val_batches") for a in args)
+    assert loop.bench_env(2)["OMP_NUM_THREADS"] == "2" and loop.bench_env()["OMP_NUM_THREADS"] == "1"
+    for bad, said in ((["--threads", "0"], "--threads 0: at least 1"),
+                      (["--default-run", "--steps", "50"], "--default-run is gpt_small's default run")):
+        with pytest.raises(SystemExit):
+            loop.main(bad)
+        assert said in capsys.readouterr().err
     assert len(asked) == 1

@@ -888,6 +888,11 @@ CHECKED_ELSEWHERE = [
              "tests/tasks/test_sft_masks.py::test_reasoning_content_that_is_not_text_is_refused"),
     BadInput("python -m bench.bench_loop --steps 1", "--steps 1 --eval-every 250 --val-batches 5: steps >= 2",
              "tests/bench/test_loop.py::test_steps_on_the_command_line_run_the_4x128_shape_at_that_length"),
+    BadInput("python -m bench.bench_loop --threads 0", "--threads 0: at least 1",
+             "tests/bench/test_loop.py::test_default_run_is_gpt_small_unscaled_over_the_whole_validation_split"),
+    BadInput("python -m bench.bench_loop --default-run --steps 50",
+             "--default-run is gpt_small's default run as train.py has it: not with --steps, --quick",
+             "tests/bench/test_loop.py::test_default_run_is_gpt_small_unscaled_over_the_whole_validation_split"),
 ]
 
 
