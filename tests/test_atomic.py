@@ -4,6 +4,7 @@ live writer's temp."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -17,6 +18,7 @@ import zoo.atomic
 from zoo.atomic import (
     HOST,
     atomic_file,
+    atomic_same_file,
     atomic_write_bytes,
     default_mode,
     discard,
@@ -248,3 +250,23 @@ def test_a_write_sweeps_what_dead_writers_of_this_host_left_in_its_folder(tmp_pa
     else:
         remove_tree(staging_folder(tmp_path / "last.ckpt"))
     assert not any(os.path.lexists(p) for p in gone) and all(p.exists() for p in kept)
+
+
+@pytest.mark.parametrize("links", [True, False])
+def test_atomic_same_file_shares_the_bytes_and_later_writes_replace_one_name(tmp_path, monkeypatch, links):
+    """last.ckpt = best.ckpt's bytes without a second write: a hard link where the file system has them (one
+    inode), else a copy; the old target is replaced whole, no temp is left, and a later atomic write to one
+    name leaves the other's bytes as they were."""
+    source, target = tmp_path / "best.ckpt", tmp_path / "last.ckpt"
+    source.write_bytes(b"step 6")
+    target.write_bytes(b"step 3, older")
+    if not links:
+        def no_links(*args):
+            raise OSError(errno.EPERM, "hard links are not supported here")
+        monkeypatch.setattr(os, "link", no_links)
+    atomic_same_file(source, target)
+    assert target.read_bytes() == b"step 6" and os.path.samefile(source, target) is links
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.ckpt", "last.ckpt"]
+    with atomic_file(target) as f:
+        f.write(b"step 9")
+    assert target.read_bytes() == b"step 9" and source.read_bytes() == b"step 6"

@@ -65,6 +65,27 @@ def atomic_file(path: str | os.PathLike) -> Iterator[BinaryIO]:
         raise
 
 
+def atomic_same_file(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """`target` becomes the finished file `source`'s bytes without writing them again: a hard link (a copy
+    where the file system has none), staged under a temp name and renamed into place, so a reader sees the old
+    `target` or the new one. Later atomic writes to either name replace that name only (a rename never
+    changes the shared file)."""
+    source, target = Path(source), Path(target)
+    sweep_dead_writers(target.parent)
+    tmp = temp_path(target)
+    try:
+        try:
+            os.link(source, tmp)
+        except OSError:  # no hard links here (some network and FAT file systems): the bytes, copied
+            tmp.unlink(missing_ok=True)
+            shutil.copyfile(source, tmp)
+            fsync_path(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` through `atomic_file`."""
     with atomic_file(path) as f:

@@ -13,7 +13,8 @@ import torch
 
 from zoo.apps import ConfigError
 from zoo.checkpoint import read_checkpoint
-from zoo.training.callbacks import NonFiniteLossError
+from zoo.training.callbacks import NonFiniteLossError, ZooCheckpoint
+from zoo.training.checkpoint_io import AtomicCheckpointIO
 from zoo.training.module import ValidationLoss, ZooLightningModule
 from zoo.training.run import train
 
@@ -60,6 +61,29 @@ def test_last_is_the_final_step_and_a_finished_run_is_not_resumed(make_cfg, monk
                                           r"trainer.max_steps"):
         train(again)  # it would retrain nothing (tests/training/test_resume_refusals.py)
     assert not Path(again.paths.output_dir).exists()
+
+
+def test_an_improving_validation_writes_its_state_once_for_best_and_last(make_cfg, monkeypatch):
+    """Validations at 3 and 6 improve, 9 does not: at 3 and 6 best.ckpt is serialised and last.ckpt is the
+    same file (a hard link), not a second write of the same state; at 9 last.ckpt alone is written, and
+    best.ckpt keeps step 6 intact. 3 checkpoint writes where there were 5."""
+    patch_val_loss(monkeypatch, lambda m, i, loss: loss + (100.0 if m.global_step >= 9 else -m.global_step))
+    written = []
+    save = AtomicCheckpointIO.save_checkpoint
+    monkeypatch.setattr(AtomicCheckpointIO, "save_checkpoint", lambda self, ckpt, path, *a, **k:
+                        written.append(Path(path).name) or save(self, ckpt, path))
+    shared = []
+    on_validation_end = ZooCheckpoint.on_validation_end
+
+    def record(self, trainer, module):
+        on_validation_end(self, trainer, module)
+        folder = Path(self.dirpath)
+        shared.append(os.path.samefile(folder / "best.ckpt", folder / "last.ckpt"))
+
+    monkeypatch.setattr(ZooCheckpoint, "on_validation_end", record)
+    result = train(make_cfg([*TINY_LM, "trainer.max_steps=9", "eval_every=3", "callbacks.samples=null"]))
+    assert written == ["best.ckpt", "best.ckpt", "last.ckpt"] and shared == [True, True, False]
+    assert saved_step(result.best_checkpoint) == 6 and saved_step(result.last_checkpoint) == 9
 
 
 def test_non_finite_training_stop_keeps_the_latest_validation(make_cfg, monkeypatch):

@@ -5,6 +5,7 @@ table)."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -17,6 +18,7 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, RichProgressBar
 from lightning.pytorch.utilities import rank_zero_warn
 
+from zoo.atomic import atomic_same_file
 from zoo.options import integer
 from zoo.registry import Registry
 from zoo.tasks import Task, get_task
@@ -27,6 +29,7 @@ from zoo.training.callback_options import (  # noqa: F401  (check_callbacks: her
     check_callbacks,
     register_callback_configs,
 )
+from zoo.training.checkpoint_io import writes_one_file
 from zoo.training.console import LineProgress, trained_tokens
 from zoo.training.distributed import data_parallel_world
 
@@ -235,6 +238,31 @@ class ZooCheckpoint(ModelCheckpoint):
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not self._should_skip_saving_checkpoint(trainer):  # skipped when the final step was just saved
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+
+    def _save_last_checkpoint(self, trainer: L.Trainer, monitor_candidates: dict[str, torch.Tensor]) -> None:
+        """last.ckpt; when this validation just wrote best.ckpt, that file shared by a hard link (Lightning's
+        `save_last="link"` path, with `_link_checkpoint` below) instead of a second serialisation of the same
+        step's state (issue 42: two full writes at every improving validation). Sharded checkpoints (folders
+        written by every process) are saved again as before."""
+        step = trainer.global_step
+        written_now = bool(self._last_checkpoint_saved) and self._last_global_step_saved == step
+        if self.save_last is not True or not written_now or not writes_one_file(trainer.strategy):
+            super()._save_last_checkpoint(trainer, monitor_candidates)
+            return
+        self.save_last = "link"
+        try:
+            super()._save_last_checkpoint(trainer, monitor_candidates)
+        finally:
+            self.save_last = True
+
+    @staticmethod
+    def _link_checkpoint(trainer: L.Trainer, filepath: str, linkpath: str) -> None:
+        """Rank 0 gives `linkpath` the finished checkpoint `filepath`'s bytes (zoo.atomic.atomic_same_file: a
+        hard link, else a copy; renamed into place), where Lightning's own link is a symlink made after
+        deleting the old file."""
+        if trainer.is_global_zero and os.path.abspath(filepath) != os.path.abspath(linkpath):
+            atomic_same_file(filepath, linkpath)
+        trainer.strategy.barrier()
 
 
 class StepProgressBar(RichProgressBar):

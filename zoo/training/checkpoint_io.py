@@ -33,6 +33,16 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         return read_checkpoint(path)  # weights_only=True, with clear errors
 
 
+def writes_one_file(strategy: Strategy) -> bool:
+    """Whether `strategy` saves a checkpoint as one file through AtomicCheckpointIO (rank 0 writes the full
+    state), not a folder of every process's shards (sharded FSDP / model parallel, DeepSpeed)."""
+    if not isinstance(strategy.checkpoint_io, AtomicCheckpointIO):
+        return False
+    if type(strategy).save_checkpoint is Strategy.save_checkpoint:
+        return True
+    return getattr(strategy, "_save_distributed_checkpoint", None) is False  # zoo's FSDP2, full state
+
+
 def hand_over(trainer, resumed: Checkpoint | None) -> None:
     """Give the trainer's CheckpointIO the checkpoint the run read to resume from, when its strategy loads
     through it (FSDP and DeepSpeed read the file themselves: they get no copy to hold while training)."""
