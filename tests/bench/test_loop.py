@@ -104,8 +104,9 @@ def test_default_run_is_gpt_small_unscaled_over_the_whole_validation_split(monke
     assert args[-2:] == ["trainer.max_steps=300", "eval_every=100"]
     assert not any(a.startswith("trainer.limit_val_batches") for a in args)
     assert loop.bench_env(2)["OMP_NUM_THREADS"] == "2" and loop.bench_env()["OMP_NUM_THREADS"] == "1"
+    together = "--default-run is gpt_small's default run as train.py has it: not with --steps, --quick"
     for bad, said in ((["--threads", "0"], "--threads 0: at least 1"),
-                      (["--default-run", "--steps", "50"], "--default-run is gpt_small's default run")):
+                      (["--default-run", "--steps", "50"], together)):
         with pytest.raises(SystemExit):
             loop.main(bad)
         assert said in capsys.readouterr().err
