@@ -15,7 +15,7 @@ import torch
 
 from zoo.apps import ConfigError
 from zoo.tasks.grpo_batch import cut_completion
-from zoo.tasks.grpo_rollouts import ROLLOUTS, row_seed
+from zoo.tasks.grpo_rollouts import ROLLOUTS, Prompts, Sampling, row_seed
 from zoo.training.plan import prepare
 
 from .test_grpo import ROOT, bound, grpo_cfg, write_prompts
@@ -113,3 +113,22 @@ def test_train_py_grpo_with_engine_rollouts(tmp_path):
     lengths = [float(r[key]) for r in rows if r.get(key)]
     assert len(lengths) == 2 and all(0 < n <= 4 for n in lengths)
     assert any(r.get("val/reward") for r in rows)
+
+
+def test_generate_rollouts_of_two_kinds_in_one_batch_draw_from_different_streams():
+    """A batch mixing chat and text prompts calls `generate` once per kind with the batch's seed: the kind
+    holding row 0 draws with that seed (as a batch of one kind always did), the other with its first row's
+    seed. Before, both drew with the batch's seed: one prompt gave the same completions in either kind."""
+    from zoo.config import ModelConfig
+    from zoo.presets import build
+
+    torch.manual_seed(0)
+    model = build(ModelConfig(arch="decoder", vocab_size=48, d_model=16, n_layers=1, n_heads=2,
+                              max_seq_len=32))
+    ids, mask = torch.randint(1, 48, (1, 5)), torch.ones(1, 5, dtype=torch.long)
+    sampling, sampler = Sampling(G, BUDGET, 1.0, 1.0, 0), ROLLOUTS.get("generate")
+    first, second = (sampler.sample(model, Prompts(ids, mask, [i], [0]), sampling, 7, None) for i in (0, 1))
+    assert first != second
+    again = model.generate(ids, attention_mask=mask, num_return_sequences=G, max_new_tokens=BUDGET,
+                           do_sample=True, seed=7, eos_token_id=[0])
+    assert first == again[:, 5:].tolist()

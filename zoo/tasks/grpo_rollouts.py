@@ -71,6 +71,14 @@ def register_rollout(name: str):
     return add
 
 
+def kind_seed(batch_seed: int, prompts: Prompts, generations: int) -> int:
+    """The seed one generate call of a kind of prompts draws with: the batch's seed for the kind holding the
+    batch's first row (a batch of one kind, as before), else its first row's seed, so that the chat and text
+    prompts of a mixed batch never share a random stream."""
+    first = prompts.index[0] * generations
+    return batch_seed if first == 0 else row_seed(batch_seed, first)
+
+
 @register_rollout("generate")
 class GenerateRollouts(RolloutSampler):
     """`model.generate` on the prompts, each run once and its cache copied to its group: every row computed
@@ -81,7 +89,8 @@ class GenerateRollouts(RolloutSampler):
         sequences = model.generate(
             prompts.ids, attention_mask=prompts.mask, num_return_sequences=sampling.generations,
             max_new_tokens=sampling.max_new_tokens, do_sample=True, temperature=sampling.temperature,
-            top_p=sampling.top_p, top_k=sampling.top_k, seed=seed, eos_token_id=prompts.stop_ids,
+            top_p=sampling.top_p, top_k=sampling.top_k, seed=kind_seed(seed, prompts, sampling.generations),
+            eos_token_id=prompts.stop_ids,
             stop_strings=strings or None, tokenizer=tokenizer if strings else None)  # (n G, P + new)
         return sequences[:, prompts.ids.shape[1]:].tolist()
 
