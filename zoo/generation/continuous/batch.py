@@ -33,14 +33,23 @@ class RunningBatch:
 
     def prefill(self, prompts: list[list[int]]) -> tuple[torch.Tensor, KVCache, torch.Tensor]:
         """Run new prompts (left-padded together) through a fresh cache: (next-token logits (k, V) float32,
-        their cache, their mask (k, T)). The batch itself is untouched until `rebuild` takes them in."""
-        ids, mask = pad_prompts(prompts, self.pad_id, side="left")  # (k, T)
+        their cache, their mask (k, T)). Rows with the same prompt (a request's `n` choices, a GRPO group)
+        share one forward row, whose logits, cache and mask rows are then copied to each of them. The batch
+        itself is untouched until `rebuild` takes them in."""
+        unique = list(dict.fromkeys(map(tuple, prompts)))  # each distinct prompt once, in first-seen order
+        ids, mask = pad_prompts([list(p) for p in unique], self.pad_id, side="left")  # (u, T)
         ids, mask = ids.to(self.device), mask.to(self.device)
         padded = not bool(mask.all())
         cache = self.model.new_cache()
         out = self.model(ids, attention_mask=mask if padded else None,
                          position_ids=position_ids(mask) if padded else None, cache=cache, logits_to_keep=1)
-        return out.logits[:, -1].float(), cache, mask
+        logits = out.logits[:, -1].float()  # (u, V)
+        if len(unique) < len(prompts):
+            row = {prompt: i for i, prompt in enumerate(unique)}
+            index = torch.tensor([row[tuple(p)] for p in prompts], dtype=torch.long, device=self.device)
+            cache.reorder(index)  # (k, ...): every layer's K/V and recurrent state, a copy per row
+            logits, mask = logits.index_select(0, index), mask.index_select(0, index)
+        return logits, cache, mask
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         """Feed one token per row (B,); next-token logits (B, V) float32."""

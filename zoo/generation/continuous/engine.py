@@ -1,8 +1,9 @@
 """Continuous batching: one thread owns the model and steps the running batch one token at a time. Between
 two steps (a step boundary) rows that finished, were cancelled (a client went away, a stop string matched)
 or ran past their deadline leave, and waiting requests join after a prefill of their own; every row then
-gets one token from the same forward call. Requests wait in a bounded queue; `submit` refuses when it is
-full (the server answers 429).
+gets one token from the same forward call; joining rows with the same prompt (a request's `n` choices, a
+GRPO group) share one prefill row, copied to each. Requests wait in a bounded queue; `submit` refuses when
+it is full (the server answers 429).
 
 Each row picks its token exactly as `model.generate` does for that request alone (zoo.generation.logits'
 Choice: argmax, or temperature / top-p then one multinomial draw from the row's own seeded generator), so a
@@ -13,10 +14,10 @@ the raw logits (zoo.generation.continuous.raw_logprobs).
 
 A failure that belongs to one row ends that row alone (finish "error", `Sequence.error` says why) and the
 others go on: its penalties, its sampling, its stop-string decode, its delivery, its echo scoring, its
-prefill (when the joining rows' prefill raises, each is prefilled alone, so the rows that succeed alone
-still join). A sampled row whose distribution is NaN ends before the draw: its request's fault when the
-model's logits were finite (its settings broke them), the server's otherwise. Only a failure of what every
-row shares (the batched decode forward, the cache rebuild) ends every row in it."""
+prefill (when the joining rows' prefill raises, each prompt is prefilled alone, so the rows whose prompt
+succeeds alone still join). A sampled row whose distribution is NaN ends before the draw: its request's
+fault when the model's logits were finite (its settings broke them), the server's otherwise. Only a failure
+of what every row shares (the batched decode forward, the cache rebuild) ends every row in it."""
 
 from __future__ import annotations
 
@@ -185,19 +186,30 @@ class Engine:
 
     def _prefill(self, joining: list[Sequence],
                  ) -> tuple[list[Sequence], torch.Tensor, KVCache, torch.Tensor] | None:
-        """(rows prefilled, their logits (k, V), cache, mask (k, T)) of the joining rows, together; when that
-        forward raises, each row alone, so that only a row that fails by itself ends (None: none is left)."""
+        """(rows prefilled, their logits (k, V), cache, mask (k, T)) of the joining rows, together (rows with
+        the same prompt share one forward row: RunningBatch.prefill); when that forward raises, each prompt
+        alone, so that only the rows of a prompt that fails by itself end (None: none is left)."""
         try:
             return (joining, *self.batch.prefill([seq.prompt for seq in joining]))
         except Exception:
-            log.exception("the prefill of %d joining rows failed; prefilling each alone", len(joining))
-        alone = [(seq, self._isolated(seq, "prefilling its prompt", self.batch.prefill, [seq.prompt]))
-                 for seq in joining]
-        alone = [(seq, out) for seq, out in alone if out is not None]
+            log.exception("the prefill of %d joining rows failed; prefilling each prompt alone", len(joining))
+        groups: dict[tuple[int, ...], list[Sequence]] = {}
+        for seq in joining:
+            groups.setdefault(tuple(seq.prompt), []).append(seq)
+        alone = []
+        for group in groups.values():
+            out = self._isolated(group[0], "prefilling its prompt", self.batch.prefill,
+                                 [seq.prompt for seq in group])
+            if out is not None:
+                alone.append((group, out))
+                continue
+            for seq in group[1:]:  # the same prompt fails the same way: its other rows end with its error
+                self._end(seq, group[0].error)
         if not alone:
             return None
         cache, mask = self.batch.merge([(out[1], out[2]) for _, out in alone])
-        return [seq for seq, _ in alone], torch.cat([out[0] for _, out in alone]), cache, mask
+        rows = [seq for group, _ in alone for seq in group]
+        return rows, torch.cat([out[0] for _, out in alone]), cache, mask
 
     def _isolated(self, seq: Sequence, what: str, work: Callable, *args):
         """`work(*args)` for one row; when it raises, that row alone ends with a server error (None)."""
