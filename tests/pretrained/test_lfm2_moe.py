@@ -70,6 +70,42 @@ def test_export_round_trip(tmp_path, variant):
     assert written["layer_types"] == BASE["layer_types"]
 
 
+def test_a_bf16_model_routes_as_transformers_does(tmp_path):
+    """transformers' Lfm2MoeTopKRouter routes in the model's dtype: bf16 logits, a bf16 sigmoid, the float32
+    expert_bias added only to choose, the chosen bf16 scores renormalised with sum + 1e-6 and scaled in bf16.
+    zoo's lfm2_moe import says so (router.float32 false, renorm_eps 1e-6; the bias stays float32): given the
+    hidden states transformers' bf16 model routes, zoo's bf16 router chooses the same experts for every one of
+    the 256 tokens with the same weights, and the logits agree. 32 experts, top-4, init-sized gate (close
+    calls): zoo's float32 routing chose other experts for 37 of them (scores rounded to bf16 before
+    the bias is added decide the near-ties)."""
+    e = 32
+    hf = Lfm2MoeForCausalLM(Lfm2MoeConfig(**{
+        **BASE, "num_hidden_layers": 2, "layer_types": ["conv", "full_attention"], "num_experts": e,
+        "num_experts_per_tok": 4, "moe_intermediate_size": 8, "routed_scaling_factor": 1.5}))
+    torch.manual_seed(0)
+    with torch.no_grad():
+        hf.model.layers[1].feed_forward.expert_bias.copy_(torch.randn(e) * 0.01)
+    path = saved(hf, tmp_path)
+    hf = Lfm2MoeForCausalLM.from_pretrained(path, dtype=torch.bfloat16).eval()
+    model = zoo.from_pretrained(path, dtype=torch.bfloat16)
+    router = model.decoder_stack.layers[1].ffn.router
+    assert (router.proj.weight.dtype, router.bias.dtype) == (torch.bfloat16, torch.float32)
+    seen = {}
+    gate = hf.model.layers[1].feed_forward.gate
+    gate.register_forward_hook(lambda module, args, out: seen.update(x=args[0], out=out))
+    ids = torch.randint(3, 99, (2, 128), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        want = hf(input_ids=ids).logits
+        got = model(ids).logits
+        routing = router(seen["x"])
+    _, want_weights, want_experts = seen["out"]
+    order, want_order = routing.experts.argsort(dim=-1), want_experts.argsort(dim=-1)
+    differ = (routing.experts.gather(-1, order) != want_experts.gather(-1, want_order)).any(dim=-1)
+    assert int(differ.sum()) == 0
+    assert torch.equal(routing.weights.gather(-1, order), want_weights.gather(-1, want_order))
+    torch.testing.assert_close(got, want, rtol=1.6e-2, atol=1e-2)  # bf16's resolution
+
+
 def test_routing_without_the_expert_bias_is_one_error():
     family = zoo.pretrained.FAMILIES.get("lfm2_moe")()
     with pytest.raises(ValueError, match=re.escape("use_expert_bias=False (supported: True)")):

@@ -42,7 +42,8 @@ class RouterSettings(Part):
 
     float32: bool = False  # routes in float32 in a bf16 / fp16 model: the router's weights stay float32 and
     #                        its logits are a float32 matmul (DeepSeek's routers in transformers); false:
-    #                        the logits in the model's dtype, the softmax in float32 (Mixtral, Qwen, OLMoE)
+    #                        the logits in the model's dtype, the softmax in float32 (Mixtral, Qwen, OLMoE),
+    #                        sigmoid_bias's scores and weights in the model's dtype (LFM2-MoE)
 
     def check(self, moe: MoESettings) -> None:
         """Raise ValueError naming the key when this router cannot route `moe`'s experts (before a build)."""
@@ -113,6 +114,8 @@ class SigmoidBias(GroupLimited):
     float32: bool = True  # as transformers' DeepseekV3TopkRouter
     bias_rate: Annotated[float, number(0)] = 0.001  # the bias step per optimizer update (gamma)
     norm_topk_prob: bool = True  # the kept scores renormalised to sum to 1 (transformers' norm_topk_prob)
+    renorm_eps: Annotated[float, number(0)] = 1e-20  # added to the kept scores' sum before dividing by it
+    #                                                  (DeepSeek-V3's 1e-20; LFM2-MoE's 1e-6)
     min_group_size: ClassVar[int] = 2
 
 

@@ -12,11 +12,13 @@ The MLP's width is derived as transformers derives it: with `block_auto_adjust_f
 `block_multiple_of`; export writes the width itself with the adjustment off. RoPE: the default kind only
 (base `rope_theta`, 1e6 when absent).
 
-LFM2-MoE (`lfm2_moe`, LFM2-8B-A1B): LFM2's layers with a Mixture of Experts after the first
-`num_dense_layers` dense ones (model.layer_pattern's dense / moe tags beside linear / full), whose dense MLP
-is `intermediate_size` as given (no adjustment). The router `feed_forward.gate` is zoo's `sigmoid_bias`
-(sigmoid scores plus the `expert_bias` buffer to choose, `norm_topk_prob`), its weights times
-`routed_scaling_factor` (route_scale); experts `feed_forward.experts.{e}.w1 | w3 | w2` of width
+LFM2-MoE (`lfm2_moe`, LFM2-8B-A1B): LFM2's layers with a Mixture of Experts after the first `num_dense_layers`
+dense ones (model.layer_pattern's dense / moe tags beside linear / full), whose dense MLP is
+`intermediate_size` as given (no adjustment). The router `feed_forward.gate` is zoo's `sigmoid_bias` (sigmoid
+scores plus the `expert_bias` buffer to choose, `norm_topk_prob`), its weights times `routed_scaling_factor`
+(route_scale), routed as transformers' Lfm2MoeTopKRouter does: in the model's dtype (router.float32 false:
+logits, sigmoid scores and weights in bf16 in a bf16 model, the expert bias float32 and added only to choose)
+with the kept scores' sum + 1e-6 (router.renorm_eps); experts `feed_forward.experts.{e}.w1 | w3 | w2` of width
 `moe_intermediate_size`. Routing without the bias (`use_expert_bias: false`) is refused."""
 
 from __future__ import annotations
@@ -128,7 +130,8 @@ class Lfm2Moe(Lfm2):
         known = isinstance(dense, int) and not isinstance(dense, bool) and dense >= 0
         checks["num_dense_layers (an integer >= 0)"] = (known, True)
         layers = ["dense" if known and i < dense else "moe" for i in range(settings["n_layers"])]
-        router = {"name": "sigmoid_bias", "norm_topk_prob": bool(hf.get("norm_topk_prob", True))}
+        router = {"name": "sigmoid_bias", "float32": False, "renorm_eps": 1e-6,
+                  "norm_topk_prob": bool(hf.get("norm_topk_prob", True))}
         moe = {"n_experts": hf.get("num_experts", 32), "top_k": hf.get("num_experts_per_tok", 4),
                "expert_d_ff": hf.get("moe_intermediate_size", 1792), "balance": {}, "router": router,
                "route_scale": float(hf.get("routed_scaling_factor", 1.0))}

@@ -13,7 +13,10 @@ to and with which weights.
 - `group_limited_greedy`: p = softmax(logits); groups scored by their largest p, the top_k p among the best
   `topk_group` groups kept as they are (DeepSeek-V2).
 Choices are made as DeepSeek's reference code (transformers' DeepseekV3TopkRouter / DeepseekV2TopkRouter)
-makes them, the same torch ops on the same float32 scores, so equal scores are broken the same way.
+makes them, the same torch ops on the same float32 scores, so equal scores are broken the same way. A router
+with `float32: false` takes its logits in the model's dtype; the softmaxes are float32 (Mixtral, Qwen, OLMoE),
+`sigmoid_bias` keeps its scores and weights in that dtype and adds its float32 bias only to choose
+(transformers' Lfm2MoeTopKRouter).
 Each router also gives the probabilities the balancing loss averages (P_i) and its raw logits (z-loss)."""
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from zoo.registry import Registry
 
 @dataclass
 class Routing:
-    """The routing of N tokens: `experts` (N, k) long, `weights` (N, k), `probs` (N, E) the router's
+    """The routing of N tokens: `experts` (N, k) long, `weights` (N, k), `probs` (N, E) float32, the router's
     probability per expert (averaged by the balancing loss), `logits` (N, E) float32."""
 
     experts: torch.Tensor
@@ -72,9 +75,10 @@ class Router(nn.Module):
         return super()._apply(keep_float32, recurse)
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
-        """x (N, C) -> (N, E) float32 logits."""
+        """x (N, C) -> (N, E) logits in the dtype the router computes in: float32 for a float32 router, else
+        the model's (autocast's)."""
         if not self.float32:
-            return self.proj(x).float()
+            return self.proj(x)
         with torch.autocast(x.device.type, enabled=False):
             if type(self.proj) is not nn.Linear:  # quantised (zoo.quantize): its own layer, on float32 inputs
                 return self.proj(x.float()).float()
@@ -82,7 +86,8 @@ class Router(nn.Module):
             return nn.functional.linear(x.float(), self.proj.weight.float(), bias)
 
     def forward(self, x: torch.Tensor) -> Routing:
-        """x (N, C) -> Routing; probabilities in float32, weights in x's dtype."""
+        """x (N, C) -> Routing; probabilities and logits in float32, weights in x's dtype (scaled in the dtype
+        the route gave them)."""
         routing = self.route(self.logits(x))  # (N, E)
         if self.scale != 1.0:
             routing.weights = routing.weights * self.scale
@@ -90,6 +95,7 @@ class Router(nn.Module):
         return routing
 
     def route(self, logits: torch.Tensor) -> Routing:
+        """logits (N, E) as `logits` computed them -> Routing."""
         raise NotImplementedError
 
     def update(self, load: torch.Tensor) -> None:
@@ -102,6 +108,7 @@ class SoftmaxTopK(Router):
     renormalise = False
 
     def route(self, logits: torch.Tensor) -> Routing:
+        logits = logits.float()
         probs = logits.softmax(dim=-1)  # (N, E)
         weights, experts = probs.topk(self.top_k, dim=-1)  # (N, k)
         if self.renormalise:
@@ -117,6 +124,7 @@ class SoftmaxTopKNorm(SoftmaxTopK):
 @ROUTERS.register("topk_softmax")
 class TopKSoftmax(Router):
     def route(self, logits: torch.Tensor) -> Routing:
+        logits = logits.float()
         top, experts = logits.topk(self.top_k, dim=-1)  # (N, k)
         return Routing(experts, top.softmax(dim=-1), logits.softmax(dim=-1), logits)
 
@@ -150,6 +158,7 @@ class GroupLimitedGreedy(Router):
         self.n_group, self.topk_group = settings.router.n_group, settings.router.topk_group
 
     def route(self, logits: torch.Tensor) -> Routing:
+        logits = logits.float()
         probs = logits.softmax(dim=-1)  # (N, E)
         choice = probs
         if self.n_group > 1:  # masked experts at 0: below every kept probability
@@ -162,7 +171,10 @@ class GroupLimitedGreedy(Router):
 class SigmoidBias(Router):
     """DeepSeek-V3: the bias steers which experts are chosen, never the weights, and is no parameter: it moves
     by `bias_rate` against each expert's load (Wang et al. 2024, "Auxiliary-Loss-Free Load Balancing"). With
-    groups, a group's score is the sum of its two best biased scores."""
+    groups, a group's score is the sum of its two best biased scores. The bias stays float32 in every dtype
+    (as transformers keeps DeepSeek-V3's and LFM2-MoE's, and so that bias_rate steps are not rounded away);
+    with `float32: false` the scores and weights are in the model's dtype and only the choice adds the float32
+    bias (LFM2-MoE)."""
 
     follows_load = True
 
@@ -171,19 +183,34 @@ class SigmoidBias(Router):
         router = settings.router
         self.rate, self.normalise = router.bias_rate, router.norm_topk_prob
         self.n_group, self.topk_group = router.n_group, router.topk_group
+        self.renorm_eps = router.renorm_eps
         self.register_buffer("bias", torch.zeros(settings.n_experts))  # saved with the model, no gradient
 
+    def _apply(self, fn, recurse: bool = True):
+        """The bias follows a cast's device, never a cast down to a 16-bit float."""
+        if self.float32:  # every tensor kept float32 already
+            return super()._apply(fn, recurse)
+
+        def keep_bias(t: torch.Tensor) -> torch.Tensor:
+            target = fn(t.new_empty(0))  # where and as what the cast puts a tensor like t
+            if t is self.bias and target.dtype in (torch.bfloat16, torch.float16):
+                return t.to(target.device)
+            return fn(t)
+
+        return super()._apply(keep_bias, recurse)
+
     def route(self, logits: torch.Tensor) -> Routing:
-        scores = logits.sigmoid()  # (N, E)
-        choice = scores + self.bias  # chosen with the bias
+        scores = logits.sigmoid()  # (N, E) in the logits' dtype
+        choice = scores + self.bias  # chosen with the bias, in float32
         if self.n_group > 1:
             choice = keep_groups(choice, self.n_group, self.topk_group,
                                  lambda g: g.topk(2, dim=-1).values.sum(dim=-1), float("-inf"))
         experts = top_choices(choice, self.top_k)  # (N, k)
-        weights = scores.gather(-1, experts)  # weighted without it
+        weights = scores.gather(-1, experts)  # weighted without it, in the scores' dtype
         if self.normalise:
-            weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
-        return Routing(experts, weights, scores / scores.sum(dim=-1, keepdim=True), logits)
+            weights = weights / (weights.sum(dim=-1, keepdim=True) + self.renorm_eps)
+        probs = scores.float()
+        return Routing(experts, weights, probs / probs.sum(dim=-1, keepdim=True), logits.float())
 
     @torch.no_grad()
     def update(self, load: torch.Tensor) -> None:
