@@ -113,16 +113,18 @@ def _head_activation(cfg: ModelConfig) -> Computed | None:
 
 def ffn_in_the_model(cfg: ModelConfig) -> dict[str, Any]:
     """The FFN's keys that change what the weights compute, defaults resolved (MoE's balancing losses, its
-    capacity and the router's bias step act in training only)."""
+    capacity and the router's bias step act in training only); the router's whole settings (its dtype,
+    groups, renormalisation), which a family's config.json says by its keys or by its model_type."""
     settings = cfg.ffn.to_data()
     if cfg.ffn.name != "moe":
         return settings
     settings["expert_d_ff"] = settings["expert_d_ff"] or cfg.ffn_dim
-    settings["router"] = {"name": settings["router"]["name"]}
+    settings["router"] = {k: v for k, v in settings["router"].items() if k not in ROUTER_TRAINING_ONLY}
     return {k: v for k, v in settings.items() if k not in MOE_TRAINING_ONLY}
 
 
 MOE_TRAINING_ONLY = frozenset({"balance", "capacity_factor"})
+ROUTER_TRAINING_ONLY = frozenset({"bias_rate"})  # sigmoid_bias's bias step: the bias itself is a weight
 
 
 def head_settings(cfg: ModelConfig) -> dict[str, Any]:
