@@ -282,6 +282,8 @@ OVERRIDES = [BadInput(given, message) for given, message in [
     # DeepSeek's group-limited routing: the groups must split the experts and hold top_k of them
     ("model=moe_small model.ffn.router={name:sigmoid_bias,n_group:3}",
      "model.ffn.router.n_group=3 does not divide model.ffn.n_experts=8"),
+    ("model=moe_small model.ffn.router={name:sigmoid_bias,renorm_eps:-1}",
+     "model.ffn.router.renorm_eps must be a finite number >= 0, got -1"),
     ("model=moe_small model.ffn.router={name:group_limited_greedy,n_group:4,topk_group:5}",
      "model.ffn.router.topk_group=5 exceeds model.ffn.router.n_group=4"),
     ("model=moe_small model.ffn.top_k=4 model.ffn.router={name:sigmoid_bias,n_group:4,topk_group:1}",
@@ -466,6 +468,11 @@ CHECKED_ELSEWHERE = [
              "cannot express model.mixer.latent_norm_eps=1e-05 (would load as 1e-06)",
              "tests/pretrained/test_deepseek.py::"
              "test_a_model_trained_in_zoo_exports_where_its_latent_norms_agree"),
+    BadInput("zoo.save_pretrained model_type=lfm2_moe (or deepseek_v3) of a MoE model whose router settings "
+             "the family's config.json cannot say: float32 true (lfm2_moe routes in the model's dtype), a "
+             "renorm_eps other than 1e-6 (deepseek_v3: 1e-20), groups",
+             "model.ffn.router.float32=True (would load as False)",
+             "tests/pretrained/test_roundtrip.py::test_a_router_setting_the_family_cannot_say_is_named"),
     # multi-token prediction: what needs a model or a folder
     BadInput("zoo.build of model.mtp on an encoder (or encoder_decoder) stack",
              "model.mtp=sequential predicts later tokens of a decoder's own",
