@@ -119,8 +119,9 @@ def process_side(name: str, quick: bool) -> dict:
     return {"setup_peak": setup_peak, "rss_after_setup": rss_after_setup, "steps_peak": _status("VmHWM")}
 
 
-def in_fresh_process(name: str, quick: bool) -> dict:
-    args = [sys.executable, "-m", "bench.bench_qlora", "--side", name] + (["--quick"] if quick else [])
+def in_fresh_process(names: tuple[str, ...], quick: bool) -> dict:
+    """process_side of each of `names`, one after another in one fresh process."""
+    args = [sys.executable, "-m", "bench.bench_qlora", "--side", *names] + (["--quick"] if quick else [])
     out = subprocess.run(args, capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parent.parent).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -132,7 +133,9 @@ def run(quick: bool = False) -> Section:
 
     size = SIZES[quick]
     sides = tuple(SIDES)
-    processes = {name: in_fresh_process(name, quick) for name in sides}
+    # a process per side; --quick: all in one, one after another (a child's imports cost more than its steps)
+    batches = [sides] if quick else [(name,) for name in sides]
+    processes = {name: found for batch in batches for name, found in in_fresh_process(batch, quick).items()}
     models = {name: prepared(name, size) for name in sides}
     steps = {name: stepper(models[name], size) for name in sides}
     held = {name: held_bytes(models[name]) for name in sides}
@@ -173,7 +176,10 @@ def run(quick: bool = False) -> Section:
         f"{'met' if ratio < 0.5 else 'missed'}; without it the activations of {size['seq_len']} tokens, the "
         f"same for both, weigh as much as what NF4 saves, and the ratio is {plain_ratio:.2f}.",
         "process peak: VmHWM of each side in its own fresh process, over two steps after setup (reset "
-        "through /proc/self/clear_refs) and from its start through setup; both include the Python, torch "
+        "through /proc/self/clear_refs) and from its start through setup"
+        + (" (--quick: all sides in one process, one after another, so a side after the first starts from "
+           "what the ones before left: a smoke run, not a measurement)" if quick else "")
+        + "; both include the Python, torch "
         "(and for qlora bitsandbytes) pages. In setup, qlora's includes the fp32 model built before it is "
         "quantised (these sides build a model from random weights, not from init_from); a run with "
         "init_from loads lean, measured in the table below.",
@@ -195,11 +201,12 @@ def run(quick: bool = False) -> Section:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--side", choices=tuple(SIDES), help="measure one side's process peaks (JSON)")
+    parser.add_argument("--side", nargs="+", choices=tuple(SIDES),
+                        help="measure these sides' process peaks in this process, one after another (JSON)")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     if args.side:
-        print(json.dumps(process_side(args.side, args.quick)))
+        print(json.dumps({name: process_side(name, args.quick) for name in args.side}))
     else:
         section = run(args.quick)
         print(section.markdown())

@@ -135,26 +135,30 @@ def measure(side: str, kind: str, folder: str, quick: bool, profiled: bool) -> d
             "anon_after": _status("RssAnon") - base_anon, "held": sum(held.values()), "seconds": seconds}
 
 
-def in_fresh_process(side: str, kind: str, folder: Path, quick: bool) -> dict:
-    """The resident measurements of one process and the allocation peak of another."""
-    found = {}
-    for profiled in (False, True):
-        flags = [*(["--quick"] if quick else []), *(["--profiled"] if profiled else [])]
-        args = [sys.executable, "-m", "bench.bench_qlora_load", "--side", side, "--source", kind,
-                "--folder", str(folder), *flags]
-        out = subprocess.run(args, capture_output=True, text=True, check=True,
-                             cwd=Path(__file__).resolve().parent.parent).stdout
-        measured = json.loads(out.strip().splitlines()[-1])
-        found.update({"allocated_peak": measured["allocated_peak"]} if profiled else measured)
-    return found
+def in_fresh_process(jobs: list[tuple[str, str, bool]], folder: Path, quick: bool) -> list[dict]:
+    """The measurements `jobs` ((side, source, profiled) each) one after another in one fresh process."""
+    args = [sys.executable, "-m", "bench.bench_qlora_load", "--folder", str(folder),
+            *(["--quick"] if quick else [])]
+    for side, kind, profiled in jobs:
+        args += ["--measure", json.dumps([side, kind, profiled])]
+    out = subprocess.run(args, capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def run_load(quick: bool = False) -> tuple[str, list[str], dict]:
-    """(markdown table, notes, data) of both sides for both sources, each load in its own process."""
+    """(markdown table, notes, data) of both sides for both sources, each load in its own process (--quick:
+    all in one)."""
     with tempfile.TemporaryDirectory(prefix="qlora_load_") as tmp:
         sizes = write_sources(Path(tmp), quick)
-        results = {kind: {side: in_fresh_process(side, kind, Path(tmp), quick) for side in SIDES}
-                   for kind in SOURCES}
+        # each side's resident measurements from one process, its allocation peak from another; --quick
+        # runs them all in one process, one after another (a child's imports cost more than its loads)
+        jobs = [(side, kind, profiled) for kind in SOURCES for side in SIDES for profiled in (False, True)]
+        batches = [jobs] if quick else [[job] for job in jobs]
+        measured = [m for batch in batches for m in in_fresh_process(batch, Path(tmp), quick)]
+    results: dict = {kind: {side: {} for side in SIDES} for kind in SOURCES}
+    for (side, kind, profiled), m in zip(jobs, measured):
+        results[kind][side].update({"allocated_peak": m["allocated_peak"]} if profiled else m)
     rows = []
     for kind, sides in results.items():
         for side in SIDES:
@@ -174,8 +178,10 @@ def run_load(quick: bool = False) -> tuple[str, list[str], dict]:
         f"({sizes['linear_params'] / 1e6:,.0f}M weights) held in NF4 (block size "
         f"{SIZES[quick]['block_size']}), the tied embeddings and the norms fp32. eager: as zoo loaded before "
         "(the checkpoint read whole and loaded into zoo.loader's model, the run's float model built and "
-        "loaded, then quantised); lean: train.py's load now (zoo/finetune/lean.py). Each load in its own "
-        "fresh process, imports done before.",
+        "loaded, then quantised); lean: train.py's load now (zoo/finetune/lean.py). "
+        + ("--quick: every load in one process, one after another (a smoke run: the resident peaks after "
+           "the first are not from a fresh process), imports done before." if quick else
+           "Each load in its own fresh process, imports done before."),
         "torch allocation peak: the highest running sum of torch's CPU allocations over the load "
         "(torch.profiler, in a process of its own: deterministic; it counts a mapped file's tensors whole, "
         "though their pages are read only when touched); process peak RSS: VmHWM above the RSS before the "
@@ -189,14 +195,15 @@ def run_load(quick: bool = False) -> tuple[str, list[str], dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--side", choices=SIDES)
-    parser.add_argument("--source", choices=tuple(SOURCES))
+    parser.add_argument("--measure", action="append", type=json.loads, metavar="JSON",
+                        help='one load in this process, [side, source, profiled]: ["lean", "zoo checkpoint", '
+                             'false] (profiled: the allocation peak only); repeated, one after another')
     parser.add_argument("--folder")
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--profiled", action="store_true", help="measure the allocation peak only")
     args = parser.parse_args()
-    if args.side:
-        print(json.dumps(measure(args.side, args.source, args.folder, args.quick, args.profiled)))
+    if args.measure:
+        print(json.dumps([measure(side, kind, args.folder, args.quick, profiled)
+                          for side, kind, profiled in args.measure]))
         return
     table, notes, data = run_load(args.quick)
     print(table + "\n\n" + "\n".join(f"- {n}" for n in notes))

@@ -1,6 +1,7 @@
 """bench/bench_qlora.py: at --quick size both sides train, the tensor accounting adds up, and QLoRA holds
 fewer bytes than LoRA on the same layers (the NF4 base); the lean load of init_from allocates less than the
-eager one and builds the same model; e2e: it spawns a process per side."""
+eager one and builds the same model; e2e: it spawns the measuring processes (at --quick one for the
+fine-tuning sides and one for the loads, each side measured once)."""
 
 from __future__ import annotations
 
