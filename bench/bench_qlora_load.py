@@ -157,7 +157,7 @@ def run_load(quick: bool = False) -> tuple[str, list[str], dict]:
         batches = [jobs] if quick else [[job] for job in jobs]
         measured = [m for batch in batches for m in in_fresh_process(batch, Path(tmp), quick)]
     results: dict = {kind: {side: {} for side in SIDES} for kind in SOURCES}
-    for (side, kind, profiled), m in zip(jobs, measured):
+    for (side, kind, profiled), m in zip(jobs, measured, strict=True):
         results[kind][side].update({"allocated_peak": m["allocated_peak"]} if profiled else m)
     rows = []
     for kind, sides in results.items():
