@@ -9,9 +9,12 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-import zoo.hydra_schema  # noqa: F401  (registers Hydra configs: data/auto)
-from zoo.apps import ConfigError, literal_overrides
-from zoo.evaluation.run import evaluate, report_table
+from zoo.training.heap import imports_frozen
+
+with imports_frozen(__name__ == "__main__"):  # the script's own process only; an importer's heap is its own
+    import zoo.hydra_schema  # noqa: F401  (registers Hydra configs: data/auto)
+    from zoo.apps import ConfigError, literal_overrides
+    from zoo.evaluation.run import evaluate, report_table  # Lightning and torchmetrics, through zoo.tasks
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")

@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import sys
 
-from zoo.export.cli import main
-
 if __name__ == "__main__":
+    from zoo.training.heap import imports_frozen
+
+    with imports_frozen():
+        # building the model imports it anyway (torch.nn.init's first call): ~120,000 objects to freeze
+        import torch._dynamo  # noqa: F401
+
+        from zoo.export.cli import main
     sys.exit(main(sys.argv[1:]))

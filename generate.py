@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import sys
 
-from zoo.generate_cli import main
-
 if __name__ == "__main__":
-    if any(a in ("-h", "--help") for a in sys.argv[1:]):
+    if any(a in ("-h", "--help") for a in sys.argv[1:]):  # before any import: the help needs none
         print(__doc__)
         sys.exit(0)
+    from zoo.training.heap import imports_frozen
+
+    with imports_frozen():
+        # building the model imports it anyway (torch.nn.init's first call): ~120,000 objects to freeze
+        import torch._dynamo  # noqa: F401
+
+        from zoo.generate_cli import main
     try:
         sys.exit(main(sys.argv[1:]))
     except ValueError as e:  # bad overrides, inputs or checkpoints (CheckpointError is a ValueError)

@@ -14,9 +14,16 @@ if __name__ == "__main__":
     if any(a in ("-h", "--help") for a in sys.argv[1:]):
         print(__doc__)
         sys.exit(0)
-    from zoo.serving.cli import main
+    from zoo.training.heap import imports_frozen
 
     try:
+        # the server's import heap frozen: every full collection while it serves skips those objects
+        with imports_frozen():
+            # building the model imports it anyway (torch.nn.init's first call): ~120,000 objects to freeze
+            import torch._dynamo  # noqa: F401
+            import uvicorn  # noqa: F401  (main's server)
+
+            from zoo.serving.cli import main
         sys.exit(main(sys.argv[1:]))
     except ValueError as e:  # bad options or checkpoints (CheckpointError is a ValueError)
         print(f"error: {e}", file=sys.stderr)
