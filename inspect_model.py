@@ -16,23 +16,28 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-import torch
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import MISSING, DictConfig
-from rich.console import Console
 
-import zoo
-import zoo.hydra_schema  # noqa: F401  (registers model/_schema for the presets)
-from zoo.apps import literal_overrides, open_model
-from zoo.checkpoint import CheckpointError
-from zoo.inspection import attention_maps, flops_table, parameter_table, plots, trace
-from zoo.inspection.attention import token_labels
-from zoo.inspection.explorer import explorer_data, vocab_labeller, write_page
-from zoo.inspection.explorer.budget import PageBudgetError
-from zoo.inspection.explorer.page import PAGE_OUTPUT
-from zoo.inspection.written import PLOTS_OUTPUT
-from zoo.outputs import OutputError
+from zoo.training.heap import imports_frozen
+
+with imports_frozen(__name__ == "__main__"):  # the script's own process only; an importer's heap is its own
+    import torch
+    import torch._dynamo  # noqa: F401  (building the model imports it anyway, at torch.nn.init's first call)
+    from rich.console import Console
+
+    import zoo
+    import zoo.hydra_schema  # noqa: F401  (registers model/_schema for the presets)
+    from zoo.apps import literal_overrides, open_model
+    from zoo.checkpoint import CheckpointError
+    from zoo.inspection import attention_maps, flops_table, parameter_table, plots, trace
+    from zoo.inspection.attention import token_labels
+    from zoo.inspection.explorer import explorer_data, vocab_labeller, write_page
+    from zoo.inspection.explorer.budget import PageBudgetError
+    from zoo.inspection.explorer.page import PAGE_OUTPUT
+    from zoo.inspection.written import PLOTS_OUTPUT
+    from zoo.outputs import OutputError
 
 TEXT_KEYS = ("text", "target", "ckpt", "out_dir", "html")  # taken as typed from the shell (literal_overrides)
 FIRST_WORD_ID = 5  # ids 0-4 are the special tokens <pad> <bos> <eos> <unk> <mask>

@@ -1,8 +1,8 @@
-"""evaluate.py, generate.py, export.py and serve.py, each run as its process's script, import their stack with
-the cyclic collector paused and then freeze that heap, as train.py does (zoo.training.heap, issue 42): the
-collector no longer walks the 180,000-480,000 import objects in every full collection and at exit, and the
-run's outputs are as before. A process that imports evaluate.py as a module keeps its collector as it was;
-generate.py --help imports nothing."""
+"""evaluate.py, generate.py, export.py, serve.py and inspect_model.py, each run as its process's script,
+import their stack with the cyclic collector paused and then freeze that heap, as train.py does
+(zoo.training.heap, issue 42): the collector no longer walks the 300,000-750,000 import objects in every full
+collection and at exit, and the run's outputs are as before. A process that imports evaluate.py or
+inspect_model.py as a module keeps its collector as it was; generate.py --help imports nothing."""
 
 from __future__ import annotations
 
@@ -96,9 +96,22 @@ def test_serve_py_freezes_its_import_heap_and_still_refuses_in_one_line(tmp_path
     assert frozen > 150_000 and enabled == "True", (frozen, tracked, enabled)
 
 
-def test_evaluate_py_imported_as_a_module_leaves_the_callers_collector_alone():
+@pytest.mark.e2e  # an inspect_model.py subprocess
+def test_inspect_model_py_freezes_its_import_heap_and_writes_its_trace(tmp_path):
+    out = tmp_path / "run"
+    proc, frozen, tracked, enabled = _as_script(tmp_path, "inspect_model.py", "model=gpt_nano",
+                                                "text=the cat sat", f"hydra.run.dir={out}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _mostly_frozen(frozen, tracked, enabled), (frozen, tracked, enabled)
+    assert "parameters" in proc.stdout and "3 tokens" in proc.stdout
+    assert {"attention_decoder_layer0.png", "mask_decoder.png"} <= {p.name for p in out.glob("*.png")}
+    assert json.loads((out / "trace.json").read_text())  # the shape trace, whole
+
+
+@pytest.mark.parametrize("script", ["evaluate.py", "inspect_model.py"])
+def test_script_imported_as_a_module_leaves_the_callers_collector_alone(script):
     before = gc.get_freeze_count()
-    module = runpy.run_path(str(ROOT / "evaluate.py"), run_name="evaluate_as_module")
+    module = runpy.run_path(str(ROOT / script), run_name="imported_as_a_module")
     assert callable(module["cli"]) and gc.get_freeze_count() == before and gc.isenabled()
 
 
