@@ -12,9 +12,9 @@ from zoo.training.run import train
 
 from .conftest import CONF
 
-# gpt_nano on a 60 KB slice of the stdlib corpus, 16-token windows, 2 per batch: a validation split of
+# gpt_nano on a 20 KB slice of the stdlib corpus, 16-token windows, 2 per batch: a validation split of
 # far more than 20 batches; one validation, at the last step (last.ckpt holds the weights it scored)
-DATA = ["data=stdlib_text", "data.max_bytes=60000"]
+DATA = ["data=stdlib_text", "data.max_bytes=20000"]
 RUN = [*DATA, "model=gpt_nano", "tokenizer.vocab_size=300", "model.max_seq_len=16", "batch_size=2",
        "logger=csv", "trainer.accelerator=cpu", "trainer.max_steps=4", "eval_every=4",
        "trainer.num_sanity_val_steps=0", "trainer.enable_progress_bar=false", "callbacks.samples=null",
