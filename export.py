@@ -10,7 +10,8 @@ if __name__ == "__main__":
     from zoo.training.heap import imports_frozen
 
     with imports_frozen():
-        # building the model imports it anyway (torch.nn.init's first call): ~120,000 objects to freeze
+        # opening the checkpoint imports it anyway (a meta-device build: torch.nn.init under a device
+        # context): ~120,000 objects to freeze
         import torch._dynamo  # noqa: F401
 
         from zoo.export.cli import main

@@ -24,7 +24,11 @@ from zoo.training.heap import imports_frozen
 
 with imports_frozen(__name__ == "__main__"):  # the script's own process only; an importer's heap is its own
     import torch
-    import torch._dynamo  # noqa: F401  (building the model imports it anyway, at torch.nn.init's first call)
+
+    if __name__ == "__main__" and any(a.startswith("ckpt=") for a in sys.argv[1:]):
+        # opening a checkpoint imports it anyway (a meta-device build: torch.nn.init under a device context);
+        # a fresh model's run does not, and importing it there costs more than freezing it saves
+        import torch._dynamo  # noqa: F401
     from rich.console import Console
 
     import zoo

@@ -19,7 +19,8 @@ if __name__ == "__main__":
     try:
         # the server's import heap frozen: every full collection while it serves skips those objects
         with imports_frozen():
-            # building the model imports it anyway (torch.nn.init's first call): ~120,000 objects to freeze
+            # opening the checkpoint imports it anyway (a meta-device build: torch.nn.init under a device
+            # context): ~120,000 objects to freeze
             import torch._dynamo  # noqa: F401
             import uvicorn  # noqa: F401  (main's server)
 
