@@ -2,9 +2,9 @@
 Lightning (torch, torch._dynamo, torchmetrics and what it pulls) makes ~470,000 objects that each full
 collection walks again, 1 s of CPU during the imports and 1.4 s at interpreter exit; torch and torch._dynamo
 alone (generate.py, export.py, serve.py) ~300,000, 0.5 s in a run and 0.7 s at exit. Used by train.py,
-evaluate.py, generate.py, export.py and serve.py, for the script's own process only: frozen objects are never
-collected, so a caller's heap (a test calling train.py's main, a module importing evaluate.py) is left
-alone."""
+evaluate.py, generate.py, export.py, serve.py and inspect_model.py, for the script's own process only: frozen
+objects are never collected, so a caller's heap (a test calling train.py's main, a module importing
+evaluate.py) is left alone."""
 
 from __future__ import annotations
 
