@@ -9,17 +9,22 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from zoo.training.heap import imports_frozen
+import zoo.hydra_schema  # noqa: F401  (registers Hydra configs: data/auto)
+from zoo.apps import ConfigError, literal_overrides
 
-with imports_frozen(__name__ == "__main__"):  # the script's own process only; an importer's heap is its own
-    import zoo.hydra_schema  # noqa: F401  (registers Hydra configs: data/auto)
-    from zoo.apps import ConfigError, literal_overrides
-    from zoo.evaluation.run import evaluate, report_table  # Lightning and torchmetrics, through zoo.tasks
+SCRIPT = False  # True when evaluate.py is the process's script (below): its import heap is then frozen
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")
 def main(cfg: DictConfig) -> None:
-    from rich.console import Console
+    # the evaluation stack (Lightning and torchmetrics, through zoo.tasks) loads once there is a run: `--help`
+    # needs none of it
+    from zoo.training.heap import imports_frozen
+
+    with imports_frozen(SCRIPT):  # the heap is the process's to freeze only when evaluate.py is its script
+        from rich.console import Console
+
+        from zoo.evaluation.run import evaluate, report_table
 
     try:
         report = evaluate(cfg)
@@ -38,4 +43,5 @@ def cli() -> None:
 
 
 if __name__ == "__main__":
+    SCRIPT = True
     cli()
