@@ -52,8 +52,8 @@ SMALL = ("model.n_layers=4", "model.d_model=128", "model.n_heads=4", "model.max_
 # 2 sides x 3 repeats fit in minutes on a shared 2-core machine at load average ~10 (6 and 3 validations,
 # over 5 and 2 batches; a share of evaluation in the run like the issue's, at fewer steps).
 SHAPES = {
-    False: [LoopShape("gpt 4x128 (B=12, T=64)", SMALL, 60, 10, 5),
-            LoopShape("gpt_small default (B=8, T=256)", (), 6, 2, 2)],
+    False: [LoopShape("gpt 4x128 (B=12, T=64), 60 steps", SMALL, 60, 10, 5),
+            LoopShape("gpt_small default (B=8, T=256), 6 steps", (), 6, 2, 2)],
     True: [LoopShape("gpt 1x32 (quick)", ("model.n_layers=1", "model.d_model=32", "model.n_heads=2",
                                           "model.max_seq_len=32", "batch_size=4"), 8, 4, 2)],
 }
