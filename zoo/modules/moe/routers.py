@@ -61,14 +61,17 @@ class Router(nn.Module):
         self.proj = nn.Linear(d_model, settings.n_experts, bias=settings.router_bias)
         self.top_k, self.scale = settings.top_k, settings.route_scale
 
+    def _keeps_float32(self, t: torch.Tensor) -> bool:
+        """Whether `t` stays float32 when the model is cast down: every tensor of a float32 router."""
+        return self.float32
+
     def _apply(self, fn, recurse: bool = True):
-        """A float32 router's tensors follow a cast's device, never a cast down to a 16-bit float."""
-        if not self.float32:
-            return super()._apply(fn, recurse)
+        """The tensors `_keeps_float32` names follow a cast's device, never a cast down to a 16-bit float."""
 
         def keep_float32(t: torch.Tensor) -> torch.Tensor:
             target = fn(t.new_empty(0))  # where and as what the cast puts a tensor like t
-            if t.dtype == torch.float32 and target.dtype in (torch.bfloat16, torch.float16):
+            if t.dtype == torch.float32 and target.dtype in (torch.bfloat16, torch.float16) \
+                    and self._keeps_float32(t):
                 return t.to(target.device)
             return fn(t)
 
@@ -186,18 +189,9 @@ class SigmoidBias(Router):
         self.renorm_eps = router.renorm_eps
         self.register_buffer("bias", torch.zeros(settings.n_experts))  # saved with the model, no gradient
 
-    def _apply(self, fn, recurse: bool = True):
-        """The bias follows a cast's device, never a cast down to a 16-bit float."""
-        if self.float32:  # every tensor kept float32 already
-            return super()._apply(fn, recurse)
-
-        def keep_bias(t: torch.Tensor) -> torch.Tensor:
-            target = fn(t.new_empty(0))  # where and as what the cast puts a tensor like t
-            if t is self.bias and target.dtype in (torch.bfloat16, torch.float16):
-                return t.to(target.device)
-            return fn(t)
-
-        return super()._apply(keep_bias, recurse)
+    def _keeps_float32(self, t: torch.Tensor) -> bool:
+        """The bias stays float32 in every dtype; the rest as the router's `float32` says."""
+        return self.float32 or t is self.bias
 
     def route(self, logits: torch.Tensor) -> Routing:
         scores = logits.sigmoid()  # (N, E) in the logits' dtype
