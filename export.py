@@ -7,12 +7,10 @@ from __future__ import annotations
 import sys
 
 if __name__ == "__main__":
-    from zoo.training.heap import imports_frozen
+    from zoo.training.heap import import_checkpoint_opening, imports_frozen
 
     with imports_frozen():
-        # opening the checkpoint imports it anyway (a meta-device build: torch.nn.init under a device
-        # context): ~120,000 objects to freeze
-        import torch._dynamo  # noqa: F401
+        import_checkpoint_opening()
 
         from zoo.export.cli import main
     sys.exit(main(sys.argv[1:]))

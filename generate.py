@@ -11,12 +11,10 @@ if __name__ == "__main__":
     if any(a in ("-h", "--help") for a in sys.argv[1:]):  # before any import: the help needs none
         print(__doc__)
         sys.exit(0)
-    from zoo.training.heap import imports_frozen
+    from zoo.training.heap import import_checkpoint_opening, imports_frozen
 
     with imports_frozen():
-        # opening the checkpoint imports it anyway (a meta-device build: torch.nn.init under a device
-        # context): ~120,000 objects to freeze
-        import torch._dynamo  # noqa: F401
+        import_checkpoint_opening()
 
         from zoo.generate_cli import main
     try:

@@ -20,15 +20,13 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import MISSING, DictConfig
 
-from zoo.training.heap import imports_frozen
+from zoo.training.heap import import_checkpoint_opening, imports_frozen
 
 with imports_frozen(__name__ == "__main__"):  # the script's own process only; an importer's heap is its own
     import torch
 
     if __name__ == "__main__" and any(a.startswith("ckpt=") for a in sys.argv[1:]):
-        # opening a checkpoint imports it anyway (a meta-device build: torch.nn.init under a device context);
-        # a fresh model's run does not, and importing it there costs more than freezing it saves
-        import torch._dynamo  # noqa: F401
+        import_checkpoint_opening()  # a fresh model's run never imports it: there it costs more than it saves
     from rich.console import Console
 
     import zoo

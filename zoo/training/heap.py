@@ -29,3 +29,10 @@ def imports_frozen(enabled: bool = True) -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def import_checkpoint_opening() -> None:
+    """Import what opening a checkpoint imports anyway, so that a freeze around it covers that heap too:
+    torch._dynamo (~120,000 objects), which torch.nn.init pulls in under the meta-device build of
+    zoo.checkpoint. Called inside `imports_frozen` by the scripts that open one."""
+    import torch._dynamo  # noqa: F401
